@@ -1,0 +1,30 @@
+"""gpudvfs: what a GPU frequency change does to a workload's time, power and energy.
+
+Core runtime dependency: numpy. The command line, plots and measurement come as extras.
+"""
+
+from . import _core
+from .datasets import MeasurementGrid, PowerDataset, UtilizationTable
+from .errors import DataFileError, GpudvfsError, GpudvfsWarning, InputError, Problem
+from .power_equations import power_grid
+from .readers import FORMATS, UTIL_TOLERANCE, detect_format, read, read_power_dataset, write
+
+__version__ = _core.__version__
+
+__all__ = [
+    "FORMATS",
+    "UTIL_TOLERANCE",
+    "DataFileError",
+    "GpudvfsError",
+    "GpudvfsWarning",
+    "InputError",
+    "MeasurementGrid",
+    "PowerDataset",
+    "Problem",
+    "UtilizationTable",
+    "detect_format",
+    "power_grid",
+    "read",
+    "read_power_dataset",
+    "write",
+]

@@ -1,0 +1,17 @@
+"""Root of the command line: one click group, one module per sub-command group."""
+
+from __future__ import annotations
+
+import click
+
+from .. import __version__
+from .data import data
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="gpudvfs")
+def cli() -> None:
+    """Predict and choose GPU core/memory frequencies from time and power models."""
+
+
+cli.add_command(data)

@@ -1,0 +1,74 @@
+"""`gpudvfs data ...`: look at measurement files."""
+
+from __future__ import annotations
+
+import warnings
+
+import click
+
+from .. import readers
+from ..sample import sample_power_dataset
+from .output import console, print_json, table, user_errors
+
+
+def _fmt_range(r: list[float]) -> str:
+    return f"{r[0]:.6g} .. {r[1]:.6g}" if r else "-"
+
+
+def _levels(xs: list[float]) -> str:
+    return ", ".join(f"{x:g}" for x in xs) if xs else "-"
+
+
+@click.group()
+def data() -> None:
+    """Inspect and generate measurement files."""
+
+
+@data.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(readers.FORMATS), default=None,
+              help="Read as this format instead of detecting it.")
+@click.option("--skip-invalid", is_flag=True,
+              help="Leave out invalid rows (each is listed) instead of stopping at the first.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def info(file: str, fmt: str | None, skip_invalid: bool, as_json: bool) -> None:
+    """What a measurement file holds: format, reference, grid, components, benchmarks, ranges."""
+    with user_errors(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # skipped rows are reported below
+        ds = readers.read(file, fmt, on_invalid="skip" if skip_invalid else "raise")
+    d = ds.describe()
+    if as_json:
+        print_json(d)
+        return
+    ref = d.get("reference_mhz")
+    rows = [
+        ["format", d["format"]],
+        ["rows", d["rows"]],
+        ["reference (MHz)", "/".join(f"{x:g}" for x in ref) if ref else "not recorded"],
+        ["configurations", d.get("configurations", "-")],
+        ["core MHz levels", _levels(d.get("core_mhz_levels", []))],
+        ["memory MHz levels", _levels(d.get("mem_mhz_levels", []))],
+    ]
+    if "components" in d:
+        rows.append(["components", ", ".join(d["components"]) + f"  (per domain: {d['domain_sizes']})"])
+    if "metrics" in d:
+        rows.append(["counters", f"{len(d['metrics'])}: " + ", ".join(d["metrics"][:8])
+                     + (", ..." if len(d["metrics"]) > 8 else "")])
+    names = d["benchmark_names"]
+    rows.append(["benchmarks", f"{len(names)}: " + ", ".join(names[:10]) + (", ..." if len(names) > 10 else "")])
+    console.print(table(f"{file}", ["", ""], rows))
+    console.print(table("value ranges", ["column", "min .. max"],
+                        [[k, _fmt_range(v)] for k, v in d["ranges"].items()]))
+    for p in d["skipped"]:
+        console.print(f"[yellow]skipped[/yellow] {p}", highlight=False)
+
+
+@data.command()
+@click.argument("out", type=click.Path(dir_okay=False, writable=True))
+@click.option("--benchmarks", default=12, show_default=True, type=click.IntRange(min=1))
+@click.option("--seed", default=0, show_default=True, type=int)
+def sample(out: str, benchmarks: int, seed: int) -> None:
+    """Write a small synthetic gpmTOOL power CSV (from the power equations, known voltages)."""
+    with user_errors():
+        readers.write(sample_power_dataset(benchmarks, seed), out)
+    click.echo(f"wrote {out}")

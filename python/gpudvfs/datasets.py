@@ -1,0 +1,218 @@
+"""Typed datasets with numpy columns, as the readers return them.
+
+* :class:`PowerDataset`: power measured per (benchmark, frequency configuration) with the
+  benchmark's component utilizations (gpmTOOL power CSV).
+* :class:`UtilizationTable`: component utilizations of named applications, no power
+  (gpmTOOL utilization-only CSV): the input of power predictions.
+* :class:`MeasurementGrid`: time (and possibly power) of applications over a clock grid,
+  with profiler counters (NV-DVFS nvprof CSV, nsfcac DCGM CSV, gpuPTXModel blocks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import Problem
+
+
+def _levels(x: np.ndarray) -> list[float]:
+    return [float(v) for v in np.unique(x)]
+
+
+def _range(x: np.ndarray) -> list[float]:
+    return [float(np.min(x)), float(np.max(x))] if len(x) else []
+
+
+@dataclass(frozen=True, eq=False)
+class PowerDataset:
+    """Average power of benchmarks at frequency configurations (gpmTOOL CSV).
+
+    Rows are measurements. ``freqs_mhz`` has one column per V-F domain (core first);
+    ``utilization`` one column per component, the components of domain 0 first, then
+    those of domain 1, as given by ``domain_sizes``. A benchmark is identified by its name
+    and utilization vector (names repeat in some files for different sweeps); ``benchmark``
+    indexes ``benchmarks``, whose labels add ``#k`` to the k-th benchmark sharing a name.
+    """
+
+    path: str
+    reference_mhz: tuple[float, ...]
+    domain_sizes: tuple[int, ...]
+    components: tuple[str, ...]
+    watts: np.ndarray
+    freqs_mhz: np.ndarray
+    utilization: np.ndarray
+    row_names: tuple[str, ...] | None
+    benchmark: np.ndarray
+    benchmarks: tuple[str, ...]
+    skipped: tuple[Problem, ...] = field(default=())
+    format: str = "gpmtool"
+
+    def __len__(self) -> int:
+        return len(self.watts)
+
+    @property
+    def n_domains(self) -> int:
+        return len(self.domain_sizes)
+
+    @property
+    def core_mhz(self) -> np.ndarray:
+        return self.freqs_mhz[:, 0]
+
+    @property
+    def mem_mhz(self) -> np.ndarray:
+        return self.freqs_mhz[:, 1] if self.n_domains > 1 else np.full(len(self), np.nan)
+
+    @property
+    def configs(self) -> np.ndarray:
+        """Distinct frequency configurations, [n_configs x n_domains], sorted."""
+        return np.unique(self.freqs_mhz, axis=0)
+
+    def benchmark_utilization(self) -> np.ndarray:
+        """One utilization vector per benchmark, [n_benchmarks x n_components]."""
+        out = np.empty((len(self.benchmarks), len(self.components)))
+        out[self.benchmark] = self.utilization
+        return out
+
+    def describe(self) -> dict:
+        return {
+            "format": self.format,
+            "path": self.path,
+            "rows": len(self),
+            "reference_mhz": list(self.reference_mhz),
+            "domains": self.n_domains,
+            "domain_sizes": list(self.domain_sizes),
+            "components": list(self.components),
+            "named_rows": self.row_names is not None,
+            "benchmarks": len(self.benchmarks),
+            "benchmark_names": list(self.benchmarks),
+            "configurations": len(self.configs),
+            "core_mhz_levels": _levels(self.core_mhz),
+            "mem_mhz_levels": _levels(self.freqs_mhz[:, 1]) if self.n_domains > 1 else [],
+            "ranges": {
+                "watts": _range(self.watts),
+                **{f"util:{c}": _range(self.utilization[:, j]) for j, c in enumerate(self.components)},
+            },
+            "skipped": [str(p) for p in self.skipped],
+        }
+
+
+@dataclass(frozen=True, eq=False)
+class UtilizationTable:
+    """Component utilizations of named applications at the reference configuration."""
+
+    path: str
+    reference_mhz: tuple[float, ...]
+    domain_sizes: tuple[int, ...]
+    components: tuple[str, ...]
+    names: tuple[str, ...]
+    utilization: np.ndarray
+    skipped: tuple[Problem, ...] = field(default=())
+    format: str = "gpmtool-utils"
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def describe(self) -> dict:
+        return {
+            "format": self.format,
+            "path": self.path,
+            "rows": len(self),
+            "reference_mhz": list(self.reference_mhz),
+            "domain_sizes": list(self.domain_sizes),
+            "components": list(self.components),
+            "benchmarks": len(self.names),
+            "benchmark_names": list(self.names),
+            "ranges": {f"util:{c}": _range(self.utilization[:, j]) for j, c in enumerate(self.components)},
+            "skipped": [str(p) for p in self.skipped],
+        }
+
+
+@dataclass(frozen=True, eq=False)
+class MeasurementGrid:
+    """Applications measured over a grid of clocks, with profiler counters.
+
+    ``columns`` keeps every column of the file in its order (numbers as float64 arrays,
+    text as str arrays) so a grid writes back as it was read; ``roles`` names the column
+    that plays each part (``app``, ``core_mhz``, ``mem_mhz``, ``time``, ``watts``) and
+    ``time_to_ms`` converts the time column to milliseconds.
+    """
+
+    format: str
+    path: str
+    columns: dict[str, np.ndarray]
+    roles: dict[str, str]
+    key_columns: tuple[str, ...]
+    time_to_ms: float = 1.0
+    index_columns: tuple[str, ...] = ()
+    skipped: tuple[Problem, ...] = field(default=())
+
+    def __len__(self) -> int:
+        return len(self.columns[self.roles["app"]])
+
+    def _role(self, role: str) -> np.ndarray | None:
+        name = self.roles.get(role)
+        return None if name is None else self.columns[name]
+
+    @property
+    def app(self) -> np.ndarray:
+        return self.columns[self.roles["app"]]
+
+    @property
+    def workload(self) -> np.ndarray:
+        """Identity of the measured workload: the key columns joined, e.g. app/kernel/args."""
+        keys = [self.columns[k].astype(str) for k in self.key_columns]
+        out = keys[0]
+        for k in keys[1:]:
+            out = np.char.add(np.char.add(out, "/"), k)
+        return out
+
+    @property
+    def core_mhz(self) -> np.ndarray:
+        return self.columns[self.roles["core_mhz"]]
+
+    @property
+    def mem_mhz(self) -> np.ndarray | None:
+        """Memory clock per row, or None where the file has a single fixed memory clock."""
+        return self._role("mem_mhz")
+
+    @property
+    def time_ms(self) -> np.ndarray:
+        return self.columns[self.roles["time"]] * self.time_to_ms
+
+    @property
+    def watts(self) -> np.ndarray | None:
+        return self._role("watts")
+
+    @property
+    def metrics(self) -> dict[str, np.ndarray]:
+        """Numeric columns other than the clocks, time, power and row indices: the counters."""
+        used = set(self.roles.values()) | set(self.index_columns)
+        return {
+            k: v for k, v in self.columns.items() if k not in used and v.dtype.kind == "f"
+        }
+
+    def describe(self) -> dict:
+        watts = self.watts
+        mem = self.mem_mhz
+        configs = self.core_mhz[:, None] if mem is None else np.column_stack([self.core_mhz, mem])
+        work = self.workload
+        return {
+            "format": self.format,
+            "path": self.path,
+            "rows": len(self),
+            "reference_mhz": None,
+            "columns": list(self.columns),
+            "workloads": len(np.unique(work)),
+            "benchmark_names": list(dict.fromkeys(work.tolist())),
+            "configurations": len(np.unique(configs, axis=0)),
+            "core_mhz_levels": _levels(self.core_mhz),
+            "mem_mhz_levels": [] if mem is None else _levels(mem),
+            "metrics": list(self.metrics),
+            "ranges": {
+                "time_ms": _range(self.time_ms),
+                **({"watts": _range(watts)} if watts is not None else {}),
+            },
+            "skipped": [str(p) for p in self.skipped],
+        }

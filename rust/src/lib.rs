@@ -1,0 +1,9 @@
+//! gpudvfs core: the numerical hot paths of the GPU DVFS models. Pure Rust; the Python
+//! bindings live in `bindings` behind the `python` feature so `cargo test` needs no Python.
+
+pub mod error;
+pub mod parallel;
+pub mod power_eq;
+
+#[cfg(feature = "python")]
+mod bindings;
