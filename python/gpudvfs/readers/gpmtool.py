@@ -12,6 +12,7 @@ name,U1..Un             one row per application (utilization-only variant)
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -67,9 +68,11 @@ def read_gpmtool(path: str | Path, on_invalid: str = "raise") -> PowerDataset | 
     if not body:
         raise src.error("no measurement rows after the header", HEADER_LINES + 1)
     widths = {"unnamed": 1 + n_dom + n_comp, "named": 2 + n_dom + n_comp, "utils": 1 + n_comp}
-    first_line, first = body[0]
-    variant = next((v for v, w in widths.items() if w == len(first)), None)
+    # The variant is the row width most rows share, so one bad row cannot change it.
+    counts = Counter(len(f) for _, f in body)
+    variant = next((v for w, _ in counts.most_common() for v, vw in widths.items() if vw == w), None)
     if variant is None:
+        first_line, first = body[0]
         raise src.error(
             f"expected {widths['unnamed']} fields (P, {n_dom} frequencies, {n_comp} utilizations), "
             f"{widths['named']} (with a leading name) or {widths['utils']} (name and utilizations), "

@@ -1,0 +1,23 @@
+"""Shared fixtures. Real-data tests find ../shared/data through GPUDVFS_DATA (default: the
+`shared/data` folder beside the repository) and skip with the reason when it is absent."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def data_dir() -> Path:
+    return Path(os.environ.get("GPUDVFS_DATA", REPO.parent / "shared" / "data"))
+
+
+@pytest.fixture(scope="session")
+def data() -> Path:
+    d = data_dir()
+    if not d.is_dir():
+        pytest.skip(f"real measurement data not found at {d} (set GPUDVFS_DATA)")
+    return d

@@ -1,0 +1,130 @@
+"""Every file under ../shared/data reads, writes back and reads again to equal arrays,
+with the shapes its README states. Two files hold invalid rows; they read only with
+on_invalid="skip", and the test pins exactly which rows are left out and why."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import gpudvfs
+from gpudvfs import MeasurementGrid, PowerDataset, UtilizationTable
+
+# file -> (format, rows, workloads, configurations) after reading
+EXPECTED = {
+    "gpupowermodel/titanx_micro.csv": ("gpmtool", 6528, 102, 64),
+    "gpupowermodel/titanx_real_dev.csv": ("gpmtool", 1088, 17, 64),
+    "gpupowermodel/titanx_hpca18_micro.csv": ("gpmtool", 1328, 83, 16),
+    "gpupowermodel/titanx_hpca18_real_utils.csv": ("gpmtool-utils", 26, 26, None),
+    "gpupowermodel/titanxp_micro.csv": ("gpmtool", 2496, 104, 24),
+    "gpupowermodel/gtx980_micro.csv": ("gpmtool", 765, 85, 9),
+    "gpupowermodel/k40c_micro.csv": ("gpmtool", 404, 101, 4),
+    "nv-dvfs-benchmark/gtx980_time_dev.csv": ("nvprof", 490, 10, 49),
+    "nv-dvfs-benchmark/gtx980_time_power_dev.csv": ("nvprof", 540, 15, 36),
+    "nsfcac/v100_spec_dev.csv": ("dcgm", 1287, 11, 117),
+    "gpuptxmodel/titanx_microbenchmarks.csv": ("ptx", 4480, 140, 32),
+    "gpuptxmodel/titanx_realbenchmarks.csv": ("ptx", 768, 24, 32),
+}
+# Files whose invalid rows must be skipped explicitly: file -> (lines, what the message says)
+INVALID = {
+    # Two K40c benchmarks have wrapped-around counters (utilizations of -3e9).
+    "gpupowermodel/k40c_micro.csv": ([33, 34, 35, 36, 41, 42, 43, 44], "expected a utilization in [0, 1]"),
+    # stencil2d is measured twice; the second block is a duplicate.
+    "gpuptxmodel/titanx_realbenchmarks.csv": ([793], "measured again"),
+}
+
+
+def _workloads(ds) -> int:
+    if isinstance(ds, PowerDataset):
+        return len(ds.benchmarks)
+    if isinstance(ds, UtilizationTable):
+        return len(ds.names)
+    return len(np.unique(ds.workload))
+
+
+def _arrays(ds) -> dict[str, np.ndarray]:
+    if isinstance(ds, MeasurementGrid):
+        return dict(ds.columns)
+    out = {"utilization": ds.utilization}
+    if isinstance(ds, PowerDataset):
+        out |= {"watts": ds.watts, "freqs": ds.freqs_mhz, "benchmark": ds.benchmark}
+    return out
+
+
+def test_every_data_file_is_covered(data):
+    found = {str(p.relative_to(data)) for p in data.glob("*/*.csv") if p.parent.name != "tool-outputs"}
+    assert found == set(EXPECTED)
+
+
+@pytest.mark.parametrize("rel", sorted(EXPECTED))
+def test_reads_and_round_trips(data, rel, tmp_path):
+    fmt, rows, workloads, configs = EXPECTED[rel]
+    path = data / rel
+    assert gpudvfs.detect_format(path) == fmt
+    if rel in INVALID:
+        lines, message = INVALID[rel]
+        with pytest.raises(gpudvfs.DataFileError, match=re.escape(message)) as e:
+            gpudvfs.read(path)
+        assert e.value.line == lines[0]
+        with pytest.warns(gpudvfs.GpudvfsWarning, match="skipped"):
+            ds = gpudvfs.read(path, on_invalid="skip")
+        assert [p.line for p in ds.skipped] == lines
+        assert all(message in p.message for p in ds.skipped)
+    else:
+        ds = gpudvfs.read(path)
+        assert ds.skipped == ()
+    assert ds.format == fmt
+    assert len(ds) == rows
+    assert _workloads(ds) == workloads
+    if configs is not None:
+        assert ds.describe()["configurations"] == configs
+
+    out = tmp_path / "copy.csv"
+    gpudvfs.write(ds, out)
+    again = gpudvfs.read(out)
+    a, b = _arrays(ds), _arrays(again)
+    assert a.keys() == b.keys()
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+    if isinstance(ds, PowerDataset):
+        assert again.benchmarks == ds.benchmarks and again.row_names == ds.row_names
+        assert again.reference_mhz == ds.reference_mhz and again.components == ds.components
+
+
+def test_power_dataset_fields(data):
+    ds = gpudvfs.read_power_dataset(data / "gpupowermodel/titanx_micro.csv")
+    assert ds.reference_mhz == (975.0, 3505.0)
+    assert ds.domain_sizes == (7, 1)
+    assert ds.components == ("SP", "INT", "DP", "SFU", "CF", "L2", "Shared", "DRAM")
+    assert ds.configs.shape == (64, 2)
+    # Names repeat across sweeps ("1" in the INT, SP and DP sweeps): told apart by utilizations.
+    assert "1" in ds.benchmarks and "1#2" in ds.benchmarks
+    u = ds.benchmark_utilization()
+    assert u.shape == (102, 8)
+    np.testing.assert_array_equal(u[ds.benchmark], ds.utilization)
+
+
+def test_read_power_dataset_rejects_other_formats(data):
+    with pytest.raises(gpudvfs.InputError, match="utils"):
+        gpudvfs.read_power_dataset(data / "gpupowermodel/titanx_hpca18_real_utils.csv")
+    with pytest.raises(gpudvfs.DataFileError):
+        gpudvfs.read_power_dataset(data / "nsfcac/v100_spec_dev.csv")
+
+
+def test_grid_roles(data):
+    g = gpudvfs.read(data / "nsfcac/v100_spec_dev.csv")
+    assert g.mem_mhz is None
+    # run_time is in seconds; time_ms converts.
+    np.testing.assert_allclose(g.time_ms, g.columns["run_time"] * 1000.0)
+    assert "sm_active" in g.metrics and "run_time" not in g.metrics and "index" not in g.metrics
+    tp = gpudvfs.read(data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv")
+    blocks, threads = gpudvfs.readers.launch_geometry(tp)
+    assert blocks.shape == (540, 3) and tuple(blocks[0]) == (3584, 1, 1) and tuple(threads[0]) == (128, 1, 1)
+    assert tp.watts is not None and np.all(tp.watts > 0)
+
+
+def test_tool_outputs_are_not_mistaken_for_a_format(data):
+    with pytest.raises(gpudvfs.DataFileError, match="cannot tell the format"):
+        gpudvfs.read(data / "tool-outputs/ncu_a100_learningnote4dev.csv")
