@@ -6,6 +6,7 @@ import click
 
 from .. import __version__
 from .data import data
+from .sweep import sweep
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -15,3 +16,4 @@ def cli() -> None:
 
 
 cli.add_command(data)
+cli.add_command(sweep)

@@ -7,6 +7,7 @@
 | `nvprof`        | NV-DVFS-Benchmark nvprof CSV (time, time+power) | MeasurementGrid    |
 | `dcgm`          | nsfcac DCGM/SPEC CSV                            | MeasurementGrid    |
 | `ptx`           | gpuPTXModel block format                        | MeasurementGrid    |
+| `tidy`          | what `gpudvfs sweep` writes, one row a measurement | MeasurementGrid |
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from ..datasets import MeasurementGrid, PowerDataset, UtilizationTable
 from ..errors import DataFileError, InputError
 from ._source import UTIL_TOLERANCE, Source
 from .gpmtool import read_gpmtool, write_gpmtool
-from .grid_csv import DCGM, NVPROF, launch_geometry, read_grid, write_grid
+from .grid_csv import DCGM, NVPROF, SPECS, TIDY, launch_geometry, read_grid, write_grid
 from .ptx import read_ptx, write_ptx
 
-FORMATS = ("gpmtool", "gpmtool-utils", "nvprof", "dcgm", "ptx")
+FORMATS = ("gpmtool", "gpmtool-utils", "nvprof", "dcgm", "ptx", "tidy")
 
 Dataset = PowerDataset | UtilizationTable | MeasurementGrid
 
@@ -52,12 +53,12 @@ def detect_format(path: str | Path) -> str:
     if len(first) == 1 and len(recs) > 1 and len(recs[1]) == 5 and all(map(_is_number, recs[1])):
         return "ptx"
     header = [h.strip() for h in first]
-    for spec in (NVPROF, DCGM):
+    for spec in (NVPROF, DCGM, TIDY):
         if spec.matches(header):
             return spec.format
     raise src.error(
         "cannot tell the format: expected a gpmTOOL header (a domain count), a gpuPTXModel "
-        f"benchmark name, or a CSV header with {NVPROF.required} or {DCGM.required}; "
+        f"benchmark name, or a CSV header with {NVPROF.required}, {DCGM.required} or {TIDY.required}; "
         f"pass format= one of {FORMATS}", 1)
 
 
@@ -74,10 +75,8 @@ def read(path: str | Path, format: str | None = None, on_invalid: str = "raise")
         if got != fmt:
             raise DataFileError.at(path, f"read as {fmt!r} but the rows are of the {got!r} variant", 5)
         return ds
-    if fmt == "nvprof":
-        return read_grid(path, NVPROF, on_invalid)
-    if fmt == "dcgm":
-        return read_grid(path, DCGM, on_invalid)
+    if fmt in SPECS:
+        return read_grid(path, SPECS[fmt], on_invalid)
     if fmt == "ptx":
         return read_ptx(path, on_invalid)
     raise InputError(f"unknown format {fmt!r}; expected one of {FORMATS}")

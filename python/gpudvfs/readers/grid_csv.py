@@ -54,7 +54,17 @@ DCGM = GridSpec(
     time_to_ms=1000.0,  # run_time is in seconds
 )
 
-SPECS = {s.format: s for s in (NVPROF, DCGM)}
+# What `gpudvfs sweep` writes: one measurement per row (see gpudvfs.measure.sweep).
+TIDY = GridSpec(
+    format="tidy",
+    roles={"app": "workload", "core_mhz": "core_mhz", "mem_mhz": "mem_mhz", "time": "time_ms", "watts": "watts"},
+    required=("workload", "core_mhz", "mem_mhz", "time_ms", "watts", "power_source"),
+    key_columns=("workload",),
+    # temperature_c is text: empty where the device cannot read it.
+    text_columns=frozenset({"workload", "power_source", "throttle_reasons", "temperature_c"}),
+)
+
+SPECS = {s.format: s for s in (NVPROF, DCGM, TIDY)}
 
 
 def read_grid(path: str | Path, spec: GridSpec, on_invalid: str = "raise") -> MeasurementGrid:

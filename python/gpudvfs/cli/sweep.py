@@ -1,0 +1,59 @@
+"""`gpudvfs sweep`: measure workloads over a frequency grid, crash-safe and resumable."""
+
+from __future__ import annotations
+
+import click
+
+from .. import readers
+from ..measure.devices import DEVICE_KINDS, make_device
+from ..measure.sweep import grid, run_sweep, to_power_dataset
+from ..measure.workload_file import read_workloads
+from .output import console, user_errors
+from .progress import progress_bar
+
+
+def _mhz_list(ctx, param, value):
+    if value is None:
+        return None
+    try:
+        return [float(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated MHz values, got {value!r}") from None
+
+
+@click.command()
+@click.option("--workloads", "workload_file", type=click.Path(dir_okay=False),
+              help="JSON file of user workloads (see gpudvfs.measure.workload_file).")
+@click.option("--device", "device_kind", type=click.Choice(DEVICE_KINDS), default="sim", show_default=True)
+@click.option("--seed", default=0, show_default=True, help="Noise seed of the simulated GPU.")
+@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False),
+              help="Tidy CSV of measurements (appended row by row); profiles go to OUT.profiles.json.")
+@click.option("--resume", is_flag=True, help="Continue a partial sweep in OUT.")
+@click.option("--core-mhz", callback=_mhz_list, help="Restrict to these core clocks (comma-separated).")
+@click.option("--mem-mhz", callback=_mhz_list, help="Restrict to these memory clocks (comma-separated).")
+@click.option("--min-seconds", default=1.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="Repeat each workload until a measurement spans this long.")
+@click.option("--repetitions", type=click.IntRange(min=1), help="Repeat exactly this often instead.")
+@click.option("--gpmtool", "gpmtool_out", type=click.Path(dir_okay=False),
+              help="Also write the result as a gpmTOOL power CSV (input of `gpudvfs power fit`).")
+def sweep(workload_file, device_kind, seed, out, resume, core_mhz, mem_mhz, min_seconds, repetitions,
+          gpmtool_out) -> None:
+    """Measure workloads at every (core, memory) clock pair of a device."""
+    with user_errors():
+        if workload_file is None:
+            raise click.UsageError("give --workloads FILE")
+        workloads = read_workloads(workload_file)
+        device = make_device(device_kind, seed=seed)
+        configs = grid(device, core_mhz, mem_mhz)
+        with progress_bar("sweep") as update:
+            result = run_sweep(device, workloads, out, configs=configs, resume=resume,
+                               min_seconds=min_seconds, repetitions=repetitions, progress=update)
+        console.print(f"measured {result.measured} rows ({result.skipped} already in {out}); "
+                      f"{result.throttled} throttled; profiles in {result.profiles}")
+        if gpmtool_out:
+            gpu = getattr(device, "gpu", None)
+            comps = gpu.components if gpu else None
+            if comps is None:
+                raise click.UsageError("--gpmtool needs the power suite's component profiles")
+            readers.write(to_power_dataset(out, comps, gpu.domain_sizes), gpmtool_out)
+            console.print(f"wrote {gpmtool_out}")

@@ -1,0 +1,103 @@
+"""The `Device` protocol: what the measurement layer needs from a GPU.
+
+Two implementations: `NvmlDevice` (a real GPU through nvidia-ml-py, kernels through CuPy)
+and `SimulatedDevice` (a physically plausible GPU with readable ground truth). Everything
+above this protocol (sweeps, fitting, the demo) runs the same on both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Something to launch and time: a microbenchmark from the kernel manifest
+    (``kernel`` + template ``params``) or a user callable that launches work and waits
+    for it (``fn``). ``counters`` carries what the workload does for the simulated GPU
+    (a real GPU ignores it); a workload with counters alone runs only there."""
+
+    name: str
+    kernel: str | None = None
+    params: Mapping[str, int | float] = field(default_factory=dict)
+    fn: Callable[[], None] | None = None
+    counters: Mapping[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.kernel is not None and self.fn is not None:
+            raise ValueError(f"workload {self.name!r}: give kernel= or fn=, not both")
+        if self.kernel is None and self.fn is None and not self.counters:
+            raise ValueError(f"workload {self.name!r}: nothing to run: give kernel=, fn= or counters=")
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One workload measured at one clock configuration.
+
+    ``time_ms`` is per launch; ``watts`` the average over the whole measurement, from the
+    energy counter where the GPU has one (``power_source="energy-counter"``) or from power
+    samples integrated over time (``"sampled"``). ``throttled`` flags a measurement during
+    which the GPU reported any throttle reason, listed in ``throttle_reasons``.
+    """
+
+    workload: str
+    core_mhz: float
+    mem_mhz: float
+    time_ms: float
+    watts: float
+    joules: float
+    repetitions: int
+    duration_s: float
+    power_source: str
+    throttled: bool = False
+    throttle_reasons: tuple[str, ...] = ()
+    temperature_c: float | None = None
+
+
+@runtime_checkable
+class Device(Protocol):
+    """A GPU whose clocks can be set and whose power and time can be measured."""
+
+    name: str
+
+    def memory_clocks(self) -> list[float]:
+        """Supported memory clocks, MHz, descending."""
+
+    def core_clocks(self, mem_mhz: float) -> list[float]:
+        """Supported core clocks at a memory clock, MHz, descending."""
+
+    def default_clocks(self) -> tuple[float, float]:
+        """The (core, memory) configuration the GPU runs at by default: the reference."""
+
+    def lock_clocks(self, core_mhz: float, mem_mhz: float) -> None:
+        """Pin both clocks; raises `ClockPermissionError` when not allowed."""
+
+    def reset_clocks(self) -> None:
+        """Return the clocks to the driver's control."""
+
+    def power_watts(self) -> float:
+        """Instant power reading."""
+
+    def energy_joules(self) -> float | None:
+        """Monotonic energy counter, or None where the GPU has none."""
+
+    def throttle_reasons(self) -> tuple[str, ...]:
+        """Active reasons that hold the clocks below the requested ones (empty: none)."""
+
+    def temperature_c(self) -> float:
+        """GPU temperature."""
+
+    def profile(self, workload: Workload) -> dict[str, float]:
+        """Counters of one run at the current clocks: component utilizations under the
+        power model's component names, and time-model counters under nvprof names."""
+
+    def measure(self, workload: Workload, min_seconds: float = 1.0,
+                repetitions: int | None = None) -> Measurement:
+        """Launch ``workload`` repeatedly at the current clocks, until the measurement spans
+        ``min_seconds`` (the power paper's protocol) or exactly ``repetitions`` times."""
+
+
+class ClockPermissionError(PermissionError):
+    """Setting clocks needs a privilege the process does not have; the message says which."""

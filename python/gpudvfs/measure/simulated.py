@@ -1,0 +1,216 @@
+"""`SimulatedDevice`: a physically plausible GPU whose ground truth can be read back.
+
+Power follows the power paper's Eq. 4 per domain (static + idle-of-the-V-F-level +
+per-component dynamic power) with a core voltage that is flat up to a break frequency
+and linear above it, and a memory voltage per memory clock. Kernel time has a compute
+part scaling with 1/fc and a memory part scaling with 1/fm, combined by a smooth maximum
+(compute-bound and memory-bound regimes, as in the time paper) plus a fixed launch
+latency. The power sensor refreshes at a period with relative noise; measurements run on
+a virtual clock, so a one-second measurement costs no real second. Noise is drawn from a
+generator seeded by (seed, workload, clocks): a measurement repeated in another run, or
+after a resumed sweep, gives the same numbers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .device import ClockPermissionError, Measurement, Workload
+
+COMPONENTS = ("SP", "INT", "DP", "SFU", "L2", "Shared", "DRAM")
+DOMAIN_SIZES = (6, 1)
+
+
+# The GTX Titan X's core clock levels (MHz), as in the public gpmTOOL measurements.
+CORE_LEVELS = (1164.0, 1126.0, 1088.0, 1050.0, 1013.0, 975.0, 937.0, 899.0, 861.0, 823.0,
+               785.0, 747.0, 709.0, 671.0, 633.0, 595.0)
+
+
+@dataclass(frozen=True)
+class SimulatedGpu:
+    """Ground truth of the simulated GPU (a GTX Titan X-like board)."""
+
+    name: str = "gpudvfs simulated GPU"
+    components: tuple[str, ...] = COMPONENTS
+    domain_sizes: tuple[int, ...] = DOMAIN_SIZES
+    default_mhz: tuple[float, float] = (975.0, 3505.0)
+    # Memory clock -> supported core clocks; the lowest memory clock allows fewer.
+    clocks: dict[float, tuple[float, ...]] = field(default_factory=lambda: {
+        3505.0: CORE_LEVELS,
+        3300.0: CORE_LEVELS,
+        810.0: CORE_LEVELS[5:],
+    })
+    static_w: tuple[float, ...] = (45.0, 8.0)   # per domain, times normalized V
+    idle_w: tuple[float, ...] = (20.0, 6.0)     # per domain, times V^2 f/f_ref
+    weights_w: tuple[float, ...] = (60.0, 35.0, 70.0, 30.0, 25.0, 30.0, 40.0)
+    v_break_mhz: float = 700.0
+    v_low: float = 0.88
+    mem_volts: dict[float, float] = field(default_factory=lambda: {3505.0: 1.0, 3300.0: 1.0, 810.0: 0.95})
+    launch_ms: float = 0.005
+    regime_sharpness: float = 4.0
+
+    def core_volts(self, core_mhz):
+        """Flat at ``v_low`` up to the break frequency, linear above, 1 at the default clock."""
+        rise = np.maximum(0.0, np.asarray(core_mhz, dtype=float) - self.v_break_mhz)
+        return self.v_low + (1.0 - self.v_low) * rise / (self.default_mhz[0] - self.v_break_mhz)
+
+    def volts(self, core_mhz: float, mem_mhz: float) -> tuple[float, float]:
+        return float(self.core_volts(core_mhz)), self.mem_volts[mem_mhz]
+
+    def power(self, util, core_mhz: float, mem_mhz: float) -> float:
+        """True average power (W) of a workload with utilizations ``util`` (Eq. 4 per domain)."""
+        from ..power_equations import power_grid
+
+        freqs = [[core_mhz / self.default_mhz[0], mem_mhz / self.default_mhz[1]]]
+        volts = [list(self.volts(core_mhz, mem_mhz))]
+        return float(power_grid(np.atleast_2d(util), self.domain_sizes, self.static_w, self.idle_w,
+                                self.weights_w, freqs, volts)[0, 0])
+
+    def time_ms(self, compute_ms: float, memory_ms: float, core_mhz: float, mem_mhz: float) -> float:
+        """True time per launch: compute scales with 1/fc, memory with 1/fm; smooth maximum."""
+        c = compute_ms * self.default_mhz[0] / core_mhz
+        m = memory_ms * self.default_mhz[1] / mem_mhz
+        p = self.regime_sharpness
+        return (c**p + m**p) ** (1.0 / p) + self.launch_ms
+
+
+@dataclass(frozen=True)
+class SimProfile:
+    """What a simulated workload does: utilization per component (at any clock: the power
+    model's assumption) and its compute and memory time at the default clocks."""
+
+    util: np.ndarray
+    compute_ms: float
+    memory_ms: float
+
+
+def profile_of(workload: Workload, gpu: SimulatedGpu) -> SimProfile:
+    """A workload's simulated behaviour, from its ``counters``: ``util:<component>`` in
+    [0, 1] (missing ones are 0), and ``compute_ms`` / ``memory_ms`` at the default clocks."""
+    c = workload.counters
+    unknown = set(c) - {f"util:{n}" for n in gpu.components} - {"compute_ms", "memory_ms"}
+    if unknown:
+        raise ValueError(f"workload {workload.name!r}: unknown simulated counters {sorted(unknown)}")
+    util = np.array([float(c.get(f"util:{n}", 0.0)) for n in gpu.components])
+    if np.any(~np.isfinite(util)) or np.any(util < 0) or np.any(util > 1):
+        raise ValueError(f"workload {workload.name!r}: utilizations must be in [0, 1]")
+    compute, memory = float(c.get("compute_ms", 0.0)), float(c.get("memory_ms", 0.0))
+    if not (compute >= 0 and memory >= 0 and compute + memory > 0):
+        raise ValueError(f"workload {workload.name!r}: compute_ms and memory_ms must be >= 0, not both 0")
+    return SimProfile(util, compute, memory)
+
+
+class SimulatedDevice:
+    """The `Device` protocol on a `SimulatedGpu`.
+
+    ``noise``: relative standard deviation of one power-sensor sample; ``time_noise``: of
+    one timed launch series; ``refresh_s``: sensor refresh period; ``energy_counter``:
+    whether power comes from an energy counter or from integrated samples;
+    ``permission=False`` makes clock changes fail like an unprivileged process's;
+    ``power_limit_w`` flags measurements above it as throttled (the clock slow-down itself
+    is not modelled).
+    """
+
+    def __init__(self, gpu: SimulatedGpu | None = None, seed: int = 0, noise: float = 0.01,
+                 time_noise: float = 0.005, refresh_s: float = 0.02, energy_counter: bool = True,
+                 permission: bool = True, power_limit_w: float | None = None):
+        if noise < 0 or time_noise < 0 or refresh_s <= 0:
+            raise ValueError("noise and time_noise must be >= 0 and refresh_s > 0")
+        self.gpu = gpu or SimulatedGpu()
+        self.name = self.gpu.name
+        self.seed = seed
+        self.noise, self.time_noise, self.refresh_s = noise, time_noise, refresh_s
+        self.has_energy_counter = energy_counter
+        self.permission = permission
+        self.power_limit_w = power_limit_w
+        self._clocks = self.gpu.default_mhz
+        self._now_s = 0.0
+        self._energy_j = 0.0
+
+    # clocks
+    def memory_clocks(self) -> list[float]:
+        return sorted(self.gpu.clocks, reverse=True)
+
+    def core_clocks(self, mem_mhz: float) -> list[float]:
+        if mem_mhz not in self.gpu.clocks:
+            raise ValueError(f"unsupported memory clock {mem_mhz} MHz; supported: {self.memory_clocks()}")
+        return sorted(self.gpu.clocks[mem_mhz], reverse=True)
+
+    def default_clocks(self) -> tuple[float, float]:
+        return self.gpu.default_mhz
+
+    def lock_clocks(self, core_mhz: float, mem_mhz: float) -> None:
+        if not self.permission:
+            raise ClockPermissionError(
+                "setting clocks needs root (simulated: SimulatedDevice(permission=False))")
+        if core_mhz not in self.core_clocks(mem_mhz):
+            raise ValueError(f"unsupported core clock {core_mhz} MHz at memory {mem_mhz} MHz")
+        self._clocks = (float(core_mhz), float(mem_mhz))
+
+    def reset_clocks(self) -> None:
+        self._clocks = self.gpu.default_mhz
+
+    @property
+    def clocks(self) -> tuple[float, float]:
+        return self._clocks
+
+    # sensors
+    def _idle_power(self) -> float:
+        return self.gpu.power(np.zeros(len(self.gpu.components)), *self._clocks)
+
+    def power_watts(self) -> float:
+        return self._idle_power()
+
+    def energy_joules(self) -> float | None:
+        return self._energy_j if self.has_energy_counter else None
+
+    def throttle_reasons(self) -> tuple[str, ...]:
+        return ()
+
+    def temperature_c(self) -> float:
+        return 35.0 + 0.25 * self._idle_power()
+
+    # workloads
+    def _rng(self, workload: Workload, salt: str) -> np.random.Generator:
+        key = f"{self.seed}|{workload.name}|{self._clocks[0]:.4f}|{self._clocks[1]:.4f}|{salt}"
+        return np.random.default_rng(int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little"))
+
+    def profile(self, workload: Workload) -> dict[str, float]:
+        prof = profile_of(workload, self.gpu)
+        rng = self._rng(workload, "profile")
+        # Counter-derived utilizations carry a little measurement noise, kept inside [0, 1].
+        util = np.clip(prof.util * (1.0 + 0.002 * rng.standard_normal(len(prof.util))), 0.0, 1.0)
+        return {name: float(u) for name, u in zip(self.gpu.components, util)}
+
+    def measure(self, workload: Workload, min_seconds: float = 1.0,
+                repetitions: int | None = None) -> Measurement:
+        if repetitions is not None and repetitions < 1:
+            raise ValueError("repetitions must be at least 1")
+        if min_seconds <= 0 and repetitions is None:
+            raise ValueError("min_seconds must be > 0")
+        prof = profile_of(workload, self.gpu)
+        fc, fm = self._clocks
+        rng = self._rng(workload, "measure")
+        t_ms = self.gpu.time_ms(prof.compute_ms, prof.memory_ms, fc, fm)
+        reps = repetitions if repetitions is not None else max(1, math.ceil(min_seconds * 1e3 / t_ms))
+        duration = reps * t_ms / 1e3
+        p_true = self.gpu.power(prof.util, fc, fm)
+        # The average of n sensor samples has relative noise noise/sqrt(n); an energy
+        # counter integrates the true power, so its error is the same in the limit.
+        n_samples = max(1, int(duration / self.refresh_s))
+        watts = p_true * (1.0 + self.noise / math.sqrt(n_samples) * rng.standard_normal())
+        time_ms = t_ms * (1.0 + self.time_noise * rng.standard_normal())
+        self._now_s += duration
+        self._energy_j += p_true * duration
+        throttled = self.power_limit_w is not None and p_true > self.power_limit_w
+        return Measurement(
+            workload=workload.name, core_mhz=fc, mem_mhz=fm, time_ms=time_ms, watts=watts,
+            joules=watts * duration, repetitions=reps, duration_s=duration,
+            power_source="energy-counter" if self.has_energy_counter else "sampled",
+            throttled=throttled, throttle_reasons=("sw_power_cap",) if throttled else (),
+            temperature_c=35.0 + 0.25 * p_true,
+        )

@@ -1,0 +1,60 @@
+"""User workloads for a sweep, from a JSON file:
+
+```json
+{"workloads": [
+  {"name": "stencil", "callable": "mypkg.bench:run_stencil"},
+  {"name": "gemm-sim", "counters": {"util:SP": 0.8, "compute_ms": 3.0, "memory_ms": 0.5}}
+]}
+```
+``callable`` names a zero-argument function that launches the work and waits for it (a
+real GPU runs it); ``counters`` describe the workload to the simulated GPU.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+
+from ..errors import InputError
+from .device import Workload
+
+
+def _resolve(spec: str, where: str):
+    mod, _, attr = spec.partition(":")
+    if not mod or not attr:
+        raise InputError(f"{where}: callable must look like 'module:function', got {spec!r}")
+    try:
+        fn = getattr(importlib.import_module(mod), attr)
+    except (ImportError, AttributeError) as e:
+        raise InputError(f"{where}: cannot import {spec!r}: {e}") from None
+    if not callable(fn):
+        raise InputError(f"{where}: {spec!r} is not callable")
+    return fn
+
+
+def read_workloads(path: str | Path) -> list[Workload]:
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise InputError(f"{path}: file not found") from None
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}: not valid JSON ({e})") from None
+    items = doc.get("workloads") if isinstance(doc, dict) else None
+    if not isinstance(items, list) or not items:
+        raise InputError(f"{path}: expected an object with a non-empty list 'workloads'")
+    out = []
+    for i, item in enumerate(items):
+        where = f"{path}: workloads[{i}]"
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"]:
+            raise InputError(f"{where}: expected an object with a non-empty 'name'")
+        counters = item.get("counters", {})
+        if not isinstance(counters, dict) or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in counters.values()):
+            raise InputError(f"{where}: 'counters' must map names to numbers")
+        if "callable" not in item and not counters:
+            raise InputError(f"{where}: give 'callable' (real GPU) or 'counters' (simulated GPU)")
+        fn = _resolve(item["callable"], where) if "callable" in item else None
+        out.append(Workload(item["name"], fn=fn, counters=counters))
+    return out

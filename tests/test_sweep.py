@@ -1,0 +1,128 @@
+"""Sweeps on the simulated GPU: rows flushed one by one, a SIGKILL midway loses nothing
+that a resume does not redo, and the result loads with the readers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import gpudvfs
+from gpudvfs.cli.app import cli
+from gpudvfs.measure import SimulatedDevice, Workload, grid, run_sweep, to_power_dataset
+
+WORKLOADS = [
+    Workload("compute", counters={"util:SP": 0.8, "util:INT": 0.2, "compute_ms": 2.0, "memory_ms": 0.2}),
+    Workload("memory", counters={"util:L2": 0.3, "util:DRAM": 0.9, "compute_ms": 0.3, "memory_ms": 2.5}),
+    Workload("mixed", counters={"util:SP": 0.4, "util:Shared": 0.5, "util:DRAM": 0.4,
+                                "compute_ms": 1.0, "memory_ms": 1.0}),
+]
+
+
+def test_sweep_covers_the_grid_and_loads(tmp_path):
+    dev = SimulatedDevice(seed=3)
+    out = tmp_path / "s.csv"
+    seen = []
+    r = run_sweep(dev, WORKLOADS, out, progress=lambda d, t, label: seen.append((d, t)))
+    n = len(grid(dev)) * len(WORKLOADS)
+    assert r.measured == n and r.skipped == 0
+    assert seen[-1] == (n + len(WORKLOADS), n + len(WORKLOADS))
+    g = gpudvfs.read(out)
+    assert g.format == "tidy" and len(g) == n
+    ds = to_power_dataset(out, dev.gpu.components, dev.gpu.domain_sizes)
+    assert ds.benchmarks == ("compute", "memory", "mixed")
+    assert ds.describe()["configurations"] == len(grid(dev))
+    # Clocks are back at the default after the sweep.
+    assert dev.clocks == dev.default_clocks()
+
+
+def test_existing_output_needs_resume(tmp_path):
+    out = tmp_path / "s.csv"
+    run_sweep(SimulatedDevice(), WORKLOADS[:1], out, configs=[(975.0, 3505.0)])
+    with pytest.raises(gpudvfs.InputError, match="--resume"):
+        run_sweep(SimulatedDevice(), WORKLOADS[:1], out, configs=[(975.0, 3505.0)])
+    r = run_sweep(SimulatedDevice(), WORKLOADS[:1], out, configs=[(975.0, 3505.0)], resume=True)
+    assert r.measured == 0 and r.skipped == 1
+
+
+def test_clocks_reset_after_an_error(tmp_path):
+    dev = SimulatedDevice()
+    bad = Workload("bad", counters={"util:SP": 0.5})  # no time: measuring it fails
+    with pytest.raises(ValueError):
+        run_sweep(dev, [bad], tmp_path / "s.csv", configs=[(595.0, 810.0)])
+    assert dev.clocks == dev.default_clocks()
+
+
+CHILD = """
+import sys, time
+from gpudvfs.measure import SimulatedDevice, Workload, run_sweep
+sys.path.insert(0, {tests!r})
+from test_sweep import WORKLOADS
+# Slow each step down so the parent can kill the sweep midway.
+run_sweep(SimulatedDevice(seed=7), WORKLOADS, {out!r}, progress=lambda d, t, l: time.sleep(0.01))
+"""
+
+
+def test_sigkill_midway_then_resume_equals_an_uninterrupted_run(tmp_path):
+    full = tmp_path / "full.csv"
+    run_sweep(SimulatedDevice(seed=7), WORKLOADS, full)
+    part = tmp_path / "part.csv"
+    child = subprocess.Popen([sys.executable, "-c", CHILD.format(tests=os.path.dirname(__file__), out=str(part))])
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if part.exists() and part.read_text().count("\n") > 20:
+            break
+        time.sleep(0.01)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    lines_before = part.read_text().count("\n")
+    assert 20 < lines_before < full.read_text().count("\n"), "the sweep was not killed midway"
+    # A row cut short by a crash is dropped on resume.
+    with part.open("a") as f:
+        f.write("memory,975,35")
+    r = run_sweep(SimulatedDevice(seed=7), WORKLOADS, part, resume=True)
+    assert r.skipped == lines_before - 1
+    assert part.read_text() == full.read_text()
+    assert json.loads((tmp_path / "part.csv.profiles.json").read_text()) == \
+        json.loads((tmp_path / "full.csv.profiles.json").read_text())
+
+
+def test_cli_sweep_with_workload_file(tmp_path):
+    wl = tmp_path / "w.json"
+    wl.write_text(json.dumps({"workloads": [{"name": w.name, "counters": dict(w.counters)} for w in WORKLOADS]}))
+    out, gpm = tmp_path / "s.csv", tmp_path / "p.csv"
+    r = CliRunner().invoke(cli, ["sweep", "--workloads", str(wl), "-o", str(out), "--mem-mhz", "3505,810",
+                                 "--core-mhz", "975,595", "--gpmtool", str(gpm)])
+    assert r.exit_code == 0, r.output
+    ds = gpudvfs.read_power_dataset(gpm)
+    assert len(ds) == 3 * 4
+    np.testing.assert_array_equal(np.unique(ds.core_mhz), [595.0, 975.0])
+
+
+@pytest.mark.parametrize("doc,match", [
+    ("[]", "non-empty list 'workloads'"),
+    ('{"workloads": [{"name": "x"}]}', "give 'callable'"),
+    ('{"workloads": [{"name": "x", "callable": "nomodule_zz:f"}]}', "cannot import"),
+    ('{"workloads": [{"name": "x", "counters": {"a": "b"}}]}', "map names to numbers"),
+    ("{", "not valid JSON"),
+])
+def test_cli_sweep_bad_workload_file(tmp_path, doc, match):
+    wl = tmp_path / "w.json"
+    wl.write_text(doc)
+    r = CliRunner().invoke(cli, ["sweep", "--workloads", str(wl), "-o", str(tmp_path / "s.csv")])
+    assert r.exit_code == 2 and match in r.output
+
+
+def test_cli_sweep_unsupported_clock(tmp_path):
+    wl = tmp_path / "w.json"
+    wl.write_text(json.dumps({"workloads": [{"name": "a", "counters": {"compute_ms": 1}}]}))
+    r = CliRunner().invoke(cli, ["sweep", "--workloads", str(wl), "-o", str(tmp_path / "s.csv"),
+                                 "--mem-mhz", "1234"])
+    assert r.exit_code == 2 and "not supported" in r.output
