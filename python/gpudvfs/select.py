@@ -1,0 +1,108 @@
+"""Choosing frequencies from predicted time and power.
+
+Given, per workload, time and power at every configuration (predicted by the time and
+power models, or measured), energy is ``watts * time`` and the policies choose:
+
+| policy      | chooses, per workload                                                        |
+|-------------|------------------------------------------------------------------------------|
+| `energy`    | minimum energy                                                               |
+| `edp`       | minimum energy x delay                                                       |
+| `ed2p`      | minimum energy x delay^2                                                     |
+| `deadline`  | minimum energy among configurations within ``(1 + slowdown)`` x the time at the default configuration |
+| `power-cap` | minimum time among configurations whose power is at most ``power_cap_w``     |
+
+A constrained policy with no feasible configuration for a workload falls back to the
+configuration that violates its constraint least (the fastest one for `deadline`, the
+lowest-power one for `power-cap`) and marks that workload infeasible.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import InputError
+
+POLICIES = ("energy", "edp", "ed2p", "deadline", "power-cap")
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Chosen configuration per workload, with its time, power and energy."""
+
+    policy: str
+    index: np.ndarray        # [n_workloads] into the configurations
+    core_mhz: np.ndarray
+    mem_mhz: np.ndarray
+    time_ms: np.ndarray
+    watts: np.ndarray
+    joules: np.ndarray
+    feasible: np.ndarray     # [n_workloads] bool
+
+
+def _grid(name: str, x) -> np.ndarray:
+    a = np.asarray(x, dtype=np.float64)
+    if a.ndim == 1:
+        a = a[None, :]
+    if a.ndim != 2 or a.shape[1] == 0:
+        raise InputError(f"{name} must be [n_workloads x n_configs], got shape {a.shape}")
+    if not np.all(np.isfinite(a)) or np.any(a <= 0):
+        raise InputError(f"{name} must be positive and finite")
+    return a
+
+
+def select(time_ms, watts, configs, policy: str = "energy", *, default_index: int | None = None,
+           slowdown: float = 0.1, power_cap_w: float | None = None) -> Selection:
+    """Choose a configuration per workload. ``time_ms`` and ``watts`` are
+    [n_workloads x n_configs] (a 1-D row is one workload); ``configs`` is [n_configs x 2]
+    (core, memory MHz); ``default_index`` is the default configuration (for `deadline`)."""
+    if policy not in POLICIES:
+        raise InputError(f"unknown policy {policy!r}; expected one of {POLICIES}")
+    t, p = _grid("time_ms", time_ms), _grid("watts", watts)
+    cfg = np.asarray(configs, dtype=np.float64)
+    if t.shape != p.shape:
+        raise InputError(f"time_ms {t.shape} and watts {p.shape} must have the same shape")
+    if cfg.shape != (t.shape[1], 2):
+        raise InputError(f"configs must be [{t.shape[1]} x 2] (core, memory MHz), got {cfg.shape}")
+    e = p * t / 1e3
+    feasible = np.ones(t.shape[0], dtype=bool)
+    if policy == "energy":
+        idx = np.argmin(e, axis=1)
+    elif policy == "edp":
+        idx = np.argmin(e * t, axis=1)
+    elif policy == "ed2p":
+        idx = np.argmin(e * t * t, axis=1)
+    elif policy == "deadline":
+        if default_index is None or not 0 <= default_index < t.shape[1]:
+            raise InputError(f"the deadline policy needs default_index in [0, {t.shape[1]}), got {default_index}")
+        if not slowdown >= 0:
+            raise InputError(f"slowdown must be >= 0, got {slowdown}")
+        ok = t <= t[:, [default_index]] * (1.0 + slowdown)
+        idx = np.where(ok.any(axis=1), np.argmin(np.where(ok, e, np.inf), axis=1), np.argmin(t, axis=1))
+        feasible = ok.any(axis=1)
+    else:
+        if power_cap_w is None or not power_cap_w > 0:
+            raise InputError(f"the power-cap policy needs power_cap_w > 0, got {power_cap_w}")
+        ok = p <= power_cap_w
+        idx = np.where(ok.any(axis=1), np.argmin(np.where(ok, t, np.inf), axis=1), np.argmin(p, axis=1))
+        feasible = ok.any(axis=1)
+    rows = np.arange(t.shape[0])
+    return Selection(policy, idx, cfg[idx, 0], cfg[idx, 1], t[rows, idx], p[rows, idx], e[rows, idx], feasible)
+
+
+def pareto_front(time_ms, joules) -> np.ndarray:
+    """Indices of the configurations no other beats in both time and energy, by time."""
+    t = np.asarray(time_ms, dtype=np.float64)
+    e = np.asarray(joules, dtype=np.float64)
+    if t.ndim != 1 or t.shape != e.shape or len(t) == 0:
+        raise InputError(f"time_ms and joules must be equal-length non-empty vectors, got {t.shape}, {e.shape}")
+    if not (np.all(np.isfinite(t)) and np.all(np.isfinite(e))):
+        raise InputError("time_ms and joules must be finite")
+    order = np.lexsort((e, t))  # by time, ties by energy
+    front, best = [], np.inf
+    for i in order:
+        if e[i] < best:
+            front.append(i)
+            best = e[i]
+    return np.array(front, dtype=np.int64)

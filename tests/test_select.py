@@ -1,0 +1,74 @@
+"""Frequency selection: each policy's choice is feasible and optimal by brute force, and
+the Pareto front is exactly the non-dominated set."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from gpudvfs import InputError
+from gpudvfs.select import POLICIES, pareto_front, select
+
+
+@st.composite
+def grids(draw):
+    w, k = draw(st.integers(1, 6)), draw(st.integers(1, 12))
+    t = draw(hnp.arrays(np.float64, (w, k), elements=st.floats(0.1, 100)))
+    p = draw(hnp.arrays(np.float64, (w, k), elements=st.floats(10, 300)))
+    cfg = np.column_stack([np.arange(k) * 10.0 + 500, np.full(k, 3505.0)])
+    return t, p, cfg
+
+
+@settings(max_examples=200, deadline=None)
+@given(g=grids(), policy=st.sampled_from(POLICIES), slowdown=st.floats(0, 0.5), cap=st.floats(10, 300))
+def test_choice_is_feasible_and_optimal(g, policy, slowdown, cap):
+    t, p, cfg = g
+    s = select(t, p, cfg, policy, default_index=0, slowdown=slowdown, power_cap_w=cap)
+    e = t * p / 1e3
+    for w in range(t.shape[0]):
+        i = s.index[w]
+        assert s.core_mhz[w] == cfg[i, 0] and s.joules[w] == pytest.approx(e[w, i])
+        obj = {"energy": e[w], "edp": e[w] * t[w], "ed2p": e[w] * t[w] ** 2}.get(policy)
+        if obj is not None:
+            assert obj[i] == obj.min()
+            continue
+        ok = t[w] <= t[w, 0] * (1 + slowdown) if policy == "deadline" else p[w] <= cap
+        assert s.feasible[w] == ok.any()
+        if ok.any():
+            target = e[w] if policy == "deadline" else t[w]
+            assert ok[i] and target[i] == target[ok].min()
+        else:
+            assert i == (np.argmin(t[w]) if policy == "deadline" else np.argmin(p[w]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(t=hnp.arrays(np.float64, st.integers(1, 30), elements=st.floats(0.1, 10)), data=st.data())
+def test_pareto_front_is_the_non_dominated_set(t, data):
+    e = data.draw(hnp.arrays(np.float64, t.shape, elements=st.floats(0.1, 10)))
+    front = set(pareto_front(t, e).tolist())
+    for i in range(len(t)):
+        dominated = np.any((t <= t[i]) & (e <= e[i]) & ((t < t[i]) | (e < e[i])))
+        duplicate_kept_elsewhere = np.any((t == t[i]) & (e == e[i]) & (np.arange(len(t)) != i))
+        if dominated:
+            assert i not in front
+        elif not duplicate_kept_elsewhere:
+            assert i in front
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(policy="fastest"), "unknown policy"),
+    (dict(policy="deadline"), "default_index"),
+    (dict(policy="power-cap"), "power_cap_w"),
+    (dict(time_ms=[[1.0, -1.0]]), "positive"),
+    (dict(time_ms=[[1.0, np.nan]]), "finite"),
+    (dict(watts=[[1.0, 2.0, 3.0]]), "same shape"),
+    (dict(configs=[[1, 2, 3]]), "configs"),
+])
+def test_bad_input(kw, match):
+    args = dict(time_ms=[[1.0, 2.0]], watts=[[100.0, 50.0]], configs=[[1000, 3505], [500, 3505]], policy="energy")
+    args |= kw
+    with pytest.raises(InputError, match=match):
+        select(args.pop("time_ms"), args.pop("watts"), args.pop("configs"), args.pop("policy"))
