@@ -9,8 +9,6 @@ drops a partly written last row, then measures only what is missing.
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +17,7 @@ import numpy as np
 
 from ..datasets import PowerDataset
 from ..errors import InputError
+from ..jsonfile import read_versioned, write_json_atomic
 from ..readers import read
 from ..readers._source import csv_line, format_number
 from .device import Device, Measurement, Workload
@@ -79,25 +78,12 @@ def _done_keys(out: Path) -> set[tuple[str, float, float]]:
 
 
 def _save_profiles(path: Path, device: Device, profiles: dict[str, dict[str, float]]) -> None:
-    doc = {"version": PROFILES_VERSION, "device": device.name,
-           "reference_mhz": list(device.default_clocks()), "profiles": profiles}
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1))
-    os.replace(tmp, path)
+    write_json_atomic(path, {"kind": "sweep-profiles", "version": PROFILES_VERSION, "device": device.name,
+                             "reference_mhz": list(device.default_clocks()), "profiles": profiles})
 
 
 def load_profiles(path: str | Path) -> dict:
-    path = Path(path)
-    try:
-        doc = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InputError(f"{path}: profiles file not found") from None
-    except json.JSONDecodeError as e:
-        raise InputError(f"{path}: not valid JSON ({e})") from None
-    if doc.get("version") != PROFILES_VERSION:
-        raise InputError(f"{path}: unknown profiles version {doc.get('version')!r}; "
-                         f"this gpudvfs reads version {PROFILES_VERSION}")
-    return doc
+    return read_versioned(path, "sweep-profiles", PROFILES_VERSION)
 
 
 @dataclass(frozen=True)

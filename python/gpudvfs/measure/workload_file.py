@@ -13,10 +13,10 @@ real GPU runs it); ``counters`` describe the workload to the simulated GPU.
 from __future__ import annotations
 
 import importlib
-import json
 from pathlib import Path
 
 from ..errors import InputError
+from ..jsonfile import read_json
 from .device import Workload
 
 
@@ -34,13 +34,7 @@ def _resolve(spec: str, where: str):
 
 
 def read_workloads(path: str | Path) -> list[Workload]:
-    path = Path(path)
-    try:
-        doc = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InputError(f"{path}: file not found") from None
-    except json.JSONDecodeError as e:
-        raise InputError(f"{path}: not valid JSON ({e})") from None
+    doc = read_json(path)
     items = doc.get("workloads") if isinstance(doc, dict) else None
     if not isinstance(items, list) or not items:
         raise InputError(f"{path}: expected an object with a non-empty list 'workloads'")
