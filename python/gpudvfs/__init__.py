@@ -7,6 +7,8 @@ from . import _core
 from .datasets import MeasurementGrid, PowerDataset, UtilizationTable
 from .errors import DataFileError, GpudvfsError, GpudvfsWarning, InputError, Problem
 from .power_equations import power_grid
+from .power_model import PowerModel
+from .time_model import KernelProfile, TimeDevice, TimeModel
 from .readers import FORMATS, UTIL_TOLERANCE, detect_format, read, read_power_dataset, write
 
 __version__ = _core.__version__
@@ -18,9 +20,13 @@ __all__ = [
     "GpudvfsError",
     "GpudvfsWarning",
     "InputError",
+    "KernelProfile",
     "MeasurementGrid",
     "PowerDataset",
+    "PowerModel",
     "Problem",
+    "TimeDevice",
+    "TimeModel",
     "UtilizationTable",
     "detect_format",
     "power_grid",

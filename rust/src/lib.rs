@@ -3,7 +3,9 @@
 
 pub mod error;
 pub mod parallel;
+pub mod power;
 pub mod power_eq;
+pub mod time;
 
 #[cfg(feature = "python")]
 mod bindings;

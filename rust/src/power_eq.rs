@@ -54,6 +54,16 @@ impl PowerCoefficients {
         Ok(())
     }
 
+    /// Power of one workload at one configuration: normalized frequency `x` and voltage `v`
+    /// per domain.
+    pub fn power_at(&self, util_row: &[f64], x: &[f64], v: &[f64]) -> f64 {
+        let mut activity = vec![0.0; self.n_domains()];
+        self.domain_activity(util_row, &mut activity);
+        (0..self.n_domains())
+            .map(|d| self.static_coef[d] * v[d] + v[d] * v[d] * x[d] * (self.idle_coef[d] + activity[d]))
+            .sum()
+    }
+
     /// Per-domain weighted utilization sum_{c in d} w_c U_c of one workload.
     fn domain_activity(&self, util_row: &[f64], out: &mut [f64]) {
         let mut c = 0;

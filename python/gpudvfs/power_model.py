@@ -1,0 +1,253 @@
+"""The DVFS-aware power model of Guerreiro et al. (HPCA'18): fit, predict, voltages, breakdown.
+
+Per V-F domain d (core with its components and L2, memory with DRAM), with normalized
+voltage V_d and normalized frequency x_d = f_d / f_ref,d:
+``P_d = s_d V_d + V_d^2 x_d (i_d + sum_{c in d} w_c U_c)``; every coefficient is in watts
+at the reference clocks. Estimation (Rust core, `rust/src/power/`): coefficients by
+non-negative least squares, voltages by exact per-configuration constrained least squares
+(bounds, monotone in each clock, 1 at the reference), alternated until no voltage moves
+more than ``tol_voltage`` and the objective changes by less than ``tol_objective`` of
+itself ("converged"), or ``max_iter`` iterations.
+
+Variants:
+
+| variant      | voltages                                                  | predicts at      |
+|--------------|-----------------------------------------------------------|------------------|
+| `per-config` | one (V_core, V_mem) per measured (fc, fm) pair: the paper | measured pairs   |
+| `per-domain` | V_core a function of fc alone, V_mem of fm alone          | measured clocks  |
+| `curve`      | per domain flat up to a break clock, then linear          | any clocks       |
+| `default`    | `per-config`, squared relative errors, ridge 0.01 on the component weights | measured pairs |
+
+`default` was chosen among the variants x {squared watts, squared relative error} x ridge
+{0, 0.002, ..., 1} by grouped cross-validation over the microbenchmarks of
+`titanx_micro.csv` (keeping settings within 0.1 point of the best CV error) and then the
+error on the unseen applications of `titanx_real_dev.csv` (see the README for figures).
+
+A domain measured at a single clock (K40c and Titan V files: one memory clock) cannot
+separate its static from its idle term: that domain's voltage is fixed at 1 and its idle
+term folded into its static one (stated in ``notes_``), instead of iterating along a flat
+valley.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from . import _core
+from .datasets import PowerDataset
+from .errors import GpudvfsWarning, InputError
+from .jsonfile import read_versioned, write_json_atomic
+from .power_equations import power_grid
+from .readers._source import UTIL_TOLERANCE
+
+VARIANTS = ("default", "per-config", "per-domain", "curve")
+MODEL_VERSION = 1
+# (variant, relative_error, ridge) of each name
+_SETTINGS = {
+    "default": ("per-config", True, 0.01),
+    "per-config": ("per-config", False, 0.0),
+    "per-domain": ("per-domain", False, 0.0),
+    "curve": ("curve", False, 0.0),
+}
+
+
+def _utilization(u, n_comp: int) -> np.ndarray:
+    a = np.asarray(u, dtype=np.float64)
+    if a.ndim == 0 or a.shape[-1] != n_comp:
+        raise InputError(f"utilizations must end in a dimension of {n_comp} components, got shape {a.shape}")
+    if not np.all(np.isfinite(a)):
+        raise InputError("utilizations contain NaN or infinite values")
+    if np.any(a < -UTIL_TOLERANCE) or np.any(a > 1 + UTIL_TOLERANCE):
+        raise InputError("utilizations must lie in [0, 1]")
+    return a
+
+
+class PowerModel:
+    """Power of a GPU at any (core, memory) clock pair from component utilizations.
+
+    ``PowerModel(variant).fit(dataset)`` estimates coefficients and voltages from a
+    :class:`~gpudvfs.PowerDataset` (microbenchmarks measured over a frequency grid).
+    ``relative_error`` and ``ridge`` override the variant's objective.
+    """
+
+    def __init__(self, variant: str = "default", *, relative_error: bool | None = None,
+                 ridge: float | None = None, max_iter: int = 3000, tol_voltage: float = 1e-6,
+                 tol_objective: float = 1e-9, v_min: float = 0.5, v_max: float = 1.5):
+        if variant not in VARIANTS:
+            raise InputError(f"unknown variant {variant!r}; expected one of {VARIANTS}")
+        base, rel, rid = _SETTINGS[variant]
+        self.variant = variant
+        self.relative_error = rel if relative_error is None else bool(relative_error)
+        self.ridge = rid if ridge is None else float(ridge)
+        self.max_iter, self.tol_voltage, self.tol_objective = int(max_iter), float(tol_voltage), float(tol_objective)
+        self.v_min, self.v_max = float(v_min), float(v_max)
+        self._base = base
+        self._fit: _core.PowerFit | None = None
+
+    # ---------------------------------------------------------------- fitting
+    def fit(self, dataset: PowerDataset) -> "PowerModel":
+        if not isinstance(dataset, PowerDataset):
+            raise InputError(f"fit needs a PowerDataset (gpudvfs.read_power_dataset), got {type(dataset).__name__}")
+        if dataset.n_domains != 2:
+            raise InputError(f"{dataset.path}: the power model has a core and a memory domain, "
+                             f"the file has {dataset.n_domains} domains")
+        zero = [c for j, c in enumerate(dataset.components) if not np.any(dataset.utilization[:, j] > 0)]
+        if zero:
+            raise InputError(f"{dataset.path}: component(s) {zero} are zero in every row, so their weight "
+                             "cannot be estimated; measure benchmarks that use them or leave them out "
+                             "(gpudvfs power fit --drop-unused)")
+        try:
+            self._fit = _core.PowerFit.fit(
+                np.ascontiguousarray(dataset.watts), np.ascontiguousarray(dataset.core_mhz),
+                np.ascontiguousarray(dataset.mem_mhz), np.ascontiguousarray(dataset.utilization),
+                list(dataset.domain_sizes), float(dataset.reference_mhz[0]), float(dataset.reference_mhz[1]),
+                self._base, self.max_iter, self.tol_voltage, self.tol_objective, self.v_min, self.v_max,
+                self.relative_error, self.ridge)
+        except ValueError as e:
+            raise InputError(f"{dataset.path}: {e}") from None
+        self.components_ = tuple(dataset.components)
+        self._set_state()
+        if not self.converged_ or self.on_bound_.any():
+            warnings.warn(GpudvfsWarning("; ".join(self.notes_)), stacklevel=2)
+        return self
+
+    def _set_state(self) -> None:
+        s = self._fit.state()
+        self.domain_sizes_ = tuple(s["domain_sizes"])
+        self.reference_mhz_ = tuple(s["ref_mhz"])
+        self.static_w_ = np.array(s["static_coef"])
+        self.idle_w_ = np.array(s["idle_coef"])
+        self.weights_ = dict(zip(self.components_, s["weights"]))
+        self.configs_ = np.array(s["configs"]).reshape(-1, 2)
+        self.voltages_ = np.array(s["voltages"]).reshape(-1, 2)
+        self.on_bound_ = np.array(s["on_bound"], dtype=bool).reshape(-1, 2)
+        self.voltage_curve_ = (None if s["curves"] is None else
+                               {d: {"break_mhz": c[0] * r, "slope_per_mhz": c[1] / r}
+                                for d, c, r in zip(("core", "memory"), s["curves"], self.reference_mhz_)})
+        self.iterations_ = s["iterations"]
+        self.converged_ = s["converged"]
+        self.train_mape_ = s["train_mape"]
+        self.sse_ = s["sse"]
+        self.notes_ = list(s["notes"])
+
+    def _require_fit(self) -> _core.PowerFit:
+        if self._fit is None:
+            raise InputError("this PowerModel is not fitted: call fit(dataset) or PowerModel.load(path)")
+        return self._fit
+
+    # -------------------------------------------------------------- prediction
+    def voltage(self, core_mhz, mem_mhz) -> np.ndarray:
+        """Normalized (core, memory) voltages, shape ``broadcast(core, mem) + (2,)``.
+
+        `per-config` knows the measured pairs, `per-domain` the measured clocks; `curve`
+        gives any clock. Anything else is an error."""
+        fit = self._require_fit()
+        c, m = np.broadcast_arrays(np.asarray(core_mhz, dtype=np.float64), np.asarray(mem_mhz, dtype=np.float64))
+        try:
+            v = fit.voltages(np.ascontiguousarray(c.ravel()), np.ascontiguousarray(m.ravel()))
+        except ValueError as e:
+            raise InputError(str(e)) from None
+        return v.reshape(c.shape + (2,))
+
+    def predict(self, utilization, core_mhz, mem_mhz):
+        """Watts for utilizations ``[..., n_components]`` at clocks broadcast against
+        ``utilization.shape[:-1]``. Scalars in, scalar out."""
+        fit = self._require_fit()
+        u = _utilization(utilization, len(self.components_))
+        c, m = np.asarray(core_mhz, dtype=np.float64), np.asarray(mem_mhz, dtype=np.float64)
+        shape = np.broadcast_shapes(u.shape[:-1], c.shape, m.shape)
+        ub = np.broadcast_to(u, shape + (u.shape[-1],)).reshape(-1, u.shape[-1])
+        cb, mb = (np.broadcast_to(x, shape).ravel() for x in (c, m))
+        try:
+            p = fit.predict(np.ascontiguousarray(ub), np.ascontiguousarray(cb), np.ascontiguousarray(mb))
+        except ValueError as e:
+            raise InputError(str(e)) from None
+        p = p.reshape(shape)
+        return float(p) if p.ndim == 0 else p
+
+    def predict_grid(self, utilization, configs=None) -> np.ndarray:
+        """Watts [n_workloads x n_configs] through the batched Rust kernel; ``configs``
+        [n_configs x 2] (core, memory MHz) defaults to the fitted configurations."""
+        self._require_fit()
+        u = _utilization(utilization, len(self.components_))
+        if u.ndim != 2:
+            raise InputError(f"utilization must be [n_workloads x {len(self.components_)}], got {u.shape}")
+        cfg = self.configs_ if configs is None else np.asarray(configs, dtype=np.float64)
+        if cfg.ndim != 2 or cfg.shape[1] != 2:
+            raise InputError(f"configs must be [n_configs x 2] (core, memory MHz), got shape {cfg.shape}")
+        volts = self.voltage(cfg[:, 0], cfg[:, 1])
+        freqs = cfg / np.asarray(self.reference_mhz_)
+        return power_grid(u, self.domain_sizes_, self.static_w_, self.idle_w_,
+                          list(self.weights_.values()), freqs, volts)
+
+    def breakdown(self, utilization, core_mhz: float, mem_mhz: float) -> dict[str, float]:
+        """One workload's power at one configuration split into the terms of Eq. 6-7:
+        ``static:<domain>``, ``idle:<domain>`` (the utilization-independent power of that
+        V-F level) and ``dynamic:<component>``; they add up to :meth:`predict`."""
+        u = _utilization(utilization, len(self.components_))
+        if u.ndim != 1:
+            raise InputError(f"breakdown takes one workload's {len(self.components_)} utilizations")
+        v = self.voltage(core_mhz, mem_mhz)
+        x = np.array([core_mhz, mem_mhz], dtype=np.float64) / np.asarray(self.reference_mhz_)
+        out: dict[str, float] = {}
+        start = 0
+        for d, (name, size) in enumerate(zip(("core", "memory"), self.domain_sizes_)):
+            v2x = v[d] ** 2 * x[d]
+            out[f"static:{name}"] = float(self.static_w_[d] * v[d])
+            out[f"idle:{name}"] = float(v2x * self.idle_w_[d])
+            for j in range(start, start + size):
+                comp = self.components_[j]
+                out[f"dynamic:{comp}"] = float(v2x * self.weights_[comp] * u[j])
+            start += size
+        return out
+
+    def evaluate(self, dataset: PowerDataset) -> dict:
+        """Absolute percentage errors on a measured dataset: mean (MAPE), median, max,
+        count, per configuration and per benchmark."""
+        self._require_fit()
+        if tuple(dataset.components) != self.components_:
+            raise InputError(f"{dataset.path}: components {list(dataset.components)} differ from the "
+                             f"model's {list(self.components_)}")
+        pred = self.predict(dataset.utilization, dataset.core_mhz, dataset.mem_mhz)
+        ape = 100.0 * np.abs(pred - dataset.watts) / dataset.watts
+        keys = [f"{c:g}/{m:g}" for c, m in dataset.freqs_mhz]
+        per_cfg: dict[str, list] = {}
+        for k, a in zip(keys, ape):
+            per_cfg.setdefault(k, []).append(a)
+        per_b = {name: float(np.mean(ape[dataset.benchmark == i])) for i, name in enumerate(dataset.benchmarks)}
+        return {"mape": float(np.mean(ape)), "median_ape": float(np.median(ape)), "max_ape": float(np.max(ape)),
+                "n": int(len(ape)), "per_config": {k: float(np.mean(v)) for k, v in per_cfg.items()},
+                "per_benchmark": per_b}
+
+    # ------------------------------------------------------------ persistence
+    def _options(self) -> dict:
+        return {"variant": self.variant, "relative_error": self.relative_error, "ridge": self.ridge,
+                "max_iter": self.max_iter, "tol_voltage": self.tol_voltage,
+                "tol_objective": self.tol_objective, "v_min": self.v_min, "v_max": self.v_max}
+
+    def save(self, path: str | Path) -> None:
+        fit = self._require_fit()
+        write_json_atomic(path, {"kind": "power-model", "version": MODEL_VERSION, "options": self._options(),
+                                 "components": list(self.components_), "state": dict(fit.state())})
+
+    @classmethod
+    def load(cls, path: str | Path) -> "PowerModel":
+        doc = read_versioned(path, "power-model", MODEL_VERSION)
+        try:
+            model = cls(**doc["options"])
+            model._fit = _core.PowerFit.from_state(doc["state"])
+            model.components_ = tuple(doc["components"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise InputError(f"{path}: invalid power model: {e}") from None
+        if len(model.components_) != sum(doc["state"]["domain_sizes"]):
+            raise InputError(f"{path}: {len(model.components_)} component names for "
+                             f"{sum(doc['state']['domain_sizes'])} weights")
+        model._set_state()
+        return model
+
+    def __repr__(self) -> str:
+        state = "unfitted" if self._fit is None else f"fitted on {len(self.configs_)} configurations"
+        return f"PowerModel(variant={self.variant!r}, {state})"

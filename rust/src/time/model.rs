@@ -1,0 +1,619 @@
+//! The time-model equations and the batched predict over [kernels x configurations].
+//! See the module notes (`time/mod.rs`) for what each mode reads from the paper.
+
+use super::device::TimeDevice;
+use crate::error::{CoreError, CoreResult};
+
+/// Number of `f64` columns of one kernel row in [`predict_rows`], in the field order of
+/// [`KernelInputs`].
+pub const N_INPUTS: usize = 8;
+
+/// Model inputs of one kernel, all derived from counters at the reference configuration
+/// (per-warp quantities are totals over the kernel divided by the kernel's warp count).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct KernelInputs {
+    /// #W = #Wpb * #B, total warps launched.
+    pub warps_total: f64,
+    /// #Aw, warps resident per SM (achieved occupancy * max warps per SM).
+    pub active_warps: f64,
+    /// #Wpb; used only by the paper mode (Eq. 11, 16b, 19, 20).
+    pub warps_per_block: f64,
+    /// Global (L2) transactions per warp, loads + stores.
+    pub gld_trans: f64,
+    /// Transactions per global request (4 = coalesced 32-bit access in 32-byte sectors);
+    /// default mode only, for the per-request latency chain.
+    pub trans_per_req: f64,
+    /// l2_hr, 0..=1.
+    pub l2_hit_rate: f64,
+    /// comp_inst per warp (issued warp instructions).
+    pub comp_inst: f64,
+    /// Shared-memory transactions per warp, loads + stores.
+    pub shared_trans: f64,
+}
+
+/// Which regime a prediction fell in; stored as `u8` in [`TimePrediction::case`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum TimeCase {
+    /// Eq. 9 / compute issue dominates.
+    Compute = 0,
+    /// Eq. 11 / the memory queue dominates.
+    Memory = 1,
+    /// Eq. 13 (paper) / one warp's latency chain dominates (default).
+    FewWarps = 2,
+    /// Eq. 15, few warps with long compute periods (paper mode only).
+    FewWarpsLongCompute = 3,
+    /// Eq. 17, shared memory hidden behind global traffic (paper mode only).
+    SharedInfrequent = 4,
+    /// Eq. 21 (paper) / shared-memory bank time dominates (default).
+    SharedIntensive = 5,
+}
+
+/// Paper: the equations as printed. Default: the resolved model (see module notes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeMode {
+    Paper,
+    Default,
+}
+
+/// Row-major [n_kernels x n_configs] predictions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimePrediction {
+    pub n_kernels: usize,
+    pub n_configs: usize,
+    pub time_ms: Vec<f64>,
+    pub case: Vec<u8>,
+}
+
+impl KernelInputs {
+    /// Builds one kernel from a row of [`N_INPUTS`] values in field order.
+    pub fn from_row(row: &[f64]) -> CoreResult<Self> {
+        if row.len() != N_INPUTS {
+            return Err(CoreError::Shape(format!(
+                "kernel row needs {N_INPUTS} values, got {}",
+                row.len()
+            )));
+        }
+        Ok(KernelInputs {
+            warps_total: row[0],
+            active_warps: row[1],
+            warps_per_block: row[2],
+            gld_trans: row[3],
+            trans_per_req: row[4],
+            l2_hit_rate: row[5],
+            comp_inst: row[6],
+            shared_trans: row[7],
+        })
+    }
+
+    /// Rejects NaN, infinities, negatives and impossible values for this device.
+    pub fn validate(&self, dev: &TimeDevice) -> CoreResult<()> {
+        let fields = [
+            ("warps_total", self.warps_total),
+            ("active_warps", self.active_warps),
+            ("warps_per_block", self.warps_per_block),
+            ("gld_trans", self.gld_trans),
+            ("trans_per_req", self.trans_per_req),
+            ("l2_hit_rate", self.l2_hit_rate),
+            ("comp_inst", self.comp_inst),
+            ("shared_trans", self.shared_trans),
+        ];
+        for (name, v) in fields {
+            if !v.is_finite() || v < 0.0 {
+                return Err(CoreError::Value(format!(
+                    "{name} must be finite and >= 0, got {v}"
+                )));
+            }
+        }
+        if self.warps_total <= 0.0 || self.active_warps <= 0.0 || self.warps_per_block <= 0.0 {
+            return Err(CoreError::Value(
+                "warps_total, active_warps and warps_per_block must be > 0".into(),
+            ));
+        }
+        if self.trans_per_req <= 0.0 {
+            return Err(CoreError::Value("trans_per_req must be > 0".into()));
+        }
+        if self.l2_hit_rate > 1.0 {
+            return Err(CoreError::Value(format!(
+                "l2_hit_rate must be <= 1, got {}",
+                self.l2_hit_rate
+            )));
+        }
+        if self.active_warps > dev.max_warps_per_sm {
+            return Err(CoreError::Value(format!(
+                "active_warps {} exceeds the device's max_warps_per_sm {}",
+                self.active_warps, dev.max_warps_per_sm
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Clock-dependent quantities of one configuration, shared by every kernel.
+#[derive(Clone, Copy)]
+struct Clock {
+    r: f64,
+    dm_lat: f64,
+    dm_del: f64,
+    fc_khz: f64,
+    /// 1 / fc_khz: a multiply instead of a divide in the hot loop.
+    inv_fc_khz: f64,
+}
+
+fn clocks(dev: &TimeDevice, core_mhz: &[f64], mem_mhz: &[f64]) -> CoreResult<Vec<Clock>> {
+    if core_mhz.len() != mem_mhz.len() {
+        return Err(CoreError::Shape(format!(
+            "core_mhz has {} entries but mem_mhz has {}",
+            core_mhz.len(),
+            mem_mhz.len()
+        )));
+    }
+    core_mhz
+        .iter()
+        .zip(mem_mhz)
+        .enumerate()
+        .map(|(j, (&fc, &fm))| {
+            if !(fc.is_finite() && fc > 0.0 && fm.is_finite() && fm > 0.0) {
+                return Err(CoreError::Value(format!(
+                    "configuration {j}: core_mhz and mem_mhz must be finite and > 0, got ({fc}, {fm})"
+                )));
+            }
+            let r = fc / fm;
+            Ok(Clock {
+                r,
+                dm_lat: dev.dm_lat_a * r + dev.dm_lat_b,
+                dm_del: (dev.dm_del_a / fm + dev.dm_del_b) * r,
+                fc_khz: fc * 1e3,
+                inv_fc_khz: 1.0 / (fc * 1e3),
+            })
+        })
+        .collect()
+}
+
+/// Predicts kernel time (ms) and case for every kernel x configuration pair.
+/// `threads` = 0 picks by problem size (`crate::parallel`); work is split by kernels.
+pub fn predict(
+    kernels: &[KernelInputs],
+    core_mhz: &[f64],
+    mem_mhz: &[f64],
+    dev: &TimeDevice,
+    mode: TimeMode,
+    threads: usize,
+) -> CoreResult<TimePrediction> {
+    dev.validate()?;
+    for (i, k) in kernels.iter().enumerate() {
+        k.validate(dev).map_err(|e| match e {
+            CoreError::Value(m) => CoreError::Value(format!("kernel {i}: {m}")),
+            other => other,
+        })?;
+    }
+    let clk = clocks(dev, core_mhz, mem_mhz)?;
+    let (nk, nc) = (kernels.len(), clk.len());
+    let mut time_ms = vec![0.0; nk * nc];
+    let mut case = vec![0u8; nk * nc];
+    if nk == 0 || nc == 0 {
+        return Ok(TimePrediction {
+            n_kernels: nk,
+            n_configs: nc,
+            time_ms,
+            case,
+        });
+    }
+    let threads = if threads == 0 { crate::parallel::threads_for(nk * nc) } else { threads };
+    let per = nk.div_ceil(threads.min(nk));
+    std::thread::scope(|s| {
+        for ((ks, ts), cs) in kernels
+            .chunks(per)
+            .zip(time_ms.chunks_mut(per * nc))
+            .zip(case.chunks_mut(per * nc))
+        {
+            let clk = &clk;
+            s.spawn(move || {
+                for ((k, trow), crow) in ks.iter().zip(ts.chunks_mut(nc)).zip(cs.chunks_mut(nc)) {
+                    match mode {
+                        TimeMode::Default => default_row(k, dev, clk, trow, crow),
+                        TimeMode::Paper => paper_row(k, dev, clk, trow, crow),
+                    }
+                }
+            });
+        }
+    });
+    Ok(TimePrediction {
+        n_kernels: nk,
+        n_configs: nc,
+        time_ms,
+        case,
+    })
+}
+
+/// [`predict`] on a row-major [n_kernels x N_INPUTS] matrix (the layout the bindings pass).
+pub fn predict_rows(
+    inputs: &[f64],
+    n_kernels: usize,
+    core_mhz: &[f64],
+    mem_mhz: &[f64],
+    dev: &TimeDevice,
+    mode: TimeMode,
+    threads: usize,
+) -> CoreResult<TimePrediction> {
+    if inputs.len() != n_kernels * N_INPUTS {
+        return Err(CoreError::Shape(format!(
+            "inputs has {} values, expected n_kernels * {N_INPUTS} = {}",
+            inputs.len(),
+            n_kernels * N_INPUTS
+        )));
+    }
+    let kernels = inputs
+        .chunks(N_INPUTS)
+        .map(KernelInputs::from_row)
+        .collect::<CoreResult<Vec<_>>>()?;
+    predict(&kernels, core_mhz, mem_mhz, dev, mode, threads)
+}
+
+/// x^n by squaring, inlined: `powi` is a library call per element on x86-64.
+#[inline(always)]
+fn ipow(mut x: f64, mut n: u32) -> f64 {
+    let mut acc = 1.0;
+    while n > 0 {
+        if n & 1 == 1 {
+            acc *= x;
+        }
+        x *= x;
+        n >>= 1;
+    }
+    acc
+}
+
+/// Soft maximum sum(x_i^p)^(1/p), scaled by the largest term so no power overflows.
+#[inline]
+fn soft_max3(a: f64, b: f64, c: f64, p: f64, inv_p: f64, p_int: Option<u32>) -> f64 {
+    let top = a.max(b).max(c);
+    if top <= 0.0 {
+        return 0.0;
+    }
+    let inv = 1.0 / top;
+    let (x, y, z) = (a * inv, b * inv, c * inv);
+    // Integer exponents (the preset's 6) use multiplications; same value to a few ulps.
+    let s = match p_int {
+        Some(n) => ipow(x, n) + ipow(y, n) + ipow(z, n),
+        None => x.powf(p) + y.powf(p) + z.powf(p),
+    };
+    // One term is exactly 1, so u = s - 1 is the smaller terms' share. Usually one bound
+    // dominates and u is tiny: then the binomial series to u^3 (error < u^4 / p, i.e.
+    // < 1e-16 for u < 1e-4) replaces exp/ln, the costliest part of the whole loop.
+    let u = s - 1.0;
+    let root = if u < 1e-4 {
+        1.0 + u * inv_p * (1.0 + u * (inv_p - 1.0) * 0.5 * (1.0 + u * (inv_p - 2.0) / 3.0))
+    } else {
+        (u.ln_1p() * inv_p).exp()
+    };
+    top * root
+}
+
+fn default_row(k: &KernelInputs, dev: &TimeDevice, clk: &[Clock], t: &mut [f64], c: &mut [u8]) {
+    let hr = k.l2_hit_rate;
+    let miss = 1.0 - hr;
+    let aw_ng = k.active_warps * k.gld_trans;
+    let comp = k.active_warps * k.comp_inst * dev.inst_cycle;
+    let shm = k.active_warps * k.shared_trans * dev.sh_del;
+    let cs = comp + shm;
+    let nreq = k.gld_trans / k.trans_per_req;
+    let chain_sh = k.shared_trans / k.trans_per_req * dev.sh_lat;
+    let chain_ci = k.comp_inst * dev.inst_cycle;
+    let rounds = k.warps_total / (k.active_warps * dev.sm_count);
+    let l2_lat = hr * dev.l2_lat;
+    let l2_del = hr * dev.l2_del;
+    let p = dev.overlap_p;
+    let p_int = if p.fract() == 0.0 && p <= 64.0 {
+        Some(p as u32)
+    } else {
+        None
+    };
+    let inv_p = 1.0 / p;
+    let sm_case = if shm > comp {
+        TimeCase::SharedIntensive
+    } else {
+        TimeCase::Compute
+    };
+    for ((cl, tj), cj) in clk.iter().zip(t.iter_mut()).zip(c.iter_mut()) {
+        let lat = l2_lat + miss * cl.dm_lat;
+        let dl = l2_del + miss * cl.dm_del;
+        let mem = aw_ng * dl;
+        let chain = nreq * lat + chain_sh + chain_ci;
+        let soft = soft_max3(mem, cs, chain, p, inv_p, p_int);
+        *tj = (soft + lat) * rounds * cl.inv_fc_khz;
+        *cj = if chain >= mem.max(cs) {
+            TimeCase::FewWarps
+        } else if mem >= cs {
+            TimeCase::Memory
+        } else {
+            sm_case
+        } as u8;
+    }
+}
+
+fn paper_row(k: &KernelInputs, dev: &TimeDevice, clk: &[Clock], t: &mut [f64], c: &mut [u8]) {
+    let (hr, aw, wpb) = (k.l2_hit_rate, k.active_warps, k.warps_per_block);
+    let (ng, ni, ns) = (k.gld_trans, k.comp_inst, k.shared_trans);
+    let (ic, shl) = (dev.inst_cycle, dev.sh_lat);
+    let rounds = k.warps_total / (aw * dev.sm_count);
+    let avr = if ng > 0.0 { ic * ni / ng } else { 0.0 };
+    let half = ng / 2.0;
+    for ((cl, tj), cj) in clk.iter().zip(t.iter_mut()).zip(c.iter_mut()) {
+        let lat = hr * dev.l2_lat + (1.0 - hr) * cl.dm_lat * cl.r;
+        let dl = hr * dev.l2_del + (1.0 - hr) * cl.dm_del;
+        let t9 = ic * ni * aw + lat;
+        let (ta, case) = if ng == 0.0 {
+            // Eq. 7a undefined: avr_comp -> infinity satisfies Eq. 8a/8b.
+            (t9, TimeCase::Compute)
+        } else if ns > 0.0 {
+            if avr <= dl && avr + shl <= dl * (aw - wpb) {
+                (avr + lat + dl * aw * ng, TimeCase::SharedInfrequent)
+            } else {
+                let t1 = 2.0 * avr + dl * half * aw + lat + shl;
+                let t2 = avr * (wpb - 1.0) + (avr + shl) * ns;
+                let t3 = 2.0 * avr + dl * half * wpb + lat + shl;
+                (t1 + t2 + t3, TimeCase::SharedIntensive)
+            }
+        } else if avr >= dl && avr * (aw - 1.0) >= lat {
+            (t9, TimeCase::Compute)
+        } else if avr <= dl && avr + lat >= dl * (aw - 1.0) {
+            (lat + avr + dl * wpb * ng, TimeCase::Memory)
+        } else if avr <= dl {
+            (
+                dl * aw + lat + avr + (avr + lat) * (ng - 1.0),
+                TimeCase::FewWarps,
+            )
+        } else {
+            (
+                avr * (aw - 1.0) + (avr + lat) * ng,
+                TimeCase::FewWarpsLongCompute,
+            )
+        };
+        *tj = ta * rounds / cl.fc_khz;
+        *cj = case as u8;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn va() -> KernelInputs {
+        // vectorAdd's 700/700 counters mapped as in the module notes.
+        KernelInputs {
+            warps_total: 32768.0,
+            active_warps: 0.960582 * 64.0,
+            warps_per_block: 8.0,
+            gld_trans: 12.14,
+            trans_per_req: 4.0,
+            l2_hit_rate: 0.028,
+            comp_inst: 21.05,
+            shared_trans: 0.0,
+        }
+    }
+
+    /// Deterministic pseudo-random kernels covering all regimes (xorshift, no crates).
+    fn kernels(n: usize) -> Vec<KernelInputs> {
+        let mut s: u64 = 0x9E3779B97F4A7C15;
+        let mut u = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 11) as f64 / (1u64 << 53) as f64
+        };
+        (0..n)
+            .map(|_| KernelInputs {
+                warps_total: 100.0 + 1e5 * u(),
+                active_warps: 1.0 + 63.0 * u(),
+                warps_per_block: 1.0 + 31.0 * u(),
+                gld_trans: if u() < 0.05 {
+                    0.0
+                } else {
+                    10f64.powf(4.0 * u() - 0.5)
+                },
+                trans_per_req: 1.0 + 31.0 * u(),
+                l2_hit_rate: u(),
+                comp_inst: 10f64.powf(5.0 * u()),
+                shared_trans: if u() < 0.5 {
+                    0.0
+                } else {
+                    10f64.powf(4.0 * u())
+                },
+            })
+            .collect()
+    }
+
+    fn grid() -> (Vec<f64>, Vec<f64>) {
+        let f: Vec<f64> = (4..=10).map(|i| 100.0 * i as f64).collect();
+        let mut c = vec![];
+        let mut m = vec![];
+        for &a in &f {
+            for &b in &f {
+                c.push(a);
+                m.push(b);
+            }
+        }
+        (c, m)
+    }
+
+    #[test]
+    fn positive_and_finite() {
+        let (c, m) = grid();
+        for mode in [TimeMode::Default, TimeMode::Paper] {
+            let p = predict(&kernels(300), &c, &m, &TimeDevice::gtx980(), mode, 2).unwrap();
+            assert!(
+                p.time_ms.iter().all(|t| t.is_finite() && *t > 0.0),
+                "{mode:?}"
+            );
+            assert!(p.case.iter().all(|&k| k <= 5));
+        }
+    }
+
+    #[test]
+    fn default_never_slower_at_higher_clocks() {
+        // Every term is non-increasing in each clock once divided by fc (module notes), so the
+        // default mode is monotone; checked on a fine grid for many kernels.
+        let f: Vec<f64> = (0..=60).map(|i| 400.0 + 10.0 * i as f64).collect();
+        let dev = TimeDevice::gtx980();
+        for k in kernels(200) {
+            for &fixed in &[400.0, 700.0, 1000.0] {
+                let core =
+                    predict(&[k], &f, &vec![fixed; f.len()], &dev, TimeMode::Default, 1).unwrap();
+                let mem =
+                    predict(&[k], &vec![fixed; f.len()], &f, &dev, TimeMode::Default, 1).unwrap();
+                for w in core.time_ms.windows(2).chain(mem.time_ms.windows(2)) {
+                    assert!(w[1] <= w[0] * (1.0 + 1e-12), "{k:?} {w:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn paper_mode_exception_is_the_double_ratio() {
+        // Eq. 5a as printed applies fc/fm to dm_lat twice, so a latency-bound kernel gets
+        // slower when only the core clock rises (documented exception of the paper mode).
+        let k = KernelInputs {
+            active_warps: 2.0,
+            comp_inst: 1.0,
+            ..va()
+        };
+        let dev = TimeDevice::gtx980();
+        let p = predict(
+            &[k],
+            &[700.0, 1000.0],
+            &[400.0, 400.0],
+            &dev,
+            TimeMode::Paper,
+            1,
+        )
+        .unwrap();
+        assert_eq!(p.case[0], TimeCase::Memory as u8);
+        assert!(p.time_ms[1] > p.time_ms[0]);
+        let d = predict(
+            &[k],
+            &[700.0, 1000.0],
+            &[400.0, 400.0],
+            &dev,
+            TimeMode::Default,
+            1,
+        )
+        .unwrap();
+        assert!(d.time_ms[1] <= d.time_ms[0]);
+    }
+
+    #[test]
+    fn linear_in_blocks() {
+        let (c, m) = grid();
+        let dev = TimeDevice::gtx980();
+        for mode in [TimeMode::Default, TimeMode::Paper] {
+            let ks = kernels(50);
+            let tripled: Vec<KernelInputs> = ks
+                .iter()
+                .map(|k| KernelInputs {
+                    warps_total: 3.0 * k.warps_total,
+                    ..*k
+                })
+                .collect();
+            let a = predict(&ks, &c, &m, &dev, mode, 2).unwrap();
+            let b = predict(&tripled, &c, &m, &dev, mode, 2).unwrap();
+            for (x, y) in a.time_ms.iter().zip(&b.time_ms) {
+                assert!((y / x - 3.0).abs() < 1e-12);
+            }
+        }
+    }
+
+    #[test]
+    fn memory_bound_kernel_follows_table3() {
+        // vectorAdd is memory-bound: time ratio 400 vs 700 MHz memory ~ (10.1/400)/(9.32/700).
+        let dev = TimeDevice::gtx980();
+        let p = predict(
+            &[va()],
+            &[700.0, 700.0],
+            &[700.0, 400.0],
+            &dev,
+            TimeMode::Default,
+            1,
+        )
+        .unwrap();
+        assert_eq!(p.case[0], TimeCase::Memory as u8);
+        let ratio = p.time_ms[1] / p.time_ms[0];
+        assert!((ratio - 1.87).abs() < 0.05, "ratio {ratio}");
+        // Absolute level: measured 0.33318 ms at 700/700.
+        assert!(
+            (p.time_ms[0] / 0.33318 - 1.0).abs() < 0.1,
+            "{}",
+            p.time_ms[0]
+        );
+    }
+
+    #[test]
+    fn threads_do_not_change_results() {
+        let (c, m) = grid();
+        let dev = TimeDevice::gtx980();
+        let ks = kernels(37);
+        let a = predict(&ks, &c, &m, &dev, TimeMode::Default, 1).unwrap();
+        let b = predict(&ks, &c, &m, &dev, TimeMode::Default, 5).unwrap();
+        assert_eq!(a, b);
+        let z = predict(&[], &c, &m, &dev, TimeMode::Default, 0).unwrap();
+        assert!(z.time_ms.is_empty());
+    }
+
+    #[test]
+    fn bad_input_is_an_error() {
+        let dev = TimeDevice::gtx980();
+        let ok = va();
+        let run = |k: KernelInputs| predict(&[k], &[700.0], &[700.0], &dev, TimeMode::Default, 1);
+        assert!(run(ok).is_ok());
+        for bad in [
+            KernelInputs {
+                warps_total: f64::NAN,
+                ..ok
+            },
+            KernelInputs {
+                gld_trans: -1.0,
+                ..ok
+            },
+            KernelInputs {
+                comp_inst: f64::INFINITY,
+                ..ok
+            },
+            KernelInputs {
+                l2_hit_rate: 1.5,
+                ..ok
+            },
+            KernelInputs {
+                active_warps: 0.0,
+                ..ok
+            },
+            KernelInputs {
+                active_warps: 65.0,
+                ..ok
+            },
+            KernelInputs {
+                trans_per_req: 0.0,
+                ..ok
+            },
+        ] {
+            assert!(matches!(run(bad), Err(CoreError::Value(_))), "{bad:?}");
+        }
+        assert!(matches!(
+            predict(&[ok], &[700.0, 800.0], &[700.0], &dev, TimeMode::Default, 1),
+            Err(CoreError::Shape(_))
+        ));
+        assert!(matches!(
+            predict(&[ok], &[f64::NAN], &[700.0], &dev, TimeMode::Paper, 1),
+            Err(CoreError::Value(_))
+        ));
+        assert!(matches!(
+            predict(&[ok], &[700.0], &[-700.0], &dev, TimeMode::Paper, 1),
+            Err(CoreError::Value(_))
+        ));
+        assert!(matches!(
+            predict_rows(&[1.0; 7], 1, &[700.0], &[700.0], &dev, TimeMode::Default, 1),
+            Err(CoreError::Shape(_))
+        ));
+        let row = [32768.0, 61.0, 8.0, 12.0, 4.0, 0.03, 21.0, 0.0];
+        assert!(predict_rows(&row, 1, &[700.0], &[700.0], &dev, TimeMode::Default, 1).is_ok());
+    }
+}
