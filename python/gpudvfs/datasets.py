@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -74,6 +74,33 @@ class PowerDataset:
         out = np.empty((len(self.benchmarks), len(self.components)))
         out[self.benchmark] = self.utilization
         return out
+
+    def subset(self, rows: np.ndarray) -> "PowerDataset":
+        """The dataset restricted to ``rows`` (a boolean mask or indices), benchmarks renumbered."""
+        idx = np.arange(len(self))[rows]
+        kept, bench = np.unique(self.benchmark[idx], return_inverse=True)
+        return replace(self, watts=self.watts[idx], freqs_mhz=self.freqs_mhz[idx],
+                       utilization=self.utilization[idx],
+                       row_names=None if self.row_names is None else tuple(self.row_names[i] for i in idx),
+                       benchmark=bench.astype(np.int64), benchmarks=tuple(self.benchmarks[k] for k in kept))
+
+    def without_components(self, names) -> "PowerDataset":
+        """The dataset without some components (e.g. ones no benchmark exercises)."""
+        drop = set(names)
+        unknown = drop - set(self.components)
+        if unknown:
+            raise ValueError(f"unknown components {sorted(unknown)}")
+        keep = [j for j, c in enumerate(self.components) if c not in drop]
+        sizes, start = [], 0
+        for size in self.domain_sizes:
+            sizes.append(sum(1 for j in keep if start <= j < start + size))
+            start += size
+        return replace(self, components=tuple(self.components[j] for j in keep),
+                       utilization=self.utilization[:, keep], domain_sizes=tuple(sizes))
+
+    def unused_components(self) -> list[str]:
+        """Components that are zero in every row."""
+        return [c for j, c in enumerate(self.components) if not np.any(self.utilization[:, j] > 0)]
 
     def describe(self) -> dict:
         return {

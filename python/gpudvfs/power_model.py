@@ -39,6 +39,7 @@ import numpy as np
 from . import _core
 from .datasets import PowerDataset
 from .errors import GpudvfsWarning, InputError
+from .gpmtool_model import read_gpmtool_model, write_gpmtool_model
 from .jsonfile import read_versioned, write_json_atomic
 from .power_equations import power_grid
 from .readers._source import UTIL_TOLERANCE
@@ -94,7 +95,7 @@ class PowerModel:
         if dataset.n_domains != 2:
             raise InputError(f"{dataset.path}: the power model has a core and a memory domain, "
                              f"the file has {dataset.n_domains} domains")
-        zero = [c for j, c in enumerate(dataset.components) if not np.any(dataset.utilization[:, j] > 0)]
+        zero = dataset.unused_components()
         if zero:
             raise InputError(f"{dataset.path}: component(s) {zero} are zero in every row, so their weight "
                              "cannot be estimated; measure benchmarks that use them or leave them out "
@@ -248,6 +249,45 @@ class PowerModel:
         model._set_state()
         return model
 
+    def to_gpmtool(self, path: str | Path) -> None:
+        """Write the model as a gpmTOOL model file (per-config or per-domain variants)."""
+        write_gpmtool_model(path, self.components_, dict(self._require_fit().state()))
+
+    @classmethod
+    def from_gpmtool(cls, path: str | Path) -> "PowerModel":
+        """A model from a gpmTOOL model file (v1: per-configuration voltages, v2: per-domain)."""
+        names, state = read_gpmtool_model(path)
+        model = cls(state["variant"])
+        try:
+            model._fit = _core.PowerFit.from_state(state)
+        except ValueError as e:
+            raise InputError(f"{path}: invalid gpmTOOL model: {e}") from None
+        model.components_ = names
+        model._set_state()
+        return model
+
     def __repr__(self) -> str:
         state = "unfitted" if self._fit is None else f"fitted on {len(self.configs_)} configurations"
         return f"PowerModel(variant={self.variant!r}, {state})"
+
+
+def cross_validate(dataset: PowerDataset, folds: int = 6, **model_options) -> dict:
+    """Grouped k-fold cross-validation: each benchmark (all its configurations) is held out
+    once, benchmarks dealt to folds in file order. Returns the MAPE over all held-out rows
+    and per fold."""
+    n_b = len(dataset.benchmarks)
+    if not 2 <= folds <= n_b:
+        raise InputError(f"folds must be between 2 and the number of benchmarks ({n_b}), got {folds}")
+    fold_of = np.arange(n_b) % folds
+    ape = np.empty(len(dataset))
+    per_fold = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", GpudvfsWarning)  # bound hits are reported by the full fit
+        for k in range(folds):
+            test = fold_of[dataset.benchmark] == k
+            model = PowerModel(**model_options).fit(dataset.subset(~test))
+            held = dataset.subset(test)
+            pred = model.predict(held.utilization, held.core_mhz, held.mem_mhz)
+            ape[test] = 100.0 * np.abs(pred - held.watts) / held.watts
+            per_fold.append(float(np.mean(ape[test])))
+    return {"mape": float(np.mean(ape)), "folds": folds, "per_fold": per_fold}

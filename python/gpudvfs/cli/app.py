@@ -6,6 +6,7 @@ import click
 
 from .. import __version__
 from .data import data
+from .power import power
 from .sweep import sweep
 
 
@@ -16,4 +17,5 @@ def cli() -> None:
 
 
 cli.add_command(data)
+cli.add_command(power)
 cli.add_command(sweep)

@@ -1,0 +1,167 @@
+"""`gpudvfs power ...`: fit, evaluate, apply and plot the DVFS-aware power model."""
+
+from __future__ import annotations
+
+import warnings
+
+import click
+import numpy as np
+
+from .. import readers
+from ..datasets import PowerDataset, UtilizationTable
+from ..errors import GpudvfsWarning, InputError
+from ..power_model import VARIANTS, PowerModel, cross_validate
+from .output import console, print_json, table, user_errors
+
+
+@click.group()
+def power() -> None:
+    """The DVFS-aware power model (Guerreiro et al.)."""
+
+
+def _load_model(path: str) -> PowerModel:
+    """A gpudvfs model file, or a gpmTOOL model file (told apart by the first character)."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        head = f.read(1)
+    return PowerModel.load(path) if head == "{" else PowerModel.from_gpmtool(path)
+
+
+@power.command()
+@click.argument("train", type=click.Path(dir_okay=False))
+@click.option("--variant", type=click.Choice(VARIANTS), default="default", show_default=True)
+@click.option("-o", "--out", type=click.Path(dir_okay=False), help="Write the model (versioned JSON).")
+@click.option("--cv", "folds", type=click.IntRange(min=2), help="Also report K-fold CV error grouped by benchmark.")
+@click.option("--skip-invalid", is_flag=True, help="Leave out invalid rows of TRAIN (listed) instead of stopping.")
+@click.option("--drop-unused", is_flag=True, help="Leave out components that are zero in every row.")
+@click.option("--json", "as_json", is_flag=True)
+def fit(train, variant, out, folds, skip_invalid, drop_unused, as_json) -> None:
+    """Estimate coefficients and voltages from microbenchmark measurements."""
+    with user_errors(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", GpudvfsWarning)
+        ds = readers.read_power_dataset(train, on_invalid="skip" if skip_invalid else "raise")
+        dropped = ds.unused_components() if drop_unused else []
+        if dropped:
+            ds = ds.without_components(dropped)
+        model = PowerModel(variant).fit(ds)
+        cv = cross_validate(ds, folds, variant=variant) if folds else None
+        if out:
+            model.save(out)
+    report = {
+        "variant": variant, "rows": len(ds), "benchmarks": len(ds.benchmarks),
+        "configurations": len(model.configs_), "train_mape": model.train_mape_,
+        "cv_mape": cv["mape"] if cv else None, "iterations": model.iterations_, "converged": model.converged_,
+        "voltages_on_bound": int(model.on_bound_.sum()), "skipped_rows": len(ds.skipped),
+        "dropped_components": dropped, "notes": model.notes_,
+        "static_w": dict(zip(("core", "memory"), model.static_w_.tolist())),
+        "idle_w": dict(zip(("core", "memory"), model.idle_w_.tolist())),
+        "weights_w": model.weights_, "model": out,
+    }
+    if as_json:
+        print_json(report)
+        return
+    rows = [["training MAPE", f"{model.train_mape_:.3f}%"]]
+    if cv:
+        rows.append([f"grouped {folds}-fold CV MAPE", f"{cv['mape']:.3f}%"])
+    rows += [["iterations", f"{model.iterations_} ({'converged' if model.converged_ else 'NOT converged'})"],
+             ["rows / benchmarks / configs", f"{len(ds)} / {len(ds.benchmarks)} / {len(model.configs_)}"]]
+    if dropped:
+        rows.append(["dropped (unused) components", ", ".join(dropped)])
+    rows += [[f"{k} (W)", ", ".join(f"{n}={v:.2f}" for n, v in report[k].items())] for k in ("static_w", "idle_w")]
+    rows.append(["weights (W at U=1)", ", ".join(f"{n}={v:.1f}" for n, v in model.weights_.items())])
+    console.print(table(f"power model ({variant}) on {train}", ["", ""], rows))
+    for w in caught:
+        console.print(f"[yellow]warning:[/yellow] {w.message}", highlight=False)
+    if len(ds.skipped):
+        console.print(f"skipped {len(ds.skipped)} invalid rows, first: {ds.skipped[0]}", highlight=False)
+    if out:
+        console.print(f"wrote {out}")
+
+
+@power.command("eval")
+@click.argument("model_path", metavar="MODEL", type=click.Path(dir_okay=False))
+@click.argument("test", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True)
+def eval_(model_path, test, as_json) -> None:
+    """Errors of a model on measured power (mean, median and max APE; per config and benchmark)."""
+    with user_errors():
+        model = _load_model(model_path)
+        r = model.evaluate(readers.read_power_dataset(test))
+    if as_json:
+        print_json(r)
+        return
+    console.print(f"MAPE {r['mape']:.3f}%  median {r['median_ape']:.3f}%  max {r['max_ape']:.3f}%  (n = {r['n']})")
+    console.print(table("per benchmark", ["benchmark", "MAPE %"],
+                        [[k, f"{v:.2f}"] for k, v in r["per_benchmark"].items()]))
+    console.print(table("per configuration (core/memory MHz)", ["config", "MAPE %"],
+                        [[k, f"{v:.2f}"] for k, v in r["per_config"].items()]))
+
+
+@power.command()
+@click.argument("model_path", metavar="MODEL", type=click.Path(dir_okay=False))
+@click.argument("utils", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True)
+def predict(model_path, utils, as_json) -> None:
+    """Power of each application of UTILS (gpmTOOL utilization or power CSV) over the model's grid."""
+    with user_errors():
+        model = _load_model(model_path)
+        ds = readers.read(utils)
+        if isinstance(ds, UtilizationTable):
+            names, u = list(ds.names), ds.utilization
+        elif isinstance(ds, PowerDataset):
+            names, u = list(ds.benchmarks), ds.benchmark_utilization()
+        else:
+            raise InputError(f"{utils}: expected a gpmTOOL utilization or power CSV, got {ds.format}")
+        if tuple(ds.components) != model.components_:
+            raise InputError(f"{utils}: components {list(ds.components)} differ from the model's {list(model.components_)}")
+        watts = model.predict_grid(u)
+    cfg = [f"{c:g}/{m:g}" for c, m in model.configs_]
+    if as_json:
+        print_json({"configs": cfg, "watts": {n: w.tolist() for n, w in zip(names, watts)}})
+        return
+    console.print(table("predicted power (W) at core/memory MHz", ["config", *names],
+                        [[c, *[f"{watts[i, k]:.1f}" for i in range(len(names))]] for k, c in enumerate(cfg)]))
+
+
+@power.command()
+@click.argument("model_path", metavar="MODEL", type=click.Path(dir_okay=False))
+@click.option("--data", type=click.Path(dir_okay=False), help="Measured power CSV for a measured-vs-predicted panel.")
+@click.option("-o", "--out", default="power_model.png", show_default=True, type=click.Path(dir_okay=False))
+def plot(model_path, data, out) -> None:
+    """Voltage curves over the clocks (the paper's Figure 6) and measured vs predicted power."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise click.ClickException("plotting needs the 'plot' extra: pip install 'gpudvfs[plot]'") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with user_errors():
+        model = _load_model(model_path)
+        ds = readers.read_power_dataset(data) if data else None
+        pred = model.predict(ds.utilization, ds.core_mhz, ds.mem_mhz) if ds is not None else None
+    fig, axes = plt.subplots(1, 2 if ds is not None else 1, figsize=(11 if ds is not None else 6, 4.2), squeeze=False)
+    ax = axes[0, 0]
+    cfg, v = model.configs_, model.voltages_
+    for fm in np.unique(cfg[:, 1]):
+        sel = cfg[:, 1] == fm
+        order = np.argsort(cfg[sel, 0])
+        ax.plot(cfg[sel, 0][order], v[sel, 0][order], "o-", label=f"core V, mem {fm:g} MHz")
+    mem_levels = np.unique(cfg[:, 1])
+    mem_v = [v[cfg[:, 1] == m, 1].mean() for m in mem_levels]
+    ax.plot(mem_levels * cfg[:, 0].max() / mem_levels.max(), mem_v, "s--k", label="memory V (x axis scaled)")
+    ax.set_xlabel("core clock (MHz)")
+    ax.set_ylabel("normalized voltage")
+    ax.set_title(f"voltages ({model.variant})")
+    ax.legend(fontsize=7)
+    if ds is not None:
+        ax = axes[0, 1]
+        ax.scatter(ds.watts, pred, s=4, alpha=0.5)
+        lim = [min(ds.watts.min(), pred.min()), max(ds.watts.max(), pred.max())]
+        ax.plot(lim, lim, "k--", lw=1)
+        ax.set_xlabel("measured power (W)")
+        ax.set_ylabel("predicted power (W)")
+        ape = 100 * np.mean(np.abs(pred - ds.watts) / ds.watts)
+        ax.set_title(f"{data.split('/')[-1]}: MAPE {ape:.2f}%")
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    console.print(f"wrote {out}")
