@@ -1,13 +1,13 @@
 """Vectorized numpy reference of the Wang & Chu kernel-time model (paper and default modes).
 
-Intended repo path: benches/time_model_reference.py. It is the executable specification the
-Rust core (rust/src/time/model.rs) is checked against (agreement to 1e-9 relative) and the
-baseline its speed is measured against. Equation numbers refer to
+The executable specification the Rust core (rust/src/time/model.rs) is checked against
+(agreement to 1e-9 relative) and the baseline its speed is measured against. Equation numbers refer to
 Q. Wang, X. Chu, "GPGPU Performance Estimation with Core and Memory Frequency Scaling".
 
 predict_reference(inputs_arrays, device_dict, core_mhz, mem_mhz, mode) ->
     (time_ms [K, N] float64, case [K, N] uint8)
 inputs_arrays: dict of 1-D arrays of length K (one entry per kernel), keys = INPUT_KEYS.
+device_dict: gpudvfs.TimeDevice(...).params().
 core_mhz, mem_mhz: 1-D arrays of length N (the configurations).
 """
 import numpy as np
@@ -17,15 +17,6 @@ INPUT_KEYS = ("warps_total", "active_warps", "warps_per_block", "gld_trans", "tr
 
 # Case labels (same numbering as the Rust `TimeCase` enum, u8).
 COMPUTE, MEMORY, FEW_WARPS_SHORT, FEW_WARPS_LONG, SHARED_INFREQUENT, SHARED_INTENSIVE = 0, 1, 2, 3, 4, 5
-
-GTX980 = dict(
-    sm_count=16.0, max_warps_per_sm=64.0,
-    dm_lat_a=222.78, dm_lat_b=277.32,      # Eq. 4, core cycles
-    dm_del_a=726.12693496, dm_del_b=8.28061425,  # Table III fit, memory cycles = a/fm + b
-    l2_lat=222.0, l2_del=1.0, sh_lat=28.0, sh_del=1.0,
-    inst_cycle=0.25, overlap_p=6.0,   # p chosen by leave-one-kernel-out CV (cv.py)
-)
-
 
 def _clocks(dev, fc, fm):
     r = fc / fm

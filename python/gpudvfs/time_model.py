@@ -237,12 +237,17 @@ class TimeModel:
         if calibrate:
             t = t * self.calibration(profs)[:, None]
         t = t.reshape((len(profs),) + c.shape)
-        labels = np.asarray(CASES, dtype=object)[case].reshape(t.shape)
         if single:
-            t, labels = t[0], labels[0]
-            if t.ndim == 0:
-                t, labels = float(t), str(labels)
-        return (t, labels) if return_cases else t
+            t = t[0]
+            t = float(t) if t.ndim == 0 else t
+        if not return_cases:
+            return t
+        # Labels only on request: a string per prediction costs more than the prediction.
+        labels = np.asarray(CASES, dtype=object)[case].reshape((len(profs),) + c.shape)
+        if single:
+            labels = labels[0]
+            labels = str(labels) if labels.ndim == 0 else labels
+        return t, labels
 
     def calibration(self, profiles: Sequence[KernelProfile]) -> np.ndarray:
         """Per kernel: measured reference time over the model's time at the reference."""

@@ -8,6 +8,7 @@ from .. import __version__
 from .data import data
 from .power import power
 from .sweep import sweep
+from .time import time_
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -19,3 +20,4 @@ def cli() -> None:
 cli.add_command(data)
 cli.add_command(power)
 cli.add_command(sweep)
+cli.add_command(time_)

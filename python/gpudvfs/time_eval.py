@@ -1,0 +1,78 @@
+"""Evaluating the time model on measured grids (NV-DVFS nvprof CSVs): profiles from the
+reference rows, errors over all clock pairs, and the baselines it must beat."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .datasets import MeasurementGrid
+from .errors import InputError
+from .time_model import KernelProfile, TimeDevice, TimeModel
+
+
+def profiles_from_grid(grid: MeasurementGrid, reference: tuple[float, float],
+                       device: TimeDevice) -> list[KernelProfile]:
+    """One profile per workload, from the counters and time of its reference-clock row."""
+    if grid.mem_mhz is None:
+        raise InputError(f"{grid.path}: the time model needs core and memory clocks per row")
+    at_ref = (grid.core_mhz == reference[0]) & (grid.mem_mhz == reference[1])
+    work = grid.workload
+    profiles = []
+    for name in dict.fromkeys(work.tolist()):
+        rows = np.flatnonzero(at_ref & (work == name))
+        if len(rows) == 0:
+            raise InputError(f"{grid.path}: workload {name!r} has no row at the reference "
+                             f"{reference[0]:g}/{reference[1]:g} MHz")
+        i = rows[0]
+        counters = {k: float(v[i]) for k, v in grid.metrics.items()}
+        profiles.append(KernelProfile.from_counters(name, counters, device=device, reference_mhz=reference,
+                                                    reference_time_ms=float(grid.time_ms[i])))
+    return profiles
+
+
+def core_share(profile: KernelProfile, device: TimeDevice, reference: tuple[float, float]) -> float:
+    """Share of the core-clock cycles in core + DRAM cycles at the reference, from the
+    counters: the split of the two-term baseline T = T_ref (s fc_ref/fc + (1-s) fm_ref/fm)."""
+    p, d = profile, device
+    core = p.comp_inst * d.inst_cycle + p.shared_trans * d.sh_del + p.gld_trans * p.l2_hit_rate * d.l2_del
+    dram = p.gld_trans * (1.0 - p.l2_hit_rate) * (d.dm_del_a / reference[1] + d.dm_del_b)
+    total = core + dram
+    return 1.0 if total == 0 else core / total
+
+
+def _mape(pred, meas, mask=None) -> float:
+    e = np.abs(pred - meas) / meas
+    return float(100.0 * (e if mask is None else e[mask]).mean())
+
+
+def evaluate(grid: MeasurementGrid, model: TimeModel, reference: tuple[float, float], *,
+             calibrate: bool = False, baselines: bool = False) -> dict:
+    """MAPE of the model over every row of the grid (and over rows with both clocks >= 500
+    MHz), per kernel, predicted from the reference rows alone."""
+    profiles = profiles_from_grid(grid, reference, model.device)
+    work = grid.workload
+    preds = {"model": np.empty(len(grid))}
+    if baselines:
+        preds |= {"unchanged": np.empty(len(grid)), "two_term": np.empty(len(grid))}
+    for p in profiles:
+        rows = work == p.name
+        fc, fm = grid.core_mhz[rows], grid.mem_mhz[rows]
+        preds["model"][rows] = model.predict(p, fc, fm, calibrate=calibrate)
+        if baselines:
+            preds["unchanged"][rows] = p.reference_time_ms
+            s = core_share(p, model.device, reference)
+            preds["two_term"][rows] = p.reference_time_ms * (s * reference[0] / fc + (1 - s) * reference[1] / fm)
+    meas = grid.time_ms
+    ge500 = (grid.core_mhz >= 500) & (grid.mem_mhz >= 500)
+
+    def summary(pred):
+        return {"mape": _mape(pred, meas), "mape_ge500": _mape(pred, meas, ge500),
+                "per_kernel": {p.name: _mape(pred, meas, work == p.name) for p in profiles}}
+
+    out = summary(preds["model"]) | {"mode": model.mode, "calibrated": calibrate, "n": int(len(grid)),
+                                     "reference_mhz": list(reference)}
+    if baselines:
+        out["baselines"] = {k: summary(preds[k]) for k in ("unchanged", "two_term")}
+        out["baselines"]["two_term"]["core_share"] = {p.name: core_share(p, model.device, reference)
+                                                      for p in profiles}
+    return out
