@@ -126,3 +126,45 @@ def test_cli_sweep_unsupported_clock(tmp_path):
     r = CliRunner().invoke(cli, ["sweep", "--workloads", str(wl), "-o", str(tmp_path / "s.csv"),
                                  "--mem-mhz", "1234"])
     assert r.exit_code == 2 and "not supported" in r.output
+
+
+def test_power_suite_sweep_then_fit_recovers_the_simulator(tmp_path):
+    """`gpudvfs sweep --device sim --suite power`, then `gpudvfs power fit --variant
+    per-domain` (the simulator's voltages are per domain): true voltages within 2%, the
+    component weights and idle terms within 5%. The two static coefficients are separable
+    only through the memory voltage's small variation, so the test holds their sum at each
+    configuration (the static power) to 1% instead."""
+    out, gpm, model = tmp_path / "power.csv", tmp_path / "power.gpm.csv", tmp_path / "m.json"
+    runner = CliRunner()
+    r = runner.invoke(cli, ["sweep", "--suite", "power", "--device", "sim", "--seed", "5", "-o", str(out),
+                            "--gpmtool", str(gpm)])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(cli, ["power", "fit", str(gpm), "--variant", "per-domain", "-o", str(model)])
+    assert r.exit_code == 0, r.output
+    m = gpudvfs.PowerModel.load(model)
+    gpu = SimulatedDevice().gpu
+    cfg = m.configs_
+    true_v = np.array([gpu.volts(c, f) for c, f in cfg])
+    np.testing.assert_allclose(m.voltage(cfg[:, 0], cfg[:, 1]), true_v, rtol=0.02)
+    np.testing.assert_allclose(list(m.weights_.values()), gpu.weights_w, rtol=0.05)
+    np.testing.assert_allclose(m.idle_w_, gpu.idle_w, rtol=0.05)
+    np.testing.assert_allclose(true_v @ np.asarray(gpu.static_w), m.voltage(cfg[:, 0], cfg[:, 1]) @ m.static_w_,
+                               rtol=0.01)
+
+
+def test_time_suite_sweep_fits_the_device():
+    """The latency suite on the simulator, fitted: Eq. 4's DRAM latency law within 1%, the
+    L2 and shared latencies within 1%, the DRAM delay law within 10% (it comes from timed
+    launches with 0.5% noise)."""
+    import tempfile
+    from gpudvfs.measure import suite_workloads, to_time_device
+
+    dev = SimulatedDevice(seed=2)
+    out = os.path.join(tempfile.mkdtemp(), "t.csv")
+    run_sweep(dev, suite_workloads("time"), out)
+    fitted, report = to_time_device(out, gpudvfs.TimeDevice.gtx980())
+    true = dev.gpu.time_device
+    for k, tol in (("dm_lat_a", 0.01), ("dm_lat_b", 0.01), ("l2_lat", 0.01), ("sh_lat", 0.01),
+                   ("dm_del_a", 0.1), ("dm_del_b", 0.1)):
+        assert getattr(fitted, k) == pytest.approx(getattr(true, k), rel=tol), k
+    assert report["dm_lat"]["r2"] > 0.999

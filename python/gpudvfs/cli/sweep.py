@@ -6,7 +6,7 @@ import click
 
 from .. import readers
 from ..measure.devices import DEVICE_KINDS, make_device
-from ..measure.sweep import grid, run_sweep, to_power_dataset
+from ..measure.sweep import grid, run_sweep, suite_workloads, to_power_dataset
 from ..measure.workload_file import read_workloads
 from .output import console, user_errors
 from .progress import progress_bar
@@ -22,6 +22,8 @@ def _mhz_list(ctx, param, value):
 
 
 @click.command()
+@click.option("--suite", type=click.Choice(["power", "time"]),
+              help="A microbenchmark suite of the kernel manifest.")
 @click.option("--workloads", "workload_file", type=click.Path(dir_okay=False),
               help="JSON file of user workloads (see gpudvfs.measure.workload_file).")
 @click.option("--device", "device_kind", type=click.Choice(DEVICE_KINDS), default="sim", show_default=True)
@@ -36,13 +38,15 @@ def _mhz_list(ctx, param, value):
 @click.option("--repetitions", type=click.IntRange(min=1), help="Repeat exactly this often instead.")
 @click.option("--gpmtool", "gpmtool_out", type=click.Path(dir_okay=False),
               help="Also write the result as a gpmTOOL power CSV (input of `gpudvfs power fit`).")
-def sweep(workload_file, device_kind, seed, out, resume, core_mhz, mem_mhz, min_seconds, repetitions,
+def sweep(suite, workload_file, device_kind, seed, out, resume, core_mhz, mem_mhz, min_seconds, repetitions,
           gpmtool_out) -> None:
-    """Measure workloads at every (core, memory) clock pair of a device."""
+    """Measure workloads at every (core, memory) clock pair of a device: a microbenchmark
+    suite (power: input of `gpudvfs power fit` via --gpmtool; time: the latency suite) or
+    user workloads."""
     with user_errors():
-        if workload_file is None:
-            raise click.UsageError("give --workloads FILE")
-        workloads = read_workloads(workload_file)
+        if (suite is None) == (workload_file is None):
+            raise click.UsageError("give either --suite or --workloads FILE")
+        workloads = suite_workloads(suite) if suite else read_workloads(workload_file)
         device = make_device(device_kind, seed=seed)
         configs = grid(device, core_mhz, mem_mhz)
         with progress_bar("sweep") as update:
@@ -51,9 +55,5 @@ def sweep(workload_file, device_kind, seed, out, resume, core_mhz, mem_mhz, min_
         console.print(f"measured {result.measured} rows ({result.skipped} already in {out}); "
                       f"{result.throttled} throttled; profiles in {result.profiles}")
         if gpmtool_out:
-            gpu = getattr(device, "gpu", None)
-            comps = gpu.components if gpu else None
-            if comps is None:
-                raise click.UsageError("--gpmtool needs the power suite's component profiles")
-            readers.write(to_power_dataset(out, comps, gpu.domain_sizes), gpmtool_out)
+            readers.write(to_power_dataset(out), gpmtool_out)
             console.print(f"wrote {gpmtool_out}")

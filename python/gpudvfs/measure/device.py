@@ -54,6 +54,9 @@ class Measurement:
     throttled: bool = False
     throttle_reasons: tuple[str, ...] = ()
     temperature_c: float | None = None
+    #: What the benchmark measured itself: ``cycles_per_access`` (latency suite), ``bytes``
+    #: moved per launch (bandwidth benchmark).
+    result: Mapping[str, float] = field(default_factory=dict)
 
 
 @runtime_checkable

@@ -2,10 +2,12 @@
 
 Power follows the power paper's Eq. 4 per domain (static + idle-of-the-V-F-level +
 per-component dynamic power) with a core voltage that is flat up to a break frequency
-and linear above it, and a memory voltage per memory clock. Kernel time has a compute
-part scaling with 1/fc and a memory part scaling with 1/fm, combined by a smooth maximum
-(compute-bound and memory-bound regimes, as in the time paper) plus a fixed launch
-latency. The power sensor refreshes at a period with relative noise; measurements run on
+and linear above it, and a memory voltage per memory clock. Kernel time comes from the
+time paper's model (default mode) with the simulator's own device parameters when a
+workload is described by nvprof counters; otherwise from a compute part scaling with 1/fc
+and a memory part scaling with 1/fm combined by a smooth maximum, plus a launch latency.
+The latency suite's pointer chases report cycles per access (DRAM: Eq. 4's law; L2 and
+shared: constants) and its bandwidth benchmark moves bytes at the DRAM delay law. The power sensor refreshes at a period with relative noise; measurements run on
 a virtual clock, so a one-second measurement costs no real second. Noise is drawn from a
 generator seeded by (seed, workload, clocks): a measurement repeated in another run, or
 after a resumed sweep, gives the same numbers.
@@ -19,10 +21,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..time_model import KernelProfile, TimeDevice, TimeModel
+from .counters.mapping import COMPONENTS, DOMAIN_SIZES
 from .device import ClockPermissionError, Measurement, Workload
-
-COMPONENTS = ("SP", "INT", "DP", "SFU", "L2", "Shared", "DRAM")
-DOMAIN_SIZES = (6, 1)
 
 
 # The GTX Titan X's core clock levels (MHz), as in the public gpmTOOL measurements.
@@ -49,7 +50,11 @@ class SimulatedGpu:
     weights_w: tuple[float, ...] = (60.0, 35.0, 70.0, 30.0, 25.0, 30.0, 40.0)
     v_break_mhz: float = 700.0
     v_low: float = 0.88
-    mem_volts: dict[float, float] = field(default_factory=lambda: {3505.0: 1.0, 3300.0: 1.0, 810.0: 0.95})
+    mem_volts: dict[float, float] = field(default_factory=lambda: {3505.0: 1.0, 3300.0: 0.97, 810.0: 0.9})
+    # The time model's parameters of this GPU (what the latency suite measures).
+    time_device: TimeDevice = field(default_factory=lambda: TimeDevice(
+        sm_count=24, max_warps_per_sm=64, dm_lat_a=210.0, dm_lat_b=290.0, dm_del_a=700.0, dm_del_b=8.5,
+        l2_lat=210.0, l2_del=1.0, sh_lat=30.0, sh_del=1.0, inst_cycle=0.25, overlap_p=6.0, name="sim"))
     launch_ms: float = 0.005
     regime_sharpness: float = 4.0
 
@@ -81,27 +86,80 @@ class SimulatedGpu:
 @dataclass(frozen=True)
 class SimProfile:
     """What a simulated workload does: utilization per component (at any clock: the power
-    model's assumption) and its compute and memory time at the default clocks."""
+    model's assumption) and either its time-model inputs or its compute and memory time at
+    the default clocks."""
 
     util: np.ndarray
     compute_ms: float
     memory_ms: float
+    kernel: KernelProfile | None = None
+
+
+# Bytes the bandwidth benchmark moves per launch (sectors of 32 B, as DRAM transactions).
+BANDWIDTH_BYTES = 256 * 2**20
+
+
+def _kernel_profile(workload: Workload, gpu: SimulatedGpu) -> SimProfile:
+    """A power-suite microbenchmark, emulated from what it is designed to stress: its
+    ``stresses`` are its utilizations; the busiest core-domain unit sets its compute time
+    and its DRAM stress its memory time (1 ms each at full load at the default clocks)."""
+    from .kernels import benchmark
+
+    b = benchmark(workload.kernel)
+    util = np.array([float(b.stresses.get(n, 0.0)) for n in gpu.components])
+    core = [j for j, n in enumerate(gpu.components) if n != "DRAM"]
+    dram = gpu.components.index("DRAM")
+    # Even an idle kernel launches: a floor keeps its time finite and clock-dependent.
+    return SimProfile(util, max(float(util[core].max()), 0.05), float(util[dram]))
 
 
 def profile_of(workload: Workload, gpu: SimulatedGpu) -> SimProfile:
-    """A workload's simulated behaviour, from its ``counters``: ``util:<component>`` in
-    [0, 1] (missing ones are 0), and ``compute_ms`` / ``memory_ms`` at the default clocks."""
+    """A workload's simulated behaviour: a manifest microbenchmark's from its design
+    (``kernel=``), else from ``counters``: ``util:<component>`` in [0, 1] (missing ones are
+    0) and either nvprof counters (``warps``, ``achieved_occupancy``, ... as the time model
+    reads them; time from that model) or ``compute_ms`` / ``memory_ms`` at the default clocks."""
+    if workload.kernel is not None:
+        return _kernel_profile(workload, gpu)
     c = workload.counters
-    unknown = set(c) - {f"util:{n}" for n in gpu.components} - {"compute_ms", "memory_ms"}
-    if unknown:
-        raise ValueError(f"workload {workload.name!r}: unknown simulated counters {sorted(unknown)}")
     util = np.array([float(c.get(f"util:{n}", 0.0)) for n in gpu.components])
     if np.any(~np.isfinite(util)) or np.any(util < 0) or np.any(util > 1):
         raise ValueError(f"workload {workload.name!r}: utilizations must be in [0, 1]")
+    if "warps" in c:
+        counters = {k: v for k, v in c.items() if not k.startswith("util:")}
+        return SimProfile(util, 0.0, 0.0, KernelProfile.from_counters(workload.name, counters, device=gpu.time_device))
+    unknown = set(c) - {f"util:{n}" for n in gpu.components} - {"compute_ms", "memory_ms"}
+    if unknown:
+        raise ValueError(f"workload {workload.name!r}: unknown simulated counters {sorted(unknown)}")
     compute, memory = float(c.get("compute_ms", 0.0)), float(c.get("memory_ms", 0.0))
     if not (compute >= 0 and memory >= 0 and compute + memory > 0):
         raise ValueError(f"workload {workload.name!r}: compute_ms and memory_ms must be >= 0, not both 0")
     return SimProfile(util, compute, memory)
+
+
+def _time_suite(name: str, gpu: SimulatedGpu, fc: float, fm: float) -> tuple[float, dict[str, float]]:
+    """(ms per launch, what the benchmark reports) of the latency suite's benchmarks."""
+    from .kernels import benchmark
+
+    d = gpu.time_device
+    b = benchmark(name)
+    if b.launch.get("policy") in ("chase", "shared_chase"):
+        steps = float(b.launch["steps"])
+        if b.launch["policy"] == "shared_chase":
+            cycles = d.sh_lat
+        elif b.launch.get("footprint") == "l2":
+            cycles = d.l2_lat
+        else:
+            cycles = d.dm_lat_a * fc / fm + d.dm_lat_b
+        return steps * cycles / (fc * 1e3), {"cycles_per_access": cycles}
+    # Bandwidth: every 32-byte transaction takes the DRAM delay, in memory cycles.
+    transactions = BANDWIDTH_BYTES / 32
+    return transactions * (d.dm_del_a / fm + d.dm_del_b) / (fm * 1e3), {"bytes": float(BANDWIDTH_BYTES)}
+
+
+def _is_time_suite(kernel: str) -> bool:
+    from .kernels import benchmark
+
+    return benchmark(kernel).suite == "time"
 
 
 class SimulatedDevice:
@@ -182,9 +240,26 @@ class SimulatedDevice:
     def profile(self, workload: Workload) -> dict[str, float]:
         prof = profile_of(workload, self.gpu)
         rng = self._rng(workload, "profile")
-        # Counter-derived utilizations carry a little measurement noise, kept inside [0, 1].
+        # Counter-derived utilizations carry a little measurement noise, kept inside [0, 1];
+        # event counts (the time model's inputs) are exact.
         util = np.clip(prof.util * (1.0 + 0.002 * rng.standard_normal(len(prof.util))), 0.0, 1.0)
-        return {name: float(u) for name, u in zip(self.gpu.components, util)}
+        out = {name: float(u) for name, u in zip(self.gpu.components, util)}
+        if prof.kernel is not None:
+            out |= {k: float(v) for k, v in workload.counters.items() if not k.startswith("util:")}
+        return out
+
+    def true_time_ms(self, workload: Workload, core_mhz: float, mem_mhz: float) -> float:
+        """Noise-free time per launch: the ground truth the demo compares predictions with."""
+        if workload.kernel is not None and _is_time_suite(workload.kernel):
+            return _time_suite(workload.kernel, self.gpu, core_mhz, mem_mhz)[0]
+        prof = profile_of(workload, self.gpu)
+        if prof.kernel is not None:
+            return float(TimeModel(self.gpu.time_device).predict(prof.kernel, core_mhz, mem_mhz))
+        return self.gpu.time_ms(prof.compute_ms, prof.memory_ms, core_mhz, mem_mhz)
+
+    def true_power_w(self, workload: Workload, core_mhz: float, mem_mhz: float) -> float:
+        """Noise-free average power while the workload runs."""
+        return self.gpu.power(profile_of(workload, self.gpu).util, core_mhz, mem_mhz)
 
     def measure(self, workload: Workload, min_seconds: float = 1.0,
                 repetitions: int | None = None) -> Measurement:
@@ -192,13 +267,17 @@ class SimulatedDevice:
             raise ValueError("repetitions must be at least 1")
         if min_seconds <= 0 and repetitions is None:
             raise ValueError("min_seconds must be > 0")
-        prof = profile_of(workload, self.gpu)
         fc, fm = self._clocks
         rng = self._rng(workload, "measure")
-        t_ms = self.gpu.time_ms(prof.compute_ms, prof.memory_ms, fc, fm)
+        t_ms = self.true_time_ms(workload, fc, fm)
+        p_true = self.true_power_w(workload, fc, fm)
+        result: dict[str, float] = {}
+        if workload.kernel is not None and _is_time_suite(workload.kernel):
+            _, result = _time_suite(workload.kernel, self.gpu, fc, fm)
+            if "cycles_per_access" in result:  # in-kernel clock() readings jitter a little
+                result["cycles_per_access"] *= 1.0 + 0.002 * rng.standard_normal()
         reps = repetitions if repetitions is not None else max(1, math.ceil(min_seconds * 1e3 / t_ms))
         duration = reps * t_ms / 1e3
-        p_true = self.gpu.power(prof.util, fc, fm)
         # The average of n sensor samples has relative noise noise/sqrt(n); an energy
         # counter integrates the true power, so its error is the same in the limit.
         n_samples = max(1, int(duration / self.refresh_s))
@@ -212,5 +291,5 @@ class SimulatedDevice:
             joules=watts * duration, repetitions=reps, duration_s=duration,
             power_source="energy-counter" if self.has_energy_counter else "sampled",
             throttled=throttled, throttle_reasons=("sw_power_cap",) if throttled else (),
-            temperature_c=35.0 + 0.25 * p_true,
+            temperature_c=35.0 + 0.25 * p_true, result=result,
         )

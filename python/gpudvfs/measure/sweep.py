@@ -20,10 +20,12 @@ from ..errors import InputError
 from ..jsonfile import read_versioned, write_json_atomic
 from ..readers import read
 from ..readers._source import csv_line, format_number
+from ..time_model import TimeDevice
+from .counters.mapping import COMPONENTS, DOMAIN_SIZES
 from .device import Device, Measurement, Workload
 
 COLUMNS = ("workload", "core_mhz", "mem_mhz", "time_ms", "watts", "joules", "repetitions",
-           "duration_s", "power_source", "throttled", "throttle_reasons", "temperature_c")
+           "duration_s", "power_source", "throttled", "throttle_reasons", "temperature_c", "result")
 PROFILES_VERSION = 1
 
 Progress = Callable[[int, int, str], None]
@@ -38,7 +40,8 @@ def _row(m: Measurement) -> str:
     nums = [m.core_mhz, m.mem_mhz, m.time_ms, m.watts, m.joules, m.repetitions, m.duration_s]
     return csv_line([m.workload, *map(format_number, nums), m.power_source, str(int(m.throttled)),
                      ";".join(m.throttle_reasons),
-                     "" if m.temperature_c is None else format_number(m.temperature_c)])
+                     "" if m.temperature_c is None else format_number(m.temperature_c),
+                     ";".join(f"{k}={format_number(v)}" for k, v in m.result.items())])
 
 
 def grid(device: Device, core_mhz: Sequence[float] | None = None,
@@ -93,6 +96,16 @@ class SweepResult:
     measured: int
     skipped: int
     throttled: int
+
+
+def suite_workloads(suite: str) -> list[Workload]:
+    """The microbenchmarks of one suite of the kernel manifest (``power`` or ``time``)."""
+    from .kernels import load_manifest
+
+    found = load_manifest().suite(suite)
+    if not found:
+        raise InputError(f"no benchmarks in suite {suite!r}; the manifest has 'power' and 'time'")
+    return [Workload(b.name, kernel=b.name) for b in found]
 
 
 def run_sweep(device: Device, workloads: Sequence[Workload], out: str | Path, *,
@@ -154,7 +167,52 @@ def run_sweep(device: Device, workloads: Sequence[Workload], out: str | Path, *,
     return SweepResult(out, ppath, step - len(todo_profiles), len(done), throttled)
 
 
-def to_power_dataset(out: str | Path, components: Sequence[str], domain_sizes: Sequence[int]) -> PowerDataset:
+def results(out: str | Path) -> list[dict[str, float]]:
+    """The ``result`` column of a sweep, parsed: one dict per row (empty where none)."""
+    g = read(out, "tidy")
+    parsed = []
+    for i, text in enumerate(g.columns["result"].tolist()):
+        row = {}
+        for item in filter(None, text.split(";")):
+            key, _, value = item.partition("=")
+            try:
+                row[key] = float(value)
+            except ValueError:
+                raise InputError(f"{out}: row {i + 1}: result {item!r} is not key=number") from None
+        parsed.append(row)
+    return parsed
+
+
+def to_time_device(out: str | Path, base: TimeDevice) -> tuple[TimeDevice, dict]:
+    """Device parameters fitted to a sweep of the latency suite: the DRAM pointer chase's
+    cycles by Eq. 4, the bandwidth benchmark's memory cycles per transaction by the delay
+    law, the L2 and shared chases averaged; everything else from ``base``."""
+    g = read(out, "tidy")
+    res = results(out)
+    names = g.app.tolist()
+
+    def rows(name):
+        idx = [i for i, n in enumerate(names) if n == name]
+        if not idx:
+            raise InputError(f"{out}: the latency suite's {name!r} was not measured")
+        return idx
+
+    lat = rows("time_dram_latency")
+    bw = rows("time_dram_bandwidth")
+    try:
+        cycles = np.array([res[i]["cycles_per_access"] for i in lat])
+        # Memory cycles per 32-byte transaction = time x memory clock / transactions.
+        delay = np.array([g.time_ms[i] * g.mem_mhz[i] * 1e3 / (res[i]["bytes"] / 32) for i in bw])
+        l2 = [res[i]["cycles_per_access"] for i in rows("time_l2_latency")]
+        sh = [res[i]["cycles_per_access"] for i in rows("time_shared_latency")]
+    except KeyError as e:
+        raise InputError(f"{out}: a latency-suite row lacks its result {e}") from None
+    return base.fit((g.core_mhz[lat], g.mem_mhz[lat], cycles), (g.mem_mhz[bw], delay),
+                    l2_latency_cycles=l2, shared_latency_cycles=sh, name=f"fitted from {Path(out).name}")
+
+
+def to_power_dataset(out: str | Path, components: Sequence[str] = COMPONENTS,
+                     domain_sizes: Sequence[int] = DOMAIN_SIZES) -> PowerDataset:
     """The power suite's sweep as a gpmTOOL-style dataset: measured power per row with
     the workload's utilizations profiled at the reference configuration."""
     g = read(out, "tidy")

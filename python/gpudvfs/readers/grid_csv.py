@@ -60,8 +60,9 @@ TIDY = GridSpec(
     roles={"app": "workload", "core_mhz": "core_mhz", "mem_mhz": "mem_mhz", "time": "time_ms", "watts": "watts"},
     required=("workload", "core_mhz", "mem_mhz", "time_ms", "watts", "power_source"),
     key_columns=("workload",),
-    # temperature_c is text: empty where the device cannot read it.
-    text_columns=frozenset({"workload", "power_source", "throttle_reasons", "temperature_c"}),
+    # temperature_c is text: empty where the device cannot read it; result holds key=value
+    # pairs of what a benchmark measured itself.
+    text_columns=frozenset({"workload", "power_source", "throttle_reasons", "temperature_c", "result"}),
 )
 
 SPECS = {s.format: s for s in (NVPROF, DCGM, TIDY)}

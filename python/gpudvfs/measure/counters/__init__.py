@@ -24,7 +24,7 @@ from pathlib import Path
 from ...errors import DataFileError
 from ._records import ERROR_LINE, CounterReport, KernelCounters, ProfilerError, Rule, Text
 from ._units import normalize_unit
-from .mapping import (COMPONENTS, SCHEMES, TIME_INPUTS, Mapped, MissingCountersError, explain,
+from .mapping import (COMPONENTS, DOMAIN_SIZES, SCHEMES, TIME_INPUTS, Mapped, MissingCountersError, explain,
                       power_utilizations, required_metrics, scheme_of, time_model_inputs)
 from .ncu import (CounterPermissionError, NcuNotFoundError, NcuTimeoutError, ncu_command,
                   parse_ncu_csv, read_ncu_csv, run_ncu)
@@ -32,7 +32,7 @@ from .nvprof import parse_nvprof_csv, read_nvprof_csv
 from .smi import SmiLog, parse_smi_csv, read_smi_csv
 
 __all__ = [
-    "COMPONENTS", "SCHEMES", "TIME_INPUTS", "CounterPermissionError", "CounterReport",
+    "COMPONENTS", "DOMAIN_SIZES", "SCHEMES", "TIME_INPUTS", "CounterPermissionError", "CounterReport",
     "KernelCounters", "Mapped", "MissingCountersError", "NcuNotFoundError", "NcuTimeoutError",
     "ProfilerError", "Rule", "SmiLog", "explain", "ncu_command", "normalize_unit",
     "parse_ncu_csv", "parse_nvprof_csv", "parse_smi_csv", "power_utilizations",

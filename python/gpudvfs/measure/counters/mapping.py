@@ -92,6 +92,8 @@ TIME_INPUTS = ("warps", "achieved_occupancy", "dram_read_transactions", "dram_wr
                "l2_read_transactions", "l2_write_transactions", "shared_load_transactions",
                "shared_store_transactions", "flop_count_sp", "inst_issued", "inst_per_warp")
 COMPONENTS = ("SP", "INT", "DP", "SFU", "L2", "Shared", "DRAM")
+#: How many of COMPONENTS belong to the core domain and to the memory domain.
+DOMAIN_SIZES = (6, 1)
 SCHEMES = ("ncu", "ncu-pascal", "nvprof", "dcgm")
 
 #: Utilizations within this much outside [0, 1] are counter noise and kept; further is an error.
