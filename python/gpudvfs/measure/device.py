@@ -24,6 +24,8 @@ class Workload:
     params: Mapping[str, int | float] = field(default_factory=dict)
     fn: Callable[[], None] | None = None
     counters: Mapping[str, float] = field(default_factory=dict)
+    #: ``module:function`` of ``fn``, so a profiler can launch it in a process of its own.
+    spec: str | None = None
 
     def __post_init__(self) -> None:
         if self.kernel is not None and self.fn is not None:

@@ -50,5 +50,5 @@ def read_workloads(path: str | Path) -> list[Workload]:
         if "callable" not in item and not counters:
             raise InputError(f"{where}: give 'callable' (real GPU) or 'counters' (simulated GPU)")
         fn = _resolve(item["callable"], where) if "callable" in item else None
-        out.append(Workload(item["name"], fn=fn, counters=counters))
+        out.append(Workload(item["name"], fn=fn, counters=counters, spec=item.get("callable")))
     return out

@@ -1,0 +1,793 @@
+"""`NvmlDevice`: a real NVIDIA GPU behind the `Device` protocol, through NVML.
+
+NVML comes from the PyPI package ``nvidia-ml-py`` (module ``pynvml``; not the unofficial
+``pynvml`` package), imported only when an `NvmlDevice` is made, so gpudvfs imports without it.
+Kernels are launched through a *launcher*: a callable that takes a `Workload` and returns a
+zero-argument function that launches the work once and waits for it. The default launcher
+loads microbenchmarks with `gpudvfs.measure.kernels` on CuPy and calls ``workload.fn`` as is.
+A launch function may return the launch's GPU time in milliseconds (e.g. from CUDA events);
+`measure` then uses it instead of the wall clock around the launch.
+
+Clock control, by capability:
+
+* locked clocks (``nvmlDeviceSetGpuLockedClocks``: Volta and newer;
+  ``nvmlDeviceSetMemoryLockedClocks``: Ampere and newer), both need root;
+* application clocks (``nvmlDeviceSetApplicationsClocks``) where locked clocks are not
+  supported (before Volta, and the memory clock before Ampere); root, unless an administrator
+  ran ``nvidia-smi -acp UNRESTRICTED``.
+
+Locked clocks outlive the process, so they are reset on `reset_clocks`, on leaving the
+``with`` block, at interpreter exit (atexit) and on SIGINT/SIGTERM (handlers installed while
+any clocks are locked, chaining to the handlers they replaced, which are put back afterwards).
+SIGKILL cannot be caught: after one, ``sudo nvidia-smi -rgc``, ``-rmc`` and ``-rac`` reset the
+clocks.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib
+import math
+import os
+import signal
+import statistics
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import GpudvfsError, GpudvfsWarning, InputError
+from .device import ClockPermissionError, Measurement, Workload
+
+__all__ = [
+    "IGNORED_THROTTLE_REASONS",
+    "THROTTLE_REASONS",
+    "ClockControlError",
+    "NvmlDevice",
+    "refresh_period_from_changes",
+]
+
+LaunchFn = Callable[[], "float | None"]
+Launcher = Callable[[Workload], LaunchFn]
+
+# NVML's clock event ("throttle") reason bits; the nvmlClocksEventReason* and older
+# nvmlClocksThrottleReason* constants share these values.
+THROTTLE_REASONS: tuple[tuple[int, str], ...] = (
+    (0x0001, "gpu_idle"),
+    (0x0002, "applications_clocks_setting"),
+    (0x0004, "sw_power_cap"),
+    (0x0008, "hw_slowdown"),
+    (0x0010, "sync_boost"),
+    (0x0020, "sw_thermal_slowdown"),
+    (0x0040, "hw_thermal_slowdown"),
+    (0x0080, "hw_power_brake_slowdown"),
+    (0x0100, "display_clock_setting"),
+    (0x0200, "board_limit"),
+    (0x0400, "reliability"),
+)
+# Not throttling: GpuIdle is reported whenever nothing runs (before, between and after
+# launches), and ApplicationsClocksSetting means "held at the clocks that were set", which is
+# the configuration being measured.
+IGNORED_THROTTLE_REASONS = 0x0001 | 0x0002
+
+# Throttle/temperature polling period when power comes from the energy counter.
+_MONITOR_INTERVAL_S = 0.01
+# A sampled average needs several sensor updates to mean anything.
+_MIN_REFRESH_PERIODS = 10
+
+
+class ClockControlError(GpudvfsError, RuntimeError):
+    """The GPU cannot be set to the requested clocks (not a permission problem)."""
+
+
+def _reason_names(mask: int) -> tuple[str, ...]:
+    names = [name for bit, name in THROTTLE_REASONS if mask & bit]
+    known = 0
+    for bit, _ in THROTTLE_REASONS:
+        known |= bit
+    if mask & ~known:
+        names.append(f"unknown_0x{mask & ~known:x}")
+    return tuple(names)
+
+
+def _import_pynvml() -> Any:
+    try:
+        import pynvml
+    except ImportError as exc:
+        raise ImportError(
+            "NvmlDevice needs NVML's Python bindings: pip install nvidia-ml-py "
+            "(or gpudvfs[measure])"
+        ) from exc
+    return pynvml
+
+
+def _whole_mhz(value: float, arg: str) -> int:
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"{arg}: expected a clock in MHz, got {value!r}") from None
+    if not math.isfinite(f) or f <= 0 or f != int(f):
+        raise InputError(f"{arg}: expected a positive whole number of MHz, got {value!r}")
+    return int(f)
+
+
+def _trapezoid(t: list[float], y: list[float]) -> float:
+    return sum((t[i + 1] - t[i]) * (y[i + 1] + y[i]) / 2 for i in range(len(t) - 1))
+
+
+def refresh_period_from_changes(changes: list[tuple[float, float]]) -> float:
+    """The update period of a sensor from the times its value was seen to change.
+
+    Each change is a bracket ``(start of the last poll that saw the old value, end of the first
+    poll that saw the new one)``: the update happened inside it. Brackets much wider than usual (the poller was
+    descheduled) are dropped, since their update time is vague. The intervals between the
+    remaining changes are whole multiples of the period (more than one where an update
+    repeated the previous value or fell in a dropped bracket), so the period is taken as the
+    largest value that (nearly) as many intervals are near-whole multiples of as of any value
+    (an approximate greatest common divisor, where a median would follow the multiples), then
+    refined as those intervals' total time over their total count of periods.
+    Raises ValueError with fewer than 5 usable intervals.
+    """
+    widths = [b - a for a, b in changes]
+    if len(widths) < 6:
+        raise ValueError(f"{len(widths)} changes seen, at least 6 needed")
+    # A precise bracket is one poll wide; a quarter of them at least are, even when the
+    # poller is descheduled often, so the lower quartile measures a poll.
+    limit = 3 * sorted(widths)[len(widths) // 4]
+    times = [b for a, b in changes if b - a <= limit]
+    diffs = [y - x for x, y in zip(times, times[1:]) if y > x]
+    if len(diffs) < 5:
+        raise ValueError(f"{len(diffs)} precisely timed intervals, at least 5 needed")
+
+    def fits(d: float, c: float) -> bool:
+        m = round(d / c)
+        return m >= 1 and abs(d / c - m) <= 0.12  # in periods; the polls' timing error
+
+    candidates = sorted({d / m for d in diffs for m in range(1, 9)}, reverse=True)
+    share = {c: sum(fits(d, c) for d in diffs) / len(diffs) for c in candidates}
+    # Every fraction of the period fits as well as the period; a multiple of it fits only
+    # the intervals that happen to be its multiples. Hence: the largest candidate that fits
+    # (nearly) as many as the best one.
+    top = max(share.values())
+    if top < 0.8:
+        raise ValueError("the intervals between changes share no common period")
+    best = next(c for c in candidates if share[c] >= top - 0.05)
+    kept = [d for d in diffs if fits(d, best)]
+    period = sum(kept) / sum(round(d / best) for d in kept)
+    # Cross-check against all changes, precise or not: each needs an update of its own, so no
+    # more than span / period can be seen, and most updates should be seen (values rarely
+    # repeat). A poller starved in step with the scheduler can fake a period that fails this.
+    seen = (len(changes) - 1) * period / (changes[-1][1] - changes[0][1])
+    if not 0.5 <= seen <= 1.05:
+        raise ValueError(f"a period of {period:.4g} s would mean {seen:.0%} of the updates were "
+                         "seen to change the value; the polls were likely delayed too much")
+    return period
+
+
+class _ClockGuard:
+    """Resets every device with locked clocks at exit and on SIGINT/SIGTERM (one per process)."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self._devices: list[NvmlDevice] = []
+        self._previous: dict[int, Any] = {}
+        self._lock = threading.RLock()
+        self._atexit_registered = False
+        self._thread_warned = False
+
+    def add(self, device: NvmlDevice) -> None:
+        with self._lock:
+            if device not in self._devices:
+                self._devices.append(device)
+            if not self._atexit_registered:
+                atexit.register(self.reset_all)
+                self._atexit_registered = True
+            if not self._previous:
+                self._install()
+
+    def discard(self, device: NvmlDevice) -> None:
+        with self._lock:
+            if device in self._devices:
+                self._devices.remove(device)
+            if not self._devices:
+                self._uninstall()
+
+    def _install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            # Python only lets the main thread set signal handlers.
+            if self._thread_warned:
+                return
+            self._thread_warned = True
+            warnings.warn(
+                "clocks locked from a thread other than the main one: SIGINT/SIGTERM cannot "
+                "be hooked, so a signal would leave them locked (atexit still resets them)",
+                GpudvfsWarning,
+                stacklevel=4,
+            )
+            return
+        for signum in self.SIGNALS:
+            previous = signal.getsignal(signum)
+            if previous is signal.SIG_IGN:
+                continue  # the process does not end on it, so nothing to clean up
+            signal.signal(signum, self._handle)
+            self._previous[signum] = previous
+
+    def _uninstall(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # handlers stay; with no devices they only chain to the previous ones
+        for signum, previous in self._previous.items():
+            # Put back only our own handler: someone may have replaced it since.
+            if signal.getsignal(signum) == self._handle:
+                signal.signal(signum, signal.SIG_DFL if previous is None else previous)
+        self._previous.clear()
+
+    def reset_all(self) -> None:
+        with self._lock:
+            devices = list(self._devices)
+        for device in devices:
+            try:
+                device.reset_clocks()
+            except Exception as exc:  # one failure must not keep the others locked
+                print(f"gpudvfs: could not reset clocks of GPU {device.index}: {exc}",
+                      file=sys.stderr)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        previous = self._previous.get(signum, signal.SIG_DFL)
+        self.reset_all()
+        if callable(previous):
+            previous(signum, frame)
+            return
+        # SIG_DFL (or a handler set outside Python): end the way the signal would have.
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+
+_GUARD = _ClockGuard()
+
+
+class _Monitor:
+    """Polls power (when sampled), throttle reasons, temperature and clocks in a thread."""
+
+    def __init__(self, device: NvmlDevice, interval: float, power: bool, clocks: bool):
+        self.device = device
+        self.interval = interval
+        self.power = power
+        self.clocks = clocks
+        self.times: list[float] = []
+        self.watts: list[float] = []
+        self.mask = 0
+        self.temps: list[float] = []
+        self.core: list[float] = []
+        self.mem: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="gpudvfs-nvml-monitor",
+                                        daemon=True)
+        self._error: BaseException | None = None
+
+    def poll(self) -> None:
+        d = self.device
+        if self.power:
+            w = d.power_watts()
+            self.times.append(time.perf_counter())
+            self.watts.append(w)
+        self.mask |= d._throttle_mask()
+        self.temps.append(d.temperature_c())
+        if self.clocks:
+            core, mem = d._current_clocks()
+            self.core.append(core)
+            self.mem.append(mem)
+
+    def _run(self) -> None:
+        start = time.perf_counter()
+        k = 1
+        try:
+            # Absolute schedule, so the sampling period does not drift with the poll's cost.
+            while not self._stop.wait(max(0.0, start + k * self.interval - time.perf_counter())):
+                self.poll()
+                k += 1
+        except BaseException as exc:
+            self._error = exc
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+
+class NvmlDevice:
+    """GPU ``index`` through NVML, satisfying the `Device` protocol.
+
+    ``pynvml`` injects the NVML module (tests pass a stand-in); by default nvidia-ml-py's is
+    imported. ``launcher`` maps a `Workload` to its launch-and-wait function (see the module
+    docstring). ``default_clocks`` gives the reference (core, memory) MHz for GPUs that do not
+    report default application clocks (most GeForce cards). Use it as a context manager so
+    clocks are reset and NVML shut down on the way out.
+    """
+
+    def __init__(self, index: int = 0, pynvml: Any = None, launcher: Launcher | None = None,
+                 *, default_clocks: tuple[float, float] | None = None):
+        nv = _import_pynvml() if pynvml is None else pynvml
+        self._nv = nv
+        try:
+            nv.nvmlInit()
+        except nv.NVMLError as exc:
+            raise GpudvfsError(
+                f"NVML could not be initialised ({exc}); NvmlDevice needs the NVIDIA driver "
+                "(libnvidia-ml) on this machine"
+            ) from exc
+        self._nvml_open = True
+        try:
+            count = nv.nvmlDeviceGetCount()
+            if not isinstance(index, int) or not 0 <= index < count:
+                raise InputError(f"index: expected a GPU index in 0..{count - 1}, got {index!r}")
+            self.index = index
+            self._handle = nv.nvmlDeviceGetHandleByIndex(index)
+            name = nv.nvmlDeviceGetName(self._handle)
+            self.name: str = name.decode() if isinstance(name, bytes) else str(name)
+            self._has_energy = self._probe_energy()
+        except BaseException:
+            self.close()
+            raise
+        self._launcher: Launcher = launcher if launcher is not None else self._default_launcher
+        self._default_override = default_clocks
+        self.refresh_period_s: float | None = None
+        self._state = threading.RLock()
+        self._active: list[str] = []  # NVML settings in force, in the order they were made
+        self._locked: tuple[float, float] | None = None
+        self._gpu_lock_ok: bool | None = None  # capability, learnt on first use
+        self._mem_lock_ok: bool | None = None
+        self._reasons_fn: Callable[[Any], int] | None = None
+        self._reasons_warned = False
+        self._mem_clocks: list[float] | None = None
+        self._core_clocks: dict[float, list[float]] = {}
+
+    # -- lifetime ---------------------------------------------------------------------------
+
+    def __enter__(self) -> NvmlDevice:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Reset the clocks and shut NVML down (NVML counts its users, so others keep it)."""
+        try:
+            if getattr(self, "_active", None):
+                self.reset_clocks()
+        finally:
+            if getattr(self, "_nvml_open", False):
+                self._nvml_open = False
+                self._nv.nvmlShutdown()
+
+    # -- queries ----------------------------------------------------------------------------
+
+    def _unsupported(self) -> tuple[type[BaseException], ...]:
+        # FunctionNotFound: the driver predates the call; treated like NotSupported.
+        nv = self._nv
+        return (nv.NVMLError_NotSupported, nv.NVMLError_FunctionNotFound)
+
+    def _probe_energy(self) -> bool:
+        try:
+            self._nv.nvmlDeviceGetTotalEnergyConsumption(self._handle)
+        except self._unsupported():
+            return False
+        return True
+
+    def memory_clocks(self) -> list[float]:
+        if self._mem_clocks is None:
+            raw = self._nv.nvmlDeviceGetSupportedMemoryClocks(self._handle)
+            self._mem_clocks = sorted((float(c) for c in raw), reverse=True)
+        return list(self._mem_clocks)
+
+    def core_clocks(self, mem_mhz: float) -> list[float]:
+        mem = _whole_mhz(mem_mhz, "mem_mhz")
+        supported = self.memory_clocks()
+        if mem not in supported:
+            raise InputError(f"mem_mhz: {mem_mhz!r} is not a supported memory clock of "
+                             f"{self.name}; supported: {supported}")
+        key = float(mem)
+        if key not in self._core_clocks:
+            raw = self._nv.nvmlDeviceGetSupportedGraphicsClocks(self._handle, mem)
+            self._core_clocks[key] = sorted((float(c) for c in raw), reverse=True)
+        return list(self._core_clocks[key])
+
+    def default_clocks(self) -> tuple[float, float]:
+        if self._default_override is not None:
+            core, mem = self._default_override
+            return float(core), float(mem)
+        nv = self._nv
+        try:
+            core = nv.nvmlDeviceGetDefaultApplicationsClock(self._handle, nv.NVML_CLOCK_GRAPHICS)
+            mem = nv.nvmlDeviceGetDefaultApplicationsClock(self._handle, nv.NVML_CLOCK_MEM)
+        except self._unsupported() as exc:
+            raise ClockControlError(
+                f"{self.name} reports no default application clocks ({exc}); give the "
+                "reference configuration as NvmlDevice(default_clocks=(core_mhz, mem_mhz))"
+            ) from exc
+        return float(core), float(mem)
+
+    def power_watts(self) -> float:
+        return self._nv.nvmlDeviceGetPowerUsage(self._handle) / 1000.0  # NVML gives mW
+
+    def energy_joules(self) -> float | None:
+        if not self._has_energy:
+            return None
+        return self._nv.nvmlDeviceGetTotalEnergyConsumption(self._handle) / 1000.0  # mJ
+
+    def temperature_c(self) -> float:
+        nv = self._nv
+        return float(nv.nvmlDeviceGetTemperature(self._handle, nv.NVML_TEMPERATURE_GPU))
+
+    def _current_clocks(self) -> tuple[float, float]:
+        nv = self._nv
+        return (float(nv.nvmlDeviceGetClockInfo(self._handle, nv.NVML_CLOCK_GRAPHICS)),
+                float(nv.nvmlDeviceGetClockInfo(self._handle, nv.NVML_CLOCK_MEM)))
+
+    def _throttle_mask(self) -> int:
+        """Raw reason bits; 0 (after one warning) where the GPU cannot report them."""
+        nv = self._nv
+        if self._reasons_fn is None:
+            # The "event reasons" call replaced the "throttle reasons" one (same bits) in
+            # newer drivers; older bindings or drivers only have the latter.
+            candidates = [getattr(nv, n) for n in ("nvmlDeviceGetCurrentClocksEventReasons",
+                                                   "nvmlDeviceGetCurrentClocksThrottleReasons")
+                          if hasattr(nv, n)]
+            for fn in candidates:
+                try:
+                    mask = int(fn(self._handle))
+                except nv.NVMLError_FunctionNotFound:
+                    continue
+                except nv.NVMLError_NotSupported:
+                    break
+                self._reasons_fn = fn
+                return mask
+            self._reasons_fn = lambda handle: 0
+            if not self._reasons_warned:
+                self._reasons_warned = True
+                warnings.warn(f"{self.name} does not report clock throttle reasons; "
+                              "measurements cannot be flagged as throttled",
+                              GpudvfsWarning, stacklevel=3)
+            return 0
+        return int(self._reasons_fn(self._handle))
+
+    def throttle_reasons(self) -> tuple[str, ...]:
+        """Active reasons holding the clocks down, without the ignored ones
+        (`IGNORED_THROTTLE_REASONS`: GPU idle, application clocks setting)."""
+        return _reason_names(self._throttle_mask() & ~IGNORED_THROTTLE_REASONS)
+
+    # -- clocks -----------------------------------------------------------------------------
+
+    def _permission_error(self, kind: str, core: int, mem: int,
+                          exc: BaseException) -> ClockPermissionError:
+        where = f"GPU {self.index} ({self.name})"
+        if kind == "locked":
+            msg = (f"setting locked clocks on {where} needs root (NVML returned: {exc}). "
+                   "Run as root, e.g. `sudo python ...`: the privilege "
+                   f"`sudo nvidia-smi -i {self.index} -lgc {core},{core}` needs. NVML has no "
+                   "setting that opens locked clocks to other users.")
+        else:
+            msg = (f"setting application clocks on {where} needs root (NVML returned: {exc}). "
+                   "Run as root, or have an administrator allow all users with "
+                   f"`sudo nvidia-smi -i {self.index} -acp UNRESTRICTED` (on drivers that still "
+                   "honour this deprecated switch). That permission lasts "
+                   "only while the driver keeps the GPU initialised; on a headless Linux machine "
+                   "it is lost when the last GPU process exits unless persistence mode is on: "
+                   f"`sudo nvidia-smi -i {self.index} -pm 1` first.")
+        return ClockPermissionError(msg)
+
+    def lock_clocks(self, core_mhz: float, mem_mhz: float) -> None:
+        core = _whole_mhz(core_mhz, "core_mhz")
+        mem = _whole_mhz(mem_mhz, "mem_mhz")
+        cores = self.core_clocks(mem)  # also checks mem
+        if core not in cores:
+            raise InputError(f"core_mhz: {core_mhz!r} is not a supported core clock of "
+                             f"{self.name} at memory clock {mem} MHz; supported: {cores}")
+        with self._state:
+            if self._active:
+                self.reset_clocks()  # start from driver control, so settings never mix
+            _GUARD.add(self)  # before the first NVML call, so a signal mid-way still resets
+            try:
+                self._apply(core, mem)
+            except BaseException as exc:
+                try:
+                    self.reset_clocks()
+                except ClockControlError as reset_exc:
+                    raise reset_exc from exc
+                raise
+            self._locked = (float(core), float(mem))
+
+    def _apply(self, core: int, mem: int) -> None:
+        nv, h = self._nv, self._handle
+        unsupported = self._unsupported()
+        gpu_done = mem_done = False
+        if self._gpu_lock_ok is not False:
+            try:
+                nv.nvmlDeviceSetGpuLockedClocks(h, core, core)
+            except unsupported:
+                self._gpu_lock_ok = False
+            except nv.NVMLError_NoPermission as exc:
+                raise self._permission_error("locked", core, mem, exc) from exc
+            else:
+                self._gpu_lock_ok = gpu_done = True
+                self._active.append("gpu_locked")
+        if gpu_done and self._mem_lock_ok is not False:
+            try:
+                nv.nvmlDeviceSetMemoryLockedClocks(h, mem, mem)
+            except (*unsupported, AttributeError):  # AttributeError: bindings too old
+                self._mem_lock_ok = False
+            except nv.NVMLError_NoPermission as exc:
+                raise self._permission_error("locked", core, mem, exc) from exc
+            else:
+                self._mem_lock_ok = mem_done = True
+                self._active.append("mem_locked")
+        if gpu_done and mem_done:
+            return
+        # Application clocks carry both clocks: all of them before Volta, the memory clock
+        # before Ampere (where the core clock is already locked and takes precedence).
+        try:
+            nv.nvmlDeviceSetApplicationsClocks(h, mem, core)
+        except unsupported as exc:
+            what = "the memory clock" if gpu_done else "clocks"
+            raise ClockControlError(
+                f"{self.name} supports neither locked nor application clocks for {what} "
+                f"({exc}); cannot run at {core} MHz core / {mem} MHz memory"
+            ) from exc
+        except nv.NVMLError_NoPermission as exc:
+            raise self._permission_error("application", core, mem, exc) from exc
+        self._active.append("app_clocks")
+
+    def reset_clocks(self) -> None:
+        """Undo every clock setting this object made (no-op when it made none)."""
+        nv, h = self._nv, self._handle
+        resets = {"gpu_locked": "nvmlDeviceResetGpuLockedClocks",
+                  "mem_locked": "nvmlDeviceResetMemoryLockedClocks",
+                  "app_clocks": "nvmlDeviceResetApplicationsClocks"}
+        with self._state:
+            failed: list[str] = []
+            for what in reversed(list(self._active)):
+                try:
+                    getattr(nv, resets[what])(h)
+                except nv.NVMLError as exc:
+                    failed.append(f"{what}: {exc}")
+                else:
+                    self._active.remove(what)
+            if failed:
+                # Still registered with the guard, so exit handling tries again.
+                raise ClockControlError(f"could not reset clocks of GPU {self.index} "
+                                        f"({'; '.join(failed)}); reset them with `sudo "
+                                        f"nvidia-smi -i {self.index} -rgc` (locked core clock), "
+                                        "`-rmc` (locked memory clock) or `-rac` (application "
+                                        "clocks)")
+            self._locked = None
+            _GUARD.discard(self)
+
+    # -- power sensor -----------------------------------------------------------------------
+
+    def infer_refresh_period(self, seconds: float = 3.0, min_changes: int = 30,
+                             launch: LaunchFn | None = None, attempts: int = 3) -> float:
+        """Infer how often the power reading updates: poll it as fast as possible, time the
+        changes of value and estimate the period with `refresh_period_from_changes`. Polls
+        until ``min_changes`` changes or ``seconds``; polls again, up to ``attempts`` times in
+        all, when the polls were timed too badly to tell (a busy CPU). ``launch``, if given, is
+        run repeatedly in this thread meanwhile, so a reading that is flat at idle still moves.
+        Stores the period in ``refresh_period_s`` and returns it."""
+        if not (seconds > 0 and math.isfinite(seconds)):
+            raise InputError(f"seconds: expected a positive duration, got {seconds!r}")
+        if min_changes < 7:
+            raise InputError(f"min_changes: expected at least 7, got {min_changes!r}")
+        if attempts < 1:
+            raise InputError(f"attempts: expected at least 1, got {attempts!r}")
+        for attempt in range(1, attempts + 1):
+            changes = self._power_changes(seconds, min_changes, launch)
+            try:
+                period = refresh_period_from_changes(changes)
+            except ValueError as exc:
+                if len(changes) < min_changes:
+                    raise GpudvfsError(
+                        f"the power reading of {self.name} changed {len(changes)} times in "
+                        f"{seconds} s, too few to infer its refresh period ({exc}); pass a "
+                        "workload to keep the GPU busy (launch=...) or poll for longer "
+                        "(seconds=...)") from None
+                if attempt == attempts:
+                    raise GpudvfsError(
+                        f"could not infer the refresh period of {self.name}'s power reading in "
+                        f"{attempts} attempts ({exc}); retry on a less busy CPU") from None
+            else:
+                self.refresh_period_s = period
+                return period
+        raise AssertionError("unreachable")
+
+    def _power_changes(self, seconds: float, min_changes: int,
+                       launch: LaunchFn | None) -> list[tuple[float, float]]:
+        nv, h = self._nv, self._handle
+        done = threading.Event()
+        changes: list[tuple[float, float]] = []
+        error: list[BaseException] = []
+
+        def poll() -> None:
+            try:
+                # A reading is taken somewhere inside its call, so a change seen by one call
+                # happened after the previous call began and before this one returned.
+                previous_start = time.perf_counter()
+                deadline = previous_start + seconds
+                last = nv.nvmlDeviceGetPowerUsage(h)
+                while not done.is_set() and len(changes) < min_changes:
+                    start = time.perf_counter()
+                    value = nv.nvmlDeviceGetPowerUsage(h)
+                    end = time.perf_counter()
+                    if value != last:
+                        changes.append((previous_start, end))
+                        last = value
+                    previous_start = start
+                    if end > deadline:
+                        break
+            except BaseException as exc:
+                error.append(exc)
+            finally:
+                done.set()
+
+        if launch is None:
+            poll()
+        else:
+            # The poller gets its own thread: launches can last longer than a refresh period.
+            poller = threading.Thread(target=poll, name="gpudvfs-refresh-poll", daemon=True)
+            poller.start()
+            try:
+                while not done.is_set():
+                    launch()
+            finally:
+                done.set()
+                poller.join()
+        if error:
+            raise error[0]
+        return changes
+
+    # -- measuring --------------------------------------------------------------------------
+
+    def profile(self, workload: Workload) -> dict[str, float]:
+        """Counters of one launch at the current clocks, from Nsight Compute (NVML has
+        none): ``ncu`` wraps a process that launches the workload once on this GPU, and its
+        metrics map onto the power model's utilizations and the time model's inputs.
+        Needs ``ncu`` on PATH and permission to read GPU counters (see run_ncu's errors)."""
+        from .counters import power_utilizations, required_metrics, run_ncu, time_model_inputs
+        from .launch import target_argv
+
+        pci = self._nv.nvmlDeviceGetPciInfo(self._handle)
+        bus_id = f"{pci.domain:04x}:{pci.bus:02x}:{pci.device:02x}.0"
+        metrics = required_metrics("power", "ncu") + required_metrics("time", "ncu")
+        report = run_ncu(metrics, target_argv(workload, bus_id), launch_count=1)
+        if not report.kernels:
+            raise ValueError(f"ncu recorded no kernel launch of {workload.name!r}")
+        kernel = report.kernels[0]
+        util = power_utilizations(kernel)
+        time_inputs = time_model_inputs(kernel, missing="none")
+        return {k: float(v) for k, v in {**util, **time_inputs}.items() if v is not None}
+
+    def _default_launcher(self, workload: Workload) -> LaunchFn:
+        if workload.fn is not None:
+            fn = workload.fn
+
+            def launch_fn() -> None:
+                fn()  # by the Workload contract it launches and waits; its result is not a time
+
+            return launch_fn
+        try:
+            import cupy
+        except ImportError as exc:
+            raise ImportError("kernel workloads need CuPy: pip install cupy-cuda12x "
+                              "(or gpudvfs[measure])") from exc
+        kernels = importlib.import_module("gpudvfs.measure.kernels")
+        # CUDA and NVML may number GPUs differently (CUDA_DEVICE_ORDER); the PCI address
+        # names the same GPU in both.
+        pci = self._nv.nvmlDeviceGetPciInfo(self._handle)
+        cuda_device = cupy.cuda.Device.from_pci_bus_id(
+            f"{pci.domain:04x}:{pci.bus:02x}:{pci.device:02x}.0")
+        with cuda_device:  # kernels.load compiles and allocates on the current device
+            run = kernels.load(workload.kernel, dict(workload.params))
+
+        def launch() -> None:
+            with cuda_device:
+                run()  # a loaded benchmark launches once and waits for its stream
+
+        return launch
+
+    def measure(self, workload: Workload, min_seconds: float = 1.0,
+                repetitions: int | None = None) -> Measurement:
+        """Launch ``workload`` back to back until the launches span ``min_seconds`` or exactly
+        ``repetitions`` times, after one untimed warm-up launch (first-launch costs such as
+        module loading are not the kernel's). Power comes from the energy counter where the
+        GPU has one, else from power readings sampled at half the sensor's refresh period (so
+        no update is missed) and integrated with the trapezoid rule. Throttle reasons are
+        polled before, during (every 10 ms, or with the power samples) and after, and any but
+        the ignored ones (GPU idle, application clocks setting) flag the measurement;
+        ``temperature_c`` is the mean of the polled readings. The clocks reported are the
+        locked ones, or, when nothing is locked, the median of those NVML reported meanwhile.
+        """
+        if repetitions is None:
+            if not (isinstance(min_seconds, (int, float)) and math.isfinite(min_seconds)
+                    and min_seconds > 0):
+                raise InputError(f"min_seconds: expected a positive duration, got {min_seconds!r}")
+        elif isinstance(repetitions, bool) or not isinstance(repetitions, int) or repetitions < 1:
+            raise InputError(f"repetitions: expected a positive integer, got {repetitions!r}")
+        launch = self._launcher(workload)
+        launch()
+        sampled = not self._has_energy
+        if sampled and self.refresh_period_s is None:
+            self.infer_refresh_period(launch=launch)
+        interval = self.refresh_period_s / 2 if sampled else _MONITOR_INTERVAL_S
+        locked = self._locked
+        monitor = _Monitor(self, interval, power=sampled, clocks=locked is None)
+        monitor.poll()
+        e0 = None if sampled else self._nv.nvmlDeviceGetTotalEnergyConsumption(self._handle)
+        monitor.start()
+        times: list[float] = []
+        try:
+            t0 = end = time.perf_counter()
+            while True:
+                a = time.perf_counter()
+                gpu_ms = launch()
+                end = time.perf_counter()
+                times.append(float(gpu_ms) / 1000.0 if gpu_ms is not None else end - a)
+                if repetitions is not None:
+                    if len(times) >= repetitions:
+                        break
+                elif end - t0 >= min_seconds:
+                    break
+            e1 = None if sampled else self._nv.nvmlDeviceGetTotalEnergyConsumption(self._handle)
+        finally:
+            monitor.stop()
+        monitor.poll()
+        duration = end - t0
+
+        if sampled:
+            span = monitor.times[-1] - monitor.times[0]
+            watts = _trapezoid(monitor.times, monitor.watts) / span
+            joules = watts * duration
+            if duration < _MIN_REFRESH_PERIODS * self.refresh_period_s:
+                warnings.warn(
+                    f"{workload.name}: the measurement lasted {duration:.3g} s, under "
+                    f"{_MIN_REFRESH_PERIODS} refresh periods of the power sensor "
+                    f"({self.refresh_period_s:.3g} s); its power is mostly the surrounding "
+                    "readings'", GpudvfsWarning, stacklevel=2)
+        else:
+            assert e0 is not None and e1 is not None
+            if e1 < e0:
+                raise GpudvfsError(f"{workload.name}: the energy counter of {self.name} went "
+                                   "backwards during the measurement (driver reloaded?)")
+            if e1 == e0:
+                warnings.warn(
+                    f"{workload.name}: the energy counter did not advance during the "
+                    f"{duration:.3g} s measurement; power and energy are unknown (NaN). "
+                    "Measure for longer (min_seconds=...)", GpudvfsWarning, stacklevel=2)
+                joules = watts = math.nan
+            else:
+                joules = (e1 - e0) / 1000.0
+                watts = joules / duration
+
+        if locked is not None:
+            core, mem = locked
+        else:
+            core, mem = statistics.median(monitor.core), statistics.median(monitor.mem)
+        reasons = _reason_names(monitor.mask & ~IGNORED_THROTTLE_REASONS)
+        return Measurement(
+            workload=workload.name,
+            core_mhz=core,
+            mem_mhz=mem,
+            time_ms=1000.0 * sum(times) / len(times),
+            watts=watts,
+            joules=joules,
+            repetitions=len(times),
+            duration_s=duration,
+            power_source="sampled" if sampled else "energy-counter",
+            throttled=bool(reasons),
+            throttle_reasons=reasons,
+            temperature_c=statistics.fmean(monitor.temps),
+        )

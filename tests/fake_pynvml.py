@@ -1,0 +1,363 @@
+"""A STAND-IN for nvidia-ml-py's ``pynvml`` module: one in-memory fake GPU, for tests.
+
+No NVIDIA code and no GPU. It copies the names, argument order, units (mW, mJ, MHz) and
+error classes of the subset of nvidia-ml-py that `NvmlDevice` uses (test_nvml.py checks them
+against the real module when it is installed), and simulates a GPU whose capabilities a test
+chooses: locked clocks or not, root or not, energy counter or not, and so on.
+
+Ground truth: the GPU draws ``idle_watts`` when idle and ``busy_watts(core, mem)`` while a
+test's workload runs (`FakeNvml.run`); `true_energy_j` integrates that exactly. The energy
+counter reports the same integral in whole mJ. The power sensor, like NVIDIA's, only updates
+every ``refresh_s``: each update reports the mean true power over the period just ended plus
+a little seeded Gaussian noise. Time is real (``time.perf_counter``), with small periods.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import math
+import os
+import random
+import threading
+import time
+from types import SimpleNamespace
+
+# Constants, with nvidia-ml-py's names and values.
+NVML_SUCCESS = 0
+NVML_ERROR_INVALID_ARGUMENT = 2
+NVML_ERROR_NOT_SUPPORTED = 3
+NVML_ERROR_NO_PERMISSION = 4
+NVML_ERROR_FUNCTION_NOT_FOUND = 13
+NVML_CLOCK_GRAPHICS = 0
+NVML_CLOCK_SM = 1
+NVML_CLOCK_MEM = 2
+NVML_TEMPERATURE_GPU = 0
+nvmlClocksThrottleReasonGpuIdle = 0x0000000000000001
+nvmlClocksThrottleReasonApplicationsClocksSetting = 0x0000000000000002
+nvmlClocksThrottleReasonSwPowerCap = 0x0000000000000004
+nvmlClocksThrottleReasonHwSlowdown = 0x0000000000000008
+nvmlClocksThrottleReasonSwThermalSlowdown = 0x0000000000000020
+nvmlClocksThrottleReasonHwThermalSlowdown = 0x0000000000000040
+nvmlClocksEventReasonGpuIdle = 0x0000000000000001
+nvmlClocksEventReasonApplicationsClocksSetting = 0x0000000000000002
+nvmlClocksEventReasonSwPowerCap = 0x0000000000000004
+nvmlClocksEventReasonHwSlowdown = 0x0000000000000008
+
+
+class NVMLError(Exception):
+    """Like nvidia-ml-py's: ``.value`` is the NVML return code."""
+
+    value = -1
+
+    def __init__(self, value: int | None = None):
+        super().__init__()
+        if value is not None:
+            self.value = value
+
+    def __str__(self) -> str:
+        return {2: "Invalid Argument", 3: "Not Supported", 4: "Insufficient Permissions",
+                13: "Function Not Found"}.get(self.value, f"NVML Error with code {self.value}")
+
+
+class NVMLError_InvalidArgument(NVMLError):
+    value = NVML_ERROR_INVALID_ARGUMENT
+
+
+class NVMLError_NotSupported(NVMLError):
+    value = NVML_ERROR_NOT_SUPPORTED
+
+
+class NVMLError_NoPermission(NVMLError):
+    value = NVML_ERROR_NO_PERMISSION
+
+
+class NVMLError_FunctionNotFound(NVMLError):
+    value = NVML_ERROR_FUNCTION_NOT_FOUND
+
+
+def _core_steps(top: int, bottom: int, step: int) -> list[int]:
+    return list(range(top, bottom - 1, -step))
+
+
+DEFAULT_CLOCK_TABLE = {
+    877: _core_steps(1530, 135, 15),
+    1215: _core_steps(1530, 135, 15),
+    405: _core_steps(1005, 135, 15),
+}
+
+
+class FakeNvml:
+    """A module-like object: pass it as ``NvmlDevice(pynvml=FakeNvml(...))``.
+
+    Capability switches (all keyword arguments) let a test pose as different GPUs:
+    ``locked_gpu`` (Volta+), ``locked_mem`` (Ampere+), ``app_clocks`` (datacenter parts),
+    ``root`` (the process may set clocks), ``app_clocks_unrestricted`` (``nvidia-smi -acp 0``
+    was run), ``energy_counter`` (Volta+), ``event_reasons_api`` (newer drivers).
+    ``state_file``: the clock settings are written there (JSON) after every change, so a test
+    can read them after this process has died.
+    """
+
+    # The names a module has; the error classes too, so `nv.NVMLError_NoPermission` works.
+    NVMLError = NVMLError
+    NVMLError_InvalidArgument = NVMLError_InvalidArgument
+    NVMLError_NotSupported = NVMLError_NotSupported
+    NVMLError_NoPermission = NVMLError_NoPermission
+    NVMLError_FunctionNotFound = NVMLError_FunctionNotFound
+    NVML_CLOCK_GRAPHICS = NVML_CLOCK_GRAPHICS
+    NVML_CLOCK_SM = NVML_CLOCK_SM
+    NVML_CLOCK_MEM = NVML_CLOCK_MEM
+    NVML_TEMPERATURE_GPU = NVML_TEMPERATURE_GPU
+
+    def __init__(self, *, name: str = "Fake GPU (stand-in)",
+                 clock_table: dict[int, list[int]] | None = None,
+                 default_clocks: tuple[int, int] = (1312, 877),
+                 locked_gpu: bool = True, locked_mem: bool = True, app_clocks: bool = True,
+                 root: bool = True, app_clocks_unrestricted: bool = False,
+                 energy_counter: bool = True, event_reasons_api: bool = True,
+                 refresh_s: float = 0.005, noise_w: float = 0.3, seed: int = 0,
+                 idle_watts: float = 40.0, state_file: str | None = None,
+                 pci: tuple[int, int, int] = (0, 0x3B, 0)):
+        self.name = name
+        self.clock_table = {m: list(c) for m, c in (clock_table or DEFAULT_CLOCK_TABLE).items()}
+        self.default = default_clocks
+        self.caps = SimpleNamespace(locked_gpu=locked_gpu, locked_mem=locked_mem,
+                                    app_clocks=app_clocks, energy_counter=energy_counter,
+                                    event_reasons_api=event_reasons_api)
+        self.root = root
+        self.app_clocks_unrestricted = app_clocks_unrestricted
+        self.refresh_s = refresh_s
+        self.noise_w = noise_w
+        self.seed = seed
+        self.idle_watts = idle_watts
+        self.state_file = state_file
+        self.pci = pci
+        self.throttle_mask = 0  # reasons a test switches on, beyond idle/app-clocks
+        self.init_count = 0
+        self.calls: list[str] = []  # names of the clock-setting calls made, in order
+
+        self.locked_gpu: tuple[int, int] | None = None
+        self.locked_mem: tuple[int, int] | None = None
+        self.app_clocks: tuple[int, int] | None = None  # (mem, core), NVML's order
+        self.busy = False
+        self._lock = threading.RLock()
+        self._epoch = time.perf_counter()
+        # Truth: power is piecewise constant; segment i starts at _seg_t[i] with _seg_w[i]
+        # watts, and _seg_e[i] joules had been drawn before it.
+        self._seg_t = [self._epoch]
+        self._seg_w = [idle_watts]
+        self._seg_e = [0.0]
+        self._sensor_k = -1
+        self._sensor_mw = 0
+        self._write_state()
+
+    # -- the fake GPU's physics --------------------------------------------------------------
+
+    def busy_watts(self, core: float, mem: float) -> float:
+        return 30.0 + 0.12 * core + 0.05 * mem
+
+    def effective_clocks(self) -> tuple[int, int]:
+        core, mem = self.default
+        if self.app_clocks is not None:
+            mem, core = self.app_clocks
+        if self.locked_gpu is not None:
+            core = self.locked_gpu[1]
+        if self.locked_mem is not None:
+            mem = self.locked_mem[1]
+        return core, mem
+
+    def _true_watts_now(self) -> float:
+        return self.busy_watts(*self.effective_clocks()) if self.busy else self.idle_watts
+
+    def _changed(self) -> None:
+        """Start a new truth segment (call with the lock held, after a state change)."""
+        now = time.perf_counter()
+        e = self._seg_e[-1] + self._seg_w[-1] * (now - self._seg_t[-1])
+        self._seg_t.append(now)
+        self._seg_w.append(self._true_watts_now())
+        self._seg_e.append(e)
+
+    def _energy_at(self, t: float) -> float:
+        i = max(0, bisect.bisect_right(self._seg_t, t) - 1)
+        return self._seg_e[i] + self._seg_w[i] * (t - self._seg_t[i])
+
+    def true_energy_j(self, t0: float, t1: float) -> float:
+        """Exact energy drawn between two ``time.perf_counter()`` instants."""
+        with self._lock:
+            return self._energy_at(t1) - self._energy_at(t0)
+
+    def run(self, seconds: float) -> None:
+        """Be busy (draw busy power) for ``seconds``: a test's stand-in for a kernel."""
+        with self._lock:
+            self.busy = True
+            self._changed()
+        time.sleep(seconds)
+        with self._lock:
+            self.busy = False
+            self._changed()
+
+    def _write_state(self) -> None:
+        if self.state_file is None:
+            return
+        tmp = self.state_file + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump({"locked_gpu": self.locked_gpu, "locked_mem": self.locked_mem,
+                       "app_clocks": self.app_clocks, "calls": self.calls}, f)
+        os.replace(tmp, self.state_file)  # atomic: a reader never sees half a file
+
+    def _check(self, handle: object) -> None:
+        if handle is not self._handle_obj:
+            raise NVMLError_InvalidArgument()
+
+    def _need(self, capability: bool, permitted: bool) -> None:
+        if not capability:
+            raise NVMLError_NotSupported()
+        if not permitted:
+            raise NVMLError_NoPermission()
+
+    def _set(self, call: str, attr: str, value: object) -> None:
+        with self._lock:
+            setattr(self, attr, value)
+            self.calls.append(call)
+            self._changed()
+            self._write_state()
+
+    # -- the pynvml API subset -----------------------------------------------------------------
+
+    _handle_obj = object()
+
+    def nvmlInit(self) -> None:
+        self.init_count += 1
+
+    def nvmlShutdown(self) -> None:
+        self.init_count -= 1
+
+    def nvmlDeviceGetCount(self) -> int:
+        return 1
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> object:
+        if index != 0:
+            raise NVMLError_InvalidArgument()
+        return self._handle_obj
+
+    def nvmlDeviceGetName(self, handle: object) -> str:
+        self._check(handle)
+        return self.name
+
+    def nvmlDeviceGetPciInfo(self, handle: object) -> SimpleNamespace:
+        self._check(handle)
+        domain, bus, device = self.pci
+        return SimpleNamespace(domain=domain, bus=bus, device=device)
+
+    def nvmlDeviceGetSupportedMemoryClocks(self, handle: object) -> list[int]:
+        self._check(handle)
+        return sorted(self.clock_table)  # NVML promises no order; ascending here on purpose
+
+    def nvmlDeviceGetSupportedGraphicsClocks(self, handle: object, memoryClockMHz: int) -> list[int]:
+        self._check(handle)
+        if memoryClockMHz not in self.clock_table:
+            raise NVMLError_InvalidArgument()
+        return list(self.clock_table[memoryClockMHz])
+
+    def nvmlDeviceGetDefaultApplicationsClock(self, handle: object, type: int) -> int:
+        self._check(handle)
+        if not self.caps.app_clocks:
+            raise NVMLError_NotSupported()
+        return self.default[1] if type == NVML_CLOCK_MEM else self.default[0]
+
+    def nvmlDeviceGetClockInfo(self, handle: object, type: int) -> int:
+        self._check(handle)
+        core, mem = self.effective_clocks()
+        return mem if type == NVML_CLOCK_MEM else core
+
+    def _valid_pair(self, core: int, mem: int | None) -> None:
+        mems = [mem] if mem is not None else list(self.clock_table)
+        if mem is not None and mem not in self.clock_table:
+            raise NVMLError_InvalidArgument()
+        if not any(core in self.clock_table[m] for m in mems):
+            raise NVMLError_InvalidArgument()
+
+    def nvmlDeviceSetGpuLockedClocks(self, handle: object, minGpuClockMHz: int,
+                                     maxGpuClockMHz: int) -> None:
+        self._check(handle)
+        self._need(self.caps.locked_gpu, self.root)
+        self._valid_pair(minGpuClockMHz, None)
+        self._valid_pair(maxGpuClockMHz, None)
+        self._set("nvmlDeviceSetGpuLockedClocks", "locked_gpu", (minGpuClockMHz, maxGpuClockMHz))
+
+    def nvmlDeviceResetGpuLockedClocks(self, handle: object) -> None:
+        self._check(handle)
+        self._need(self.caps.locked_gpu, self.root)
+        self._set("nvmlDeviceResetGpuLockedClocks", "locked_gpu", None)
+
+    def nvmlDeviceSetMemoryLockedClocks(self, handle: object, minMemClockMHz: int,
+                                        maxMemClockMHz: int) -> None:
+        self._check(handle)
+        self._need(self.caps.locked_mem, self.root)
+        if minMemClockMHz not in self.clock_table or maxMemClockMHz not in self.clock_table:
+            raise NVMLError_InvalidArgument()
+        self._set("nvmlDeviceSetMemoryLockedClocks", "locked_mem", (minMemClockMHz, maxMemClockMHz))
+
+    def nvmlDeviceResetMemoryLockedClocks(self, handle: object) -> None:
+        self._check(handle)
+        self._need(self.caps.locked_mem, self.root)
+        self._set("nvmlDeviceResetMemoryLockedClocks", "locked_mem", None)
+
+    def nvmlDeviceSetApplicationsClocks(self, handle: object, maxMemClockMHz: int,
+                                        maxGraphicsClockMHz: int) -> None:
+        self._check(handle)
+        self._need(self.caps.app_clocks, self.root or self.app_clocks_unrestricted)
+        self._valid_pair(maxGraphicsClockMHz, maxMemClockMHz)
+        self._set("nvmlDeviceSetApplicationsClocks", "app_clocks",
+                  (maxMemClockMHz, maxGraphicsClockMHz))
+
+    def nvmlDeviceResetApplicationsClocks(self, handle: object) -> None:
+        self._check(handle)
+        self._need(self.caps.app_clocks, self.root or self.app_clocks_unrestricted)
+        self._set("nvmlDeviceResetApplicationsClocks", "app_clocks", None)
+
+    def nvmlDeviceGetPowerUsage(self, handle: object) -> int:
+        self._check(handle)
+        with self._lock:
+            now = time.perf_counter()
+            k = math.floor((now - self._epoch) / self.refresh_s)
+            if k != self._sensor_k:
+                # Update k covers the period [(k-1)P, kP] after the epoch.
+                if k < 1:
+                    mean_w = self.idle_watts
+                else:
+                    end = self._epoch + k * self.refresh_s
+                    mean_w = self.true_energy_j(end - self.refresh_s, end) / self.refresh_s
+                noise = random.Random(self.seed * 1_000_003 + k).gauss(0.0, self.noise_w)
+                self._sensor_k = k
+                self._sensor_mw = max(0, round((mean_w + noise) * 1000))
+            return self._sensor_mw
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: object) -> int:
+        self._check(handle)
+        if not self.caps.energy_counter:
+            raise NVMLError_NotSupported()
+        with self._lock:
+            return math.floor(self._energy_at(time.perf_counter()) * 1000)
+
+    def _reasons(self) -> int:
+        mask = self.throttle_mask
+        if not self.busy:
+            mask |= nvmlClocksThrottleReasonGpuIdle
+        if self.app_clocks is not None:
+            mask |= nvmlClocksThrottleReasonApplicationsClocksSetting
+        return mask
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: object) -> int:
+        self._check(handle)
+        if not self.caps.event_reasons_api:
+            raise NVMLError_FunctionNotFound()
+        return self._reasons()
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: object) -> int:
+        self._check(handle)
+        return self._reasons()
+
+    def nvmlDeviceGetTemperature(self, handle: object, sensor: int) -> int:
+        self._check(handle)
+        return 62 if self.busy else 38
