@@ -1,4 +1,4 @@
-"""The `gpudvfs` command line: data info (table and JSON), data sample, and its errors."""
+"""The `gpudvfs` command line: data info (table and JSON) and its errors."""
 
 from __future__ import annotations
 
@@ -17,20 +17,16 @@ def run():
     return lambda *args: runner.invoke(cli, [str(a) for a in args], catch_exceptions=False)
 
 
-def test_sample_then_info_json(run, tmp_path):
-    out = tmp_path / "sample.csv"
-    r = run("data", "sample", out, "--benchmarks", 5)
+def test_info_json_of_a_sweep(run, tmp_path):
+    out = tmp_path / "sweep.csv"
+    r = run("sweep", "--suite", "time", "-o", out, "--mem-mhz", "3505", "--core-mhz", "975,595")
     assert r.exit_code == 0, r.output
     r = run("data", "info", out, "--json")
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
-    assert d["format"] == "gpmtool"
-    assert d["rows"] == 5 * 8 and d["benchmarks"] == 5 and d["configurations"] == 8
-    assert d["reference_mhz"] == [975.0, 3505.0]
-    assert d["core_mhz_levels"] == [595.0, 785.0, 975.0, 1164.0]
-    # The sample was made with the Rust kernel; it reads back as the same dataset.
-    ds = gpudvfs.read_power_dataset(out)
-    assert ds.watts.min() > 0
+    assert d["format"] == "tidy"
+    assert d["rows"] == 4 * 2 and d["workloads"] == 4 and d["configurations"] == 2
+    assert d["core_mhz_levels"] == [595.0, 975.0] and d["mem_mhz_levels"] == [3505.0]
 
 
 def test_info_table_on_real_file(run, data):

@@ -6,7 +6,9 @@ import click
 
 from .. import __version__
 from .data import data
+from .demo import demo
 from .power import power
+from .select import select_
 from .sweep import sweep
 from .time import time_
 
@@ -18,6 +20,8 @@ def cli() -> None:
 
 
 cli.add_command(data)
+cli.add_command(demo)
 cli.add_command(power)
+cli.add_command(select_)
 cli.add_command(sweep)
 cli.add_command(time_)

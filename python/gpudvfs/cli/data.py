@@ -7,7 +7,6 @@ import warnings
 import click
 
 from .. import readers
-from ..sample import sample_power_dataset
 from .output import console, print_json, table, user_errors
 
 
@@ -21,7 +20,7 @@ def _levels(xs: list[float]) -> str:
 
 @click.group()
 def data() -> None:
-    """Inspect and generate measurement files."""
+    """Inspect measurement files."""
 
 
 @data.command()
@@ -61,14 +60,3 @@ def info(file: str, fmt: str | None, skip_invalid: bool, as_json: bool) -> None:
                         [[k, _fmt_range(v)] for k, v in d["ranges"].items()]))
     for p in d["skipped"]:
         console.print(f"[yellow]skipped[/yellow] {p}", highlight=False)
-
-
-@data.command()
-@click.argument("out", type=click.Path(dir_okay=False, writable=True))
-@click.option("--benchmarks", default=12, show_default=True, type=click.IntRange(min=1))
-@click.option("--seed", default=0, show_default=True, type=int)
-def sample(out: str, benchmarks: int, seed: int) -> None:
-    """Write a small synthetic gpmTOOL power CSV (from the power equations, known voltages)."""
-    with user_errors():
-        readers.write(sample_power_dataset(benchmarks, seed), out)
-    click.echo(f"wrote {out}")

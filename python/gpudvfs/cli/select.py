@@ -1,0 +1,46 @@
+"""`gpudvfs select ...`: choosing frequencies from predicted time and power."""
+
+from __future__ import annotations
+
+import click
+
+from .. import readers
+from ..select_eval import evaluate_selection
+from .output import console, print_json, table, user_errors
+from .time import _device, _pair
+
+
+@click.group("select")
+def select_() -> None:
+    """Choose core/memory frequencies from the time and power models."""
+
+
+@select_.command("eval")
+@click.argument("data", type=click.Path(dir_okay=False))
+@click.option("--reference", default="700,700", show_default=True, callback=_pair,
+              help="The one clock pair each application is profiled at.")
+@click.option("--slowdown", default=0.1, show_default=True, type=click.FloatRange(min=0),
+              help="Deadline policy: at most this slower than at the highest clocks.")
+@click.option("--device", default="gtx980", show_default=True, help="Time-model device: preset or JSON file.")
+@click.option("--json", "as_json", is_flag=True)
+def eval_(data, reference, slowdown, device, as_json) -> None:
+    """Energy regret of the chosen configurations on measured time and power (NV-DVFS
+    nvprof CSV with power), against the highest-clocks, reference and best-single-pair baselines."""
+    with user_errors():
+        r = evaluate_selection(readers.read(data), reference, slowdown=slowdown, time_device=_device(device))
+    if as_json:
+        print_json(r)
+        return
+    b = r["baselines"]
+    d = r["deadline"]
+    rows = [["minimum energy (predicted)", f"{100 * r['regret_mean']:.2f}", f"{100 * r['regret_max']:.2f}"],
+            [f"min energy within {100 * slowdown:g}% slowdown ({d['deadline_met']}/{d['apps']} met)",
+             f"{100 * d['mean']:.2f}", f"{100 * d['max']:.2f}"],
+            ["baseline: highest clocks", f"{100 * b['highest_clocks']['mean']:.2f}", f"{100 * b['highest_clocks']['max']:.2f}"],
+            ["baseline: reference pair", f"{100 * b['reference']['mean']:.2f}", f"{100 * b['reference']['max']:.2f}"],
+            [f"baseline: best single pair {b['best_single_pair']['pair']} (hindsight)",
+             f"{100 * b['best_single_pair']['mean']:.2f}", f"{100 * b['best_single_pair']['max']:.2f}"]]
+    console.print(table(f"energy regret on {data} (time MAPE {r['time_mape']:.2f}%, power MAPE "
+                        f"{r['power_mape']:.2f}%, leave-one-application-out)", ["policy", "mean %", "max %"], rows))
+    console.print(table("per application", ["application", "chosen", "best", "regret %"],
+                        [[k, v["chosen"], v["best"], f"{100 * v['regret']:.2f}"] for k, v in r["per_app"].items()]))
