@@ -37,7 +37,6 @@ from gpudvfs.measure.nvml import (
 )
 
 TESTS = Path(__file__).resolve().parent
-PYTHON_SRC = TESTS.parent / "python"
 
 # Tolerances, relative to the fake's exact energy over the launches.
 COUNTER_RTOL = 0.01  # the counter is the truth in whole mJ; only the loop's edges differ
@@ -272,8 +271,9 @@ def test_stand_in_clocks_reset_when_child_process_is_ended(tmp_path, how, locked
     state = str(tmp_path / "state.json")
     script = tmp_path / "child.py"
     script.write_text(CHILD.format(locked_mem=locked_mem))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), str(PYTHON_SRC),
-                                                       os.environ.get("PYTHONPATH", "")]))
+    # The child imports the installed gpudvfs (the source tree has no compiled extension)
+    # and the stand-in from tests/.
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.Popen([sys.executable, str(script), state, how], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

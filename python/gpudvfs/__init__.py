@@ -6,6 +6,7 @@ Core runtime dependency: numpy. The command line, plots and measurement come as 
 from . import _core
 from .datasets import MeasurementGrid, PowerDataset, UtilizationTable
 from .errors import DataFileError, GpudvfsError, GpudvfsWarning, InputError, Problem
+from .online import OnlinePredictor, OnlinePredictorBank
 from .power_equations import power_grid
 from .power_model import PowerModel
 from .time_model import KernelProfile, TimeDevice, TimeModel
@@ -22,6 +23,8 @@ __all__ = [
     "InputError",
     "KernelProfile",
     "MeasurementGrid",
+    "OnlinePredictor",
+    "OnlinePredictorBank",
     "PowerDataset",
     "PowerModel",
     "Problem",

@@ -2,6 +2,7 @@
 //! bindings live in `bindings` behind the `python` feature so `cargo test` needs no Python.
 
 pub mod error;
+pub mod online;
 pub mod parallel;
 pub mod power;
 pub mod power_eq;

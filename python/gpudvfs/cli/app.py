@@ -7,6 +7,7 @@ import click
 from .. import __version__
 from .data import data
 from .demo import demo
+from .online import online
 from .power import power
 from .select import select_
 from .sweep import sweep
@@ -21,6 +22,7 @@ def cli() -> None:
 
 cli.add_command(data)
 cli.add_command(demo)
+cli.add_command(online)
 cli.add_command(power)
 cli.add_command(select_)
 cli.add_command(sweep)

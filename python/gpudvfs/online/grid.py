@@ -1,0 +1,78 @@
+"""A measurement grid as dense arrays: every workload measured at every clock configuration,
+indexed (workload, core level[, memory level]). The replay draws its traces from it and the
+offline parts (counter scale, Lasso, Eq. 14) are fitted on it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..datasets import MeasurementGrid
+from ..errors import InputError
+
+
+def is_target_readout(name: str) -> bool:
+    """Counters that are the target in disguise: a cumulative energy is power x time, so a
+    time model fed its change would read the answer instead of predicting it."""
+    return "energy" in name.lower()
+
+
+@dataclass(frozen=True, eq=False)
+class GridTable:
+    path: str
+    apps: tuple[str, ...]
+    domains: tuple[str, ...]          # ("core",) or ("core", "mem")
+    levels: tuple[np.ndarray, ...]    # supported MHz per domain, ascending
+    time_ms: np.ndarray               # (apps, levels of domain 0[, levels of domain 1])
+    counters: np.ndarray              # time_ms.shape + (counters,)
+    counter_names: tuple[str, ...]
+
+    @classmethod
+    def from_grid(cls, grid: MeasurementGrid) -> "GridTable":
+        """Dense arrays of a grid; every (workload, configuration) must be measured once.
+        Workloads are the grid's key columns joined (the application for the public files)."""
+        work = grid.workload
+        apps, app_idx = np.unique(work, return_inverse=True)
+        clocks = [("core", grid.core_mhz)] + ([] if grid.mem_mhz is None else [("mem", grid.mem_mhz)])
+        levels, idx = [], [app_idx]
+        for _, f in clocks:
+            lv, i = np.unique(f, return_inverse=True)
+            levels.append(lv.astype(np.float64))
+            idx.append(i)
+        names = tuple(k for k in grid.metrics if not is_target_readout(k))
+        if not names:
+            raise InputError(f"{grid.path}: the file has no counters; the online model needs them")
+        shape = (len(apps),) + tuple(len(lv) for lv in levels)
+        seen = np.zeros(shape, dtype=np.int64)
+        np.add.at(seen, tuple(idx), 1)
+        if np.any(seen != 1):
+            bad = np.argwhere(seen != 1)[:5]
+            where = "; ".join(
+                f"{apps[b[0]]} at {'/'.join(f'{levels[d][b[d + 1]]:g}' for d in range(len(levels)))} MHz "
+                f"measured {seen[tuple(b)]} times" for b in bad)
+            raise InputError(f"{grid.path}: the replay needs every workload measured once at every clock "
+                             f"configuration; {int(np.sum(seen != 1))} cells are not, e.g. {where}")
+        time_ms = np.empty(shape)
+        time_ms[tuple(idx)] = grid.time_ms
+        counters = np.empty(shape + (len(names),))
+        counters[tuple(idx)] = np.column_stack([grid.metrics[k] for k in names])
+        return cls(grid.path, tuple(str(a) for a in apps), tuple(d for d, _ in clocks), tuple(levels),
+                   time_ms, counters, names)
+
+    def rows(self, apps) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every configuration of the given workloads as flat rows: clocks (m, D), time (m,),
+        counters (m, C)."""
+        sub_t = self.time_ms[list(apps)]
+        mesh = np.meshgrid(*self.levels, indexing="ij")
+        f = np.stack([np.broadcast_to(g, sub_t.shape).reshape(-1) for g in mesh], axis=1)
+        return f, sub_t.reshape(-1), self.counters[list(apps)].reshape(-1, len(self.counter_names))
+
+    def shared_time_curves(self) -> list[list[str]]:
+        """Groups of workloads whose measured time is identical at every configuration (the
+        V100 file has one group of ten: an application switch there changes the counters
+        but not the time)."""
+        groups: dict[bytes, list[str]] = {}
+        for a, t in zip(self.apps, self.time_ms.reshape(len(self.apps), -1)):
+            groups.setdefault(t.tobytes(), []).append(a)
+        return [g for g in groups.values() if len(g) > 1]
