@@ -231,3 +231,30 @@ def test_other_devices_train_and_grouped_cv(data, name, train, cv):
     assert cross_validate(ds, 6)["mape"] == pytest.approx(cv, abs=0.01)
     if "k40c" in name:
         assert any("single clock" in n for n in m.notes_)
+
+
+def test_cli_fit_eval_predict_plot(tmp_path):
+    """The power commands on a synthetic training set: fit writes a model that eval and
+    predict read back; plot draws the voltages and measured vs predicted power."""
+    from click.testing import CliRunner
+
+    from gpudvfs.cli.app import cli
+
+    ds, _ = synthetic(6, noise=0.005)
+    train = tmp_path / "train.csv"
+    gpudvfs.write(PowerDataset(**{**ds.__dict__, "row_names": tuple(ds.benchmarks[b] for b in ds.benchmark)}), train)
+    run = CliRunner().invoke
+    r = run(cli, ["power", "fit", str(train), "--variant", "per-domain", "-o", str(tmp_path / "m.json"), "--json",
+                  "--cv", "3"])
+    assert r.exit_code == 0, r.output
+    fit = json.loads(r.output)
+    assert fit["cv_mape"] > fit["train_mape"] > 0 and fit["configurations"] == 12
+    r = run(cli, ["power", "eval", str(tmp_path / "m.json"), str(train), "--json"])
+    assert json.loads(r.output)["mape"] == pytest.approx(fit["train_mape"], rel=1e-9)
+    r = run(cli, ["power", "predict", str(tmp_path / "m.json"), str(train), "--json"])
+    pred = json.loads(r.output)
+    assert len(pred["configs"]) == 12 and len(pred["watts"]) == len(ds.benchmarks)
+    pytest.importorskip("matplotlib")
+    r = run(cli, ["power", "plot", str(tmp_path / "m.json"), "--data", str(train), "-o", str(tmp_path / "p.png")])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -139,22 +139,22 @@ def plot(model_path, data, out) -> None:
         model = _load_model(model_path)
         ds = readers.read_power_dataset(data) if data else None
         pred = model.predict(ds.utilization, ds.core_mhz, ds.mem_mhz) if ds is not None else None
-    fig, axes = plt.subplots(1, 2 if ds is not None else 1, figsize=(11 if ds is not None else 6, 4.2), squeeze=False)
-    ax = axes[0, 0]
+    n = 3 if ds is not None else 2
+    fig, axes = plt.subplots(1, n, figsize=(5 * n, 4.2))
     cfg, v = model.configs_, model.voltages_
-    for fm in np.unique(cfg[:, 1]):
-        sel = cfg[:, 1] == fm
-        order = np.argsort(cfg[sel, 0])
-        ax.plot(cfg[sel, 0][order], v[sel, 0][order], "o-", label=f"core V, mem {fm:g} MHz")
-    mem_levels = np.unique(cfg[:, 1])
-    mem_v = [v[cfg[:, 1] == m, 1].mean() for m in mem_levels]
-    ax.plot(mem_levels * cfg[:, 0].max() / mem_levels.max(), mem_v, "s--k", label="memory V (x axis scaled)")
-    ax.set_xlabel("core clock (MHz)")
-    ax.set_ylabel("normalized voltage")
-    ax.set_title(f"voltages ({model.variant})")
-    ax.legend(fontsize=7)
+    for d, (ax, name) in enumerate(zip(axes, ("core", "memory"))):
+        other = 1 - d
+        for level in np.unique(cfg[:, other]):
+            sel = cfg[:, other] == level
+            order = np.argsort(cfg[sel, d])
+            ax.plot(cfg[sel, d][order], v[sel, d][order], "o-",
+                    label=f"{('memory', 'core')[d]} {level:g} MHz")
+        ax.set_xlabel(f"{name} clock (MHz)")
+        ax.set_ylabel(f"normalized {name} voltage")
+        ax.set_title(f"{name} voltage ({model.variant})")
+        ax.legend(fontsize=6)
     if ds is not None:
-        ax = axes[0, 1]
+        ax = axes[2]
         ax.scatter(ds.watts, pred, s=4, alpha=0.5)
         lim = [min(ds.watts.min(), pred.min()), max(ds.watts.max(), pred.max())]
         ax.plot(lim, lim, "k--", lw=1)
