@@ -19,18 +19,18 @@ from .features import FORMS, FeatureMap
 from .grid import GridTable
 from .predictor import load_predictor, save_predictor
 from .replay import ReplaySettings, replay, tune
-from .selection import Selection, lasso_select
+from .selection import FeatureSelection, lasso_select
 from .sensitivity import CounterFrequencyModel, predict_time_at, time_slope
 
 __all__ = [
     "FORMS",
     "CounterFrequencyModel",
     "FeatureMap",
+    "FeatureSelection",
     "GridTable",
     "OnlinePredictor",
     "OnlinePredictorBank",
     "ReplaySettings",
-    "Selection",
     "lasso_select",
     "load_predictor",
     "predict_time_at",

@@ -41,7 +41,7 @@ from ..datasets import MeasurementGrid
 from ..errors import InputError
 from .features import FORMS, FeatureMap
 from .grid import GridTable
-from .selection import Selection, lasso_select
+from .selection import FeatureSelection, lasso_select
 from .sensitivity import CounterFrequencyModel, predict_time_at
 
 MOVES = ("random", "step")
@@ -152,7 +152,7 @@ class Trained:
     """What the replay learns offline from the training applications."""
 
     features: FeatureMap
-    selection: Selection
+    selection: FeatureSelection
     offline_coef: np.ndarray
     counter_model: CounterFrequencyModel
     traces: tuple[Trace, ...]

@@ -23,7 +23,7 @@ def _sklearn():
 
 
 @dataclass(frozen=True)
-class Selection:
+class FeatureSelection:
     selected: tuple[int, ...]        # columns kept: Lasso's at alpha_1se plus the forced ones
     lasso_selected: tuple[int, ...]  # columns with a nonzero Lasso coefficient at alpha_1se
     alpha_min: float                 # alpha of the smallest cross-validated MSE
@@ -32,7 +32,7 @@ class Selection:
     converged: bool                  # coordinate descent converged on every fit
 
 
-def lasso_select(h, y, *, keep=(), folds: int = 10, n_alphas: int = 100) -> Selection:
+def lasso_select(h, y, *, keep=(), folds: int = 10, n_alphas: int = 100) -> FeatureSelection:
     """Columns of ``h`` (rows = steps) that predict ``y`` by Lasso, regularised by the
     one-standard-error rule: the largest penalty whose cross-validated MSE is within one
     standard error of the minimum (fewer features for a statistically equal error).
@@ -68,5 +68,5 @@ def lasso_select(h, y, *, keep=(), folds: int = 10, n_alphas: int = 100) -> Sele
         coef_min = Lasso(alpha=cv.alphas_[i_min], fit_intercept=False, max_iter=50_000).fit(z, y).coef_
     converged = not any(issubclass(w.category, ConvergenceWarning) for w in caught)
     lasso = tuple(int(i) for i in np.flatnonzero(coef))
-    return Selection(tuple(sorted(set(lasso) | {int(k) for k in keep})), lasso, float(cv.alphas_[i_min]),
+    return FeatureSelection(tuple(sorted(set(lasso) | {int(k) for k in keep})), lasso, float(cv.alphas_[i_min]),
                      alpha_1se, int(np.count_nonzero(coef_min)), converged)
