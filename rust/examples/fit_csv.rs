@@ -28,22 +28,53 @@ fn read(path: &str) -> Result<Table, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     let nums = |i: usize| -> Result<Vec<f64>, String> {
-        lines[i].split(',').map(|s| s.trim().parse::<f64>().map_err(|e| format!("{path}:{}: {e}", i + 1))).collect()
+        lines[i]
+            .split(',')
+            .map(|s| {
+                s.trim()
+                    .parse::<f64>()
+                    .map_err(|e| format!("{path}:{}: {e}", i + 1))
+            })
+            .collect()
     };
     let r = nums(1)?;
     let sizes: Vec<usize> = nums(2)?.iter().map(|v| *v as usize).collect();
     let names: Vec<String> = lines[3].split(',').map(|s| s.trim().to_string()).collect();
     let nc: usize = sizes.iter().sum();
-    let mut t = Table { ref_mhz: [r[0], r[1]], sizes, names, group: vec![], watts: vec![], core: vec![], mem: vec![], util: vec![] };
+    let mut t = Table {
+        ref_mhz: [r[0], r[1]],
+        sizes,
+        names,
+        group: vec![],
+        watts: vec![],
+        core: vec![],
+        mem: vec![],
+        util: vec![],
+    };
     let mut keys: Vec<String> = Vec::new();
     for (i, line) in lines.iter().enumerate().skip(4) {
         let mut f: Vec<&str> = line.split(',').map(|s| s.trim()).collect();
         // Names are optional and may look numeric ("1"): the field count decides.
-        let name = if f.len() == 4 + nc { f.remove(0).to_string() } else { String::new() };
+        let name = if f.len() == 4 + nc {
+            f.remove(0).to_string()
+        } else {
+            String::new()
+        };
         if f.len() != 3 + nc {
-            return Err(format!("{path}:{}: {} values, expected {}", i + 1, f.len(), 3 + nc));
+            return Err(format!(
+                "{path}:{}: {} values, expected {}",
+                i + 1,
+                f.len(),
+                3 + nc
+            ));
         }
-        let v: Vec<f64> = f.iter().map(|s| s.parse::<f64>().map_err(|e| format!("{path}:{}: {e}", i + 1))).collect::<Result<_, _>>()?;
+        let v: Vec<f64> = f
+            .iter()
+            .map(|s| {
+                s.parse::<f64>()
+                    .map_err(|e| format!("{path}:{}: {e}", i + 1))
+            })
+            .collect::<Result<_, _>>()?;
         let key = format!("{name}|{}", f[3..].join(","));
         let g = keys.iter().position(|k| *k == key).unwrap_or_else(|| {
             keys.push(key);
@@ -64,7 +95,16 @@ fn nc(t: &Table) -> usize {
 
 fn subset(t: &Table, keep: &[bool]) -> Table {
     let n = nc(t);
-    let mut s = Table { ref_mhz: t.ref_mhz, sizes: t.sizes.clone(), names: t.names.clone(), group: vec![], watts: vec![], core: vec![], mem: vec![], util: vec![] };
+    let mut s = Table {
+        ref_mhz: t.ref_mhz,
+        sizes: t.sizes.clone(),
+        names: t.names.clone(),
+        group: vec![],
+        watts: vec![],
+        core: vec![],
+        mem: vec![],
+        util: vec![],
+    };
     for r in 0..t.watts.len() {
         if keep[r] {
             s.group.push(t.group[r]);
@@ -81,7 +121,10 @@ fn drop_columns(t: &mut Table, drop: &[usize]) {
     let n = nc(t);
     let keep: Vec<usize> = (0..n).filter(|c| !drop.contains(c)).collect();
     let rows = t.watts.len();
-    t.util = (0..rows).flat_map(|r| keep.iter().map(move |&c| (r, c))).map(|(r, c)| t.util[r * n + c]).collect();
+    t.util = (0..rows)
+        .flat_map(|r| keep.iter().map(move |&c| (r, c)))
+        .map(|(r, c)| t.util[r * n + c])
+        .collect();
     let mut start = 0;
     for s in t.sizes.iter_mut() {
         let end = start + *s;
@@ -105,12 +148,29 @@ fn data(t: &Table) -> PowerData<'_> {
 }
 
 fn mape(m: &FittedPower, t: &Table) -> Result<f64, String> {
-    let p = m.predict(&t.util, &t.core, &t.mem).map_err(|e| e.to_string())?;
-    Ok(100.0 * p.iter().zip(&t.watts).map(|(a, b)| ((a - b) / b).abs()).sum::<f64>() / p.len() as f64)
+    let p = m
+        .predict(&t.util, &t.core, &t.mem)
+        .map_err(|e| e.to_string())?;
+    Ok(100.0
+        * p.iter()
+            .zip(&t.watts)
+            .map(|(a, b)| ((a - b) / b).abs())
+            .sum::<f64>()
+        / p.len() as f64)
 }
 
 fn arr(xs: &[f64]) -> String {
-    format!("[{}]", xs.iter().map(|v| if v.is_finite() { format!("{v:.6}") } else { "null".into() }).collect::<Vec<_>>().join(","))
+    format!(
+        "[{}]",
+        xs.iter()
+            .map(|v| if v.is_finite() {
+                format!("{v:.6}")
+            } else {
+                "null".into()
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    )
 }
 
 fn main() {
@@ -123,11 +183,16 @@ fn main() {
 fn run() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut opts = FitOptions::default();
-    let (mut dev, mut cv, mut repeat, mut drop_neg, mut drop_zero) = (None, 0usize, 1usize, false, false);
+    let (mut dev, mut cv, mut repeat, mut drop_neg, mut drop_zero) =
+        (None, 0usize, 1usize, false, false);
     let mut train = None;
     let mut i = 0;
     while i < args.len() {
-        let next = |i: usize| args.get(i + 1).cloned().ok_or(format!("{} needs a value", args[i]));
+        let next = |i: usize| {
+            args.get(i + 1)
+                .cloned()
+                .ok_or(format!("{} needs a value", args[i]))
+        };
         match args[i].as_str() {
             "--variant" => {
                 opts.variant = match next(i)?.as_str() {
@@ -140,12 +205,30 @@ fn run() -> Result<(), String> {
             }
             "--relative" => opts.relative_weighting = true,
             "--absolute" => opts.relative_weighting = false,
-            "--ridge" => { opts.ridge = next(i)?.parse().map_err(|e| format!("--ridge: {e}"))?; i += 1; }
-            "--max-iter" => { opts.max_iter = next(i)?.parse().map_err(|e| format!("--max-iter: {e}"))?; i += 1; }
-            "--vmax" => { opts.v_max = next(i)?.parse().map_err(|e| format!("--vmax: {e}"))?; i += 1; }
-            "--dev" => { dev = Some(next(i)?); i += 1; }
-            "--cv" => { cv = next(i)?.parse().map_err(|e| format!("--cv: {e}"))?; i += 1; }
-            "--repeat" => { repeat = next(i)?.parse().map_err(|e| format!("--repeat: {e}"))?; i += 1; }
+            "--ridge" => {
+                opts.ridge = next(i)?.parse().map_err(|e| format!("--ridge: {e}"))?;
+                i += 1;
+            }
+            "--max-iter" => {
+                opts.max_iter = next(i)?.parse().map_err(|e| format!("--max-iter: {e}"))?;
+                i += 1;
+            }
+            "--vmax" => {
+                opts.v_max = next(i)?.parse().map_err(|e| format!("--vmax: {e}"))?;
+                i += 1;
+            }
+            "--dev" => {
+                dev = Some(next(i)?);
+                i += 1;
+            }
+            "--cv" => {
+                cv = next(i)?.parse().map_err(|e| format!("--cv: {e}"))?;
+                i += 1;
+            }
+            "--repeat" => {
+                repeat = next(i)?.parse().map_err(|e| format!("--repeat: {e}"))?;
+                i += 1;
+            }
             "--drop-negative" => drop_neg = true,
             "--drop-zero-columns" => drop_zero = true,
             a if train.is_none() && !a.starts_with("--") => train = Some(a.to_string()),
@@ -169,7 +252,9 @@ fn run() -> Result<(), String> {
     let mut dropped_cols: Vec<String> = Vec::new();
     if drop_zero {
         let n = nc(&t);
-        let idx: Vec<usize> = (0..n).filter(|&c| (0..t.watts.len()).all(|r| t.util[r * n + c].abs() <= 1e-9)).collect();
+        let idx: Vec<usize> = (0..n)
+            .filter(|&c| (0..t.watts.len()).all(|r| t.util[r * n + c].abs() <= 1e-9))
+            .collect();
         dropped_cols = idx.iter().map(|&c| t.names[c].clone()).collect();
         drop_columns(&mut t, &idx);
     }
@@ -198,7 +283,14 @@ fn run() -> Result<(), String> {
         format!("\"idle_coef\":{}", arr(&m.coef.idle_coef)),
         format!("\"weights\":{}", arr(&m.coef.weights)),
         format!("\"component_names\":{:?}", t.names),
-        format!("\"configs\":{}", arr(&m.configs.iter().flat_map(|c| [c.0, c.1]).collect::<Vec<_>>())),
+        format!(
+            "\"configs\":{}",
+            arr(&m
+                .configs
+                .iter()
+                .flat_map(|c| [c.0, c.1])
+                .collect::<Vec<_>>())
+        ),
         format!("\"voltages\":{}", arr(&m.voltages)),
         format!("\"on_bound\":{}", m.on_bound.iter().filter(|b| **b).count()),
         format!("\"notes\":{:?}", m.notes),
@@ -206,17 +298,26 @@ fn run() -> Result<(), String> {
     if let Some(c) = &m.curves {
         out.push(format!(
             "\"curves\":{{\"break_mhz\":{},\"slope_per_norm_clock\":{}}}",
-            arr(&[c[0].break_norm * m.ref_mhz[0], c[1].break_norm * m.ref_mhz[1]]),
+            arr(&[
+                c[0].break_norm * m.ref_mhz[0],
+                c[1].break_norm * m.ref_mhz[1]
+            ]),
             arr(&[c[0].slope, c[1].slope])
         ));
     }
     if let Some(dev) = dev {
         let mut d = read(&dev)?;
         if drop_zero && !dropped_cols.is_empty() {
-            let idx: Vec<usize> = dropped_cols.iter().filter_map(|nm| d.names.iter().position(|x| x == nm)).collect();
+            let idx: Vec<usize> = dropped_cols
+                .iter()
+                .filter_map(|nm| d.names.iter().position(|x| x == nm))
+                .collect();
             drop_columns(&mut d, &idx);
         }
-        out.push(format!("\"dev_file\":\"{dev}\",\"dev_mape\":{:.4}", mape(&m, &d)?));
+        out.push(format!(
+            "\"dev_file\":\"{dev}\",\"dev_mape\":{:.4}",
+            mape(&m, &d)?
+        ));
     }
     if cv > 1 {
         let mut ape_sum = 0.0;
@@ -236,7 +337,12 @@ fn run() -> Result<(), String> {
             ape_sum += e * te.watts.len() as f64;
             count += te.watts.len();
         }
-        out.push(format!("\"cv_folds\":{cv},\"cv_mape\":{:.4},\"cv_fold_mapes\":{},\"cv_iterations\":{}", ape_sum / count as f64, arr(&fold_mapes), arr(&iters)));
+        out.push(format!(
+            "\"cv_folds\":{cv},\"cv_mape\":{:.4},\"cv_fold_mapes\":{},\"cv_iterations\":{}",
+            ape_sum / count as f64,
+            arr(&fold_mapes),
+            arr(&iters)
+        ));
     }
     println!("{{{}}}", out.join(","));
     Ok(())

@@ -47,7 +47,11 @@ impl PowerCoefficients {
                 self.weights.len()
             )));
         }
-        let all = self.static_coef.iter().chain(&self.idle_coef).chain(&self.weights);
+        let all = self
+            .static_coef
+            .iter()
+            .chain(&self.idle_coef)
+            .chain(&self.weights);
         if let Some(v) = all.into_iter().find(|v| !v.is_finite()) {
             return Err(CoreError::Value(format!("coefficient {v} is not finite")));
         }
@@ -60,7 +64,9 @@ impl PowerCoefficients {
         let mut activity = vec![0.0; self.n_domains()];
         self.domain_activity(util_row, &mut activity);
         (0..self.n_domains())
-            .map(|d| self.static_coef[d] * v[d] + v[d] * v[d] * x[d] * (self.idle_coef[d] + activity[d]))
+            .map(|d| {
+                self.static_coef[d] * v[d] + v[d] * v[d] * x[d] * (self.idle_coef[d] + activity[d])
+            })
             .sum()
     }
 
@@ -76,7 +82,10 @@ impl PowerCoefficients {
 
 fn check_finite(name: &str, xs: &[f64]) -> CoreResult<()> {
     match xs.iter().position(|v| !v.is_finite()) {
-        Some(i) => Err(CoreError::Value(format!("{name}[{i}] = {} is not finite", xs[i]))),
+        Some(i) => Err(CoreError::Value(format!(
+            "{name}[{i}] = {} is not finite",
+            xs[i]
+        ))),
         None => Ok(()),
     }
 }
@@ -192,9 +201,18 @@ mod tests {
     #[test]
     fn rejects_bad_shapes_and_values() {
         let coef = two_domain();
-        assert!(matches!(power_grid(&coef, &[0.1, 0.2], &[1.0, 1.0], &[1.0, 1.0]), Err(CoreError::Shape(_))));
-        assert!(matches!(power_grid(&coef, &[0.1; 3], &[1.0, 1.0], &[1.0]), Err(CoreError::Shape(_))));
-        assert!(matches!(power_grid(&coef, &[0.1, f64::NAN, 0.1], &[1.0, 1.0], &[1.0, 1.0]), Err(CoreError::Value(_))));
+        assert!(matches!(
+            power_grid(&coef, &[0.1, 0.2], &[1.0, 1.0], &[1.0, 1.0]),
+            Err(CoreError::Shape(_))
+        ));
+        assert!(matches!(
+            power_grid(&coef, &[0.1; 3], &[1.0, 1.0], &[1.0]),
+            Err(CoreError::Shape(_))
+        ));
+        assert!(matches!(
+            power_grid(&coef, &[0.1, f64::NAN, 0.1], &[1.0, 1.0], &[1.0, 1.0]),
+            Err(CoreError::Value(_))
+        ));
         let mut bad = two_domain();
         bad.weights.pop();
         assert!(matches!(bad.validate(), Err(CoreError::Shape(_))));

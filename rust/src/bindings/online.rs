@@ -8,8 +8,8 @@
 
 use numpy::ndarray::{Array2, Array3};
 use numpy::{
-    AllowTypeChange, IntoPyArray, PyArray1, PyArray2, PyArray3, PyArrayLike1, PyArrayLike2, PyArrayLike3,
-    PyArrayMethods, PyUntypedArrayMethods,
+    AllowTypeChange, IntoPyArray, PyArray1, PyArray2, PyArray3, PyArrayLike1, PyArrayLike2,
+    PyArrayLike3, PyArrayMethods, PyUntypedArrayMethods,
 };
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -71,7 +71,9 @@ fn take_config(d: &Bound<'_, PyDict>) -> PyResult<RlsConfig> {
 /// (other dtypes, other sequences) through a converted copy.
 fn with_features<R>(obj: &Bound<'_, PyAny>, f: impl FnOnce(&[f64]) -> PyResult<R>) -> PyResult<R> {
     if let Ok(a) = obj.cast::<PyArray1<f64>>() {
-        let r = a.try_readonly().map_err(|e| PyValueError::new_err(format!("features: {e}")))?;
+        let r = a
+            .try_readonly()
+            .map_err(|e| PyValueError::new_err(format!("features: {e}")))?;
         return match r.as_slice() {
             Ok(s) => f(s),
             Err(_) => f(&r.as_array().to_vec()),
@@ -118,8 +120,16 @@ impl OnlinePredictor {
         trace_max: Option<f64>,
         min_excitation: f64,
     ) -> PyResult<Self> {
-        let c = config(forgetting, initial_covariance, forgetting_mode, trace_max, min_excitation)?;
-        Ok(OnlinePredictor { inner: Rls::new(n_features, c)? })
+        let c = config(
+            forgetting,
+            initial_covariance,
+            forgetting_mode,
+            trace_max,
+            min_excitation,
+        )?;
+        Ok(OnlinePredictor {
+            inner: Rls::new(n_features, c)?,
+        })
     }
 
     /// The predicted target for a feature vector: features . coef.
@@ -215,7 +225,11 @@ impl OnlinePredictor {
         let n: usize = item(state, "n_features")?;
         let cov: PyArrayLike2<'_, f64, AllowTypeChange> = item(state, "covariance")?;
         if cov.shape() != [n, n] {
-            return Err(CoreError::Shape(format!("state: covariance has shape {:?}, expected ({n}, {n})", cov.shape())).into());
+            return Err(CoreError::Shape(format!(
+                "state: covariance has shape {:?}, expected ({n}, {n})",
+                cov.shape()
+            ))
+            .into());
         }
         let s = RlsState {
             n_features: n,
@@ -225,10 +239,14 @@ impl OnlinePredictor {
             updates: item(state, "updates")?,
             skipped: item(state, "skipped")?,
         };
-        Ok(OnlinePredictor { inner: Rls::from_state(&s)? })
+        Ok(OnlinePredictor {
+            inner: Rls::from_state(&s)?,
+        })
     }
 
-    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyDict>,))> {
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyDict>,))> {
         let state = slf.borrow().state(slf.py())?;
         Ok((slf.get_type().getattr("from_state")?, (state,)))
     }
@@ -268,7 +286,13 @@ impl OnlinePredictorBank {
         min_excitation: f64,
         threads: usize,
     ) -> PyResult<Self> {
-        let c = config(forgetting, initial_covariance, forgetting_mode, trace_max, min_excitation)?;
+        let c = config(
+            forgetting,
+            initial_covariance,
+            forgetting_mode,
+            trace_max,
+            min_excitation,
+        )?;
         let mut inner = RlsBank::new(n_streams, n_features, c)?;
         inner.set_threads(threads);
         Ok(OnlinePredictorBank { inner })
@@ -282,7 +306,9 @@ impl OnlinePredictorBank {
     ) -> PyResult<Bound<'py, PyArray1<f64>>> {
         let x = features.as_array();
         let x = x.as_standard_layout();
-        let xs = x.as_slice().ok_or_else(|| PyValueError::new_err("features: not contiguous"))?;
+        let xs = x
+            .as_slice()
+            .ok_or_else(|| PyValueError::new_err("features: not contiguous"))?;
         let bank = &self.inner;
         let out = py.detach(|| bank.predict_many(xs))?;
         Ok(out.into_pyarray(py))
@@ -303,7 +329,11 @@ impl OnlinePredictorBank {
     ) -> PyResult<Bound<'py, PyDict>> {
         let (s, n) = (self.inner.n_streams(), self.inner.n_features());
         if features.shape() != [s, n] {
-            return Err(CoreError::Shape(format!("features has shape {:?}, expected ({s}, {n})", features.shape())).into());
+            return Err(CoreError::Shape(format!(
+                "features has shape {:?}, expected ({s}, {n})",
+                features.shape()
+            ))
+            .into());
         }
         let x = features.as_array();
         let x = x.as_standard_layout();
@@ -311,10 +341,17 @@ impl OnlinePredictorBank {
         let y = y.as_standard_layout();
         let m = mask.as_ref().map(|m| m.as_array());
         let m = m.as_ref().map(|m| m.as_standard_layout());
-        let xs = x.as_slice().ok_or_else(|| PyValueError::new_err("features: not contiguous"))?;
-        let ys = y.as_slice().ok_or_else(|| PyValueError::new_err("observed: not contiguous"))?;
+        let xs = x
+            .as_slice()
+            .ok_or_else(|| PyValueError::new_err("features: not contiguous"))?;
+        let ys = y
+            .as_slice()
+            .ok_or_else(|| PyValueError::new_err("observed: not contiguous"))?;
         let ms = match &m {
-            Some(m) => Some(m.as_slice().ok_or_else(|| PyValueError::new_err("mask: not contiguous"))?),
+            Some(m) => Some(
+                m.as_slice()
+                    .ok_or_else(|| PyValueError::new_err("mask: not contiguous"))?,
+            ),
             None => None,
         };
         let bank = &mut self.inner;
@@ -330,13 +367,20 @@ impl OnlinePredictorBank {
     /// Coefficients, [n_streams x n_features] (a copy).
     #[getter]
     fn coef<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray2<f64>>> {
-        let a = Array2::from_shape_vec((self.inner.n_streams(), self.inner.n_features()), self.inner.coef().to_vec())
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let a = Array2::from_shape_vec(
+            (self.inner.n_streams(), self.inner.n_features()),
+            self.inner.coef().to_vec(),
+        )
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
         Ok(a.into_pyarray(py))
     }
 
     /// Covariance of one stream, [n_features x n_features].
-    fn covariance<'py>(&self, py: Python<'py>, stream: usize) -> PyResult<Bound<'py, PyArray2<f64>>> {
+    fn covariance<'py>(
+        &self,
+        py: Python<'py>,
+        stream: usize,
+    ) -> PyResult<Bound<'py, PyArray2<f64>>> {
         let n = self.inner.n_features();
         let a = Array2::from_shape_vec((n, n), self.inner.covariance(stream)?)
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
@@ -405,8 +449,15 @@ impl OnlinePredictorBank {
         put_config(&d, &s.config)?;
         d.set_item("n_streams", ns)?;
         d.set_item("n_features", n)?;
-        d.set_item("coef", Array2::from_shape_vec((ns, n), s.coef).map_err(err)?.into_pyarray(py))?;
-        let cov: Bound<'py, PyArray3<f64>> = Array3::from_shape_vec((ns, n, n), s.covariance).map_err(err)?.into_pyarray(py);
+        d.set_item(
+            "coef",
+            Array2::from_shape_vec((ns, n), s.coef)
+                .map_err(err)?
+                .into_pyarray(py),
+        )?;
+        let cov: Bound<'py, PyArray3<f64>> = Array3::from_shape_vec((ns, n, n), s.covariance)
+            .map_err(err)?
+            .into_pyarray(py);
         d.set_item("covariance", cov)?;
         d.set_item("updates", s.updates.into_pyarray(py))?;
         Ok(d)
@@ -440,7 +491,9 @@ impl OnlinePredictorBank {
         Ok(OnlinePredictorBank { inner })
     }
 
-    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyDict>,))> {
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyDict>,))> {
         let state = slf.borrow().state(slf.py())?;
         Ok((slf.get_type().getattr("from_state")?, (state,)))
     }

@@ -1,7 +1,9 @@
 //! Bindings of the power model: the batched equations and the fitted model.
 
 use numpy::ndarray::Array2;
-use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
+use numpy::{
+    IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods,
+};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -45,13 +47,21 @@ fn power_grid<'py>(
     }
     for (name, a) in [("freq", &freq), ("volt", &volt)] {
         if a.shape()[1] != nd {
-            return Err(shape_err(format!("{name} has {} columns, expected {nd} domains", a.shape()[1])));
+            return Err(shape_err(format!(
+                "{name} has {} columns, expected {nd} domains",
+                a.shape()[1]
+            )));
         }
     }
     let n_conf = freq.shape()[0];
-    let (u, f, v) = (slice("util", &util)?, slice("freq", &freq)?, slice("volt", &volt)?);
+    let (u, f, v) = (
+        slice("util", &util)?,
+        slice("freq", &freq)?,
+        slice("volt", &volt)?,
+    );
     let out = py.detach(|| power_grid_core(&coef, u, f, v))?;
-    let arr = Array2::from_shape_vec((n_work, n_conf), out).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let arr = Array2::from_shape_vec((n_work, n_conf), out)
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
     Ok(arr.into_pyarray(py))
 }
 
@@ -136,8 +146,16 @@ impl PowerFit {
         let curves: Option<Vec<[f64; 2]>> = item(state, "curves")?;
         let curves = match curves {
             None => None,
-            Some(c) if c.len() == 2 => Some([0, 1].map(|d| VoltageCurve { break_norm: c[d][0], slope: c[d][1] })),
-            Some(c) => return Err(shape_err(format!("curves: expected 2 domains, got {}", c.len()))),
+            Some(c) if c.len() == 2 => Some([0, 1].map(|d| VoltageCurve {
+                break_norm: c[d][0],
+                slope: c[d][1],
+            })),
+            Some(c) => {
+                return Err(shape_err(format!(
+                    "curves: expected 2 domains, got {}",
+                    c.len()
+                )))
+            }
         };
         let configs: Vec<[f64; 2]> = item(state, "configs")?;
         let inner = FittedPower {
@@ -177,12 +195,18 @@ impl PowerFit {
         d.set_item("static_coef", &m.coef.static_coef)?;
         d.set_item("idle_coef", &m.coef.idle_coef)?;
         d.set_item("weights", &m.coef.weights)?;
-        d.set_item("configs", m.configs.iter().map(|&(c, f)| [c, f]).collect::<Vec<_>>())?;
+        d.set_item(
+            "configs",
+            m.configs.iter().map(|&(c, f)| [c, f]).collect::<Vec<_>>(),
+        )?;
         d.set_item("voltages", &m.voltages)?;
         d.set_item("on_bound", &m.on_bound)?;
         d.set_item("levels_mhz", &m.levels_mhz)?;
         d.set_item("level_voltages", &m.level_voltages)?;
-        d.set_item("curves", m.curves.map(|c| c.map(|c| [c.break_norm, c.slope])))?;
+        d.set_item(
+            "curves",
+            m.curves.map(|c| c.map(|c| [c.break_norm, c.slope])),
+        )?;
         d.set_item("folded", m.folded)?;
         d.set_item("iterations", m.iterations)?;
         d.set_item("converged", m.converged)?;
@@ -202,13 +226,18 @@ impl PowerFit {
     ) -> PyResult<Bound<'py, PyArray2<f64>>> {
         let (c, m) = (slice("core_mhz", &core_mhz)?, slice("mem_mhz", &mem_mhz)?);
         if c.len() != m.len() {
-            return Err(shape_err(format!("{} core clocks but {} memory clocks", c.len(), m.len())));
+            return Err(shape_err(format!(
+                "{} core clocks but {} memory clocks",
+                c.len(),
+                m.len()
+            )));
         }
         let mut out = Vec::with_capacity(2 * c.len());
         for (&fc, &fm) in c.iter().zip(m) {
             out.extend(self.inner.voltage_at(fc, fm)?);
         }
-        let arr = Array2::from_shape_vec((c.len(), 2), out).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let arr = Array2::from_shape_vec((c.len(), 2), out)
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
         Ok(arr.into_pyarray(py))
     }
 
@@ -220,7 +249,11 @@ impl PowerFit {
         core_mhz: PyReadonlyArray1<'py, f64>,
         mem_mhz: PyReadonlyArray1<'py, f64>,
     ) -> PyResult<Bound<'py, PyArray1<f64>>> {
-        let (u, c, m) = (slice("util", &util)?, slice("core_mhz", &core_mhz)?, slice("mem_mhz", &mem_mhz)?);
+        let (u, c, m) = (
+            slice("util", &util)?,
+            slice("core_mhz", &core_mhz)?,
+            slice("mem_mhz", &mem_mhz)?,
+        );
         let out = py.detach(|| self.inner.predict(u, c, m))?;
         Ok(out.into_pyarray(py))
     }

@@ -51,6 +51,9 @@ fn time_device_gtx980(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     Ok(d)
 }
 
+/// Predicted times [kernels x configs] and their case labels.
+type TimeAndCases<'py> = (Bound<'py, PyArray2<f64>>, Bound<'py, PyArray2<u8>>);
+
 /// Time (ms) and case label of every kernel [n x N_INPUTS] at every clock pair.
 #[pyfunction]
 #[pyo3(signature = (inputs, core_mhz, mem_mhz, device_params, mode, threads=0))]
@@ -62,18 +65,30 @@ fn time_predict<'py>(
     device_params: &Bound<'py, PyDict>,
     mode: &str,
     threads: usize,
-) -> PyResult<(Bound<'py, PyArray2<f64>>, Bound<'py, PyArray2<u8>>)> {
+) -> PyResult<TimeAndCases<'py>> {
     let mode = match mode {
         "default" => TimeMode::Default,
         "paper" => TimeMode::Paper,
-        other => return Err(PyValueError::new_err(format!("unknown mode {other:?}: expected default or paper"))),
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "unknown mode {other:?}: expected default or paper"
+            )))
+        }
     };
     if inputs.shape()[1] != N_INPUTS {
-        return Err(CoreError::Shape(format!("inputs must have {N_INPUTS} columns, got {}", inputs.shape()[1])).into());
+        return Err(CoreError::Shape(format!(
+            "inputs must have {N_INPUTS} columns, got {}",
+            inputs.shape()[1]
+        ))
+        .into());
     }
     let dev = device(device_params)?;
     let n = inputs.shape()[0];
-    let (x, c, m) = (slice("inputs", &inputs)?, slice("core_mhz", &core_mhz)?, slice("mem_mhz", &mem_mhz)?);
+    let (x, c, m) = (
+        slice("inputs", &inputs)?,
+        slice("core_mhz", &core_mhz)?,
+        slice("mem_mhz", &mem_mhz)?,
+    );
     let p = py.detach(|| predict_rows(x, n, c, m, &dev, mode, threads))?;
     let shape = (p.n_kernels, p.n_configs);
     let err = |e: numpy::ndarray::ShapeError| PyValueError::new_err(e.to_string());
@@ -89,13 +104,20 @@ fn time_fit_dm_lat(
     mem_mhz: PyReadonlyArray1<'_, f64>,
     cycles: PyReadonlyArray1<'_, f64>,
 ) -> PyResult<(f64, f64, f64)> {
-    let f = fit_dm_lat(slice("core_mhz", &core_mhz)?, slice("mem_mhz", &mem_mhz)?, slice("cycles", &cycles)?)?;
+    let f = fit_dm_lat(
+        slice("core_mhz", &core_mhz)?,
+        slice("mem_mhz", &mem_mhz)?,
+        slice("cycles", &cycles)?,
+    )?;
     Ok((f.a, f.b, f.r2))
 }
 
 /// Least squares of the queueing-delay law, memory cycles = a / fm + b: returns (a, b, r2).
 #[pyfunction]
-fn time_fit_dm_del(mem_mhz: PyReadonlyArray1<'_, f64>, cycles: PyReadonlyArray1<'_, f64>) -> PyResult<(f64, f64, f64)> {
+fn time_fit_dm_del(
+    mem_mhz: PyReadonlyArray1<'_, f64>,
+    cycles: PyReadonlyArray1<'_, f64>,
+) -> PyResult<(f64, f64, f64)> {
     let f = fit_dm_del(slice("mem_mhz", &mem_mhz)?, slice("cycles", &cycles)?)?;
     Ok((f.a, f.b, f.r2))
 }

@@ -59,9 +59,11 @@ impl RlsBank {
     pub fn new(streams: usize, n_features: usize, config: RlsConfig) -> CoreResult<Self> {
         let p = Params::new(n_features, &config)?;
         let m = p.packed_len();
-        let total_cov = streams
-            .checked_mul(m)
-            .ok_or_else(|| CoreError::Value(format!("{streams} streams x {n_features} features is too large")))?;
+        let total_cov = streams.checked_mul(m).ok_or_else(|| {
+            CoreError::Value(format!(
+                "{streams} streams x {n_features} features is too large"
+            ))
+        })?;
         let mut cov = vec![0.0; total_cov];
         for s in 0..streams {
             init_packed(n_features, p.delta, &mut cov[s * m..(s + 1) * m]);
@@ -136,12 +138,18 @@ impl RlsBank {
         }
         if let Some(y) = y {
             if y.len() != s {
-                return Err(CoreError::Shape(format!("y has {} values, expected n_streams = {s}", y.len())));
+                return Err(CoreError::Shape(format!(
+                    "y has {} values, expected n_streams = {s}",
+                    y.len()
+                )));
             }
         }
         if let Some(m) = mask {
             if m.len() != s {
-                return Err(CoreError::Shape(format!("mask has {} values, expected n_streams = {s}", m.len())));
+                return Err(CoreError::Shape(format!(
+                    "mask has {} values, expected n_streams = {s}",
+                    m.len()
+                )));
             }
         }
         // Every value is checked (masked streams too) before anything changes, so an error
@@ -163,7 +171,12 @@ impl RlsBank {
 
     /// Updates every stream s with (x[s, :], y[s]) where mask[s] is true (all if None).
     /// Input is validated in full first: a shape error or a non-finite value changes nothing.
-    pub fn update_many(&mut self, x: &[f64], y: &[f64], mask: Option<&[bool]>) -> CoreResult<BankUpdate> {
+    pub fn update_many(
+        &mut self,
+        x: &[f64],
+        y: &[f64],
+        mask: Option<&[bool]>,
+    ) -> CoreResult<BankUpdate> {
         self.check_batch(x, Some(y), mask)?;
         let (n, m, s) = (self.p.n, self.p.packed_len(), self.streams);
         let p = self.p;
@@ -173,7 +186,15 @@ impl RlsBank {
         };
         let threads = wanted.min((s / MIN_STREAMS_PER_THREAD).max(1));
         if threads <= 1 {
-            return Ok(update_range(&p, &mut self.coef, &mut self.cov, &mut self.updates, x, y, mask));
+            return Ok(update_range(
+                &p,
+                &mut self.coef,
+                &mut self.cov,
+                &mut self.updates,
+                x,
+                y,
+                mask,
+            ));
         }
         let chunk = s.div_ceil(threads);
         let mut total = BankUpdate::default();
@@ -233,7 +254,9 @@ impl RlsBank {
     pub fn reset_stream(&mut self, stream: usize) -> CoreResult<()> {
         self.check_stream(stream)?;
         let (n, m) = (self.p.n, self.p.packed_len());
-        self.coef[stream * n..(stream + 1) * n].iter_mut().for_each(|v| *v = 0.0);
+        self.coef[stream * n..(stream + 1) * n]
+            .iter_mut()
+            .for_each(|v| *v = 0.0);
         init_packed(n, self.p.delta, &mut self.cov[stream * m..(stream + 1) * m]);
         self.updates[stream] = 0;
         Ok(())
@@ -243,7 +266,11 @@ impl RlsBank {
         let (n, m) = (self.p.n, self.p.packed_len());
         let mut full = vec![0.0; self.streams * n * n];
         for s in 0..self.streams {
-            unpack(n, &self.cov[s * m..(s + 1) * m], &mut full[s * n * n..(s + 1) * n * n]);
+            unpack(
+                n,
+                &self.cov[s * m..(s + 1) * m],
+                &mut full[s * n * n..(s + 1) * n * n],
+            );
         }
         BankState {
             n_streams: self.streams,
@@ -261,7 +288,10 @@ impl RlsBank {
         let p = Params::new(state.n_features, &state.config)?;
         let (s, n, m) = (state.n_streams, p.n, p.packed_len());
         if state.coef.len() != s * n {
-            return Err(CoreError::Shape(format!("state: coef has {} values, expected {s} x {n}", state.coef.len())));
+            return Err(CoreError::Shape(format!(
+                "state: coef has {} values, expected {s} x {n}",
+                state.coef.len()
+            )));
         }
         if state.covariance.len() != s * n * n {
             return Err(CoreError::Shape(format!(
@@ -270,15 +300,29 @@ impl RlsBank {
             )));
         }
         if state.updates.len() != s {
-            return Err(CoreError::Shape(format!("state: updates has {} values, expected {s}", state.updates.len())));
+            return Err(CoreError::Shape(format!(
+                "state: updates has {} values, expected {s}",
+                state.updates.len()
+            )));
         }
         check_finite(&state.coef, "state.coef")?;
         let mut cov = vec![0.0; s * m];
         for k in 0..s {
-            let packed = pack_checked(&p, &state.covariance[k * n * n..(k + 1) * n * n], &format!("state stream {k}"))?;
+            let packed = pack_checked(
+                &p,
+                &state.covariance[k * n * n..(k + 1) * n * n],
+                &format!("state stream {k}"),
+            )?;
             cov[k * m..(k + 1) * m].copy_from_slice(&packed);
         }
-        Ok(RlsBank { p, streams: s, coef: state.coef.clone(), cov, updates: state.updates.clone(), threads: 0 })
+        Ok(RlsBank {
+            p,
+            streams: s,
+            coef: state.coef.clone(),
+            cov,
+            updates: state.updates.clone(),
+            threads: 0,
+        })
     }
 }
 
@@ -325,7 +369,9 @@ mod tests {
     use super::*;
 
     fn lcg(seed: &mut u64) -> f64 {
-        *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        *seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         ((*seed >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
     }
 
@@ -335,11 +381,15 @@ mod tests {
     fn bank_matches_independent_estimators() {
         for (n, streams, threads) in [(4, 10_000, 2), (3, 7, 1), (10, 9000, 3)] {
             for forgetting in [Forgetting::Exponential, Forgetting::Directional] {
-                let cfg = RlsConfig { forgetting, ..RlsConfig::new(0.9, 50.0) };
+                let cfg = RlsConfig {
+                    forgetting,
+                    ..RlsConfig::new(0.9, 50.0)
+                };
                 let mut bank = RlsBank::new(streams, n, cfg).unwrap();
                 bank.set_threads(threads);
                 let watch = [0, streams / 2, streams - 1];
-                let mut singles: Vec<Rls> = watch.iter().map(|_| Rls::new(n, cfg).unwrap()).collect();
+                let mut singles: Vec<Rls> =
+                    watch.iter().map(|_| Rls::new(n, cfg).unwrap()).collect();
                 let mut seed = 5u64;
                 for step in 0..30 {
                     let mut x: Vec<f64> = (0..streams * n).map(|_| lcg(&mut seed)).collect();
@@ -377,11 +427,26 @@ mod tests {
         let before = bank.state();
         let mut xb = x.clone();
         xb[9] = f64::NAN;
-        assert!(matches!(bank.update_many(&xb, &[1.0; 5], None), Err(CoreError::Value(_))));
-        assert!(matches!(bank.update_many(&x, &[1.0, 1.0, 1.0, 1.0, f64::INFINITY], None), Err(CoreError::Value(_))));
-        assert!(matches!(bank.update_many(&x[..8], &[1.0; 5], None), Err(CoreError::Shape(_))));
-        assert!(matches!(bank.update_many(&x, &[1.0; 4], None), Err(CoreError::Shape(_))));
-        assert!(matches!(bank.update_many(&x, &[1.0; 5], Some(&[true; 3])), Err(CoreError::Shape(_))));
+        assert!(matches!(
+            bank.update_many(&xb, &[1.0; 5], None),
+            Err(CoreError::Value(_))
+        ));
+        assert!(matches!(
+            bank.update_many(&x, &[1.0, 1.0, 1.0, 1.0, f64::INFINITY], None),
+            Err(CoreError::Value(_))
+        ));
+        assert!(matches!(
+            bank.update_many(&x[..8], &[1.0; 5], None),
+            Err(CoreError::Shape(_))
+        ));
+        assert!(matches!(
+            bank.update_many(&x, &[1.0; 4], None),
+            Err(CoreError::Shape(_))
+        ));
+        assert!(matches!(
+            bank.update_many(&x, &[1.0; 5], Some(&[true; 3])),
+            Err(CoreError::Shape(_))
+        ));
         assert!(bank.covariance(5).is_err());
         assert!(bank.reset_stream(5).is_err());
         assert!(bank.predict_many(&xb).is_err());
@@ -397,7 +462,8 @@ mod tests {
     #[test]
     fn state_roundtrip() {
         let mut bank = RlsBank::new(3, 2, RlsConfig::new(0.8, 2.0)).unwrap();
-        bank.update_many(&[1.0, 2.0, 0.0, 1.0, -1.0, 0.5], &[1.0, 2.0, 3.0], None).unwrap();
+        bank.update_many(&[1.0, 2.0, 0.0, 1.0, -1.0, 0.5], &[1.0, 2.0, 3.0], None)
+            .unwrap();
         let s = bank.state();
         let b2 = RlsBank::from_state(&s).unwrap();
         assert_eq!(b2.state(), s);
@@ -406,7 +472,10 @@ mod tests {
         assert!(RlsBank::from_state(&bad).is_err());
         let mut bad = s.clone();
         bad.updates.pop();
-        assert!(matches!(RlsBank::from_state(&bad), Err(CoreError::Shape(_))));
+        assert!(matches!(
+            RlsBank::from_state(&bad),
+            Err(CoreError::Shape(_))
+        ));
         let mut b3 = RlsBank::from_state(&s).unwrap();
         b3.reset_stream(1).unwrap();
         assert_eq!(b3.covariance(1).unwrap(), vec![2.0, 0.0, 0.0, 2.0]);

@@ -97,7 +97,11 @@ impl Default for RlsConfig {
 
 impl RlsConfig {
     pub fn new(lambda: f64, delta: f64) -> Self {
-        RlsConfig { lambda, delta, ..Default::default() }
+        RlsConfig {
+            lambda,
+            delta,
+            ..Default::default()
+        }
     }
 }
 
@@ -121,7 +125,10 @@ impl Params {
             )));
         }
         if !(c.lambda > 0.0 && c.lambda <= 1.0) {
-            return Err(CoreError::Value(format!("lambda must be in (0, 1], got {}", c.lambda)));
+            return Err(CoreError::Value(format!(
+                "lambda must be in (0, 1], got {}",
+                c.lambda
+            )));
         }
         if !(c.delta > 0.0 && c.delta.is_finite()) {
             return Err(CoreError::Value(format!(
@@ -221,7 +228,9 @@ pub(crate) fn pack_checked(p: &Params, full: &[f64], what: &str) -> CoreResult<V
         )));
     }
     if let Some(i) = full.iter().position(|v| !v.is_finite()) {
-        return Err(CoreError::Value(format!("{what}: covariance[{i}] is not finite")));
+        return Err(CoreError::Value(format!(
+            "{what}: covariance[{i}] is not finite"
+        )));
     }
     let scale = full.iter().fold(0.0f64, |m, v| m.max(v.abs()));
     let mut packed = vec![0.0; packed_len(n)];
@@ -249,7 +258,9 @@ pub(crate) fn pack_checked(p: &Params, full: &[f64], what: &str) -> CoreResult<V
         )));
     }
     if !is_positive_definite(n, &packed) {
-        return Err(CoreError::Value(format!("{what}: covariance is not positive definite")));
+        return Err(CoreError::Value(format!(
+            "{what}: covariance is not positive definite"
+        )));
     }
     Ok(packed)
 }
@@ -291,7 +302,10 @@ pub(crate) fn check_finite(x: &[f64], name: &str) -> CoreResult<()> {
     }
     match x.iter().position(|v| !v.is_finite()) {
         None => Ok(()),
-        Some(i) => Err(CoreError::Value(format!("{name}[{i}] is {}, expected a finite number", x[i]))),
+        Some(i) => Err(CoreError::Value(format!(
+            "{name}[{i}] is {}, expected a finite number",
+            x[i]
+        ))),
     }
 }
 
@@ -334,7 +348,13 @@ fn step_core(
     newcov: &mut [f64],
 ) -> Step {
     let m = n * (n + 1) / 2;
-    let (coef, cov, x, ph, newcov) = (&mut coef[..n], &mut cov[..m], &x[..n], &mut ph[..n], &mut newcov[..m]);
+    let (coef, cov, x, ph, newcov) = (
+        &mut coef[..n],
+        &mut cov[..m],
+        &x[..n],
+        &mut ph[..n],
+        &mut newcov[..m],
+    );
     // ph = P x from the upper triangle.
     for v in ph.iter_mut() {
         *v = 0.0;
@@ -400,7 +420,11 @@ fn step_core(
     if !bad.is_finite() || mind.is_nan() || mind <= 0.0 || !trace.is_finite() {
         return Step::Rejected;
     }
-    let scale = if trace > p.trace_max { p.trace_max / trace } else { 1.0 };
+    let scale = if trace > p.trace_max {
+        p.trace_max / trace
+    } else {
+        1.0
+    };
     for i in 0..m {
         cov[i] = newcov[i] * scale;
     }
@@ -411,7 +435,13 @@ fn step_core(
 }
 
 #[inline(always)]
-fn step_fixed<const N: usize>(p: &Params, coef: &mut [f64], cov: &mut [f64], x: &[f64], y: f64) -> Step {
+fn step_fixed<const N: usize>(
+    p: &Params,
+    coef: &mut [f64],
+    cov: &mut [f64],
+    x: &[f64],
+    y: f64,
+) -> Step {
     let mut ph = [0.0f64; MAX_FIXED];
     let mut newcov = [0.0f64; MAX_FIXED_PACKED];
     step_core(p, N, coef, cov, x, y, &mut ph, &mut newcov)
@@ -427,7 +457,14 @@ pub(crate) struct Scratch {
 /// Dispatches to a kernel specialised for n (1..=8) or the general one.
 /// Slices must have lengths n (coef, x) and n(n+1)/2 (cov); callers guarantee it.
 #[inline]
-pub(crate) fn step(p: &Params, coef: &mut [f64], cov: &mut [f64], x: &[f64], y: f64, scratch: &mut Scratch) -> Step {
+pub(crate) fn step(
+    p: &Params,
+    coef: &mut [f64],
+    cov: &mut [f64],
+    x: &[f64],
+    y: f64,
+    scratch: &mut Scratch,
+) -> Step {
     match p.n {
         1 => step_fixed::<1>(p, coef, cov, x, y),
         2 => step_fixed::<2>(p, coef, cov, x, y),
@@ -454,7 +491,14 @@ mod tests {
     fn packed_roundtrip_and_pd() {
         let n = 3;
         let full = [4.0, 1.0, 0.5, 1.0, 3.0, 0.2, 0.5, 0.2, 2.0];
-        let p = Params::new(n, &RlsConfig { trace_max: Some(100.0), ..RlsConfig::new(1.0, 1.0) }).unwrap();
+        let p = Params::new(
+            n,
+            &RlsConfig {
+                trace_max: Some(100.0),
+                ..RlsConfig::new(1.0, 1.0)
+            },
+        )
+        .unwrap();
         let packed = pack_checked(&p, &full, "t").unwrap();
         assert_eq!(packed, vec![4.0, 1.0, 0.5, 3.0, 0.2, 2.0]);
         let mut back = [0.0; 9];
@@ -467,13 +511,36 @@ mod tests {
 
     #[test]
     fn params_validation() {
-        for (l, d) in [(0.0, 1.0), (1.1, 1.0), (f64::NAN, 1.0), (0.9, 0.0), (0.9, f64::INFINITY)] {
+        for (l, d) in [
+            (0.0, 1.0),
+            (1.1, 1.0),
+            (f64::NAN, 1.0),
+            (0.9, 0.0),
+            (0.9, f64::INFINITY),
+        ] {
             assert!(Params::new(2, &RlsConfig::new(l, d)).is_err(), "{l} {d}");
         }
         assert!(Params::new(0, &RlsConfig::default()).is_err());
-        assert!(Params::new(2, &RlsConfig { trace_max: Some(1.0), ..RlsConfig::new(0.9, 10.0) }).is_err());
-        assert!(Params::new(2, &RlsConfig { min_excitation: -1.0, ..Default::default() }).is_err());
-        assert_eq!(Forgetting::parse("directional").unwrap(), Forgetting::Directional);
+        assert!(Params::new(
+            2,
+            &RlsConfig {
+                trace_max: Some(1.0),
+                ..RlsConfig::new(0.9, 10.0)
+            }
+        )
+        .is_err());
+        assert!(Params::new(
+            2,
+            &RlsConfig {
+                min_excitation: -1.0,
+                ..Default::default()
+            }
+        )
+        .is_err());
+        assert_eq!(
+            Forgetting::parse("directional").unwrap(),
+            Forgetting::Directional
+        );
         assert!(Forgetting::parse("exp").is_err());
     }
 
@@ -489,7 +556,9 @@ mod tests {
         let mut p2 = p1.clone();
         let mut sc = Scratch::default();
         for k in 0..200 {
-            let x: Vec<f64> = (0..n).map(|i| ((k * 7 + i * 3) % 11) as f64 - 5.0).collect();
+            let x: Vec<f64> = (0..n)
+                .map(|i| ((k * 7 + i * 3) % 11) as f64 - 5.0)
+                .collect();
             let y = x.iter().enumerate().map(|(i, v)| v * i as f64).sum::<f64>();
             let a = step_fixed::<5>(&p, &mut c1, &mut p1, &x, y);
             let b = {

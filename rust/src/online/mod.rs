@@ -2,8 +2,8 @@
 //! squares, one estimator (`rls`) or many independent streams in flat arrays (`bank`).
 //! Both share one update kernel (`kernel`) so they cannot drift apart.
 
-mod kernel;
 pub mod bank;
+mod kernel;
 pub mod rls;
 
 pub use bank::{BankState, BankUpdate, RlsBank};

@@ -38,7 +38,14 @@ impl Rls {
         let p = Params::new(n_features, &config)?;
         let mut cov = vec![0.0; packed_len(n_features)];
         init_packed(n_features, p.delta, &mut cov);
-        Ok(Rls { p, coef: vec![0.0; n_features], cov, updates: 0, skipped: 0, scratch: Scratch::default() })
+        Ok(Rls {
+            p,
+            coef: vec![0.0; n_features],
+            cov,
+            updates: 0,
+            skipped: 0,
+            scratch: Scratch::default(),
+        })
     }
 
     pub fn n_features(&self) -> usize {
@@ -72,7 +79,11 @@ impl Rls {
 
     fn check_x(&self, x: &[f64]) -> CoreResult<()> {
         if x.len() != self.p.n {
-            return Err(CoreError::Shape(format!("x has {} values, expected {}", x.len(), self.p.n)));
+            return Err(CoreError::Shape(format!(
+                "x has {} values, expected {}",
+                x.len(),
+                self.p.n
+            )));
         }
         check_finite(x, "x")
     }
@@ -89,9 +100,18 @@ impl Rls {
     pub fn update(&mut self, x: &[f64], y: f64) -> CoreResult<bool> {
         self.check_x(x)?;
         if !y.is_finite() {
-            return Err(CoreError::Value(format!("y is {y}, expected a finite number")));
+            return Err(CoreError::Value(format!(
+                "y is {y}, expected a finite number"
+            )));
         }
-        match step(&self.p, &mut self.coef, &mut self.cov, x, y, &mut self.scratch) {
+        match step(
+            &self.p,
+            &mut self.coef,
+            &mut self.cov,
+            x,
+            y,
+            &mut self.scratch,
+        ) {
             Step::Applied => {
                 self.updates += 1;
                 Ok(true)
@@ -189,7 +209,14 @@ mod tests {
         for forgetting in all_forgetting() {
             for lambda in [1.0, 0.99, 0.9] {
                 let n = truth.len();
-                let mut r = Rls::new(n, RlsConfig { forgetting, ..RlsConfig::new(lambda, 1e6) }).unwrap();
+                let mut r = Rls::new(
+                    n,
+                    RlsConfig {
+                        forgetting,
+                        ..RlsConfig::new(lambda, 1e6)
+                    },
+                )
+                .unwrap();
                 let mut rng = Rng::new(7);
                 for _ in 0..500 {
                     let x: Vec<f64> = (0..n).map(|_| rng.unif()).collect();
@@ -225,7 +252,8 @@ mod tests {
         }
         // Solve the 3x3 normal equations by Cramer's rule.
         let det3 = |m: &[f64; 9]| {
-            m[0] * (m[4] * m[8] - m[5] * m[7]) - m[1] * (m[3] * m[8] - m[5] * m[6]) + m[2] * (m[3] * m[7] - m[4] * m[6])
+            m[0] * (m[4] * m[8] - m[5] * m[7]) - m[1] * (m[3] * m[8] - m[5] * m[6])
+                + m[2] * (m[3] * m[7] - m[4] * m[6])
         };
         let d = det3(&xtx);
         for k in 0..3 {
@@ -234,7 +262,11 @@ mod tests {
                 m[i * 3 + k] = xty[i];
             }
             let ols = det3(&m) / d;
-            assert!((r.coef()[k] - ols).abs() < 1e-5, "{k}: {} vs {ols}", r.coef()[k]);
+            assert!(
+                (r.coef()[k] - ols).abs() < 1e-5,
+                "{k}: {} vs {ols}",
+                r.coef()[k]
+            );
         }
     }
 
@@ -257,11 +289,23 @@ mod tests {
         let mut r = Rls::new(3, RlsConfig::default()).unwrap();
         r.update(&[1.0, 2.0, 3.0], 1.0).unwrap();
         let before = r.state();
-        assert!(matches!(r.update(&[1.0, f64::NAN, 0.0], 1.0), Err(CoreError::Value(_))));
-        assert!(matches!(r.update(&[1.0, 0.0, 0.0], f64::INFINITY), Err(CoreError::Value(_))));
-        assert!(matches!(r.update(&[1.0, 0.0], 1.0), Err(CoreError::Shape(_))));
+        assert!(matches!(
+            r.update(&[1.0, f64::NAN, 0.0], 1.0),
+            Err(CoreError::Value(_))
+        ));
+        assert!(matches!(
+            r.update(&[1.0, 0.0, 0.0], f64::INFINITY),
+            Err(CoreError::Value(_))
+        ));
+        assert!(matches!(
+            r.update(&[1.0, 0.0], 1.0),
+            Err(CoreError::Shape(_))
+        ));
         // Finite but overflowing: s = x^T P x = inf.
-        assert!(matches!(r.update(&[1e200, 1e200, 0.0], 1.0), Err(CoreError::Value(_))));
+        assert!(matches!(
+            r.update(&[1e200, 1e200, 0.0], 1.0),
+            Err(CoreError::Value(_))
+        ));
         assert!(r.predict(&[f64::NEG_INFINITY, 0.0, 0.0]).is_err());
         assert_eq!(r.state(), before);
     }
@@ -304,7 +348,10 @@ mod tests {
     /// lambda^-k; here the trace bound must hold it.
     #[test]
     fn exponential_forgetting_with_partial_excitation_is_bounded() {
-        let cfg = RlsConfig { forgetting: Forgetting::Exponential, ..RlsConfig::new(0.9, 1.0) };
+        let cfg = RlsConfig {
+            forgetting: Forgetting::Exponential,
+            ..RlsConfig::new(0.9, 1.0)
+        };
         let mut r = Rls::new(3, cfg).unwrap();
         for k in 0..10_000 {
             // Only the first feature is ever excited.
@@ -319,15 +366,24 @@ mod tests {
     fn check_cov(r: &Rls, step: u64) {
         let n = r.n_features();
         let c = r.covariance();
-        assert!(c.iter().all(|v| v.is_finite()), "non-finite P at step {step}");
+        assert!(
+            c.iter().all(|v| v.is_finite()),
+            "non-finite P at step {step}"
+        );
         for i in 0..n {
             for j in 0..n {
                 assert_eq!(c[i * n + j], c[j * n + i], "asymmetric P at step {step}");
             }
         }
-        assert!(r.covariance_is_positive_definite(), "P not PD at step {step}: {c:?}");
+        assert!(
+            r.covariance_is_positive_definite(),
+            "P not PD at step {step}: {c:?}"
+        );
         let tr: f64 = (0..n).map(|i| c[i * n + i]).sum();
-        assert!(tr <= r.config().trace_max.unwrap() * (1.0 + 1e-12), "trace {tr} at step {step}");
+        assert!(
+            tr <= r.config().trace_max.unwrap() * (1.0 + 1e-12),
+            "trace {tr} at step {step}"
+        );
     }
 
     /// 10 million updates per forgetting mode (the workspace runs tests optimized) with lambda = 0.95, long stretches of
@@ -340,7 +396,14 @@ mod tests {
         let total: u64 = 10_000_000;
         for forgetting in all_forgetting() {
             let n = 4;
-            let mut r = Rls::new(n, RlsConfig { forgetting, ..RlsConfig::new(0.95, 100.0) }).unwrap();
+            let mut r = Rls::new(
+                n,
+                RlsConfig {
+                    forgetting,
+                    ..RlsConfig::new(0.95, 100.0)
+                },
+            )
+            .unwrap();
             let mut rng = Rng::new(42);
             let mut truth = [1.0, -2.0, 0.5, 3.0];
             for k in 0..total {
@@ -370,7 +433,8 @@ mod tests {
             truth = [0.5, 0.5, -0.5, 4.0];
             for _ in 0..2000 {
                 let x = [rng.unif(), rng.unif(), rng.unif(), rng.unif()];
-                r.update(&x, dot(&truth, &x, n) + 1e-3 * rng.unif()).unwrap();
+                r.update(&x, dot(&truth, &x, n) + 1e-3 * rng.unif())
+                    .unwrap();
             }
             for (c, t) in r.coef().iter().zip(truth) {
                 assert!((c - t).abs() < 0.01, "{forgetting:?}: {c} vs {t}");

@@ -18,7 +18,10 @@ pub struct VoltageCurve {
 }
 
 impl VoltageCurve {
-    pub const FLAT: VoltageCurve = VoltageCurve { break_norm: f64::INFINITY, slope: 0.0 };
+    pub const FLAT: VoltageCurve = VoltageCurve {
+        break_norm: f64::INFINITY,
+        slope: 0.0,
+    };
 
     /// Voltage at normalized clock x (reference at x = 1).
     pub fn at(&self, x: f64) -> f64 {
@@ -58,7 +61,13 @@ pub fn fit_curve(objs: &[Quartic], xs: &[f64], v_min: f64, v_max: f64) -> Voltag
         let s = poly.argmin(0.0, s_max, 0.0);
         let cost = poly.eval(s);
         if cost < best.0 {
-            best = (cost, VoltageCurve { break_norm: xb, slope: s });
+            best = (
+                cost,
+                VoltageCurve {
+                    break_norm: xb,
+                    slope: s,
+                },
+            );
         }
     };
     // A break at or below the lowest clock makes the curve linear over the whole range.
@@ -78,7 +87,10 @@ mod tests {
 
     #[test]
     fn recovers_a_noise_free_curve() {
-        let truth = VoltageCurve { break_norm: 0.9, slope: 0.8 };
+        let truth = VoltageCurve {
+            break_norm: 0.9,
+            slope: 0.8,
+        };
         let xs: Vec<f64> = (0..16).map(|i| 0.6 + 0.04 * i as f64).collect();
         // Per-level objective: 10 * (V - V_true)^2, i.e. one well-determined voltage per clock.
         let objs: Vec<Quartic> = xs
@@ -98,13 +110,18 @@ mod tests {
     #[test]
     fn flat_data_gives_flat_curve_and_bounds_hold() {
         let xs = [0.5, 0.75, 1.0, 1.25];
-        let objs: Vec<Quartic> = xs.iter().map(|_| Quartic([0.0, 0.0, 1.0, -2.0, 1.0])).collect();
+        let objs: Vec<Quartic> = xs
+            .iter()
+            .map(|_| Quartic([0.0, 0.0, 1.0, -2.0, 1.0]))
+            .collect();
         let c = fit_curve(&objs, &xs, 0.5, 1.5);
         assert!(xs.iter().all(|&x| (c.at(x) - 1.0).abs() < 1e-12));
         // Wants V = 3 at the top clock: the slope stops at the upper bound.
         let mut objs2 = objs.clone();
         objs2[3] = Quartic([0.0, 0.0, 100.0, -600.0, 900.0]);
         let c = fit_curve(&objs2, &xs, 0.5, 1.5);
-        assert!(xs.iter().all(|&x| c.at(x) <= 1.5 + 1e-12 && c.at(x) >= 0.5 - 1e-12));
+        assert!(xs
+            .iter()
+            .all(|&x| c.at(x) <= 1.5 + 1e-12 && c.at(x) >= 0.5 - 1e-12));
     }
 }

@@ -71,7 +71,11 @@ impl<'a> Problem<'a> {
         let mut y = vec![0.0; dim];
         for r in 0..lay.n_rows {
             let p = data.watts[r];
-            let w = if opts.relative_weighting { 1.0 / (p * p) } else { 1.0 };
+            let w = if opts.relative_weighting {
+                1.0 / (p * p)
+            } else {
+                1.0
+            };
             y[0] = 1.0;
             y[1..=nc].copy_from_slice(&data.util[r * nc..(r + 1) * nc]);
             y[dim - 1] = p;
@@ -91,19 +95,36 @@ impl<'a> Problem<'a> {
             }
         }
         let config_param = std::array::from_fn(|d| {
-            (0..lay.configs.len()).map(|k| lay.param_of_config(variant, d, k)).collect()
+            (0..lay.configs.len())
+                .map(|k| lay.param_of_config(variant, d, k))
+                .collect()
         });
         let chains = std::array::from_fn(|d| lay.chains(variant, d));
-        Problem { lay, data, variant, moments, dim, config_param, chains, opts }
+        Problem {
+            lay,
+            data,
+            variant,
+            moments,
+            dim,
+            config_param,
+            chains,
+            opts,
+        }
     }
 
     fn volt(&self, vp: &[Vec<f64>; N_DOMAINS], k: usize) -> [f64; N_DOMAINS] {
-        [vp[0][self.config_param[0][k]], vp[1][self.config_param[1][k]]]
+        [
+            vp[0][self.config_param[0][k]],
+            vp[1][self.config_param[1][k]],
+        ]
     }
 
     fn xnorm(&self, k: usize) -> [f64; N_DOMAINS] {
         let c = self.lay.configs[k];
-        [self.lay.levels[0][c[0]] / self.lay.ref_mhz[0], self.lay.levels[1][c[1]] / self.lay.ref_mhz[1]]
+        [
+            self.lay.levels[0][c[0]] / self.lay.ref_mhz[0],
+            self.lay.levels[1][c[1]] / self.lay.ref_mhz[1],
+        ]
     }
 
     /// Per configuration, the 4 x 4 Gram matrix B' M_k B of the basis
@@ -135,7 +156,13 @@ impl<'a> Problem<'a> {
 
     /// The residual P - prediction at configuration k in the basis of `basis_grams`,
     /// leaving out the domain `skip` (its part is what the voltage step varies).
-    fn residual_in_basis(&self, coef: &Coef, v: [f64; N_DOMAINS], x: [f64; N_DOMAINS], skip: Option<usize>) -> [f64; 4] {
+    fn residual_in_basis(
+        &self,
+        coef: &Coef,
+        v: [f64; N_DOMAINS],
+        x: [f64; N_DOMAINS],
+        skip: Option<usize>,
+    ) -> [f64; 4] {
         let mut e = [0.0, 0.0, 0.0, 1.0];
         for d in 0..N_DOMAINS {
             if skip == Some(d) {
@@ -150,7 +177,13 @@ impl<'a> Problem<'a> {
 
     /// Coefficients of the model's prediction at configuration k as a linear form in y
     /// (the last entry, for P, is 0).
-    fn prediction_form(&self, coef: &Coef, v: [f64; N_DOMAINS], x: [f64; N_DOMAINS], only: Option<usize>) -> Vec<f64> {
+    fn prediction_form(
+        &self,
+        coef: &Coef,
+        v: [f64; N_DOMAINS],
+        x: [f64; N_DOMAINS],
+        only: Option<usize>,
+    ) -> Vec<f64> {
         let mut beta = vec![0.0; self.dim];
         for d in 0..N_DOMAINS {
             if only.is_some_and(|o| o != d) {
@@ -172,7 +205,12 @@ impl<'a> Problem<'a> {
     /// NNLS for the coefficients with the voltages fixed, over the configurations in `configs`.
     /// `initial`: the paper's step 1, where every voltage is 1 and the two static columns are
     /// identical, so only the core one is kept.
-    fn coefficients(&self, vp: &[Vec<f64>; N_DOMAINS], configs: &[usize], initial: bool) -> CoreResult<Coef> {
+    fn coefficients(
+        &self,
+        vp: &[Vec<f64>; N_DOMAINS],
+        configs: &[usize],
+        initial: bool,
+    ) -> CoreResult<Coef> {
         let nc = self.lay.n_comp;
         let n = WEIGHTS + nc;
         let dim = self.dim;
@@ -187,7 +225,11 @@ impl<'a> Problem<'a> {
             for d in 0..N_DOMAINS {
                 scale[STATIC + d] = v[d];
                 // A single-clock domain's idle term is a constant like its static term.
-                scale[IDLE + d] = if self.lay.folded[d] { 0.0 } else { v[d] * v[d] * x[d] };
+                scale[IDLE + d] = if self.lay.folded[d] {
+                    0.0
+                } else {
+                    v[d] * v[d] * x[d]
+                };
             }
             if initial {
                 scale[STATIC + 1] = 0.0;
@@ -218,7 +260,12 @@ impl<'a> Problem<'a> {
 
     /// Step 2: the voltages minimizing the objective with the coefficients fixed, by
     /// coordinate descent between the domains, each solved exactly under its constraints.
-    fn voltages(&self, coef: &Coef, vp: &mut [Vec<f64>; N_DOMAINS], curves: &mut [VoltageCurve; N_DOMAINS]) {
+    fn voltages(
+        &self,
+        coef: &Coef,
+        vp: &mut [Vec<f64>; N_DOMAINS],
+        curves: &mut [VoltageCurve; N_DOMAINS],
+    ) {
         let (lo, hi) = (self.opts.v_min, self.opts.v_max);
         let grams = self.basis_grams(coef);
         for _ in 0..MAX_VOLTAGE_SWEEPS {
@@ -239,7 +286,9 @@ impl<'a> Problem<'a> {
                     let e = self.residual_in_basis(coef, self.volt(vp, k), x, Some(d));
                     let gamma = e.map(|v| -v);
                     let q4 = |p: &[f64; 4], r: &[f64; 4]| -> f64 {
-                        (0..4).map(|i| p[i] * (0..4).map(|j| g[i][j] * r[j]).sum::<f64>()).sum()
+                        (0..4)
+                            .map(|i| p[i] * (0..4).map(|j| g[i][j] * r[j]).sum::<f64>())
+                            .sum()
                     };
                     let e1 = [1.0, 0.0, 0.0, 0.0];
                     let xd = x[d];
@@ -253,8 +302,10 @@ impl<'a> Problem<'a> {
                 let old = vp[d].clone();
                 match self.variant {
                     Variant::Curve => {
-                        let xs: Vec<f64> =
-                            self.lay.levels[d].iter().map(|f| f / self.lay.ref_mhz[d]).collect();
+                        let xs: Vec<f64> = self.lay.levels[d]
+                            .iter()
+                            .map(|f| f / self.lay.ref_mhz[d])
+                            .collect();
                         curves[d] = fit_curve(&objs, &xs, lo, hi);
                         for (l, x) in xs.iter().enumerate() {
                             vp[d][l] = curves[d].at(*x);
@@ -270,7 +321,12 @@ impl<'a> Problem<'a> {
                                 Some(a) => {
                                     let mut s = isotonic_quartic(&qs[..a], lo, 1.0, &prev[..a]);
                                     s.push(1.0);
-                                    s.extend(isotonic_quartic(&qs[a + 1..], 1.0, hi, &prev[a + 1..]));
+                                    s.extend(isotonic_quartic(
+                                        &qs[a + 1..],
+                                        1.0,
+                                        hi,
+                                        &prev[a + 1..],
+                                    ));
                                     s
                                 }
                                 None => isotonic_quartic(&qs, lo, hi, &prev),
@@ -293,16 +349,26 @@ impl<'a> Problem<'a> {
 
     /// V_new + step * (V_new - V_old), clamped to the bounds; None when that breaks the
     /// monotonicity of a chain (the anchor stays at 1 since it is 1 in both).
-    fn extrapolate(&self, old: &[Vec<f64>; N_DOMAINS], new: &[Vec<f64>; N_DOMAINS], step: f64) -> Option<[Vec<f64>; N_DOMAINS]> {
+    fn extrapolate(
+        &self,
+        old: &[Vec<f64>; N_DOMAINS],
+        new: &[Vec<f64>; N_DOMAINS],
+        step: f64,
+    ) -> Option<[Vec<f64>; N_DOMAINS]> {
         let (lo, hi) = (self.opts.v_min, self.opts.v_max);
         let trial: [Vec<f64>; N_DOMAINS] = std::array::from_fn(|d| {
-            old[d].iter().zip(&new[d]).map(|(o, n)| (n + step * (n - o)).clamp(lo, hi)).collect()
+            old[d]
+                .iter()
+                .zip(&new[d])
+                .map(|(o, n)| (n + step * (n - o)).clamp(lo, hi))
+                .collect()
         });
-        for d in 0..N_DOMAINS {
-            for chain in &self.chains[d] {
-                if chain.params.windows(2).any(|w| trial[d][w[0]] > trial[d][w[1]]) {
-                    return None;
-                }
+        for (chains, v) in self.chains.iter().zip(&trial) {
+            if chains
+                .iter()
+                .any(|chain| chain.params.windows(2).any(|w| v[w[0]] > v[w[1]]))
+            {
+                return None;
             }
         }
         Some(trial)
@@ -314,7 +380,9 @@ impl<'a> Problem<'a> {
         let mut total = 0.0;
         for (k, g) in grams.iter().enumerate() {
             let e = self.residual_in_basis(coef, self.volt(vp, k), self.xnorm(k), None);
-            total += (0..4).map(|i| e[i] * (0..4).map(|j| g[i][j] * e[j]).sum::<f64>()).sum::<f64>();
+            total += (0..4)
+                .map(|i| e[i] * (0..4).map(|j| g[i][j] * e[j]).sum::<f64>())
+                .sum::<f64>();
         }
         total.max(0.0)
     }
@@ -328,7 +396,9 @@ impl<'a> Problem<'a> {
         (0..self.lay.n_rows)
             .map(|r| {
                 let f = &forms[self.lay.row_config[r]];
-                f[0] + (0..nc).map(|c| f[1 + c] * self.data.util[r * nc + c]).sum::<f64>()
+                f[0] + (0..nc)
+                    .map(|c| f[1 + c] * self.data.util[r * nc + c])
+                    .sum::<f64>()
             })
             .collect()
     }
@@ -341,7 +411,8 @@ pub fn fit(data: &PowerData, opts: &FitOptions) -> CoreResult<FittedPower> {
     let lay = Layout::new(data)?;
     let variant = opts.variant;
     let n = lay.n_rows;
-    let mut vp: [Vec<f64>; N_DOMAINS] = std::array::from_fn(|d| vec![1.0; lay.n_params(variant, d)]);
+    let mut vp: [Vec<f64>; N_DOMAINS] =
+        std::array::from_fn(|d| vec![1.0; lay.n_params(variant, d)]);
     let mut curves = [VoltageCurve::FLAT; N_DOMAINS];
     let prob = Problem::new(lay, data, opts);
 
@@ -392,15 +463,20 @@ pub fn fit(data: &PowerData, opts: &FitOptions) -> CoreResult<FittedPower> {
     let lay = &prob.lay;
     let pred = prob.predict_rows(&coef, &vp);
     let sse = (0..n).map(|r| (data.watts[r] - pred[r]).powi(2)).sum();
-    let train_mape =
-        100.0 * (0..n).map(|r| ((pred[r] - data.watts[r]) / data.watts[r]).abs()).sum::<f64>() / n as f64;
+    let train_mape = 100.0
+        * (0..n)
+            .map(|r| ((pred[r] - data.watts[r]) / data.watts[r]).abs())
+            .sum::<f64>()
+        / n as f64;
     let mut voltages = Vec::with_capacity(2 * lay.configs.len());
     let mut on_bound = Vec::with_capacity(2 * lay.configs.len());
     for k in 0..lay.configs.len() {
         for d in 0..N_DOMAINS {
             let v = vp[d][lay.param_of_config(variant, d, k)];
             voltages.push(v);
-            on_bound.push(!lay.folded[d] && ((v - opts.v_min).abs() < 1e-9 || (v - opts.v_max).abs() < 1e-9));
+            on_bound.push(
+                !lay.folded[d] && ((v - opts.v_min).abs() < 1e-9 || (v - opts.v_max).abs() < 1e-9),
+            );
         }
     }
     let mut notes = Vec::new();
@@ -416,7 +492,9 @@ pub fn fit(data: &PowerData, opts: &FitOptions) -> CoreResult<FittedPower> {
         }
     }
     if !converged {
-        notes.push(format!("not converged after {iterations} iterations (max_iter)"));
+        notes.push(format!(
+            "not converged after {iterations} iterations (max_iter)"
+        ));
     }
     let n_bound = on_bound.iter().filter(|b| **b).count();
     if n_bound > 0 {
@@ -435,12 +513,28 @@ pub fn fit(data: &PowerData, opts: &FitOptions) -> CoreResult<FittedPower> {
             idle_coef: coef.x[IDLE..IDLE + 2].to_vec(),
             weights: coef.x[WEIGHTS..].to_vec(),
         },
-        configs: lay.configs.iter().map(|c| (lay.levels[0][c[0]], lay.levels[1][c[1]])).collect(),
+        configs: lay
+            .configs
+            .iter()
+            .map(|c| (lay.levels[0][c[0]], lay.levels[1][c[1]]))
+            .collect(),
         voltages,
         on_bound,
-        levels_mhz: if per_level { lay.levels.clone() } else { [vec![], vec![]] },
-        level_voltages: if per_level { vp.clone() } else { [vec![], vec![]] },
-        curves: if variant == Variant::Curve { Some(curves) } else { None },
+        levels_mhz: if per_level {
+            lay.levels.clone()
+        } else {
+            [vec![], vec![]]
+        },
+        level_voltages: if per_level {
+            vp.clone()
+        } else {
+            [vec![], vec![]]
+        },
+        curves: if variant == Variant::Curve {
+            Some(curves)
+        } else {
+            None
+        },
         folded: lay.folded,
         iterations,
         converged,
@@ -457,7 +551,9 @@ mod tests {
     use crate::error::CoreError;
 
     fn lcg(state: &mut u64) -> f64 {
-        *state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        *state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         ((*state >> 11) as f64) / ((1u64 << 53) as f64)
     }
 
@@ -473,7 +569,13 @@ mod tests {
     }
 
     fn v_mem(fm: f64) -> f64 {
-        if fm < 1000.0 { 0.9 } else if fm < 3200.0 { 0.98 } else { 1.0 }
+        if fm < 1000.0 {
+            0.9
+        } else if fm < 3200.0 {
+            0.98
+        } else {
+            1.0
+        }
     }
 
     struct Synthetic {
@@ -486,7 +588,12 @@ mod tests {
     /// `bench` random benchmarks at every configuration, multiplicative noise `noise`.
     fn synthetic(bench: usize, noise: f64, mem_levels: &[f64], seed: u64) -> Synthetic {
         let mut s = seed;
-        let mut d = Synthetic { watts: vec![], core: vec![], mem: vec![], util: vec![] };
+        let mut d = Synthetic {
+            watts: vec![],
+            core: vec![],
+            mem: vec![],
+            util: vec![],
+        };
         for _ in 0..bench {
             let u: Vec<f64> = (0..4).map(|_| lcg(&mut s)).collect();
             for &fm in mem_levels {
@@ -495,7 +602,8 @@ mod tests {
                     let (xc, xm) = (fc / REF.0, fm / REF.1);
                     let act_c = TRUTH[2] + TRUTH[4] * u[0] + TRUTH[5] * u[1] + TRUTH[6] * u[2];
                     let act_m = TRUTH[3] + TRUTH[7] * u[3];
-                    let p = TRUTH[0] * vc + vc * vc * xc * act_c + TRUTH[1] * vm + vm * vm * xm * act_m;
+                    let p =
+                        TRUTH[0] * vc + vc * vc * xc * act_c + TRUTH[1] * vm + vm * vm * xm * act_m;
                     d.watts.push(p * (1.0 + noise * (2.0 * lcg(&mut s) - 1.0)));
                     d.core.push(fc);
                     d.mem.push(fm);
@@ -520,7 +628,12 @@ mod tests {
     }
 
     fn exact_opts(variant: Variant) -> FitOptions {
-        FitOptions { variant, relative_weighting: false, ridge: 0.0, ..FitOptions::default() }
+        FitOptions {
+            variant,
+            relative_weighting: false,
+            ridge: 0.0,
+            ..FitOptions::default()
+        }
     }
 
     /// Voltages within `v_tol`; component weights and the utilization-independent power of
@@ -538,12 +651,30 @@ mod tests {
             let constant = |s: [f64; 2], i: [f64; 2], vc: f64, vm: f64| {
                 s[0] * vc + s[1] * vm + vc * vc * xc * i[0] + vm * vm * xm * i[1]
             };
-            let got = constant([m.coef.static_coef[0], m.coef.static_coef[1]], [m.coef.idle_coef[0], m.coef.idle_coef[1]], vc, vm);
-            let want = constant([TRUTH[0], TRUTH[1]], [TRUTH[2], TRUTH[3]], v_core(fc), v_mem(fm));
-            assert!((got - want).abs() <= coef_tol * want, "constant power at ({fc},{fm}): {got} vs {want}");
+            let got = constant(
+                [m.coef.static_coef[0], m.coef.static_coef[1]],
+                [m.coef.idle_coef[0], m.coef.idle_coef[1]],
+                vc,
+                vm,
+            );
+            let want = constant(
+                [TRUTH[0], TRUTH[1]],
+                [TRUTH[2], TRUTH[3]],
+                v_core(fc),
+                v_mem(fm),
+            );
+            assert!(
+                (got - want).abs() <= coef_tol * want,
+                "constant power at ({fc},{fm}): {got} vs {want}"
+            );
         }
         for (g, t) in m.coef.weights.iter().zip(&TRUTH[4..]) {
-            assert!((g - t).abs() <= coef_tol * t, "weights {:?} vs {:?}", m.coef.weights, &TRUTH[4..]);
+            assert!(
+                (g - t).abs() <= coef_tol * t,
+                "weights {:?} vs {:?}",
+                m.coef.weights,
+                &TRUTH[4..]
+            );
         }
     }
 
@@ -551,10 +682,16 @@ mod tests {
         for (i, a) in m.configs.iter().enumerate() {
             for (j, b) in m.configs.iter().enumerate() {
                 if a.1 == b.1 && a.0 < b.0 {
-                    assert!(m.voltages[2 * i] <= m.voltages[2 * j] + 1e-12, "core voltage not monotone");
+                    assert!(
+                        m.voltages[2 * i] <= m.voltages[2 * j] + 1e-12,
+                        "core voltage not monotone"
+                    );
                 }
                 if a.0 == b.0 && a.1 < b.1 {
-                    assert!(m.voltages[2 * i + 1] <= m.voltages[2 * j + 1] + 1e-12, "mem voltage not monotone");
+                    assert!(
+                        m.voltages[2 * i + 1] <= m.voltages[2 * j + 1] + 1e-12,
+                        "mem voltage not monotone"
+                    );
                 }
             }
         }
@@ -604,7 +741,10 @@ mod tests {
         let p = m.predict(&s.util, &s.core, &s.mem).unwrap();
         let sse: f64 = p.iter().zip(&s.watts).map(|(a, b)| (a - b) * (a - b)).sum();
         assert!((sse - m.sse).abs() <= 1e-9 * m.sse.max(1.0));
-        assert!(m.voltage_at(650.0, REF.1).is_err(), "unmeasured clock must be an error per config");
+        assert!(
+            m.voltage_at(650.0, REF.1).is_err(),
+            "unmeasured clock must be an error per config"
+        );
         let c = fit(&data(&s), &exact_opts(Variant::Curve)).unwrap();
         let v = c.voltage_at(650.0, REF.1).unwrap(); // the curve interpolates
         assert!(v[0] > 0.5 && v[0] <= 1.0);
@@ -615,7 +755,11 @@ mod tests {
         let s = synthetic(40, 0.002, &[3500.0], 4);
         for variant in [Variant::PerConfig, Variant::PerDomain, Variant::Curve] {
             let m = fit(&data(&s), &exact_opts(variant)).unwrap();
-            assert!(m.converged && m.iterations < 300, "{variant:?}: {} iterations", m.iterations);
+            assert!(
+                m.converged && m.iterations < 300,
+                "{variant:?}: {} iterations",
+                m.iterations
+            );
             assert_eq!(m.folded, [false, true]);
             assert_eq!(m.coef.idle_coef[1], 0.0);
             assert!(m.voltages.chunks(2).all(|v| v[1] == 1.0));
@@ -629,7 +773,10 @@ mod tests {
         let mut s = synthetic(30, 0.0, &MEM, 5);
         // Drop every 7th row: benchmarks then miss some configurations.
         let keep: Vec<usize> = (0..s.watts.len()).filter(|r| r % 7 != 3).collect();
-        s.util = keep.iter().flat_map(|&r| s.util[4 * r..4 * r + 4].to_vec()).collect();
+        s.util = keep
+            .iter()
+            .flat_map(|&r| s.util[4 * r..4 * r + 4].to_vec())
+            .collect();
         s.watts = keep.iter().map(|&r| s.watts[r]).collect();
         s.core = keep.iter().map(|&r| s.core[r]).collect();
         s.mem = keep.iter().map(|&r| s.mem[r]).collect();
@@ -649,46 +796,112 @@ mod tests {
         let s = synthetic(5, 0.0, &MEM, 6);
         let opts = FitOptions::default();
         // single configuration
-        let r = (0..s.watts.len()).find(|&r| (s.core[r], s.mem[r]) == REF).unwrap();
-        let one = PowerData { watts: &s.watts[r..r + 1], core_mhz: &s.core[r..r + 1], mem_mhz: &s.mem[r..r + 1], util: &s.util[4 * r..4 * r + 4], ..data(&s) };
+        let r = (0..s.watts.len())
+            .find(|&r| (s.core[r], s.mem[r]) == REF)
+            .unwrap();
+        let one = PowerData {
+            watts: &s.watts[r..r + 1],
+            core_mhz: &s.core[r..r + 1],
+            mem_mhz: &s.mem[r..r + 1],
+            util: &s.util[4 * r..4 * r + 4],
+            ..data(&s)
+        };
         assert!(value_err(fit(&one, &opts)).contains("single frequency configuration"));
         // a component zero in every row
         let mut u = s.util.clone();
         for r in 0..s.watts.len() {
             u[4 * r + 1] = 0.0;
         }
-        assert!(value_err(fit(&PowerData { util: &u, ..data(&s) }, &opts)).contains("component 1"));
+        assert!(value_err(fit(
+            &PowerData {
+                util: &u,
+                ..data(&s)
+            },
+            &opts
+        ))
+        .contains("component 1"));
         // NaN / infinity
         let mut w = s.watts.clone();
         w[3] = f64::NAN;
-        assert!(value_err(fit(&PowerData { watts: &w, ..data(&s) }, &opts)).contains("watts[3]"));
+        assert!(value_err(fit(
+            &PowerData {
+                watts: &w,
+                ..data(&s)
+            },
+            &opts
+        ))
+        .contains("watts[3]"));
         let mut u = s.util.clone();
         u[9] = f64::INFINITY;
-        assert!(value_err(fit(&PowerData { util: &u, ..data(&s) }, &opts)).contains("row 2, column 1"));
+        assert!(value_err(fit(
+            &PowerData {
+                util: &u,
+                ..data(&s)
+            },
+            &opts
+        ))
+        .contains("row 2, column 1"));
         // garbage counters
         let mut u = s.util.clone();
         u[0] = -2.6e8;
-        assert!(value_err(fit(&PowerData { util: &u, ..data(&s) }, &opts)).contains("negative"));
+        assert!(value_err(fit(
+            &PowerData {
+                util: &u,
+                ..data(&s)
+            },
+            &opts
+        ))
+        .contains("negative"));
         // tiny negative noise is accepted
         let mut u = s.util.clone();
         u[0] = -1.4e-11;
-        assert!(fit(&PowerData { util: &u, ..data(&s) }, &opts).is_ok());
+        assert!(fit(
+            &PowerData {
+                util: &u,
+                ..data(&s)
+            },
+            &opts
+        )
+        .is_ok());
         // reference configuration absent
-        assert!(value_err(fit(&PowerData { ref_core_mhz: 950.0, ..data(&s) }, &opts)).contains("reference"));
+        assert!(value_err(fit(
+            &PowerData {
+                ref_core_mhz: 950.0,
+                ..data(&s)
+            },
+            &opts
+        ))
+        .contains("reference"));
         // shapes
-        let short = PowerData { core_mhz: &s.core[1..], ..data(&s) };
+        let short = PowerData {
+            core_mhz: &s.core[1..],
+            ..data(&s)
+        };
         assert!(matches!(fit(&short, &opts), Err(CoreError::Shape(_))));
-        let sizes = PowerData { domain_sizes: &[4], ..data(&s) };
+        let sizes = PowerData {
+            domain_sizes: &[4],
+            ..data(&s)
+        };
         assert!(matches!(fit(&sizes, &opts), Err(CoreError::Shape(_))));
         // options
-        let bad = FitOptions { v_min: 1.2, ..FitOptions::default() };
+        let bad = FitOptions {
+            v_min: 1.2,
+            ..FitOptions::default()
+        };
         assert!(value_err(fit(&data(&s), &bad)).contains("bounds"));
     }
 
     #[test]
     fn not_converged_is_flagged() {
         let s = synthetic(20, 0.01, &MEM, 7);
-        let m = fit(&data(&s), &FitOptions { max_iter: 2, ..exact_opts(Variant::PerConfig) }).unwrap();
+        let m = fit(
+            &data(&s),
+            &FitOptions {
+                max_iter: 2,
+                ..exact_opts(Variant::PerConfig)
+            },
+        )
+        .unwrap();
         assert!(!m.converged && m.iterations == 2);
         assert!(m.notes.iter().any(|n| n.contains("not converged")));
     }

@@ -49,7 +49,10 @@ fn check_finite(name: &str, xs: &[f64], width: usize) -> CoreResult<()> {
             i % width,
             xs[i]
         ))),
-        Some(i) => Err(CoreError::Value(format!("{name}[{i}] = {} is not finite", xs[i]))),
+        Some(i) => Err(CoreError::Value(format!(
+            "{name}[{i}] = {} is not finite",
+            xs[i]
+        ))),
     }
 }
 
@@ -96,11 +99,17 @@ impl Layout {
         check_finite("mem_mhz", data.mem_mhz, 1)?;
         check_finite("util", data.util, n_comp)?;
         if let Some(i) = data.watts.iter().position(|p| *p <= 0.0) {
-            return Err(CoreError::Value(format!("watts[{i}] = {} must be > 0", data.watts[i])));
+            return Err(CoreError::Value(format!(
+                "watts[{i}] = {} must be > 0",
+                data.watts[i]
+            )));
         }
         for (name, xs) in [("core_mhz", data.core_mhz), ("mem_mhz", data.mem_mhz)] {
             if let Some(i) = xs.iter().position(|f| *f <= 0.0) {
-                return Err(CoreError::Value(format!("{name}[{i}] = {} must be > 0", xs[i])));
+                return Err(CoreError::Value(format!(
+                    "{name}[{i}] = {} must be > 0",
+                    xs[i]
+                )));
             }
         }
         if let Some(i) = data.util.iter().position(|u| *u < MIN_UTIL) {
@@ -177,10 +186,13 @@ impl Layout {
                 refs[0], refs[1]
             )));
         }
-        let row_config = row_level.iter().map(|l| config_id[l[1] * n_lev[0] + l[0]]).collect();
+        let row_config = row_level
+            .iter()
+            .map(|l| config_id[l[1] * n_lev[0] + l[0]])
+            .collect();
         let mut comp_domain = Vec::with_capacity(n_comp);
         for (d, &size) in data.domain_sizes.iter().enumerate() {
-            comp_domain.extend(std::iter::repeat(d).take(size));
+            comp_domain.extend(std::iter::repeat_n(d, size));
         }
         Ok(Layout {
             n_rows: n,
@@ -221,8 +233,9 @@ impl Layout {
                 let o = 1 - d;
                 (0..self.levels[o].len())
                     .map(|lo| {
-                        let mut ks: Vec<usize> =
-                            (0..self.configs.len()).filter(|&k| self.configs[k][o] == lo).collect();
+                        let mut ks: Vec<usize> = (0..self.configs.len())
+                            .filter(|&k| self.configs[k][o] == lo)
+                            .collect();
                         ks.sort_by_key(|&k| self.configs[k][d]);
                         let anchor = ks.iter().position(|&k| k == self.ref_config);
                         Chain { params: ks, anchor }

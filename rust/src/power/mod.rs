@@ -68,13 +68,26 @@ impl Default for FitOptions {
 impl FitOptions {
     /// The paper's / gpmTOOL's formulation: per-configuration voltages, squared watts.
     pub fn paper() -> Self {
-        FitOptions { variant: Variant::PerConfig, relative_weighting: false, ridge: 0.0, ..Self::default() }
+        FitOptions {
+            variant: Variant::PerConfig,
+            relative_weighting: false,
+            ridge: 0.0,
+            ..Self::default()
+        }
     }
 
     pub(crate) fn validate(&self) -> CoreResult<()> {
-        let finite = [self.tol_voltage, self.tol_objective, self.v_min, self.v_max, self.ridge];
+        let finite = [
+            self.tol_voltage,
+            self.tol_objective,
+            self.v_min,
+            self.v_max,
+            self.ridge,
+        ];
         if finite.iter().any(|v| !v.is_finite()) {
-            return Err(CoreError::Value(format!("fit options must be finite: {self:?}")));
+            return Err(CoreError::Value(format!(
+                "fit options must be finite: {self:?}"
+            )));
         }
         if !(self.v_min > 0.0 && self.v_min < 1.0 && self.v_max > 1.0) {
             return Err(CoreError::Value(format!(
@@ -82,7 +95,11 @@ impl FitOptions {
                 self.v_min, self.v_max
             )));
         }
-        if self.max_iter == 0 || self.tol_voltage < 0.0 || self.tol_objective < 0.0 || self.ridge < 0.0 {
+        if self.max_iter == 0
+            || self.tol_voltage < 0.0
+            || self.tol_objective < 0.0
+            || self.ridge < 0.0
+        {
             return Err(CoreError::Value(
                 "max_iter must be >= 1 and tolerances and ridge >= 0".into(),
             ));
@@ -147,10 +164,16 @@ impl FittedPower {
         self.coef.validate()?;
         let bad = |m: String| Err(CoreError::Value(m));
         if self.coef.n_domains() != 2 {
-            return bad(format!("the power model has 2 domains, not {}", self.coef.n_domains()));
+            return bad(format!(
+                "the power model has 2 domains, not {}",
+                self.coef.n_domains()
+            ));
         }
         if self.ref_mhz.iter().any(|f| !f.is_finite() || *f <= 0.0) {
-            return bad(format!("reference clocks must be finite and > 0, got {:?}", self.ref_mhz));
+            return bad(format!(
+                "reference clocks must be finite and > 0, got {:?}",
+                self.ref_mhz
+            ));
         }
         let k = self.configs.len();
         if k == 0 || self.voltages.len() != 2 * k || self.on_bound.len() != 2 * k {
@@ -171,12 +194,17 @@ impl FittedPower {
                 for d in 0..2 {
                     let (l, v) = (&self.levels_mhz[d], &self.level_voltages[d]);
                     if l.is_empty() || l.len() != v.len() || !positive(l) || !positive(v) {
-                        return bad(format!("per-domain model: bad clock levels or voltages of domain {d}"));
+                        return bad(format!(
+                            "per-domain model: bad clock levels or voltages of domain {d}"
+                        ));
                     }
                 }
             }
             Variant::Curve => match &self.curves {
-                Some(c) if c.iter().all(|c| !c.break_norm.is_nan() && c.slope.is_finite() && c.slope >= 0.0) => {}
+                Some(c)
+                    if c.iter().all(|c| {
+                        !c.break_norm.is_nan() && c.slope.is_finite() && c.slope >= 0.0
+                    }) => {}
                 _ => return bad("curve model: missing or invalid voltage curves".into()),
             },
         }
@@ -189,7 +217,9 @@ impl FittedPower {
     pub fn voltage_at(&self, core_mhz: f64, mem_mhz: f64) -> CoreResult<[f64; 2]> {
         let clocks = [core_mhz, mem_mhz];
         if clocks.iter().any(|f| !f.is_finite() || *f <= 0.0) {
-            return Err(CoreError::Value(format!("clocks must be finite and > 0: {clocks:?}")));
+            return Err(CoreError::Value(format!(
+                "clocks must be finite and > 0: {clocks:?}"
+            )));
         }
         for d in 0..2 {
             if self.folded[d] && clocks[d] != self.ref_mhz[d] {
@@ -203,12 +233,16 @@ impl FittedPower {
         }
         match self.variant {
             Variant::PerConfig => {
-                let k = self.configs.iter().position(|c| *c == (core_mhz, mem_mhz)).ok_or_else(|| {
-                    CoreError::Value(format!(
-                        "({core_mhz}, {mem_mhz}) MHz was not a training configuration; \
+                let k = self
+                    .configs
+                    .iter()
+                    .position(|c| *c == (core_mhz, mem_mhz))
+                    .ok_or_else(|| {
+                        CoreError::Value(format!(
+                            "({core_mhz}, {mem_mhz}) MHz was not a training configuration; \
                          per-configuration voltages exist only there"
-                    ))
-                })?;
+                        ))
+                    })?;
                 Ok([self.voltages[2 * k], self.voltages[2 * k + 1]])
             }
             Variant::PerDomain => {
@@ -229,7 +263,10 @@ impl FittedPower {
                 let c = self.curves.as_ref().ok_or_else(|| {
                     CoreError::Value("a curve-variant model without its voltage curves".into())
                 })?;
-                Ok([c[0].at(core_mhz / self.ref_mhz[0]), c[1].at(mem_mhz / self.ref_mhz[1])])
+                Ok([
+                    c[0].at(core_mhz / self.ref_mhz[0]),
+                    c[1].at(mem_mhz / self.ref_mhz[1]),
+                ])
             }
         }
     }

@@ -18,7 +18,11 @@ pub struct NormalEq {
 
 impl NormalEq {
     pub fn zeros(n: usize) -> Self {
-        NormalEq { n, gram: vec![0.0; n * n], rhs: vec![0.0; n] }
+        NormalEq {
+            n,
+            gram: vec![0.0; n * n],
+            rhs: vec![0.0; n],
+        }
     }
 
     /// Adds one row `a` with target `b` and weight `w` (upper triangle only; see `symmetrize`).
@@ -111,7 +115,11 @@ pub fn nnls(eq: &NormalEq) -> CoreResult<Vec<f64>> {
     let scale: Vec<f64> = (0..n)
         .map(|j| {
             let d = eq.gram[j * n + j];
-            if d > 0.0 { 1.0 / d.sqrt() } else { 0.0 }
+            if d > 0.0 {
+                1.0 / d.sqrt()
+            } else {
+                0.0
+            }
         })
         .collect();
     let mut gram = vec![0.0; n * n];
@@ -131,7 +139,9 @@ pub fn nnls(eq: &NormalEq) -> CoreResult<Vec<f64>> {
         excluded[j] = *s == 0.0;
     }
     let gradient = |x: &[f64]| -> Vec<f64> {
-        (0..n).map(|i| rhs[i] - (0..n).map(|j| gram[i * n + j] * x[j]).sum::<f64>()).collect()
+        (0..n)
+            .map(|i| rhs[i] - (0..n).map(|j| gram[i * n + j] * x[j]).sum::<f64>())
+            .collect()
     };
     // Each outer step adds a column; 3n is Lawson-Hanson's customary safety cap.
     for _ in 0..3 * n + 3 {
@@ -173,9 +183,9 @@ pub fn nnls(eq: &NormalEq) -> CoreResult<Vec<f64>> {
                 x[p] += alpha * (z[k] - x[p]);
             }
             passive.retain(|&p| x[p] > 1e-14);
-            for p in 0..n {
+            for (p, xp) in x.iter_mut().enumerate() {
                 if !passive.contains(&p) {
-                    x[p] = 0.0;
+                    *xp = 0.0;
                 }
             }
             if passive.is_empty() {
@@ -201,7 +211,9 @@ mod tests {
 
     /// Deterministic pseudo-random numbers in [0,1) (tests need no external crate).
     fn lcg(state: &mut u64) -> f64 {
-        *state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        *state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         ((*state >> 11) as f64) / ((1u64 << 53) as f64)
     }
 
@@ -209,8 +221,13 @@ mod tests {
     fn recovers_positive_solution_exactly() {
         let mut s = 7u64;
         let truth = [2.0, 0.5, 3.0, 1.25];
-        let a: Vec<Vec<f64>> = (0..50).map(|_| (0..4).map(|_| lcg(&mut s)).collect()).collect();
-        let b: Vec<f64> = a.iter().map(|r| r.iter().zip(&truth).map(|(x, y)| x * y).sum()).collect();
+        let a: Vec<Vec<f64>> = (0..50)
+            .map(|_| (0..4).map(|_| lcg(&mut s)).collect())
+            .collect();
+        let b: Vec<f64> = a
+            .iter()
+            .map(|r| r.iter().zip(&truth).map(|(x, y)| x * y).sum())
+            .collect();
         let x = nnls(&normal_eq(&a, &b)).unwrap();
         for (xi, ti) in x.iter().zip(&truth) {
             assert!((xi - ti).abs() < 1e-9, "{x:?}");
@@ -221,8 +238,13 @@ mod tests {
     fn clamps_negative_coefficient_and_satisfies_kkt() {
         let mut s = 11u64;
         let truth = [2.0, -1.0, 3.0];
-        let a: Vec<Vec<f64>> = (0..60).map(|_| (0..3).map(|_| lcg(&mut s)).collect()).collect();
-        let b: Vec<f64> = a.iter().map(|r| r.iter().zip(&truth).map(|(x, y)| x * y).sum()).collect();
+        let a: Vec<Vec<f64>> = (0..60)
+            .map(|_| (0..3).map(|_| lcg(&mut s)).collect())
+            .collect();
+        let b: Vec<f64> = a
+            .iter()
+            .map(|r| r.iter().zip(&truth).map(|(x, y)| x * y).sum())
+            .collect();
         let eq = normal_eq(&a, &b);
         let x = nnls(&eq).unwrap();
         assert!(x.iter().all(|v| *v >= 0.0));
@@ -259,7 +281,11 @@ mod tests {
         let mut eq = NormalEq::zeros(2);
         eq.gram[0] = f64::NAN;
         assert!(matches!(nnls(&eq), Err(CoreError::Value(_))));
-        let bad = NormalEq { n: 2, gram: vec![0.0; 3], rhs: vec![0.0; 2] };
+        let bad = NormalEq {
+            n: 2,
+            gram: vec![0.0; 3],
+            rhs: vec![0.0; 2],
+        };
         assert!(matches!(nnls(&bad), Err(CoreError::Shape(_))));
     }
 }

@@ -39,8 +39,13 @@ impl Quartic {
         // Expand each power (1 + g s)^k with binomial coefficients.
         let q = &self.0; // q[0] is the V^4 coefficient
         let by_power = [q[4], q[3], q[2], q[1], q[0]]; // index = power of V
-        let binom = [[1.0, 0.0, 0.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0, 0.0], [1.0, 2.0, 1.0, 0.0, 0.0],
-            [1.0, 3.0, 3.0, 1.0, 0.0], [1.0, 4.0, 6.0, 4.0, 1.0]];
+        let binom = [
+            [1.0, 0.0, 0.0, 0.0, 0.0],
+            [1.0, 1.0, 0.0, 0.0, 0.0],
+            [1.0, 2.0, 1.0, 0.0, 0.0],
+            [1.0, 3.0, 3.0, 1.0, 0.0],
+            [1.0, 4.0, 6.0, 4.0, 1.0],
+        ];
         let mut out = [0.0; 5]; // index = power of s
         for k in 0..5 {
             let mut gp = 1.0;
@@ -118,11 +123,19 @@ impl Quartic {
             if f == 0.0 {
                 return Some(x);
             }
-            if f < 0.0 { lo = x } else { hi = x }
+            if f < 0.0 {
+                lo = x
+            } else {
+                hi = x
+            }
             let d = self.second_derivative(x);
             let newton = x - f / d;
             let inside = (newton - lo) * (newton - hi) < 0.0;
-            let next = if d != 0.0 && inside { newton } else { 0.5 * (lo + hi) };
+            let next = if d != 0.0 && inside {
+                newton
+            } else {
+                0.5 * (lo + hi)
+            };
             if (next - x).abs() <= 4.0 * f64::EPSILON * x.abs().max(1.0) {
                 return Some(next);
             }
@@ -191,7 +204,9 @@ mod tests {
     use super::*;
 
     fn lcg(state: &mut u64) -> f64 {
-        *state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        *state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         ((*state >> 11) as f64) / ((1u64 << 53) as f64)
     }
 
@@ -211,13 +226,21 @@ mod tests {
             let mut q = Quartic::default();
             for _ in 0..(1 + (lcg(&mut s) * 5.0) as usize) {
                 // Rows like the model's: a >= 0, any b >= 0, c of either sign.
-                q.add_residual(lcg(&mut s) * 3.0, lcg(&mut s), (lcg(&mut s) - 0.6) * 4.0, 1.0);
+                q.add_residual(
+                    lcg(&mut s) * 3.0,
+                    lcg(&mut s),
+                    (lcg(&mut s) - 0.6) * 4.0,
+                    1.0,
+                );
             }
             let (lo, hi) = (0.5, 1.5);
             let v = q.argmin(lo, hi, 1.0);
             let (bv, bx) = brute_min(&q, lo, hi);
             assert!(v >= lo && v <= hi);
-            assert!(q.eval(v) <= bv + 1e-9 * bv.abs().max(1.0), "argmin {v} vs brute {bx}");
+            assert!(
+                q.eval(v) <= bv + 1e-9 * bv.abs().max(1.0),
+                "argmin {v} vs brute {bx}"
+            );
         }
     }
 

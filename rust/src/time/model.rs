@@ -199,7 +199,11 @@ pub fn predict(
             case,
         });
     }
-    let threads = if threads == 0 { crate::parallel::threads_for(nk * nc) } else { threads };
+    let threads = if threads == 0 {
+        crate::parallel::threads_for(nk * nc)
+    } else {
+        threads
+    };
     let per = nk.div_ceil(threads.min(nk));
     std::thread::scope(|s| {
         for ((ks, ts), cs) in kernels
@@ -343,7 +347,14 @@ fn default_row(k: &KernelInputs, dev: &TimeDevice, clk: &[Clock], t: &mut [f64],
     }
 }
 
-fn default_row_with<O: Overlap>(k: &KernelInputs, dev: &TimeDevice, clk: &[Clock], t: &mut [f64], c: &mut [u8], o: O) {
+fn default_row_with<O: Overlap>(
+    k: &KernelInputs,
+    dev: &TimeDevice,
+    clk: &[Clock],
+    t: &mut [f64],
+    c: &mut [u8],
+    o: O,
+) {
     let hr = k.l2_hit_rate;
     let miss = 1.0 - hr;
     let aw_ng = k.active_warps * k.gld_trans;
@@ -356,7 +367,11 @@ fn default_row_with<O: Overlap>(k: &KernelInputs, dev: &TimeDevice, clk: &[Clock
     let rounds = k.warps_total / (k.active_warps * dev.sm_count);
     let l2_lat = hr * dev.l2_lat;
     let l2_del = hr * dev.l2_del;
-    let sm_case = if shm > comp { TimeCase::SharedIntensive } else { TimeCase::Compute } as u8;
+    let sm_case = if shm > comp {
+        TimeCase::SharedIntensive
+    } else {
+        TimeCase::Compute
+    } as u8;
     for ((cl, tj), cj) in clk.iter().zip(t.iter_mut()).zip(c.iter_mut()) {
         let lat = l2_lat + miss * cl.dm_lat;
         let dl = l2_del + miss * cl.dm_del;
@@ -365,8 +380,16 @@ fn default_row_with<O: Overlap>(k: &KernelInputs, dev: &TimeDevice, clk: &[Clock
         let soft = soft_max3(mem, cs, chain, o);
         *tj = (soft + lat) * rounds * cl.inv_fc_khz;
         // Selects, not branches: the label follows the largest term.
-        let mem_or_sm = if mem >= cs { TimeCase::Memory as u8 } else { sm_case };
-        *cj = if chain >= mem.max(cs) { TimeCase::FewWarps as u8 } else { mem_or_sm };
+        let mem_or_sm = if mem >= cs {
+            TimeCase::Memory as u8
+        } else {
+            sm_case
+        };
+        *cj = if chain >= mem.max(cs) {
+            TimeCase::FewWarps as u8
+        } else {
+            mem_or_sm
+        };
     }
 }
 
@@ -592,7 +615,10 @@ mod tests {
                 let s = 1.0 + 2.0 * i as f64 / 1000.0;
                 let want = s.powf(1.0 / N as f64);
                 let got = IntExponent::<N>.root(s);
-                assert!((got - want).abs() <= 4.0 * f64::EPSILON * want, "n {N} s {s}: {got} vs {want}");
+                assert!(
+                    (got - want).abs() <= 4.0 * f64::EPSILON * want,
+                    "n {N} s {s}: {got} vs {want}"
+                );
             }
         }
         check::<1>();
