@@ -559,3 +559,20 @@ def test_launcher_argv_for_callables_and_unlaunchable_workloads():
     assert target_argv(Workload("w", fn=print, spec="mymod:run"))[-2:] == ["--callable", "mymod:run"]
     with pytest.raises(ValueError, match="importable"):
         target_argv(Workload("w", fn=print))
+
+
+def test_sm_count_comes_from_the_cuda_device_nvml_names(monkeypatch):
+    """A stand-in cupy: the SM count is read from the CUDA device at NVML's PCI address."""
+    seen = []
+
+    class Device:
+        attributes = {"MultiProcessorCount": 80}
+
+        @classmethod
+        def from_pci_bus_id(cls, bus_id):
+            seen.append(bus_id)
+            return cls()
+
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=types.SimpleNamespace(Device=Device)))
+    assert NvmlDevice(pynvml=FakeNvml(pci=(1, 0x65, 0))).sm_count() == 80
+    assert seen == ["0001:65:00.0"]

@@ -113,9 +113,9 @@ def run_demo(device: Device, *, workdir: str | Path | None = None, power_variant
         power_model = PowerModel(power_variant).fit(to_power_dataset(power_csv))
     run_sweep(device, suite_workloads("time"), time_csv, resume=time_csv.exists(), min_seconds=min_seconds,
               progress=_stage(progress, "time suite"))
-    base = TimeDevice.gtx980()
-    if sim:
-        base = replace(base, sm_count=sim.gpu.time_device.sm_count)  # a device query, not a benchmark
+    # Latencies and delays come from the suite; the SM count from the device; the issue
+    # rate and overlap exponent stay at the GTX 980 preset's (no benchmark measures them).
+    base = replace(TimeDevice.gtx980(), sm_count=float(device.sm_count()))
     time_device, time_fit = to_time_device(time_csv, base)
     files += [power_csv, time_csv]
 

@@ -76,6 +76,9 @@ class Device(Protocol):
     def default_clocks(self) -> tuple[float, float]:
         """The (core, memory) configuration the GPU runs at by default: the reference."""
 
+    def sm_count(self) -> int:
+        """Number of streaming multiprocessors (a device query, not a measurement)."""
+
     def lock_clocks(self, core_mhz: float, mem_mhz: float) -> None:
         """Pin both clocks; raises `ClockPermissionError` when not allowed."""
 

@@ -660,16 +660,30 @@ class NvmlDevice:
         from .counters import power_utilizations, required_metrics, run_ncu, time_model_inputs
         from .launch import target_argv
 
-        pci = self._nv.nvmlDeviceGetPciInfo(self._handle)
-        bus_id = f"{pci.domain:04x}:{pci.bus:02x}:{pci.device:02x}.0"
         metrics = required_metrics("power", "ncu") + required_metrics("time", "ncu")
-        report = run_ncu(metrics, target_argv(workload, bus_id), launch_count=1)
+        report = run_ncu(metrics, target_argv(workload, self._pci_bus_id()), launch_count=1)
         if not report.kernels:
             raise ValueError(f"ncu recorded no kernel launch of {workload.name!r}")
         kernel = report.kernels[0]
         util = power_utilizations(kernel)
         time_inputs = time_model_inputs(kernel, missing="none")
         return {k: float(v) for k, v in {**util, **time_inputs}.items() if v is not None}
+
+    def _pci_bus_id(self) -> str:
+        """The GPU's PCI address: CUDA and NVML may number GPUs differently
+        (CUDA_DEVICE_ORDER); the address names the same GPU in both."""
+        pci = self._nv.nvmlDeviceGetPciInfo(self._handle)
+        return f"{pci.domain:04x}:{pci.bus:02x}:{pci.device:02x}.0"
+
+    def sm_count(self) -> int:
+        """Streaming multiprocessors, from CUDA (NVML does not report them)."""
+        try:
+            import cupy
+        except ImportError as exc:
+            raise ImportError("the SM count comes from CUDA: pip install cupy-cuda12x "
+                              "(or gpudvfs[measure])") from exc
+        device = cupy.cuda.Device.from_pci_bus_id(self._pci_bus_id())
+        return int(device.attributes["MultiProcessorCount"])
 
     def _default_launcher(self, workload: Workload) -> LaunchFn:
         if workload.fn is not None:
@@ -685,11 +699,7 @@ class NvmlDevice:
             raise ImportError("kernel workloads need CuPy: pip install cupy-cuda12x "
                               "(or gpudvfs[measure])") from exc
         kernels = importlib.import_module("gpudvfs.measure.kernels")
-        # CUDA and NVML may number GPUs differently (CUDA_DEVICE_ORDER); the PCI address
-        # names the same GPU in both.
-        pci = self._nv.nvmlDeviceGetPciInfo(self._handle)
-        cuda_device = cupy.cuda.Device.from_pci_bus_id(
-            f"{pci.domain:04x}:{pci.bus:02x}:{pci.device:02x}.0")
+        cuda_device = cupy.cuda.Device.from_pci_bus_id(self._pci_bus_id())
         with cuda_device:  # kernels.load compiles and allocates on the current device
             run = kernels.load(workload.kernel, dict(workload.params))
 

@@ -201,6 +201,9 @@ class SimulatedDevice:
     def default_clocks(self) -> tuple[float, float]:
         return self.gpu.default_mhz
 
+    def sm_count(self) -> int:
+        return int(self.gpu.time_device.sm_count)
+
     def lock_clocks(self, core_mhz: float, mem_mhz: float) -> None:
         if not self.permission:
             raise ClockPermissionError(
