@@ -34,6 +34,7 @@ from pathlib import Path
 import pytest
 
 from gpudvfs.measure import kernels as K
+from gpudvfs.measure.kernels import nvrtc as nvrtc_module
 
 REPO = Path(__file__).resolve().parents[1]
 ARCHS = ("sm_70", "sm_80", "sm_90")
@@ -238,7 +239,7 @@ def test_instruction_classes():
 @pytest.fixture(scope="session")
 def toolchain():
     try:
-        K._nvrtc()
+        nvrtc_module._nvrtc()
         K.compile_source("chase.cu", "sm_80", ["global_chase<8>"])
     except K.ToolchainMissing as e:
         pytest.skip(f"NVRTC unavailable: {e}")
