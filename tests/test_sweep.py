@@ -130,14 +130,15 @@ def test_cli_sweep_unsupported_clock(tmp_path):
 
 def test_power_suite_sweep_then_fit_recovers_the_simulator(tmp_path):
     """`gpudvfs sweep --device sim --suite power`, then `gpudvfs power fit --variant
-    per-domain` (the simulator's voltages are per domain): true voltages within 2%, the
-    component weights and idle terms within 5%. The two static coefficients are separable
-    only through the memory voltage's small variation, so the test holds their sum at each
-    configuration (the static power) to 1% instead."""
+    per-domain` (the simulator's voltages are per domain): true voltages within 2%, every
+    coefficient within 5%. The two static terms are told apart only by the memory voltage's
+    few-percent variation, so the sensor noise must average out below it: 10 s per point
+    (virtual time on the simulator) does; with 1 s the memory static term is off by up to 10%
+    over seeds, while voltages, weights and predictions are not affected."""
     out, gpm, model = tmp_path / "power.csv", tmp_path / "power.gpm.csv", tmp_path / "m.json"
     runner = CliRunner()
     r = runner.invoke(cli, ["sweep", "--suite", "power", "--device", "sim", "--seed", "5", "-o", str(out),
-                            "--gpmtool", str(gpm)])
+                            "--min-seconds", "10", "--gpmtool", str(gpm)])
     assert r.exit_code == 0, r.output
     r = runner.invoke(cli, ["power", "fit", str(gpm), "--variant", "per-domain", "-o", str(model)])
     assert r.exit_code == 0, r.output
@@ -148,8 +149,7 @@ def test_power_suite_sweep_then_fit_recovers_the_simulator(tmp_path):
     np.testing.assert_allclose(m.voltage(cfg[:, 0], cfg[:, 1]), true_v, rtol=0.02)
     np.testing.assert_allclose(list(m.weights_.values()), gpu.weights_w, rtol=0.05)
     np.testing.assert_allclose(m.idle_w_, gpu.idle_w, rtol=0.05)
-    np.testing.assert_allclose(true_v @ np.asarray(gpu.static_w), m.voltage(cfg[:, 0], cfg[:, 1]) @ m.static_w_,
-                               rtol=0.01)
+    np.testing.assert_allclose(m.static_w_, gpu.static_w, rtol=0.05)
 
 
 def test_time_suite_sweep_fits_the_device():
