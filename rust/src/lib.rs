@@ -10,3 +10,6 @@ pub mod time;
 
 #[cfg(feature = "python")]
 mod bindings;
+
+#[cfg(test)]
+mod test_util;

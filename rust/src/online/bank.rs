@@ -368,11 +368,9 @@ mod tests {
     use super::super::{Forgetting, Rls};
     use super::*;
 
+    /// A uniform draw in [-1, 1).
     fn lcg(seed: &mut u64) -> f64 {
-        *seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((*seed >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
+        crate::test_util::uniform(seed) * 2.0 - 1.0
     }
 
     /// Each stream of a bank evolves exactly like a standalone `Rls` fed the same data,

@@ -550,12 +550,7 @@ mod tests {
     use super::*;
     use crate::error::CoreError;
 
-    fn lcg(state: &mut u64) -> f64 {
-        *state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((*state >> 11) as f64) / ((1u64 << 53) as f64)
-    }
+    use crate::test_util::uniform as lcg;
 
     const CORE: [f64; 6] = [600.0, 700.0, 800.0, 900.0, 1000.0, 1100.0];
     const MEM: [f64; 3] = [800.0, 3000.0, 3500.0];

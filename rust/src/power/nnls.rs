@@ -210,12 +210,7 @@ mod tests {
     }
 
     /// Deterministic pseudo-random numbers in [0,1) (tests need no external crate).
-    fn lcg(state: &mut u64) -> f64 {
-        *state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((*state >> 11) as f64) / ((1u64 << 53) as f64)
-    }
+    use crate::test_util::uniform as lcg;
 
     #[test]
     fn recovers_positive_solution_exactly() {

@@ -203,12 +203,7 @@ pub fn isotonic_quartic(objs: &[Quartic], lo: f64, hi: f64, previous: &[f64]) ->
 mod tests {
     use super::*;
 
-    fn lcg(state: &mut u64) -> f64 {
-        *state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((*state >> 11) as f64) / ((1u64 << 53) as f64)
-    }
+    use crate::test_util::uniform as lcg;
 
     fn brute_min(q: &Quartic, lo: f64, hi: f64) -> (f64, f64) {
         let n = 200_000;

@@ -144,6 +144,18 @@ class Text:
         want = " or ".join(",".join(f'"{f}"' for f in s) for s in starts)
         raise self.error(f"no {tool} CSV header found: expected a line starting with {want}{hint}")
 
+    def data_rows(self, header: int, messages: list[tuple[int, str]]):
+        """(line index, fields) of every data line after the header; the tool's ``==...``
+        messages interleaved with them go to ``messages`` (1-based line, text)."""
+        for i in range(header + 1, len(self.lines)):
+            line = self.lines[i]
+            if not line.strip():
+                continue
+            if line.startswith("=="):
+                messages.append((i + 1, line))
+                continue
+            yield i, self.fields(i)
+
     def split_preamble(self, header: int) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
         """Tool messages and application output before the header line."""
         messages, other = [], []

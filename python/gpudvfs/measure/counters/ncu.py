@@ -66,14 +66,7 @@ def _parse(src: Text) -> CounterReport:
     messages, other = src.split_preamble(h)
     long = all(c in header for c in LONG_COLUMNS)
     rows = []
-    for i in range(h + 1, len(src.lines)):
-        line = src.lines[i]
-        if not line.strip():
-            continue
-        if line.startswith("=="):
-            messages.append((i + 1, line))
-            continue
-        fields = src.fields(i)
+    for i, fields in src.data_rows(h, messages):
         # Ragged rows: trailing fields may be missing, or present and empty.
         if len(fields) > len(header):
             extra = next((k for k in range(len(header), len(fields)) if fields[k].strip()), None)

@@ -42,14 +42,7 @@ def parse_nvprof_csv(text: str, source: str = "<nvprof output>") -> CounterRepor
 
 def _rows(src: Text, h: int, width: int, messages: list) -> list[tuple[int, list[str]]]:
     rows = []
-    for i in range(h + 1, len(src.lines)):
-        line = src.lines[i]
-        if not line.strip():
-            continue
-        if line.startswith("=="):
-            messages.append((i + 1, line))
-            continue
-        f = src.fields(i)
+    for i, f in src.data_rows(h, messages):
         if len(f) != width:
             raise src.error(f"expected {width} fields, found {len(f)}", i + 1, min(len(f), width) + 1)
         rows.append((i + 1, f))
