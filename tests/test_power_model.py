@@ -203,17 +203,20 @@ def test_titanx_unseen_applications(data):
     the authors' tool (9.0% and 8.6%); the default variant is at most 8.0%."""
     train = gpudvfs.read_power_dataset(data / "gpupowermodel/titanx_micro.csv")
     dev = gpudvfs.read_power_dataset(data / "gpupowermodel/titanx_real_dev.csv")
-    got = {v: fit_quietly(train, v).evaluate(dev) for v in ("per-config", "per-domain")}
+    got = {v: fit_quietly(train, v).evaluate(dev) for v in ("per-config", "per-domain", "curve")}
     assert 8.7 <= got["per-config"]["mape"] <= 9.3
     assert 8.3 <= got["per-domain"]["mape"] <= 8.9
+    assert got["curve"]["mape"] == pytest.approx(8.09, abs=0.01)
     with pytest.warns(gpudvfs.GpudvfsWarning, match="on a bound"):
         default = gpudvfs.PowerModel().fit(gpudvfs.read_power_dataset(data / "gpupowermodel/titanx_micro.csv"))
     r = default.evaluate(dev)
     assert r["mape"] <= 8.0 and r["n"] == 1088 and len(r["per_config"]) == 64
+    assert r["mape"] == pytest.approx(7.94, abs=0.01)
     assert default.converged_
 
 
 @pytest.mark.parametrize("name,train,cv", [
+    ("titanx_micro", 2.970, 3.192),
     ("titanxp_micro", 3.571, 3.755),
     ("gtx980_micro", 3.143, 3.299),
     ("titanx_hpca18_micro", 3.965, 4.294),
