@@ -72,3 +72,17 @@ def test_select_eval_beats_the_baselines(data):
     assert d["regret_mean"] == pytest.approx(0.0406, abs=0.0005)
     assert d["regret_mean"] < min(v["mean"] for v in b.values())
     assert d["deadline"]["mean"] < b["best_single_pair"]["mean"] and len(d["per_app"]) == 15
+
+
+def test_demo_on_nvml_without_a_driver_says_so():
+    """This machine has no NVIDIA driver: `--device nvml` must stop with one clear line."""
+    pynvml = pytest.importorskip("pynvml")
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        pass
+    else:
+        pytest.skip("an NVIDIA driver is present; this test checks the no-driver message")
+    r = CliRunner().invoke(cli, ["demo", "--device", "nvml"])
+    assert r.exit_code == 2
+    assert "NVML could not be initialised" in r.output and "Traceback" not in r.output

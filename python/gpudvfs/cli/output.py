@@ -11,7 +11,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from ..errors import InputError
+from ..errors import GpudvfsError
+from ..measure.device import ClockPermissionError
 
 console = Console()
 
@@ -31,9 +32,10 @@ def table(title: str, columns: list[str], rows: list[list]) -> Table:
 
 @contextlib.contextmanager
 def user_errors():
-    """Report input errors as `gpudvfs: error: ...` and exit 2, without a traceback."""
+    """Report input errors, and the device's (no driver, no permission), as
+    `gpudvfs: error: ...` and exit 2, without a traceback."""
     try:
         yield
-    except InputError as e:
+    except (GpudvfsError, ClockPermissionError) as e:
         click.echo(f"gpudvfs: error: {e}", err=True)
         sys.exit(2)
