@@ -153,3 +153,22 @@ def test_cli_time_eval_and_predict(data):
     assert r.exit_code == 2 and "no row at the reference 650/700" in r.output
     r = runner.invoke(cli, ["time", "eval", str(data / "nsfcac/v100_spec_dev.csv")])
     assert r.exit_code == 2 and "nvprof" in r.output
+
+
+def test_profile_from_nsight_compute_names_equals_nvprof():
+    """The same kernel's counters under Nsight Compute names (SM >= 7.0) give the same
+    profile as under the nvprof names the model was built on (mapping: measure.counters)."""
+    nvprof = {"warps": 4096, "achieved_occupancy": 0.75, "dram_read_transactions": 2.0e5,
+              "dram_write_transactions": 1.0e5, "l2_read_transactions": 4.0e5, "l2_write_transactions": 1.2e5,
+              "shared_load_transactions": 3.0e4, "shared_store_transactions": 1.0e4, "inst_issued": 2.5e6}
+    ncu = {"smsp__warps_launched.sum": 4096, "sm__warps_active.avg.pct_of_peak_sustained_active": 75.0,
+           "dram__sectors_read.sum": 2.0e5, "dram__sectors_write.sum": 1.0e5,
+           "lts__t_sectors_op_read.sum": 4.0e5, "lts__t_sectors_op_write.sum": 1.2e5,
+           "lts__t_sectors_op_atom.sum": 0.0, "lts__t_sectors_op_red.sum": 0.0,
+           "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum": 3.0e4,
+           "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum": 1.0e4,
+           "smsp__inst_issued.sum": 2.5e6}
+    a = KernelProfile.from_counters("k", nvprof)
+    b = KernelProfile.from_counters("k", ncu, tool="ncu")
+    for key in INPUT_KEYS:
+        assert getattr(b, key) == pytest.approx(getattr(a, key), rel=1e-12), key

@@ -174,7 +174,10 @@ class KernelProfile:
         if tool != "nvprof":
             from .measure.counters import time_model_inputs
 
-            counters = time_model_inputs(dict(counters), scheme=tool)
+            # Inputs the model does not use (flop counts) may be absent; the ones it needs
+            # are checked below under their nvprof names.
+            mapped = time_model_inputs(dict(counters), scheme=tool, missing="none")
+            counters = {k: v for k, v in mapped.items() if v is not None}
         dev = device or TimeDevice.gtx980()
         warps = _counter(counters, "warps", name)
         if warps <= 0:
