@@ -13,7 +13,7 @@ core_mhz, mem_mhz: 1-D arrays of length N (the configurations).
 import numpy as np
 
 INPUT_KEYS = ("warps_total", "active_warps", "warps_per_block", "gld_trans", "trans_per_req",
-              "l2_hit_rate", "comp_inst", "shared_trans")
+              "l2_hit_rate", "comp_inst", "shared_trans", "dp_inst")
 
 # Case labels (same numbering as the Rust `TimeCase` enum, u8).
 COMPUTE, MEMORY, FEW_WARPS_SHORT, FEW_WARPS_LONG, SHARED_INFREQUENT, SHARED_INTENSIVE = 0, 1, 2, 3, 4, 5
@@ -38,10 +38,12 @@ def predict_reference(inputs_arrays, device_dict, core_mhz, mem_mhz, mode="defau
         lat = hr * dev["l2_lat"] + (1.0 - hr) * dm_lat       # Eq. 5a with fc/fm applied once
         dl = hr * dev["l2_del"] + (1.0 - hr) * dm_del        # Eq. 5b
         mem = aw * ng * dl                                   # SM's share of the memory queue
-        comp = aw * ni * dev["inst_cycle"]                   # issue time of all active warps
+        # one warp's issue time, FP64 instructions at the FP64 rate
+        issue = ni * dev["inst_cycle"] + g["dp_inst"] * max(dev["dp_inst_cycle"] - dev["inst_cycle"], 0.0)
+        comp = aw * issue                                    # issue time of all active warps
         shm = aw * ns * dev["sh_del"]                        # shared-memory bank time
         nreq = ng / g["trans_per_req"]
-        chain = nreq * lat + ns / g["trans_per_req"] * dev["sh_lat"] + ni * dev["inst_cycle"]
+        chain = nreq * lat + ns / g["trans_per_req"] * dev["sh_lat"] + issue
         p = dev["overlap_p"]
         # Scale before the power so large p cannot overflow.
         top = np.maximum(np.maximum(mem, comp + shm), chain)

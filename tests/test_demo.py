@@ -59,7 +59,7 @@ def test_demo_table(tmp_path):
 
 def test_select_eval_beats_the_baselines(data):
     """GTX 980, 15 applications x 36 pairs, profiled at 700/700, power model fitted on the
-    other applications: the minimum-energy policy's mean regret is 4.06%, below the highest
+    other applications: the minimum-energy policy's mean regret is 3.81%, below the highest
     clocks (12.6%), the reference pair (24.2%) and the best single pair in hindsight (5.3%)."""
     r = CliRunner().invoke(cli, ["select", "eval", str(data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv"),
                                  "--reference", "700,700", "--json"])
@@ -69,7 +69,7 @@ def test_select_eval_beats_the_baselines(data):
     assert b["highest_clocks"]["mean"] == pytest.approx(0.126, abs=0.001)
     assert b["reference"]["mean"] == pytest.approx(0.242, abs=0.001)
     assert b["best_single_pair"]["mean"] == pytest.approx(0.053, abs=0.001)
-    assert d["regret_mean"] == pytest.approx(0.0406, abs=0.0005)
+    assert d["regret_mean"] == pytest.approx(0.0381, abs=0.0005)
     assert d["regret_mean"] < min(v["mean"] for v in b.values())
     assert d["deadline"]["mean"] < b["best_single_pair"]["mean"] and len(d["per_app"]) == 15
 

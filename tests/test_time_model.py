@@ -34,7 +34,8 @@ def profiles(draw):
         warps_per_block=draw(st.sampled_from([1.0, 2.0, 4.0, 8.0, 16.0, 32.0])),
         gld_trans=draw(st.one_of(st.just(0.0), st.floats(0.01, 500))), trans_per_req=4.0,
         l2_hit_rate=draw(st.floats(0, 1)), comp_inst=draw(st.floats(1, 5000)),
-        shared_trans=draw(st.one_of(st.just(0.0), st.floats(0.01, 500))))
+        shared_trans=draw(st.one_of(st.just(0.0), st.floats(0.01, 500))),
+        dp_inst=draw(st.one_of(st.just(0.0), st.floats(0.01, 200))))
 
 
 clocks = st.lists(st.floats(300, 1500), min_size=1, max_size=8)
@@ -127,11 +128,13 @@ def test_gtx980_accuracy_from_the_reference_counters(data):
 
 def test_unseen_kernels_of_the_time_power_file(data):
     """The other GTX 980 file's 15 kernels (no inst_issued: inst_executed stands in) were
-    not looked at when the model was built: calibrated MAPE 3.25% over 36 pairs."""
+    not looked at when the model was built: calibrated MAPE 3.16% over 36 pairs (3.25%
+    before FP64 instructions were charged at the FP64 rate, which only this file's
+    counters show)."""
     grid = gpudvfs.read(data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv")
     r = evaluate(grid, TimeModel("gtx980"), (700.0, 700.0), calibrate=True, baselines=True)
-    assert r["mape"] == pytest.approx(3.25, abs=0.01)
-    assert evaluate(grid, TimeModel("gtx980"), (700.0, 700.0))["mape"] == pytest.approx(8.65, abs=0.01)
+    assert r["mape"] == pytest.approx(3.16, abs=0.01)
+    assert evaluate(grid, TimeModel("gtx980"), (700.0, 700.0))["mape"] == pytest.approx(8.36, abs=0.01)
     assert r["mape"] < r["baselines"]["two_term"]["mape"] < r["baselines"]["unchanged"]["mape"]
 
 

@@ -18,6 +18,7 @@ Counters -> inputs (nvprof names; per warp = kernel total / ``warps``):
 | l2_hit_rate | 1 - DRAM / L2 transactions, kept in [0, 1] (DRAM can exceed L2 traffic with partial writes) |
 | comp_inst | ``inst_issued`` / warps (``inst_executed`` where the profile has no issue count) |
 | shared_trans | (``shared_load_transactions`` + ``shared_store_transactions``) / warps |
+| dp_inst | ``inst_fp_64`` / 32 / warps (FP64 warp instructions; 0 where the profile lacks it) |
 | warps_per_block | the launch's block size / 32 where known, else 8 (assumed; used by the paper mode only) |
 | trans_per_req | 4 (coalesced 32-bit accesses; assumed) |
 
@@ -39,7 +40,7 @@ from .errors import InputError
 from .jsonfile import read_versioned, write_json_atomic
 
 INPUT_KEYS = ("warps_total", "active_warps", "warps_per_block", "gld_trans", "trans_per_req",
-              "l2_hit_rate", "comp_inst", "shared_trans")
+              "l2_hit_rate", "comp_inst", "shared_trans", "dp_inst")
 CASES = ("compute", "memory", "few-warps", "few-warps-long-compute", "shared-infrequent", "shared-intensive")
 MODES = ("default", "paper")
 DEVICE_VERSION = 1
@@ -64,6 +65,7 @@ class TimeDevice:
     sh_del: float
     inst_cycle: float
     overlap_p: float
+    dp_inst_cycle: float
     name: str = "custom"
 
     def __post_init__(self) -> None:
@@ -161,6 +163,7 @@ class KernelProfile:
     l2_hit_rate: float
     comp_inst: float
     shared_trans: float
+    dp_inst: float = 0.0
     reference_mhz: tuple[float, float] | None = None
     reference_time_ms: float | None = None
 
@@ -200,6 +203,7 @@ class KernelProfile:
             l2_hit_rate=min(1.0, max(0.0, 1.0 - dram / l2)) if l2 > 0 else 0.0,
             comp_inst=_counter(counters, inst_key, name) / warps,
             shared_trans=shared / warps,
+            dp_inst=_counter(counters, "inst_fp_64", name) / 32 / warps if "inst_fp_64" in counters else 0.0,
             reference_mhz=reference_mhz,
             reference_time_ms=reference_time_ms,
         )

@@ -54,7 +54,8 @@ class SimulatedGpu:
     # The time model's parameters of this GPU (what the latency suite measures).
     time_device: TimeDevice = field(default_factory=lambda: TimeDevice(
         sm_count=24, max_warps_per_sm=64, dm_lat_a=210.0, dm_lat_b=290.0, dm_del_a=700.0, dm_del_b=8.5,
-        l2_lat=210.0, l2_del=1.0, sh_lat=30.0, sh_del=1.0, inst_cycle=0.25, overlap_p=6.0, name="sim"))
+        l2_lat=210.0, l2_del=1.0, sh_lat=30.0, sh_del=1.0, inst_cycle=0.25, overlap_p=6.0, dp_inst_cycle=8.0,
+        name="sim"))
     launch_ms: float = 0.005
     regime_sharpness: float = 4.0
 

@@ -23,6 +23,7 @@ fn device(d: &Bound<'_, PyDict>) -> PyResult<TimeDevice> {
         sh_lat: item(d, "sh_lat")?,
         sh_del: item(d, "sh_del")?,
         inst_cycle: item(d, "inst_cycle")?,
+        dp_inst_cycle: item(d, "dp_inst_cycle")?,
         overlap_p: item(d, "overlap_p")?,
     })
 }
@@ -44,6 +45,7 @@ fn time_device_gtx980(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
         ("sh_lat", t.sh_lat),
         ("sh_del", t.sh_del),
         ("inst_cycle", t.inst_cycle),
+        ("dp_inst_cycle", t.dp_inst_cycle),
         ("overlap_p", t.overlap_p),
     ] {
         d.set_item(k, v)?;

@@ -26,6 +26,9 @@ pub struct TimeDevice {
     pub sh_del: f64,
     /// Issue cost of one warp instruction on one SM (core cycles).
     pub inst_cycle: f64,
+    /// Issue cost of one FP64 warp instruction on one SM: 32 threads over the SM's FP64
+    /// units (core cycles).
+    pub dp_inst_cycle: f64,
     /// Exponent of the soft maximum that overlaps the memory queue with SM work (default mode).
     pub overlap_p: f64,
 }
@@ -56,6 +59,8 @@ impl TimeDevice {
             sh_lat: 28.0,
             sh_del: 1.0,
             inst_cycle: 0.25,
+            // GM204: 4 FP64 units per SM (1/32 of the FP32 rate), so 32 / 4 cycles.
+            dp_inst_cycle: 8.0,
             overlap_p: 6.0,
         }
     }
@@ -74,6 +79,7 @@ impl TimeDevice {
             ("sh_lat", self.sh_lat),
             ("sh_del", self.sh_del),
             ("inst_cycle", self.inst_cycle),
+            ("dp_inst_cycle", self.dp_inst_cycle),
             ("overlap_p", self.overlap_p),
         ];
         for (name, v) in fields {

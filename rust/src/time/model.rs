@@ -6,7 +6,7 @@ use crate::error::{CoreError, CoreResult};
 
 /// Number of `f64` columns of one kernel row in [`predict_rows`], in the field order of
 /// [`KernelInputs`].
-pub const N_INPUTS: usize = 8;
+pub const N_INPUTS: usize = 9;
 
 /// Model inputs of one kernel, all derived from counters at the reference configuration
 /// (per-warp quantities are totals over the kernel divided by the kernel's warp count).
@@ -29,6 +29,9 @@ pub struct KernelInputs {
     pub comp_inst: f64,
     /// Shared-memory transactions per warp, loads + stores.
     pub shared_trans: f64,
+    /// FP64 warp instructions per warp (part of `comp_inst`); they issue at the device's
+    /// FP64 rate (default mode only; 0 where the counters do not tell).
+    pub dp_inst: f64,
 }
 
 /// Which regime a prediction fell in; stored as `u8` in [`TimePrediction::case`].
@@ -83,6 +86,7 @@ impl KernelInputs {
             l2_hit_rate: row[5],
             comp_inst: row[6],
             shared_trans: row[7],
+            dp_inst: row[8],
         })
     }
 
@@ -97,6 +101,7 @@ impl KernelInputs {
             ("l2_hit_rate", self.l2_hit_rate),
             ("comp_inst", self.comp_inst),
             ("shared_trans", self.shared_trans),
+            ("dp_inst", self.dp_inst),
         ];
         for (name, v) in fields {
             if !v.is_finite() || v < 0.0 {
@@ -358,12 +363,15 @@ fn default_row_with<O: Overlap>(
     let hr = k.l2_hit_rate;
     let miss = 1.0 - hr;
     let aw_ng = k.active_warps * k.gld_trans;
-    let comp = k.active_warps * k.comp_inst * dev.inst_cycle;
+    // One warp's issue time: every instruction at the issue rate, FP64 ones at the FP64 rate.
+    let issue =
+        k.comp_inst * dev.inst_cycle + k.dp_inst * (dev.dp_inst_cycle - dev.inst_cycle).max(0.0);
+    let comp = k.active_warps * issue;
     let shm = k.active_warps * k.shared_trans * dev.sh_del;
     let cs = comp + shm;
     let nreq = k.gld_trans / k.trans_per_req;
     let chain_sh = k.shared_trans / k.trans_per_req * dev.sh_lat;
-    let chain_ci = k.comp_inst * dev.inst_cycle;
+    let chain_ci = issue;
     let rounds = k.warps_total / (k.active_warps * dev.sm_count);
     let l2_lat = hr * dev.l2_lat;
     let l2_del = hr * dev.l2_del;
@@ -451,6 +459,7 @@ mod tests {
             l2_hit_rate: 0.028,
             comp_inst: 21.05,
             shared_trans: 0.0,
+            dp_inst: 0.0,
         }
     }
 
@@ -480,6 +489,11 @@ mod tests {
                     0.0
                 } else {
                     10f64.powf(4.0 * u())
+                },
+                dp_inst: if u() < 0.7 {
+                    0.0
+                } else {
+                    10f64.powf(3.0 * u())
                 },
             })
             .collect()
@@ -692,10 +706,10 @@ mod tests {
             Err(CoreError::Value(_))
         ));
         assert!(matches!(
-            predict_rows(&[1.0; 7], 1, &[700.0], &[700.0], &dev, TimeMode::Default, 1),
+            predict_rows(&[1.0; 8], 1, &[700.0], &[700.0], &dev, TimeMode::Default, 1),
             Err(CoreError::Shape(_))
         ));
-        let row = [32768.0, 61.0, 8.0, 12.0, 4.0, 0.03, 21.0, 0.0];
+        let row = [32768.0, 61.0, 8.0, 12.0, 4.0, 0.03, 21.0, 0.0, 0.0];
         assert!(predict_rows(&row, 1, &[700.0], &[700.0], &dev, TimeMode::Default, 1).is_ok());
     }
 }
