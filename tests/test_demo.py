@@ -86,3 +86,31 @@ def test_demo_on_nvml_without_a_driver_says_so():
     r = CliRunner().invoke(cli, ["demo", "--device", "nvml"])
     assert r.exit_code == 2
     assert "NVML could not be initialised" in r.output and "Traceback" not in r.output
+
+
+def test_select_fit_power_then_choose(data, tmp_path):
+    """`select fit-power` on the measured grid, then `select choose` for its workloads from
+    their reference rows: each policy's choice is feasible by prediction and, for minimum
+    energy, on the predicted Pareto front."""
+    path = str(data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv")
+    model = tmp_path / "p.json"
+    run = CliRunner().invoke
+    r = run(cli, ["select", "fit-power", path, "--reference", "700,700", "-o", str(model)])
+    assert r.exit_code == 0, r.output
+    r = run(cli, ["select", "choose", path, "--power-model", str(model), "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert len(d["workloads"]) == 15 and len(d["configs"]) == 36
+    for w in d["workloads"].values():
+        assert [w["core_mhz"], w["mem_mhz"]] in w["pareto"] and w["feasible"]
+    r = run(cli, ["select", "choose", path, "--power-model", str(model), "--policy", "power-cap",
+                  "--power-cap", "50", "--json"])
+    capped = json.loads(r.output)["workloads"]
+    assert all(w["watts"] <= 50 for w in capped.values() if w["feasible"])
+    r = run(cli, ["select", "choose", path, "--power-model", str(tmp_path / "missing.json")])
+    assert r.exit_code == 2 and "file not found" in r.output
+    titanx = tmp_path / "titanx.json"
+    run(cli, ["power", "fit", str(data / "gpupowermodel/titanx_micro.csv"), "--variant", "per-domain",
+              "-o", str(titanx)])
+    r = run(cli, ["select", "choose", path, "--power-model", str(titanx)])
+    assert r.exit_code == 2 and "select fit-power" in r.output

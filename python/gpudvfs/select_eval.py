@@ -1,5 +1,7 @@
-"""Frequency selection validated on measured time and power at every configuration
-(`gtx980_time_power_dev.csv`): profile each application at the reference pair, predict its
+"""Frequency selection from nvprof profiles of a GTX 980: `fit_power_model` on a measured
+grid, `choose` for workloads profiled once at the reference pair, and the validation on
+measured time and power at every configuration (`gtx980_time_power_dev.csv`,
+`evaluate_selection`): profile each application at the reference pair, predict its
 time (time model, calibrated on its reference time) and power (power model fitted on the
 *other* applications: leave-one-application-out, since no microbenchmark set exists for
 this board) at every pair, choose, and score the choice by the measured energy.
@@ -24,7 +26,7 @@ import numpy as np
 from .datasets import MeasurementGrid, PowerDataset
 from .errors import GpudvfsWarning, InputError
 from .power_model import PowerModel
-from .select import select
+from .select import pareto_front, select
 from .time_eval import profiles_from_grid
 from .time_model import TimeDevice, TimeModel
 
@@ -58,15 +60,27 @@ def rate_utilizations(counters: dict[str, float], time_ms: float, core_mhz: floa
     return np.array(out)
 
 
+def reference_inputs(grid: MeasurementGrid, reference: tuple[float, float], device: TimeDevice | None = None):
+    """(workload names, time-model profiles, utilizations [W x C]) from the counters and
+    time of each workload's row at the reference pair: all a prediction needs."""
+    profiles = profiles_from_grid(grid, reference, device or TimeDevice.gtx980())
+    work = grid.workload
+    at_ref = (grid.core_mhz == reference[0]) & (grid.mem_mhz == reference[1])
+    util = np.empty((len(profiles), len(COMPONENTS)))
+    for a, p in enumerate(profiles):
+        i = int(np.flatnonzero(at_ref & (work == p.name))[0])
+        util[a] = rate_utilizations({k: float(v[i]) for k, v in grid.metrics.items()}, grid.time_ms[i], *reference)
+    return [p.name for p in profiles], profiles, util
+
+
 def measured_table(grid: MeasurementGrid, reference: tuple[float, float]):
     """(workload names, configs [K x 2], time_ms and watts [W x K], utilizations [W x C],
     profiles) with every workload measured at every configuration."""
     if grid.watts is None or grid.mem_mhz is None:
         raise InputError(f"{grid.path}: selection is validated on measured time and power over core and memory clocks")
-    work = grid.workload
-    names = list(dict.fromkeys(work.tolist()))
+    names, profiles, util = reference_inputs(grid, reference)
     configs = np.unique(np.column_stack([grid.core_mhz, grid.mem_mhz]), axis=0)
-    index = {(n, c, m): i for i, (n, c, m) in enumerate(zip(work.tolist(), grid.core_mhz, grid.mem_mhz))}
+    index = {(n, c, m): i for i, (n, c, m) in enumerate(zip(grid.workload.tolist(), grid.core_mhz, grid.mem_mhz))}
     t = np.empty((len(names), len(configs)))
     p = np.empty_like(t)
     for a, n in enumerate(names):
@@ -75,11 +89,6 @@ def measured_table(grid: MeasurementGrid, reference: tuple[float, float]):
             if i is None:
                 raise InputError(f"{grid.path}: {n!r} was not measured at {c:g}/{m:g} MHz")
             t[a, k], p[a, k] = grid.time_ms[i], grid.watts[i]
-    profiles = profiles_from_grid(grid, reference, TimeDevice.gtx980())
-    util = np.empty((len(names), len(COMPONENTS)))
-    for a, n in enumerate(names):
-        i = index[(n, *reference)]
-        util[a] = rate_utilizations({k: float(v[i]) for k, v in grid.metrics.items()}, grid.time_ms[i], *reference)
     return names, configs, t, p, util, profiles
 
 
@@ -143,3 +152,32 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
     for b in out["baselines"].values():
         b.pop("per_app")
     return out
+
+
+def fit_power_model(grid: MeasurementGrid, reference: tuple[float, float]) -> PowerModel:
+    """A `per-domain` power model of every workload of a measured grid, on the utilizations
+    of its reference rows: the model `choose` applies to newly profiled workloads."""
+    names, configs, _, p, util, _ = measured_table(grid, reference)
+    return PowerModel("per-domain").fit(_dataset(util, configs, p, reference, names))
+
+
+def choose(grid: MeasurementGrid, reference: tuple[float, float], power_model: PowerModel, *,
+           time_device: TimeDevice | None = None, policy: str = "energy", slowdown: float = 0.1,
+           power_cap_w: float | None = None) -> dict:
+    """Frequencies for the workloads of ``grid``, each profiled at the reference pair only
+    (its other rows, if any, are not read), over the power model's configurations."""
+    if power_model.components_ != COMPONENTS:
+        raise InputError(f"the power model's components {list(power_model.components_)} are not the nvprof "
+                         f"rate utilizations {list(COMPONENTS)}: fit it with `gpudvfs select fit-power`")
+    names, profiles, util = reference_inputs(grid, reference, time_device)
+    configs = power_model.configs_
+    t = TimeModel(time_device or TimeDevice.gtx980()).predict(profiles, configs[:, 0], configs[:, 1],
+                                                              calibrate=True)
+    p = power_model.predict_grid(util, configs)
+    fastest = int(np.flatnonzero((configs == configs.max(axis=0)).all(axis=1))[0])
+    s = select(t, p, configs, policy, default_index=fastest, slowdown=slowdown, power_cap_w=power_cap_w)
+    return {"policy": policy, "configs": configs.tolist(), "workloads": {
+        n: {"core_mhz": float(s.core_mhz[a]), "mem_mhz": float(s.mem_mhz[a]), "time_ms": float(s.time_ms[a]),
+            "watts": float(s.watts[a]), "joules": float(s.joules[a]), "feasible": bool(s.feasible[a]),
+            "pareto": [configs[k].tolist() for k in pareto_front(t[a], t[a] * p[a] / 1e3)]}
+        for a, n in enumerate(names)}}

@@ -5,7 +5,10 @@ from __future__ import annotations
 import click
 
 from .. import readers
-from ..select_eval import evaluate_selection
+from ..power_model import PowerModel
+from ..select import POLICIES
+from ..select_eval import choose as choose_configs
+from ..select_eval import evaluate_selection, fit_power_model
 from .output import console, print_json, table, user_errors
 from .time import _device, _pair
 
@@ -44,3 +47,44 @@ def eval_(data, reference, slowdown, device, as_json) -> None:
                         f"{r['power_mape']:.2f}%, leave-one-application-out)", ["policy", "mean %", "max %"], rows))
     console.print(table("per application", ["application", "chosen", "best", "regret %"],
                         [[k, v["chosen"], v["best"], f"{100 * v['regret']:.2f}"] for k, v in r["per_app"].items()]))
+
+
+@select_.command("fit-power")
+@click.argument("data", type=click.Path(dir_okay=False))
+@click.option("--reference", default="700,700", show_default=True, callback=_pair)
+@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Power model JSON to write.")
+def fit_power(data, reference, out) -> None:
+    """Fit the power model `select choose` uses on a measured grid (NV-DVFS nvprof CSV with
+    power): utilizations from each workload's reference-row counters."""
+    with user_errors():
+        model = fit_power_model(readers.read(data), reference)
+        model.save(out)
+    console.print(f"power model (per-domain) on {len(model.configs_)} configurations: training MAPE "
+                  f"{model.train_mape_:.2f}%; wrote {out}")
+
+
+@select_.command()
+@click.argument("data", type=click.Path(dir_okay=False))
+@click.option("--power-model", "model_path", required=True, type=click.Path(dir_okay=False),
+              help="From `gpudvfs select fit-power`.")
+@click.option("--reference", default="700,700", show_default=True, callback=_pair,
+              help="The clock pair DATA's workloads were profiled at (only those rows are read).")
+@click.option("--device", default="gtx980", show_default=True, help="Time-model device: preset or JSON file.")
+@click.option("--policy", type=click.Choice(POLICIES), default="energy", show_default=True)
+@click.option("--slowdown", default=0.1, show_default=True, type=click.FloatRange(min=0),
+              help="Deadline policy: at most this slower than at the highest clocks.")
+@click.option("--power-cap", type=click.FloatRange(min=0, min_open=True), help="Power-cap policy: watts.")
+@click.option("--json", "as_json", is_flag=True)
+def choose(data, model_path, reference, device, policy, slowdown, power_cap, as_json) -> None:
+    """Choose frequencies for workloads profiled once at the reference pair."""
+    with user_errors():
+        r = choose_configs(readers.read(data), reference, PowerModel.load(model_path), time_device=_device(device),
+                           policy=policy, slowdown=slowdown, power_cap_w=power_cap)
+    if as_json:
+        print_json(r)
+        return
+    rows = [[n, f"{w['core_mhz']:g}/{w['mem_mhz']:g}" + ("" if w["feasible"] else " (infeasible)"),
+             f"{w['time_ms']:.4g}", f"{w['watts']:.1f}", f"{1e3 * w['joules']:.4g}", len(w["pareto"])]
+            for n, w in r["workloads"].items()]
+    console.print(table(f"{policy}: predicted at the chosen configuration",
+                        ["workload", "MHz", "time ms", "power W", "energy mJ", "Pareto points"], rows))
