@@ -36,8 +36,9 @@ def predict_reference(inputs_arrays, device_dict, core_mhz, mem_mhz, mode="defau
         t_active, case = _paper(dev, g, r, dm_lat, dm_del)
     elif mode == "default":
         lat = hr * dev["l2_lat"] + (1.0 - hr) * dm_lat       # Eq. 5a with fc/fm applied once
-        dl = hr * dev["l2_del"] + (1.0 - hr) * dm_del        # Eq. 5b
-        mem = aw * ng * dl                                   # SM's share of the memory queue
+        l2q = aw * ng * dev["l2_del"]                        # SM's share of the L2 queue
+        dramq = aw * ng * (1.0 - hr) * dm_del                # and of the DRAM queue (Eq. 5b's parts)
+        mem = np.maximum(l2q, dramq)
         # one warp's issue time, FP64 instructions at the FP64 rate
         issue = ni * dev["inst_cycle"] + g["dp_inst"] * max(dev["dp_inst_cycle"] - dev["inst_cycle"], 0.0)
         comp = aw * issue                                    # issue time of all active warps
@@ -48,7 +49,8 @@ def predict_reference(inputs_arrays, device_dict, core_mhz, mem_mhz, mode="defau
         # Scale before the power so large p cannot overflow.
         top = np.maximum(np.maximum(mem, comp + shm), chain)
         safe = np.where(top > 0, top, 1.0)
-        soft = safe * ((mem / safe) ** p + ((comp + shm) / safe) ** p + (chain / safe) ** p) ** (1.0 / p)
+        terms = (l2q, dramq, comp + shm, chain)
+        soft = safe * sum((x / safe) ** p for x in terms) ** (1.0 / p)
         soft = np.where(top > 0, soft, 0.0)
         t_active = soft + lat
         case = np.where(chain >= np.maximum(mem, comp + shm), FEW_WARPS_SHORT,

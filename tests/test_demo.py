@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from gpudvfs.cli.app import cli
 from gpudvfs.demo import run_demo
 from gpudvfs.measure import SimulatedDevice
+from gpudvfs.time_model import TimeDevice
 
 
 @pytest.mark.parametrize("seed", [0, 7])
@@ -59,7 +60,7 @@ def test_demo_table(tmp_path):
 
 def test_select_eval_beats_the_baselines(data):
     """GTX 980, 15 applications x 36 pairs, profiled at 700/700, power model fitted on the
-    other applications: the minimum-energy policy's mean regret is 3.81%, below the highest
+    other applications: the minimum-energy policy's mean regret is 2.80%, below the highest
     clocks (12.6%), the reference pair (24.2%) and the best single pair in hindsight (5.3%)."""
     r = CliRunner().invoke(cli, ["select", "eval", str(data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv"),
                                  "--reference", "700,700", "--json"])
@@ -69,9 +70,14 @@ def test_select_eval_beats_the_baselines(data):
     assert b["highest_clocks"]["mean"] == pytest.approx(0.126, abs=0.001)
     assert b["reference"]["mean"] == pytest.approx(0.242, abs=0.001)
     assert b["best_single_pair"]["mean"] == pytest.approx(0.053, abs=0.001)
-    assert d["regret_mean"] == pytest.approx(0.0381, abs=0.0005)
+    assert d["regret_mean"] == pytest.approx(0.0280, abs=0.0005) and d["regret_mean"] <= 0.03
     assert d["regret_mean"] < min(v["mean"] for v in b.values())
     assert d["deadline"]["mean"] < b["best_single_pair"]["mean"] and len(d["per_app"]) == 15
+    # With measured time the power model alone leaves 0.44%; with measured power the time
+    # model alone leaves 4.30% (its errors and the power model's partly cancel).
+    a = d["attribution"]
+    assert a["measured_time"]["mean"] == pytest.approx(0.0044, abs=0.0001)
+    assert a["measured_power"]["mean"] == pytest.approx(0.0430, abs=0.0001)
 
 
 def test_demo_on_nvml_without_a_driver_says_so():
@@ -114,3 +120,21 @@ def test_select_fit_power_then_choose(data, tmp_path):
               "-o", str(titanx)])
     r = run(cli, ["select", "choose", path, "--power-model", str(titanx)])
     assert r.exit_code == 2 and "select fit-power" in r.output
+
+
+def test_select_eval_regret_is_fragile_in_the_overlap_exponent(data, tmp_path):
+    """Stated, not hidden: the 2.80% rests on the soft-maximum exponent p = 6. The time
+    model's calibrated MAPE barely moves with p (2.49-2.61% here; on gtx980_time_dev.csv
+    3.15-3.19%, where p = 9 is the optimum), but the energy surfaces of several
+    applications are so flat that their choices flip: the regret is 3.05% at p = 7, 2.89%
+    at 8 and 4.57% at 9 (backpropBackward alone goes from 15.6% to 30.1%)."""
+    path = str(data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv")
+    found = {}
+    for p in (7, 8, 9):
+        dev = tmp_path / f"p{p}.json"
+        TimeDevice(**{**TimeDevice.gtx980().params(), "overlap_p": float(p)}).save(dev)
+        r = CliRunner().invoke(cli, ["select", "eval", path, "--device", str(dev), "--json"])
+        assert r.exit_code == 0, r.output
+        d = json.loads(r.output)
+        found[p] = (round(100 * d["regret_mean"], 2), round(d["time_mape"], 2))
+    assert found == {7: (3.05, 2.49), 8: (2.89, 2.53), 9: (4.57, 2.58)}

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import gpudvfs
 from gpudvfs import InputError, KernelProfile, TimeDevice, TimeModel
 from gpudvfs.cli.app import cli
-from gpudvfs.time_eval import evaluate
+from gpudvfs.time_eval import evaluate, profiles_from_grid
 from gpudvfs.time_model import CASES, INPUT_KEYS
 
 from conftest import REPO
@@ -114,28 +114,123 @@ def test_profile_errors():
 
 def test_gtx980_accuracy_from_the_reference_counters(data):
     """All 49 pairs of each kernel predicted from its 700/700 counters: the default model
-    within 6% MAPE (5.54% absolute, 3.40% calibrated), beating the time-unchanged (24.69%)
-    and two-term scaling (8.44%) baselines; the literal paper mode is far worse."""
+    within 6% MAPE (4.85% absolute, 3.19% calibrated; 5.54 / 3.40% before the L2 and DRAM
+    queues overlapped), beating the time-unchanged (24.69%) and two-term scaling (8.44%)
+    baselines; the literal paper mode is far worse."""
     grid = gpudvfs.read(data / "nv-dvfs-benchmark/gtx980_time_dev.csv")
     r = evaluate(grid, TimeModel("gtx980"), (700.0, 700.0), baselines=True)
     assert r["n"] == 490 and len(r["per_kernel"]) == 10
-    assert r["mape"] <= 6.0 and r["mape"] == pytest.approx(5.54, abs=0.01)
-    assert evaluate(grid, TimeModel("gtx980"), (700.0, 700.0), calibrate=True)["mape"] == pytest.approx(3.40, abs=0.01)
+    assert r["mape"] <= 6.0 and r["mape"] == pytest.approx(4.85, abs=0.01)
+    assert evaluate(grid, TimeModel("gtx980"), (700.0, 700.0), calibrate=True)["mape"] == pytest.approx(3.19, abs=0.01)
     assert r["baselines"]["unchanged"]["mape"] == pytest.approx(24.69, abs=0.01)
     assert r["baselines"]["two_term"]["mape"] == pytest.approx(8.44, abs=0.01)
     assert evaluate(grid, TimeModel("gtx980", "paper"), (700.0, 700.0))["mape"] == pytest.approx(30.95, abs=0.01)
 
 
-def test_unseen_kernels_of_the_time_power_file(data):
-    """The other GTX 980 file's 15 kernels (no inst_issued: inst_executed stands in) were
-    not looked at when the model was built: calibrated MAPE 3.16% over 36 pairs (3.25%
-    before FP64 instructions were charged at the FP64 rate, which only this file's
-    counters show)."""
+def test_kernels_of_the_time_power_file(data):
+    """The other GTX 980 file's 15 kernels (no inst_issued: inst_executed stands in; launch
+    geometry and request counts are there): calibrated MAPE 2.51% over 36 pairs, 8.88%
+    absolute. The file is no longer unseen: the FP64 rate (3.25 -> 3.16%) and the
+    block-starved floor were added after looking at its kernels (see rust/src/time/mod.rs)."""
     grid = gpudvfs.read(data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv")
     r = evaluate(grid, TimeModel("gtx980"), (700.0, 700.0), calibrate=True, baselines=True)
-    assert r["mape"] == pytest.approx(3.16, abs=0.01)
-    assert evaluate(grid, TimeModel("gtx980"), (700.0, 700.0))["mape"] == pytest.approx(8.36, abs=0.01)
+    assert r["mape"] == pytest.approx(2.51, abs=0.01)
+    assert evaluate(grid, TimeModel("gtx980"), (700.0, 700.0))["mape"] == pytest.approx(8.88, abs=0.01)
     assert r["mape"] < r["baselines"]["two_term"]["mape"] < r["baselines"]["unchanged"]["mape"]
+
+
+def test_the_block_starved_kernel_of_the_time_power_file(data):
+    """gaussian's Fan2 launches 262144 blocks of 16 threads and reaches 0.61 of the
+    occupancy that block size allows; its measured time moves < 2% from 500 to 1000 MHz
+    core at 1000 MHz memory. It is the file's only block-starved kernel; the floor takes
+    its calibrated MAPE from 15.0% to 3.3% and its predicted core-clock sensitivity from
+    1.82x to 1.16x (measured 1.02x)."""
+    grid = gpudvfs.read(data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv")
+    profs = profiles_from_grid(grid, (700.0, 700.0), DEV)
+    assert [p.name for p in profs if p.block_starved(DEV)] == ["gaussian/Fan2/input00"]
+    g = next(p for p in profs if p.name.startswith("gaussian"))
+    assert (g.warps_total, g.warps_per_block, g.slot_warps) == (262144, 1, 32)
+    assert g.active_warps / g.slot_warps == pytest.approx(0.613, abs=0.001)
+    rows = grid.workload == g.name
+    fc, fm, meas = grid.core_mhz[rows], grid.mem_mhz[rows], grid.time_ms[rows]
+    m = TimeModel(DEV)
+    t, cases = m.predict(g, fc, fm, calibrate=True, return_cases=True)
+    assert 100 * np.mean(np.abs(t - meas) / meas) == pytest.approx(3.32, abs=0.01)
+    plain = m.predict(g, fc, fm) * m.calibration([g])[0]
+    assert 100 * np.mean(np.abs(plain - meas) / meas) == pytest.approx(14.96, abs=0.01)
+    hi = fm == 1000
+    assert t[hi & (fc == 500)] / t[hi & (fc == 1000)] == pytest.approx(1.16, abs=0.01)
+    assert plain[hi & (fc == 500)] / plain[hi & (fc == 1000)] == pytest.approx(1.82, abs=0.01)
+    assert "block-dispatch" in set(cases) and cases[(fc == 700) & (fm == 700)][0] == "block-dispatch"
+
+
+def test_launch_geometry_and_request_counts_enter_the_profile():
+    base = {"warps": 100, "achieved_occupancy": 0.25, "l2_read_transactions": 700, "l2_write_transactions": 300,
+            "dram_read_transactions": 3, "dram_write_transactions": 1, "shared_load_transactions": 0,
+            "shared_store_transactions": 0, "inst_issued": 5000}
+    p = KernelProfile.from_counters("k", base)
+    assert (p.warps_total, p.warps_per_block, p.trans_per_req, p.slot_warps) == (100, 8, 4.0, None)
+    # 16-thread blocks: each still takes a whole warp slot, and at most 32 fit on an SM.
+    p = KernelProfile.from_counters("k", base, launch=(1000, 16))
+    assert (p.warps_total, p.warps_per_block, p.slot_warps, p.gld_trans) == (1000, 1, 32, 1.0)
+    assert KernelProfile.from_counters("k", base, launch=(10, 1024)).slot_warps == 64
+    counted = {**base, "gld_transactions": 800, "gld_transactions_per_request": 8, "gst_transactions": 400,
+               "gst_transactions_per_request": 4}
+    assert KernelProfile.from_counters("k", counted).trans_per_req == 5.0  # 1000 L2 sectors / 200 requests
+    assert KernelProfile.from_counters("k", counted, trans_per_req=2.0).trans_per_req == 2.0
+    no_stores = {**counted, "gst_transactions": 0, "gst_transactions_per_request": 0}
+    assert KernelProfile.from_counters("k", no_stores).trans_per_req == 10.0
+    for launch in [(0, 32), (10, 0), (float("nan"), 32)]:
+        with pytest.raises(InputError, match="launch needs"):
+            KernelProfile.from_counters("k", base, launch=launch)
+
+
+@settings(max_examples=200, deadline=None)
+@given(p=profiles(), share=st.floats(0.05, 0.74), extra=st.floats(1.01, 5.0), fc=st.floats(300, 1500),
+       fm=st.floats(300, 1500), up=st.floats(1.0, 2.0))
+def test_block_starved_calibration(p, share, extra, fc, fm, up):
+    """A block-starved kernel (occupancy < 0.75 of its slots, >= 4 waves) whose reference
+    time exceeds the model at full slots: calibrated time equals the reference time at the
+    reference, never rises with a clock, and never falls below the floor that the
+    reference leaves."""
+    slot = 32.0
+    ref = (700.0, 700.0)
+    full = KernelProfile(**{**p.__dict__, "active_warps": slot, "warps_total": max(p.warps_total, 4 * slot * 16)})
+    m = TimeModel(DEV)
+    t_full = m.predict(full, *ref)
+    starved = KernelProfile(**{**full.__dict__, "active_warps": share * slot, "slot_warps": slot,
+                               "reference_mhz": ref, "reference_time_ms": t_full * extra})
+    assert starved.block_starved(DEV)
+    t = m.predict(starved, fc, fm, calibrate=True)
+    assert m.predict(starved, *ref, calibrate=True) == pytest.approx(t_full * extra, rel=1e-9)
+    assert m.predict(starved, fc * up, fm, calibrate=True) <= t * (1 + 1e-12)
+    assert m.predict(starved, fc, fm * up, calibrate=True) <= t * (1 + 1e-12)
+    q = DEV.overlap_p
+    assert t >= t_full * (extra ** q - 1) ** (1 / q) * (1 - 1e-12)
+    # The paper mode is the text as printed: no floor there.
+    paper = TimeModel(DEV, "paper")
+    assert paper.predict(starved, fc, fm, calibrate=True) == pytest.approx(
+        paper.predict(starved, fc, fm) * paper.calibration([starved])[0], rel=1e-12)
+
+
+def test_kernels_that_fill_their_slots_are_scaled_as_before():
+    p = KernelProfile(name="k", warps_total=1e5, active_warps=60, warps_per_block=8, gld_trans=20,
+                      trans_per_req=4, l2_hit_rate=0.3, comp_inst=200, shared_trans=0, slot_warps=64,
+                      reference_mhz=(700.0, 700.0), reference_time_ms=1.0)
+    m = TimeModel(DEV)
+    assert not p.block_starved(DEV)
+    few_waves = KernelProfile(**{**p.__dict__, "active_warps": 20, "warps_total": 3 * 64 * 16})
+    assert not few_waves.block_starved(DEV)
+    fc = np.array([500.0, 1000.0])
+    np.testing.assert_allclose(m.predict(p, fc, 700.0, calibrate=True),
+                               m.predict(p, fc, 700.0) * m.calibration([p])[0], rtol=1e-12)
+
+
+def test_one_kernel_at_one_pair_gives_a_float_and_a_label():
+    p = KernelProfile(name="k", warps_total=1e4, active_warps=60, warps_per_block=8, gld_trans=20,
+                      trans_per_req=4, l2_hit_rate=0.3, comp_inst=200, shared_trans=0)
+    t, case = TimeModel(DEV).predict(p, 700.0, 700.0, return_cases=True)
+    assert isinstance(t, float) and case in CASES
 
 
 def test_cli_time_eval_and_predict(data):

@@ -105,7 +105,9 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
     """Energy regret (measured energy of the chosen pair over the measured minimum, minus 1)
     per application of the minimum-energy and the deadline policy (slowdown relative to the
     highest clocks), and of three baselines: the highest clocks, the reference pair and the
-    single pair best for these applications in hindsight."""
+    single pair best for these applications in hindsight. ``attribution`` is the
+    minimum-energy regret with measured time (or power) in place of the prediction: how
+    much of the regret each model leaves."""
     names, configs, t, p, util, profiles = measured_table(grid, reference)
     e = t * p
     e_min = e.min(axis=1)
@@ -132,6 +134,10 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
     hindsight = int(np.argmin((e / e_min[:, None] - 1.0).mean(axis=0)))
     met = t[rows, deadline.index] <= (1 + slowdown) * t[:, hi]
     chosen, within = regret(energy.index), regret(deadline.index)
+    # Which model the regret comes from: choose with one of them replaced by the measurement.
+    attribution = {f"measured_{k}": {key: v for key, v in regret(select(tt, pp, configs, "energy").index).items()
+                                     if key != "per_app"}
+                   for k, tt, pp in (("time", t, p_pred), ("power", t_pred, p))}
     out = {
         "regret_mean": chosen["mean"], "regret_max": chosen["max"],
         "deadline": {"slowdown": slowdown, **{k: v for k, v in within.items() if k != "per_app"},
@@ -142,6 +148,7 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
             "best_single_pair": {**regret(np.full(len(names), hindsight)),
                                  "pair": configs[hindsight].tolist()},
         },
+        "attribution": attribution,
         "time_mape": float(100 * np.mean(np.abs(t_pred - t) / t)),
         "power_mape": float(100 * np.mean(np.abs(p_pred - p) / p)),
         "per_app": {n: {"chosen": configs[energy.index[a]].tolist(), "best": configs[np.argmin(e[a])].tolist(),

@@ -7,16 +7,19 @@ import numpy as np
 
 from .datasets import MeasurementGrid
 from .errors import InputError
+from .readers.grid_csv import launch_geometry
 from .time_model import KernelProfile, TimeDevice, TimeModel
 
 
 def profiles_from_grid(grid: MeasurementGrid, reference: tuple[float, float],
                        device: TimeDevice) -> list[KernelProfile]:
-    """One profile per workload, from the counters and time of its reference-clock row."""
+    """One profile per workload, from the counters, launch geometry (where the grid has it)
+    and time of its reference-clock row."""
     if grid.mem_mhz is None:
         raise InputError(f"{grid.path}: the time model needs core and memory clocks per row")
     at_ref = (grid.core_mhz == reference[0]) & (grid.mem_mhz == reference[1])
     work = grid.workload
+    geometry = launch_geometry(grid)
     profiles = []
     for name in dict.fromkeys(work.tolist()):
         rows = np.flatnonzero(at_ref & (work == name))
@@ -25,8 +28,9 @@ def profiles_from_grid(grid: MeasurementGrid, reference: tuple[float, float],
                              f"{reference[0]:g}/{reference[1]:g} MHz")
         i = rows[0]
         counters = {k: float(v[i]) for k, v in grid.metrics.items()}
+        launch = None if geometry is None else (float(geometry[0][i].prod()), float(geometry[1][i].prod()))
         profiles.append(KernelProfile.from_counters(name, counters, device=device, reference_mhz=reference,
-                                                    reference_time_ms=float(grid.time_ms[i])))
+                                                    reference_time_ms=float(grid.time_ms[i]), launch=launch))
     return profiles
 
 

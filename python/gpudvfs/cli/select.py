@@ -43,6 +43,8 @@ def eval_(data, reference, slowdown, device, as_json) -> None:
             ["baseline: reference pair", f"{100 * b['reference']['mean']:.2f}", f"{100 * b['reference']['max']:.2f}"],
             [f"baseline: best single pair {b['best_single_pair']['pair']} (hindsight)",
              f"{100 * b['best_single_pair']['mean']:.2f}", f"{100 * b['best_single_pair']['max']:.2f}"]]
+    rows += [[f"attribution: minimum energy with measured {k.removeprefix('measured_')}",
+              f"{100 * v['mean']:.2f}", f"{100 * v['max']:.2f}"] for k, v in r["attribution"].items()]
     console.print(table(f"energy regret on {data} (time MAPE {r['time_mape']:.2f}%, power MAPE "
                         f"{r['power_mape']:.2f}%, leave-one-application-out)", ["policy", "mean %", "max %"], rows))
     console.print(table("per application", ["application", "chosen", "best", "regret %"],
