@@ -26,7 +26,7 @@ from gpudvfs.measure.counters import (COMPONENTS, TIME_INPUTS, CounterPermission
                                       parse_ncu_csv, parse_smi_csv,
                                       power_utilizations, read_counters, read_ncu_csv,
                                       read_nvprof_csv, read_smi_csv, required_metrics, run_ncu,
-                                      scheme_of, time_model_inputs)
+                                      scheme_of, time_model_extras, time_model_inputs)
 from gpudvfs.measure.counters import mapping
 
 FILES = ("ncu_b200_roofline-analysis.csv", "ncu_b200_roofline-analysis_app-error.csv",
@@ -277,7 +277,7 @@ def test_nvidia_smi_malformed(tools, tmp_path):
 
 def test_mapping_docstring_documents_every_formula():
     doc = mapping.__doc__
-    for tables in (mapping.TIME_TABLES, mapping.POWER_TABLES):
+    for tables in (mapping.TIME_TABLES, mapping.TIME_EXTRA_TABLES, mapping.POWER_TABLES):
         for scheme, table in tables.items():
             for target, recipes in table.items():
                 if isinstance(recipes, str):
@@ -292,7 +292,8 @@ def test_time_inputs_from_pascal_ncu_match_nvprof_of_the_same_program(tools):
     nvp = read_nvprof_csv(tools / "nvprof_gtx1080_microgpusim.txt").kernels[0]
     assert scheme_of(ncu) == "ncu-pascal" and scheme_of(nvp) == "nvprof"
     t = time_model_inputs(ncu)
-    assert set(t) == set(TIME_INPUTS)
+    assert set(t) == set(TIME_INPUTS) | {"blocks", "threads_per_block", "theoretical_occupancy"}
+    assert (t["blocks"], t["threads_per_block"], t["theoretical_occupancy"]) == (1, 1024, 1.0)
     assert (t["warps"], t["inst_issued"], t["inst_per_warp"]) == (32, 408, 10.75)
     assert (t["dram_read_transactions"], t["dram_write_transactions"]) == (236, 12)
     assert t["achieved_occupancy"] == pytest.approx(0.2830)
@@ -314,7 +315,10 @@ def test_time_inputs_from_modern_ncu_files(tools):
     t = time_model_inputs(gemv, missing="none")
     assert t["dram_read_transactions"] == pytest.approx(2.33e6 / 32) and t["dram_write_transactions"] == 0
     b200 = read_ncu_csv(tools / "ncu_b200_roofline-analysis.csv").kernels[0]
-    assert time_model_inputs(b200, missing="none")["warps"] == 148 * 4  # grid 148, block 128
+    t = time_model_inputs(b200, missing="none")
+    assert t["warps"] == 148 * 4  # grid 148, block 128
+    # Registers cap this kernel at 12 blocks of 4 warps: 48 of 64 warp slots.
+    assert time_model_extras(b200) == {"blocks": 148, "threads_per_block": 128, "theoretical_occupancy": 0.75}
     with pytest.raises(MissingCountersError) as e:
         time_model_inputs(b200)
     assert set(e.value.missing) == set(TIME_INPUTS) - {"warps"}
@@ -330,6 +334,22 @@ def test_time_inputs_from_nvprof_summary_report_missing_warps(tools):
     t = time_model_inputs(k, missing="none")
     assert t["warps"] is None
     assert (t["inst_issued"], t["inst_per_warp"], t["l2_read_transactions"]) == (35068, 20.958546, 12740)
+
+
+def test_optional_time_inputs_map_from_ncu_and_nvprof_names():
+    ncu = {"smsp__inst_executed_op_global_ld.sum": 300.0, "smsp__inst_executed_op_global_st.sum": 100.0,
+           "smsp__sass_thread_inst_executed_op_dadd_pred_on.sum": 64.0,
+           "smsp__sass_thread_inst_executed_op_dmul_pred_on.sum": 32.0,
+           "smsp__sass_thread_inst_executed_op_dfma_pred_on.sum": 32.0}
+    assert time_model_extras(ncu, "ncu") == {"global_requests": 400.0, "inst_fp_64": 128.0}
+    nvprof = {"gld_transactions": 800.0, "gld_transactions_per_request": 8.0, "gst_transactions": 0.0,
+              "gst_transactions_per_request": 0.0, "inst_fp_64": 5.0}
+    assert time_model_extras(nvprof, "nvprof") == {"global_requests": 100.0, "inst_fp_64": 5.0}
+    assert time_model_extras({"inst_fp_64": 1.0}, "dcgm") == {}
+    assert "smsp__inst_executed_op_global_ld.sum" in required_metrics("time", "ncu")
+    assert "sm__maximum_warps_per_active_cycle_pct" in required_metrics("time", "ncu")
+    with pytest.raises(InputError, match="must be a number"):
+        time_model_extras({**nvprof, "gld_transactions": "many"}, "nvprof")
 
 
 def test_time_inputs_from_the_nv_dvfs_row_names():

@@ -270,3 +270,28 @@ def test_profile_from_nsight_compute_names_equals_nvprof():
     b = KernelProfile.from_counters("k", ncu, tool="ncu")
     for key in INPUT_KEYS:
         assert getattr(b, key) == pytest.approx(getattr(a, key), rel=1e-12), key
+
+
+def test_nsight_compute_profile_carries_launch_requests_and_theoretical_occupancy():
+    """Nsight Compute reports the launch, global requests and the theoretical occupancy
+    (registers and shared memory included): the profile takes its warp slots from the
+    latter, so a kernel held to 32 of 64 warps by registers is not read as block-starved."""
+    ncu = {"launch__grid_size": 512, "launch__block_size": 256,
+           "sm__maximum_warps_per_active_cycle_pct": 50.0,
+           "sm__warps_active.avg.pct_of_peak_sustained_active": 40.0,
+           "dram__sectors_read.sum": 2.0e5, "dram__sectors_write.sum": 1.0e5,
+           "lts__t_sectors_op_read.sum": 4.0e5, "lts__t_sectors_op_write.sum": 1.2e5,
+           "lts__t_sectors_op_atom.sum": 0.0, "lts__t_sectors_op_red.sum": 0.0,
+           "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum": 0.0,
+           "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum": 0.0,
+           "smsp__inst_issued.sum": 2.5e6, "smsp__inst_executed_op_global_ld.sum": 1.0e5,
+           "smsp__inst_executed_op_global_st.sum": 3.0e4}
+    p = KernelProfile.from_counters("k", ncu, tool="ncu")
+    assert (p.warps_total, p.warps_per_block, p.slot_warps) == (4096, 8, 32)
+    assert p.trans_per_req == pytest.approx(4.0)  # 520k L2 sectors over 130k requests
+    assert p.active_warps == pytest.approx(25.6) and not p.block_starved(DEV)
+    # Without the theoretical occupancy the block count alone allows 64 warps: starved.
+    del ncu["sm__maximum_warps_per_active_cycle_pct"]
+    assert KernelProfile.from_counters("k", ncu, tool="ncu").block_starved(DEV)
+    with pytest.raises(InputError, match="theoretical_occupancy must be in"):
+        KernelProfile.from_counters("k", {**ncu, "sm__maximum_warps_per_active_cycle_pct": 0.0}, tool="ncu")

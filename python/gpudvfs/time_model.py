@@ -14,17 +14,18 @@ Counters -> inputs (nvprof names; per warp = kernel total / ``warps``):
 |---|---|
 | warps_total | blocks x ceil(block size / 32) where the launch is known (a partial warp takes a warp slot), else ``warps`` |
 | active_warps | ``achieved_occupancy`` x max warps per SM |
-| slot_warps | min(max warps, max blocks x warps per block) per SM, where the launch is known |
+| slot_warps | ``theoretical_occupancy`` x max warps where reported (Nsight Compute), else min(max warps, max blocks x warps per block) where the launch is known |
 | gld_trans | (``l2_read_transactions`` + ``l2_write_transactions``) / warps |
 | l2_hit_rate | 1 - DRAM / L2 transactions, kept in [0, 1] (DRAM can exceed L2 traffic with partial writes) |
 | comp_inst | ``inst_issued`` / warps (``inst_executed`` where the profile has no issue count) |
 | shared_trans | (``shared_load_transactions`` + ``shared_store_transactions``) / warps |
 | dp_inst | ``inst_fp_64`` / 32 / warps (FP64 warp instructions; 0 where the profile lacks it) |
 | warps_per_block | the launch's block size / 32 where known, else 8 (assumed; used by the paper mode only) |
-| trans_per_req | L2 transactions per global request: (``l2_*_transactions``) / sum of ``g{ld,st}_transactions`` / ``g{ld,st}_transactions_per_request`` where counted, else 4 (coalesced 32-bit accesses) |
+| trans_per_req | L2 transactions per global request: (``l2_*_transactions``) / ``global_requests`` where counted, else 4 (coalesced 32-bit accesses) |
 
 Counters of other tools (Nsight Compute, DCGM) reach these names through
-:func:`gpudvfs.measure.counters.time_model_inputs`.
+:func:`gpudvfs.measure.counters.time_model_inputs`; ``global_requests``, ``blocks``,
+``threads_per_block`` and ``theoretical_occupancy`` are its optional ``TIME_EXTRAS``.
 
 Calibrated predictions of *block-starved* kernels (resolution 14 in `rust/src/time/mod.rs`):
 a kernel whose achieved occupancy stays far below what its block size allows, over many
@@ -198,16 +199,22 @@ class KernelProfile:
         """Build a profile from one kernel's counters (nvprof names, or ``tool="ncu"`` /
         ``"ncu-pascal"`` / ``"dcgm"`` names mapped through gpudvfs.measure.counters).
 
-        ``launch`` = (blocks, threads per block) of the profiled launch, where known; it
-        replaces the ``warps`` counter. ``trans_per_req`` overrides the one from counters."""
-        if tool != "nvprof":
-            from .measure.counters import time_model_inputs
+        ``launch`` = (blocks, threads per block) of the profiled launch; without it, the
+        counters' ``blocks`` and ``threads_per_block`` (Nsight Compute reports them) where
+        present. It replaces the ``warps`` counter. ``trans_per_req`` overrides the one
+        from counters."""
+        from .measure.counters import time_model_extras, time_model_inputs
 
+        if tool != "nvprof":
             # Inputs the model does not use (flop counts) may be absent; the ones it needs
             # are checked below under their nvprof names.
             mapped = time_model_inputs(dict(counters), scheme=tool, missing="none")
             counters = {k: v for k, v in mapped.items() if v is not None}
+        else:
+            counters = {**counters, **time_model_extras(dict(counters), "nvprof")}
         dev = device or TimeDevice.gtx980()
+        if launch is None and "blocks" in counters and "threads_per_block" in counters:
+            launch = (counters["blocks"], counters["threads_per_block"])
         if launch is None:
             warps, per_block, slot = _counter(counters, "warps", name), 8.0, None
         else:
@@ -217,6 +224,12 @@ class KernelProfile:
             per_block = float(math.ceil(threads / 32))
             warps = blocks * per_block
             slot = min(dev.max_warps_per_sm, dev.max_blocks_per_sm * per_block)
+        if "theoretical_occupancy" in counters:
+            # Registers, shared memory and barriers included, where the profiler tells.
+            theory = _counter(counters, "theoretical_occupancy", name)
+            if not 0 < theory <= 1:
+                raise InputError(f"kernel {name!r}: theoretical_occupancy must be in (0, 1], got {theory}")
+            slot = theory * dev.max_warps_per_sm
         if warps <= 0:
             raise InputError(f"kernel {name!r}: warps must be > 0")
         occ = _counter(counters, "achieved_occupancy", name)
@@ -228,8 +241,8 @@ class KernelProfile:
         shared = (_counter(counters, "shared_load_transactions", name)
                   + _counter(counters, "shared_store_transactions", name))
         if trans_per_req is None:
-            requests = _global_requests(counters, name)
-            trans_per_req = l2 / requests if requests and l2 > 0 else 4.0
+            requests = counters.get("global_requests", 0.0)
+            trans_per_req = l2 / requests if requests > 0 and l2 > 0 else 4.0
         return cls(
             name=name,
             warps_total=warps,
@@ -257,18 +270,6 @@ class KernelProfile:
             return False
         waves = self.warps_total / (self.slot_warps * device.sm_count)
         return self.active_warps < STARVED_OCCUPANCY * self.slot_warps and waves >= STARVED_WAVES
-
-
-def _global_requests(counters: Mapping[str, float], kernel: str) -> float | None:
-    """Global load + store requests (warp instructions), where nvprof counted them."""
-    keys = [(f"g{op}_transactions", f"g{op}_transactions_per_request") for op in ("ld", "st")]
-    if not all(k in counters for pair in keys for k in pair):
-        return None
-    total = 0.0
-    for trans, per_request in keys:
-        n, per = _counter(counters, trans, kernel), _counter(counters, per_request, kernel)
-        total += n / per if per > 0 else 0.0
-    return total
 
 
 class TimeModel:

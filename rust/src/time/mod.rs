@@ -79,17 +79,18 @@
 //! predictions grow with fc, and case switches make jumps (tested on one example).
 //!
 //! # Counters -> inputs (nvprof names; per-warp = kernel total / warps)
-//! | input | nvprof | Nsight Compute (not implemented) | DCGM |
+//! | input | nvprof | Nsight Compute (mapped in python/gpudvfs/measure/counters) | DCGM |
 //! |---|---|---|---|
-//! | warps_total (#W) | blocks * ceil(block/32) where the launch is known, else `warps` (grid*block/32) | smsp__warps_launched.sum | none |
+//! | warps_total (#W) | blocks * ceil(block/32) where the launch is known, else `warps` (grid*block/32) | launch__grid_size * ceil(launch__block_size/32) | none |
 //! | active_warps (#Aw) | achieved_occupancy * 64 | sm__warps_active.avg.pct_of_peak_sustained_active/100 * max | sm_occupancy * max |
 //! | gld_trans | (l2_read_transactions + l2_write_transactions)/W | lts__t_sectors_op_{read,write}.sum / W | none |
 //! | l2_hit_rate | 1 - (dram_read+dram_write)/(l2_read+l2_write), clipped to 0..=1 | dram__sectors_{read,write}.sum | none |
 //! | comp_inst | inst_issued / W (all issued warp instructions, replays included) | smsp__inst_issued.sum / W | none |
-//! | dp_inst | inst_fp_64 / 32 / W (thread instructions to warp instructions; 0 if absent) | smsp__sass_thread_inst_executed_op_dfma/dadd/dmul sums / 32 / W (not mapped) | none |
+//! | dp_inst | inst_fp_64 / 32 / W (thread instructions to warp instructions; 0 if absent) | smsp__sass_thread_inst_executed_op_dfma/dadd/dmul sums / 32 / W | none |
 //! | shared_trans | (shared_load + shared_store transactions)/W | l1tex__data_pipe_lsu_wavefronts_mem_shared_op_{ld,st}.sum / W | none |
-//! | warps_per_block | not a counter: launch config; assumed 8 (256 threads) | launch__block_size/32 | none |
-//! | trans_per_req | L2 transactions / (gld + gst requests, each `g*_transactions` / `g*_transactions_per_request`) where counted, else 4 (coalesced 32-bit) | not mapped (4) | - |
+//! | warps_per_block | not a counter: the launch's block size/32 where known, else 8 (256 threads) | ceil(launch__block_size/32) | none |
+//! | trans_per_req | L2 transactions / (gld + gst requests, each `g*_transactions` / `g*_transactions_per_request`) where counted, else 4 (coalesced 32-bit) | smsp__inst_executed_op_global_{ld,st}.sum requests | - |
+//! | slot_warps (block-starved test, 14) | min(64, 32 blocks * warps per block) from the launch | sm__maximum_warps_per_active_cycle_pct/100 * max (registers and shared memory included) | - |
 //! | o_itrs, i_itrs | not determined by counters; see 8-9 | - | - |
 //! Assumptions: l2 transactions are all global traffic reaching L2 (texture/L1 hits are not
 //! modelled, as in the paper); the hit rate is traffic-based because nvprof's l2 hit-rate

@@ -24,20 +24,21 @@ from pathlib import Path
 from ...errors import DataFileError
 from ._records import ERROR_LINE, CounterReport, KernelCounters, ProfilerError, Rule, Text
 from ._units import normalize_unit
-from .mapping import (COMPONENTS, DOMAIN_SIZES, SCHEMES, TIME_INPUTS, Mapped, MissingCountersError, explain,
-                      power_utilizations, required_metrics, scheme_of, time_model_inputs)
+from .mapping import (COMPONENTS, DOMAIN_SIZES, SCHEMES, TIME_EXTRAS, TIME_INPUTS, Mapped, MissingCountersError,
+                      explain, power_utilizations, required_metrics, scheme_of, time_model_extras,
+                      time_model_inputs)
 from .ncu import (CounterPermissionError, NcuNotFoundError, NcuTimeoutError, ncu_command,
                   parse_ncu_csv, read_ncu_csv, run_ncu)
 from .nvprof import parse_nvprof_csv, read_nvprof_csv
 from .smi import SmiLog, parse_smi_csv, read_smi_csv
 
 __all__ = [
-    "COMPONENTS", "DOMAIN_SIZES", "SCHEMES", "TIME_INPUTS", "CounterPermissionError", "CounterReport",
+    "COMPONENTS", "DOMAIN_SIZES", "SCHEMES", "TIME_EXTRAS", "TIME_INPUTS", "CounterPermissionError", "CounterReport",
     "KernelCounters", "Mapped", "MissingCountersError", "NcuNotFoundError", "NcuTimeoutError",
     "ProfilerError", "Rule", "SmiLog", "explain", "ncu_command", "normalize_unit",
     "parse_ncu_csv", "parse_nvprof_csv", "parse_smi_csv", "power_utilizations",
     "read_counters", "read_ncu_csv", "read_nvprof_csv", "read_smi_csv", "required_metrics",
-    "run_ncu", "scheme_of", "time_model_inputs",
+    "run_ncu", "scheme_of", "time_model_extras", "time_model_inputs",
 ]
 
 

@@ -46,6 +46,19 @@ Time model, :data:`TIME_INPUTS` (nvprof name: recipes in order; ``|`` separates 
 | inst_issued | smsp__inst_issued.sum \\| sm__inst_issued.sum | smsp__inst_issued_sum | inst_issued | unmappable |
 | inst_per_warp | smsp__average_inst_executed_per_warp.ratio \\| smsp__inst_executed.sum / smsp__warps_launched.sum \\| smsp__inst_executed.sum / (launch__grid_size * ceil(launch__block_size / 32)) \\| sm__inst_executed.sum / (launch__grid_size * ceil(launch__block_size / 32)) | smsp__inst_executed_sum / (launch__grid_size * ceil(launch__block_size / 32)) | inst_per_warp | unmappable |
 
+Optional time-model inputs, :data:`TIME_EXTRAS` (added where present, never required)
+
+| input | ncu (SM >= 7.0) | ncu-pascal | nvprof | dcgm |
+|---|---|---|---|---|
+| inst_fp_64 | smsp__sass_thread_inst_executed_op_dadd_pred_on.sum + smsp__sass_thread_inst_executed_op_dmul_pred_on.sum + smsp__sass_thread_inst_executed_op_dfma_pred_on.sum | unmappable | inst_fp_64 | unmappable |
+| global_requests | smsp__inst_executed_op_global_ld.sum + smsp__inst_executed_op_global_st.sum | unmappable | gld_transactions / gld_transactions_per_request + gst_transactions / gst_transactions_per_request | unmappable |
+| blocks | launch__grid_size | launch__grid_size | unmappable (the launch geometry is printed beside the metrics) | unmappable |
+| threads_per_block | launch__block_size | launch__block_size | unmappable | unmappable |
+| theoretical_occupancy | sm__maximum_warps_per_active_cycle_pct / 100 | sm__maximum_warps_per_active_cycle_pct / 100 | unmappable | unmappable |
+
+The theoretical occupancy includes the register, shared-memory and barrier limits, which the
+launch geometry alone does not tell.
+
 The ncu <-> nvprof equivalences follow NVIDIA's nvprof-to-Nsight-Compute metric comparison
 (e.g. ``l2_read_transactions`` = read + atom + red sectors; ``flop_count_sp`` counts an FMA
 twice). Warps from the launch geometry are exact: every block has ceil(threads / 32) warps.
@@ -91,6 +104,8 @@ from ._units import LEVEL_UNIT
 TIME_INPUTS = ("warps", "achieved_occupancy", "dram_read_transactions", "dram_write_transactions",
                "l2_read_transactions", "l2_write_transactions", "shared_load_transactions",
                "shared_store_transactions", "flop_count_sp", "inst_issued", "inst_per_warp")
+#: Optional time-model inputs: refinements used where a tool reports them, never required.
+TIME_EXTRAS = ("inst_fp_64", "global_requests", "blocks", "threads_per_block", "theoretical_occupancy")
 COMPONENTS = ("SP", "INT", "DP", "SFU", "L2", "Shared", "DRAM")
 #: How many of COMPONENTS belong to the core domain and to the memory domain.
 DOMAIN_SIZES = (6, 1)
@@ -246,6 +261,46 @@ TIME_TABLES: dict[str, Table] = {
     },
 }
 
+def _nvprof_requests() -> Recipe:
+    names = ("gld_transactions", "gld_transactions_per_request", "gst_transactions", "gst_transactions_per_request")
+
+    def f(v: Sequence[float]) -> float:
+        # A kernel without loads (or stores) reports 0 transactions per request.
+        return sum(n / per for n, per in (v[:2], v[2:]) if per > 0)
+
+    return Recipe(names, f, "gld_transactions / gld_transactions_per_request + "
+                            "gst_transactions / gst_transactions_per_request")
+
+
+_NVPROF_LAUNCH = "nvprof prints the launch geometry beside its metrics, not as one (pass it as launch=)"
+
+TIME_EXTRA_TABLES: dict[str, Table] = {
+    "ncu": {
+        "inst_fp_64": [weighted_sum(*((1, f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum")
+                                      for op in ("dadd", "dmul", "dfma")))],
+        "global_requests": [weighted_sum((1, "smsp__inst_executed_op_global_ld.sum"),
+                                         (1, "smsp__inst_executed_op_global_st.sum"))],
+        "blocks": [same(_GRID)],
+        "threads_per_block": [same(_BLOCK)],
+        "theoretical_occupancy": [percent("sm__maximum_warps_per_active_cycle_pct")],
+    },
+    "ncu-pascal": {
+        "inst_fp_64": _PASCAL_GAP,
+        "global_requests": _PASCAL_GAP,
+        "blocks": [same(_GRID)],
+        "threads_per_block": [same(_BLOCK)],
+        "theoretical_occupancy": [percent("sm__maximum_warps_per_active_cycle_pct")],
+    },
+    "nvprof": {
+        "inst_fp_64": [same("inst_fp_64")],
+        "global_requests": [_nvprof_requests()],
+        "blocks": _NVPROF_LAUNCH,
+        "threads_per_block": _NVPROF_LAUNCH,
+        "theoretical_occupancy": "nvprof has no theoretical-occupancy metric",
+    },
+    "dcgm": {name: _NO_DCGM_COUNTS for name in TIME_EXTRAS},
+}
+
 _NO_DCGM_FIELD = "DCGM has no activity field for this unit"
 _PASCAL_NO_PIPE = "the 2019 Pascal raw page has no utilization metric for this unit"
 
@@ -396,11 +451,20 @@ def time_model_inputs(counters: Counters, scheme: str | None = None, *,
     ``missing="raise"`` (default): :class:`MissingCountersError` lists every mappable input
     whose metrics are absent, with the metrics needed. ``missing="none"``: None for those.
     Inputs the tool cannot provide at all (``unmappable`` in :func:`explain`) are always None
-    and do not raise: with DCGM only ``achieved_occupancy`` exists.
+    and do not raise: with DCGM only ``achieved_occupancy`` exists. The optional
+    :data:`TIME_EXTRAS` are added where the record has them, and never raise.
     """
     scheme = _scheme(counters, scheme)
     mapped = map_counters(counters, TIME_TABLES[scheme], scheme)
-    return _finish(mapped, TIME_TABLES[scheme], counters, missing, "time-model input(s)")
+    inputs = _finish(mapped, TIME_TABLES[scheme], counters, missing, "time-model input(s)")
+    return inputs | time_model_extras(counters, scheme)
+
+
+def time_model_extras(counters: Counters, scheme: str | None = None) -> dict[str, float]:
+    """The :data:`TIME_EXTRAS` that ``counters`` give (absent ones are left out)."""
+    scheme = _scheme(counters, scheme)
+    values = map_counters(counters, TIME_EXTRA_TABLES[scheme], scheme).values
+    return {k: v for k, v in values.items() if v is not None}
 
 
 def power_utilizations(counters: Counters, scheme: str | None = None, *,
@@ -434,9 +498,9 @@ def required_metrics(target: str = "time", scheme: str = "ncu") -> list[str]:
         raise InputError(f"target must be 'time' or 'power', got {target!r}")
     if scheme not in SCHEMES:
         raise InputError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
-    table = (TIME_TABLES if target == "time" else POWER_TABLES)[scheme]
+    tables = [TIME_TABLES[scheme], TIME_EXTRA_TABLES[scheme]] if target == "time" else [POWER_TABLES[scheme]]
     names: dict[str, None] = {}
-    for recipes in table.values():
+    for recipes in (r for table in tables for r in table.values()):
         if not isinstance(recipes, str):
             names.update(dict.fromkeys(recipes[0].needs))
     return list(names)
