@@ -261,6 +261,7 @@ TIME_TABLES: dict[str, Table] = {
     },
 }
 
+
 def _nvprof_requests() -> Recipe:
     names = ("gld_transactions", "gld_transactions_per_request", "gst_transactions", "gst_transactions_per_request")
 
