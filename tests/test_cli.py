@@ -7,7 +7,6 @@ import json
 import pytest
 from click.testing import CliRunner
 
-import gpudvfs
 from gpudvfs.cli.app import cli
 
 
