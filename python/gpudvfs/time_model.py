@@ -85,8 +85,8 @@ class TimeDevice:
     overlap_p: float
     dp_inst_cycle: float
     name: str = "custom"
-    #: Resident blocks per SM (32 from Maxwell to Hopper, 16 on Kepler); bounds the
-    #: occupancy a launch's block size allows.
+    #: Resident blocks per SM (32 on Maxwell, Pascal, Volta, A100 and Hopper; 24 on Ada;
+    #: 16 on Kepler, Turing and GA10x); bounds the occupancy a launch's block size allows.
     max_blocks_per_sm: float = 32.0
 
     def __post_init__(self) -> None:
