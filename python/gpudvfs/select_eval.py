@@ -127,39 +127,37 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
     deadline = select(t_pred, p_pred, configs, "deadline", default_index=hi, slowdown=slowdown)
     rows = np.arange(len(names))
 
-    def regret(idx):
-        r = e[rows, idx] / e_min - 1.0
-        return {"mean": float(r.mean()), "max": float(r.max()), "per_app": dict(zip(names, r.tolist()))}
+    def regret(idx) -> np.ndarray:
+        return e[rows, idx] / e_min - 1.0
+
+    def summary(r: np.ndarray) -> dict:
+        return {"mean": float(r.mean()), "max": float(r.max())}
 
     hindsight = int(np.argmin((e / e_min[:, None] - 1.0).mean(axis=0)))
     met = t[rows, deadline.index] <= (1 + slowdown) * t[:, hi]
     chosen, within = regret(energy.index), regret(deadline.index)
     # Which model the regret comes from: choose with one of them replaced by the measurement.
-    attribution = {f"measured_{k}": {key: v for key, v in regret(select(tt, pp, configs, "energy").index).items()
-                                     if key != "per_app"}
+    attribution = {f"measured_{k}": summary(regret(select(tt, pp, configs, "energy").index))
                    for k, tt, pp in (("time", t, p_pred), ("power", t_pred, p))}
-    out = {
-        "regret_mean": chosen["mean"], "regret_max": chosen["max"],
-        "deadline": {"slowdown": slowdown, **{k: v for k, v in within.items() if k != "per_app"},
+    return {
+        "regret_mean": float(chosen.mean()), "regret_max": float(chosen.max()),
+        "deadline": {"slowdown": slowdown, **summary(within),
                      "deadline_met": int(met.sum()), "apps": len(names)},
         "baselines": {
-            "highest_clocks": regret(np.full(len(names), hi)),
-            "reference": regret(np.full(len(names), ref)),
-            "best_single_pair": {**regret(np.full(len(names), hindsight)),
+            "highest_clocks": summary(regret(np.full(len(names), hi))),
+            "reference": summary(regret(np.full(len(names), ref))),
+            "best_single_pair": {**summary(regret(np.full(len(names), hindsight))),
                                  "pair": configs[hindsight].tolist()},
         },
         "attribution": attribution,
         "time_mape": float(100 * np.mean(np.abs(t_pred - t) / t)),
         "power_mape": float(100 * np.mean(np.abs(p_pred - p) / p)),
         "per_app": {n: {"chosen": configs[energy.index[a]].tolist(), "best": configs[np.argmin(e[a])].tolist(),
-                        "regret": chosen["per_app"][n],
+                        "regret": float(chosen[a]),
                         "deadline_choice": configs[deadline.index[a]].tolist(),
-                        "deadline_regret": within["per_app"][n]}
+                        "deadline_regret": float(within[a])}
                     for a, n in enumerate(names)},
     }
-    for b in out["baselines"].values():
-        b.pop("per_app")
-    return out
 
 
 def fit_power_model(grid: MeasurementGrid, reference: tuple[float, float]) -> PowerModel:
