@@ -317,8 +317,7 @@ class TimeModel:
         # Labels only on request: a string per prediction costs more than the prediction.
         labels = np.asarray(CASES, dtype=object)[case].reshape((len(profs),) + c.shape)
         if single:
-            labels = labels[0]
-            labels = str(labels) if isinstance(labels, str) or labels.ndim == 0 else labels
+            labels = labels[0]  # a str at one pair: the object array holds Python strings
         return t, labels
 
     def _dispatch_floor(self, p: KernelProfile, core: np.ndarray, mem: np.ndarray, t: np.ndarray,
@@ -326,11 +325,10 @@ class TimeModel:
         """Overwrite a block-starved kernel's calibrated times with soft-max(floor, model at
         the occupancy its block size allows); the floor is what the reference time leaves
         over that model. Nothing changes if the model alone already exceeds the reference."""
-        full = np.array([replace(p, active_warps=p.slot_warps).inputs()], dtype=np.float64)
-        t_full, case_full = self._raw(full, core, mem)
-        t_ref, _ = self._raw(full, np.array([p.reference_mhz[0]]), np.array([p.reference_mhz[1]]))
+        full = replace(p, active_warps=p.slot_warps)
+        t_full, case_full = self._raw(np.array([full.inputs()], dtype=np.float64), core, mem)
         q = self.device.overlap_p
-        rest = p.reference_time_ms ** q - t_ref[0, 0] ** q
+        rest = p.reference_time_ms ** q - self._at_reference(full) ** q
         if rest <= 0:
             return
         floor = rest ** (1 / q)
@@ -342,9 +340,10 @@ class TimeModel:
         missing = [p.name for p in profiles if p.reference_time_ms is None or p.reference_mhz is None]
         if missing:
             raise InputError(f"calibration needs each profile's reference_mhz and reference_time_ms; missing for {missing}")
-        rows = np.array([p.inputs() for p in profiles], dtype=np.float64)
-        out = np.empty(len(profiles))
-        for i, p in enumerate(profiles):
-            t, _ = self._raw(rows[i:i + 1], np.array([p.reference_mhz[0]]), np.array([p.reference_mhz[1]]))
-            out[i] = p.reference_time_ms / t[0, 0]
-        return out
+        return np.array([p.reference_time_ms / self._at_reference(p) for p in profiles])
+
+    def _at_reference(self, p: KernelProfile) -> float:
+        """The model's time (ms) of one profile at its reference pair."""
+        t, _ = self._raw(np.array([p.inputs()], dtype=np.float64), np.array([p.reference_mhz[0]]),
+                         np.array([p.reference_mhz[1]]))
+        return float(t[0, 0])
