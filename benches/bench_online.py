@@ -17,10 +17,11 @@ import statistics
 import time
 
 import numpy as np
-from _timing import best_of
-from rls_reference import NumpyRlsBank, make_batches
 
 from gpudvfs import OnlinePredictor, OnlinePredictorBank
+
+from _timing import best_of
+from rls_reference import NumpyRlsBank, make_batches
 
 SINGLE_TARGET_S = 1.5e-6
 BANK_TARGET = 20e6

@@ -15,11 +15,11 @@ import time
 import warnings
 from pathlib import Path
 
+import gpudvfs
+from gpudvfs.power.model import _SETTINGS
+
 from _timing import best_of, report
 from power_fit_reference import fit_reference
-
-import gpudvfs
-from gpudvfs.power_model import _SETTINGS
 
 
 def main() -> None:

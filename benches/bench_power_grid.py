@@ -10,10 +10,11 @@ import argparse
 import json
 
 import numpy as np
-from _timing import best_of, report
 
 import gpudvfs
-from gpudvfs.power_equations import power_grid_numpy
+from gpudvfs.power.equations import power_grid_numpy
+
+from _timing import best_of, report
 
 
 def main() -> None:

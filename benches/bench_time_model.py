@@ -10,11 +10,12 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-from _timing import best_of, report
-from time_model_reference import predict_reference
 
 from gpudvfs import KernelProfile, TimeDevice, TimeModel
-from gpudvfs.time_model import INPUT_KEYS
+from gpudvfs.time import INPUT_KEYS
+
+from _timing import best_of, report
+from time_model_reference import predict_reference
 
 
 def main() -> None:

@@ -20,14 +20,35 @@ from pathlib import Path
 import pytest
 
 from gpudvfs.errors import DataFileError, InputError
-from gpudvfs.measure.counters import (COMPONENTS, TIME_INPUTS, CounterPermissionError, CounterReport,
-                                      MissingCountersError, NcuNotFoundError, NcuTimeoutError,
-                                      ProfilerError, SmiLog, explain, ncu_command, normalize_unit,
-                                      parse_ncu_csv, parse_smi_csv,
-                                      power_utilizations, read_counters, read_ncu_csv,
-                                      read_nvprof_csv, read_smi_csv, required_metrics, run_ncu,
-                                      scheme_of, time_model_extras, time_model_inputs)
-from gpudvfs.measure.counters import mapping
+from gpudvfs.io.profilers import (
+    CounterReport,
+    ProfilerError,
+    SmiLog,
+    normalize_unit,
+    parse_ncu_csv,
+    parse_smi_csv,
+    read_counters,
+    read_ncu_csv,
+    read_nvprof_csv,
+    read_smi_csv,
+)
+from gpudvfs.measure.counters import (
+    COMPONENTS,
+    TIME_INPUTS,
+    CounterPermissionError,
+    MissingCountersError,
+    NcuNotFoundError,
+    NcuTimeoutError,
+    explain,
+    mapping,
+    ncu_command,
+    power_utilizations,
+    required_metrics,
+    run_ncu,
+    scheme_of,
+    time_model_extras,
+    time_model_inputs,
+)
 
 FILES = ("ncu_b200_roofline-analysis.csv", "ncu_b200_roofline-analysis_app-error.csv",
          "ncu_rtx5090_llm-perf-opt.csv", "ncu_a100_learningnote4dev.csv",

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from gpudvfs.cli.app import cli
 from gpudvfs.demo import run_demo
 from gpudvfs.measure import SimulatedDevice
-from gpudvfs.time_model import TimeDevice
+from gpudvfs.time import TimeDevice
 
 
 @pytest.mark.parametrize("seed", [0, 7])

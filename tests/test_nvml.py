@@ -25,8 +25,6 @@ from pathlib import Path
 
 import pytest
 
-import fake_pynvml
-from fake_pynvml import FakeNvml
 from gpudvfs.errors import GpudvfsError, GpudvfsWarning, InputError
 from gpudvfs.measure.device import ClockPermissionError, Device, Workload
 from gpudvfs.measure.nvml import (
@@ -35,6 +33,9 @@ from gpudvfs.measure.nvml import (
     NvmlDevice,
     refresh_period_from_changes,
 )
+
+import fake_pynvml
+from fake_pynvml import FakeNvml
 
 TESTS = Path(__file__).resolve().parent
 
@@ -530,8 +531,9 @@ def test_profile_runs_ncu_on_a_launcher_process_for_this_gpu(monkeypatch):
     runs the workload on the GPU NVML names (by PCI bus id), then maps the counters. The
     ncu run is a STAND-IN returning a report recorded on a real RTX 5090; that report lacks
     most of the needed metrics, so the mapping must say which."""
+    from gpudvfs.io.profilers import read_ncu_csv
     from gpudvfs.measure import counters
-    from gpudvfs.measure.counters import MissingCountersError, read_ncu_csv
+    from gpudvfs.measure.counters import MissingCountersError
 
     data = Path(os.environ.get("GPUDVFS_DATA", TESTS.parent.parent / "shared" / "data"))
     recorded = data / "tool-outputs" / "ncu_rtx5090_llm-perf-opt.csv"

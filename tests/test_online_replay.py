@@ -14,8 +14,17 @@ from click.testing import CliRunner
 
 from gpudvfs import InputError, MeasurementGrid, OnlinePredictor
 from gpudvfs.cli.app import cli
-from gpudvfs.online import (CounterFrequencyModel, FeatureMap, GridTable, ReplaySettings, lasso_select,
-                            predict_time_at, replay, time_slope, tune)
+from gpudvfs.online import (
+    CounterFrequencyModel,
+    FeatureMap,
+    GridTable,
+    ReplaySettings,
+    lasso_select,
+    predict_time_at,
+    replay,
+    time_slope,
+    tune,
+)
 
 GTX980 = "nv-dvfs-benchmark/gtx980_time_dev.csv"
 V100 = "nsfcac/v100_spec_dev.csv"

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import gpudvfs
-from gpudvfs.power_equations import power_grid_numpy
+from gpudvfs.power.equations import power_grid_numpy
 
 pos = st.floats(min_value=0.0, max_value=500.0)
 

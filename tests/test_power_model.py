@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 import gpudvfs
 from gpudvfs import InputError, PowerDataset, PowerModel
-from gpudvfs.power_equations import power_grid_numpy
-from gpudvfs.power_model import cross_validate
+from gpudvfs.power import cross_validate
+from gpudvfs.power.equations import power_grid_numpy
 
 COMPONENTS = ("SP", "INT", "DP", "L2", "DRAM")
 SIZES = (4, 1)

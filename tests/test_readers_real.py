@@ -120,7 +120,7 @@ def test_grid_roles(data):
     np.testing.assert_allclose(g.time_ms, g.columns["run_time"] * 1000.0)
     assert "sm_active" in g.metrics and "run_time" not in g.metrics and "index" not in g.metrics
     tp = gpudvfs.read(data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv")
-    blocks, threads = gpudvfs.readers.launch_geometry(tp)
+    blocks, threads = gpudvfs.io.launch_geometry(tp)
     assert blocks.shape == (540, 3) and tuple(blocks[0]) == (3584, 1, 1) and tuple(threads[0]) == (128, 1, 1)
     assert tp.watts is not None and np.all(tp.watts > 0)
 

@@ -157,6 +157,7 @@ def test_time_suite_sweep_fits_the_device():
     L2 and shared latencies within 1%, the DRAM delay law within 10% (it comes from timed
     launches with 0.5% noise)."""
     import tempfile
+
     from gpudvfs.measure import suite_workloads, to_time_device
 
     dev = SimulatedDevice(seed=2)

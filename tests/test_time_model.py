@@ -15,8 +15,7 @@ from hypothesis import strategies as st
 import gpudvfs
 from gpudvfs import InputError, KernelProfile, TimeDevice, TimeModel
 from gpudvfs.cli.app import cli
-from gpudvfs.time_eval import evaluate, profiles_from_grid
-from gpudvfs.time_model import CASES, INPUT_KEYS
+from gpudvfs.time import CASES, INPUT_KEYS, evaluate, profiles_from_grid
 
 from conftest import REPO
 

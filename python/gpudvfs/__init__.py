@@ -1,39 +1,71 @@
 """gpudvfs: what a GPU frequency change does to a workload's time, power and energy.
 
 Core runtime dependency: numpy. The command line, plots and measurement come as extras.
+Public names load on first use, so ``import gpudvfs`` (and the command line's start-up)
+costs nothing until a model or reader is touched.
 """
 
-from . import _core
-from .datasets import MeasurementGrid, PowerDataset, UtilizationTable
-from .errors import DataFileError, GpudvfsError, GpudvfsWarning, InputError, Problem
-from .online import OnlinePredictor, OnlinePredictorBank
-from .power_equations import power_grid
-from .power_model import PowerModel
-from .time_model import KernelProfile, TimeDevice, TimeModel
-from .readers import FORMATS, UTIL_TOLERANCE, detect_format, read, read_power_dataset, write
+from __future__ import annotations
 
-__version__ = _core.__version__
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# name -> module that defines it
+_EXPORTS = {
+    "FORMATS": "io",
+    "UTIL_TOLERANCE": "io",
+    "detect_format": "io",
+    "read": "io",
+    "read_power_dataset": "io",
+    "write": "io",
+    "MeasurementGrid": "io.datasets",
+    "PowerDataset": "io.datasets",
+    "UtilizationTable": "io.datasets",
+    "DataFileError": "errors",
+    "GpudvfsError": "errors",
+    "GpudvfsWarning": "errors",
+    "InputError": "errors",
+    "Problem": "errors",
+    "OnlinePredictor": "_core",
+    "OnlinePredictorBank": "_core",
+    "PowerModel": "power.model",
+    "power_grid": "power.equations",
+    "KernelProfile": "time.profile",
+    "TimeDevice": "time.device",
+    "TimeModel": "time.model",
+}
 
 __all__ = [
-    "FORMATS",
-    "UTIL_TOLERANCE",
-    "DataFileError",
-    "GpudvfsError",
-    "GpudvfsWarning",
-    "InputError",
-    "KernelProfile",
-    "MeasurementGrid",
-    "OnlinePredictor",
-    "OnlinePredictorBank",
-    "PowerDataset",
-    "PowerModel",
-    "Problem",
-    "TimeDevice",
-    "TimeModel",
-    "UtilizationTable",
-    "detect_format",
-    "power_grid",
-    "read",
-    "read_power_dataset",
-    "write",
+    "FORMATS", "UTIL_TOLERANCE", "DataFileError", "GpudvfsError", "GpudvfsWarning", "InputError",
+    "KernelProfile", "MeasurementGrid", "OnlinePredictor", "OnlinePredictorBank", "PowerDataset",
+    "PowerModel", "Problem", "TimeDevice", "TimeModel", "UtilizationTable", "detect_format",
+    "power_grid", "read", "read_power_dataset", "write",
 ]
+
+if TYPE_CHECKING:
+    from ._core import OnlinePredictor, OnlinePredictorBank
+    from .errors import DataFileError, GpudvfsError, GpudvfsWarning, InputError, Problem
+    from .io import FORMATS, UTIL_TOLERANCE, detect_format, read, read_power_dataset, write
+    from .io.datasets import MeasurementGrid, PowerDataset, UtilizationTable
+    from .power.equations import power_grid
+    from .power.model import PowerModel
+    from .time.device import TimeDevice
+    from .time.model import TimeModel
+    from .time.profile import KernelProfile
+
+    __version__: str
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        return importlib.import_module(f"{__name__}._core").__version__
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__) | {"__version__"})

@@ -59,7 +59,7 @@ class DataFileError(InputError):
         line: int | None = None,
         column: int | None = None,
         column_name: str | None = None,
-    ) -> "DataFileError":
+    ) -> DataFileError:
         return cls(Problem(str(path), line, column, column_name, message))
 
     @property

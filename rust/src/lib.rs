@@ -5,7 +5,6 @@ pub mod error;
 pub mod online;
 pub mod parallel;
 pub mod power;
-pub mod power_eq;
 pub mod time;
 
 #[cfg(feature = "python")]

@@ -6,7 +6,7 @@ import warnings
 
 import click
 
-from .. import readers
+from ..io import FORMATS, read
 from .output import console, print_json, table, user_errors
 
 
@@ -25,7 +25,7 @@ def data() -> None:
 
 @data.command()
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--format", "fmt", type=click.Choice(readers.FORMATS), default=None,
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="Read as this format instead of detecting it.")
 @click.option("--skip-invalid", is_flag=True,
               help="Leave out invalid rows (each is listed) instead of stopping at the first.")
@@ -34,7 +34,7 @@ def info(file: str, fmt: str | None, skip_invalid: bool, as_json: bool) -> None:
     """What a measurement file holds: format, reference, grid, components, benchmarks, ranges."""
     with user_errors(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # skipped rows are reported below
-        ds = readers.read(file, fmt, on_invalid="skip" if skip_invalid else "raise")
+        ds = read(file, fmt, on_invalid="skip" if skip_invalid else "raise")
     d = ds.describe()
     if as_json:
         print_json(d)

@@ -7,7 +7,8 @@ from dataclasses import replace as dc_replace
 
 import click
 
-from ..online import FORMS, ReplaySettings, replay as run_replay
+from ..online import FORMS, ReplaySettings
+from ..online import replay as run_replay
 from ..online.replay import MOVES, STREAMS
 from .output import console, print_json, table, user_errors
 

@@ -7,10 +7,10 @@ import warnings
 import click
 import numpy as np
 
-from .. import readers
-from ..datasets import PowerDataset, UtilizationTable
 from ..errors import GpudvfsWarning, InputError
-from ..power_model import VARIANTS, PowerModel, cross_validate
+from ..io import read, read_power_dataset
+from ..io.datasets import PowerDataset, UtilizationTable
+from ..power import VARIANTS, PowerModel, cross_validate
 from .output import console, print_json, table, user_errors
 
 
@@ -38,7 +38,7 @@ def fit(train, variant, out, folds, skip_invalid, drop_unused, as_json) -> None:
     """Estimate coefficients and voltages from microbenchmark measurements."""
     with user_errors(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", GpudvfsWarning)
-        ds = readers.read_power_dataset(train, on_invalid="skip" if skip_invalid else "raise")
+        ds = read_power_dataset(train, on_invalid="skip" if skip_invalid else "raise")
         dropped = ds.unused_components() if drop_unused else []
         if dropped:
             ds = ds.without_components(dropped)
@@ -85,7 +85,7 @@ def eval_(model_path, test, as_json) -> None:
     """Errors of a model on measured power (mean, median and max APE; per config and benchmark)."""
     with user_errors():
         model = _load_model(model_path)
-        r = model.evaluate(readers.read_power_dataset(test))
+        r = model.evaluate(read_power_dataset(test))
     if as_json:
         print_json(r)
         return
@@ -104,7 +104,7 @@ def predict(model_path, utils, as_json) -> None:
     """Power of each application of UTILS (gpmTOOL utilization or power CSV) over the model's grid."""
     with user_errors():
         model = _load_model(model_path)
-        ds = readers.read(utils)
+        ds = read(utils)
         if isinstance(ds, UtilizationTable):
             names, u = list(ds.names), ds.utilization
         elif isinstance(ds, PowerDataset):
@@ -137,7 +137,7 @@ def plot(model_path, data, out) -> None:
 
     with user_errors():
         model = _load_model(model_path)
-        ds = readers.read_power_dataset(data) if data else None
+        ds = read_power_dataset(data) if data else None
         pred = model.predict(ds.utilization, ds.core_mhz, ds.mem_mhz) if ds is not None else None
     n = 3 if ds is not None else 2
     fig, axes = plt.subplots(1, n, figsize=(5 * n, 4.2))

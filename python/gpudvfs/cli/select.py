@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import click
 
-from .. import readers
-from ..power_model import PowerModel
+from ..io import read
+from ..power import PowerModel
 from ..select import POLICIES
-from ..select_eval import choose as choose_configs
-from ..select_eval import evaluate_selection, fit_power_model
+from ..select.choose import choose as choose_configs
+from ..select.choose import fit_power_model
+from ..select.evaluate import evaluate_selection
 from .output import console, print_json, table, user_errors
 from .time import _device, _pair
 
@@ -30,7 +31,7 @@ def eval_(data, reference, slowdown, device, as_json) -> None:
     """Energy regret of the chosen configurations on measured time and power (NV-DVFS
     nvprof CSV with power), against the highest-clocks, reference and best-single-pair baselines."""
     with user_errors():
-        r = evaluate_selection(readers.read(data), reference, slowdown=slowdown, time_device=_device(device))
+        r = evaluate_selection(read(data), reference, slowdown=slowdown, time_device=_device(device))
     if as_json:
         print_json(r)
         return
@@ -59,7 +60,7 @@ def fit_power(data, reference, out) -> None:
     """Fit the power model `select choose` uses on a measured grid (NV-DVFS nvprof CSV with
     power): utilizations from each workload's reference-row counters."""
     with user_errors():
-        model = fit_power_model(readers.read(data), reference)
+        model = fit_power_model(read(data), reference)
         model.save(out)
     console.print(f"power model (per-domain) on {len(model.configs_)} configurations: training MAPE "
                   f"{model.train_mape_:.2f}%; wrote {out}")
@@ -80,7 +81,7 @@ def fit_power(data, reference, out) -> None:
 def choose(data, model_path, reference, device, policy, slowdown, power_cap, as_json) -> None:
     """Choose frequencies for workloads profiled once at the reference pair."""
     with user_errors():
-        r = choose_configs(readers.read(data), reference, PowerModel.load(model_path), time_device=_device(device),
+        r = choose_configs(read(data), reference, PowerModel.load(model_path), time_device=_device(device),
                            policy=policy, slowdown=slowdown, power_cap_w=power_cap)
     if as_json:
         print_json(r)

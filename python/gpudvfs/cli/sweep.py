@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .. import readers
+from ..io import write
 from ..measure.devices import DEVICE_KINDS, make_device
 from ..measure.sweep import grid, run_sweep, suite_workloads, to_power_dataset
 from ..measure.workload_file import read_workloads
@@ -55,5 +55,5 @@ def sweep(suite, workload_file, device_kind, seed, out, resume, core_mhz, mem_mh
         console.print(f"measured {result.measured} rows ({result.skipped} already in {out}); "
                       f"{result.throttled} throttled; profiles in {result.profiles}")
         if gpmtool_out:
-            readers.write(to_power_dataset(out), gpmtool_out)
+            write(to_power_dataset(out), gpmtool_out)
             console.print(f"wrote {gpmtool_out}")

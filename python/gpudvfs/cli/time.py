@@ -7,10 +7,9 @@ from pathlib import Path
 import click
 import numpy as np
 
-from .. import readers
 from ..errors import InputError
-from ..time_eval import evaluate, profiles_from_grid
-from ..time_model import MODES, TimeDevice, TimeModel
+from ..io import read
+from ..time import MODES, TimeDevice, TimeModel, evaluate, profiles_from_grid
 from .output import console, print_json, table, user_errors
 
 
@@ -28,7 +27,7 @@ def _device(spec: str) -> TimeDevice:
 
 
 def _grid(path):
-    g = readers.read(path)
+    g = read(path)
     if g.format != "nvprof":
         raise InputError(f"{path}: the time model reads NV-DVFS nvprof CSVs (core and memory clocks with "
                          f"nvprof counters), got {g.format}")

@@ -21,10 +21,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..time_model import KernelProfile, TimeDevice, TimeModel
+from ..time import KernelProfile, TimeDevice, TimeModel
 from .counters.mapping import COMPONENTS, DOMAIN_SIZES
 from .device import ClockPermissionError, Measurement, Workload
-
 
 # The GTX Titan X's core clock levels (MHz), as in the public gpmTOOL measurements.
 CORE_LEVELS = (1164.0, 1126.0, 1088.0, 1050.0, 1013.0, 975.0, 937.0, 899.0, 861.0, 823.0,
@@ -69,7 +68,7 @@ class SimulatedGpu:
 
     def power(self, util, core_mhz: float, mem_mhz: float) -> float:
         """True average power (W) of a workload with utilizations ``util`` (Eq. 4 per domain)."""
-        from ..power_equations import power_grid
+        from ..power.equations import power_grid
 
         freqs = [[core_mhz / self.default_mhz[0], mem_mhz / self.default_mhz[1]]]
         volts = [list(self.volts(core_mhz, mem_mhz))]

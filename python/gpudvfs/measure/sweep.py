@@ -15,12 +15,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..datasets import PowerDataset
 from ..errors import InputError
-from ..jsonfile import read_versioned, write_json_atomic
-from ..readers import read
-from ..readers._source import csv_line, format_number
-from ..time_model import TimeDevice
+from ..io import read
+from ..io.datasets import PowerDataset
+from ..io.jsonfile import read_versioned, write_json_atomic
+from ..io.source import csv_line, format_number
+from ..time.device import TimeDevice
 from .counters.mapping import COMPONENTS, DOMAIN_SIZES
 from .device import Device, Measurement, Workload
 

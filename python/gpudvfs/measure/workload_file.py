@@ -16,7 +16,7 @@ import importlib
 from pathlib import Path
 
 from ..errors import InputError
-from ..jsonfile import read_json
+from ..io.jsonfile import read_json
 from .device import Workload
 
 

@@ -62,7 +62,7 @@ class FeatureMap:
             raise InputError(f"FeatureMap: selected must index the {n_all} features")
 
     @classmethod
-    def fit(cls, table: GridTable, apps, form: str, counters=None) -> "FeatureMap":
+    def fit(cls, table: GridTable, apps, form: str, counters=None) -> FeatureMap:
         """Scale = standard deviation of each counter (of ``counters``, default all) over
         every configuration of ``apps``; counters constant there carry no information and
         are left out. The reference clocks are the highest levels. Every feature is
@@ -78,7 +78,7 @@ class FeatureMap:
                    tuple(table.counter_names[i] for i in keep), tuple(float(sd[i]) for i in keep),
                    tuple(range(n_all)))
 
-    def with_selection(self, selected) -> "FeatureMap":
+    def with_selection(self, selected) -> FeatureMap:
         return FeatureMap(self.form, self.domains, self.ref_mhz, self.counters, self.scale,
                           tuple(int(i) for i in selected))
 
@@ -126,7 +126,7 @@ class FeatureMap:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "FeatureMap":
+    def from_dict(cls, d: dict) -> FeatureMap:
         try:
             return cls(str(d["form"]), tuple(d["domains"]), tuple(map(float, d["ref_mhz"])),
                        tuple(d["counters"]), tuple(map(float, d["scale"])), tuple(map(int, d["selected"])))

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..datasets import MeasurementGrid
 from ..errors import InputError
+from ..io.datasets import MeasurementGrid
 
 
 def is_target_readout(name: str) -> bool:
@@ -29,7 +29,7 @@ class GridTable:
     counter_names: tuple[str, ...]
 
     @classmethod
-    def from_grid(cls, grid: MeasurementGrid) -> "GridTable":
+    def from_grid(cls, grid: MeasurementGrid) -> GridTable:
         """Dense arrays of a grid; every (workload, configuration) must be measured once.
         Workloads are the grid's key columns joined (the application for the public files)."""
         work = grid.workload

@@ -12,7 +12,7 @@ import numpy as np
 
 from .._core import OnlinePredictor, OnlinePredictorBank
 from ..errors import InputError
-from ..jsonfile import read_json, write_json_atomic
+from ..io.jsonfile import read_json, write_json_atomic
 
 VERSION = 1
 _KINDS = {"online-predictor": OnlinePredictor, "online-predictor-bank": OnlinePredictorBank}

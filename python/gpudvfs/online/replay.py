@@ -35,10 +35,10 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from .. import readers
 from .._core import OnlinePredictor
-from ..datasets import MeasurementGrid
 from ..errors import InputError
+from ..io import read
+from ..io.datasets import MeasurementGrid
 from .features import FORMS, FeatureMap
 from .grid import GridTable
 from .selection import FeatureSelection, lasso_select
@@ -244,7 +244,7 @@ def _sensitivity(table: GridTable, tr: Trace, fm: FeatureMap, cm: CounterFrequen
 
 
 def _table(source) -> GridTable:
-    grid = source if isinstance(source, MeasurementGrid) else readers.read(source)
+    grid = source if isinstance(source, MeasurementGrid) else read(source)
     if not isinstance(grid, MeasurementGrid):
         raise InputError(f"{grid.path}: a {grid.format} file has no time grid; the replay needs a measurement "
                          "grid (nvprof, dcgm, ptx or tidy format)")

@@ -27,7 +27,7 @@ class CounterFrequencyModel:
     coef: np.ndarray  # (domains, counters, 2)
 
     @classmethod
-    def fit(cls, table: GridTable, apps, counters) -> "CounterFrequencyModel":
+    def fit(cls, table: GridTable, apps, counters) -> CounterFrequencyModel:
         """Least squares over one-level moves (the moves a governor weighs) of every
         domain, from every configuration of ``apps``."""
         cols = [table.counter_names.index(c) for c in counters]

@@ -10,8 +10,8 @@ use pyo3::types::PyDict;
 
 use super::{item, slice};
 use crate::error::CoreError;
+use crate::power::equations::{power_grid as power_grid_core, PowerCoefficients};
 use crate::power::{fit, FitOptions, FittedPower, PowerData, Variant, VoltageCurve};
-use crate::power_eq::{power_grid as power_grid_core, PowerCoefficients};
 
 fn shape_err(msg: String) -> PyErr {
     CoreError::Shape(msg).into()

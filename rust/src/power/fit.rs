@@ -9,7 +9,7 @@ use super::nnls::{nnls, NormalEq};
 use super::voltage::{isotonic_quartic, Quartic};
 use super::{FitOptions, FittedPower, PowerData, Variant};
 use crate::error::CoreResult;
-use crate::power_eq::PowerCoefficients;
+use crate::power::equations::PowerCoefficients;
 
 /// Coordinate-descent sweeps between the two domains inside one voltage step.
 const MAX_VOLTAGE_SWEEPS: usize = 1;

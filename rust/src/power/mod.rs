@@ -7,6 +7,7 @@
 //! paper's Sec. III-D until both stop changing (`fit`).
 
 mod curve;
+pub mod equations;
 mod fit;
 mod layout;
 pub mod nnls;
@@ -16,7 +17,7 @@ pub use curve::VoltageCurve;
 pub use fit::fit;
 
 use crate::error::{CoreError, CoreResult};
-use crate::power_eq::PowerCoefficients;
+use equations::PowerCoefficients;
 
 /// How the unknown voltages are parametrized.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

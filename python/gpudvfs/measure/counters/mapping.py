@@ -98,8 +98,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ...errors import InputError
-from ._records import KernelCounters
-from ._units import LEVEL_UNIT
+from ...io.profilers.records import KernelCounters
+from ...io.profilers.units import LEVEL_UNIT
 
 TIME_INPUTS = ("warps", "achieved_occupancy", "dram_read_transactions", "dram_write_transactions",
                "l2_read_transactions", "l2_write_transactions", "shared_load_transactions",

@@ -23,11 +23,34 @@ from __future__ import annotations
 
 from .errors import CompileError, DisassemblyError, ManifestError, ToolchainMissing, UnsupportedArchitecture
 from .gpu import LoadedBenchmark, load
-from .manifest import (COMPONENTS, POLICIES, SUITES, Benchmark, KernelSpec, Manifest, SourceSpec, benchmark,
-                       kernels_dir, load_manifest)
+from .manifest import (
+                       COMPONENTS,
+                       POLICIES,
+                       SUITES,
+                       Benchmark,
+                       KernelSpec,
+                       Manifest,
+                       SourceSpec,
+                       benchmark,
+                       kernels_dir,
+                       load_manifest,
+)
 from .nvrtc import BASE_OPTIONS, CompiledSource, Rendered, compile_cubin, compile_source, render
-from .sass import (MEMORY_CLASSES, SASS_CLASSES, WORK_CLASSES, Instruction, Loop, disassemble, dominates,
-                   find_loops, hot_loop, instruction_class, intensity, nvdisasm_path, parse_sass)
+from .sass import (
+                       MEMORY_CLASSES,
+                       SASS_CLASSES,
+                       WORK_CLASSES,
+                       Instruction,
+                       Loop,
+                       disassemble,
+                       dominates,
+                       find_loops,
+                       hot_loop,
+                       instruction_class,
+                       intensity,
+                       nvdisasm_path,
+                       parse_sass,
+)
 
 __all__ = [
     "BASE_OPTIONS", "COMPONENTS", "MEMORY_CLASSES", "POLICIES", "SASS_CLASSES", "SUITES", "WORK_CLASSES",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 
-
 class ManifestError(ValueError):
     """The manifest is malformed; the message names the file, the entry and what was expected."""
 

@@ -14,7 +14,6 @@ from .errors import ManifestError, ToolchainMissing
 from .manifest import _TYPES, Benchmark, Manifest, benchmark, load_manifest
 from .nvrtc import render
 
-
 # --------------------------------------------------------------------------------------------
 # Real GPU: CuPy
 

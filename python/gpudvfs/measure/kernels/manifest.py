@@ -13,10 +13,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from .errors import ManifestError
 from ..counters.mapping import COMPONENTS
+from .errors import ManifestError
 from .sass import MEMORY_CLASSES, WORK_CLASSES
-
 
 MANIFEST_FORMAT = "gpudvfs-kernel-manifest"
 MANIFEST_VERSION = 1

@@ -13,7 +13,6 @@ from types import MappingProxyType
 from .errors import CompileError, ToolchainMissing
 from .manifest import Benchmark, Manifest, benchmark, load_manifest
 
-
 # --------------------------------------------------------------------------------------------
 # Rendering and NVRTC
 

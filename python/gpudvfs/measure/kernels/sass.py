@@ -17,7 +17,6 @@ from pathlib import Path
 
 from .errors import DisassemblyError, ToolchainMissing, UnsupportedArchitecture
 
-
 # Instruction classes of the disassembly. The six "work" classes are what the benchmarks aim
 # at; LOCAL is register spilling (never wanted in a measurement loop); the rest is overhead.
 WORK_CLASSES = ("SP", "DP", "INT", "SFU", "SHARED", "GLOBAL")

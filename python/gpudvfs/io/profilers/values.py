@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ._records import KernelCounters, Text
-from ._units import normalize_unit, parse_number
+from .records import KernelCounters, Text
+from .units import normalize_unit, parse_number
 
 NOT_AVAILABLE = ("n/a", "N/A", "[N/A]", "[Not Supported]")
 

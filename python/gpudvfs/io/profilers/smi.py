@@ -2,7 +2,7 @@
 
 The header names each field with its unit in brackets (``power.draw [W]``,
 ``clocks.current.sm [MHz]``, ``memory.used [MiB]``); values repeat the unit (``74.86 W``) unless
-``nounits`` was given. Values are converted like every counter (:mod:`._units`): MiB to bytes,
+``nounits`` was given. Values are converted like every counter (:mod:`.units`): MiB to bytes,
 MHz to Hz, W and % unchanged. ``[N/A]`` and ``[Not Supported]`` become None; fields that are
 not numbers (name, uuid, ``P0``, ``Active``, bit masks, timestamps) stay text. A repeated header
 line (a restarted logger appending to the file) is skipped and recorded in ``repeated_headers``.
@@ -14,9 +14,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ._records import Text
-from ._units import normalize_unit, parse_number, split_value_unit
-from ._values import NOT_AVAILABLE
+from .records import Text
+from .units import normalize_unit, parse_number, split_value_unit
+from .values import NOT_AVAILABLE
 
 _FIELD = re.compile(r"^(?P<name>[^\[]+?)\s*(\[(?P<unit>[^\]]*)\])?$")
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import InputError
+from ..errors import InputError
 
 POLICIES = ("energy", "edp", "ed2p", "deadline", "power-cap")
 

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .readers._source import Source
+from ..errors import InputError
+from ..io.source import Source, csv_line, format_number
 
 
 def read_gpmtool_model(path: str | Path) -> tuple[tuple[str, ...], dict]:
@@ -87,9 +88,6 @@ def read_gpmtool_model(path: str | Path) -> tuple[tuple[str, ...], dict]:
 def write_gpmtool_model(path: str | Path, names, state: dict) -> None:
     """Write a per-config (v1 layout, core voltages; memory voltages must be 1) or a
     per-domain (v2 layout) model in gpmTOOL's model file format."""
-    from .errors import InputError
-    from .readers._source import csv_line, format_number
-
     ref, sizes = state["ref_mhz"], state["domain_sizes"]
     configs = [tuple(c) for c in state["configs"]]
     core = sorted({c for c, _ in configs})

@@ -12,16 +12,16 @@ Two forms:
   one column per metric, an unquoted units row (``%``, ``MB/s``...; first field empty) and one
   row per launch, ``id`` = correlation id.
 
-Throughput units are binary (GB = 2^30 bytes); see :mod:`._units`.
+Throughput units are binary (GB = 2^30 bytes); see :mod:`.units`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ._records import CounterReport, KernelCounters, Text
-from ._units import normalize_unit, parse_number, split_value_unit
-from ._values import store
+from .records import CounterReport, KernelCounters, Text
+from .units import normalize_unit, parse_number, split_value_unit
+from .values import store
 
 SUMMARY_START = ("Device", "Kernel", "Invocations")
 TRACE_START = ("Device", "Context", "Stream", "Kernel")

@@ -37,7 +37,7 @@ class KernelCounters:
     """The counters of one kernel launch (or, for nvprof's summary, of ``invocations`` launches).
 
     ``metrics`` holds every numeric value converted to ``units[name]`` (the base unit, see
-    :mod:`._units`); ``text`` holds the values that are not numbers (``n/a``, names, modes),
+    :mod:`.units`); ``text`` holds the values that are not numbers (``n/a``, names, modes),
     ``lists`` the ``"; "``-joined lists of the 2019 Nsight Compute raw page, ``extrema`` nvprof's
     (min, max) beside the average kept in ``metrics``. ``info`` holds the identification columns
     (process, context, stream, block and grid size, device, CC ...). ``invocation`` counts the
@@ -108,7 +108,7 @@ class Text:
     lines: list[str]
 
     @classmethod
-    def from_path(cls, path: str | Path) -> "Text":
+    def from_path(cls, path: str | Path) -> Text:
         p = Path(path)
         if not p.is_file():
             raise DataFileError.at(path, "file not found" if not p.exists() else "not a regular file")

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .datasets import MeasurementGrid
-from .errors import InputError
-from .readers.grid_csv import launch_geometry
-from .time_model import KernelProfile, TimeDevice, TimeModel
+from ..errors import InputError
+from ..io.datasets import MeasurementGrid
+from ..io.grid_csv import launch_geometry
+from .model import KernelProfile, TimeDevice, TimeModel
 
 
 def profiles_from_grid(grid: MeasurementGrid, reference: tuple[float, float],

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..datasets import MeasurementGrid
-from ._source import Source, csv_line, format_number
+from .datasets import MeasurementGrid
+from .source import Source, csv_line, format_number
 
 # Launch geometry as nvprof printed it: "(grid x y z) (block x y z)".
 _GEOMETRY = re.compile(r"^\s*\((\d+) (\d+) (\d+)\) \((\d+) (\d+) (\d+)\)\s*$")

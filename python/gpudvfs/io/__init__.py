@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..datasets import MeasurementGrid, PowerDataset, UtilizationTable
 from ..errors import DataFileError, InputError
-from ._source import UTIL_TOLERANCE, Source
+from .datasets import MeasurementGrid, PowerDataset, UtilizationTable
 from .gpmtool import read_gpmtool, write_gpmtool
 from .grid_csv import DCGM, NVPROF, SPECS, TIDY, launch_geometry, read_grid, write_grid
 from .ptx import read_ptx, write_ptx
+from .source import UTIL_TOLERANCE, Source
 
 FORMATS = ("gpmtool", "gpmtool-utils", "nvprof", "dcgm", "ptx", "tidy")
 

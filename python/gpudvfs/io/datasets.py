@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .errors import Problem
+from ..errors import Problem
 
 
 def _levels(x: np.ndarray) -> list[float]:
@@ -75,7 +75,7 @@ class PowerDataset:
         out[self.benchmark] = self.utilization
         return out
 
-    def subset(self, rows: np.ndarray) -> "PowerDataset":
+    def subset(self, rows: np.ndarray) -> PowerDataset:
         """The dataset restricted to ``rows`` (a boolean mask or indices), benchmarks renumbered."""
         idx = np.arange(len(self))[rows]
         kept, bench = np.unique(self.benchmark[idx], return_inverse=True)
@@ -84,7 +84,7 @@ class PowerDataset:
                        row_names=None if self.row_names is None else tuple(self.row_names[i] for i in idx),
                        benchmark=bench.astype(np.int64), benchmarks=tuple(self.benchmarks[k] for k in kept))
 
-    def without_components(self, names) -> "PowerDataset":
+    def without_components(self, names) -> PowerDataset:
         """The dataset without some components (e.g. ones no benchmark exercises)."""
         drop = set(names)
         unknown = drop - set(self.components)

@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from .errors import InputError
+from ..errors import InputError
 
 
 def read_json(path: str | Path):

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..datasets import MeasurementGrid
-from ._source import Source, format_number
+from .datasets import MeasurementGrid
+from .source import Source, format_number
 
 COLUMNS = ("fmem", "fcore", "time", "power_W", "energy")
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..datasets import PowerDataset, UtilizationTable
-from ._source import Source, csv_line, format_number
+from .datasets import PowerDataset, UtilizationTable
+from .source import Source, csv_line, format_number
 
 HEADER_LINES = 4
 

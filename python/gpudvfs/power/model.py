@@ -36,13 +36,13 @@ from pathlib import Path
 
 import numpy as np
 
-from . import _core
-from .datasets import PowerDataset
-from .errors import GpudvfsWarning, InputError
-from .gpmtool_model import read_gpmtool_model, write_gpmtool_model
-from .jsonfile import read_versioned, write_json_atomic
-from .power_equations import power_grid
-from .readers._source import UTIL_TOLERANCE
+from .. import _core
+from ..errors import GpudvfsWarning, InputError
+from ..io.datasets import PowerDataset
+from ..io.jsonfile import read_versioned, write_json_atomic
+from ..io.source import UTIL_TOLERANCE
+from .equations import power_grid
+from .gpmtool import read_gpmtool_model, write_gpmtool_model
 
 VARIANTS = ("default", "per-config", "per-domain", "curve")
 MODEL_VERSION = 1
@@ -89,7 +89,7 @@ class PowerModel:
         self._fit: _core.PowerFit | None = None
 
     # ---------------------------------------------------------------- fitting
-    def fit(self, dataset: PowerDataset) -> "PowerModel":
+    def fit(self, dataset: PowerDataset) -> PowerModel:
         if not isinstance(dataset, PowerDataset):
             raise InputError(f"fit needs a PowerDataset (gpudvfs.read_power_dataset), got {type(dataset).__name__}")
         if dataset.n_domains != 2:
@@ -235,7 +235,7 @@ class PowerModel:
                                  "components": list(self.components_), "state": dict(fit.state())})
 
     @classmethod
-    def load(cls, path: str | Path) -> "PowerModel":
+    def load(cls, path: str | Path) -> PowerModel:
         doc = read_versioned(path, "power-model", MODEL_VERSION)
         try:
             model = cls(**doc["options"])
@@ -254,7 +254,7 @@ class PowerModel:
         write_gpmtool_model(path, self.components_, dict(self._require_fit().state()))
 
     @classmethod
-    def from_gpmtool(cls, path: str | Path) -> "PowerModel":
+    def from_gpmtool(cls, path: str | Path) -> PowerModel:
         """A model from a gpmTOOL model file (v1: per-configuration voltages, v2: per-domain)."""
         names, state = read_gpmtool_model(path)
         model = cls(state["variant"])
@@ -269,25 +269,3 @@ class PowerModel:
     def __repr__(self) -> str:
         state = "unfitted" if self._fit is None else f"fitted on {len(self.configs_)} configurations"
         return f"PowerModel(variant={self.variant!r}, {state})"
-
-
-def cross_validate(dataset: PowerDataset, folds: int = 6, **model_options) -> dict:
-    """Grouped k-fold cross-validation: each benchmark (all its configurations) is held out
-    once, benchmarks dealt to folds in file order. Returns the MAPE over all held-out rows
-    and per fold."""
-    n_b = len(dataset.benchmarks)
-    if not 2 <= folds <= n_b:
-        raise InputError(f"folds must be between 2 and the number of benchmarks ({n_b}), got {folds}")
-    fold_of = np.arange(n_b) % folds
-    ape = np.empty(len(dataset))
-    per_fold = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", GpudvfsWarning)  # bound hits are reported by the full fit
-        for k in range(folds):
-            test = fold_of[dataset.benchmark] == k
-            model = PowerModel(**model_options).fit(dataset.subset(~test))
-            held = dataset.subset(test)
-            pred = model.predict(held.utilization, held.core_mhz, held.mem_mhz)
-            ape[test] = 100.0 * np.abs(pred - held.watts) / held.watts
-            per_fold.append(float(np.mean(ape[test])))
-    return {"mape": float(np.mean(ape)), "folds": folds, "per_fold": per_fold}

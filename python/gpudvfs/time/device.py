@@ -1,0 +1,109 @@
+"""`TimeDevice`: the microbenchmarked parameters of one GPU that the time model reads."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+
+import numpy as np
+
+from .. import _core
+from ..errors import InputError
+from ..io.jsonfile import read_versioned, write_json_atomic
+
+DEVICE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class TimeDevice:
+    """Microbenchmarked parameters of one GPU, in core cycles unless named otherwise.
+
+    ``dm_lat = dm_lat_a * fc/fm + dm_lat_b`` (Eq. 4); the DRAM service time per transaction
+    is ``dm_del_a / fm + dm_del_b`` memory cycles (Table III's law), converted by fc/fm."""
+
+    sm_count: float
+    max_warps_per_sm: float
+    dm_lat_a: float
+    dm_lat_b: float
+    dm_del_a: float
+    dm_del_b: float
+    l2_lat: float
+    l2_del: float
+    sh_lat: float
+    sh_del: float
+    inst_cycle: float
+    overlap_p: float
+    dp_inst_cycle: float
+    name: str = "custom"
+    #: Resident blocks per SM (32 on Maxwell, Pascal, Volta, A100 and Hopper; 24 on Ada;
+    #: 16 on Kepler, Turing and GA10x); bounds the occupancy a launch's block size allows.
+    max_blocks_per_sm: float = 32.0
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.name != "name" and not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+                raise InputError(f"TimeDevice.{f.name} must be a finite number >= 0, got {v!r}")
+        if self.sm_count < 1 or self.max_warps_per_sm < 1 or self.max_blocks_per_sm < 1:
+            raise InputError("TimeDevice needs sm_count, max_warps_per_sm and max_blocks_per_sm >= 1")
+
+    @classmethod
+    def gtx980(cls) -> TimeDevice:
+        """The GTX 980 of the paper: Eq. 4, Table III's delay law, Sec. IV-B's L2."""
+        return cls(**_core.time_device_gtx980(), name="gtx980")
+
+    @classmethod
+    def preset(cls, name: str) -> TimeDevice:
+        presets = {"gtx980": cls.gtx980}
+        if name not in presets:
+            raise InputError(f"unknown device preset {name!r}; known: {sorted(presets)}")
+        return presets[name]()
+
+    def params(self) -> dict[str, float]:
+        return {k: float(v) for k, v in asdict(self).items() if k != "name"}
+
+    def fit(self, dram_latency, dram_delay=None, *, l2_latency_cycles=None,
+            shared_latency_cycles=None, name: str | None = None) -> tuple[TimeDevice, dict]:
+        """A device with the memory parameters fitted to microbenchmark results.
+
+        ``dram_latency``: (core_mhz, mem_mhz, core cycles) of a pointer chase, fitted to
+        Eq. 4's form by least squares; ``dram_delay``: (mem_mhz, memory cycles per
+        transaction) of a bandwidth benchmark, fitted to ``a / fm + b``. L2 and shared
+        latencies, when given, are averaged. Returns the device and the fits' R^2."""
+        def arrays(name, xs, n):
+            if len(xs) != n:
+                raise InputError(f"{name} must be {n} arrays")
+            return [np.ascontiguousarray(x, dtype=np.float64) for x in xs]
+
+        c, m, cyc = arrays("dram_latency", dram_latency, 3)
+        try:
+            a, b, r2 = _core.time_fit_dm_lat(c, m, cyc)
+            report = {"dm_lat": {"a": a, "b": b, "r2": r2, "n": len(cyc)}}
+            changes = {"dm_lat_a": a, "dm_lat_b": b}
+            if dram_delay is not None:
+                dm, dcyc = arrays("dram_delay", dram_delay, 2)
+                a, b, r2 = _core.time_fit_dm_del(dm, dcyc)
+                report["dm_del"] = {"a": a, "b": b, "r2": r2, "n": len(dcyc)}
+                changes |= {"dm_del_a": a, "dm_del_b": b}
+        except ValueError as e:
+            raise InputError(f"TimeDevice.fit: {e}") from None
+        for key, cycles in (("l2_lat", l2_latency_cycles), ("sh_lat", shared_latency_cycles)):
+            if cycles is not None:
+                arr = np.asarray(cycles, dtype=np.float64)
+                if arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+                    raise InputError(f"{key} measurements must be positive and finite")
+                changes[key] = float(arr.mean())
+        return replace(self, **changes, name=name or self.name), report
+
+    def save(self, path: str | Path) -> None:
+        write_json_atomic(path, {"kind": "time-device", "version": DEVICE_VERSION, "name": self.name,
+                                 "params": self.params()})
+
+    @classmethod
+    def load(cls, path: str | Path) -> TimeDevice:
+        doc = read_versioned(path, "time-device", DEVICE_VERSION)
+        try:
+            return cls(**doc["params"], name=doc.get("name", "custom"))
+        except TypeError as e:
+            raise InputError(f"{path}: invalid time device: {e}") from None

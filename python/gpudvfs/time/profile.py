@@ -1,0 +1,153 @@
+"""A kernel's time-model inputs, from profiler counters at a reference configuration.
+
+Counters -> inputs (nvprof names; per warp = kernel total / ``warps``):
+
+| input | from |
+|---|---|
+| warps_total | blocks x ceil(block size / 32) where the launch is known (a partial warp takes a warp slot), else ``warps`` |
+| active_warps | ``achieved_occupancy`` x max warps per SM |
+| slot_warps | ``theoretical_occupancy`` x max warps where reported (Nsight Compute), else min(max warps, max blocks x warps per block) where the launch is known |
+| gld_trans | (``l2_read_transactions`` + ``l2_write_transactions``) / warps |
+| l2_hit_rate | 1 - DRAM / L2 transactions, kept in [0, 1] (DRAM can exceed L2 traffic with partial writes) |
+| comp_inst | ``inst_issued`` / warps (``inst_executed`` where the profile has no issue count) |
+| shared_trans | (``shared_load_transactions`` + ``shared_store_transactions``) / warps |
+| dp_inst | ``inst_fp_64`` / 32 / warps (FP64 warp instructions; 0 where the profile lacks it) |
+| warps_per_block | the launch's block size / 32 where known, else 8 (assumed; used by the paper mode only) |
+| trans_per_req | L2 transactions per global request: (``l2_*_transactions``) / ``global_requests`` where counted, else 4 (coalesced 32-bit accesses) |
+
+Counters of other tools (Nsight Compute, DCGM) reach these names through
+:func:`gpudvfs.measure.counters.time_model_inputs`; ``global_requests``, ``blocks``,
+``threads_per_block`` and ``theoretical_occupancy`` are its optional ``TIME_EXTRAS``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..errors import InputError
+from .device import TimeDevice
+
+INPUT_KEYS = ("warps_total", "active_warps", "warps_per_block", "gld_trans", "trans_per_req",
+              "l2_hit_rate", "comp_inst", "shared_trans", "dp_inst")
+# Block-starved kernels (KernelProfile.block_starved): in gtx980_time_power_dev.csv (the
+# grid with launch geometry) every kernel of >= 4 waves reaches >= 0.88 of the occupancy
+# its block size allows, except the block-starved one at 0.61; any threshold between the
+# two selects the same kernels.
+STARVED_OCCUPANCY = 0.75
+STARVED_WAVES = 4.0
+
+
+def _counter(counters: Mapping[str, float], name: str, kernel: str) -> float:
+    if name not in counters:
+        raise InputError(f"kernel {kernel!r}: counter {name!r} is missing")
+    try:
+        v = float(counters[name])
+    except (TypeError, ValueError):
+        raise InputError(f"kernel {kernel!r}: counter {name!r} is not a number: {counters[name]!r}") from None
+    if not math.isfinite(v) or v < 0:
+        raise InputError(f"kernel {kernel!r}: counter {name!r} must be finite and >= 0, got {v}")
+    return v
+
+
+@dataclass(frozen=True)
+class KernelProfile:
+    """The time model's inputs for one kernel, from counters at a reference configuration.
+    ``reference_time_ms`` (the measured time there) enables calibrated predictions;
+    ``slot_warps`` (resident warps per SM its block size allows, None if the launch is
+    unknown) lets them recognise block-starved kernels."""
+
+    name: str
+    warps_total: float
+    active_warps: float
+    warps_per_block: float
+    gld_trans: float
+    trans_per_req: float
+    l2_hit_rate: float
+    comp_inst: float
+    shared_trans: float
+    dp_inst: float = 0.0
+    reference_mhz: tuple[float, float] | None = None
+    reference_time_ms: float | None = None
+    slot_warps: float | None = None
+
+    @classmethod
+    def from_counters(cls, name: str, counters: Mapping[str, float], *, tool: str = "nvprof",
+                      device: TimeDevice | None = None, reference_mhz: tuple[float, float] | None = None,
+                      reference_time_ms: float | None = None, launch: tuple[float, float] | None = None,
+                      trans_per_req: float | None = None) -> KernelProfile:
+        """Build a profile from one kernel's counters (nvprof names, or ``tool="ncu"`` /
+        ``"ncu-pascal"`` / ``"dcgm"`` names mapped through gpudvfs.measure.counters).
+
+        ``launch`` = (blocks, threads per block) of the profiled launch; without it, the
+        counters' ``blocks`` and ``threads_per_block`` (Nsight Compute reports them) where
+        present. It replaces the ``warps`` counter. ``trans_per_req`` overrides the one
+        from counters."""
+        from ..measure.counters import time_model_extras, time_model_inputs
+
+        if tool != "nvprof":
+            # Inputs the model does not use (flop counts) may be absent; the ones it needs
+            # are checked below under their nvprof names.
+            mapped = time_model_inputs(dict(counters), scheme=tool, missing="none")
+            counters = {k: v for k, v in mapped.items() if v is not None}
+        else:
+            counters = {**counters, **time_model_extras(dict(counters), "nvprof")}
+        dev = device or TimeDevice.gtx980()
+        if launch is None and "blocks" in counters and "threads_per_block" in counters:
+            launch = (counters["blocks"], counters["threads_per_block"])
+        if launch is None:
+            warps, per_block, slot = _counter(counters, "warps", name), 8.0, None
+        else:
+            blocks, threads = (float(x) for x in launch)
+            if not (math.isfinite(blocks) and math.isfinite(threads) and blocks >= 1 and threads >= 1):
+                raise InputError(f"kernel {name!r}: launch needs blocks >= 1 and threads >= 1, got {launch!r}")
+            per_block = float(math.ceil(threads / 32))
+            warps = blocks * per_block
+            slot = min(dev.max_warps_per_sm, dev.max_blocks_per_sm * per_block)
+        if "theoretical_occupancy" in counters:
+            # Registers, shared memory and barriers included, where the profiler tells.
+            theory = _counter(counters, "theoretical_occupancy", name)
+            if not 0 < theory <= 1:
+                raise InputError(f"kernel {name!r}: theoretical_occupancy must be in (0, 1], got {theory}")
+            slot = theory * dev.max_warps_per_sm
+        if warps <= 0:
+            raise InputError(f"kernel {name!r}: warps must be > 0")
+        occ = _counter(counters, "achieved_occupancy", name)
+        if not 0 < occ <= 1:
+            raise InputError(f"kernel {name!r}: achieved_occupancy must be in (0, 1], got {occ}")
+        l2 = _counter(counters, "l2_read_transactions", name) + _counter(counters, "l2_write_transactions", name)
+        dram = _counter(counters, "dram_read_transactions", name) + _counter(counters, "dram_write_transactions", name)
+        inst_key = "inst_issued" if "inst_issued" in counters else "inst_executed"
+        shared = (_counter(counters, "shared_load_transactions", name)
+                  + _counter(counters, "shared_store_transactions", name))
+        if trans_per_req is None:
+            requests = counters.get("global_requests", 0.0)
+            trans_per_req = l2 / requests if requests > 0 and l2 > 0 else 4.0
+        return cls(
+            name=name,
+            warps_total=warps,
+            active_warps=occ * dev.max_warps_per_sm,
+            warps_per_block=per_block,
+            gld_trans=l2 / warps,
+            trans_per_req=float(trans_per_req),
+            l2_hit_rate=min(1.0, max(0.0, 1.0 - dram / l2)) if l2 > 0 else 0.0,
+            comp_inst=_counter(counters, inst_key, name) / warps,
+            shared_trans=shared / warps,
+            dp_inst=_counter(counters, "inst_fp_64", name) / 32 / warps if "inst_fp_64" in counters else 0.0,
+            reference_mhz=reference_mhz,
+            reference_time_ms=reference_time_ms,
+            slot_warps=slot,
+        )
+
+    def inputs(self) -> list[float]:
+        return [float(getattr(self, k)) for k in INPUT_KEYS]
+
+    def block_starved(self, device: TimeDevice) -> bool:
+        """Whether the SMs waited for blocks at the reference: achieved occupancy below
+        STARVED_OCCUPANCY of what the block size allows, over at least STARVED_WAVES waves
+        (fewer waves leave occupancy short through the tail alone)."""
+        if self.slot_warps is None:
+            return False
+        waves = self.warps_total / (self.slot_warps * device.sm_count)
+        return self.active_warps < STARVED_OCCUPANCY * self.slot_warps and waves >= STARVED_WAVES
