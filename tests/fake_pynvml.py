@@ -244,6 +244,10 @@ class FakeNvml:
         self._check(handle)
         return self.name
 
+    def nvmlDeviceGetUUID(self, handle: object) -> str:
+        self._check(handle)
+        return "GPU-00000000-1111-2222-3333-444444444444"
+
     def nvmlDeviceGetPciInfo(self, handle: object) -> SimpleNamespace:
         self._check(handle)
         domain, bus, device = self.pci

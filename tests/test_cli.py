@@ -62,3 +62,84 @@ def test_missing_file(run, tmp_path):
     r = run("data", "info", tmp_path / "absent.csv")
     assert r.exit_code == 2
     assert "file not found" in r.output
+
+
+# -- Ctrl-C: exit status 130 and one line, also while the command is still starting up ----
+
+INTERRUPT_AT_IMPORT = """
+import builtins, os, signal, sys
+from gpudvfs.cli import main
+
+real = builtins.__import__
+
+def ctrl_c_at(name, *args, **kwargs):  # a Ctrl-C while the command's libraries load
+    if name.startswith({module!r}):
+        builtins.__import__ = real
+        os.kill(os.getpid(), signal.SIGINT)
+    return real(name, *args, **kwargs)
+
+builtins.__import__ = ctrl_c_at
+main(sys.argv[1:])
+"""
+
+
+@pytest.mark.parametrize("module", ["click", "rich", "numpy"])
+def test_ctrl_c_during_start_up_exits_130_with_one_line(tmp_path, module):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", INTERRUPT_AT_IMPORT.format(module=module), "demo", "--out-dir",
+                        str(tmp_path / "d")], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 130, r.stderr
+    assert [ln for ln in r.stderr.splitlines() if ln.strip()] == ["gpudvfs: interrupted"]
+
+
+def test_ctrl_c_during_a_sweep_exits_130_with_one_line(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "s.csv"
+    child = subprocess.Popen([sys.executable, "-c", "from gpudvfs.cli import main; main()", "sweep", "--suite",
+                              "power", "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and not (out.exists() and out.read_text().count("\n") > 5):
+        time.sleep(0.01)
+    child.send_signal(signal.SIGINT)
+    _, err = child.communicate(timeout=60)
+    assert child.returncode == 130, err
+    assert [ln for ln in err.splitlines() if ln.strip()] == ["gpudvfs: interrupted"]
+
+
+def test_power_cap_policy_needs_its_cap(run, tmp_path, data):
+    grid = data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv"
+    r = run("select", "fit-power", grid, "-o", tmp_path / "m.json")
+    assert r.exit_code == 0, r.output
+    r = run("select", "choose", grid, "--power-model", tmp_path / "m.json", "--policy", "power-cap")
+    assert r.exit_code == 2 and "--policy power-cap needs --power-cap WATTS" in r.output
+
+
+def test_time_predict_warns_where_it_extrapolates(tmp_path, data):
+    runner = CliRunner()  # stderr apart from stdout, so the JSON stays parseable
+    grid = data / "nv-dvfs-benchmark/gtx980_time_dev.csv"
+    r = runner.invoke(cli, ["time", "predict", str(grid), "--kernel", "backprop", "--core-mhz", "700,3000",
+                            "--mem-mhz", "700", "--json"])
+    assert r.exit_code == 0, r.output
+    assert "core clocks 3000 MHz lie outside the measured 400-1000 MHz" in r.stderr
+    assert len(json.loads(r.stdout)["extrapolated"]) == 1
+    r = runner.invoke(cli, ["time", "predict", str(grid), "--core-mhz", "1e9"])
+    assert r.exit_code == 2 and "finite clocks" in r.output
+
+
+@pytest.mark.parametrize("args,match", [
+    (["power", "fit", "TRAIN", "-o", "{tmp}/no/such/m.json"], "does not exist"),
+    (["power", "fit", "TRAIN", "-o", "{tmp}"], "is a directory"),
+    (["select", "fit-power", "TRAIN", "-o", "{tmp}/no/m.json"], "does not exist"),
+    (["demo", "--out-dir", "{tmp}/file.txt"], "is a file"),
+    (["demo", "--out-dir", "{tmp}/file.txt/sub"], "not a writable folder"),
+])
+def test_outputs_that_cannot_be_written_are_refused_before_work(run, tmp_path, args, match):
+    (tmp_path / "file.txt").write_text("x")
+    r = run(*[a.format(tmp=tmp_path).replace("TRAIN", str(tmp_path / "file.txt")) for a in args])
+    assert r.exit_code == 2 and match in r.output, r.output

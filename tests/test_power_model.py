@@ -164,6 +164,19 @@ def test_model_file_errors(tmp_path):
     (tmp_path / "s.json").write_text(json.dumps(doc))
     with pytest.raises(InputError, match="invalid power model"):
         PowerModel.load(tmp_path / "s.json")
+    doc = json.loads((tmp_path / "m.json").read_text())
+    doc["state"]["weights"][1] = -2.0  # the fit's least squares are non-negative
+    (tmp_path / "n.json").write_text(json.dumps(doc))
+    with pytest.raises(InputError, match="coefficients must be >= 0"):
+        PowerModel.load(tmp_path / "n.json")
+    for name, content, match in (("d", None, "is a folder"), ("u.json", b'{"kind": "\xff"}', "not UTF-8"),
+                                 ("l.json", b"[1, 2]", "not a gpudvfs power-model"),
+                                 ("i.json", b'{"kind": "power-model", "version": 1, "x": 1e999}', "range"),
+                                 ("c.json", json.dumps({**doc, "components": [1, 2]}).encode(), "component names")):
+        path = tmp_path / name
+        path.mkdir() if content is None else path.write_bytes(content)
+        with pytest.raises(InputError, match=match):
+            PowerModel.load(path)
     (tmp_path / "g.csv").write_text("2\n975,3505\n1,1\nA,B\n900,975\n3505\n1,2,3,4,5,6\n1,1\n1,1\n1,1\n")
     with pytest.raises(gpudvfs.DataFileError, match="voltages"):
         PowerModel.from_gpmtool(tmp_path / "g.csv")
@@ -194,6 +207,24 @@ def test_bad_training_and_test_input():
         PowerModel().predict([0.1] * 5, 1000.0, 3000.0)
     with pytest.raises(InputError, match="unknown variant"):
         PowerModel("magic")
+    # A clock given as text is not read as a number; impossible clocks and power are refused.
+    with pytest.raises(InputError, match="must be numbers"):
+        m.predict([0.1] * 5, "1000", 3000.0)
+    with pytest.raises(InputError, match="finite clocks"):
+        m.predict([0.1] * 5, 1e9, 3000.0)
+    huge = PowerDataset(**{**ds.__dict__, "watts": np.where(np.arange(len(ds)) == 7, 1e300, ds.watts)})
+    with pytest.raises(InputError, match="row 8 has 1e[+]300 W"):
+        PowerModel().fit(huge)
+
+
+def test_the_curve_warns_where_it_extrapolates():
+    ds, _ = synthetic(2, noise=0.0)
+    curve = fit_quietly(ds, "curve")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        curve.voltage(900.0, 3000.0)  # inside the fitted clocks: no warning
+    with pytest.warns(gpudvfs.GpudvfsWarning, match="extrapolated"):
+        curve.voltage(2500.0, 3000.0)
 
 
 # ------------------------------------------------------------------ real GPUs
@@ -265,3 +296,8 @@ def test_cli_fit_eval_predict_plot(tmp_path):
     r = run(cli, ["power", "plot", str(tmp_path / "m.json"), "--data", str(train), "-o", str(tmp_path / "p.png")])
     assert r.exit_code == 0, r.output
     assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    r = run(cli, ["power", "plot", str(tmp_path / "m.json"), "-o", str(tmp_path / "p.txt")])
+    assert r.exit_code == 2 and "cannot tell the figure format from .txt" in r.output
+    assert not (tmp_path / "p.txt").exists()
+    r = run(cli, ["power", "predict", str(tmp_path / "m.json"), str(train)])
+    assert r.exit_code == 0 and "application" in r.output and "power W" in r.output

@@ -90,8 +90,114 @@ def test_sigkill_midway_then_resume_equals_an_uninterrupted_run(tmp_path):
     r = run_sweep(SimulatedDevice(seed=7), WORKLOADS, part, resume=True)
     assert r.skipped == lines_before - 1
     assert part.read_text() == full.read_text()
-    assert json.loads((tmp_path / "part.csv.profiles.json").read_text()) == \
-        json.loads((tmp_path / "full.csv.profiles.json").read_text())
+    assert json.loads((tmp_path / "part.csv.sweep.json").read_text()) == \
+        json.loads((tmp_path / "full.csv.sweep.json").read_text())
+
+
+# -- a resume proves the file is its own sweep, or refuses without touching a byte ----------
+
+def _sweep_args(out, *extra):
+    return ["sweep", "--suite", "power", "-o", str(out), "--core-mhz", "975", "--mem-mhz", "3505", *extra]
+
+
+@pytest.mark.parametrize("content", [b"a,b,c\n1,2,3\n4,5,6", b"a,b,c", b"workload,core_mhz\n", b"\xff\xfe\x00junk"])
+def test_resume_refuses_a_file_that_is_not_a_sweep_and_leaves_it_alone(tmp_path, content):
+    out = tmp_path / "p.csv"
+    out.write_bytes(content)
+    r = CliRunner().invoke(cli, _sweep_args(out, "--resume"))
+    assert r.exit_code == 2 and "not a gpudvfs sweep" in r.output, r.output
+    assert out.read_bytes() == content
+    assert not (tmp_path / "p.csv.sweep.json").exists()
+
+
+@pytest.mark.parametrize("change,match", [
+    (["--seed", "1"], "device"),
+    (["--min-seconds", "2"], "protocol"),
+    (["--core-mhz", "975,937"], "clock pairs"),
+])
+def test_resume_with_other_options_is_refused_not_mixed(tmp_path, change, match):
+    out = tmp_path / "p.csv"
+    runner = CliRunner()
+    assert runner.invoke(cli, _sweep_args(out)).exit_code == 0
+    before = out.read_bytes(), (tmp_path / "p.csv.sweep.json").read_bytes()
+    args = _sweep_args(out, "--resume")
+    for flag, value in zip(change[::2], change[1::2]):
+        if flag in args:
+            args[args.index(flag) + 1] = value
+        else:
+            args += [flag, value]
+    r = runner.invoke(cli, args)
+    assert r.exit_code == 2 and "another sweep than this one" in r.output and match in r.output, r.output
+    assert (out.read_bytes(), (tmp_path / "p.csv.sweep.json").read_bytes()) == before
+
+
+def test_resume_with_another_suite_is_refused(tmp_path):
+    out = tmp_path / "p.csv"
+    runner = CliRunner()
+    assert runner.invoke(cli, _sweep_args(out)).exit_code == 0
+    before = out.read_bytes()
+    args = _sweep_args(out, "--resume")
+    args[args.index("power")] = "time"
+    r = runner.invoke(cli, args)
+    assert r.exit_code == 2 and "workloads" in r.output and out.read_bytes() == before
+
+
+@pytest.mark.parametrize("damage,match", [
+    (lambda out, rec: rec.write_text("{"), "not valid JSON"),
+    (lambda out, rec: rec.write_text('{"kind": "sweep", "version": 99}'), "version"),
+    (lambda out, rec: out.write_text(out.read_text().replace("sp_ops", "xx_ops", 1)), "not a measurement of this sweep"),
+    (lambda out, rec: out.write_text("x" + out.read_text()), "not the header"),
+])
+def test_resume_refuses_a_damaged_sweep(tmp_path, damage, match):
+    out = tmp_path / "p.csv"
+    assert CliRunner().invoke(cli, _sweep_args(out)).exit_code == 0
+    damage(out, tmp_path / "p.csv.sweep.json")
+    before = out.read_bytes()
+    r = CliRunner().invoke(cli, _sweep_args(out, "--resume"))
+    assert r.exit_code == 2 and match in r.output, r.output
+    assert out.read_bytes() == before
+
+
+def test_resume_of_an_empty_file_without_record_starts_the_sweep(tmp_path):
+    out = tmp_path / "p.csv"
+    out.touch()  # created, then killed before the record was written
+    r = run_sweep(SimulatedDevice(), WORKLOADS[:1], out, configs=[(975.0, 3505.0)], resume=True)
+    assert r.measured == 1 and gpudvfs.read(out, "tidy").app.tolist() == ["compute"]
+
+
+def test_a_second_sweep_on_the_same_output_is_refused(tmp_path):
+    fcntl = pytest.importorskip("fcntl")
+    out = tmp_path / "p.csv"
+    run_sweep(SimulatedDevice(), WORKLOADS[:1], out, configs=[(975.0, 3505.0)])
+    with out.open("rb") as held:  # another process's sweep holds the lock while it writes
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        before = out.read_bytes()
+        with pytest.raises(gpudvfs.InputError, match="another sweep is writing"):
+            run_sweep(SimulatedDevice(), WORKLOADS[:1], out, configs=[(975.0, 3505.0)], resume=True)
+        assert out.read_bytes() == before
+    assert run_sweep(SimulatedDevice(), WORKLOADS[:1], out, configs=[(975.0, 3505.0)], resume=True).skipped == 1
+
+
+def test_outputs_are_checked_before_the_sweep_starts(tmp_path):
+    out = tmp_path / "s.csv"
+    r = CliRunner().invoke(cli, _sweep_args(out, "--gpmtool", str(tmp_path / "no" / "such" / "p.csv")))
+    assert r.exit_code == 2 and "does not exist" in r.output
+    assert not out.exists()
+    r = CliRunner().invoke(cli, _sweep_args(tmp_path / "nodir" / "s.csv"))
+    assert r.exit_code == 2 and "does not exist" in r.output
+
+
+@pytest.mark.parametrize("workload,match", [
+    ({"name": "x", "counters": {"util:SP": 1e308, "compute_ms": 1}}, "utilizations must be in [0, 1]"),
+    ({"name": "x", "counters": {"compute_ms": 1e308}}, "compute_ms and memory_ms must be in"),
+    ({"name": "x", "callable": "json:dumps"}, "the simulated GPU runs no code"),
+])
+def test_workloads_the_simulator_cannot_run_are_refused_before_any_work(tmp_path, workload, match):
+    wl, out = tmp_path / "w.json", tmp_path / "s.csv"
+    wl.write_text(json.dumps({"workloads": [workload]}))
+    r = CliRunner().invoke(cli, ["sweep", "--workloads", str(wl), "-o", str(out)])
+    assert r.exit_code == 2 and match in r.output, r.output
+    assert not out.exists()
 
 
 def test_cli_sweep_with_workload_file(tmp_path):

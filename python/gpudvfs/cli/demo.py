@@ -11,13 +11,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ..demo import plot_demo, run_demo
 from ..measure.devices import DEVICE_KINDS, make_device
-from .output import console, print_json, table, user_errors
+from .output import console, output_dir, print_json, table, user_errors
 
 
 @click.command()
 @click.option("--device", "device_kind", type=click.Choice(DEVICE_KINDS), default="sim", show_default=True)
 @click.option("--seed", default=0, show_default=True, help="Noise seed of the simulated GPU.")
 @click.option("--out-dir", default="gpudvfs-demo", show_default=True, type=click.Path(file_okay=False),
+              callback=output_dir,
               help="Sweeps and (with the plot extra) figures go here.")
 @click.option("--min-seconds", default=1.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
               help="Length of each measurement (the power paper's protocol: 1 s).")
@@ -74,7 +75,8 @@ def demo(device_kind, seed, out_dir, min_seconds, slowdown, power_cap, resume, a
     console.print(f"time device: DRAM latency {fit['a']:.1f} fc/fm + {fit['b']:.1f} cycles (R^2 {fit['r2']:.4f})")
     truth = result.workloads[0].true_time_ms is not None
     pair = (lambda a, b, f: f"{a:{f}}/{b:{f}}") if truth else (lambda a, b, f: f"{a:{f}}")
-    cols = ["policy", "MHz", "time ms", "power W", "energy mJ"] + (["vs best"] if truth else [])
+    cols = ["policy", "core/memory MHz", "time (ms)", "power (W)", "energy (mJ)"] + (
+        ["true energy over the true minimum"] if truth else [])
     for w in result.workloads:
         out = []
         for r in (r for r in rows if r["workload"] == w.name):
@@ -85,7 +87,8 @@ def demo(device_kind, seed, out_dir, min_seconds, slowdown, power_cap, resume, a
             if truth:
                 line.append(f"+{100 * (r['true_joules'] / r['true_min_joules'] - 1):.1f}%")
             out.append(line)
-        console.print(table(f"{w.name}: predicted" + (" / true" if truth else ""), cols, out))
+        console.print(table(f"{w.name}: " + ("predicted / simulator's true values" if truth else "predicted"),
+                            cols, out))
     if truth:
         console.print("The simulator's time and power follow the models' own structure: these figures check the "
                       "pipeline end to end. Accuracy on real GPUs: see the README (GTX 980, GTX Titan X).")

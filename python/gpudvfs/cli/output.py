@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
+from pathlib import Path
+from typing import NoReturn
 
 import click
 from rich.console import Console
@@ -30,12 +33,70 @@ def table(title: str, columns: list[str], rows: list[list]) -> Table:
     return t
 
 
+def fail(message: str) -> NoReturn:
+    click.echo(f"gpudvfs: error: {message}", err=True)
+    sys.exit(2)
+
+
 @contextlib.contextmanager
 def user_errors():
-    """Report input errors, and the device's (no driver, no permission), as
-    `gpudvfs: error: ...` and exit 2, without a traceback."""
+    """Report input errors, the device's (no driver, no permission) and the file system's
+    (a path that cannot be read or written) as `gpudvfs: error: ...` and exit 2, without a
+    traceback."""
     try:
         yield
     except (GpudvfsError, ClockPermissionError) as e:
-        click.echo(f"gpudvfs: error: {e}", err=True)
-        sys.exit(2)
+        fail(str(e))
+    except OSError as e:
+        fail(f"{e.filename}: {e.strerror}" if e.filename and e.strerror else str(e))
+
+
+def _writable_dir(d: Path) -> bool:
+    return d.is_dir() and os.access(d, os.W_OK | os.X_OK)
+
+
+def output_file(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Click callback: an output file whose folder exists and can be written, checked before
+    any work starts (so a long run does not end on an unwritable path)."""
+    if value is None:
+        return None
+    p = Path(value)
+    if p.is_dir():
+        raise click.BadParameter(f"{value} is a directory; give a file name", ctx, param)
+    parent = p.parent
+    if not parent.is_dir():
+        raise click.BadParameter(f"{value}: the folder {parent} does not exist", ctx, param)
+    if not _writable_dir(parent) or (p.exists() and not os.access(p, os.W_OK)):
+        raise click.BadParameter(f"{value} cannot be written (permission denied)", ctx, param)
+    return value
+
+
+def output_dir(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Click callback: an output folder that exists and can be written, or can be created."""
+    if value is None:
+        return None
+    p = Path(value)
+    if p.exists() and not p.is_dir():
+        raise click.BadParameter(f"{value} exists and is not a folder", ctx, param)
+    ancestor = next(a for a in (p, *p.parents) if a.exists())
+    if not _writable_dir(ancestor):
+        raise click.BadParameter(f"{value} cannot be written or created ({ancestor} is not a writable folder)",
+                                 ctx, param)
+    return value
+
+
+def figure_file(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Click callback: a writable figure file in a format matplotlib writes (by its suffix)."""
+    value = output_file(ctx, param, value)
+    if value is None:
+        return None
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = FigureCanvasBase.get_supported_filetypes()
+    suffix = Path(value).suffix.lstrip(".").lower()
+    if suffix not in formats:
+        given = f".{suffix}" if suffix else "no suffix"
+        raise click.BadParameter(f"{value}: cannot tell the figure format from {given}; use one of "
+                                 f"{', '.join('.' + f for f in sorted(formats))}", ctx, param)
+    return value
+

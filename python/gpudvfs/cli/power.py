@@ -5,13 +5,12 @@ from __future__ import annotations
 import warnings
 
 import click
-import numpy as np
 
 from ..errors import GpudvfsWarning, InputError
 from ..io import read, read_power_dataset
 from ..io.datasets import PowerDataset, UtilizationTable
 from ..power import VARIANTS, PowerModel, cross_validate
-from .output import console, print_json, table, user_errors
+from .output import console, figure_file, output_file, print_json, table, user_errors
 
 
 @click.group()
@@ -20,16 +19,21 @@ def power() -> None:
 
 
 def _load_model(path: str) -> PowerModel:
-    """A gpudvfs model file, or a gpmTOOL model file (told apart by the first character)."""
-    with open(path, encoding="utf-8", errors="replace") as f:
-        head = f.read(1)
-    return PowerModel.load(path) if head == "{" else PowerModel.from_gpmtool(path)
+    """A gpudvfs model file (JSON), or a gpmTOOL model file (CSV): told apart by the first
+    character that is not white space."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096).lstrip()[:1]
+    except OSError:
+        head = b"{"  # the JSON loader names the problem (missing, a folder, unreadable)
+    return PowerModel.load(path) if head in (b"{", b"[") else PowerModel.from_gpmtool(path)
 
 
 @power.command()
 @click.argument("train", type=click.Path(dir_okay=False))
 @click.option("--variant", type=click.Choice(VARIANTS), default="default", show_default=True)
-@click.option("-o", "--out", type=click.Path(dir_okay=False), help="Write the model (versioned JSON).")
+@click.option("-o", "--out", type=click.Path(dir_okay=False), callback=output_file,
+              help="Write the model (versioned JSON).")
 @click.option("--cv", "folds", type=click.IntRange(min=2), help="Also report K-fold CV error grouped by benchmark.")
 @click.option("--skip-invalid", is_flag=True, help="Leave out invalid rows of TRAIN (listed) instead of stopping.")
 @click.option("--drop-unused", is_flag=True, help="Leave out components that are zero in every row.")
@@ -112,56 +116,29 @@ def predict(model_path, utils, as_json) -> None:
         else:
             raise InputError(f"{utils}: expected a gpmTOOL utilization or power CSV, got {ds.format}")
         if tuple(ds.components) != model.components_:
-            raise InputError(f"{utils}: components {list(ds.components)} differ from the model's {list(model.components_)}")
+            raise InputError(f"{utils}: components {list(ds.components)} differ from the model's "
+                             f"{list(model.components_)}")
         watts = model.predict_grid(u)
-    cfg = [f"{c:g}/{m:g}" for c, m in model.configs_]
     if as_json:
+        cfg = [f"{c:g}/{m:g}" for c, m in model.configs_]
         print_json({"configs": cfg, "watts": {n: w.tolist() for n, w in zip(names, watts)}})
         return
-    console.print(table("predicted power (W) at core/memory MHz", ["config", *names],
-                        [[c, *[f"{watts[i, k]:.1f}" for i in range(len(names))]] for k, c in enumerate(cfg)]))
+    # Long form, one row per (application, configuration): readable for any number of either.
+    rows = [[n, f"{c:g}", f"{m:g}", f"{watts[i, k]:.1f}"]
+            for i, n in enumerate(names) for k, (c, m) in enumerate(model.configs_)]
+    console.print(table("predicted power", ["application", "core MHz", "memory MHz", "power W"], rows))
 
 
 @power.command()
 @click.argument("model_path", metavar="MODEL", type=click.Path(dir_okay=False))
 @click.option("--data", type=click.Path(dir_okay=False), help="Measured power CSV for a measured-vs-predicted panel.")
-@click.option("-o", "--out", default="power_model.png", show_default=True, type=click.Path(dir_okay=False))
+@click.option("-o", "--out", default="power_model.png", show_default=True, type=click.Path(dir_okay=False),
+              callback=figure_file, help="Figure file; its suffix sets the format (.png, .pdf, .svg, ...).")
 def plot(model_path, data, out) -> None:
     """Voltage curves over the clocks (the paper's Figure 6) and measured vs predicted power."""
-    try:
-        import matplotlib
-    except ImportError:
-        raise click.ClickException("plotting needs the 'plot' extra: pip install 'gpudvfs[plot]'") from None
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from ..power.plots import plot_model
 
     with user_errors():
         model = _load_model(model_path)
-        ds = read_power_dataset(data) if data else None
-        pred = model.predict(ds.utilization, ds.core_mhz, ds.mem_mhz) if ds is not None else None
-    n = 3 if ds is not None else 2
-    fig, axes = plt.subplots(1, n, figsize=(5 * n, 4.2))
-    cfg, v = model.configs_, model.voltages_
-    for d, (ax, name) in enumerate(zip(axes, ("core", "memory"))):
-        other = 1 - d
-        for level in np.unique(cfg[:, other]):
-            sel = cfg[:, other] == level
-            order = np.argsort(cfg[sel, d])
-            ax.plot(cfg[sel, d][order], v[sel, d][order], "o-",
-                    label=f"{('memory', 'core')[d]} {level:g} MHz")
-        ax.set_xlabel(f"{name} clock (MHz)")
-        ax.set_ylabel(f"normalized {name} voltage")
-        ax.set_title(f"{name} voltage ({model.variant})")
-        ax.legend(fontsize=6)
-    if ds is not None:
-        ax = axes[2]
-        ax.scatter(ds.watts, pred, s=4, alpha=0.5)
-        lim = [min(ds.watts.min(), pred.min()), max(ds.watts.max(), pred.max())]
-        ax.plot(lim, lim, "k--", lw=1)
-        ax.set_xlabel("measured power (W)")
-        ax.set_ylabel("predicted power (W)")
-        ape = 100 * np.mean(np.abs(pred - ds.watts) / ds.watts)
-        ax.set_title(f"{data.split('/')[-1]}: MAPE {ape:.2f}%")
-    fig.tight_layout()
-    fig.savefig(out, dpi=120)
+        plot_model(model, out, read_power_dataset(data) if data else None)
     console.print(f"wrote {out}")

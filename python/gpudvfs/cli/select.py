@@ -10,7 +10,7 @@ from ..select import POLICIES
 from ..select.choose import choose as choose_configs
 from ..select.choose import fit_power_model
 from ..select.evaluate import evaluate_selection
-from .output import console, print_json, table, user_errors
+from .output import console, output_file, print_json, table, user_errors
 from .time import _device, _pair
 
 
@@ -40,22 +40,23 @@ def eval_(data, reference, slowdown, device, as_json) -> None:
     rows = [["minimum energy (predicted)", f"{100 * r['regret_mean']:.2f}", f"{100 * r['regret_max']:.2f}"],
             [f"min energy within {100 * slowdown:g}% slowdown ({d['deadline_met']}/{d['apps']} met)",
              f"{100 * d['mean']:.2f}", f"{100 * d['max']:.2f}"],
-            ["baseline: highest clocks", f"{100 * b['highest_clocks']['mean']:.2f}", f"{100 * b['highest_clocks']['max']:.2f}"],
-            ["baseline: reference pair", f"{100 * b['reference']['mean']:.2f}", f"{100 * b['reference']['max']:.2f}"],
+            *[[f"baseline: {label}", f"{100 * b[key]['mean']:.2f}", f"{100 * b[key]['max']:.2f}"]
+              for label, key in (("highest clocks", "highest_clocks"), ("reference pair", "reference"))],
             [f"baseline: best single pair {b['best_single_pair']['pair']} (hindsight)",
              f"{100 * b['best_single_pair']['mean']:.2f}", f"{100 * b['best_single_pair']['max']:.2f}"]]
     rows += [[f"attribution: minimum energy with measured {k.removeprefix('measured_')}",
               f"{100 * v['mean']:.2f}", f"{100 * v['max']:.2f}"] for k, v in r["attribution"].items()]
     console.print(table(f"energy regret on {data} (time MAPE {r['time_mape']:.2f}%, power MAPE "
                         f"{r['power_mape']:.2f}%, leave-one-application-out)", ["policy", "mean %", "max %"], rows))
-    console.print(table("per application", ["application", "chosen", "best", "regret %"],
+    console.print(table("per application (pairs as [core, memory] MHz)", ["application", "chosen", "best", "regret %"],
                         [[k, v["chosen"], v["best"], f"{100 * v['regret']:.2f}"] for k, v in r["per_app"].items()]))
 
 
 @select_.command("fit-power")
 @click.argument("data", type=click.Path(dir_okay=False))
 @click.option("--reference", default="700,700", show_default=True, callback=_pair)
-@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Power model JSON to write.")
+@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), callback=output_file,
+              help="Power model JSON to write.")
 def fit_power(data, reference, out) -> None:
     """Fit the power model `select choose` uses on a measured grid (NV-DVFS nvprof CSV with
     power): utilizations from each workload's reference-row counters."""
@@ -80,6 +81,8 @@ def fit_power(data, reference, out) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def choose(data, model_path, reference, device, policy, slowdown, power_cap, as_json) -> None:
     """Choose frequencies for workloads profiled once at the reference pair."""
+    if policy == "power-cap" and power_cap is None:
+        raise click.UsageError("--policy power-cap needs --power-cap WATTS (the cap each workload must stay under)")
     with user_errors():
         r = choose_configs(read(data), reference, PowerModel.load(model_path), time_device=_device(device),
                            policy=policy, slowdown=slowdown, power_cap_w=power_cap)
@@ -89,5 +92,5 @@ def choose(data, model_path, reference, device, policy, slowdown, power_cap, as_
     rows = [[n, f"{w['core_mhz']:g}/{w['mem_mhz']:g}" + ("" if w["feasible"] else " (infeasible)"),
              f"{w['time_ms']:.4g}", f"{w['watts']:.1f}", f"{1e3 * w['joules']:.4g}", len(w["pareto"])]
             for n, w in r["workloads"].items()]
-    console.print(table(f"{policy}: predicted at the chosen configuration",
-                        ["workload", "MHz", "time ms", "power W", "energy mJ", "Pareto points"], rows))
+    columns = ["workload", "core/memory MHz", "time (ms)", "power (W)", "energy (mJ)", "Pareto points"]
+    console.print(table(f"{policy}: predicted at the chosen configuration", columns, rows))

@@ -8,7 +8,7 @@ from ..io import write
 from ..measure.devices import DEVICE_KINDS, make_device
 from ..measure.sweep import grid, run_sweep, suite_workloads, to_power_dataset
 from ..measure.workload_file import read_workloads
-from .output import console, user_errors
+from .output import console, output_file, user_errors
 from .progress import progress_bar
 
 
@@ -28,15 +28,17 @@ def _mhz_list(ctx, param, value):
               help="JSON file of user workloads (see gpudvfs.measure.workload_file).")
 @click.option("--device", "device_kind", type=click.Choice(DEVICE_KINDS), default="sim", show_default=True)
 @click.option("--seed", default=0, show_default=True, help="Noise seed of the simulated GPU.")
-@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False),
-              help="Tidy CSV of measurements (appended row by row); profiles go to OUT.profiles.json.")
-@click.option("--resume", is_flag=True, help="Continue a partial sweep in OUT.")
+@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), callback=output_file,
+              help="Tidy CSV of measurements (appended row by row); the sweep's plan and profiles go to "
+                   "OUT.sweep.json.")
+@click.option("--resume", is_flag=True,
+              help="Continue a partial sweep in OUT, started with the same options (refused otherwise).")
 @click.option("--core-mhz", callback=_mhz_list, help="Restrict to these core clocks (comma-separated).")
 @click.option("--mem-mhz", callback=_mhz_list, help="Restrict to these memory clocks (comma-separated).")
 @click.option("--min-seconds", default=1.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
               help="Repeat each workload until a measurement spans this long.")
 @click.option("--repetitions", type=click.IntRange(min=1), help="Repeat exactly this often instead.")
-@click.option("--gpmtool", "gpmtool_out", type=click.Path(dir_okay=False),
+@click.option("--gpmtool", "gpmtool_out", type=click.Path(dir_okay=False), callback=output_file,
               help="Also write the result as a gpmTOOL power CSV (input of `gpudvfs power fit`).")
 def sweep(suite, workload_file, device_kind, seed, out, resume, core_mhz, mem_mhz, min_seconds, repetitions,
           gpmtool_out) -> None:
@@ -53,7 +55,7 @@ def sweep(suite, workload_file, device_kind, seed, out, resume, core_mhz, mem_mh
             result = run_sweep(device, workloads, out, configs=configs, resume=resume,
                                min_seconds=min_seconds, repetitions=repetitions, progress=update)
         console.print(f"measured {result.measured} rows ({result.skipped} already in {out}); "
-                      f"{result.throttled} throttled; profiles in {result.profiles}")
+                      f"{result.throttled} throttled; plan and profiles in {result.record}")
         if gpmtool_out:
             write(to_power_dataset(out), gpmtool_out)
             console.print(f"wrote {gpmtool_out}")

@@ -9,16 +9,17 @@ import numpy as np
 
 from ..errors import InputError
 from ..io import read
+from ..limits import clock_array
 from ..time import MODES, TimeDevice, TimeModel, evaluate, profiles_from_grid
 from .output import console, print_json, table, user_errors
 
 
 def _pair(ctx, param, value):
     try:
-        a, b = (float(x) for x in value.split(","))
-    except ValueError:
-        raise click.BadParameter(f"expected CORE,MEM in MHz, got {value!r}") from None
-    return (a, b)
+        a, b = clock_array([float(x) for x in value.split(",")], "clocks")
+    except (ValueError, InputError):
+        raise click.BadParameter(f"expected CORE,MEM: two clocks in MHz, got {value!r}") from None
+    return (float(a), float(b))
 
 
 def _device(spec: str) -> TimeDevice:
@@ -32,6 +33,25 @@ def _grid(path):
         raise InputError(f"{path}: the time model reads NV-DVFS nvprof CSVs (core and memory clocks with "
                          f"nvprof counters), got {g.format}")
     return g
+
+
+def _clock_list(text: str, option: str) -> list[float]:
+    try:
+        return clock_array([float(x) for x in text.split(",")], option).tolist()
+    except ValueError as e:
+        raise InputError(f"{option} takes comma-separated clocks in MHz: {e}") from None
+
+
+def _beyond_grid(grid, cores: list[float], mems: list[float]) -> list[str]:
+    """Requested clocks outside the measured grid: the model extrapolates there, untested."""
+    out = []
+    for name, asked, measured in (("core", cores, grid.core_mhz), ("memory", mems, grid.mem_mhz)):
+        lo, hi = float(measured.min()), float(measured.max())
+        beyond = [c for c in asked if not lo <= c <= hi]
+        if beyond:
+            out.append(f"{name} clocks {', '.join(f'{c:g}' for c in beyond)} MHz lie outside the measured "
+                       f"{lo:g}-{hi:g} MHz of {grid.path}: extrapolated, no measurement checks them")
+    return out
 
 
 @click.group("time")
@@ -90,18 +110,20 @@ def predict(data, kernels, device, reference, core_mhz, mem_mhz, mode, calibrate
             if unknown:
                 raise InputError(f"{data}: no workload named {sorted(unknown)}")
             profiles = [p for p in profiles if p.name in kernels]
-        try:
-            cores = [float(x) for x in core_mhz.split(",")] if core_mhz else np.unique(grid.core_mhz).tolist()
-            mems = [float(x) for x in mem_mhz.split(",")] if mem_mhz else np.unique(grid.mem_mhz).tolist()
-        except ValueError:
-            raise InputError("--core-mhz and --mem-mhz take comma-separated numbers") from None
+        cores = _clock_list(core_mhz, "--core-mhz") if core_mhz else np.unique(grid.core_mhz).tolist()
+        mems = _clock_list(mem_mhz, "--mem-mhz") if mem_mhz else np.unique(grid.mem_mhz).tolist()
+        outside = _beyond_grid(grid, cores, mems)
         fc, fm = np.meshgrid(cores, mems, indexing="ij")
         t, cases = model.predict(profiles, fc, fm, calibrate=calibrate, return_cases=True)
+    for line in outside:
+        click.echo(f"gpudvfs: warning: {line}", err=True)
     if as_json:
-        print_json({"core_mhz": cores, "mem_mhz": mems, "time_ms": {p.name: t[i].tolist() for i, p in enumerate(profiles)},
+        print_json({"core_mhz": cores, "mem_mhz": mems, "extrapolated": outside,
+                    "time_ms": {p.name: t[i].tolist() for i, p in enumerate(profiles)},
                     "case": {p.name: cases[i].tolist() for i, p in enumerate(profiles)}})
         return
     for i, p in enumerate(profiles):
-        console.print(table(f"{p.name}: time (ms) and bound (case), core MHz x memory MHz", ["core \\ mem", *[f"{m:g}" for m in mems]],
+        console.print(table(f"{p.name}: time (ms) and bound (case); rows core MHz, columns memory MHz",
+                            ["core \\ mem", *[f"{m:g}" for m in mems]],
                             [[f"{c:g}", *[f"{t[i, a, b]:.4g} ({cases[i, a, b]})" for b in range(len(mems))]]
                              for a, c in enumerate(cores)]))

@@ -20,7 +20,7 @@ import numpy as np
 from ..errors import GpudvfsWarning
 from ..measure.device import Device, Workload
 from ..measure.simulated import SimulatedDevice
-from ..measure.sweep import grid, profiles_path, run_sweep, suite_workloads, to_power_dataset, to_time_device
+from ..measure.sweep import grid, record_path, run_sweep, suite_workloads, to_power_dataset, to_time_device
 from ..power.model import PowerModel
 from ..select import POLICIES, Selection, pareto_front, select
 from ..time import KernelProfile, TimeDevice, TimeModel
@@ -78,6 +78,8 @@ class DemoResult:
     workloads: list[WorkloadResult]
     true_volts: np.ndarray | None      # simulator's true (core, mem) voltages at the configs
     files: list[Path]
+    reference_mhz: tuple[float, float]  # the default clocks: where workloads were profiled
+    slowdown: float                     # the deadline policy's bound
 
 
 def _stage(progress: Progress | None, name: str):
@@ -104,7 +106,7 @@ def run_demo(device: Device, *, workdir: str | Path | None = None, power_variant
     if not resume:
         for f in (power_csv, time_csv):
             f.unlink(missing_ok=True)
-            profiles_path(f).unlink(missing_ok=True)
+            record_path(f).unlink(missing_ok=True)
     run_sweep(device, suite_workloads("power"), power_csv, resume=power_csv.exists(), min_seconds=min_seconds,
               progress=_stage(progress, "power suite"))
     with warnings.catch_warnings():
@@ -150,7 +152,7 @@ def run_demo(device: Device, *, workdir: str | Path | None = None, power_variant
             {k: _row(v, i) for k, v in choices.items()},
             pareto_front(t[i], t[i] * p[i] / 1e3), true_t, true_p))
     true_volts = np.array([sim.gpu.volts(c, m) for c, m in configs]) if sim else None
-    return DemoResult(device.name, power_model, time_device, time_fit, results, true_volts, files)
+    return DemoResult(device.name, power_model, time_device, time_fit, results, true_volts, files, ref, slowdown)
 
 
 def _row(s: Selection, i: int) -> Selection:

@@ -79,6 +79,13 @@ class Device(Protocol):
     def sm_count(self) -> int:
         """Number of streaming multiprocessors (a device query, not a measurement)."""
 
+    def identity(self) -> dict[str, str | float | bool | None]:
+        """What tells this GPU (and, simulated, its settings) apart: recorded with a sweep so
+        a resume on another GPU is refused. Plain JSON values."""
+
+    def check(self, workload: Workload) -> None:
+        """Raise `InputError` if this device cannot run ``workload`` (before any work starts)."""
+
     def lock_clocks(self, core_mhz: float, mem_mhz: float) -> None:
         """Pin both clocks; raises `ClockPermissionError` when not allowed."""
 

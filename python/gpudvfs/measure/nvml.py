@@ -675,6 +675,22 @@ class NvmlDevice:
         pci = self._nv.nvmlDeviceGetPciInfo(self._handle)
         return f"{pci.domain:04x}:{pci.bus:02x}:{pci.device:02x}.0"
 
+    def identity(self) -> dict[str, str | float | bool | None]:
+        uuid = self._nv.nvmlDeviceGetUUID(self._handle)
+        return {"kind": "nvml", "name": self.name, "uuid": uuid.decode() if isinstance(uuid, bytes) else str(uuid)}
+
+    def check(self, workload: Workload) -> None:
+        """A real GPU runs manifest kernels and callables; counters alone describe a
+        workload to the simulator only."""
+        if workload.kernel is None and workload.fn is None:
+            raise InputError(f"workload {workload.name!r} has only 'counters', which describe a workload to the "
+                             "simulated GPU; on a real GPU give a manifest kernel or a 'callable'")
+        if workload.kernel is not None:
+            from .kernels import load_manifest
+
+            if workload.kernel not in load_manifest().benchmarks:
+                raise InputError(f"workload {workload.name!r}: no benchmark {workload.kernel!r} in the kernel manifest")
+
     def sm_count(self) -> int:
         """Streaming multiprocessors, from CUDA (NVML does not report them)."""
         try:

@@ -7,20 +7,23 @@ time paper's model (default mode) with the simulator's own device parameters whe
 workload is described by nvprof counters; otherwise from a compute part scaling with 1/fc
 and a memory part scaling with 1/fm combined by a smooth maximum, plus a launch latency.
 The latency suite's pointer chases report cycles per access (DRAM: Eq. 4's law; L2 and
-shared: constants) and its bandwidth benchmark moves bytes at the DRAM delay law. The power sensor refreshes at a period with relative noise; measurements run on
-a virtual clock, so a one-second measurement costs no real second. Noise is drawn from a
-generator seeded by (seed, workload, clocks): a measurement repeated in another run, or
-after a resumed sweep, gives the same numbers.
+shared: constants) and its bandwidth benchmark moves bytes at the DRAM delay law. The
+power sensor refreshes at a period with relative noise; measurements run on a virtual
+clock, so a one-second measurement costs no real second. Noise is drawn from a generator
+seeded by (seed, workload, clocks): a measurement repeated in another run, or after a
+resumed sweep, gives the same numbers.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from ..errors import InputError
 from ..time import KernelProfile, TimeDevice, TimeModel
 from .counters.mapping import COMPONENTS, DOMAIN_SIZES
 from .device import ClockPermissionError, Measurement, Workload
@@ -95,6 +98,10 @@ class SimProfile:
     kernel: KernelProfile | None = None
 
 
+# Longest launch the simulator takes from a workload description (an hour): beyond it a
+# value is a typo, and times scaled to the lowest clocks must stay finite.
+MAX_LAUNCH_MS = 3.6e6
+
 # Bytes the bandwidth benchmark moves per launch (sectors of 32 B, as DRAM transactions).
 BANDWIDTH_BYTES = 256 * 2**20
 
@@ -123,16 +130,17 @@ def profile_of(workload: Workload, gpu: SimulatedGpu) -> SimProfile:
     c = workload.counters
     util = np.array([float(c.get(f"util:{n}", 0.0)) for n in gpu.components])
     if np.any(~np.isfinite(util)) or np.any(util < 0) or np.any(util > 1):
-        raise ValueError(f"workload {workload.name!r}: utilizations must be in [0, 1]")
+        raise InputError(f"workload {workload.name!r}: utilizations must be in [0, 1]")
     if "warps" in c:
         counters = {k: v for k, v in c.items() if not k.startswith("util:")}
         return SimProfile(util, 0.0, 0.0, KernelProfile.from_counters(workload.name, counters, device=gpu.time_device))
     unknown = set(c) - {f"util:{n}" for n in gpu.components} - {"compute_ms", "memory_ms"}
     if unknown:
-        raise ValueError(f"workload {workload.name!r}: unknown simulated counters {sorted(unknown)}")
+        raise InputError(f"workload {workload.name!r}: unknown simulated counters {sorted(unknown)}")
     compute, memory = float(c.get("compute_ms", 0.0)), float(c.get("memory_ms", 0.0))
-    if not (compute >= 0 and memory >= 0 and compute + memory > 0):
-        raise ValueError(f"workload {workload.name!r}: compute_ms and memory_ms must be >= 0, not both 0")
+    if not (0 <= compute <= MAX_LAUNCH_MS and 0 <= memory <= MAX_LAUNCH_MS and compute + memory > 0):
+        raise InputError(f"workload {workload.name!r}: compute_ms and memory_ms must be in [0, {MAX_LAUNCH_MS:g}], "
+                         "not both 0")
     return SimProfile(util, compute, memory)
 
 
@@ -177,7 +185,7 @@ class SimulatedDevice:
                  time_noise: float = 0.005, refresh_s: float = 0.02, energy_counter: bool = True,
                  permission: bool = True, power_limit_w: float | None = None):
         if noise < 0 or time_noise < 0 or refresh_s <= 0:
-            raise ValueError("noise and time_noise must be >= 0 and refresh_s > 0")
+            raise InputError("noise and time_noise must be >= 0 and refresh_s > 0")
         self.gpu = gpu or SimulatedGpu()
         self.name = self.gpu.name
         self.seed = seed
@@ -195,7 +203,7 @@ class SimulatedDevice:
 
     def core_clocks(self, mem_mhz: float) -> list[float]:
         if mem_mhz not in self.gpu.clocks:
-            raise ValueError(f"unsupported memory clock {mem_mhz} MHz; supported: {self.memory_clocks()}")
+            raise InputError(f"unsupported memory clock {mem_mhz} MHz; supported: {self.memory_clocks()}")
         return sorted(self.gpu.clocks[mem_mhz], reverse=True)
 
     def default_clocks(self) -> tuple[float, float]:
@@ -204,12 +212,33 @@ class SimulatedDevice:
     def sm_count(self) -> int:
         return int(self.gpu.time_device.sm_count)
 
+    def identity(self) -> dict[str, str | float | bool | None]:
+        gpu = json.dumps(asdict(self.gpu), sort_keys=True, default=str)
+        return {"kind": "simulated", "name": self.name, "seed": self.seed, "noise": self.noise,
+                "time_noise": self.time_noise, "refresh_s": self.refresh_s,
+                "energy_counter": self.has_energy_counter, "power_limit_w": self.power_limit_w,
+                "gpu": hashlib.sha256(gpu.encode()).hexdigest()[:16]}
+
+    def check(self, workload: Workload) -> None:
+        """The simulator runs manifest kernels and workloads described by counters; a
+        callable is code only a real GPU runs. The time must be finite at every clock."""
+        if workload.kernel is None and workload.fn is not None and not workload.counters:
+            raise InputError(f"workload {workload.name!r} is a callable ({workload.spec or workload.fn!r}): the "
+                             "simulated GPU runs no code; describe it with 'counters' for --device sim, "
+                             "or run it on --device nvml")
+        lowest = min((min(self.core_clocks(m)), m) for m in self.memory_clocks())
+        for fc, fm in (lowest, self.gpu.default_mhz):
+            t = self.true_time_ms(workload, fc, fm)
+            if not (math.isfinite(t) and t > 0):
+                raise InputError(f"workload {workload.name!r}: its counters give no finite time at "
+                                 f"{fc:g}/{fm:g} MHz ({t!r} ms)")
+
     def lock_clocks(self, core_mhz: float, mem_mhz: float) -> None:
         if not self.permission:
             raise ClockPermissionError(
                 "setting clocks needs root (simulated: SimulatedDevice(permission=False))")
         if core_mhz not in self.core_clocks(mem_mhz):
-            raise ValueError(f"unsupported core clock {core_mhz} MHz at memory {mem_mhz} MHz")
+            raise InputError(f"unsupported core clock {core_mhz} MHz at memory {mem_mhz} MHz")
         self._clocks = (float(core_mhz), float(mem_mhz))
 
     def reset_clocks(self) -> None:
@@ -267,9 +296,9 @@ class SimulatedDevice:
     def measure(self, workload: Workload, min_seconds: float = 1.0,
                 repetitions: int | None = None) -> Measurement:
         if repetitions is not None and repetitions < 1:
-            raise ValueError("repetitions must be at least 1")
+            raise InputError("repetitions must be at least 1")
         if min_seconds <= 0 and repetitions is None:
-            raise ValueError("min_seconds must be > 0")
+            raise InputError("min_seconds must be > 0")
         fc, fm = self._clocks
         rng = self._rng(workload, "measure")
         t_ms = self.true_time_ms(workload, fc, fm)

@@ -1,15 +1,27 @@
 """Sweeps: workloads x a frequency grid on any `Device`, crash-safe and resumable.
 
 Every measurement is appended to the output CSV (the `tidy` format) and flushed as soon
-as it is taken, so a crash or kill loses at most the row in flight. The counters of each
-workload, profiled once at the reference (default) configuration, go to a JSON file
-beside it (``OUT.profiles.json``), rewritten atomically after each profile. ``resume=True``
-drops a partly written last row, then measures only what is missing.
+as it is taken, so a crash or kill loses at most the row in flight. Beside it,
+``OUT.sweep.json`` (rewritten atomically) records what the sweep measures (its *plan*:
+device identity, workloads, clock pairs, measurement length, columns) and the counters of
+each workload, profiled once at the reference (default) configuration.
+
+``resume=True`` continues a partial sweep only after proving that OUT is that sweep's own
+file: its record matches the plan of this run (same device and seed, workloads, grid and
+protocol), its header is the tidy header and every complete row is a measurement of the
+plan. Anything else is refused without a byte of OUT changed; then a last line cut short
+by a crash is dropped and only what is missing is measured. While a sweep runs it holds
+an exclusive lock on OUT (``flock``), so a second sweep writing the same file is refused.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import csv
+import json
+import math
+import os
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,16 +36,23 @@ from ..time.device import TimeDevice
 from .counters.mapping import COMPONENTS, DOMAIN_SIZES
 from .device import Device, Measurement, Workload
 
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks; two sweeps on one file are not caught there
+    fcntl = None  # type: ignore[assignment]
+
 COLUMNS = ("workload", "core_mhz", "mem_mhz", "time_ms", "watts", "joules", "repetitions",
            "duration_s", "power_source", "throttled", "throttle_reasons", "temperature_c", "result")
-PROFILES_VERSION = 1
+_NUMERIC = ("core_mhz", "mem_mhz", "time_ms", "watts", "joules", "repetitions", "duration_s")
+RECORD_VERSION = 1
 
 Progress = Callable[[int, int, str], None]
 
 
-def profiles_path(out: str | Path) -> Path:
+def record_path(out: str | Path) -> Path:
+    """The sweep record beside OUT: its plan and the workloads' reference profiles."""
     out = Path(out)
-    return out.with_name(out.name + ".profiles.json")
+    return out.with_name(out.name + ".sweep.json")
 
 
 def _row(m: Measurement) -> str:
@@ -68,31 +87,150 @@ def grid(device: Device, core_mhz: Sequence[float] | None = None,
     return pairs
 
 
-def _done_keys(out: Path) -> set[tuple[str, float, float]]:
-    """What a partial sweep measured; a last line cut short by a crash is removed first."""
-    text = out.read_text()
-    if text and not text.endswith("\n"):
-        text = text[: text.rfind("\n") + 1]
-        out.write_text(text)
-    if text.count("\n") <= 1:
-        return set()
-    g = read(out, "tidy")
-    return set(zip(g.app.tolist(), g.core_mhz.tolist(), g.mem_mhz.tolist()))
+def workload_record(w: Workload) -> dict:
+    """What a workload is, as plain data: two sweeps of equal records measure the same thing."""
+    fn = w.spec or (None if w.fn is None else f"{w.fn.__module__}:{w.fn.__qualname__}")
+    return {"name": w.name, "kernel": w.kernel, "params": dict(w.params), "callable": fn,
+            "counters": dict(w.counters)}
 
 
-def _save_profiles(path: Path, device: Device, profiles: dict[str, dict[str, float]]) -> None:
-    write_json_atomic(path, {"kind": "sweep-profiles", "version": PROFILES_VERSION, "device": device.name,
-                             "reference_mhz": list(device.default_clocks()), "profiles": profiles})
+def sweep_plan(device: Device, workloads: Sequence[Workload], configs: Sequence[tuple[float, float]],
+               min_seconds: float, repetitions: int | None) -> dict:
+    """Everything that decides a sweep's rows; a resume must have the same plan. Plain JSON
+    values, so a plan read back from the record compares equal."""
+    return json.loads(json.dumps({"device": device.identity(), "workloads": [workload_record(w) for w in workloads],
+            "configs": [[float(c), float(m)] for c, m in configs],
+            "protocol": {"min_seconds": None if repetitions is not None else float(min_seconds),
+                         "repetitions": repetitions},
+            "columns": list(COLUMNS)}))
 
 
-def load_profiles(path: str | Path) -> dict:
-    return read_versioned(path, "sweep-profiles", PROFILES_VERSION)
+def _plan_differences(old: dict, new: dict) -> list[str]:
+    diffs = []
+    if old.get("device") != new["device"]:
+        diffs.append(f"device {old.get('device')} != {new['device']}")
+    old_w = {w.get("name"): w for w in old.get("workloads", []) if isinstance(w, dict)}
+    new_w = {w["name"]: w for w in new["workloads"]}
+    if old_w != new_w:
+        added, removed = sorted(set(new_w) - set(old_w)), sorted(set(old_w) - set(new_w))
+        changed = sorted(n for n in set(old_w) & set(new_w) if old_w[n] != new_w[n])
+        parts = [f"{k} {v}" for k, v in (("not in the sweep:", added), ("missing here:", removed),
+                                        ("defined differently:", changed)) if v]
+        diffs.append("workloads " + "; ".join(parts))
+    if old.get("configs") != new["configs"]:
+        diffs.append(f"clock pairs ({len(old.get('configs') or [])} in the sweep, {len(new['configs'])} here)")
+    for key in ("protocol", "columns"):
+        if old.get(key) != new[key]:
+            diffs.append(f"{key} {old.get(key)} != {new[key]}")
+    return diffs
+
+
+def load_record(out: str | Path) -> dict:
+    """The sweep record of OUT (plan, reference clocks, profiles)."""
+    path = record_path(out)
+    doc = read_versioned(path, "sweep", RECORD_VERSION)
+    if not isinstance(doc.get("plan"), dict) or not isinstance(doc.get("profiles"), dict):
+        raise InputError(f"{path}: a sweep record needs a 'plan' and 'profiles' object")
+    return doc
+
+
+def _save_record(out: Path, plan: dict, device: Device, profiles: dict[str, dict[str, float]]) -> None:
+    write_json_atomic(record_path(out), {"kind": "sweep", "version": RECORD_VERSION, "plan": plan,
+                                         "reference_mhz": list(device.default_clocks()), "profiles": profiles})
+
+
+def _complete_rows(out: Path, plan: dict) -> tuple[set[tuple[str, float, float]], int]:
+    """(measured keys, bytes of complete lines) of a sweep's CSV, each complete row checked
+    against the plan; the bytes after the last newline are a row a crash cut short."""
+    names = {w["name"] for w in plan["workloads"]}
+    configs = {tuple(c) for c in plan["configs"]}
+    header = csv_line(COLUMNS)
+    done: set[tuple[str, float, float]] = set()
+    complete = 0
+    with out.open("rb") as f:
+        for number, raw in enumerate(f, start=1):
+            if not raw.endswith(b"\n"):
+                break  # the torn last row
+            complete += len(raw)
+            try:
+                line = raw.decode("utf-8").rstrip("\r\n")
+                fields = next(csv.reader([line])) if line else []
+            except (UnicodeDecodeError, csv.Error) as e:
+                raise InputError(f"{out}, line {number}: not a sweep row ({e})") from None
+            if number == 1:
+                if line != header:
+                    raise InputError(f"{out}, line 1: not the header of a gpudvfs sweep (expected {header!r})")
+                continue
+            done.add(_check_row(out, number, fields, names, configs))
+    return done, complete
+
+
+def _check_row(out: Path, number: int, fields: list[str], names: set[str],
+               configs: set[tuple[float, ...]]) -> tuple[str, float, float]:
+    where = f"{out}, line {number}"
+    if len(fields) != len(COLUMNS):
+        raise InputError(f"{where}: expected {len(COLUMNS)} fields, found {len(fields)}")
+    row = dict(zip(COLUMNS, fields))
+    try:
+        values = {k: float(row[k]) for k in _NUMERIC}
+    except ValueError:
+        raise InputError(f"{where}: a number column holds text") from None
+    if not all(math.isfinite(v) for v in values.values()):
+        raise InputError(f"{where}: a number column is not finite")
+    key = (row["workload"], values["core_mhz"], values["mem_mhz"])
+    if key[0] not in names or key[1:] not in configs:
+        raise InputError(f"{where}: {key[0]!r} at {key[1]:g}/{key[2]:g} MHz is not a measurement of this sweep")
+    return key
+
+
+@contextlib.contextmanager
+def _locked(fd: int, out: Path) -> Iterator[None]:
+    if fcntl is not None:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise InputError(f"{out}: another sweep is writing this file (it holds its lock); "
+                             "wait for it or choose another -o") from None
+    yield
+
+
+def _open_output(out: Path, resume: bool) -> tuple[int, bool]:
+    """(file descriptor for appending, whether the file is new)."""
+    try:
+        return os.open(out, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644), True
+    except FileExistsError:
+        if not resume:
+            raise InputError(f"{out} exists: pass resume=True (--resume) to continue it, or remove it") from None
+    except OSError as e:
+        raise InputError(f"{out}: cannot create the sweep's output ({e.strerror})") from None
+    try:
+        return os.open(out, os.O_WRONLY | os.O_APPEND), False
+    except OSError as e:
+        raise InputError(f"{out}: cannot open the sweep's output to resume it ({e.strerror})") from None
+
+
+def _resume_state(out: Path, plan: dict) -> tuple[set, dict, int | None]:
+    """(done keys, profiles, length to cut OUT to) of a sweep to resume, or an error that
+    says why OUT is not this sweep's file; nothing is written here."""
+    size = out.stat().st_size
+    if not record_path(out).exists():
+        if size == 0:  # created, then killed before its record: nothing to lose
+            return set(), {}, None
+        raise InputError(f"{out}: no sweep record ({record_path(out).name}) beside it, so it is not a "
+                         "gpudvfs sweep (or one written by an older gpudvfs); refusing to append to it")
+    doc = load_record(out)
+    diffs = _plan_differences(doc["plan"], plan)
+    if diffs:
+        raise InputError(f"{out} is another sweep than this one: {'; '.join(diffs)}; "
+                         "resume with the options it was started with, or write to a new -o")
+    done, complete = _complete_rows(out, plan)
+    return done, doc["profiles"], complete if complete < size else None
 
 
 @dataclass(frozen=True)
 class SweepResult:
     out: Path
-    profiles: Path
+    record: Path
     measured: int
     skipped: int
     throttled: int
@@ -113,19 +251,34 @@ def run_sweep(device: Device, workloads: Sequence[Workload], out: str | Path, *,
               min_seconds: float = 1.0, repetitions: int | None = None,
               progress: Progress | None = None) -> SweepResult:
     """Profile each workload at the reference configuration, then measure it at every
-    configuration; clocks are reset at the end, also after an error."""
+    configuration; clocks are reset at the end, also after an error. Every workload is
+    checked against the device (``Device.check``) before anything is measured or written."""
     out = Path(out)
     names = [w.name for w in workloads]
     if not workloads:
         raise InputError("no workloads to sweep")
     if len(set(names)) != len(names):
         raise InputError(f"workload names must be unique, got {names}")
+    for w in workloads:
+        device.check(w)
     configs = list(configs) if configs is not None else grid(device)
-    ppath = profiles_path(out)
-    if out.exists() and not resume:
-        raise InputError(f"{out} exists: pass resume=True (--resume) to continue it, or remove it")
-    done = _done_keys(out) if out.exists() else set()
-    profiles = load_profiles(ppath)["profiles"] if resume and ppath.exists() else {}
+    plan = sweep_plan(device, workloads, configs, min_seconds, repetitions)
+    fd, new_file = _open_output(out, resume)
+    with os.fdopen(fd, "a", encoding="utf-8", newline="") as f, _locked(fd, out):
+        done, profiles, cut = (set(), {}, None) if new_file else _resume_state(out, plan)
+        if cut is not None:
+            os.ftruncate(fd, cut)
+        if new_file or out.stat().st_size == 0:
+            _save_record(out, plan, device, profiles)
+            f.write(csv_line(COLUMNS) + "\n")
+            f.flush()
+        return _measure(device, workloads, configs, out, f, plan, done, profiles, min_seconds, repetitions,
+                        progress)
+
+
+def _measure(device: Device, workloads: Sequence[Workload], configs: Sequence[tuple[float, float]], out: Path,
+             f, plan: dict, done: set, profiles: dict, min_seconds: float, repetitions: int | None,
+             progress: Progress | None) -> SweepResult:
     todo_profiles = [w for w in workloads if w.name not in profiles]
     todo = [(c, [w for w in workloads if (w.name, *c) not in done]) for c in configs]
     total = len(todo_profiles) + sum(len(ws) for _, ws in todo)
@@ -140,31 +293,26 @@ def run_sweep(device: Device, workloads: Sequence[Workload], out: str | Path, *,
 
     if progress:
         progress(0, total, "starting")
-    new_file = not out.exists() or out.stat().st_size == 0
     try:
         if todo_profiles:
             device.lock_clocks(*device.default_clocks())
             for w in todo_profiles:
                 profiles[w.name] = device.profile(w)
-                _save_profiles(ppath, device, profiles)
+                _save_record(out, plan, device, profiles)
                 tick(f"profile {w.name}")
-        with out.open("a") as f:
-            if new_file:
-                f.write(csv_line(COLUMNS) + "\n")
+        for (fc, fm), pending in todo:
+            if not pending:
+                continue
+            device.lock_clocks(fc, fm)
+            for w in pending:
+                m = device.measure(w, min_seconds=min_seconds, repetitions=repetitions)
+                throttled += m.throttled
+                f.write(_row(m) + "\n")
                 f.flush()
-            for (fc, fm), pending in todo:
-                if not pending:
-                    continue
-                device.lock_clocks(fc, fm)
-                for w in pending:
-                    m = device.measure(w, min_seconds=min_seconds, repetitions=repetitions)
-                    throttled += m.throttled
-                    f.write(_row(m) + "\n")
-                    f.flush()
-                    tick(f"{w.name} @ {fc:g}/{fm:g} MHz")
+                tick(f"{w.name} @ {fc:g}/{fm:g} MHz")
     finally:
         device.reset_clocks()
-    return SweepResult(out, ppath, step - len(todo_profiles), len(done), throttled)
+    return SweepResult(out, record_path(out), step - len(todo_profiles), len(done), throttled)
 
 
 def results(out: str | Path) -> list[dict[str, float]]:
@@ -216,7 +364,7 @@ def to_power_dataset(out: str | Path, components: Sequence[str] = COMPONENTS,
     """The power suite's sweep as a gpmTOOL-style dataset: measured power per row with
     the workload's utilizations profiled at the reference configuration."""
     g = read(out, "tidy")
-    doc = load_profiles(profiles_path(out))
+    doc = load_record(out)
     prof = doc["profiles"]
     missing = sorted(set(g.app.tolist()) - set(prof))
     if missing:

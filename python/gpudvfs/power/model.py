@@ -41,6 +41,7 @@ from ..errors import GpudvfsWarning, InputError
 from ..io.datasets import PowerDataset
 from ..io.jsonfile import read_versioned, write_json_atomic
 from ..io.source import UTIL_TOLERANCE
+from ..limits import check_watts, clock_array
 from .equations import power_grid
 from .gpmtool import read_gpmtool_model, write_gpmtool_model
 
@@ -95,6 +96,8 @@ class PowerModel:
         if dataset.n_domains != 2:
             raise InputError(f"{dataset.path}: the power model has a core and a memory domain, "
                              f"the file has {dataset.n_domains} domains")
+        check_watts(dataset.watts, dataset.path)
+        clock_array(dataset.freqs_mhz, f"{dataset.path}: frequencies")
         zero = dataset.unused_components()
         if zero:
             raise InputError(f"{dataset.path}: component(s) {zero} are zero in every row, so their weight "
@@ -146,19 +149,33 @@ class PowerModel:
         `per-config` knows the measured pairs, `per-domain` the measured clocks; `curve`
         gives any clock. Anything else is an error."""
         fit = self._require_fit()
-        c, m = np.broadcast_arrays(np.asarray(core_mhz, dtype=np.float64), np.asarray(mem_mhz, dtype=np.float64))
+        c, m = np.broadcast_arrays(clock_array(core_mhz, "core_mhz"), clock_array(mem_mhz, "mem_mhz"))
+        self._warn_outside_fit(c, m)
         try:
             v = fit.voltages(np.ascontiguousarray(c.ravel()), np.ascontiguousarray(m.ravel()))
         except ValueError as e:
             raise InputError(str(e)) from None
         return v.reshape(c.shape + (2,))
 
+    def _warn_outside_fit(self, core: np.ndarray, mem: np.ndarray) -> None:
+        """The `curve` variant extrapolates; say so beyond the clocks it was fitted on (the
+        other variants refuse unmeasured clocks outright)."""
+        if self._base != "curve" or core.size == 0:
+            return
+        for name, clocks, fitted in (("core", core, self.configs_[:, 0]), ("memory", mem, self.configs_[:, 1])):
+            lo, hi = fitted.min(), fitted.max()
+            if clocks.min() < lo or clocks.max() > hi:
+                warnings.warn(GpudvfsWarning(
+                    f"{name} clocks {clocks.min():g}-{clocks.max():g} MHz reach beyond the fitted "
+                    f"{lo:g}-{hi:g} MHz: the voltage curve is extrapolated there"), stacklevel=3)
+
     def predict(self, utilization, core_mhz, mem_mhz):
         """Watts for utilizations ``[..., n_components]`` at clocks broadcast against
         ``utilization.shape[:-1]``. Scalars in, scalar out."""
         fit = self._require_fit()
         u = _utilization(utilization, len(self.components_))
-        c, m = np.asarray(core_mhz, dtype=np.float64), np.asarray(mem_mhz, dtype=np.float64)
+        c, m = clock_array(core_mhz, "core_mhz"), clock_array(mem_mhz, "mem_mhz")
+        self._warn_outside_fit(c, m)
         shape = np.broadcast_shapes(u.shape[:-1], c.shape, m.shape)
         ub = np.broadcast_to(u, shape + (u.shape[-1],)).reshape(-1, u.shape[-1])
         cb, mb = (np.broadcast_to(x, shape).ravel() for x in (c, m))
@@ -176,7 +193,7 @@ class PowerModel:
         u = _utilization(utilization, len(self.components_))
         if u.ndim != 2:
             raise InputError(f"utilization must be [n_workloads x {len(self.components_)}], got {u.shape}")
-        cfg = self.configs_ if configs is None else np.asarray(configs, dtype=np.float64)
+        cfg = self.configs_ if configs is None else clock_array(configs, "configs")
         if cfg.ndim != 2 or cfg.shape[1] != 2:
             raise InputError(f"configs must be [n_configs x 2] (core, memory MHz), got shape {cfg.shape}")
         volts = self.voltage(cfg[:, 0], cfg[:, 1])
@@ -237,15 +254,20 @@ class PowerModel:
     @classmethod
     def load(cls, path: str | Path) -> PowerModel:
         doc = read_versioned(path, "power-model", MODEL_VERSION)
+        options, names, state = doc.get("options"), doc.get("components"), doc.get("state")
+        if not (isinstance(options, dict) and isinstance(state, dict) and isinstance(names, list)
+                and all(isinstance(n, str) and n for n in names)):
+            raise InputError(f"{path}: a power model file needs 'options' and 'state' objects and a list of "
+                             "component names")
         try:
-            model = cls(**doc["options"])
-            model._fit = _core.PowerFit.from_state(doc["state"])
-            model.components_ = tuple(doc["components"])
-        except (KeyError, TypeError, ValueError) as e:
+            model = cls(**options)
+            model._fit = _core.PowerFit.from_state(state)
+        except (TypeError, ValueError, OverflowError) as e:
             raise InputError(f"{path}: invalid power model: {e}") from None
-        if len(model.components_) != sum(doc["state"]["domain_sizes"]):
-            raise InputError(f"{path}: {len(model.components_)} component names for "
-                             f"{sum(doc['state']['domain_sizes'])} weights")
+        model.components_ = tuple(names)
+        n_weights = len(state["weights"])
+        if len(names) != n_weights:
+            raise InputError(f"{path}: {len(names)} component names for {n_weights} weights")
         model._set_state()
         return model
 

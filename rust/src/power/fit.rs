@@ -746,6 +746,16 @@ mod tests {
     }
 
     #[test]
+    fn a_fitted_model_validates_and_a_negative_coefficient_does_not() {
+        let s = synthetic(20, 0.005, &MEM, 3);
+        let mut m = fit(&data(&s), &FitOptions::default()).unwrap();
+        assert!(m.validate().is_ok());
+        m.coef.weights[1] = -1.0;
+        let err = m.validate().unwrap_err().to_string();
+        assert!(err.contains("must be >= 0"), "{err}");
+    }
+
+    #[test]
     fn single_memory_clock_is_folded_and_converges_quickly() {
         let s = synthetic(40, 0.002, &[3500.0], 4);
         for variant in [Variant::PerConfig, Variant::PerDomain, Variant::Curve] {

@@ -176,6 +176,15 @@ impl FittedPower {
                 self.ref_mhz
             ));
         }
+        // The fit's least squares are non-negative: a negative term is a damaged file.
+        let coefs = [
+            &self.coef.static_coef,
+            &self.coef.idle_coef,
+            &self.coef.weights,
+        ];
+        if let Some(v) = coefs.iter().flat_map(|c| c.iter()).find(|v| **v < 0.0) {
+            return bad(format!("coefficients must be >= 0, found {v}"));
+        }
         let k = self.configs.len();
         if k == 0 || self.voltages.len() != 2 * k || self.on_bound.len() != 2 * k {
             return Err(CoreError::Shape(format!(

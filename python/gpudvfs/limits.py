@@ -1,0 +1,39 @@
+"""Physical bounds, and the checks that apply them where numbers enter gpudvfs.
+
+A value outside these bounds is not a measurement of a GPU but a typo, a unit mistake or a
+damaged file, so it is rejected rather than fitted: one 1e300 W row would otherwise steer a
+whole power model.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import InputError
+
+#: No GPU board draws more (today's largest are about 1.2 kW).
+MAX_WATTS = 10_000.0
+#: No GPU clock reaches this: core clocks stay below 4 GHz; memory clocks as NVML reports
+#: them (GDDR data rates included) below 40 GHz.
+MAX_MHZ = 100_000.0
+
+
+def clock_array(value, name: str) -> np.ndarray:
+    """Clocks in MHz as float64: numbers only (no strings, booleans or objects), finite,
+    > 0 and at most :data:`MAX_MHZ`."""
+    a = np.asarray(value)
+    if a.dtype.kind not in "iuf":
+        raise InputError(f"{name} must be numbers (MHz), got {a.dtype.name} values such as {a.ravel()[:1].tolist()}")
+    a = a.astype(np.float64, copy=False)
+    bad = ~np.isfinite(a) | (a <= 0) | (a > MAX_MHZ)
+    if bad.any():
+        raise InputError(f"{name} must be finite clocks in (0, {MAX_MHZ:g}] MHz, got {float(a[bad].ravel()[0])!r}")
+    return a
+
+
+def check_watts(watts: np.ndarray, where: str) -> None:
+    """Measured power: finite, >= 0 and at most :data:`MAX_WATTS`."""
+    bad = ~np.isfinite(watts) | (watts < 0) | (watts > MAX_WATTS)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(f"{where}: row {i + 1} has {float(watts[i])!r} W; a GPU's power is in [0, {MAX_WATTS:g}] W")
