@@ -145,7 +145,8 @@ def test_resume_with_another_suite_is_refused(tmp_path):
 @pytest.mark.parametrize("damage,match", [
     (lambda out, rec: rec.write_text("{"), "not valid JSON"),
     (lambda out, rec: rec.write_text('{"kind": "sweep", "version": 99}'), "version"),
-    (lambda out, rec: out.write_text(out.read_text().replace("sp_ops", "xx_ops", 1)), "not a measurement of this sweep"),
+    (lambda out, rec: out.write_text(out.read_text().replace("sp_ops", "xx_ops", 1)),
+     "not a measurement of this sweep"),
     (lambda out, rec: out.write_text("x" + out.read_text()), "not the header"),
 ])
 def test_resume_refuses_a_damaged_sweep(tmp_path, damage, match):

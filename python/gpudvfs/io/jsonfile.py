@@ -10,7 +10,6 @@ from pathlib import Path
 
 from ..errors import InputError
 
-
 # Model, device and workload files are small; anything larger is not one of them.
 MAX_BYTES = 64 * 2**20
 
