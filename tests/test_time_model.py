@@ -294,3 +294,47 @@ def test_nsight_compute_profile_carries_launch_requests_and_theoretical_occupanc
     assert KernelProfile.from_counters("k", ncu, tool="ncu").block_starved(DEV)
     with pytest.raises(InputError, match="theoretical_occupancy must be in"):
         KernelProfile.from_counters("k", {**ncu, "sm__maximum_warps_per_active_cycle_pct": 0.0}, tool="ncu")
+
+
+def test_calibration_takes_integer_reference_clocks():
+    """reference_mhz=(700, 700), as the README writes it: ints, which the core once refused
+    (TypeError: type mismatch from=int64)."""
+    counters = {"warps": 4096, "achieved_occupancy": 0.75, "dram_read_transactions": 2.0e5,
+                "dram_write_transactions": 1.0e5, "l2_read_transactions": 4.0e5, "l2_write_transactions": 1.2e5,
+                "shared_load_transactions": 3.0e4, "shared_store_transactions": 1.0e4, "inst_issued": 2.5e6}
+    ints = KernelProfile.from_counters("k", counters, reference_mhz=(700, 700), reference_time_ms=0.49)
+    floats = KernelProfile.from_counters("k", counters, reference_mhz=(700.0, 700.0), reference_time_ms=0.49)
+    m = TimeModel(DEV)
+    assert m.predict(ints, 700, 700, calibrate=True) == pytest.approx(0.49, rel=1e-12)
+    fc = np.array([500.0, 1000.0])
+    np.testing.assert_array_equal(m.predict(ints, fc, 700.0, calibrate=True),
+                                  m.predict(floats, fc, 700.0, calibrate=True))
+
+
+def test_nvprof_warps_launched_stands_in_for_warps():
+    """nvprof reports the warp count as the event warps_launched or the metric
+    unique_warps_launched; both reach the profile through the nvprof mapping table."""
+    base = {"achieved_occupancy": 0.5, "l2_read_transactions": 10, "l2_write_transactions": 5,
+            "dram_read_transactions": 3, "dram_write_transactions": 1, "shared_load_transactions": 0,
+            "shared_store_transactions": 0, "inst_issued": 5000}
+    expected = KernelProfile.from_counters("k", {**base, "warps": 100})
+    for name in ("warps_launched", "unique_warps_launched"):
+        assert KernelProfile.from_counters("k", {**base, name: 100}) == expected, name
+    # warps, where present, comes first (the table's order).
+    assert KernelProfile.from_counters("k", {**base, "warps": 100, "warps_launched": 7}) == expected
+    with pytest.raises(InputError, match="kernel 'k': counter 'warps_launched' is not a number"):
+        KernelProfile.from_counters("k", {**base, "warps_launched": "many"})
+    with pytest.raises(InputError, match="counter 'warps' is missing"):
+        KernelProfile.from_counters("k", base)
+
+
+def test_profile_from_real_nvprof_output(data):
+    """nvprof --metrics all --print-gpu-trace of a vector addition on a GTX 1080: its warp
+    count is unique_warps_launched (32), with no warps column."""
+    from gpudvfs.io.profilers import read_counters
+
+    (kernel,) = read_counters(data / "tool-outputs/nvprof_gtx1080_microgpusim.txt").kernels
+    assert "warps" not in kernel.metrics and kernel.metrics["unique_warps_launched"] == 32
+    p = KernelProfile.from_counters(kernel.name, kernel.metrics)
+    assert p.warps_total == 32 and p.comp_inst == pytest.approx(408 / 32)
+    assert p.gld_trans == pytest.approx((66 + 26) / 32)

@@ -1,43 +1,74 @@
-"""Type stubs of the Rust extension module (rust/src/bindings/)."""
+"""Type stubs of the Rust extension module (rust/src/bindings/), checked against it by
+`python -m mypy.stubtest gpudvfs._core`. The classes are PyO3 classes: built by __new__,
+not subclassable."""
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, TypeAlias, final
 
 import numpy as np
 import numpy.typing as npt
 
+__all__ = [
+    "OnlinePredictor",
+    "OnlinePredictorBank",
+    "PowerFit",
+    "__version__",
+    "power_grid",
+    "time_device_gtx980",
+    "time_fit_dm_del",
+    "time_fit_dm_lat",
+    "time_predict",
+]
+
 __version__: str
 
-F64 = npt.NDArray[np.float64]
+# Stub-only aliases (private, so not expected at run time). Array arguments typed _F64 must
+# be C-contiguous float64 numpy arrays: the bindings read them in place and convert nothing.
+_F64: TypeAlias = npt.NDArray[np.float64]
+# One feature vector: a float64 1-D array (read in place), a list or tuple of numbers, or
+# anything numpy converts to a 1-D float64 array.
+_Features: TypeAlias = npt.ArrayLike
 
 def power_grid(
-    util: F64, domain_sizes: list[int], static_coef: F64, idle_coef: F64, weights: F64, freq: F64, volt: F64
-) -> F64: ...
-
+    util: _F64, domain_sizes: Sequence[int], static_coef: _F64, idle_coef: _F64, weights: _F64, freq: _F64, volt: _F64
+) -> _F64: ...
+@final
 class PowerFit:
+    # No constructor: instances come from fit() or from_state().
     @staticmethod
     def fit(
-        watts: F64, core_mhz: F64, mem_mhz: F64, util: F64, domain_sizes: list[int], ref_core_mhz: float,
-        ref_mem_mhz: float, variant: str, max_iter: int, tol_voltage: float, tol_objective: float,
-        v_min: float, v_max: float, relative_weighting: bool, ridge: float,
+        watts: _F64,
+        core_mhz: _F64,
+        mem_mhz: _F64,
+        util: _F64,
+        domain_sizes: Sequence[int],
+        ref_core_mhz: float,
+        ref_mem_mhz: float,
+        variant: str,  # "per-config", "per-domain" or "curve"
+        max_iter: int,
+        tol_voltage: float,
+        tol_objective: float,
+        v_min: float,
+        v_max: float,
+        relative_weighting: bool,
+        ridge: float,
     ) -> PowerFit: ...
     @staticmethod
     def from_state(state: dict[str, Any]) -> PowerFit: ...
     def state(self) -> dict[str, Any]: ...
-    def voltages(self, core_mhz: F64, mem_mhz: F64) -> F64: ...
-    def predict(self, util: F64, core_mhz: F64, mem_mhz: F64) -> F64: ...
+    def voltages(self, core_mhz: _F64, mem_mhz: _F64) -> _F64: ...
+    def predict(self, util: _F64, core_mhz: _F64, mem_mhz: _F64) -> _F64: ...
 
 def time_device_gtx980() -> dict[str, float]: ...
 def time_predict(
-    inputs: F64, core_mhz: F64, mem_mhz: F64, device_params: dict[str, float], mode: str, threads: int = 0
-) -> tuple[F64, npt.NDArray[np.uint8]]: ...
-def time_fit_dm_lat(core_mhz: F64, mem_mhz: F64, cycles: F64) -> tuple[float, float, float]: ...
-def time_fit_dm_del(mem_mhz: F64, cycles: F64) -> tuple[float, float, float]: ...
-
-Features = npt.ArrayLike  # float64 1-D array (read in place), list or tuple of numbers
-
+    inputs: _F64, core_mhz: _F64, mem_mhz: _F64, device_params: dict[str, float], mode: str, threads: int = 0
+) -> tuple[_F64, npt.NDArray[np.uint8]]: ...
+def time_fit_dm_lat(core_mhz: _F64, mem_mhz: _F64, cycles: _F64) -> tuple[float, float, float]: ...
+def time_fit_dm_del(mem_mhz: _F64, cycles: _F64) -> tuple[float, float, float]: ...
+@final
 class OnlinePredictor:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         n_features: int,
         forgetting: float = 1.0,
         initial_covariance: float = 100.0,
@@ -45,14 +76,14 @@ class OnlinePredictor:
         forgetting_mode: str = "directional",  # or "exponential"
         trace_max: float | None = None,  # None: n_features * initial_covariance
         min_excitation: float = 1e-10,
-    ) -> None: ...
-    def predict(self, features: Features) -> float: ...
-    def update(self, features: Features, observed: float) -> None: ...
+    ) -> OnlinePredictor: ...
+    def predict(self, features: _Features) -> float: ...
+    def update(self, features: _Features, observed: float) -> None: ...
     def reset(self) -> None: ...
     @property
-    def coef(self) -> npt.NDArray[np.float64]: ...
+    def coef(self) -> _F64: ...
     @property
-    def covariance(self) -> npt.NDArray[np.float64]: ...
+    def covariance(self) -> _F64: ...
     @property
     def n_features(self) -> int: ...
     @property
@@ -70,10 +101,12 @@ class OnlinePredictor:
     def state(self) -> dict[str, Any]: ...
     @staticmethod
     def from_state(state: dict[str, Any]) -> OnlinePredictor: ...
+    def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]: ...
 
+@final
 class OnlinePredictorBank:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         n_streams: int,
         n_features: int,
         forgetting: float = 1.0,
@@ -83,15 +116,15 @@ class OnlinePredictorBank:
         trace_max: float | None = None,
         min_excitation: float = 1e-10,
         threads: int = 0,  # 0: one per core
-    ) -> None: ...
-    def predict(self, features: npt.ArrayLike) -> npt.NDArray[np.float64]: ...
+    ) -> OnlinePredictorBank: ...
+    def predict(self, features: npt.ArrayLike) -> _F64: ...
     def update(
         self, features: npt.ArrayLike, observed: npt.ArrayLike, mask: npt.ArrayLike | None = None
     ) -> dict[str, int]: ...  # applied, skipped, masked, rejected
-    def covariance(self, stream: int) -> npt.NDArray[np.float64]: ...
+    def covariance(self, stream: int) -> _F64: ...
     def reset_stream(self, stream: int) -> None: ...
     @property
-    def coef(self) -> npt.NDArray[np.float64]: ...
+    def coef(self) -> _F64: ...
     @property
     def updates(self) -> npt.NDArray[np.uint64]: ...
     @property
@@ -106,7 +139,11 @@ class OnlinePredictorBank:
     def forgetting_mode(self) -> str: ...
     @property
     def trace_max(self) -> float | None: ...
-    threads: int
+    @property
+    def threads(self) -> int: ...  # 0: one per core
+    @threads.setter
+    def threads(self, threads: int) -> None: ...
     def state(self) -> dict[str, Any]: ...
     @staticmethod
     def from_state(state: dict[str, Any]) -> OnlinePredictorBank: ...
+    def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]: ...

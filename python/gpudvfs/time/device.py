@@ -15,6 +15,15 @@ from ..io.jsonfile import read_versioned, write_json_atomic
 DEVICE_VERSION = 1
 
 
+def _finite_non_negative(v) -> bool:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        return 0 <= float(v) < math.inf
+    except OverflowError:  # an int beyond any float
+        return False
+
+
 @dataclass(frozen=True)
 class TimeDevice:
     """Microbenchmarked parameters of one GPU, in core cycles unless named otherwise.
@@ -43,10 +52,15 @@ class TimeDevice:
     def __post_init__(self) -> None:
         for f in fields(self):
             v = getattr(self, f.name)
-            if f.name != "name" and not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
-                raise InputError(f"TimeDevice.{f.name} must be a finite number >= 0, got {v!r}")
+            if f.name == "name":
+                if not isinstance(v, str):
+                    raise InputError(f"TimeDevice.name must be text, got {v!r}")
+            elif not _finite_non_negative(v):
+                raise InputError(f"TimeDevice.{f.name} must be a finite number >= 0, got {str(v)[:40]}")
         if self.sm_count < 1 or self.max_warps_per_sm < 1 or self.max_blocks_per_sm < 1:
             raise InputError("TimeDevice needs sm_count, max_warps_per_sm and max_blocks_per_sm >= 1")
+        if self.overlap_p < 1:  # the soft maximum's exponent: below 1 it is no maximum
+            raise InputError(f"TimeDevice.overlap_p must be >= 1, got {self.overlap_p!r}")
 
     @classmethod
     def gtx980(cls) -> TimeDevice:
@@ -103,7 +117,10 @@ class TimeDevice:
     @classmethod
     def load(cls, path: str | Path) -> TimeDevice:
         doc = read_versioned(path, "time-device", DEVICE_VERSION)
+        params = doc.get("params")
+        if not isinstance(params, dict):
+            raise InputError(f"{path}: a time device file needs a 'params' object")
         try:
-            return cls(**doc["params"], name=doc.get("name", "custom"))
-        except TypeError as e:
+            return cls(**params, name=doc.get("name", "custom"))
+        except (TypeError, InputError) as e:
             raise InputError(f"{path}: invalid time device: {e}") from None

@@ -107,6 +107,7 @@ class TimeModel:
 
     def _at_reference(self, p: KernelProfile) -> float:
         """The model's time (ms) of one profile at its reference pair."""
-        t, _ = self._raw(np.array([p.inputs()], dtype=np.float64), np.array([p.reference_mhz[0]]),
-                         np.array([p.reference_mhz[1]]))
+        # The core takes float64 arrays only, and reference_mhz may hold ints: (700, 700).
+        core, mem = (np.array([f], dtype=np.float64) for f in p.reference_mhz)
+        t, _ = self._raw(np.array([p.inputs()], dtype=np.float64), core, mem)
         return float(t[0, 0])

@@ -23,7 +23,7 @@ Counters of other tools (Nsight Compute, DCGM) reach these names through
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from ..errors import InputError
@@ -49,6 +49,25 @@ def _counter(counters: Mapping[str, float], name: str, kernel: str) -> float:
     if not math.isfinite(v) or v < 0:
         raise InputError(f"kernel {kernel!r}: counter {name!r} must be finite and >= 0, got {v}")
     return v
+
+
+class _Checked(Mapping[str, float]):
+    """A kernel's counters, each checked by :func:`_counter` when read: the mapping tables
+    then read only numbers, and a bad value is reported with the kernel's name."""
+
+    def __init__(self, counters: Mapping[str, float], kernel: str):
+        self._counters, self._kernel = counters, kernel
+
+    def __getitem__(self, name: str) -> float:
+        if name not in self._counters:
+            raise KeyError(name)
+        return _counter(self._counters, name, self._kernel)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._counters)
+
+    def __len__(self) -> int:
+        return len(self._counters)
 
 
 @dataclass(frozen=True)
@@ -84,7 +103,7 @@ class KernelProfile:
         counters' ``blocks`` and ``threads_per_block`` (Nsight Compute reports them) where
         present. It replaces the ``warps`` counter. ``trans_per_req`` overrides the one
         from counters."""
-        from ..measure.counters import time_model_extras, time_model_inputs
+        from ..measure.counters import time_model_inputs
 
         if tool != "nvprof":
             # Inputs the model does not use (flop counts) may be absent; the ones it needs
@@ -92,7 +111,10 @@ class KernelProfile:
             mapped = time_model_inputs(dict(counters), scheme=tool, missing="none")
             counters = {k: v for k, v in mapped.items() if v is not None}
         else:
-            counters = {**counters, **time_model_extras(dict(counters), "nvprof")}
+            # nvprof's own names go through the same table (warps_launched or unique_warps_launched
+            # stand in for warps); counters it does not list (inst_executed, blocks) stay as given.
+            mapped = time_model_inputs(_Checked(counters, name), scheme="nvprof", missing="none")
+            counters = {**counters, **{k: v for k, v in mapped.items() if v is not None}}
         dev = device or TimeDevice.gtx980()
         if launch is None and "blocks" in counters and "threads_per_block" in counters:
             launch = (counters["blocks"], counters["threads_per_block"])
