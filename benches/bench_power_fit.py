@@ -32,7 +32,7 @@ def main() -> None:
     warnings.simplefilter("ignore", gpudvfs.GpudvfsWarning)
     for variant in a.variants.split(","):
         base, rel, ridge = _SETTINGS[variant]
-        t_rust = best_of(lambda: gpudvfs.PowerModel(variant).fit(ds), repeat=5)
+        t_rust = best_of(lambda variant=variant: gpudvfs.PowerModel(variant).fit(ds), repeat=5)
         model = gpudvfs.PowerModel(variant).fit(ds)
         t0 = time.perf_counter()
         ref = fit_reference(ds.watts, ds.core_mhz, ds.mem_mhz, ds.utilization, ds.domain_sizes,

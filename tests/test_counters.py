@@ -323,7 +323,8 @@ def test_time_inputs_from_pascal_ncu_match_nvprof_of_the_same_program(tools):
     assert (ref["warps"], ref["inst_issued"], ref["inst_per_warp"]) == (32, 408, 10.75)
     assert (ref["l2_read_transactions"], ref["l2_write_transactions"], ref["flop_count_sp"]) == (66, 26, 100)
     m = explain(ncu, "time")
-    assert m.formulas["inst_per_warp"] == "smsp__inst_executed_sum / (launch__grid_size * ceil(launch__block_size / 32))"
+    assert m.formulas["inst_per_warp"] == ("smsp__inst_executed_sum / "
+                                           "(launch__grid_size * ceil(launch__block_size / 32))")
     assert set(m.unmappable) == {"l2_read_transactions", "l2_write_transactions", "shared_load_transactions",
                                  "shared_store_transactions", "flop_count_sp"}
 

@@ -143,10 +143,13 @@ _DELETE = object()
 
 @pytest.mark.parametrize("mutate,message", [
     (_set(["version"], 99), r"'version': unsupported version 99"),
-    (_set(["benchmarks", 3, "template", "T"], "half"), r"benchmarks\[3\] \(int_ops004\)\.template\.T: expected a type"),
-    (_set(["benchmarks", 0, "stresses", "DRAM"], 1.5), r"benchmarks\[0\] \(int_ops001\)\.stresses\.DRAM: expected a number in \[0, 1\]"),
+    (_set(["benchmarks", 3, "template", "T"], "half"),
+     r"benchmarks\[3\] \(int_ops004\)\.template\.T: expected a type"),
+    (_set(["benchmarks", 0, "stresses", "DRAM"], 1.5),
+     r"benchmarks\[0\] \(int_ops001\)\.stresses\.DRAM: expected a number in \[0, 1\]"),
     (_set(["benchmarks", 0, "stresses", "L2"], _DELETE), r"stresses: expected exactly the components"),
-    (_set(["benchmarks", 5, "kernel"], "nosuch"), r"benchmarks\[5\] \(int_ops008\)\.kernel: 'nosuch' is not a kernel of arith.cu"),
+    (_set(["benchmarks", 5, "kernel"], "nosuch"),
+     r"benchmarks\[5\] \(int_ops008\)\.kernel: 'nosuch' is not a kernel of arith.cu"),
     (_set(["benchmarks", 1, "launch", "policy"], "warp"), r"\.launch: expected an object with 'policy'"),
     (_set(["benchmarks", 2, "sass", "dominant"], "FFMA"), r"\.sass\.dominant: expected one of"),
     (_set(["benchmarks", 2, "sass", "intensity", "sweep"], "N"), r"\.sass\.intensity: expected"),
@@ -155,7 +158,8 @@ _DELETE = object()
     (_set(["sources", "arith.cu", "options"], ["-arch=sm_80"]), r"must not fix the architecture"),
     (_set(["sources", "gone.cu"], {"kernels": {"k": {"args": ["x:u32"]}}}), r"gone.cu does not exist"),
     (_set(["benchmarks", 40, "template"], {"OPS": 1, "T": "float"}), r"expected the parameters \['OPS'\]"),
-    (_set(["benchmarks", 50, "launch", "block"], 128), r"\(shared_it128\)\.launch\.block: must equal the template's BLOCK=256"),
+    (_set(["benchmarks", 50, "launch", "block"], 128),
+     r"\(shared_it128\)\.launch\.block: must equal the template's BLOCK=256"),
     (_set(["benchmarks", 0, "launch", "footprint"], _DELETE), r"policy 'grid_stride' needs \['footprint'\]"),
 ])
 def test_malformed_manifest_names_file_entry_and_expectation(tmp_path, mutate, message):

@@ -41,7 +41,8 @@ clocks = st.lists(st.floats(300, 1500), min_size=1, max_size=8)
 
 
 @settings(max_examples=200, deadline=None)
-@given(ps=st.lists(profiles(), min_size=1, max_size=5), fc=clocks, fm=clocks, mode=st.sampled_from(["default", "paper"]))
+@given(ps=st.lists(profiles(), min_size=1, max_size=5), fc=clocks, fm=clocks,
+       mode=st.sampled_from(["default", "paper"]))
 def test_rust_matches_the_numpy_specification(ps, fc, fm, mode):
     n = min(len(fc), len(fm))
     fc, fm = np.array(fc[:n]), np.array(fm[:n])

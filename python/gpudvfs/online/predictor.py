@@ -31,7 +31,7 @@ def load_predictor(path: str | Path) -> OnlinePredictor | OnlinePredictorBank:
     """A predictor saved by :func:`save_predictor`, checked (shapes, finite values, a
     symmetric positive definite covariance)."""
     doc = read_json(path)
-    if not isinstance(doc, dict) or doc.get("kind") not in _KINDS:
+    if not isinstance(doc, dict) or not isinstance(doc.get("kind"), str) or doc["kind"] not in _KINDS:
         raise InputError(f"{path}: not a gpudvfs online predictor file")
     if doc.get("version") != VERSION:
         raise InputError(f"{path}: unknown {doc['kind']} file version {doc.get('version')!r}; "
@@ -40,5 +40,5 @@ def load_predictor(path: str | Path) -> OnlinePredictor | OnlinePredictorBank:
         raise InputError(f"{path}: the file has no state object")
     try:
         return _KINDS[doc["kind"]].from_state(doc["state"])
-    except (ValueError, TypeError) as e:
+    except (ValueError, TypeError, OverflowError) as e:
         raise InputError(f"{path}: {e}") from None

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InputError
+from ..limits import clock_array
 
 POLICIES = ("energy", "edp", "ed2p", "deadline", "power-cap")
 
@@ -60,7 +61,7 @@ def select(time_ms, watts, configs, policy: str = "energy", *, default_index: in
     if policy not in POLICIES:
         raise InputError(f"unknown policy {policy!r}; expected one of {POLICIES}")
     t, p = _grid("time_ms", time_ms), _grid("watts", watts)
-    cfg = np.asarray(configs, dtype=np.float64)
+    cfg = clock_array(configs, "configs")
     if t.shape != p.shape:
         raise InputError(f"time_ms {t.shape} and watts {p.shape} must have the same shape")
     if cfg.shape != (t.shape[1], 2):

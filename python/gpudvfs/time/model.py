@@ -26,6 +26,7 @@ import numpy as np
 
 from .. import _core
 from ..errors import InputError
+from ..limits import clock_array
 from .device import TimeDevice
 from .profile import KernelProfile
 
@@ -62,7 +63,7 @@ class TimeModel:
         profs = [profiles] if single else list(profiles)
         if not profs:
             raise InputError("no kernel profiles given")
-        c, m = np.broadcast_arrays(np.asarray(core_mhz, dtype=np.float64), np.asarray(mem_mhz, dtype=np.float64))
+        c, m = np.broadcast_arrays(clock_array(core_mhz, "core_mhz"), clock_array(mem_mhz, "mem_mhz"))
         c_flat, m_flat = np.ascontiguousarray(c.ravel()), np.ascontiguousarray(m.ravel())
         rows = np.array([p.inputs() for p in profs], dtype=np.float64)
         t, case = self._raw(rows, c_flat, m_flat)
@@ -102,7 +103,8 @@ class TimeModel:
         """Per kernel: measured reference time over the model's time at the reference."""
         missing = [p.name for p in profiles if p.reference_time_ms is None or p.reference_mhz is None]
         if missing:
-            raise InputError(f"calibration needs each profile's reference_mhz and reference_time_ms; missing for {missing}")
+            raise InputError(f"calibration needs each profile's reference_mhz and reference_time_ms; "
+                             f"missing for {missing}")
         return np.array([p.reference_time_ms / self._at_reference(p) for p in profiles])
 
     def _at_reference(self, p: KernelProfile) -> float:

@@ -26,7 +26,10 @@ import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..errors import InputError
+from ..limits import clock_array
 from .device import TimeDevice
 
 INPUT_KEYS = ("warps_total", "active_warps", "warps_per_block", "gld_trans", "trans_per_req",
@@ -49,6 +52,18 @@ def _counter(counters: Mapping[str, float], name: str, kernel: str) -> float:
     if not math.isfinite(v) or v < 0:
         raise InputError(f"kernel {kernel!r}: counter {name!r} must be finite and >= 0, got {v}")
     return v
+
+
+def _finite(v, allow_none: bool = False) -> bool:
+    """A number in [0, inf) (numpy scalars included); an int beyond any float is not."""
+    if v is None:
+        return allow_none
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+        return False
+    try:
+        return 0 <= float(v) < math.inf
+    except OverflowError:
+        return False
 
 
 class _Checked(Mapping[str, float]):
@@ -90,6 +105,19 @@ class KernelProfile:
     reference_mhz: tuple[float, float] | None = None
     reference_time_ms: float | None = None
     slot_warps: float | None = None
+
+    def __post_init__(self) -> None:
+        bad = [k for k in (*INPUT_KEYS, "slot_warps") if not _finite(getattr(self, k), allow_none=k == "slot_warps")]
+        if bad:
+            raise InputError(f"kernel {self.name!r}: {', '.join(bad)} must be finite numbers >= 0")
+        if self.reference_mhz is not None:
+            ref = clock_array(self.reference_mhz, f"kernel {self.name!r}: reference_mhz")
+            if ref.shape != (2,):
+                raise InputError(f"kernel {self.name!r}: reference_mhz must be (core, memory) MHz, got {ref.tolist()}")
+            object.__setattr__(self, "reference_mhz", (float(ref[0]), float(ref[1])))
+        if self.reference_time_ms is not None and not (_finite(self.reference_time_ms) and self.reference_time_ms > 0):
+            raise InputError(f"kernel {self.name!r}: reference_time_ms must be finite and > 0, "
+                             f"got {self.reference_time_ms!r}")
 
     @classmethod
     def from_counters(cls, name: str, counters: Mapping[str, float], *, tool: str = "nvprof",

@@ -136,7 +136,9 @@ def _long(src: Text, header: list[str], rows: list[tuple[int, list[str]]]) -> li
         if not rule:
             raise src.error("row has neither a metric nor a rule name", line, col["Metric Name"] + 1,
                             "Metric Name")
-        get = lambda c: f[col[c]] if c in col else ""  # noqa: E731
+        def get(c: str, f: list[str] = f) -> str:
+            return f[col[c]] if c in col else ""
+
         speedup = get("Estimated Speedup").strip()
         value = parse_number(speedup) if speedup else None
         if speedup and value is None:

@@ -123,7 +123,10 @@ class Text:
         return DataFileError.at(self.source, message, line, column, column_name)
 
     def fields(self, index: int) -> list[str]:
-        return next(csv.reader([self.lines[index]]))
+        try:
+            return next(csv.reader([self.lines[index]]))
+        except csv.Error as e:  # a field over the csv module's limit (128 KB), a stray quote
+            raise self.error(f"not a CSV line ({e})", index + 1) from None
 
     def find_header(self, starts: tuple[tuple[str, ...], ...], tool: str) -> int:
         """Index of the first line whose leading CSV fields are one of ``starts``; when there is
