@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import gpudvfs
 from gpudvfs import DataFileError
+from gpudvfs.io import source
 
 
 @dataclass
@@ -117,9 +118,14 @@ def _values(ds) -> np.ndarray:
     return np.column_stack([v for v in ds.columns.values() if v.dtype.kind == "f"])
 
 
+# Files are read a chunk of lines at a time: also with chunks of 3 lines, so that bad rows,
+# duplicates and ptx blocks fall at and across chunk edges.
+@pytest.mark.parametrize("chunk_lines", [None, 3])
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(model=FILES, mutation=st.sampled_from(MUTATIONS), data=st.data())
-def test_one_bad_row_is_located_and_skippable(tmp_path, model, mutation, data):
+def test_one_bad_row_is_located_and_skippable(tmp_path, monkeypatch, chunk_lines, model, mutation, data):
+    if chunk_lines:
+        monkeypatch.setattr(source, "CHUNK_LINES", chunk_lines)
     if mutation == "util_range" and not model.utils:
         mutation = "negative"
     good_lines, where = model.lines()

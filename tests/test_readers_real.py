@@ -93,6 +93,22 @@ def test_reads_and_round_trips(data, rel, tmp_path):
         assert again.reference_mhz == ds.reference_mhz and again.components == ds.components
 
 
+@pytest.mark.filterwarnings("ignore::gpudvfs.GpudvfsWarning")
+@pytest.mark.parametrize("rel", sorted(EXPECTED))
+def test_reads_alike_in_small_chunks(data, rel, monkeypatch):
+    """Read a few lines and bytes at a time, every file gives the same arrays and skips."""
+    whole = gpudvfs.read(data / rel, on_invalid="skip")
+    monkeypatch.setattr(gpudvfs.io.source, "CHUNK_LINES", 7)
+    monkeypatch.setattr(gpudvfs.io.source, "BLOCK_BYTES", 100)
+    chunked = gpudvfs.read(data / rel, on_invalid="skip")
+    assert chunked.skipped == whole.skipped
+    a, b = _arrays(whole), _arrays(chunked)
+    assert a.keys() == b.keys()
+    for k in a:
+        assert a[k].dtype == b[k].dtype, k
+        np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+
+
 def test_power_dataset_fields(data):
     ds = gpudvfs.read_power_dataset(data / "gpupowermodel/titanx_micro.csv")
     assert ds.reference_mhz == (975.0, 3505.0)

@@ -25,6 +25,9 @@ FORMATS = ("gpmtool", "gpmtool-utils", "nvprof", "dcgm", "ptx", "tidy")
 
 Dataset = PowerDataset | UtilizationTable | MeasurementGrid
 
+#: Rows read to tell a file's format (a gpmTOOL header and its first data row).
+DETECT_LINES = 5
+
 __all__ = ["FORMATS", "UTIL_TOLERANCE", "Dataset", "detect_format", "launch_geometry", "read",
            "read_power_dataset", "write"]
 
@@ -39,8 +42,8 @@ def _is_number(text: str) -> bool:
 
 def detect_format(path: str | Path) -> str:
     """The format of a data file, judged from its first lines."""
-    src = Source(path)
-    recs = [f for _, (_, f) in zip(range(5), src.records(0))]
+    with Source(path, chunk_lines=DETECT_LINES) as src:
+        recs = [f for _, f in src.head(DETECT_LINES)]
     if not recs:
         raise src.error("empty file: cannot tell its format")
     first = recs[0]

@@ -18,17 +18,19 @@ from pathlib import Path
 import numpy as np
 
 from .datasets import PowerDataset, UtilizationTable
-from .source import Source, csv_line, format_number
+from .source import Columns, Field, Source, Strings, csv_line, format_number
 
 HEADER_LINES = 4
+#: The first data rows, whose most common width tells the variant (the file is not read whole for it).
+VARIANT_ROWS = 64
 
 
 def _header(src: Source) -> tuple[tuple[float, ...], tuple[int, ...], tuple[str, ...]]:
-    if len(src.lines) < HEADER_LINES:
+    rec = dict(src.head(HEADER_LINES))
+    if src.lines_read < HEADER_LINES:
         raise src.error(
             f"truncated header: expected {HEADER_LINES} header lines (domains, reference MHz, "
-            f"components per domain, component names), found {len(src.lines)}")
-    rec = dict(src.records(0))
+            f"components per domain, component names), found {src.lines_read}")
     for i in range(1, HEADER_LINES + 1):
         if i not in rec:
             raise src.error("blank header line", i)
@@ -61,96 +63,106 @@ def _header(src: Source) -> tuple[tuple[float, ...], tuple[int, ...], tuple[str,
 
 def read_gpmtool(path: str | Path, on_invalid: str = "raise") -> PowerDataset | UtilizationTable:
     """Read a gpmTOOL CSV, power or utilization-only variant (told apart by the row width)."""
-    src = Source(path, on_invalid)
-    ref, sizes, comps = _header(src)
-    n_dom, n_comp = len(sizes), len(comps)
-    body = list(src.records(HEADER_LINES))
-    if not body:
-        raise src.error("no measurement rows after the header", HEADER_LINES + 1)
-    widths = {"unnamed": 1 + n_dom + n_comp, "named": 2 + n_dom + n_comp, "utils": 1 + n_comp}
-    # The variant is the row width most rows share, so one bad row cannot change it.
-    counts = Counter(len(f) for _, f in body)
-    variant = next((v for w, _ in counts.most_common() for v, vw in widths.items() if vw == w), None)
-    if variant is None:
-        first_line, first = body[0]
-        raise src.error(
-            f"expected {widths['unnamed']} fields (P, {n_dom} frequencies, {n_comp} utilizations), "
-            f"{widths['named']} (with a leading name) or {widths['utils']} (name and utilizations), "
-            f"found {len(first)}", first_line)
-    if variant == "utils":
-        return _read_utils(src, body, ref, sizes, comps)
-    return _read_power(src, body, ref, sizes, comps, named=variant == "named")
+    with Source(path, on_invalid) as src:
+        ref, sizes, comps = _header(src)
+        n_dom, n_comp = len(sizes), len(comps)
+        first = src.peek(VARIANT_ROWS)
+        if not first:
+            raise src.error("no measurement rows after the header", HEADER_LINES + 1)
+        widths = {"unnamed": 1 + n_dom + n_comp, "named": 2 + n_dom + n_comp, "utils": 1 + n_comp}
+        # The variant is the width most of the first rows share, so one bad row cannot change it.
+        counts = Counter(len(f) for _, f in first)
+        variant = next((v for w, _ in counts.most_common() for v, vw in widths.items() if vw == w), None)
+        if variant is None:
+            first_line, fields = first[0]
+            raise src.error(
+                f"expected {widths['unnamed']} fields (P, {n_dom} frequencies, {n_comp} utilizations), "
+                f"{widths['named']} (with a leading name) or {widths['utils']} (name and utilizations), "
+                f"found {len(fields)}", first_line)
+        if variant == "utils":
+            return _read_utils(src, ref, sizes, comps)
+        return _read_power(src, ref, sizes, comps, named=variant == "named")
 
 
-def _utils(src: Source, fields: list[str], line: int, start: int, comps) -> tuple[float, ...]:
-    return tuple(src.utilization(fields[start + j], line, start + j + 1, c) for j, c in enumerate(comps))
+def _utilization_fields(comps: tuple[str, ...]) -> list[Field]:
+    return [Field(c, utilization=True) for c in comps]
 
 
-def _read_power(src, body, ref, sizes, comps, named: bool) -> PowerDataset:
+def _read_power(src: Source, ref, sizes, comps, named: bool) -> PowerDataset:
     n_dom = len(sizes)
     off = 1 if named else 0
-    width = off + 1 + n_dom + len(comps)
-
-    def parse(line, f):
-        src.expect_fields(f, line, width)
-        name = f[0].strip() if named else ""
-        if named and not name:
-            raise src.error("empty benchmark name", line, 1, "name")
-        watts = src.number(f[off], line, off + 1, "P", minimum=0)
-        freqs = tuple(src.number(f[off + 1 + d], line, off + 2 + d, f"f{d}", minimum=0, exclusive=True)
-                      for d in range(n_dom))
-        return name, watts, freqs, _utils(src, f, line, off + 1 + n_dom, comps)
-
-    parsed = src.parse_rows(body, parse)
+    fields = ([Field("name", text=True, empty="empty benchmark name")] if named else []) + [
+        Field("P", minimum=0), *(Field(f"f{d}", minimum=0, exclusive=True) for d in range(n_dom)),
+        *_utilization_fields(comps)]
+    freq, util = slice(off + 1, off + 1 + n_dom), slice(off + 1 + n_dom, None)
     # A benchmark is its name plus utilization vector: names recur across sweeps.
-    parsed = src.drop_duplicates(parsed, lambda r: (r[0], r[3], r[2]), "(benchmark, frequencies)")
-    skipped = src.finish(parsed)
-    rows = [r for _, r in parsed]
-    ids: dict[tuple, int] = {}
-    labels: list[str] = []
-    per_name: dict[str, int] = {}
-    bench = np.empty(len(rows), dtype=np.int64)
-    for i, (name, _, _, u) in enumerate(rows):
-        key = (name, u)
-        if key not in ids:
-            ids[key] = len(labels)
-            k = per_name[name] = per_name.get(name, 0) + 1
-            base = name if named else "bench"
-            labels.append(base if named and k == 1 else f"{base}#{k}")
-        bench[i] = ids[key]
+    cols = Columns(src, fields, "(benchmark, frequencies)")
+    unnamed = Strings()
+
+    def name(values):
+        return cols.part(values, 0) if named else (unnamed.encode([""] * len(values[0])), unnamed)
+
+    def key(values):
+        return [name(values), np.column_stack(values[util]), np.column_stack(values[freq])]
+
+    for chunk in src.chunks():
+        cols.add(chunk, key)
+    skipped = src.finish(len(cols))
+    values = cols.arrays()
+    names, strings = name(values)
+    utilization = np.column_stack(values[util])
+    bench, labels = _benchmarks(names, strings, utilization, named)
     return PowerDataset(
         path=src.path,
         reference_mhz=ref,
         domain_sizes=sizes,
         components=comps,
-        watts=np.array([r[1] for r in rows], dtype=np.float64),
-        freqs_mhz=np.array([r[2] for r in rows], dtype=np.float64).reshape(len(rows), n_dom),
-        utilization=np.array([r[3] for r in rows], dtype=np.float64).reshape(len(rows), len(comps)),
-        row_names=tuple(r[0] for r in rows) if named else None,
+        watts=values[off],
+        freqs_mhz=np.column_stack(values[freq]),
+        utilization=utilization,
+        row_names=tuple(strings.names(names)) if named else None,
         benchmark=bench,
         benchmarks=tuple(labels),
         skipped=skipped,
     )
 
 
-def _read_utils(src, body, ref, sizes, comps) -> UtilizationTable:
-    def parse(line, f):
-        src.expect_fields(f, line, 1 + len(comps))
-        name = f[0].strip()
-        if not name:
-            raise src.error("empty application name", line, 1, "name")
-        return name, _utils(src, f, line, 1, comps)
+def _benchmarks(names: np.ndarray, strings: Strings, utilization: np.ndarray, named: bool
+                ) -> tuple[np.ndarray, list[str]]:
+    """Each row's benchmark, numbered in order of first appearance, and the benchmarks' labels:
+    the name, with ``#k`` for the k-th benchmark sharing it (``bench#k`` for unnamed rows)."""
+    keys = np.column_stack([names, utilization]) + 0.0  # -0.0 and 0.0 are one utilization
+    _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    order = np.argsort(first)
+    number = np.empty_like(order)
+    number[order] = np.arange(len(order))
+    labels: list[str] = []
+    per_name: dict[str, int] = {}
+    for name in strings.names(names[first[order]]):
+        k = per_name[name] = per_name.get(name, 0) + 1
+        base = name if named else "bench"
+        labels.append(base if named and k == 1 else f"{base}#{k}")
+    return number[inverse.ravel()].astype(np.int64), labels
 
-    parsed = src.drop_duplicates(src.parse_rows(body, parse), lambda r: r[0], "application")
-    skipped = src.finish(parsed)
-    rows = [r for _, r in parsed]
+
+def _read_utils(src: Source, ref, sizes, comps) -> UtilizationTable:
+    cols = Columns(src, [Field("name", text=True, empty="empty application name"), *_utilization_fields(comps)],
+                   "application")
+
+    def key(values):
+        return [cols.part(values, 0)]
+
+    for chunk in src.chunks():
+        cols.add(chunk, key)
+    skipped = src.finish(len(cols))
+    names, *utilization = cols.arrays()
     return UtilizationTable(
         path=src.path,
         reference_mhz=ref,
         domain_sizes=sizes,
         components=comps,
-        names=tuple(r[0] for r in rows),
-        utilization=np.array([r[1] for r in rows], dtype=np.float64).reshape(len(rows), len(comps)),
+        names=tuple(names.tolist()),
+        utilization=np.column_stack(utilization),
         skipped=skipped,
     )
 

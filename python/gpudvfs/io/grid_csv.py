@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from .datasets import MeasurementGrid
-from .source import Source, csv_line, format_number
+from .source import Columns, Field, Source, csv_line, format_number
 
 # Launch geometry as nvprof printed it: "(grid x y z) (block x y z)".
 _GEOMETRY = re.compile(r"^\s*\((\d+) (\d+) (\d+)\) \((\d+) (\d+) (\d+)\)\s*$")
@@ -69,65 +69,51 @@ SPECS = {s.format: s for s in (NVPROF, DCGM, TIDY)}
 
 
 def read_grid(path: str | Path, spec: GridSpec, on_invalid: str = "raise") -> MeasurementGrid:
-    src = Source(path, on_invalid)
-    records = src.records(0)
-    first = next(records, None)
-    if first is None:
-        raise src.error("empty file: expected a header line")
-    hline, header = first
-    header = [h.strip() for h in header]
-    for c in spec.required:
-        if c not in header:
-            raise src.error(f"header lacks the column {c!r} ({spec.format} format needs "
-                            f"{', '.join(spec.required)})", hline)
-    for j, h in enumerate(header):
-        if h in header[:j]:
-            raise src.error(f"column name {h!r} repeated", hline, j + 1)
-    roles = {r: c for r, c in spec.roles.items() if c in header}
-    keys = tuple(c for c in spec.key_columns if c in header)
-    positive = {roles["core_mhz"], roles.get("mem_mhz"), roles["time"]} - {None}
+    with Source(path, on_invalid) as src:
+        head = src.head(1)
+        if not head:
+            raise src.error("empty file: expected a header line")
+        [(hline, header)] = head
+        header = [h.strip() for h in header]
+        for c in spec.required:
+            if c not in header:
+                raise src.error(f"header lacks the column {c!r} ({spec.format} format needs "
+                                f"{', '.join(spec.required)})", hline)
+        for j, h in enumerate(header):
+            if h in header[:j]:
+                raise src.error(f"column name {h!r} repeated", hline, j + 1)
+        roles = {r: c for r, c in spec.roles.items() if c in header}
+        keys = tuple(c for c in spec.key_columns if c in header)
+        clocks = [c for c in (roles["core_mhz"], roles.get("mem_mhz")) if c]
+        positive = {*clocks, roles["time"]}
+        cols = Columns(src, [_field(spec, name, name in keys, name in positive) for name in header],
+                       f"({', '.join(keys)}, clocks)")
+        key_at = [header.index(c) for c in (*keys, *clocks)]
 
-    def parse(line, f):
-        src.expect_fields(f, line, len(header))
-        row = []
-        for j, (name, text) in enumerate(zip(header, f)):
-            if name in spec.text_columns:
-                text = text.strip()
-                if name in keys and not text:
-                    raise src.error("expected a non-empty name", line, j + 1, name)
-                if name == spec.geometry_column and not _GEOMETRY.match(text):
-                    raise src.error(f"expected launch geometry '(x y z) (x y z)', found {text!r}",
-                                    line, j + 1, name)
-                row.append(text)
-            else:
-                row.append(src.number(text, line, j + 1, name, minimum=0, exclusive=name in positive))
-        return row
+        def key(values):
+            return [cols.part(values, j) for j in key_at]
 
-    mem_col = roles.get("mem_mhz")
-    idx = {c: header.index(c) for c in header}
-
-    def key(row):
-        clocks = (row[idx[roles["core_mhz"]]],) + ((row[idx[mem_col]],) if mem_col else ())
-        return tuple(row[idx[k]] for k in keys) + clocks
-
-    parsed = src.drop_duplicates(src.parse_rows(records, parse), key,
-                                 f"({', '.join(keys)}, clocks)")
-    skipped = src.finish(parsed)
-    rows = [r for _, r in parsed]
-    columns = {}
-    for j, name in enumerate(header):
-        values = [r[j] for r in rows]
-        columns[name] = np.array(values, dtype=str if name in spec.text_columns else np.float64)
+        for chunk in src.chunks():
+            cols.add(chunk, key)
+        skipped = src.finish(len(cols))
     return MeasurementGrid(
         format=spec.format,
         path=src.path,
-        columns=columns,
+        columns=dict(zip(header, cols.arrays())),
         roles=roles,
         key_columns=keys,
         time_to_ms=spec.time_to_ms,
         index_columns=tuple(c for c in spec.index_columns if c in header),
         skipped=skipped,
     )
+
+
+def _field(spec: GridSpec, name: str, key: bool, positive: bool) -> Field:
+    """What a column holds: text (a key column not empty), else a number >= 0 (> 0 for clocks and time)."""
+    if name not in spec.text_columns:
+        return Field(name, minimum=0, exclusive=positive)
+    return Field(name, text=True, empty="expected a non-empty name" if key else None,
+                 form=(_GEOMETRY, "launch geometry '(x y z) (x y z)'") if name == spec.geometry_column else None)
 
 
 def launch_geometry(grid: MeasurementGrid) -> tuple[np.ndarray, np.ndarray] | None:

@@ -9,72 +9,101 @@ again: a duplicate, like any other.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 from .datasets import MeasurementGrid
-from .source import Source, format_number
+from .source import Columns, Field, Flagged, KeyPart, Source, Strings, format_number
 
 COLUMNS = ("fmem", "fcore", "time", "power_W", "energy")
+FIELDS = tuple(Field(c, minimum=0, exclusive=c in ("fmem", "fcore", "time")) for c in COLUMNS)
 
 
 def read_ptx(path: str | Path, on_invalid: str = "raise") -> MeasurementGrid:
-    src = Source(path, on_invalid)
-    blocks: list[tuple[int, str, list]] = []  # (line of the name, name, data records)
-    for line, fields in src.records(0):
-        if len(fields) == 1:
-            name = fields[0].strip()
-            if not name:
-                raise src.error("expected a benchmark name", line, 1)
-            blocks.append((line, name, []))
-        elif not blocks:
-            raise src.error("expected a benchmark name line before the first data row", line, 1)
-        else:
-            blocks[-1][2].append((line, fields))
-    if not blocks:
-        raise src.error("no benchmark blocks")
-
-    def parse_block_row(name):
-        def parse(line, f):
-            src.expect_fields(f, line, len(COLUMNS))
-            vals = [src.number(t, line, j + 1, c, minimum=0, exclusive=c in ("fmem", "fcore", "time"))
-                    for j, (t, c) in enumerate(zip(f, COLUMNS))]
-            return name, vals
-        return parse
-
-    parsed = []
-    first_block: dict[str, int] = {}
-    for bline, name, recs in blocks:
-        if name in first_block:
-            err = src.error(f"benchmark {name!r} measured again (its first block starts on line "
-                            f"{first_block[name]})", bline, 1)
-            if on_invalid == "raise":
-                raise err
-            src.skipped.append(err.problem)
-            continue
-        first_block[name] = bline
-        if not recs:
-            err = src.error(f"benchmark {name!r} has no measurement rows", bline, 1)
-            if on_invalid == "raise":
-                raise err
-            src.skipped.append(err.problem)
-            continue
-        parsed += src.parse_rows(recs, parse_block_row(name))
-    parsed = src.drop_duplicates(parsed, lambda r: (r[0], r[1][0], r[1][1]), "(benchmark, fmem, fcore)")
-    skipped = src.finish(parsed)
-    rows = [r for _, r in parsed]
-    columns = {"benchmark": np.array([r[0] for r in rows], dtype=str)}
-    for j, c in enumerate(COLUMNS):
-        columns[c] = np.array([r[1][j] for r in rows], dtype=np.float64)
+    with Source(path, on_invalid) as src:
+        blocks = _Blocks(src)
+        cols = Columns(src, FIELDS, "(benchmark, fmem, fcore)")
+        bench = []
+        for chunk in src.chunks():
+            live, codes, flagged = blocks.scan(chunk.lines, chunk.rows)
+            codes = codes[live]
+            values, bad, why = cols.check(chunk[live], partial(_key, (codes, blocks.names)))
+            src.sift(flagged + why)
+            cols.keep(values, ~bad)
+            bench.append(codes[~bad])
+        src.sift(blocks.close())
+        if not blocks.first:
+            raise src.error("no benchmark blocks")
+        skipped = src.finish(len(cols))
     return MeasurementGrid(
         format="ptx",
         path=src.path,
-        columns=columns,
+        columns={"benchmark": blocks.names.decode(np.concatenate(bench)), **dict(zip(COLUMNS, cols.arrays()))},
         roles={"app": "benchmark", "core_mhz": "fcore", "mem_mhz": "fmem", "time": "time", "watts": "power_W"},
         key_columns=("benchmark",),
         skipped=skipped,
     )
+
+
+def _key(bench: KeyPart, values: list[np.ndarray]) -> list[KeyPart]:
+    return [bench, values[0], values[1]]
+
+
+class _Blocks:
+    """The benchmark blocks read so far, across chunks: which block each data row belongs to, and
+    the problems of whole blocks (a benchmark measured again, whose rows are left out; a block
+    without rows)."""
+
+    def __init__(self, src: Source):
+        self.src = src
+        self.names = Strings()
+        self.first: dict[str, int] = {}  # benchmark -> line of its first block
+        self.line: int | None = None  # the current block: line of its name, name, code, whether it has rows
+        self.name = ""
+        self.code: int | None = None  # None: a benchmark measured again
+        self.has_rows = False
+
+    def scan(self, lines: np.ndarray, rows: list[list[str]]) -> tuple[np.ndarray, np.ndarray, list[Flagged]]:
+        """(data rows of a block read, each row's benchmark code, problems of blocks) of a chunk."""
+        n = len(rows)
+        is_name = np.fromiter(map(len, rows), np.int64, n) == 1
+        live, codes, flagged = ~is_name, np.zeros(n, np.int32), []
+        start = 0
+        for i in [*np.flatnonzero(is_name).tolist(), n]:
+            if i > start:  # rows start..i-1 are data rows of the current block
+                if self.line is None:
+                    raise self.src.error("expected a benchmark name line before the first data row",
+                                         int(lines[start]), 1)
+                self.has_rows = True
+                if self.code is None:
+                    live[start:i] = False
+                else:
+                    codes[start:i] = self.code
+            if i < n:
+                flagged += self.close()
+                flagged += self._open(int(lines[i]), rows[i][0].strip())
+            start = i + 1
+        return live, codes, flagged
+
+    def close(self) -> list[Flagged]:
+        """The problem of the current block, if it has no rows: when the next starts, and at the end."""
+        if self.line is None or self.code is None or self.has_rows:
+            return []
+        return [(self.line, partial(self.src.error, f"benchmark {self.name!r} has no measurement rows", self.line, 1))]
+
+    def _open(self, line: int, name: str) -> list[Flagged]:
+        if not name:
+            raise self.src.error("expected a benchmark name", line, 1)
+        self.line, self.name, self.has_rows = line, name, False
+        if name in self.first:
+            self.code = None
+            return [(line, partial(self.src.error, f"benchmark {name!r} measured again (its first block starts on "
+                                                   f"line {self.first[name]})", line, 1))]
+        self.first[name] = line
+        self.code = int(self.names.encode([name])[0])
+        return []
 
 
 def write_ptx(grid: MeasurementGrid, path: str | Path) -> None:
