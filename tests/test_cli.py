@@ -31,7 +31,7 @@ def test_info_json_of_a_sweep(run, tmp_path):
 def test_info_table_on_real_file(run, data):
     r = run("data", "info", data / "nv-dvfs-benchmark/gtx980_time_dev.csv")
     assert r.exit_code == 0, r.output
-    assert "nvprof" in r.output and "400, 500, 600, 700, 800, 900, 1000" in r.output
+    assert "nvdvfs" in r.output and "400, 500, 600, 700, 800, 900, 1000" in r.output
 
 
 def test_info_json_on_real_file(run, data):
@@ -43,16 +43,39 @@ def test_info_json_on_real_file(run, data):
 
 
 def test_format_override(run, data):
-    r = run("data", "info", data / "gpupowermodel/titanx_real_dev.csv", "--format", "nvprof")
+    r = run("data", "info", data / "gpupowermodel/titanx_real_dev.csv", "--format", "nvdvfs")
     assert r.exit_code == 2
-    assert "header lacks the column 'appName'" in r.output
+    assert "header lacks the column 'appName'" in r.output and "looks like a gpmTOOL power CSV" in r.output
+    # The grid format is not nvprof's own output, and an error says which one the file is.
+    r = run("data", "info", data / "nv-dvfs-benchmark/gtx980_time_dev.csv", "--format", "nvprof")
+    assert r.exit_code == 2 and "no nvprof CSV header" in r.output and "format 'nvdvfs'" in r.output
+
+
+@pytest.mark.parametrize("name,holds", [
+    ("ncu_a100_learningnote4dev.csv", ["ncu: Nsight Compute output", "gemm_v0", "Failed to profile"]),
+    ("nvprof_gtx1080ti_magus.csv", ["nvprof: nvprof output", "vectorAdd", "GeForce GTX 1080 Ti"]),
+    ("nvidia-smi_h800_cuda-test.csv", ["nvidia-smi", "NVIDIA H800", "127"]),
+])
+def test_info_says_what_a_profilers_output_holds(run, data, name, holds):
+    r = run("data", "info", data / "tool-outputs" / name)
+    assert r.exit_code == 0, r.output
+    flat = " ".join(r.output.split())
+    assert all(h in flat for h in holds), r.output
+
+
+def test_power_fit_on_a_grid_says_what_the_file_is(run, data):
+    r = run("power", "fit", data / "nv-dvfs-benchmark/gtx980_time_dev.csv")
+    assert r.exit_code == 2 and "this is an NV-DVFS-Benchmark grid" in r.output
+    assert "not a gpmTOOL power CSV" in r.output
+    r = run("select", "eval", data / "gpupowermodel/titanx_real_dev.csv")
+    assert r.exit_code == 2 and "this is a gpmTOOL power CSV" in r.output
 
 
 def test_invalid_rows_error_then_skip(run, data):
     path = data / "gpupowermodel/k40c_micro.csv"
     r = run("data", "info", path)
     assert r.exit_code == 2
-    assert "line 33, column 4" in r.output and "utilization" in r.output
+    assert "line 33, column 4" in r.output and "utilization" in r.output and "--skip-invalid leaves out" in r.output
     r = run("data", "info", path, "--skip-invalid", "--json")
     assert r.exit_code == 0
     assert len(json.loads(r.output)["skipped"]) == 8

@@ -45,7 +45,7 @@ def synthetic_grid() -> MeasurementGrid:
     cols = {"app": np.array([f"app{i}" for i in a]), "core": c, "mem": m, "time": t,
             "inst": 1e6 * (a + 1.0), "rate": 50.0 * (a + 1) * c / CORE.max(), "const": np.full(len(a), 7.0),
             "total_energy": 200.0 * t}
-    return MeasurementGrid("nvprof", "synthetic.csv", cols,
+    return MeasurementGrid("nvdvfs", "synthetic.csv", cols,
                            {"app": "app", "core_mhz": "core", "mem_mhz": "mem", "time": "time"}, ("app",))
 
 
@@ -249,7 +249,7 @@ def test_replay_errors(run, data, tmp_path, monkeypatch):
     r = run("online", "replay", tmp_path / "missing.csv")
     assert r.exit_code == 2 and "not found" in r.output
     r = run("online", "replay", data / "gpupowermodel/titanx_real_dev.csv")
-    assert r.exit_code == 2 and "no time grid" in r.output
+    assert r.exit_code == 2 and "this is a gpmTOOL power CSV" in r.output and "the replay reads" in r.output
     r = run("online", "replay", data / GTX980, "--train", data / V100)
     assert r.exit_code == 2 and "clock domains" in r.output
     hide_sklearn(monkeypatch)

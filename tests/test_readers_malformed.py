@@ -72,7 +72,7 @@ def nvprof(draw):
     header = ["abbr.,appName,coreF,memF,time/ms,warps,dram_read_transactions"]
     rows = [[f"A{a}", f"app{a}", str(fc), str(fm), draw(num.filter(lambda s: float(s) > 0)), draw(num), draw(num)]
             for a in range(napps) for fc, fm in clocks]
-    return FileModel("nvprof", header, rows, numeric=[2, 3, 4, 5, 6], nonneg=[2, 3, 4, 5, 6])
+    return FileModel("nvdvfs", header, rows, numeric=[2, 3, 4, 5, 6], nonneg=[2, 3, 4, 5, 6])
 
 
 @st.composite
@@ -193,7 +193,7 @@ def test_truncated_gpmtool_header(tmp_path, model, keep):
 
 
 @pytest.mark.parametrize("fmt,header", [
-    ("nvprof", "abbr.,appName,coreF,time/ms"),
+    ("nvdvfs", "abbr.,appName,coreF,time/ms"),
     ("dcgm", ",index,application,run_time"),
 ])
 def test_header_missing_a_required_column(tmp_path, fmt, header):

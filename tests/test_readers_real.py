@@ -21,8 +21,8 @@ EXPECTED = {
     "gpupowermodel/titanxp_micro.csv": ("gpmtool", 2496, 104, 24),
     "gpupowermodel/gtx980_micro.csv": ("gpmtool", 765, 85, 9),
     "gpupowermodel/k40c_micro.csv": ("gpmtool", 404, 101, 4),
-    "nv-dvfs-benchmark/gtx980_time_dev.csv": ("nvprof", 490, 10, 49),
-    "nv-dvfs-benchmark/gtx980_time_power_dev.csv": ("nvprof", 540, 15, 36),
+    "nv-dvfs-benchmark/gtx980_time_dev.csv": ("nvdvfs", 490, 10, 49),
+    "nv-dvfs-benchmark/gtx980_time_power_dev.csv": ("nvdvfs", 540, 15, 36),
     "nsfcac/v100_spec_dev.csv": ("dcgm", 1287, 11, 117),
     "gpuptxmodel/titanx_microbenchmarks.csv": ("ptx", 4480, 140, 32),
     "gpuptxmodel/titanx_realbenchmarks.csv": ("ptx", 768, 24, 32),
@@ -141,6 +141,19 @@ def test_grid_roles(data):
     assert tp.watts is not None and np.all(tp.watts > 0)
 
 
-def test_tool_outputs_are_not_mistaken_for_a_format(data):
-    with pytest.raises(gpudvfs.DataFileError, match="cannot tell the format"):
-        gpudvfs.read(data / "tool-outputs/ncu_a100_learningnote4dev.csv")
+@pytest.mark.parametrize("name,fmt,kind", [
+    ("ncu_a100_learningnote4dev.csv", "ncu", "CounterReport"),
+    ("ncu_gtx1080_microgpusim.txt", "ncu", "CounterReport"),  # the application's output first
+    ("nvprof_gtx1080ti_magus.csv", "nvprof", "CounterReport"),
+    ("nvprof_gtx1080_microgpusim.txt", "nvprof", "CounterReport"),
+    ("nvidia-smi_h800_cuda-test.csv", "nvidia-smi", "SmiLog"),
+])
+def test_tool_outputs_are_read_as_what_they_are(data, name, fmt, kind):
+    path = data / "tool-outputs" / name
+    assert gpudvfs.detect_format(path) == fmt
+    ds = gpudvfs.read(path)
+    assert type(ds).__name__ == kind and ds.describe()["format"] == fmt
+    with pytest.raises(gpudvfs.InputError, match="read only"):
+        gpudvfs.write(ds, "unused.csv")
+    with pytest.raises(gpudvfs.DataFileError, match="reported an error and printed no counters"):
+        gpudvfs.read(data / "tool-outputs/ncu_b200_roofline-analysis_app-error.csv")

@@ -21,7 +21,7 @@ from gpudvfs.io.grid_csv import TIDY
 from gpudvfs.measure.device import Measurement
 from gpudvfs.measure.sweep import COLUMNS, _row
 
-FORMATS = ("gpmtool", "gpmtool-utils", "nvprof", "dcgm", "tidy", "ptx")
+FORMATS = ("gpmtool", "gpmtool-utils", "nvdvfs", "dcgm", "tidy", "ptx")
 CHUNK = 8
 GPMTOOL_HEADER = ["2", "975,3505", "2,1", "SP,INT,DRAM"]
 PTX_BLOCK = 10
@@ -59,7 +59,7 @@ def build(fmt: str, n: int) -> tuple[list[str], list[int], int]:
         "gpmtool": (GPMTOOL_HEADER, [f"b{i // 4},{50 + i},{600 + 100 * (i % 4)},3505,0.{i // 4 % 10},0.5,0.25"
                                      for i in range(n)], 1),
         "gpmtool-utils": (GPMTOOL_HEADER, [f"app{i},0.1,0.{i % 10},0.3" for i in range(n)], 2),
-        "nvprof": (["abbr.,appName,coreF,memF,time/ms,warps"],
+        "nvdvfs": (["abbr.,appName,coreF,memF,time/ms,warps"],
                    [f"A{i // 5},app{i // 5},{500 + 10 * (i % 5)},700,{1 + i / 3:.3f},{i}" for i in range(n)], 4),
         "dcgm": ([",index,application,sm_app_clock,sm_active,power_usage,run_time"],
                  [f"{i},{i},app{i // 5},{500 + 10 * (i % 5)},0.5,{100 + i},{1 + i / 3:.3f}" for i in range(n)], 6),
@@ -143,7 +143,7 @@ def test_duplicate_in_a_later_chunk(tmp_path, small_chunks, fmt):
 
 def test_errors_are_reported_in_file_order_within_a_chunk(tmp_path):
     """A duplicate before a bad number is reported first, and skip records both in line order."""
-    lines, where, col = build("nvprof", 20)
+    lines, where, col = build("nvdvfs", 20)
     lines[where[5] - 1] = lines[where[0] - 1]
     lines[where[9] - 1] = with_cell(lines[where[9] - 1], col, "-1")
     path = write(tmp_path, lines)
@@ -285,7 +285,8 @@ def test_early_error_in_a_big_file_reads_one_chunk(big_tidy, tmp_path, monkeypat
     with pytest.raises(DataFileError, match="expected a value >= 0") as e:
         gpudvfs.read(path, fmt)
     assert e.value.line == 6
-    assert [s.lines_read for s in sources] == ([5] if fmt is None else []) + [1000]
+    # Told apart first (5 lines) or, with the format given, checked after the error for a hint.
+    assert [s.lines_read for s in sources] == ([5, 1000] if fmt is None else [1000, 5])
     assert len(lines) > 20 * 1000
 
 
@@ -297,10 +298,11 @@ def test_gpmtool_variant_is_told_by_the_first_rows(tmp_path, monkeypatch, source
         gpudvfs.read(write(tmp_path, lines), "gpmtool")
     assert e.value.line == where[1500]
     lines[where[2] - 1] = "1,2,3"  # a bad row among the first: the error is that row's, early
+    sources.clear()
     with pytest.raises(DataFileError, match="expected 7 fields, found 3") as e:
         gpudvfs.read(write(tmp_path, lines), "gpmtool")
     assert e.value.line == where[2]
-    assert sources[-1].lines_read == 100
+    assert max(s.lines_read for s in sources) == 100  # the reader's first chunk (and 5 lines for a hint)
 
 
 number_text = st.one_of(

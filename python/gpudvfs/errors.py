@@ -73,3 +73,8 @@ class DataFileError(InputError):
     @property
     def column(self) -> int | None:
         return self.problem.column
+
+
+class InvalidRowError(DataFileError):
+    """One invalid row of a data file: reading with ``on_invalid="skip"`` would leave it out
+    (and record it) instead."""

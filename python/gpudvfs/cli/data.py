@@ -6,8 +6,26 @@ import warnings
 
 import click
 
-from ..io import FORMATS, read
+from ..io import DESCRIPTIONS, FORMATS, read
 from .output import console, print_json, table, user_errors
+
+PROFILER_FORMATS = ("ncu", "nvprof", "nvidia-smi")
+
+
+def _some(names: list[str], n: int = 8) -> str:
+    return f"{len(names)}: " + ", ".join(names[:n]) + (", ..." if len(names) > n else "") if names else "none"
+
+
+def _print_profiler(file: str, d: dict) -> None:
+    rows = [["format", f"{d['format']}: {DESCRIPTIONS[d['format']]}"]]
+    if d["format"] == "nvidia-smi":
+        rows += [["samples", d["samples"]], ["GPUs", ", ".join(d["gpus"]) or "not logged"],
+                 ["fields", _some([f"{f} [{d['units'][f]}]" if d["units"].get(f) else f for f in d["fields"]])]]
+    else:
+        rows += [["form", d["form"]], ["kernels", _some(d["kernel_names"], 4)], ["launches", d["launches"]],
+                 ["devices", ", ".join(d["devices"]) or "not recorded"], ["metrics", _some(d["metrics"])],
+                 ["rule results", d["rules"]], ["errors the tool printed", _some(d["errors"], 3)]]
+    console.print(table(f"{file}", ["", ""], rows))
 
 
 def _fmt_range(r: list[float]) -> str:
@@ -31,13 +49,17 @@ def data() -> None:
               help="Leave out invalid rows (each is listed) instead of stopping at the first.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def info(file: str, fmt: str | None, skip_invalid: bool, as_json: bool) -> None:
-    """What a measurement file holds: format, reference, grid, components, benchmarks, ranges."""
-    with user_errors(), warnings.catch_warnings():
+    """What a measurement file holds: format, reference, grid, components, benchmarks, ranges;
+    for a profiler's output, the kernels, metrics and what the tool said."""
+    with user_errors(skip_option=True), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # skipped rows are reported below
         ds = read(file, fmt, on_invalid="skip" if skip_invalid else "raise")
     d = ds.describe()
     if as_json:
         print_json(d)
+        return
+    if d["format"] in PROFILER_FORMATS:
+        _print_profiler(file, d)
         return
     ref = d.get("reference_mhz")
     rows = [

@@ -14,7 +14,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from ..errors import GpudvfsError
+from ..errors import GpudvfsError, InvalidRowError
 from ..measure.device import ClockPermissionError
 
 console = Console()
@@ -39,12 +39,15 @@ def fail(message: str) -> NoReturn:
 
 
 @contextlib.contextmanager
-def user_errors():
+def user_errors(skip_option: bool = False):
     """Report input errors, the device's (no driver, no permission) and the file system's
     (a path that cannot be read or written) as `gpudvfs: error: ...` and exit 2, without a
-    traceback."""
+    traceback. ``skip_option``: the command takes --skip-invalid, so an invalid row's error
+    says it."""
     try:
         yield
+    except InvalidRowError as e:
+        fail(f"{e} (--skip-invalid leaves out invalid rows and lists them)" if skip_option else str(e))
     except (GpudvfsError, ClockPermissionError) as e:
         fail(str(e))
     except OSError as e:

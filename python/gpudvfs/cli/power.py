@@ -40,7 +40,7 @@ def _load_model(path: str) -> PowerModel:
 @click.option("--json", "as_json", is_flag=True)
 def fit(train, variant, out, folds, skip_invalid, drop_unused, as_json) -> None:
     """Estimate coefficients and voltages from microbenchmark measurements."""
-    with user_errors(), warnings.catch_warnings(record=True) as caught:
+    with user_errors(skip_option=True), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", GpudvfsWarning)
         ds = read_power_dataset(train, on_invalid="skip" if skip_invalid else "raise")
         dropped = ds.unused_components() if drop_unused else []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..io import read
+from ..io import read_measured_grid
 from ..power import PowerModel
 from ..select import POLICIES
 from ..select.choose import choose as choose_configs
@@ -12,6 +12,10 @@ from ..select.choose import fit_power_model
 from ..select.evaluate import evaluate_selection
 from .output import console, output_file, print_json, table, user_errors
 from .time import _device, _pair
+
+
+def _grid(path: str):
+    return read_measured_grid(path, "frequency selection from nvprof profiles", ("nvdvfs",))
 
 
 @click.group("select")
@@ -31,7 +35,7 @@ def eval_(data, reference, slowdown, device, as_json) -> None:
     """Energy regret of the chosen configurations on measured time and power (NV-DVFS
     nvprof CSV with power), against the highest-clocks, reference and best-single-pair baselines."""
     with user_errors():
-        r = evaluate_selection(read(data), reference, slowdown=slowdown, time_device=_device(device))
+        r = evaluate_selection(_grid(data), reference, slowdown=slowdown, time_device=_device(device))
     if as_json:
         print_json(r)
         return
@@ -61,7 +65,7 @@ def fit_power(data, reference, out) -> None:
     """Fit the power model `select choose` uses on a measured grid (NV-DVFS nvprof CSV with
     power): utilizations from each workload's reference-row counters."""
     with user_errors():
-        model = fit_power_model(read(data), reference)
+        model = fit_power_model(_grid(data), reference)
         model.save(out)
     console.print(f"power model (per-domain) on {len(model.configs_)} configurations: training MAPE "
                   f"{model.train_mape_:.2f}%; wrote {out}")
@@ -84,7 +88,7 @@ def choose(data, model_path, reference, device, policy, slowdown, power_cap, as_
     if policy == "power-cap" and power_cap is None:
         raise click.UsageError("--policy power-cap needs --power-cap WATTS (the cap each workload must stay under)")
     with user_errors():
-        r = choose_configs(read(data), reference, PowerModel.load(model_path), time_device=_device(device),
+        r = choose_configs(_grid(data), reference, PowerModel.load(model_path), time_device=_device(device),
                            policy=policy, slowdown=slowdown, power_cap_w=power_cap)
     if as_json:
         print_json(r)

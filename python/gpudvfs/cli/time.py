@@ -8,7 +8,7 @@ import click
 import numpy as np
 
 from ..errors import InputError
-from ..io import read
+from ..io import read_measured_grid
 from ..limits import clock_array
 from ..time import MODES, TimeDevice, TimeModel, evaluate, profiles_from_grid
 from .output import console, print_json, table, user_errors
@@ -28,11 +28,7 @@ def _device(spec: str) -> TimeDevice:
 
 
 def _grid(path):
-    g = read(path)
-    if g.format != "nvprof":
-        raise InputError(f"{path}: the time model reads NV-DVFS nvprof CSVs (core and memory clocks with "
-                         f"nvprof counters), got {g.format}")
-    return g
+    return read_measured_grid(path, "the time model", ("nvdvfs",))
 
 
 def _clock_list(text: str, option: str) -> list[float]:

@@ -1,13 +1,17 @@
-"""Readers and writers of the public GPU measurement formats, with format detection.
+"""Readers and writers of the public GPU measurement formats and the profilers' output,
+with format detection.
 
-| format          | what                                            | returns            |
-|-----------------|-------------------------------------------------|--------------------|
-| `gpmtool`       | gpmTOOL power CSV (rows with or without a name) | PowerDataset       |
-| `gpmtool-utils` | gpmTOOL utilization-only CSV (`name,U...`)      | UtilizationTable   |
-| `nvprof`        | NV-DVFS-Benchmark nvprof CSV (time, time+power) | MeasurementGrid    |
-| `dcgm`          | nsfcac DCGM/SPEC CSV                            | MeasurementGrid    |
-| `ptx`           | gpuPTXModel block format                        | MeasurementGrid    |
-| `tidy`          | what `gpudvfs sweep` writes, one row a measurement | MeasurementGrid |
+| format          | what                                                        | returns            |
+|-----------------|-------------------------------------------------------------|--------------------|
+| `gpmtool`       | gpmTOOL power CSV (rows with or without a name)             | PowerDataset       |
+| `gpmtool-utils` | gpmTOOL utilization-only CSV (`name,U...`)                  | UtilizationTable   |
+| `nvdvfs`        | NV-DVFS-Benchmark grid: time, power, nvprof counters per pair | MeasurementGrid    |
+| `dcgm`          | nsfcac DCGM/SPEC CSV                                        | MeasurementGrid    |
+| `ptx`           | gpuPTXModel block format                                    | MeasurementGrid    |
+| `tidy`          | what `gpudvfs sweep` writes, one row a measurement          | MeasurementGrid    |
+| `ncu`           | Nsight Compute `--csv` output                               | CounterReport      |
+| `nvprof`        | nvprof's own `--csv` output (metrics, events, GPU trace)    | CounterReport      |
+| `nvidia-smi`    | `nvidia-smi --query-gpu --format=csv` log                   | SmiLog             |
 """
 
 from __future__ import annotations
@@ -17,19 +21,33 @@ from pathlib import Path
 from ..errors import DataFileError, InputError
 from .datasets import MeasurementGrid, PowerDataset, UtilizationTable
 from .gpmtool import read_gpmtool, write_gpmtool
-from .grid_csv import DCGM, NVPROF, SPECS, TIDY, launch_geometry, read_grid, write_grid
+from .grid_csv import DCGM, NVDVFS, SPECS, TIDY, launch_geometry, read_grid, write_grid
+from .profilers import CounterReport, ProfilerError, SmiLog, read_counters, read_ncu_csv, read_nvprof_csv, read_smi_csv
 from .ptx import read_ptx, write_ptx
 from .source import UTIL_TOLERANCE, Source
 
-FORMATS = ("gpmtool", "gpmtool-utils", "nvprof", "dcgm", "ptx", "tidy")
+#: What each format is, in words, for messages that say what a file holds.
+DESCRIPTIONS = {
+    "gpmtool": "a gpmTOOL power CSV (power of microbenchmarks over clock pairs, with utilizations)",
+    "gpmtool-utils": "a gpmTOOL utilization CSV (component utilizations of applications, no power)",
+    "nvdvfs": "an NV-DVFS-Benchmark grid (time and nvprof counters of applications at every clock pair)",
+    "dcgm": "a DCGM/SPEC grid (run time, power and DCGM fields of applications per core clock)",
+    "ptx": "a gpuPTXModel grid (time and power of benchmarks per clock pair)",
+    "tidy": "a gpudvfs sweep (one measurement a row)",
+    "ncu": "Nsight Compute output (counters of kernel launches)",
+    "nvprof": "nvprof output (counters of kernels)",
+    "nvidia-smi": "an nvidia-smi query log (samples of GPU state)",
+}
+FORMATS = tuple(DESCRIPTIONS)
+_PROFILERS = {"ncu": read_ncu_csv, "nvprof": read_nvprof_csv, "nvidia-smi": read_smi_csv}
 
-Dataset = PowerDataset | UtilizationTable | MeasurementGrid
+Dataset = PowerDataset | UtilizationTable | MeasurementGrid | CounterReport | SmiLog
 
 #: Rows read to tell a file's format (a gpmTOOL header and its first data row).
 DETECT_LINES = 5
 
-__all__ = ["FORMATS", "UTIL_TOLERANCE", "Dataset", "detect_format", "launch_geometry", "read",
-           "read_power_dataset", "write"]
+__all__ = ["DESCRIPTIONS", "FORMATS", "UTIL_TOLERANCE", "Dataset", "detect_format", "launch_geometry", "read",
+           "read_measured_grid", "read_power_dataset", "write"]
 
 
 def _is_number(text: str) -> bool:
@@ -41,7 +59,8 @@ def _is_number(text: str) -> bool:
 
 
 def detect_format(path: str | Path) -> str:
-    """The format of a data file, judged from its first lines."""
+    """The format of a data file, judged from its first lines (a profiler's output, which may
+    follow the application's own, from its header wherever it is)."""
     with Source(path, chunk_lines=DETECT_LINES) as src:
         recs = [f for _, f in src.head(DETECT_LINES)]
     if not recs:
@@ -56,42 +75,93 @@ def detect_format(path: str | Path) -> str:
     if len(first) == 1 and len(recs) > 1 and len(recs[1]) == 5 and all(map(_is_number, recs[1])):
         return "ptx"
     header = [h.strip() for h in first]
-    for spec in (NVPROF, DCGM, TIDY):
+    for spec in (NVDVFS, DCGM, TIDY):
         if spec.matches(header):
             return spec.format
-    raise src.error(
-        "cannot tell the format: expected a gpmTOOL header (a domain count), a gpuPTXModel "
-        f"benchmark name, or a CSV header with {NVPROF.required}, {DCGM.required} or {TIDY.required}; "
-        f"pass format= one of {FORMATS}", 1)
+    try:
+        report = read_counters(path)
+    except ProfilerError:
+        raise  # the tool's output, quoting the error it printed instead of counters
+    except DataFileError:
+        raise src.error(
+            "cannot tell the format: expected a gpmTOOL header (a domain count), a gpuPTXModel "
+            f"benchmark name, a CSV header with {NVDVFS.required}, {DCGM.required} or {TIDY.required}, "
+            f"or Nsight Compute, nvprof or nvidia-smi CSV output; pass format= one of {FORMATS}", 1) from None
+    return "nvidia-smi" if isinstance(report, SmiLog) else report.tool
 
 
 def read(path: str | Path, format: str | None = None, on_invalid: str = "raise") -> Dataset:
-    """Read any supported measurement file. ``format=None`` detects it.
+    """Read any supported measurement file or profiler output. ``format=None`` detects it.
 
     ``on_invalid="skip"`` leaves out invalid rows instead of raising, records each in the
     dataset's ``skipped`` and warns; the default raises :class:`DataFileError` at the first.
+    Profilers' output has no rows to skip: it is read whole or refused.
     """
-    fmt = format or detect_format(path)
+    if format is not None and format not in FORMATS:
+        raise InputError(f"unknown format {format!r}; expected one of {FORMATS}")
+    try:
+        return _read(path, format or detect_format(path), on_invalid)
+    except DataFileError as e:
+        if format is None:
+            raise
+        raise _with_hint(e, path, format) from None
+
+
+def _read(path: str | Path, fmt: str, on_invalid: str) -> Dataset:
     if fmt in ("gpmtool", "gpmtool-utils"):
         ds = read_gpmtool(path, on_invalid)
-        got = ds.format
-        if got != fmt:
-            raise DataFileError.at(path, f"read as {fmt!r} but the rows are of the {got!r} variant", 5)
+        if ds.format != fmt:
+            raise DataFileError.at(path, f"read as {fmt!r} but the rows are of the {ds.format!r} variant", 5)
         return ds
     if fmt in SPECS:
         return read_grid(path, SPECS[fmt], on_invalid)
     if fmt == "ptx":
         return read_ptx(path, on_invalid)
-    raise InputError(f"unknown format {fmt!r}; expected one of {FORMATS}")
+    return _PROFILERS[fmt](path)
+
+
+def _with_hint(error: DataFileError, path: str | Path, asked: str) -> DataFileError:
+    """A file read as the wrong format: say which format it looks like."""
+    try:
+        found = detect_format(path)
+    except DataFileError:
+        return error
+    if found == asked:
+        return error
+    return type(error)(error.problem.__class__(
+        error.problem.path, error.problem.line, error.problem.column, error.problem.column_name,
+        f"{error.problem.message} (the file looks like {DESCRIPTIONS[found]}: format {found!r})"))
+
+
+def read_measured_grid(path: str | Path, needs: str, formats: tuple[str, ...] = tuple(SPECS) + ("ptx",),
+                       on_invalid: str = "raise") -> MeasurementGrid:
+    """A grid of measured times over clock pairs in one of ``formats``, or a clear error that
+    says what the file is and what ``needs`` (the command or model) reads instead."""
+    ds = read(path, on_invalid=on_invalid)
+    if not isinstance(ds, MeasurementGrid) or ds.format not in formats:
+        wanted = ", ".join(f"{f} ({DESCRIPTIONS[f]})" for f in formats)
+        raise DataFileError.at(path, f"this is {DESCRIPTIONS[ds.format]} (format {ds.format!r}); {needs} reads "
+                                     f"{wanted}")
+    return ds
 
 
 def read_power_dataset(path: str | Path, on_invalid: str = "raise") -> PowerDataset:
-    """Read a gpmTOOL power CSV: the training and test input of the power model."""
+    """Read a gpmTOOL power CSV: the training and test input of the power model. Another kind
+    of file is refused with what it is."""
+    found = detect_format(path)
+    if found != "gpmtool":
+        raise DataFileError.at(path, f"this is {DESCRIPTIONS[found]} (format {found!r}), not a gpmTOOL power CSV "
+                                     "(power of benchmarks over clock pairs with their utilizations), which "
+                                     "the power model is fitted and scored on")
     return read(path, "gpmtool", on_invalid)  # type: ignore[return-value]
 
 
 def write(ds: Dataset, path: str | Path) -> None:
-    """Write a dataset in the format it was read from (reads back to equal arrays)."""
+    """Write a dataset in the format it was read from (reads back to equal arrays). Profilers'
+    output is read, not written."""
+    if isinstance(ds, (CounterReport, SmiLog)):
+        raise InputError("profiler output is read only: gpudvfs does not write Nsight Compute, nvprof or "
+                         "nvidia-smi files")
     if isinstance(ds, (PowerDataset, UtilizationTable)):
         write_gpmtool(ds, path)
     elif ds.format == "ptx":

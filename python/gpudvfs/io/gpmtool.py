@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..limits import MAX_MHZ, MAX_WATTS
 from .datasets import PowerDataset, UtilizationTable
 from .source import Columns, Field, Source, Strings, csv_line, format_number
 
@@ -40,7 +41,7 @@ def _header(src: Source) -> tuple[tuple[float, ...], tuple[int, ...], tuple[str,
         raise src.error(f"expected a whole number of domains, found {rec[1][0]!r}", 1, 1)
     n_dom = int(n_dom)
     src.expect_fields(rec[2], 2, n_dom)
-    ref = tuple(src.number(t, 2, j + 1, "reference MHz", minimum=0, exclusive=True)
+    ref = tuple(src.number(t, 2, j + 1, "reference MHz", minimum=0, exclusive=True, maximum=MAX_MHZ)
                 for j, t in enumerate(rec[2]))
     src.expect_fields(rec[3], 3, n_dom)
     sizes = []
@@ -92,7 +93,8 @@ def _read_power(src: Source, ref, sizes, comps, named: bool) -> PowerDataset:
     n_dom = len(sizes)
     off = 1 if named else 0
     fields = ([Field("name", text=True, empty="empty benchmark name")] if named else []) + [
-        Field("P", minimum=0), *(Field(f"f{d}", minimum=0, exclusive=True) for d in range(n_dom)),
+        Field("P", minimum=0, maximum=MAX_WATTS),
+        *(Field(f"f{d}", minimum=0, exclusive=True, maximum=MAX_MHZ) for d in range(n_dom)),
         *_utilization_fields(comps)]
     freq, util = slice(off + 1, off + 1 + n_dom), slice(off + 1 + n_dom, None)
     # A benchmark is its name plus utilization vector: names recur across sweeps.

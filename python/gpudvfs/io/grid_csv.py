@@ -1,6 +1,7 @@
-"""Measurement grids in header-first CSV: the NV-DVFS-Benchmark nvprof CSVs and the
-nsfcac DCGM/SPEC CSV. A :class:`GridSpec` says which column plays which part; every other
-column is a counter and must be a non-negative number.
+"""Measurement grids in header-first CSV: the NV-DVFS-Benchmark grids (`nvdvfs`: time, power
+and nvprof counters at every clock pair), the nsfcac DCGM/SPEC CSV and gpudvfs's own sweeps.
+A :class:`GridSpec` says which column plays which part; every other column is a counter and
+must be a non-negative number.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..limits import MAX_MHZ, MAX_WATTS
 from .datasets import MeasurementGrid
 from .source import Columns, Field, Source, csv_line, format_number
 
@@ -33,8 +35,8 @@ class GridSpec:
         return all(c in header for c in self.required)
 
 
-NVPROF = GridSpec(
-    format="nvprof",
+NVDVFS = GridSpec(
+    format="nvdvfs",
     roles={"app": "appName", "core_mhz": "coreF", "mem_mhz": "memF", "time": "time/ms", "watts": "power/W"},
     required=("appName", "coreF", "memF", "time/ms"),
     # The time+power file measures several kernels and argument sets of one application.
@@ -65,7 +67,7 @@ TIDY = GridSpec(
     text_columns=frozenset({"workload", "power_source", "throttle_reasons", "temperature_c", "result"}),
 )
 
-SPECS = {s.format: s for s in (NVPROF, DCGM, TIDY)}
+SPECS = {s.format: s for s in (NVDVFS, DCGM, TIDY)}
 
 
 def read_grid(path: str | Path, spec: GridSpec, on_invalid: str = "raise") -> MeasurementGrid:
@@ -86,7 +88,8 @@ def read_grid(path: str | Path, spec: GridSpec, on_invalid: str = "raise") -> Me
         keys = tuple(c for c in spec.key_columns if c in header)
         clocks = [c for c in (roles["core_mhz"], roles.get("mem_mhz")) if c]
         positive = {*clocks, roles["time"]}
-        cols = Columns(src, [_field(spec, name, name in keys, name in positive) for name in header],
+        maxima = {**dict.fromkeys(clocks, MAX_MHZ), roles.get("watts"): MAX_WATTS}
+        cols = Columns(src, [_field(spec, name, name in keys, name in positive, maxima.get(name)) for name in header],
                        f"({', '.join(keys)}, clocks)")
         key_at = [header.index(c) for c in (*keys, *clocks)]
 
@@ -108,10 +111,11 @@ def read_grid(path: str | Path, spec: GridSpec, on_invalid: str = "raise") -> Me
     )
 
 
-def _field(spec: GridSpec, name: str, key: bool, positive: bool) -> Field:
-    """What a column holds: text (a key column not empty), else a number >= 0 (> 0 for clocks and time)."""
+def _field(spec: GridSpec, name: str, key: bool, positive: bool, maximum: float | None) -> Field:
+    """What a column holds: text (a key column not empty), else a number >= 0 (> 0 for clocks
+    and time, at most what a GPU can measure for clocks and power)."""
     if name not in spec.text_columns:
-        return Field(name, minimum=0, exclusive=positive)
+        return Field(name, minimum=0, exclusive=positive, maximum=maximum)
     return Field(name, text=True, empty="expected a non-empty name" if key else None,
                  form=(_GEOMETRY, "launch geometry '(x y z) (x y z)'") if name == spec.geometry_column else None)
 

@@ -14,11 +14,14 @@ from pathlib import Path
 
 import numpy as np
 
+from ..limits import MAX_MHZ, MAX_WATTS
 from .datasets import MeasurementGrid
 from .source import Columns, Field, Flagged, KeyPart, Source, Strings, format_number
 
 COLUMNS = ("fmem", "fcore", "time", "power_W", "energy")
-FIELDS = tuple(Field(c, minimum=0, exclusive=c in ("fmem", "fcore", "time")) for c in COLUMNS)
+_MAXIMA = {"fmem": MAX_MHZ, "fcore": MAX_MHZ, "power_W": MAX_WATTS}
+FIELDS = tuple(Field(c, minimum=0, exclusive=c in ("fmem", "fcore", "time"), maximum=_MAXIMA.get(c))
+               for c in COLUMNS)
 
 
 def read_ptx(path: str | Path, on_invalid: str = "raise") -> MeasurementGrid:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import DataFileError, GpudvfsWarning, Problem
+from ..errors import DataFileError, GpudvfsWarning, InvalidRowError, Problem
 
 ON_INVALID = ("raise", "skip")
 
@@ -197,8 +197,9 @@ class Source:
     # Checking
 
     def number(self, text: str, line: int, column: int, name: str | None = None, *,
-               minimum: float | None = None, exclusive: bool = False) -> float:
-        """A finite float, optionally bounded below (``exclusive``: strictly above)."""
+               minimum: float | None = None, exclusive: bool = False, maximum: float | None = None) -> float:
+        """A finite float, optionally bounded below (``exclusive``: strictly above) and above
+        (``maximum``: what no GPU measures, see :mod:`gpudvfs.limits`)."""
         try:
             value = float(text.strip())
         except ValueError:
@@ -208,6 +209,9 @@ class Source:
         if minimum is not None and (value <= minimum if exclusive else value < minimum):
             rel = ">" if exclusive else ">="
             raise self.error(f"expected a value {rel} {minimum:g}, found {text!r}", line, column, name)
+        if maximum is not None and value > maximum:
+            raise self.error(f"expected a value <= {maximum:g} (no GPU measures more), found {text!r}",
+                             line, column, name)
         return value
 
     def utilization(self, text: str, line: int, column: int, name: str | None = None) -> float:
@@ -228,7 +232,7 @@ class Source:
     def reject(self, err: DataFileError) -> None:
         """An invalid row (or block): raised, or with ``skip`` recorded and left out."""
         if self.on_invalid == "raise":
-            raise err
+            raise InvalidRowError(err.problem)
         self.skipped.append(err.problem)
 
     def sift(self, flagged: Iterable[Flagged]) -> None:
@@ -302,7 +306,8 @@ def _field_number(before: str) -> int | None:
 class Field:
     """One column of a data row and what it must hold: text (stripped; ``empty`` is the error
     for an empty one, None where empty is fine; ``form`` a pattern it must match and what that
-    is called), a utilization, or a finite number at least (``exclusive``: above) ``minimum``."""
+    is called), a utilization, or a finite number at least (``exclusive``: above) ``minimum`` and
+    at most ``maximum``."""
 
     name: str | None = None
     text: bool = False
@@ -311,6 +316,7 @@ class Field:
     utilization: bool = False
     minimum: float | None = None
     exclusive: bool = False
+    maximum: float | None = None
 
     def bad(self, values: np.ndarray) -> np.ndarray:
         """Which cells of a column fail, all at once: ``values`` are the stripped texts (a str
@@ -327,6 +333,8 @@ class Field:
             ok &= (values >= -UTIL_TOLERANCE) & (values <= 1 + UTIL_TOLERANCE)
         elif self.minimum is not None:
             ok &= values > self.minimum if self.exclusive else values >= self.minimum
+        if self.maximum is not None:
+            ok &= values <= self.maximum
         return ~ok
 
     def check(self, src: Source, text: str, line: int, column: int) -> None:
@@ -335,7 +343,8 @@ class Field:
             if self.utilization:
                 src.utilization(text, line, column, self.name)
             else:
-                src.number(text, line, column, self.name, minimum=self.minimum, exclusive=self.exclusive)
+                src.number(text, line, column, self.name, minimum=self.minimum, exclusive=self.exclusive,
+                           maximum=self.maximum)
             return
         text = text.strip()
         if self.empty and not text:

@@ -37,7 +37,7 @@ import numpy as np
 
 from .._core import OnlinePredictor
 from ..errors import InputError
-from ..io import read
+from ..io import read_measured_grid
 from ..io.datasets import MeasurementGrid
 from .features import FORMS, FeatureMap
 from .grid import GridTable
@@ -244,10 +244,7 @@ def _sensitivity(table: GridTable, tr: Trace, fm: FeatureMap, cm: CounterFrequen
 
 
 def _table(source) -> GridTable:
-    grid = source if isinstance(source, MeasurementGrid) else read(source)
-    if not isinstance(grid, MeasurementGrid):
-        raise InputError(f"{grid.path}: a {grid.format} file has no time grid; the replay needs a measurement "
-                         "grid (nvprof, dcgm, ptx or tidy format)")
+    grid = source if isinstance(source, MeasurementGrid) else read_measured_grid(source, "the replay")
     return GridTable.from_grid(grid)
 
 

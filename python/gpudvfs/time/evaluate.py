@@ -15,6 +15,9 @@ def profiles_from_grid(grid: MeasurementGrid, reference: tuple[float, float],
                        device: TimeDevice) -> list[KernelProfile]:
     """One profile per workload, from the counters, launch geometry (where the grid has it)
     and time of its reference-clock row."""
+    if not isinstance(grid, MeasurementGrid):
+        raise InputError(f"profiles come from a MeasurementGrid (gpudvfs.read of a grid file), got "
+                         f"{type(grid).__name__}")
     if grid.mem_mhz is None:
         raise InputError(f"{grid.path}: the time model needs core and memory clocks per row")
     at_ref = (grid.core_mhz == reference[0]) & (grid.mem_mhz == reference[1])

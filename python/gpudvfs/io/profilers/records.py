@@ -84,9 +84,29 @@ class CounterReport:
     messages: list[tuple[int, str]] = field(default_factory=list)
     other_lines: list[tuple[int, str]] = field(default_factory=list)
 
+    def __len__(self) -> int:
+        return len(self.kernels)
+
+    @property
+    def format(self) -> str:
+        """The format name `gpudvfs.read` knows it by: the tool."""
+        return self.tool
+
     @property
     def errors(self) -> list[tuple[int, str]]:
         return [(n, t) for n, t in self.messages if ERROR_LINE.match(t)]
+
+    def describe(self) -> dict:
+        """What the output holds, for `gpudvfs data info`."""
+        metrics = list(dict.fromkeys(m for k in self.kernels for m in k.metrics))
+        devices = sorted({k.info.get("Device", "") for k in self.kernels} - {""})
+        return {
+            "format": self.tool, "path": self.path, "form": self.form, "rows": len(self.kernels),
+            "kernels": len({k.name for k in self.kernels}), "launches": len(self.kernels),
+            "kernel_names": list(dict.fromkeys(k.name for k in self.kernels)), "devices": devices,
+            "metrics": metrics, "rules": sum(len(k.rules) for k in self.kernels),
+            "messages": [t for _, t in self.messages], "errors": [t for _, t in self.errors],
+        }
 
     def find(self, name_contains: str, invocation: int = 0) -> KernelCounters:
         """The ``invocation``-th launch of the kernel whose name contains ``name_contains``."""

@@ -35,6 +35,18 @@ class SmiLog:
     lines: list[int] = field(default_factory=list)
     repeated_headers: list[int] = field(default_factory=list)
 
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    format = "nvidia-smi"  # the format name `gpudvfs.read` knows it by
+
+    def describe(self) -> dict:
+        """What the log holds, for `gpudvfs data info`."""
+        gpus = sorted({str(s.get("name")) for s in self.samples} - {"None"}) if "name" in self.fields else []
+        return {"format": "nvidia-smi", "path": self.path, "rows": len(self.samples), "samples": len(self.samples),
+                "fields": list(self.fields), "units": dict(self.printed_units), "gpus": gpus,
+                "repeated_headers": list(self.repeated_headers)}
+
     def values(self, name: str) -> list[float | None]:
         """The numeric values of one field, in sample order (None where not available)."""
         if name not in self.fields:
