@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -166,3 +167,44 @@ def test_outputs_that_cannot_be_written_are_refused_before_work(run, tmp_path, a
     (tmp_path / "file.txt").write_text("x")
     r = run(*[a.format(tmp=tmp_path).replace("TRAIN", str(tmp_path / "file.txt")) for a in args])
     assert r.exit_code == 2 and match in r.output, r.output
+
+
+@pytest.mark.parametrize("kind,content,match", [
+    ("folder", None, "is a (folder|directory)"),
+    ("not UTF-8", b'{"kind": "\xff\xfe"}', "not UTF-8"),
+    ("a JSON list", b"[1, 2, 3]", "not a gpudvfs"),
+])
+@pytest.mark.parametrize("command", ["power eval", "time eval --device", "sweep --workloads", "select choose"])
+def test_json_inputs_that_are_not_what_they_claim(run, tmp_path, data, command, kind, content, match):
+    """A model, device or workload file that is a folder, not UTF-8 or a JSON list gets one
+    located line and status 2 (each gave a traceback, or was read as a gpmTOOL model)."""
+    path = tmp_path / "x.json"
+    path.mkdir() if content is None else path.write_bytes(content)
+    grid = data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv"
+    args = {"power eval": ["power", "eval", path, data / "gpupowermodel/gtx980_micro.csv"],
+            "time eval --device": ["time", "eval", grid, "--device", path],
+            "sweep --workloads": ["sweep", "--workloads", path, "-o", tmp_path / "s.csv"],
+            "select choose": ["select", "choose", grid, "--power-model", path]}[command]
+    r = run(*args)
+    if command == "sweep --workloads" and kind == "a JSON list":
+        match = "non-empty list 'workloads'"
+    assert r.exit_code == 2 and re.search(match, r.output), r.output
+    assert len(r.output.strip().splitlines()) == 1 or "Usage" in r.output
+
+
+def test_resume_of_a_sweep_whose_record_is_a_folder(run, tmp_path):
+    out = tmp_path / "s.csv"
+    out.write_text("workload\n")
+    (tmp_path / "s.csv.sweep.json").mkdir()
+    r = run("sweep", "--suite", "time", "-o", out, "--resume")
+    assert r.exit_code == 2 and "is a folder" in r.output and out.read_text() == "workload\n"
+
+
+def test_power_no_gpu_draws_is_refused_where_read(run, tmp_path, data):
+    lines = (data / "gpupowermodel/gtx980_micro.csv").read_text().splitlines()
+    fields = lines[10].split(",")
+    fields[1] = "1e300"
+    lines[10] = ",".join(fields)
+    (tmp_path / "t.csv").write_text("\n".join(lines) + "\n")
+    r = run("power", "fit", tmp_path / "t.csv")
+    assert r.exit_code == 2 and "line 11, column 2" in r.output and "no GPU measures more" in r.output

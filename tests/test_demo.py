@@ -139,3 +139,50 @@ def test_select_eval_regret_is_fragile_in_the_overlap_exponent(data, tmp_path):
         d = json.loads(r.output)
         found[p] = (round(100 * d["regret_mean"], 2), round(d["time_mape"], 2))
     assert found == {7: (3.05, 2.49), 8: (2.89, 2.53), 9: (4.57, 2.58)}
+
+
+def test_demo_figures_say_what_they_show(tmp_path):
+    """Heatmaps: memory clocks as category rows, log colour scales, what white cells mean, each
+    policy's choice marked with a legend entry; the Pareto panel marks the choices too."""
+    pytest.importorskip("matplotlib")
+    import matplotlib as mpl
+
+    from gpudvfs.demo import demo_figures
+
+    result = run_demo(SimulatedDevice(), workdir=tmp_path)
+    figures = demo_figures(result)
+    mems = sorted({float(m) for m in result.workloads[0].configs[:, 1]})
+    heat = figures["heatmaps-stream--memory-bound"]
+    assert "white: a pair the GPU does not support" in heat._suptitle.get_text()
+    panels = [ax for ax in heat.axes if ax.get_title().startswith("predicted")]
+    assert len(panels) == 3
+    for ax in panels:
+        assert [float(t.get_text()) for t in ax.get_yticklabels()] == mems  # evenly spaced rows
+        assert isinstance(ax.images[0].norm, mpl.colors.LogNorm)
+    labels = [t.get_text() for t in heat.legends[0].get_texts()]
+    assert labels == [f"{p} choice" for p in ("energy", "edp", "ed2p", "deadline", "power-cap")]
+    pareto = next(ax for ax in figures["voltage-and-pareto"].axes if ax.get_title().startswith("Pareto"))
+    legend = [t.get_text() for t in pareto.get_legend().get_texts()]
+    assert "energy choice" in legend and "default clocks" in legend
+    assert pareto.get_xlabel() == "predicted time / time at the default clocks"
+
+
+def test_voltage_figure_tells_its_series_apart(data):
+    """Four memory levels: a legend beside the axes; sixteen core levels: a colour bar."""
+    pytest.importorskip("matplotlib")
+    import warnings
+
+    import gpudvfs
+    from gpudvfs.power.plots import model_figure
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gpudvfs.GpudvfsWarning)
+        model = gpudvfs.PowerModel().fit(gpudvfs.read_power_dataset(data / "gpupowermodel/titanx_micro.csv"))
+    fig = model_figure(model)
+    core, mem = (ax for ax in fig.axes if ax.get_title().endswith("default model"))
+    legend = core.get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == [f"memory {m} MHz" for m in (810, 3300, 3505, 4005)]
+    assert legend.get_bbox_to_anchor().x0 > core.get_window_extent().x1 - 1  # off the data, to the right
+    assert mem.get_legend() is None
+    assert any(ax.get_ylabel() == "core clock (MHz)" for ax in fig.axes)  # the colour bar's
+    assert [t.get_text() for t in mem.get_xticklabels()] == ["810", "3300", "3505", "4005"]

@@ -15,28 +15,34 @@ UNSUPPORTED = "white: a pair the GPU does not support"
 
 
 def plot_demo(result: DemoResult, out_dir: str | Path) -> list[Path]:
-    """Heatmaps of predicted time, power and energy over the clock grid per workload, the
-    fitted voltage curves (with the truth on the simulator) and the Pareto fronts."""
-    import matplotlib
-
-    matplotlib.use("Agg")
+    """Write :func:`demo_figures` as PNG files into ``out_dir``; returns their paths."""
     import matplotlib.pyplot as plt
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for r in result.workloads:
-        fig = _heatmaps(plt, r)
-        written.append(out / f"heatmaps-{_slug(r.name)}.png")
+    for name, fig in demo_figures(result).items():
+        written.append(out / f"{name}.png")
         fig.savefig(written[-1], dpi=100)
         plt.close(fig)
+    return written
+
+
+def demo_figures(result: DemoResult) -> dict:
+    """file name -> figure: heatmaps of predicted time, power and energy over the clock grid
+    per workload; the fitted voltage curves (with the truth on the simulator) beside the
+    Pareto fronts."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figures = {f"heatmaps-{_slug(r.name)}": _heatmaps(plt, r) for r in result.workloads}
     fig, axes = plt.subplots(1, 3, figsize=(17, 4.6), layout="constrained")
     _voltages(axes[0], axes[1], result)
     _pareto(axes[2], result)
-    written.append(out / "voltage-and-pareto.png")
-    fig.savefig(written[-1], dpi=100)
-    plt.close(fig)
-    return written
+    figures["voltage-and-pareto"] = fig
+    return figures
 
 
 def _heatmaps(plt, r: WorkloadResult):

@@ -16,7 +16,18 @@ MAX_LEGEND = 6
 
 
 def plot_model(model: PowerModel, path: str | Path, data: PowerDataset | None = None) -> Path:
-    """Write the figure to ``path`` (the format follows its suffix) and return the path."""
+    """Write :func:`model_figure` to ``path`` (the format follows its suffix); returns the path."""
+    import matplotlib.pyplot as plt
+
+    fig = model_figure(model, data)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return Path(path)
+
+
+def model_figure(model: PowerModel, data: PowerDataset | None = None):
+    """The voltage of each domain over its clock and, given ``data``, predicted against
+    measured power: a matplotlib figure."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -28,9 +39,7 @@ def plot_model(model: PowerModel, path: str | Path, data: PowerDataset | None = 
         _voltage_panel(fig, ax, model, d)
     if data is not None:
         _measured_panel(axes[2], model, data)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return Path(path)
+    return fig
 
 
 def _voltage_panel(fig, ax, model: PowerModel, d: int) -> None:
