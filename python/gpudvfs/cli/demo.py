@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import importlib.util
-from contextlib import ExitStack
 
 import click
 import numpy as np
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..demo import plot_demo, run_demo
 from ..measure.devices import DEVICE_KINDS, make_device
 from .output import console, output_dir, print_json, table, user_errors
+from .progress import progress_bars
 
 
 @click.command()
@@ -30,17 +29,8 @@ from .output import console, output_dir, print_json, table, user_errors
 def demo(device_kind, seed, out_dir, min_seconds, slowdown, power_cap, resume, as_json) -> None:
     """Sweep the microbenchmark suites, fit both models, profile contrasting workloads at the
     default clocks and choose their frequencies (energy, EDP, ED2P, deadline, power cap)."""
-    with user_errors(), ExitStack() as stack:
+    with user_errors(), progress_bars(disable=as_json) as progress:
         device = make_device(device_kind, seed=seed)
-        bar = stack.enter_context(Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                           TimeElapsedColumn(), console=console, disable=as_json))
-        tasks = {}
-
-        def progress(stage: str, done: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = bar.add_task(stage, total=total)
-            bar.update(tasks[stage], completed=done, total=total)
-
         result = run_demo(device, workdir=out_dir, min_seconds=min_seconds, slowdown=slowdown,
                           power_cap_w=power_cap, resume=resume, progress=progress)
     plots = plot_demo(result, out_dir) if importlib.util.find_spec("matplotlib") else []

@@ -1,24 +1,36 @@
-"""A rich progress bar with ETA, fed by the `progress(done, total, label)` callbacks of
-long-running library functions."""
+"""Rich progress bars with ETA, fed by the progress callbacks of long-running library
+functions. A bar appears with the first report of its stage, so a command refused before
+any work starts prints its error alone."""
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Iterator
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from .output import console
 
+#: ``update(stage, done, total, label)``: one bar per stage.
+Update = Callable[[str, int, int, str], None]
+
 
 @contextlib.contextmanager
-def progress_bar(title: str):
-    bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                   TextColumn("{task.fields[label]}"), console=console, transient=False)
-    task = bar.add_task(title, total=None, label="")
+def progress_bars(disable: bool = False) -> Iterator[Update]:
+    bars = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                    TextColumn("{task.fields[label]}"), console=console, transient=False, disable=disable)
+    tasks: dict[str, int] = {}
 
-    def update(done: int, total: int, label: str) -> None:
-        bar.update(task, completed=done, total=total, label=label)
+    def update(stage: str, done: int, total: int, label: str = "") -> None:
+        if not tasks:
+            bars.start()
+        if stage not in tasks:
+            tasks[stage] = bars.add_task(stage, total=total, label=label)
+        bars.update(tasks[stage], completed=done, total=total, label=label)
 
-    with bar:
+    try:
         yield update
+    finally:
+        if tasks:
+            bars.stop()

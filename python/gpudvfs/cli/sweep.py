@@ -9,7 +9,7 @@ from ..measure.devices import DEVICE_KINDS, make_device
 from ..measure.sweep import grid, run_sweep, suite_workloads, to_power_dataset
 from ..measure.workload_file import read_workloads
 from .output import console, output_file, user_errors
-from .progress import progress_bar
+from .progress import progress_bars
 
 
 def _mhz_list(ctx, param, value):
@@ -51,9 +51,10 @@ def sweep(suite, workload_file, device_kind, seed, out, resume, core_mhz, mem_mh
         workloads = suite_workloads(suite) if suite else read_workloads(workload_file)
         device = make_device(device_kind, seed=seed)
         configs = grid(device, core_mhz, mem_mhz)
-        with progress_bar("sweep") as update:
-            result = run_sweep(device, workloads, out, configs=configs, resume=resume,
-                               min_seconds=min_seconds, repetitions=repetitions, progress=update)
+        with progress_bars() as update:
+            result = run_sweep(device, workloads, out, configs=configs, resume=resume, min_seconds=min_seconds,
+                               repetitions=repetitions, progress=lambda done, total, label: update(
+                                   "sweep", done, total, label))
         console.print(f"measured {result.measured} rows ({result.skipped} already in {out}); "
                       f"{result.throttled} throttled; plan and profiles in {result.record}")
         if gpmtool_out:
