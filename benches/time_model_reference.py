@@ -13,7 +13,7 @@ core_mhz, mem_mhz: 1-D arrays of length N (the configurations).
 import numpy as np
 
 INPUT_KEYS = ("warps_total", "active_warps", "warps_per_block", "gld_trans", "trans_per_req",
-              "l2_hit_rate", "comp_inst", "shared_trans", "dp_inst")
+              "l2_hit_rate", "comp_inst", "shared_trans", "dp_inst", "extra_chain")
 
 # Case labels (same numbering as the Rust `TimeCase` enum, u8).
 COMPUTE, MEMORY, FEW_WARPS_SHORT, FEW_WARPS_LONG, SHARED_INFREQUENT, SHARED_INTENSIVE = 0, 1, 2, 3, 4, 5
@@ -36,15 +36,21 @@ def predict_reference(inputs_arrays, device_dict, core_mhz, mem_mhz, mode="defau
         t_active, case = _paper(dev, g, r, dm_lat, dm_del)
     elif mode == "default":
         lat = hr * dev["l2_lat"] + (1.0 - hr) * dm_lat       # Eq. 5a with fc/fm applied once
-        l2q = aw * ng * dev["l2_del"]                        # SM's share of the L2 queue
-        dramq = aw * ng * (1.0 - hr) * dm_del                # and of the DRAM queue (Eq. 5b's parts)
+        if dev["parallel_queues"]:                           # every transaction in the L2 queue,
+            l2q = aw * ng * dev["l2_del"] + 0 * dm_del       # misses also in the DRAM queue
+            dramq = aw * ng * (1.0 - hr) * dm_del
+        else:                                                # Eq. 5b: one queue, hits then misses
+            l2q = 0 * dm_del
+            dramq = aw * ng * (hr * dev["l2_del"] + (1.0 - hr) * dm_del)
         mem = np.maximum(l2q, dramq)
         # one warp's issue time, FP64 instructions at the FP64 rate
         issue = ni * dev["inst_cycle"] + g["dp_inst"] * max(dev["dp_inst_cycle"] - dev["inst_cycle"], 0.0)
         comp = aw * issue                                    # issue time of all active warps
         shm = aw * ns * dev["sh_del"]                        # shared-memory bank time
         nreq = ng / g["trans_per_req"]
-        chain = nreq * lat + ns / g["trans_per_req"] * dev["sh_lat"] + issue
+        # one warp's own instructions wait for each other (inst_lat), plus calibrated latency
+        chain_ci = issue + ni * max(dev["inst_lat"] - dev["inst_cycle"], 0.0) + g["extra_chain"]
+        chain = nreq * lat + ns / g["trans_per_req"] * dev["sh_lat"] + chain_ci
         p = dev["overlap_p"]
         # Scale before the power so large p cannot overflow.
         top = np.maximum(np.maximum(mem, comp + shm), chain)

@@ -61,8 +61,12 @@ def test_demo_table(tmp_path):
 
 def test_select_eval_beats_the_baselines(data):
     """GTX 980, 15 applications x 36 pairs, profiled at 700/700, power model fitted on the
-    other applications: the minimum-energy policy's mean regret is 2.80%, below the highest
-    clocks (12.6%), the reference pair (24.2%) and the best single pair in hindsight (5.3%)."""
+    other applications: the minimum-energy policy's mean regret is 3.81% (in-sample: the time
+    model's settings were chosen with these kernels among others; cross-validated the same,
+    see test_cross_validation_over_both_gtx980_files), below the highest clocks (12.6%),
+    the reference pair (24.2%) and the best single pair in hindsight (5.3%). The error-aware
+    choices (worst case within each energy's error, or the pair nearest the highest clocks
+    within it) do worse here: 4.34% and 11.96%."""
     r = CliRunner().invoke(cli, ["select", "eval", str(data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv"),
                                  "--reference", "700,700", "--json"])
     assert r.exit_code == 0, r.output
@@ -71,14 +75,17 @@ def test_select_eval_beats_the_baselines(data):
     assert b["highest_clocks"]["mean"] == pytest.approx(0.126, abs=0.001)
     assert b["reference"]["mean"] == pytest.approx(0.242, abs=0.001)
     assert b["best_single_pair"]["mean"] == pytest.approx(0.053, abs=0.001)
-    assert d["regret_mean"] == pytest.approx(0.0280, abs=0.0005) and d["regret_mean"] <= 0.03
+    assert d["regret_mean"] == pytest.approx(0.0381, abs=0.0001) and d["regret_max"] == pytest.approx(0.189, abs=0.001)
     assert d["regret_mean"] < min(v["mean"] for v in b.values())
     assert d["deadline"]["mean"] < b["best_single_pair"]["mean"] and len(d["per_app"]) == 15
     # With measured time the power model alone leaves 0.44%; with measured power the time
-    # model alone leaves 4.30% (its errors and the power model's partly cancel).
+    # model alone leaves 5.19%.
     a = d["attribution"]
     assert a["measured_time"]["mean"] == pytest.approx(0.0044, abs=0.0001)
-    assert a["measured_power"]["mean"] == pytest.approx(0.0430, abs=0.0001)
+    assert a["measured_power"]["mean"] == pytest.approx(0.0519, abs=0.0001)
+    u = d["uncertainty"]
+    assert u["worst_case"]["mean"] == pytest.approx(0.0434, abs=0.0001)
+    assert u["near_ties_to_highest"]["mean"] == pytest.approx(0.1196, abs=0.0001)
 
 
 def test_demo_on_nvml_without_a_driver_says_so():
@@ -123,66 +130,30 @@ def test_select_fit_power_then_choose(data, tmp_path):
     assert r.exit_code == 2 and "select fit-power" in r.output
 
 
-def test_select_eval_regret_is_fragile_in_the_overlap_exponent(data, tmp_path):
-    """Stated, not hidden: the 2.80% rests on the soft-maximum exponent p = 6. The time
-    model's calibrated MAPE barely moves with p (2.49-2.61% here; on gtx980_time_dev.csv
-    3.15-3.19%, where p = 9 is the optimum), but the energy surfaces of several
-    applications are so flat that their choices flip: the regret is 3.05% at p = 7, 2.89%
-    at 8 and 4.57% at 9 (backpropBackward alone goes from 15.6% to 30.1%)."""
-    path = str(data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv")
-    found = {}
-    for p in (7, 8, 9):
-        dev = tmp_path / f"p{p}.json"
-        TimeDevice(**{**TimeDevice.gtx980().params(), "overlap_p": float(p)}).save(dev)
-        r = CliRunner().invoke(cli, ["select", "eval", path, "--device", str(dev), "--json"])
-        assert r.exit_code == 0, r.output
-        d = json.loads(r.output)
-        found[p] = (round(100 * d["regret_mean"], 2), round(d["time_mape"], 2))
-    assert found == {7: (3.05, 2.49), 8: (2.89, 2.53), 9: (4.57, 2.58)}
-
-
-def test_demo_figures_say_what_they_show(tmp_path):
-    """Heatmaps: memory clocks as category rows, log colour scales, what white cells mean, each
-    policy's choice marked with a legend entry; the Pareto panel marks the choices too."""
-    pytest.importorskip("matplotlib")
-    import matplotlib as mpl
-
-    from gpudvfs.demo import demo_figures
-
-    result = run_demo(SimulatedDevice(), workdir=tmp_path)
-    figures = demo_figures(result)
-    mems = sorted({float(m) for m in result.workloads[0].configs[:, 1]})
-    heat = figures["heatmaps-stream--memory-bound"]
-    assert "white: a pair the GPU does not support" in heat._suptitle.get_text()
-    panels = [ax for ax in heat.axes if ax.get_title().startswith("predicted")]
-    assert len(panels) == 3
-    for ax in panels:
-        assert [float(t.get_text()) for t in ax.get_yticklabels()] == mems  # evenly spaced rows
-        assert isinstance(ax.images[0].norm, mpl.colors.LogNorm)
-    labels = [t.get_text() for t in heat.legends[0].get_texts()]
-    assert labels == [f"{p} choice" for p in ("energy", "edp", "ed2p", "deadline", "power-cap")]
-    pareto = next(ax for ax in figures["voltage-and-pareto"].axes if ax.get_title().startswith("Pareto"))
-    legend = [t.get_text() for t in pareto.get_legend().get_texts()]
-    assert "energy choice" in legend and "default clocks" in legend
-    assert pareto.get_xlabel() == "predicted time / time at the default clocks"
-
-
-def test_voltage_figure_tells_its_series_apart(data):
-    """Four memory levels: a legend beside the axes; sixteen core levels: a colour bar."""
-    pytest.importorskip("matplotlib")
-    import warnings
-
-    import gpudvfs
-    from gpudvfs.power.plots import model_figure
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", gpudvfs.GpudvfsWarning)
-        model = gpudvfs.PowerModel().fit(gpudvfs.read_power_dataset(data / "gpupowermodel/titanx_micro.csv"))
-    fig = model_figure(model)
-    core, mem = (ax for ax in fig.axes if ax.get_title().endswith("default model"))
-    legend = core.get_legend()
-    assert [t.get_text() for t in legend.get_texts()] == [f"memory {m} MHz" for m in (810, 3300, 3505, 4005)]
-    assert legend.get_bbox_to_anchor().x0 > core.get_window_extent().x1 - 1  # off the data, to the right
-    assert mem.get_legend() is None
-    assert any(ax.get_ylabel() == "core clock (MHz)" for ax in fig.axes)  # the colour bar's
-    assert [t.get_text() for t in mem.get_xticklabels()] == ["810", "3300", "3505", "4005"]
+def test_cross_validation_over_both_gtx980_files(data):
+    """The protocol (README): 128 candidate settings (soft-max exponent 4-12, dependent
+    instruction latency on or off, L2 and DRAM queues in parallel or in series, FP64 rate
+    or not, calibration by scale or with the DRAM check), nested leave-one-kernel-out over
+    the 25 kernels of both GTX 980 files. Cross-validated calibrated MAPE 3.38% / 3.27%, the
+    model beating two-term scaling on 8 of 10 and 13 of 15 kernels; minimum-energy regret
+    3.81% (max 18.9%), moving between 3.15% and 4.38% over the exponents. Parallel queues,
+    chosen on one file last time, lose under the protocol; so does the DRAM check."""
+    r = CliRunner().invoke(cli, ["time", "cv", str(data / "nv-dvfs-benchmark/gtx980_time_dev.csv"),
+                                 str(data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv"), "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    dev, tp = (d["files"][str(data / f"nv-dvfs-benchmark/{f}")] for f in ("gtx980_time_dev.csv",
+                                                                          "gtx980_time_power_dev.csv"))
+    assert (dev["kernels"], tp["kernels"], d["candidates"]) == (10, 15, 128)
+    assert dev["cv_mape"] == pytest.approx(3.38, abs=0.01) and tp["cv_mape"] == pytest.approx(3.27, abs=0.01)
+    assert (dev["cv_beats_two_term"], tp["cv_beats_two_term"]) == (8, 13)
+    # The preset is the protocol's choice on all kernels.
+    assert d["chosen_on_all"] == "p=7, dependent latency, queues in series, FP64 rate, scale"
+    assert (TimeDevice.gtx980().overlap_p, TimeDevice.gtx980().parallel_queues) == (7.0, False)
+    for name in ("parallel queues", "DRAM check"):  # worse under the protocol: left out
+        ext = d["extensions"][name]
+        assert np.mean(list(ext["with"].values())) > np.mean(list(ext["without"].values()))
+    s = next(iter(d["selection"].values()))
+    assert s["cv_regret_mean"] == pytest.approx(0.0381, abs=0.0001) and s["cv_regret_max"] < 0.19
+    regret = [v["regret_mean"] for v in s["over_overlap_p"].values()]
+    assert min(regret) == pytest.approx(0.0315, abs=0.0001) and max(regret) == pytest.approx(0.0438, abs=0.0001)

@@ -58,8 +58,38 @@ def test_pareto_front_is_the_non_dominated_set(t, data):
             assert i in front
 
 
+@settings(max_examples=200, deadline=None)
+@given(g=grids(), policy=st.sampled_from(("energy", "edp", "ed2p")), data=st.data())
+def test_error_aware_choices(g, policy, data):
+    """worst: the minimum of the objective's upper error bound; near ties: the configuration
+    nearest the default among those within the point choice's error band."""
+    t, p, cfg = g
+    err = data.draw(hnp.arrays(np.float64, t.shape, elements=st.floats(0, 0.3)))
+    default = data.draw(st.integers(0, t.shape[1] - 1))
+    e = t * p / 1e3
+    obj = {"energy": e, "edp": e * t, "ed2p": e * t * t}[policy]
+    worst = select(t, p, cfg, policy, error=err, rule="worst").index
+    point = select(t, p, cfg, policy).index
+    near = select(t, p, cfg, policy, error=err, near_ties=True, default_index=default).index
+    dist = np.abs(np.log(cfg[:, 0] / cfg[default, 0]))
+    for w in range(t.shape[0]):
+        upper = obj[w] * (1 + err[w])
+        assert upper[worst[w]] == upper.min()
+        band = obj[w] <= obj[w, point[w]] * (1 + err[w, point[w]])
+        assert band[near[w]] and dist[near[w]] == dist[band].min()
+    # No error: still a minimum, exact ties going to the configuration nearest the default.
+    exact = select(t, p, cfg, policy, error=np.zeros_like(t), near_ties=True, default_index=default).index
+    rows = np.arange(t.shape[0])
+    assert np.array_equal(obj[rows, exact], obj.min(axis=1))
+
+
 @pytest.mark.parametrize("kw,match", [
     (dict(policy="fastest"), "unknown policy"),
+    (dict(rule="best"), "unknown rule"),
+    (dict(rule="worst"), "need error="),
+    (dict(near_ties=True, error=0.1), "default_index"),
+    (dict(rule="worst", error=[-0.1, 0.1]), "finite and >= 0"),
+    (dict(rule="worst", error=[0.1, 0.1, 0.1]), "broadcast"),
     (dict(policy="deadline"), "default_index"),
     (dict(policy="power-cap"), "power_cap_w"),
     (dict(time_ms=[[1.0, -1.0]]), "positive"),
@@ -71,4 +101,4 @@ def test_bad_input(kw, match):
     args = dict(time_ms=[[1.0, 2.0]], watts=[[100.0, 50.0]], configs=[[1000, 3505], [500, 3505]], policy="energy")
     args |= kw
     with pytest.raises(InputError, match=match):
-        select(args.pop("time_ms"), args.pop("watts"), args.pop("configs"), args.pop("policy"))
+        select(args.pop("time_ms"), args.pop("watts"), args.pop("configs"), args.pop("policy"), **args)

@@ -3,6 +3,7 @@ specification, physical properties (hypothesis), device fits, and bad input."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 
@@ -34,7 +35,8 @@ def profiles(draw):
         gld_trans=draw(st.one_of(st.just(0.0), st.floats(0.01, 500))), trans_per_req=4.0,
         l2_hit_rate=draw(st.floats(0, 1)), comp_inst=draw(st.floats(1, 5000)),
         shared_trans=draw(st.one_of(st.just(0.0), st.floats(0.01, 500))),
-        dp_inst=draw(st.one_of(st.just(0.0), st.floats(0.01, 200))))
+        dp_inst=draw(st.one_of(st.just(0.0), st.floats(0.01, 200))),
+        extra_chain=draw(st.one_of(st.just(0.0), st.floats(0.01, 1e4))))
 
 
 clocks = st.lists(st.floats(300, 1500), min_size=1, max_size=8)
@@ -113,15 +115,15 @@ def test_profile_errors():
 
 
 def test_gtx980_accuracy_from_the_reference_counters(data):
-    """All 49 pairs of each kernel predicted from its 700/700 counters: the default model
-    within 6% MAPE (4.85% absolute, 3.19% calibrated; 5.54 / 3.40% before the L2 and DRAM
-    queues overlapped), beating the time-unchanged (24.69%) and two-term scaling (8.44%)
-    baselines; the literal paper mode is far worse."""
+    """All 49 pairs of each kernel predicted from its 700/700 counters, in-sample (the
+    cross-validated figures are test_cross_validation_over_both_gtx980_files'): 6.10%
+    absolute, 3.05% calibrated, beating the time-unchanged (24.69%) and two-term scaling
+    (8.44%) baselines; the literal paper mode is far worse."""
     grid = gpudvfs.read(data / "nv-dvfs-benchmark/gtx980_time_dev.csv")
     r = evaluate(grid, TimeModel("gtx980"), (700.0, 700.0), baselines=True)
     assert r["n"] == 490 and len(r["per_kernel"]) == 10
-    assert r["mape"] <= 6.0 and r["mape"] == pytest.approx(4.85, abs=0.01)
-    assert evaluate(grid, TimeModel("gtx980"), (700.0, 700.0), calibrate=True)["mape"] == pytest.approx(3.19, abs=0.01)
+    assert r["mape"] == pytest.approx(6.10, abs=0.01)
+    assert evaluate(grid, TimeModel("gtx980"), (700.0, 700.0), calibrate=True)["mape"] == pytest.approx(3.05, abs=0.01)
     assert r["baselines"]["unchanged"]["mape"] == pytest.approx(24.69, abs=0.01)
     assert r["baselines"]["two_term"]["mape"] == pytest.approx(8.44, abs=0.01)
     assert evaluate(grid, TimeModel("gtx980", "paper"), (700.0, 700.0))["mape"] == pytest.approx(30.95, abs=0.01)
@@ -129,39 +131,39 @@ def test_gtx980_accuracy_from_the_reference_counters(data):
 
 def test_kernels_of_the_time_power_file(data):
     """The other GTX 980 file's 15 kernels (no inst_issued: inst_executed stands in; launch
-    geometry and request counts are there): calibrated MAPE 2.51% over 36 pairs, 8.88%
-    absolute. The file is no longer unseen: the FP64 rate (3.25 -> 3.16%) and the
-    block-starved floor were added after looking at its kernels (see rust/src/time/mod.rs)."""
+    geometry and request counts are there), in-sample: calibrated MAPE 3.22% over 36 pairs,
+    11.66% absolute. The file is not unseen: the FP64 rate was added after looking at its
+    kernels (see rust/src/time/mod.rs)."""
     grid = gpudvfs.read(data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv")
     r = evaluate(grid, TimeModel("gtx980"), (700.0, 700.0), calibrate=True, baselines=True)
-    assert r["mape"] == pytest.approx(2.51, abs=0.01)
-    assert evaluate(grid, TimeModel("gtx980"), (700.0, 700.0))["mape"] == pytest.approx(8.88, abs=0.01)
+    assert r["mape"] == pytest.approx(3.22, abs=0.01)
+    assert evaluate(grid, TimeModel("gtx980"), (700.0, 700.0))["mape"] == pytest.approx(11.66, abs=0.01)
     assert r["mape"] < r["baselines"]["two_term"]["mape"] < r["baselines"]["unchanged"]["mape"]
 
 
-def test_the_block_starved_kernel_of_the_time_power_file(data):
-    """gaussian's Fan2 launches 262144 blocks of 16 threads and reaches 0.61 of the
-    occupancy that block size allows; its measured time moves < 2% from 500 to 1000 MHz
-    core at 1000 MHz memory. It is the file's only block-starved kernel; the floor takes
-    its calibrated MAPE from 15.0% to 3.3% and its predicted core-clock sensitivity from
-    1.82x to 1.16x (measured 1.02x)."""
+def test_the_block_starved_floor_needs_the_theoretical_occupancy(data):
+    """gaussian's Fan2 launches 262144 blocks of 16 threads, at 0.31 achieved occupancy; its
+    measured time moves < 2% from 500 to 1000 MHz core at 1000 MHz memory, and the model
+    misses that (calibrated MAPE 15.7%, 1.84x predicted between those clocks). An nvprof
+    grid does not say whether registers or shared memory hold it back, so no kernel of the
+    file is read as block-starved (against the block-size bound the rule fired on kernels
+    held back by registers, elsewhere). Told the theoretical occupancy, as Nsight Compute
+    reports it (here 32 of 64 warps), it is; the floor then stays out because the model at
+    full slots already exceeds the reference time."""
     grid = gpudvfs.read(data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv")
     profs = profiles_from_grid(grid, (700.0, 700.0), DEV)
-    assert [p.name for p in profs if p.block_starved(DEV)] == ["gaussian/Fan2/input00"]
+    assert all(p.slot_warps is None and not p.block_starved(DEV) for p in profs)
     g = next(p for p in profs if p.name.startswith("gaussian"))
-    assert (g.warps_total, g.warps_per_block, g.slot_warps) == (262144, 1, 32)
-    assert g.active_warps / g.slot_warps == pytest.approx(0.613, abs=0.001)
     rows = grid.workload == g.name
     fc, fm, meas = grid.core_mhz[rows], grid.mem_mhz[rows], grid.time_ms[rows]
     m = TimeModel(DEV)
-    t, cases = m.predict(g, fc, fm, calibrate=True, return_cases=True)
-    assert 100 * np.mean(np.abs(t - meas) / meas) == pytest.approx(3.32, abs=0.01)
-    plain = m.predict(g, fc, fm) * m.calibration([g])[0]
-    assert 100 * np.mean(np.abs(plain - meas) / meas) == pytest.approx(14.96, abs=0.01)
+    plain = m.predict(g, fc, fm, calibrate=True)
+    assert 100 * np.mean(np.abs(plain - meas) / meas) == pytest.approx(15.71, abs=0.01)
     hi = fm == 1000
-    assert t[hi & (fc == 500)] / t[hi & (fc == 1000)] == pytest.approx(1.16, abs=0.01)
-    assert plain[hi & (fc == 500)] / plain[hi & (fc == 1000)] == pytest.approx(1.82, abs=0.01)
-    assert "block-dispatch" in set(cases) and cases[(fc == 700) & (fm == 700)][0] == "block-dispatch"
+    assert plain[hi & (fc == 500)] / plain[hi & (fc == 1000)] == pytest.approx(1.84, abs=0.01)
+    told = dataclasses.replace(g, slot_warps=32.0)
+    assert told.block_starved(DEV)
+    np.testing.assert_array_equal(m.predict(told, fc, fm, calibrate=True), plain)
 
 
 def test_launch_geometry_and_request_counts_enter_the_profile():
@@ -170,10 +172,10 @@ def test_launch_geometry_and_request_counts_enter_the_profile():
             "shared_store_transactions": 0, "inst_issued": 5000}
     p = KernelProfile.from_counters("k", base)
     assert (p.warps_total, p.warps_per_block, p.trans_per_req, p.slot_warps) == (100, 8, 4.0, None)
-    # 16-thread blocks: each still takes a whole warp slot, and at most 32 fit on an SM.
+    # 16-thread blocks: each still takes a whole warp slot. The launch alone gives no warp
+    # slots (registers and shared memory may bound them): only the theoretical occupancy does.
     p = KernelProfile.from_counters("k", base, launch=(1000, 16))
-    assert (p.warps_total, p.warps_per_block, p.slot_warps, p.gld_trans) == (1000, 1, 32, 1.0)
-    assert KernelProfile.from_counters("k", base, launch=(10, 1024)).slot_warps == 64
+    assert (p.warps_total, p.warps_per_block, p.slot_warps, p.gld_trans) == (1000, 1, None, 1.0)
     counted = {**base, "gld_transactions": 800, "gld_transactions_per_request": 8, "gst_transactions": 400,
                "gst_transactions_per_request": 4}
     assert KernelProfile.from_counters("k", counted).trans_per_req == 5.0  # 1000 L2 sectors / 200 requests
@@ -213,6 +215,43 @@ def test_block_starved_calibration(p, share, extra, fc, fm, up):
         paper.predict(starved, fc, fm) * paper.calibration([starved])[0], rel=1e-12)
 
 
+@settings(max_examples=100, deadline=None)
+@given(p=profiles(), slower=st.floats(1.0, 4.0), fc=st.floats(300, 1500), fm=st.floats(300, 1500),
+       up=st.floats(1.0, 2.0))
+def test_dram_check_calibration(p, slower, fc, fm, up):
+    """calibration="dram-check": the prediction meets the reference time at the reference and
+    never rises with a clock; a kernel whose DRAM transfers fill >= DRAM_BOUND of its time, or
+    that the model finds no faster than measured, is scaled as by "scale"."""
+    from gpudvfs.time.model import DRAM_BOUND
+
+    ref = (700.0, 700.0)
+    m, scale = TimeModel(DEV, calibration="dram-check"), TimeModel(DEV)
+    k = dataclasses.replace(p, reference_mhz=ref, reference_time_ms=m.predict(p, *ref) * slower)
+    assert m.predict(k, *ref, calibrate=True) == pytest.approx(k.reference_time_ms, rel=1e-9)
+    t = m.predict(k, fc, fm, calibrate=True)
+    assert m.predict(k, fc * up, fm, calibrate=True) <= t * (1 + 1e-9)
+    assert m.predict(k, fc, fm * up, calibrate=True) <= t * (1 + 1e-9)
+    dram = DEV.dram_busy_ms(k.warps_total * k.gld_trans * (1 - k.l2_hit_rate), ref[1])
+    if dram >= DRAM_BOUND * k.reference_time_ms or slower == 1.0:
+        assert t == pytest.approx(scale.predict(k, fc, fm, calibrate=True), rel=1e-9)
+
+
+def test_dram_check_moves_unexplained_time_to_the_core_clock():
+    """A memory-heavy kernel whose DRAM transfers fill half its measured time, which the model
+    finds 40% faster: scaled, it stays memory-bound (the core clock barely matters); with the
+    DRAM check, the missing time is chain latency and halving the core clock costs most of it."""
+    k = KernelProfile(name="k", warps_total=1e5, active_warps=60, warps_per_block=8, gld_trans=40,
+                      trans_per_req=4, l2_hit_rate=0.0, comp_inst=40, shared_trans=0)
+    ref = (700.0, 700.0)
+    dram = DEV.dram_busy_ms(k.warps_total * k.gld_trans, ref[1])
+    k = dataclasses.replace(k, reference_mhz=ref, reference_time_ms=2 * dram)
+    scale, check = TimeModel(DEV), TimeModel(DEV, calibration="dram-check")
+    assert scale.predict(k, *ref) < 0.6 * k.reference_time_ms
+    slow_scale = scale.predict(k, 350.0, 700.0, calibrate=True) / k.reference_time_ms
+    slow_check = check.predict(k, 350.0, 700.0, calibrate=True) / k.reference_time_ms
+    assert slow_scale < 1.3 and slow_check > 1.7
+
+
 def test_kernels_that_fill_their_slots_are_scaled_as_before():
     p = KernelProfile(name="k", warps_total=1e5, active_warps=60, warps_per_block=8, gld_trans=20,
                       trans_per_req=4, l2_hit_rate=0.3, comp_inst=200, shared_trans=0, slot_warps=64,
@@ -240,7 +279,7 @@ def test_cli_time_eval_and_predict(data):
                             "--baselines"])
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
-    assert d["mape"] <= 6.0 and set(d["per_kernel"]) == set(d["calibrated"]["per_kernel"])
+    assert d["mape"] < 8.0 and set(d["per_kernel"]) == set(d["calibrated"]["per_kernel"])
     assert {"unchanged", "two_term"} == set(d["baselines"])
     r = runner.invoke(cli, ["time", "predict", path, "--kernel", "backprop", "--core-mhz", "500,1000",
                             "--mem-mhz", "700", "--json"])
@@ -290,9 +329,9 @@ def test_nsight_compute_profile_carries_launch_requests_and_theoretical_occupanc
     assert (p.warps_total, p.warps_per_block, p.slot_warps) == (4096, 8, 32)
     assert p.trans_per_req == pytest.approx(4.0)  # 520k L2 sectors over 130k requests
     assert p.active_warps == pytest.approx(25.6) and not p.block_starved(DEV)
-    # Without the theoretical occupancy the block count alone allows 64 warps: starved.
+    # Without the theoretical occupancy nothing tells the slots: never read as starved.
     del ncu["sm__maximum_warps_per_active_cycle_pct"]
-    assert KernelProfile.from_counters("k", ncu, tool="ncu").block_starved(DEV)
+    assert KernelProfile.from_counters("k", ncu, tool="ncu").slot_warps is None
     with pytest.raises(InputError, match="theoretical_occupancy must be in"):
         KernelProfile.from_counters("k", {**ncu, "sm__maximum_warps_per_active_cycle_pct": 0.0}, tool="ncu")
 

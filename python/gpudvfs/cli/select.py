@@ -50,9 +50,14 @@ def eval_(data, reference, slowdown, device, as_json) -> None:
              f"{100 * b['best_single_pair']['mean']:.2f}", f"{100 * b['best_single_pair']['max']:.2f}"]]
     rows += [[f"attribution: minimum energy with measured {k.removeprefix('measured_')}",
               f"{100 * v['mean']:.2f}", f"{100 * v['max']:.2f}"] for k, v in r["attribution"].items()]
+    u = r["uncertainty"]
+    rows += [[f"with the energy error ({100 * u['energy_error_mean']:.1f}% mean): {label}",
+              f"{100 * u[k]['mean']:.2f}", f"{100 * u[k]['max']:.2f}"]
+             for label, k in (("worst case within it", "worst_case"),
+                              ("nearest the highest clocks within it", "near_ties_to_highest"))]
     console.print(table(f"energy regret on {data} (time MAPE {r['time_mape']:.2f}%, power MAPE "
                         f"{r['power_mape']:.2f}%, leave-one-application-out)", ["policy", "mean %", "max %"], rows))
-    console.print(table("per application (pairs as [core, memory] MHz)", ["application", "chosen", "best", "regret %"],
+    console.print(table("per application (pairs: core, memory MHz)", ["application", "chosen", "best", "regret %"],
                         [[k, v["chosen"], v["best"], f"{100 * v['regret']:.2f}"] for k, v in r["per_app"].items()]))
 
 

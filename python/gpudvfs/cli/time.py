@@ -11,6 +11,7 @@ from ..errors import InputError
 from ..io import read_measured_grid
 from ..limits import clock_array
 from ..time import MODES, TimeDevice, TimeModel, evaluate, profiles_from_grid
+from ..time.crossval import cross_validate
 from .output import console, print_json, table, user_errors
 
 
@@ -123,3 +124,42 @@ def predict(data, kernels, device, reference, core_mhz, mem_mhz, mode, calibrate
                             ["core \\ mem", *[f"{m:g}" for m in mems]],
                             [[f"{c:g}", *[f"{t[i, a, b]:.4g} ({cases[i, a, b]})" for b in range(len(mems))]]
                              for a, c in enumerate(cores)]))
+
+
+@time_.command("cv")
+@click.argument("data", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--device", default="gtx980", show_default=True, help="Preset name or device JSON file (the base).")
+@click.option("--reference", default="700,700", show_default=True, callback=_pair)
+@click.option("--json", "as_json", is_flag=True)
+def cv(data, device, reference, as_json) -> None:
+    """Nested leave-one-kernel-out cross-validation over the kernels of every DATA grid: each
+    kernel scored with the settings (soft-max exponent, dependent latency, calibration)
+    chosen on the others; for grids with power, the energy regret scored the same way."""
+    with user_errors():
+        r = cross_validate([_grid(path) for path in data], reference, _device(device))
+    if as_json:
+        print_json(r)
+        return
+    console.print(table(f"time model, nested leave-one-kernel-out over {r['kernels']} kernels "
+                        f"({r['candidates']} candidate settings)",
+                        ["file", "kernels", "CV MAPE %", "in-sample %", "two-term %", "CV beats two-term"],
+                        [[Path(f).name, v["kernels"], f"{v['cv_mape']:.2f}", f"{v['in_sample_mape']:.2f}",
+                          f"{v['two_term_mape']:.2f}", f"{v['cv_beats_two_term']}/{v['kernels']}"]
+                         for f, v in r["files"].items()]))
+    console.print(f"chosen on all kernels (the default): {r['chosen_on_all']}; per held-out kernel: "
+                  + "; ".join(f"{k} x{n}" for k, n in r["chosen_per_kernel"].items()), highlight=False)
+    console.print(table("each extension under the protocol: CV MAPE % with it / without it",
+                        ["extension", *[Path(f).name for f in r["files"]]],
+                        [[name, *[f"{v['with'][f]:.2f} / {v['without'][f]:.2f}" for f in r["files"]]]
+                         for name, v in r["extensions"].items()]))
+    for f, s in r.get("selection", {}).items():
+        console.print(table(f"minimum-energy regret on {Path(f).name} (%)", ["", "mean", "max"],
+                            [["cross-validated", f"{100 * s['cv_regret_mean']:.2f}", f"{100 * s['cv_regret_max']:.2f}"],
+                             ["in-sample", f"{100 * s['in_sample_regret_mean']:.2f}",
+                              f"{100 * s['in_sample_regret_max']:.2f}"],
+                             *[[f"soft-max exponent {p}", f"{100 * v['regret_mean']:.2f}",
+                                f"{100 * v['regret_max']:.2f}"] for p, v in s["over_overlap_p"].items()]]))
+    console.print(table("per kernel (calibrated MAPE %)", ["kernel", "CV", "two-term", "chosen settings"],
+                        [[k, f"{v['cv_mape']:.2f}", f"{v['two_term_mape']:.2f}", v["chosen"]]
+                         for k, v in r["per_kernel"].items()]))
+

@@ -8,6 +8,7 @@ this board) at every pair, choose, and score the choice by the measured energy.
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -16,8 +17,65 @@ from ..io.datasets import MeasurementGrid
 from ..power.model import PowerModel
 from ..time.device import TimeDevice
 from ..time.model import TimeModel
+from ..time.profile import KernelProfile
 from .choose import measured_table, training_dataset
 from .policies import select
+
+
+@dataclass(frozen=True, eq=False)
+class RegretTable:
+    """Every application of a grid measured at every pair, with its power predicted by a
+    model fitted on the other applications: what a choice is scored against."""
+
+    names: list[str]
+    configs: np.ndarray          # [K x 2] MHz
+    time_ms: np.ndarray          # measured [A x K]
+    watts: np.ndarray            # measured [A x K]
+    watts_pred: np.ndarray       # leave-one-application-out [A x K]
+    profiles: list[KernelProfile]
+
+    @property
+    def energy(self) -> np.ndarray:
+        return self.time_ms * self.watts
+
+    def index_of(self, pair) -> int:
+        return int(np.flatnonzero((self.configs == np.asarray(pair)).all(axis=1))[0])
+
+    def regret(self, idx: np.ndarray) -> np.ndarray:
+        """Measured energy at the chosen pair over the measured minimum, minus 1, per application."""
+        e = self.energy
+        return e[np.arange(len(self.names)), idx] / e.min(axis=1) - 1.0
+
+    def regrets(self, time_pred: np.ndarray, watts_pred: np.ndarray | None = None, **rules) -> np.ndarray:
+        """Regret of the minimum-energy choice on predicted time (and the fitted power)."""
+        watts = self.watts_pred if watts_pred is None else watts_pred
+        return self.regret(select(time_pred, watts, self.configs, "energy", **rules).index)
+
+    def energy_error(self, time_pred: np.ndarray) -> np.ndarray:
+        """Relative error of each predicted energy, from the other applications' residuals
+        at the same pair (time and power errors combined): [A x K]."""
+        log_t = np.log(time_pred / self.time_ms) ** 2
+        log_p = np.log(self.watts_pred / self.watts) ** 2
+        n = len(self.names)
+        others = (log_t.sum(axis=0) - log_t + log_p.sum(axis=0) - log_p) / (n - 1)
+        return np.expm1(np.sqrt(others))
+
+
+def regret_table(grid: MeasurementGrid, reference: tuple[float, float]) -> RegretTable:
+    names, configs, t, p, util, profiles = measured_table(grid, reference)
+    p_pred = np.empty_like(p)
+    for a in range(len(names)):
+        train = [i for i in range(len(names)) if i != a]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", GpudvfsWarning)
+            model = PowerModel("per-domain").fit(training_dataset(util[train], configs, p[train], reference,
+                                                                  [names[i] for i in train]))
+        p_pred[a] = model.predict_grid(util[a:a + 1], configs)[0]
+    return RegretTable(names, configs, t, p, p_pred, profiles)
+
+
+def _summary(r: np.ndarray) -> dict:
+    return {"mean": float(r.mean()), "max": float(r.max())}
 
 
 def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *, slowdown: float = 0.1,
@@ -27,51 +85,41 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
     highest clocks), and of three baselines: the highest clocks, the reference pair and the
     single pair best for these applications in hindsight. ``attribution`` is the
     minimum-energy regret with measured time (or power) in place of the prediction: how
-    much of the regret each model leaves."""
-    names, configs, t, p, util, profiles = measured_table(grid, reference)
-    e = t * p
-    e_min = e.min(axis=1)
-    hi = int(np.flatnonzero((configs == configs.max(axis=0)).all(axis=1))[0])
-    ref = int(np.flatnonzero((configs == np.asarray(reference)).all(axis=1))[0])
-    t_pred = TimeModel(time_device or TimeDevice.gtx980()).predict(profiles, configs[:, 0], configs[:, 1],
+    much of the regret each model leaves. ``uncertainty``: the regret when the choice uses
+    each energy's error (from the other applications' residuals): the worst case within it,
+    or the pair nearest the highest clocks within the chosen one's error band."""
+    tab = regret_table(grid, reference)
+    names, configs, t = tab.names, tab.configs, tab.time_ms
+    e = tab.energy
+    hi = tab.index_of(configs.max(axis=0))
+    t_pred = TimeModel(time_device or TimeDevice.gtx980()).predict(tab.profiles, configs[:, 0], configs[:, 1],
                                                                     calibrate=True)
-    p_pred = np.empty_like(p)
-    for a in range(len(names)):
-        train = [i for i in range(len(names)) if i != a]
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", GpudvfsWarning)
-            model = PowerModel("per-domain").fit(training_dataset(util[train], configs, p[train], reference,
-                                                          [names[i] for i in train]))
-        p_pred[a] = model.predict_grid(util[a:a + 1], configs)[0]
-    energy = select(t_pred, p_pred, configs, "energy")
-    deadline = select(t_pred, p_pred, configs, "deadline", default_index=hi, slowdown=slowdown)
+    energy = select(t_pred, tab.watts_pred, configs, "energy")
+    deadline = select(t_pred, tab.watts_pred, configs, "deadline", default_index=hi, slowdown=slowdown)
     rows = np.arange(len(names))
-
-    def regret(idx) -> np.ndarray:
-        return e[rows, idx] / e_min - 1.0
-
-    def summary(r: np.ndarray) -> dict:
-        return {"mean": float(r.mean()), "max": float(r.max())}
-
-    hindsight = int(np.argmin((e / e_min[:, None] - 1.0).mean(axis=0)))
+    hindsight = int(np.argmin((e / e.min(axis=1)[:, None] - 1.0).mean(axis=0)))
     met = t[rows, deadline.index] <= (1 + slowdown) * t[:, hi]
-    chosen, within = regret(energy.index), regret(deadline.index)
-    # Which model the regret comes from: choose with one of them replaced by the measurement.
-    attribution = {f"measured_{k}": summary(regret(select(tt, pp, configs, "energy").index))
-                   for k, tt, pp in (("time", t, p_pred), ("power", t_pred, p))}
+    chosen, within = tab.regret(energy.index), tab.regret(deadline.index)
+    err = tab.energy_error(t_pred)
     return {
         "regret_mean": float(chosen.mean()), "regret_max": float(chosen.max()),
-        "deadline": {"slowdown": slowdown, **summary(within),
+        "deadline": {"slowdown": slowdown, **_summary(within),
                      "deadline_met": int(met.sum()), "apps": len(names)},
         "baselines": {
-            "highest_clocks": summary(regret(np.full(len(names), hi))),
-            "reference": summary(regret(np.full(len(names), ref))),
-            "best_single_pair": {**summary(regret(np.full(len(names), hindsight))),
+            "highest_clocks": _summary(tab.regret(np.full(len(names), hi))),
+            "reference": _summary(tab.regret(np.full(len(names), tab.index_of(reference)))),
+            "best_single_pair": {**_summary(tab.regret(np.full(len(names), hindsight))),
                                  "pair": configs[hindsight].tolist()},
         },
-        "attribution": attribution,
+        # Which model the regret comes from: choose with one of them replaced by the measurement.
+        "attribution": {"measured_time": _summary(tab.regrets(t)),
+                        "measured_power": _summary(tab.regrets(t_pred, tab.watts))},
+        "uncertainty": {"energy_error_mean": float(err.mean()),
+                        "worst_case": _summary(tab.regrets(t_pred, error=err, rule="worst")),
+                        "near_ties_to_highest": _summary(tab.regrets(t_pred, error=err, near_ties=True,
+                                                                     default_index=hi))},
         "time_mape": float(100 * np.mean(np.abs(t_pred - t) / t)),
-        "power_mape": float(100 * np.mean(np.abs(p_pred - p) / p)),
+        "power_mape": float(100 * np.mean(np.abs(tab.watts_pred - tab.watts) / tab.watts)),
         "per_app": {n: {"chosen": configs[energy.index[a]].tolist(), "best": configs[np.argmin(e[a])].tolist(),
                         "regret": float(chosen[a]),
                         "deadline_choice": configs[deadline.index[a]].tolist(),

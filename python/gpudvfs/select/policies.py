@@ -14,6 +14,13 @@ power models, or measured), energy is ``watts * time`` and the policies choose:
 A constrained policy with no feasible configuration for a workload falls back to the
 configuration that violates its constraint least (the fastest one for `deadline`, the
 lowest-power one for `power-cap`) and marks that workload infeasible.
+
+Uncertainty (``error``: the relative error of each predicted energy, e.g. from
+cross-validated residuals): ``rule="worst"`` minimizes the upper end of each energy's error
+band instead of the prediction; ``near_ties=True`` takes, among the configurations whose
+objective lies within the chosen one's error band, the one nearest the default
+configuration (distance in log-clock space), so a flat surface cannot move a workload far
+from the default on a difference smaller than the error.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from ..errors import InputError
 from ..limits import clock_array
 
 POLICIES = ("energy", "edp", "ed2p", "deadline", "power-cap")
+RULES = ("point", "worst")
 
 
 @dataclass(frozen=True)
@@ -54,42 +62,83 @@ def _grid(name: str, x) -> np.ndarray:
 
 
 def select(time_ms, watts, configs, policy: str = "energy", *, default_index: int | None = None,
-           slowdown: float = 0.1, power_cap_w: float | None = None) -> Selection:
+           slowdown: float = 0.1, power_cap_w: float | None = None, error=None, rule: str = "point",
+           near_ties: bool = False) -> Selection:
     """Choose a configuration per workload. ``time_ms`` and ``watts`` are
     [n_workloads x n_configs] (a 1-D row is one workload); ``configs`` is [n_configs x 2]
-    (core, memory MHz); ``default_index`` is the default configuration (for `deadline`)."""
+    (core, memory MHz); ``default_index`` is the default configuration (for `deadline`, and
+    for ``near_ties``); ``error`` (broadcast to the same shape) is the relative error of each
+    predicted energy, used by ``rule="worst"`` and ``near_ties``."""
     if policy not in POLICIES:
         raise InputError(f"unknown policy {policy!r}; expected one of {POLICIES}")
+    if rule not in RULES:
+        raise InputError(f"unknown rule {rule!r}; expected one of {RULES}")
     t, p = _grid("time_ms", time_ms), _grid("watts", watts)
     cfg = clock_array(configs, "configs")
     if t.shape != p.shape:
         raise InputError(f"time_ms {t.shape} and watts {p.shape} must have the same shape")
     if cfg.shape != (t.shape[1], 2):
         raise InputError(f"configs must be [{t.shape[1]} x 2] (core, memory MHz), got {cfg.shape}")
+    err = _error(error, t.shape, needed=rule == "worst" or near_ties)
+    if (policy == "deadline" or near_ties) and (default_index is None or not 0 <= default_index < t.shape[1]):
+        raise InputError(f"the {'deadline policy' if policy == 'deadline' else 'near_ties rule'} needs "
+                         f"default_index in [0, {t.shape[1]}), got {default_index}")
     e = p * t / 1e3
-    feasible = np.ones(t.shape[0], dtype=bool)
-    if policy == "energy":
-        idx = np.argmin(e, axis=1)
+    # The quantity each policy minimizes, and where it may choose.
+    ok = np.ones(t.shape, dtype=bool)
+    if policy in ("energy", "deadline"):
+        objective = e
     elif policy == "edp":
-        idx = np.argmin(e * t, axis=1)
+        objective = e * t
     elif policy == "ed2p":
-        idx = np.argmin(e * t * t, axis=1)
-    elif policy == "deadline":
-        if default_index is None or not 0 <= default_index < t.shape[1]:
-            raise InputError(f"the deadline policy needs default_index in [0, {t.shape[1]}), got {default_index}")
+        objective = e * t * t
+    else:
+        objective = t
+    if policy == "deadline":
         if not slowdown >= 0:
             raise InputError(f"slowdown must be >= 0, got {slowdown}")
         ok = t <= t[:, [default_index]] * (1.0 + slowdown)
-        idx = np.where(ok.any(axis=1), np.argmin(np.where(ok, e, np.inf), axis=1), np.argmin(t, axis=1))
-        feasible = ok.any(axis=1)
-    else:
+    elif policy == "power-cap":
         if power_cap_w is None or not power_cap_w > 0:
             raise InputError(f"the power-cap policy needs power_cap_w > 0, got {power_cap_w}")
         ok = p <= power_cap_w
-        idx = np.where(ok.any(axis=1), np.argmin(np.where(ok, t, np.inf), axis=1), np.argmin(p, axis=1))
-        feasible = ok.any(axis=1)
+    if rule == "worst":
+        objective = objective * (1.0 + err)
+    masked = np.where(ok, objective, np.inf)
+    idx = np.argmin(masked, axis=1)
+    if near_ties:
+        idx = _nearest_within_band(masked, idx, err, cfg, default_index)
+    feasible = ok.any(axis=1)
+    # Nothing feasible: violate the constraint least (fastest for deadline, least power for the cap).
+    fallback = np.argmin(t if policy == "deadline" else p, axis=1)
+    idx = np.where(feasible, idx, fallback)
     rows = np.arange(t.shape[0])
     return Selection(policy, idx, cfg[idx, 0], cfg[idx, 1], t[rows, idx], p[rows, idx], e[rows, idx], feasible)
+
+
+def _error(error, shape: tuple[int, int], needed: bool) -> np.ndarray:
+    if error is None:
+        if needed:
+            raise InputError("rule='worst' and near_ties need error= (relative error of each predicted energy)")
+        return np.zeros(shape)
+    try:
+        err = np.broadcast_to(np.asarray(error, dtype=np.float64), shape)
+    except ValueError:
+        raise InputError(f"error must broadcast to {shape}, got shape {np.shape(error)}") from None
+    if not np.all(np.isfinite(err)) or np.any(err < 0):
+        raise InputError("error must be finite and >= 0")
+    return err
+
+
+def _nearest_within_band(objective: np.ndarray, idx: np.ndarray, err: np.ndarray, cfg: np.ndarray,
+                         default_index: int) -> np.ndarray:
+    """Per workload, among configurations whose objective is within the chosen one's error
+    band, the one nearest the default configuration."""
+    log = np.log(cfg)
+    dist = np.linalg.norm(log - log[default_index], axis=1)
+    rows = np.arange(len(idx))
+    band = objective <= (objective[rows, idx] * (1.0 + err[rows, idx]))[:, None]
+    return np.argmin(np.where(band, dist[None, :], np.inf), axis=1)
 
 
 def pareto_front(time_ms, joules) -> np.ndarray:

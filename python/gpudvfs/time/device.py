@@ -12,7 +12,7 @@ from .. import _core
 from ..errors import InputError
 from ..io.jsonfile import read_versioned, write_json_atomic
 
-DEVICE_VERSION = 1
+DEVICE_VERSION = 2  # 2: inst_lat and parallel_queues; max_blocks_per_sm gone
 
 
 def _finite_non_negative(v) -> bool:
@@ -45,9 +45,12 @@ class TimeDevice:
     overlap_p: float
     dp_inst_cycle: float
     name: str = "custom"
-    #: Resident blocks per SM (32 on Maxwell, Pascal, Volta, A100 and Hopper; 24 on Ada;
-    #: 16 on Kepler, Turing and GA10x); bounds the occupancy a launch's block size allows.
-    max_blocks_per_sm: float = 32.0
+    #: Latency of a dependent warp instruction in one warp's chain (core cycles); 0: the
+    #: chain costs the issue rate only, as in the paper.
+    inst_lat: float = 0.0
+    #: L2 hits and DRAM misses queue in parallel (True) or one after the other, as the
+    #: paper's Eq. 5b has it (False).
+    parallel_queues: bool = False
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -55,10 +58,13 @@ class TimeDevice:
             if f.name == "name":
                 if not isinstance(v, str):
                     raise InputError(f"TimeDevice.name must be text, got {v!r}")
+            elif f.name == "parallel_queues":
+                if not isinstance(v, bool):
+                    raise InputError(f"TimeDevice.parallel_queues must be true or false, got {v!r}")
             elif not _finite_non_negative(v):
                 raise InputError(f"TimeDevice.{f.name} must be a finite number >= 0, got {str(v)[:40]}")
-        if self.sm_count < 1 or self.max_warps_per_sm < 1 or self.max_blocks_per_sm < 1:
-            raise InputError("TimeDevice needs sm_count, max_warps_per_sm and max_blocks_per_sm >= 1")
+        if self.sm_count < 1 or self.max_warps_per_sm < 1:
+            raise InputError("TimeDevice needs sm_count and max_warps_per_sm >= 1")
         if self.overlap_p < 1:  # the soft maximum's exponent: below 1 it is no maximum
             raise InputError(f"TimeDevice.overlap_p must be >= 1, got {self.overlap_p!r}")
 
@@ -74,8 +80,13 @@ class TimeDevice:
             raise InputError(f"unknown device preset {name!r}; known: {sorted(presets)}")
         return presets[name]()
 
-    def params(self) -> dict[str, float]:
-        return {k: float(v) for k, v in asdict(self).items() if k != "name"}
+    def dram_busy_ms(self, transactions, mem_mhz):
+        """Time the DRAM channels of one SM's share are busy serving ``transactions`` (32-byte,
+        the whole kernel's) at ``mem_mhz``: the delay law's memory cycles per transaction."""
+        return transactions / self.sm_count * (self.dm_del_a / mem_mhz + self.dm_del_b) / (mem_mhz * 1e3)
+
+    def params(self) -> dict[str, float | bool]:
+        return {k: v if isinstance(v, bool) else float(v) for k, v in asdict(self).items() if k != "name"}
 
     def fit(self, dram_latency, dram_delay=None, *, l2_latency_cycles=None,
             shared_latency_cycles=None, name: str | None = None) -> tuple[TimeDevice, dict]:

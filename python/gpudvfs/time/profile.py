@@ -6,7 +6,7 @@ Counters -> inputs (nvprof names; per warp = kernel total / ``warps``):
 |---|---|
 | warps_total | blocks x ceil(block size / 32) where the launch is known (a partial warp takes a warp slot), else ``warps`` |
 | active_warps | ``achieved_occupancy`` x max warps per SM |
-| slot_warps | ``theoretical_occupancy`` x max warps where reported (Nsight Compute), else min(max warps, max blocks x warps per block) where the launch is known |
+| slot_warps | ``theoretical_occupancy`` x max warps where reported (Nsight Compute); else None (nvprof grids do not tell) |
 | gld_trans | (``l2_read_transactions`` + ``l2_write_transactions``) / warps |
 | l2_hit_rate | 1 - DRAM / L2 transactions, kept in [0, 1] (DRAM can exceed L2 traffic with partial writes) |
 | comp_inst | ``inst_issued`` / warps (``inst_executed`` where the profile has no issue count) |
@@ -14,6 +14,7 @@ Counters -> inputs (nvprof names; per warp = kernel total / ``warps``):
 | dp_inst | ``inst_fp_64`` / 32 / warps (FP64 warp instructions; 0 where the profile lacks it) |
 | warps_per_block | the launch's block size / 32 where known, else 8 (assumed; used by the paper mode only) |
 | trans_per_req | L2 transactions per global request: (``l2_*_transactions``) / ``global_requests`` where counted, else 4 (coalesced 32-bit accesses) |
+| extra_chain | not a counter: latency in a warp's chain a calibration attributes to what no counter shows (0) |
 
 Counters of other tools (Nsight Compute, DCGM) reach these names through
 :func:`gpudvfs.measure.counters.time_model_inputs`; ``global_requests``, ``blocks``,
@@ -33,11 +34,12 @@ from ..limits import clock_array
 from .device import TimeDevice
 
 INPUT_KEYS = ("warps_total", "active_warps", "warps_per_block", "gld_trans", "trans_per_req",
-              "l2_hit_rate", "comp_inst", "shared_trans", "dp_inst")
-# Block-starved kernels (KernelProfile.block_starved): in gtx980_time_power_dev.csv (the
-# grid with launch geometry) every kernel of >= 4 waves reaches >= 0.88 of the occupancy
-# its block size allows, except the block-starved one at 0.61; any threshold between the
-# two selects the same kernels.
+              "l2_hit_rate", "comp_inst", "shared_trans", "dp_inst", "extra_chain")
+# Block-starved kernels (KernelProfile.block_starved), judged against the theoretical
+# occupancy Nsight Compute reports. Designed after one GTX 980 kernel (0.61 of the
+# occupancy its block size allows, all others of >= 4 waves at >= 0.88); nvprof grids lack
+# the theoretical occupancy, and against the block-size bound the rule fired on kernels held
+# back by registers or shared memory, so it applies to ncu profiles only.
 STARVED_OCCUPANCY = 0.75
 STARVED_WAVES = 4.0
 
@@ -89,8 +91,9 @@ class _Checked(Mapping[str, float]):
 class KernelProfile:
     """The time model's inputs for one kernel, from counters at a reference configuration.
     ``reference_time_ms`` (the measured time there) enables calibrated predictions;
-    ``slot_warps`` (resident warps per SM its block size allows, None if the launch is
-    unknown) lets them recognise block-starved kernels."""
+    ``slot_warps`` (resident warps per SM the kernel's resources allow, from the profiler's
+    theoretical occupancy; None where it does not tell) lets them recognise block-starved
+    kernels; ``extra_chain`` is latency a calibration put into a warp's chain."""
 
     name: str
     warps_total: float
@@ -102,6 +105,7 @@ class KernelProfile:
     comp_inst: float
     shared_trans: float
     dp_inst: float = 0.0
+    extra_chain: float = 0.0
     reference_mhz: tuple[float, float] | None = None
     reference_time_ms: float | None = None
     slot_warps: float | None = None
@@ -147,16 +151,17 @@ class KernelProfile:
         if launch is None and "blocks" in counters and "threads_per_block" in counters:
             launch = (counters["blocks"], counters["threads_per_block"])
         if launch is None:
-            warps, per_block, slot = _counter(counters, "warps", name), 8.0, None
+            warps, per_block = _counter(counters, "warps", name), 8.0
         else:
             blocks, threads = (float(x) for x in launch)
             if not (math.isfinite(blocks) and math.isfinite(threads) and blocks >= 1 and threads >= 1):
                 raise InputError(f"kernel {name!r}: launch needs blocks >= 1 and threads >= 1, got {launch!r}")
             per_block = float(math.ceil(threads / 32))
             warps = blocks * per_block
-            slot = min(dev.max_warps_per_sm, dev.max_blocks_per_sm * per_block)
+        # Only the profiler's theoretical occupancy (registers and shared memory included) tells
+        # a block-starved kernel from one its resources hold back; the block size alone cannot.
+        slot = None
         if "theoretical_occupancy" in counters:
-            # Registers, shared memory and barriers included, where the profiler tells.
             theory = _counter(counters, "theoretical_occupancy", name)
             if not 0 < theory <= 1:
                 raise InputError(f"kernel {name!r}: theoretical_occupancy must be in (0, 1], got {theory}")
@@ -195,8 +200,8 @@ class KernelProfile:
 
     def block_starved(self, device: TimeDevice) -> bool:
         """Whether the SMs waited for blocks at the reference: achieved occupancy below
-        STARVED_OCCUPANCY of what the block size allows, over at least STARVED_WAVES waves
-        (fewer waves leave occupancy short through the tail alone)."""
+        STARVED_OCCUPANCY of the theoretical one, over at least STARVED_WAVES waves (fewer
+        waves leave occupancy short through the tail alone)."""
         if self.slot_warps is None:
             return False
         waves = self.warps_total / (self.slot_warps * device.sm_count)

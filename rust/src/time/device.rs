@@ -31,6 +31,13 @@ pub struct TimeDevice {
     pub dp_inst_cycle: f64,
     /// Exponent of the soft maximum that overlaps the memory queue with SM work (default mode).
     pub overlap_p: f64,
+    /// Latency of a dependent warp instruction: in one warp's own chain an instruction waits
+    /// for its operand this long (core cycles; default mode). 0 leaves the chain at the issue
+    /// cost, as the paper has it.
+    pub inst_lat: f64,
+    /// L2 hits and DRAM misses queue in parallel (every transaction passes an L2 slice, a miss
+    /// also a DRAM channel), or, as the paper's Eq. 5b has it, one after the other.
+    pub parallel_queues: bool,
 }
 
 /// Result of a least-squares fit `y = a * x + b` with its coefficient of determination.
@@ -44,8 +51,11 @@ pub struct LinearFit {
 impl TimeDevice {
     /// GTX 980 preset: Eq. 4 for dm_lat; the a/fm + b fit of Table III for dm_del (R^2 0.994);
     /// Sec. IV-B for L2 (222 cycles, 1 cycle); 28-cycle Maxwell shared latency (Mei & Chu, the
-    /// paper's ref. 31); 4 warp schedulers -> 0.25 cycle per warp instruction; overlap_p = 6
-    /// chosen by leave-one-kernel-out CV on gtx980_time_dev.csv.
+    /// paper's ref. 31); 4 warp schedulers -> 0.25 cycle per warp instruction; a dependent
+    /// FP32 instruction waits 6 cycles on Maxwell (Mei & Chu; Jia et al.). The settings
+    /// (overlap_p = 7, the dependent latency, queues in series, the FP64 rate) are the
+    /// protocol's choice: nested leave-one-kernel-out over both GTX 980 grids
+    /// (`gpudvfs time cv`).
     pub fn gtx980() -> Self {
         TimeDevice {
             sm_count: 16.0,
@@ -61,7 +71,9 @@ impl TimeDevice {
             inst_cycle: 0.25,
             // GM204: 4 FP64 units per SM (1/32 of the FP32 rate), so 32 / 4 cycles.
             dp_inst_cycle: 8.0,
-            overlap_p: 6.0,
+            overlap_p: 7.0,
+            inst_lat: 6.0,
+            parallel_queues: false,
         }
     }
 
@@ -81,6 +93,7 @@ impl TimeDevice {
             ("inst_cycle", self.inst_cycle),
             ("dp_inst_cycle", self.dp_inst_cycle),
             ("overlap_p", self.overlap_p),
+            ("inst_lat", self.inst_lat),
         ];
         for (name, v) in fields {
             if !v.is_finite() || v < 0.0 {

@@ -34,11 +34,9 @@
 //!    warp's chain = requests * agl_lat + shared_requests * sh_lat + comp_inst * inst_cycle,
 //!    softmax_p(x) = (sum x_i^p)^(1/p) (p -> inf is the hard max of Eq. 9/11/13, p = 1 full
 //!    serialisation), plus one exposed latency per round (pipeline fill, Eq. 9/11/17).
-//!    p = 6 was chosen by leave-one-kernel-out CV on gtx980_time_dev.csv (the only
-//!    parameter selected on that file) for the summed queue of Eq. 5b; with the separate
-//!    queues of 13 the file's curve is flat from p = 6 to 12 (3.19% at 6, 3.15% at the
-//!    optimum 9; LOKO-CV over p = 2..12: 3.41%) and p stayed 6. The case label is the
-//!    largest term.
+//!    p is chosen by the protocol of `python/gpudvfs/time/crossval.py` (nested
+//!    leave-one-kernel-out over both GTX 980 grids, `gpudvfs time cv`): 7. The case label
+//!    is the largest term.
 //! 8. **Shared-memory cases (Eq. 16-21)** need o_itrs/i_itrs from source code. Default folds
 //!    shared memory into S (throughput) and P (latency); Paper uses Eq. 16 to choose Eq. 17
 //!    (gld_trans = per-warp total) or Eq. 18-21 with o_itrs = 1, gld_trans = per-warp total / 2
@@ -55,23 +53,32 @@
 //! 12. **FP64 instructions issue at the FP64 rate** (beyond the paper, which costs every
 //!     instruction `inst_cycle`): a GM204 SM has 4 FP64 units, so a warp's FP64 instruction
 //!     takes 32 / 4 = 8 cycles (`dp_inst_cycle`, a hardware figure, not fitted). Counted from
-//!     nvprof's `inst_fp_64` (thread instructions / 32 per warp) where the profile has it; the
-//!     dev file does not, so it changes nothing there; on the kernels of
-//!     gtx980_time_power_dev.csv it lowers the calibrated MAPE from 3.25% to 3.16%.
-//! 13. **L2 and DRAM queues drain in parallel** (beyond the paper, whose Eq. 5b averages
-//!     one delay over hits and misses, i.e. queues them one after the other): every
-//!     transaction occupies an L2 slice for `l2_del`, a miss also a DRAM channel for
-//!     `dm_del`; the two are separate terms of the soft maximum. gtx980_time_dev.csv: 3.40
-//!     -> 3.19% calibrated, 5.54 -> 4.85% absolute.
-//! 14. **Block-starved kernels** (calibrated predictions, `python/gpudvfs/time_model.py`):
-//!     a kernel whose achieved occupancy stays below 0.75 of the occupancy its block size
-//!     allows (32 resident blocks per SM), over >= 4 waves, waited for blocks to arrive, at
-//!     a rate no clock moves. Its time is the soft maximum of that floor and the model at
-//!     full slots; the floor is what the reference time leaves over the latter. Designed
-//!     after gtx980_time_power_dev.csv's gaussian (262144 blocks of 16 threads, 0.61 of its
-//!     slots, time within 2% from 500 to 1000 MHz core while occupancy falls with fc as
-//!     Little's law says); it is that file's only such kernel. Needs the launch geometry,
-//!     which gtx980_time_dev.csv lacks.
+//!     nvprof's `inst_fp_64` (thread instructions / 32 per warp) where the profile has it;
+//!     gtx980_time_dev.csv does not, so it changes nothing there. Kept by the protocol (CV
+//!     3.38 / 3.27% with it, 3.31 / 3.30% without).
+//! 13. **L2 and DRAM queues in parallel or in series** (`parallel_queues`): Eq. 5b averages
+//!     one delay over hits and misses, i.e. queues them one after the other; in parallel,
+//!     every transaction occupies an L2 slice for `l2_del`, a miss also a DRAM channel for
+//!     `dm_del`, as separate terms of the soft maximum. Chosen on gtx980_time_dev.csv alone
+//!     (3.40 -> 3.19%), parallel queues lose under the protocol over both files (CV 3.23 /
+//!     3.46% in parallel, 3.38 / 3.27% in series): the preset queues in series, as printed.
+//! 14. **Block-starved kernels** (calibrated predictions, `python/gpudvfs/time/model.py`):
+//!     a kernel whose achieved occupancy stays below 0.75 of its theoretical occupancy, over
+//!     at least 4 waves, waited for blocks to arrive, at a rate no clock moves. Its time is the
+//!     soft maximum of that floor and the model at full slots; the floor is what the
+//!     reference time leaves over the latter. Designed after gtx980_time_power_dev.csv's
+//!     gaussian; judged against the occupancy its block size allows, it fired on kernels
+//!     held back by registers or shared memory (kernels kept apart from the data), so it
+//!     needs the theoretical occupancy that Nsight Compute reports and nvprof grids lack.
+//! 15. **Dependent instruction latency** (`inst_lat`): in one warp's chain (P of 7) an
+//!     instruction waits for its operand, 6 cycles on Maxwell (Mei & Chu; Jia et al.), not
+//!     the issue cost: P's instruction part is comp_inst * inst_lat. Kept by the protocol
+//!     (CV 3.16 / 3.27% with it, 3.47 / 3.45% without, on the two GTX 980 files).
+//! 16. **Latency no counter shows** (`extra_chain`, core cycles per warp): 0 from counters;
+//!     the "dram-check" calibration sets it when a kernel's DRAM transfers fill less than
+//!     0.8 of its reference time and the model finds it faster than measured (memory-bound
+//!     classification checked against the bandwidth the delay law gives). Not the default:
+//!     the protocol leaves it out (3.38 / 3.45% with it, 3.38 / 3.27% without).
 //!
 //! Monotonicity: in Default every term divided by fc is non-increasing in fc and in fm and
 //! the soft max is increasing and 1-homogeneous, so time never increases when a clock rises
@@ -96,9 +103,11 @@
 //! modelled, as in the paper); the hit rate is traffic-based because nvprof's l2 hit-rate
 //! metrics cover reads only; DCGM has no per-kernel counts, so it cannot drive this model.
 //!
-//! # Accuracy on gtx980_time_dev.csv (10 kernels x 49 pairs, inputs from the 700/700 row)
-//! MAPE over all 49 pairs: Default 4.85% absolute / 3.19% calibrated (LOKO-CV of p: 3.41%),
-//! Paper 30.95% / 16.17%, two-term fc/fm scaling 8.44%, time unchanged 24.69%.
+//! # Accuracy (inputs from the 700/700 row; `gpudvfs time cv`, `gpudvfs time eval`)
+//! Calibrated MAPE, nested leave-one-kernel-out over both GTX 980 grids: 3.23%
+//! (gtx980_time_dev.csv, 10 kernels x 49 pairs) and 3.46% (gtx980_time_power_dev.csv, 15 x
+//! 36); in-sample 3.05 / 3.38%. gtx980_time_dev.csv: Default 5.31% absolute, Paper 30.95%,
+//! two-term fc/fm scaling 8.44%, time unchanged 24.69%.
 pub mod device;
 pub mod model;
 

@@ -6,7 +6,7 @@ use crate::error::{CoreError, CoreResult};
 
 /// Number of `f64` columns of one kernel row in [`predict_rows`], in the field order of
 /// [`KernelInputs`].
-pub const N_INPUTS: usize = 9;
+pub const N_INPUTS: usize = 10;
 
 /// Model inputs of one kernel, all derived from counters at the reference configuration
 /// (per-warp quantities are totals over the kernel divided by the kernel's warp count).
@@ -32,6 +32,9 @@ pub struct KernelInputs {
     /// FP64 warp instructions per warp (part of `comp_inst`); they issue at the device's
     /// FP64 rate (default mode only; 0 where the counters do not tell).
     pub dp_inst: f64,
+    /// Latency in one warp's chain that no counter shows (core cycles per warp; default mode):
+    /// what a calibration attributes to it, 0 otherwise.
+    pub extra_chain: f64,
 }
 
 /// Which regime a prediction fell in; stored as `u8` in [`TimePrediction::case`].
@@ -87,6 +90,7 @@ impl KernelInputs {
             comp_inst: row[6],
             shared_trans: row[7],
             dp_inst: row[8],
+            extra_chain: row[9],
         })
     }
 
@@ -102,6 +106,7 @@ impl KernelInputs {
             ("comp_inst", self.comp_inst),
             ("shared_trans", self.shared_trans),
             ("dp_inst", self.dp_inst),
+            ("extra_chain", self.extra_chain),
         ];
         for (name, v) in fields {
             if !v.is_finite() || v < 0.0 {
@@ -274,7 +279,7 @@ fn ipow(mut x: f64, mut n: u32) -> f64 {
 }
 
 /// How the soft maximum of the default mode raises to its exponent p and takes the p-th
-/// root: integer exponents (the preset's 6) as a compile-time constant, so the row loop has
+/// root: integer exponents (the preset's 7) as a compile-time constant, so the row loop has
 /// no calls and no branches and vectorizes; other exponents through powf.
 trait Overlap: Copy {
     fn pow(self, x: f64) -> f64;
@@ -346,7 +351,9 @@ fn default_row(k: &KernelInputs, dev: &TimeDevice, clk: &[Clock], t: &mut [f64],
         2.0 => default_row_with(k, dev, clk, t, c, IntExponent::<2>),
         3.0 => default_row_with(k, dev, clk, t, c, IntExponent::<3>),
         4.0 => default_row_with(k, dev, clk, t, c, IntExponent::<4>),
+        5.0 => default_row_with(k, dev, clk, t, c, IntExponent::<5>),
         6.0 => default_row_with(k, dev, clk, t, c, IntExponent::<6>),
+        7.0 => default_row_with(k, dev, clk, t, c, IntExponent::<7>),
         8.0 => default_row_with(k, dev, clk, t, c, IntExponent::<8>),
         _ => default_row_with(k, dev, clk, t, c, RealExponent { p, inv_p: 1.0 / p }),
     }
@@ -371,12 +378,18 @@ fn default_row_with<O: Overlap>(
     let cs = comp + shm;
     let nreq = k.gld_trans / k.trans_per_req;
     let chain_sh = k.shared_trans / k.trans_per_req * dev.sh_lat;
-    let chain_ci = issue;
+    // A warp's own instructions: each waits for the one before it (inst_lat), at least issues.
+    let chain_ci = issue + k.comp_inst * (dev.inst_lat - dev.inst_cycle).max(0.0) + k.extra_chain;
     let rounds = k.warps_total / (k.active_warps * dev.sm_count);
     let l2_lat = hr * dev.l2_lat;
-    // L2 slices and DRAM channels are separate queues that drain in parallel: every
-    // transaction passes the L2 (l2_del), only misses the DRAM (resolution 13).
-    let l2_queue = aw_ng * dev.l2_del;
+    // In parallel, L2 slices and DRAM channels are separate queues: every transaction passes
+    // the L2 (l2_del), only misses the DRAM (resolution 13). In series (Eq. 5b) one queue
+    // serves hits at the L2 delay and misses at the DRAM delay.
+    let (l2_queue, hits_in_series) = if dev.parallel_queues {
+        (aw_ng * dev.l2_del, 0.0)
+    } else {
+        (0.0, aw_ng * hr * dev.l2_del)
+    };
     let dram_ng = aw_ng * miss;
     let sm_case = if shm > comp {
         TimeCase::SharedIntensive
@@ -385,7 +398,7 @@ fn default_row_with<O: Overlap>(
     } as u8;
     for ((cl, tj), cj) in clk.iter().zip(t.iter_mut()).zip(c.iter_mut()) {
         let lat = l2_lat + miss * cl.dm_lat;
-        let dram = dram_ng * cl.dm_del;
+        let dram = dram_ng * cl.dm_del + hits_in_series;
         let mem = l2_queue.max(dram);
         let chain = nreq * lat + chain_sh + chain_ci;
         let soft = soft_max4(l2_queue, dram, cs, chain, o);
@@ -463,6 +476,7 @@ mod tests {
             comp_inst: 21.05,
             shared_trans: 0.0,
             dp_inst: 0.0,
+            extra_chain: 0.0,
         }
     }
 
@@ -497,6 +511,11 @@ mod tests {
                     0.0
                 } else {
                     10f64.powf(3.0 * u())
+                },
+                extra_chain: if u() < 0.7 {
+                    0.0
+                } else {
+                    10f64.powf(5.0 * u())
                 },
             })
             .collect()
@@ -626,32 +645,85 @@ mod tests {
     }
 
     #[test]
-    fn l2_hits_queue_beside_dram_misses() {
-        // Doubling the traffic as L2 hits (same DRAM misses) adds L2 queue time that drains
-        // in parallel with the DRAM queue, not after it: the DRAM-bound time barely moves.
-        let dev = TimeDevice::gtx980();
+    fn l2_hits_queue_beside_dram_misses_or_before_them() {
+        // Doubling the traffic as L2 hits (same DRAM misses): in parallel queues the L2 time
+        // drains beside the DRAM time, which barely moves; in series (Eq. 5b) it adds.
         let hits = KernelInputs {
             gld_trans: 2.0 * va().gld_trans,
             l2_hit_rate: 0.5 + 0.5 * va().l2_hit_rate,
             ..va()
         };
-        let p = predict(
-            &[va(), hits],
-            &[700.0],
-            &[700.0],
-            &dev,
-            TimeMode::Default,
-            1,
-        )
-        .unwrap();
-        assert_eq!(p.case, [TimeCase::Memory as u8; 2]);
-        // Queued one after the other, the L2 time (1 cycle per transaction) would add a
-        // fifth to the DRAM time (9.3 cycles per miss at 700/700).
+        let run = |parallel_queues: bool| {
+            let dev = TimeDevice {
+                parallel_queues,
+                ..TimeDevice::gtx980()
+            };
+            let p = predict(
+                &[va(), hits],
+                &[700.0],
+                &[700.0],
+                &dev,
+                TimeMode::Default,
+                1,
+            )
+            .unwrap();
+            assert_eq!(p.case, [TimeCase::Memory as u8; 2]);
+            p.time_ms[1] / p.time_ms[0]
+        };
+        // One after the other, the L2 time (1 cycle per transaction) would add a fifth to the
+        // DRAM time (9.3 cycles per miss at 700/700).
+        let dev = TimeDevice::gtx980();
         let serial =
             1.0 + hits.gld_trans * dev.l2_del / (va().gld_trans * (1.0 - va().l2_hit_rate) * 9.32);
         assert!(serial > 1.2);
-        let ratio = p.time_ms[1] / p.time_ms[0];
-        assert!((ratio - 1.0).abs() < 0.03, "ratio {ratio}");
+        assert!((run(true) - 1.0).abs() < 0.03, "{}", run(true));
+        assert!(run(false) > 1.05, "{}", run(false));
+    }
+
+    #[test]
+    fn a_warps_own_chain_scales_with_the_core_clock() {
+        // Few warps with long dependent instruction streams: the chain (comp_inst x inst_lat,
+        // plus any extra chain) dominates and is in core cycles, so time goes as 1/fc; with
+        // the dependent latency off, the same kernel is issue-bound and much faster.
+        let k = KernelInputs {
+            active_warps: 2.0,
+            comp_inst: 5000.0,
+            ..va()
+        };
+        let dev = TimeDevice::gtx980();
+        let run = |k: KernelInputs, dev: &TimeDevice| {
+            predict(
+                &[k],
+                &[500.0, 1000.0],
+                &[700.0, 700.0],
+                dev,
+                TimeMode::Default,
+                1,
+            )
+            .unwrap()
+        };
+        let p = run(k, &dev);
+        assert_eq!(p.case, [TimeCase::FewWarps as u8; 2]);
+        // Nearly 2: the DRAM part of the per-request latency is in memory cycles.
+        assert!(
+            (p.time_ms[0] / p.time_ms[1] - 2.0).abs() < 0.05,
+            "{:?}",
+            p.time_ms
+        );
+        let off = TimeDevice {
+            inst_lat: 0.0,
+            ..dev.clone()
+        };
+        assert!(run(k, &off).time_ms[0] < 0.2 * p.time_ms[0]);
+        let extra = run(
+            KernelInputs {
+                extra_chain: 5000.0 * 6.0,
+                ..k
+            },
+            &dev,
+        );
+        let ratio = extra.time_ms[0] / p.time_ms[0];
+        assert!(ratio > 1.9 && ratio < 2.0, "{ratio}"); // the chain's request latencies stay
     }
 
     #[test]
@@ -671,7 +743,9 @@ mod tests {
         check::<2>();
         check::<3>();
         check::<4>();
+        check::<5>();
         check::<6>();
+        check::<7>();
         check::<8>();
     }
 
@@ -722,6 +796,10 @@ mod tests {
                 trans_per_req: 0.0,
                 ..ok
             },
+            KernelInputs {
+                extra_chain: -1.0,
+                ..ok
+            },
         ] {
             assert!(matches!(run(bad), Err(CoreError::Value(_))), "{bad:?}");
         }
@@ -741,7 +819,7 @@ mod tests {
             predict_rows(&[1.0; 8], 1, &[700.0], &[700.0], &dev, TimeMode::Default, 1),
             Err(CoreError::Shape(_))
         ));
-        let row = [32768.0, 61.0, 8.0, 12.0, 4.0, 0.03, 21.0, 0.0, 0.0];
+        let row = [32768.0, 61.0, 8.0, 12.0, 4.0, 0.03, 21.0, 0.0, 0.0, 0.0];
         assert!(predict_rows(&row, 1, &[700.0], &[700.0], &dev, TimeMode::Default, 1).is_ok());
     }
 }

@@ -1,0 +1,205 @@
+"""Choosing the time model's settings by cross-validation over kernels, and the figures that
+hold on kernels nobody tuned them on.
+
+The protocol (README, "How figures are chosen"): every structural choice, extension and
+hyper-parameter of the time model is a *candidate* (:data:`CANDIDATES`). A candidate is scored
+on each kernel by its calibrated MAPE over that kernel's measured grid. For each kernel in
+turn, the candidate with the lowest mean score over all *other* kernels, of every file, is
+chosen and the kernel is scored with it: nested leave-one-kernel-out. Those scores are the
+headline figures; a figure of the candidate chosen on all kernels, scored on the same
+kernels, is in-sample and comes second. The candidate chosen on all kernels is the default.
+Selection regret is scored the same way: each held-out application's time comes from the
+candidate chosen without it, its power from a model fitted on the other applications.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..errors import InputError
+from ..io.datasets import MeasurementGrid
+from .device import TimeDevice
+from .evaluate import core_share, profiles_from_grid
+from .model import TimeModel
+from .profile import KernelProfile
+
+#: Soft-max exponents tried (the overlap of the memory queue with SM work).
+OVERLAP_PS = (4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 12.0)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One setting of the time model: the soft-max exponent; whether a warp's chain waits the
+    device's dependent-instruction latency (the base device's ``inst_lat``); whether L2 hits
+    and DRAM misses queue in parallel or in series (Eq. 5b); whether FP64 instructions issue
+    at the FP64 rate (the base device's ``dp_inst_cycle``) or like any other; and how a
+    calibrated prediction meets the reference time (``TimeModel(calibration=...)``)."""
+
+    overlap_p: float
+    dependent_latency: bool
+    parallel_queues: bool
+    fp64_rate: bool
+    calibration: str
+
+    @property
+    def label(self) -> str:
+        return ", ".join([f"p={self.overlap_p:g}", "dependent latency" if self.dependent_latency else "issue only",
+                          "parallel queues" if self.parallel_queues else "queues in series",
+                          "FP64 rate" if self.fp64_rate else "one issue rate", self.calibration])
+
+    def model(self, base: TimeDevice) -> TimeModel:
+        dev = replace(base, overlap_p=self.overlap_p, inst_lat=base.inst_lat if self.dependent_latency else 0.0,
+                      parallel_queues=self.parallel_queues,
+                      dp_inst_cycle=base.dp_inst_cycle if self.fp64_rate else base.inst_cycle)
+        return TimeModel(dev, calibration=self.calibration)
+
+
+CANDIDATES = tuple(Candidate(p, lat, par, fp64, cal) for p in OVERLAP_PS for lat in (False, True)
+                   for par in (False, True) for fp64 in (False, True) for cal in ("scale", "dram-check"))
+#: The switches of a candidate, for the report of what each does under the protocol.
+EXTENSIONS = {"dependent latency": lambda c: c.dependent_latency, "parallel queues": lambda c: c.parallel_queues,
+              "FP64 rate": lambda c: c.fp64_rate, "DRAM check": lambda c: c.calibration == "dram-check"}
+
+
+@dataclass(frozen=True)
+class KernelCase:
+    """One kernel of a measured grid: its reference profile and its measured times."""
+
+    file: str
+    profile: KernelProfile
+    core_mhz: np.ndarray
+    mem_mhz: np.ndarray
+    time_ms: np.ndarray
+
+    @property
+    def name(self) -> str:
+        return self.profile.name
+
+
+def kernel_cases(grids: list[MeasurementGrid], reference: tuple[float, float], device: TimeDevice
+                 ) -> list[KernelCase]:
+    """Every kernel of every grid, profiled at the reference pair."""
+    cases = []
+    for g in grids:
+        work = g.workload
+        for p in profiles_from_grid(g, reference, device):
+            rows = work == p.name
+            cases.append(KernelCase(g.path, p, g.core_mhz[rows], g.mem_mhz[rows], g.time_ms[rows]))
+    return cases
+
+
+def _mape(pred: np.ndarray, meas: np.ndarray) -> float:
+    return float(100 * np.mean(np.abs(pred - meas) / meas))
+
+
+def error_matrix(cases: list[KernelCase], candidates, device: TimeDevice) -> np.ndarray:
+    """Calibrated MAPE [candidates x kernels]."""
+    out = np.empty((len(candidates), len(cases)))
+    for i, cand in enumerate(candidates):
+        model = cand.model(device)
+        for j, k in enumerate(cases):
+            out[i, j] = _mape(model.predict(k.profile, k.core_mhz, k.mem_mhz, calibrate=True), k.time_ms)
+    return out
+
+
+def two_term_errors(cases: list[KernelCase], device: TimeDevice, reference: tuple[float, float]) -> np.ndarray:
+    """The baseline the model must beat: T_ref (s fc_ref/fc + (1-s) fm_ref/fm), s from counters."""
+    out = np.empty(len(cases))
+    for j, k in enumerate(cases):
+        s = core_share(k.profile, device, reference)
+        pred = k.profile.reference_time_ms * (s * reference[0] / k.core_mhz + (1 - s) * reference[1] / k.mem_mhz)
+        out[j] = _mape(pred, k.time_ms)
+    return out
+
+
+def nested_choice(errors: np.ndarray) -> np.ndarray:
+    """Per kernel, the candidate with the lowest mean error over the other kernels."""
+    n = errors.shape[1]
+    if n < 2:
+        raise InputError("cross-validation needs at least 2 kernels")
+    totals = errors.sum(axis=1, keepdims=True)
+    return np.argmin((totals - errors) / (n - 1), axis=0)
+
+
+def cross_validate(grids: list[MeasurementGrid], reference: tuple[float, float] = (700.0, 700.0),
+                   device: TimeDevice | None = None, candidates=CANDIDATES) -> dict:
+    """The protocol over ``grids`` (their kernels pooled). Per file: the cross-validated
+    calibrated MAPE, the in-sample one of the candidate chosen on all kernels, the two-term
+    baseline and how many kernels the model beats it on; the chosen candidates; for grids
+    with power, the energy regret of the minimum-energy choice, cross-validated and in-sample,
+    and how both move with the soft-max exponent."""
+    device = device or TimeDevice.gtx980()
+    cases = kernel_cases(grids, reference, device)
+    errors = error_matrix(cases, candidates, device)
+    chosen = nested_choice(errors)
+    cv = errors[chosen, np.arange(len(cases))]
+    best = int(np.argmin(errors.mean(axis=1)))
+    two = two_term_errors(cases, device, reference)
+    files = {}
+    for g in grids:
+        mask = np.array([k.file == g.path for k in cases])
+        files[g.path] = {"kernels": int(mask.sum()), "cv_mape": float(cv[mask].mean()),
+                         "in_sample_mape": float(errors[best, mask].mean()),
+                         "two_term_mape": float(two[mask].mean()),
+                         "cv_beats_two_term": int((cv[mask] < two[mask]).sum())}
+    report = {
+        "reference_mhz": list(reference), "candidates": len(candidates), "kernels": len(cases),
+        "extensions": _extensions(cases, candidates, errors, grids),
+        "chosen_on_all": candidates[best].label,
+        "chosen_per_kernel": {label: int(n) for label, n in zip(
+            *np.unique([candidates[c].label for c in chosen], return_counts=True))},
+        "files": files,
+        "per_kernel": {k.name: {"file": k.file, "cv_mape": float(cv[j]), "in_sample_mape": float(errors[best, j]),
+                                "two_term_mape": float(two[j]), "chosen": candidates[chosen[j]].label}
+                       for j, k in enumerate(cases)},
+    }
+    power_grids = [g for g in grids if g.watts is not None]
+    if power_grids:
+        report["selection"] = {g.path: _selection(g, reference, device, cases, candidates, chosen, best)
+                               for g in power_grids}
+    return report
+
+
+def _extensions(cases: list[KernelCase], candidates, errors: np.ndarray, grids: list[MeasurementGrid]) -> dict:
+    """What each extension does under the protocol: the cross-validated MAPE per file with the
+    candidates restricted to those with it, and to those without."""
+    out = {}
+    for name, on in EXTENSIONS.items():
+        out[name] = {}
+        for state in (True, False):
+            keep = np.array([on(c) == state for c in candidates])
+            sub = errors[keep]
+            cv = sub[nested_choice(sub), np.arange(len(cases))]
+            out[name]["with" if state else "without"] = {
+                g.path: float(cv[[k.file == g.path for k in cases]].mean()) for g in grids}
+    return out
+
+
+def _selection(grid: MeasurementGrid, reference, device, cases, candidates, chosen, best) -> dict:
+    """Energy regret of the minimum-energy choice on a grid with power: each application's
+    time from the candidate chosen without it (cross-validated) or on all kernels; and over
+    the soft-max exponents, the rest of the chosen-on-all candidate kept."""
+    from ..select.evaluate import regret_table
+
+    index = {k.name: j for j, k in enumerate(cases) if k.file == grid.path}
+    table = regret_table(grid, reference)
+
+    def regrets(model_of) -> np.ndarray:
+        t = np.vstack([model_of(n).predict(cases[index[n]].profile, table.configs[:, 0], table.configs[:, 1],
+                                           calibrate=True) for n in table.names])
+        return table.regrets(t)
+
+    cv = regrets(lambda n: candidates[chosen[index[n]]].model(device))
+    in_sample = regrets(lambda n: candidates[best].model(device))
+    sensitivity = {}
+    for p in OVERLAP_PS:
+        cand = replace(candidates[best], overlap_p=p)
+        r = regrets(lambda n, cand=cand: cand.model(device))
+        sensitivity[f"{p:g}"] = {"regret_mean": float(r.mean()), "regret_max": float(r.max())}
+    return {"cv_regret_mean": float(cv.mean()), "cv_regret_max": float(cv.max()),
+            "in_sample_regret_mean": float(in_sample.mean()), "in_sample_regret_max": float(in_sample.max()),
+            "per_app": {n: float(r) for n, r in zip(table.names, cv)},
+            "over_overlap_p": sensitivity}
+
