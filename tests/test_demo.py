@@ -153,6 +153,9 @@ def test_cross_validation_over_both_gtx980_files(data):
     for name in ("parallel queues", "DRAM check"):  # worse under the protocol: left out
         ext = d["extensions"][name]
         assert np.mean(list(ext["with"].values())) > np.mean(list(ext["without"].values()))
+    for per_file in d["learned_correction"].values():  # so is the learned correction
+        assert per_file[str(data / "nv-dvfs-benchmark/gtx980_time_dev.csv")] > 4.5
+        assert per_file[str(data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv")] > 3.7
     s = next(iter(d["selection"].values()))
     assert s["cv_regret_mean"] == pytest.approx(0.0381, abs=0.0001) and s["cv_regret_max"] < 0.19
     regret = [v["regret_mean"] for v in s["over_overlap_p"].values()]

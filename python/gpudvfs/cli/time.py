@@ -152,6 +152,9 @@ def cv(data, device, reference, as_json) -> None:
                         ["extension", *[Path(f).name for f in r["files"]]],
                         [[name, *[f"{v['with'][f]:.2f} / {v['without'][f]:.2f}" for f in r["files"]]]
                          for name, v in r["extensions"].items()]))
+    console.print(table("learned correction (ridge fit of the other kernels' log residuals): CV MAPE %",
+                        ["ridge", *[Path(f).name for f in r["files"]]],
+                        [[lam, *[f"{v[f]:.2f}" for f in r["files"]]] for lam, v in r["learned_correction"].items()]))
     for f, s in r.get("selection", {}).items():
         console.print(table(f"minimum-energy regret on {Path(f).name} (%)", ["", "mean", "max"],
                             [["cross-validated", f"{100 * s['cv_regret_mean']:.2f}", f"{100 * s['cv_regret_max']:.2f}"],

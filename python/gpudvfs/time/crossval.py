@@ -27,6 +27,8 @@ from .profile import KernelProfile
 
 #: Soft-max exponents tried (the overlap of the memory queue with SM work).
 OVERLAP_PS = (4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 12.0)
+#: Ridge strengths of the learned correction tried (on standardized features).
+CORRECTION_RIDGES = (0.1, 1.0, 10.0)
 
 
 @dataclass(frozen=True)
@@ -147,6 +149,7 @@ def cross_validate(grids: list[MeasurementGrid], reference: tuple[float, float] 
     report = {
         "reference_mhz": list(reference), "candidates": len(candidates), "kernels": len(cases),
         "extensions": _extensions(cases, candidates, errors, grids),
+        "learned_correction": _learned_correction(cases, candidates, chosen, device, reference, grids),
         "chosen_on_all": candidates[best].label,
         "chosen_per_kernel": {label: int(n) for label, n in zip(
             *np.unique([candidates[c].label for c in chosen], return_counts=True))},
@@ -174,6 +177,51 @@ def _extensions(cases: list[KernelCase], candidates, errors: np.ndarray, grids: 
             cv = sub[nested_choice(sub), np.arange(len(cases))]
             out[name]["with" if state else "without"] = {
                 g.path: float(cv[[k.file == g.path for k in cases]].mean()) for g in grids}
+    return out
+
+
+def _kernel_features(k: KernelCase, device: TimeDevice, reference: tuple[float, float]) -> np.ndarray:
+    """Counter ratios a correction may lean on: the core share of the two-term split, the
+    DRAM transfers' share of the reference time, the occupancy and the L2 hit rate."""
+    p = k.profile
+    dram = device.dram_busy_ms(p.warps_total * p.gld_trans * (1 - p.l2_hit_rate), reference[1])
+    return np.array([core_share(p, device, reference), dram / p.reference_time_ms,
+                     p.active_warps / device.max_warps_per_sm, p.l2_hit_rate])
+
+
+def _learned_correction(cases: list[KernelCase], candidates, chosen: np.ndarray, device: TimeDevice,
+                        reference: tuple[float, float], grids: list[MeasurementGrid]) -> dict:
+    """A hybrid of the model and the data: each prediction times exp(phi(f) . B x), where x
+    are a kernel's standardized counter ratios (and 1), phi(f) the log clock ratios to the
+    reference, and B a ridge fit of the other kernels' log residuals. Scored like the rest:
+    for each kernel, B fitted without it on the candidate chosen without it. Returns the
+    cross-validated MAPE per file for each ridge strength."""
+    feats = np.array([_kernel_features(k, device, reference) for k in cases])
+    preds, designs = {}, {}
+    out = {}
+    for lam in CORRECTION_RIDGES:
+        cv = np.empty(len(cases))
+        for h in range(len(cases)):
+            model = candidates[chosen[h]].model(device)
+            train = [j for j in range(len(cases)) if j != h]
+            mu, sd = feats[train].mean(axis=0), feats[train].std(axis=0) + 1e-12
+            x = np.column_stack([np.ones(len(cases)), (feats - mu) / sd])
+            rows, targets = [], []
+            for j in range(len(cases)):
+                key = (chosen[h], j)
+                if key not in preds:
+                    k = cases[j]
+                    preds[key] = model.predict(k.profile, k.core_mhz, k.mem_mhz, calibrate=True)
+                    designs[j] = np.column_stack([np.log(cases[j].core_mhz / reference[0]),
+                                                  np.log(cases[j].mem_mhz / reference[1])])
+                if j != h:
+                    rows.append(np.einsum("ni,j->nij", designs[j], x[j]).reshape(len(designs[j]), -1))
+                    targets.append(np.log(cases[j].time_ms / preds[key]))
+            a, b = np.vstack(rows), np.concatenate(targets)
+            coef = np.linalg.solve(a.T @ a + lam * np.eye(a.shape[1]), a.T @ b)
+            corr = np.einsum("ni,j->nij", designs[h], x[h]).reshape(len(designs[h]), -1) @ coef
+            cv[h] = _mape(preds[(chosen[h], h)] * np.exp(corr), cases[h].time_ms)
+        out[f"{lam:g}"] = {g.path: float(cv[[k.file == g.path for k in cases]].mean()) for g in grids}
     return out
 
 
