@@ -256,6 +256,7 @@ COMMANDS: dict[str, tuple[list[str], list[str]]] = {
     "time eval": (["time", "eval", "FILE"], [f"full:{GTX980_TIME}", f"full:{GTX980_TIME_POWER}"]),
     "time eval device": (["time", "eval", "{gtx980_time_dev.csv}", "--device", "FILE.json"], ["device.json"]),
     "time predict": (["time", "predict", "FILE", "--json"], [f"full:{GTX980_TIME}"]),
+    "time cv": (["time", "cv", "FILE", "--json"], [f"full:{GTX980_TIME}"]),
     "select eval": (["select", "eval", "FILE", "--json"], [f"full:{GTX980_TIME_POWER}"]),
     "select fit-power": (["select", "fit-power", "FILE", "-o", "{tmp}/m.json"], [f"full:{GTX980_TIME_POWER}"]),
     "select choose": (["select", "choose", "{gtx980_time_power_dev.csv}", "--power-model", "FILE"],
