@@ -48,6 +48,12 @@ def core_share(profile: KernelProfile, device: TimeDevice, reference: tuple[floa
     return 1.0 if total == 0 else core / total
 
 
+def two_term(profile: KernelProfile, device: TimeDevice, reference: tuple[float, float], core_mhz, mem_mhz):
+    """The baseline the model must beat: T_ref (s fc_ref/fc + (1-s) fm_ref/fm), s from counters."""
+    s = core_share(profile, device, reference)
+    return profile.reference_time_ms * (s * reference[0] / core_mhz + (1 - s) * reference[1] / mem_mhz)
+
+
 def _mape(pred, meas, mask=None) -> float:
     e = np.abs(pred - meas) / meas
     return float(100.0 * (e if mask is None else e[mask]).mean())
@@ -68,8 +74,7 @@ def evaluate(grid: MeasurementGrid, model: TimeModel, reference: tuple[float, fl
         preds["model"][rows] = model.predict(p, fc, fm, calibrate=calibrate)
         if baselines:
             preds["unchanged"][rows] = p.reference_time_ms
-            s = core_share(p, model.device, reference)
-            preds["two_term"][rows] = p.reference_time_ms * (s * reference[0] / fc + (1 - s) * reference[1] / fm)
+            preds["two_term"][rows] = two_term(p, model.device, reference, fc, fm)
     meas = grid.time_ms
     ge500 = (grid.core_mhz >= 500) & (grid.mem_mhz >= 500)
 
