@@ -276,3 +276,20 @@ def test_time_suite_sweep_fits_the_device():
                    ("dm_del_a", 0.1), ("dm_del_b", 0.1)):
         assert getattr(fitted, k) == pytest.approx(getattr(true, k), rel=tol), k
     assert report["dm_lat"]["r2"] > 0.999
+
+
+@pytest.mark.parametrize("field,value", [
+    ("plan", {"workloads": None}), ("plan", {"workloads": [1]}), ("profiles", {"a": {"u": "x"}}),
+    ("reference_mhz", [975]), ("plan", {"configs": [[1, "2"]]}),
+])
+def test_resume_refuses_a_record_of_the_wrong_shape(tmp_path, field, value):
+    out = tmp_path / "p.csv"
+    run_sweep(SimulatedDevice(), WORKLOADS[:1], out, configs=[(975.0, 3505.0)])
+    record = tmp_path / "p.csv.sweep.json"
+    doc = json.loads(record.read_text())
+    doc[field] = {**doc[field], **value} if isinstance(value, dict) and field == "plan" else value
+    record.write_text(json.dumps(doc))
+    before = out.read_bytes()
+    with pytest.raises(gpudvfs.InputError, match="not a sweep record gpudvfs can use"):
+        run_sweep(SimulatedDevice(), WORKLOADS[:1], out, configs=[(975.0, 3505.0)], resume=True)
+    assert out.read_bytes() == before

@@ -129,9 +129,23 @@ def load_record(out: str | Path) -> dict:
     """The sweep record of OUT (plan, reference clocks, profiles)."""
     path = record_path(out)
     doc = read_versioned(path, "sweep", RECORD_VERSION)
-    if not isinstance(doc.get("plan"), dict) or not isinstance(doc.get("profiles"), dict):
-        raise InputError(f"{path}: a sweep record needs a 'plan' and 'profiles' object")
+    plan, profiles, ref = doc.get("plan"), doc.get("profiles"), doc.get("reference_mhz")
+    shapes = isinstance(plan, dict) and isinstance(profiles, dict) and _numbers(ref, 2) and all(
+        isinstance(v, dict) and all(_numbers([x], 1) for x in v.values()) for v in profiles.values())
+    if shapes:
+        workloads, configs = plan.get("workloads"), plan.get("configs")
+        shapes = (isinstance(workloads, list) and all(isinstance(w, dict) and isinstance(w.get("name"), str)
+                                                       for w in workloads)
+                  and isinstance(configs, list) and all(_numbers(c, 2) for c in configs))
+    if not shapes:
+        raise InputError(f"{path}: not a sweep record gpudvfs can use (it needs a plan with workloads and clock "
+                         "pairs, the reference clocks and profiles of numbers): damaged?")
     return doc
+
+
+def _numbers(values, n: int) -> bool:
+    return (isinstance(values, list) and len(values) == n
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values))
 
 
 def _save_record(out: Path, plan: dict, device: Device, profiles: dict[str, dict[str, float]]) -> None:
