@@ -537,16 +537,16 @@ def _narrow(strings: np.ndarray) -> np.ndarray:
 
 
 def _floats(texts: Sequence[str]) -> np.ndarray:
-    """float() of each text, NaN where it is not a number."""
+    """The number of each stripped text, as :meth:`Source.number` reads it; NaN where it is not one."""
     try:
-        return np.array(texts, dtype=np.float64)  # numpy calls float() on each str
-    except ValueError:
+        return np.array(texts, dtype=np.float64)
+    except ValueError:  # numpy strips ASCII white space only (a unit separator is white space to str)
         return np.array([_float_or_nan(t) for t in texts], dtype=np.float64)
 
 
 def _float_or_nan(text: str) -> float:
     try:
-        return float(text)
+        return float(text.strip())
     except ValueError:
         return math.nan
 

@@ -70,8 +70,8 @@ class TimeModel:
     def predict(self, profiles: KernelProfile | Sequence[KernelProfile], core_mhz, mem_mhz, *,
                 calibrate: bool = False, return_cases: bool = False):
         """Time [n_profiles, *clocks] in ms (a single profile drops the first axis; scalars
-        give a float). ``calibrate`` scales each kernel so the model matches its measured
-        reference time (block-starved kernels: see the module notes); ``return_cases`` also
+        give a float). ``calibrate`` makes each kernel meet its measured reference time (as
+        ``calibration`` says; block-starved kernels: see the module notes); ``return_cases`` also
         returns the regime label of each prediction."""
         single = isinstance(profiles, KernelProfile)
         profs = [profiles] if single else list(profiles)
@@ -102,9 +102,9 @@ class TimeModel:
 
     def _dispatch_floor(self, p: KernelProfile, core: np.ndarray, mem: np.ndarray, t: np.ndarray,
                         case: np.ndarray) -> None:
-        """Overwrite a block-starved kernel's calibrated times with soft-max(floor, model at
-        the occupancy its block size allows); the floor is what the reference time leaves
-        over that model. Nothing changes if the model alone already exceeds the reference."""
+        """Overwrite a block-starved kernel's calibrated times with soft-max(floor, model at its
+        theoretical occupancy); the floor is what the reference time leaves over that model.
+        Nothing changes if the model alone already exceeds the reference."""
         full = replace(p, active_warps=p.slot_warps)
         t_full, case_full = self._raw(np.array([full.inputs()], dtype=np.float64), core, mem)
         q = self.device.overlap_p
