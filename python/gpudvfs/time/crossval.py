@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import InputError
 from ..io.datasets import MeasurementGrid
 from .device import TimeDevice
-from .evaluate import core_share, profiles_from_grid, two_term
+from .evaluate import core_share, mape, profiles_from_grid, two_term
 from .model import TimeModel
 from .profile import KernelProfile
 
@@ -92,8 +92,9 @@ def kernel_cases(grids: list[MeasurementGrid], reference: tuple[float, float], d
     return cases
 
 
-def _mape(pred: np.ndarray, meas: np.ndarray) -> float:
-    return float(100 * np.mean(np.abs(pred - meas) / meas))
+def _by_file(cases: list[KernelCase], grids: list[MeasurementGrid]) -> dict[str, np.ndarray]:
+    """Per grid, the mask of its kernels among ``cases``."""
+    return {g.path: np.array([k.file == g.path for k in cases]) for g in grids}
 
 
 def error_matrix(cases: list[KernelCase], candidates, device: TimeDevice) -> np.ndarray:
@@ -102,13 +103,13 @@ def error_matrix(cases: list[KernelCase], candidates, device: TimeDevice) -> np.
     for i, cand in enumerate(candidates):
         model = cand.model(device)
         for j, k in enumerate(cases):
-            out[i, j] = _mape(model.predict(k.profile, k.core_mhz, k.mem_mhz, calibrate=True), k.time_ms)
+            out[i, j] = mape(model.predict(k.profile, k.core_mhz, k.mem_mhz, calibrate=True), k.time_ms)
     return out
 
 
 def two_term_errors(cases: list[KernelCase], device: TimeDevice, reference: tuple[float, float]) -> np.ndarray:
     """MAPE of the two-term baseline (`gpudvfs.time.evaluate.two_term`) per kernel."""
-    return np.array([_mape(two_term(k.profile, device, reference, k.core_mhz, k.mem_mhz), k.time_ms) for k in cases])
+    return np.array([mape(two_term(k.profile, device, reference, k.core_mhz, k.mem_mhz), k.time_ms) for k in cases])
 
 
 def nested_choice(errors: np.ndarray) -> np.ndarray:
@@ -134,17 +135,17 @@ def cross_validate(grids: list[MeasurementGrid], reference: tuple[float, float] 
     cv = errors[chosen, np.arange(len(cases))]
     best = int(np.argmin(errors.mean(axis=1)))
     two = two_term_errors(cases, device, reference)
+    by_file = _by_file(cases, grids)
     files = {}
-    for g in grids:
-        mask = np.array([k.file == g.path for k in cases])
-        files[g.path] = {"kernels": int(mask.sum()), "cv_mape": float(cv[mask].mean()),
+    for path, mask in by_file.items():
+        files[path] = {"kernels": int(mask.sum()), "cv_mape": float(cv[mask].mean()),
                          "in_sample_mape": float(errors[best, mask].mean()),
                          "two_term_mape": float(two[mask].mean()),
                          "cv_beats_two_term": int((cv[mask] < two[mask]).sum())}
     report = {
         "reference_mhz": list(reference), "candidates": len(candidates), "kernels": len(cases),
-        "extensions": _extensions(cases, candidates, errors, grids),
-        "learned_correction": _learned_correction(cases, candidates, chosen, device, reference, grids),
+        "extensions": _extensions(candidates, errors, by_file),
+        "learned_correction": _learned_correction(cases, candidates, chosen, device, reference, by_file),
         "chosen_on_all": candidates[best].label,
         "chosen_per_kernel": {label: int(n) for label, n in zip(
             *np.unique([candidates[c].label for c in chosen], return_counts=True))},
@@ -160,7 +161,7 @@ def cross_validate(grids: list[MeasurementGrid], reference: tuple[float, float] 
     return report
 
 
-def _extensions(cases: list[KernelCase], candidates, errors: np.ndarray, grids: list[MeasurementGrid]) -> dict:
+def _extensions(candidates, errors: np.ndarray, by_file: dict[str, np.ndarray]) -> dict:
     """What each extension does under the protocol: the cross-validated MAPE per file with the
     candidates restricted to those with it, and to those without."""
     out = {}
@@ -169,9 +170,8 @@ def _extensions(cases: list[KernelCase], candidates, errors: np.ndarray, grids: 
         for state in (True, False):
             keep = np.array([on(c) == state for c in candidates])
             sub = errors[keep]
-            cv = sub[nested_choice(sub), np.arange(len(cases))]
-            out[name]["with" if state else "without"] = {
-                g.path: float(cv[[k.file == g.path for k in cases]].mean()) for g in grids}
+            cv = sub[nested_choice(sub), np.arange(sub.shape[1])]
+            out[name]["with" if state else "without"] = {path: float(cv[m].mean()) for path, m in by_file.items()}
     return out
 
 
@@ -184,15 +184,23 @@ def _kernel_features(k: KernelCase, device: TimeDevice, reference: tuple[float, 
                      p.active_warps / device.max_warps_per_sm, p.l2_hit_rate])
 
 
+def _interactions(phi: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Rows phi(f) (x) x: each log clock ratio times each kernel feature."""
+    return np.einsum("ni,j->nij", phi, x).reshape(len(phi), -1)
+
+
 def _learned_correction(cases: list[KernelCase], candidates, chosen: np.ndarray, device: TimeDevice,
-                        reference: tuple[float, float], grids: list[MeasurementGrid]) -> dict:
+                        reference: tuple[float, float], by_file: dict[str, np.ndarray]) -> dict:
     """A hybrid of the model and the data: each prediction times exp(phi(f) . B x), where x
     are a kernel's standardized counter ratios (and 1), phi(f) the log clock ratios to the
     reference, and B a ridge fit of the other kernels' log residuals. Scored like the rest:
     for each kernel, B fitted without it on the candidate chosen without it. Returns the
     cross-validated MAPE per file for each ridge strength."""
     feats = np.array([_kernel_features(k, device, reference) for k in cases])
-    preds, designs = {}, {}
+    # phi(f) per kernel; predictions per (candidate, kernel), made once across held-out kernels.
+    designs = [np.column_stack([np.log(k.core_mhz / reference[0]), np.log(k.mem_mhz / reference[1])])
+               for k in cases]
+    preds = {}
     out = {}
     for lam in CORRECTION_RIDGES:
         cv = np.empty(len(cases))
@@ -207,16 +215,14 @@ def _learned_correction(cases: list[KernelCase], candidates, chosen: np.ndarray,
                 if key not in preds:
                     k = cases[j]
                     preds[key] = model.predict(k.profile, k.core_mhz, k.mem_mhz, calibrate=True)
-                    designs[j] = np.column_stack([np.log(cases[j].core_mhz / reference[0]),
-                                                  np.log(cases[j].mem_mhz / reference[1])])
                 if j != h:
-                    rows.append(np.einsum("ni,j->nij", designs[j], x[j]).reshape(len(designs[j]), -1))
+                    rows.append(_interactions(designs[j], x[j]))
                     targets.append(np.log(cases[j].time_ms / preds[key]))
             a, b = np.vstack(rows), np.concatenate(targets)
             coef = np.linalg.solve(a.T @ a + lam * np.eye(a.shape[1]), a.T @ b)
-            corr = np.einsum("ni,j->nij", designs[h], x[h]).reshape(len(designs[h]), -1) @ coef
-            cv[h] = _mape(preds[(chosen[h], h)] * np.exp(corr), cases[h].time_ms)
-        out[f"{lam:g}"] = {g.path: float(cv[[k.file == g.path for k in cases]].mean()) for g in grids}
+            corr = _interactions(designs[h], x[h]) @ coef
+            cv[h] = mape(preds[(chosen[h], h)] * np.exp(corr), cases[h].time_ms)
+        out[f"{lam:g}"] = {path: float(cv[m].mean()) for path, m in by_file.items()}
     return out
 
 

@@ -54,7 +54,8 @@ def two_term(profile: KernelProfile, device: TimeDevice, reference: tuple[float,
     return profile.reference_time_ms * (s * reference[0] / core_mhz + (1 - s) * reference[1] / mem_mhz)
 
 
-def _mape(pred, meas, mask=None) -> float:
+def mape(pred, meas, mask=None) -> float:
+    """Mean absolute percentage error of ``pred`` against ``meas`` (over ``mask``'s rows)."""
     e = np.abs(pred - meas) / meas
     return float(100.0 * (e if mask is None else e[mask]).mean())
 
@@ -79,8 +80,8 @@ def evaluate(grid: MeasurementGrid, model: TimeModel, reference: tuple[float, fl
     ge500 = (grid.core_mhz >= 500) & (grid.mem_mhz >= 500)
 
     def summary(pred):
-        return {"mape": _mape(pred, meas), "mape_ge500": _mape(pred, meas, ge500),
-                "per_kernel": {p.name: _mape(pred, meas, work == p.name) for p in profiles}}
+        return {"mape": mape(pred, meas), "mape_ge500": mape(pred, meas, ge500),
+                "per_kernel": {p.name: mape(pred, meas, work == p.name) for p in profiles}}
 
     out = summary(preds["model"]) | {"mode": model.mode, "calibrated": calibrate, "n": int(len(grid)),
                                      "reference_mhz": list(reference)}
