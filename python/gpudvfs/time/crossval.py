@@ -179,7 +179,7 @@ def _kernel_features(k: KernelCase, device: TimeDevice, reference: tuple[float, 
     """Counter ratios a correction may lean on: the core share of the two-term split, the
     DRAM transfers' share of the reference time, the occupancy and the L2 hit rate."""
     p = k.profile
-    dram = device.dram_busy_ms(p.warps_total * p.gld_trans * (1 - p.l2_hit_rate), reference[1])
+    dram = device.dram_busy_ms(p.dram_transactions, reference[1])
     return np.array([core_share(p, device, reference), dram / p.reference_time_ms,
                      p.active_warps / device.max_warps_per_sm, p.l2_hit_rate])
 

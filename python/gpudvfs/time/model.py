@@ -121,8 +121,7 @@ class TimeModel:
         bisection: the model's time grows with it)."""
         self._require_reference(profiles)
         at_ref = self._at_references(profiles)
-        dram = np.array([self.device.dram_busy_ms(p.warps_total * p.gld_trans * (1 - p.l2_hit_rate),
-                                                  p.reference_mhz[1]) for p in profiles])
+        dram = np.array([self.device.dram_busy_ms(p.dram_transactions, p.reference_mhz[1]) for p in profiles])
         ref_ms = np.array([p.reference_time_ms for p in profiles])
         gap = np.flatnonzero((dram < DRAM_BOUND * ref_ms) & (at_ref < ref_ms))
         if not len(gap):

@@ -198,6 +198,11 @@ class KernelProfile:
     def inputs(self) -> list[float]:
         return [float(getattr(self, k)) for k in INPUT_KEYS]
 
+    @property
+    def dram_transactions(self) -> float:
+        """The whole kernel's global-load transactions that miss L2 and go to DRAM."""
+        return self.warps_total * self.gld_trans * (1 - self.l2_hit_rate)
+
     def block_starved(self, device: TimeDevice) -> bool:
         """Whether the SMs waited for blocks at the reference: achieved occupancy below
         STARVED_OCCUPANCY of the theoretical one, over at least STARVED_WAVES waves (fewer
