@@ -55,7 +55,7 @@
 //!     takes 32 / 4 = 8 cycles (`dp_inst_cycle`, a hardware figure, not fitted). Counted from
 //!     nvprof's `inst_fp_64` (thread instructions / 32 per warp) where the profile has it;
 //!     gtx980_time_dev.csv does not, so it changes nothing there. Kept by the protocol (CV
-//!     3.38 / 3.27% with it, 3.31 / 3.30% without).
+//!     3.38 / 3.27% with it, 3.31 / 3.48% without).
 //! 13. **L2 and DRAM queues in parallel or in series** (`parallel_queues`): Eq. 5b averages
 //!     one delay over hits and misses, i.e. queues them one after the other; in parallel,
 //!     every transaction occupies an L2 slice for `l2_del`, a miss also a DRAM channel for
@@ -97,17 +97,17 @@
 //! | shared_trans | (shared_load + shared_store transactions)/W | l1tex__data_pipe_lsu_wavefronts_mem_shared_op_{ld,st}.sum / W | none |
 //! | warps_per_block | not a counter: the launch's block size/32 where known, else 8 (256 threads) | ceil(launch__block_size/32) | none |
 //! | trans_per_req | L2 transactions / (gld + gst requests, each `g*_transactions` / `g*_transactions_per_request`) where counted, else 4 (coalesced 32-bit) | smsp__inst_executed_op_global_{ld,st}.sum requests | - |
-//! | slot_warps (block-starved test, 14) | min(64, 32 blocks * warps per block) from the launch | sm__maximum_warps_per_active_cycle_pct/100 * max (registers and shared memory included) | - |
+//! | slot_warps (block-starved test, 14) | none (nvprof grids do not report theoretical occupancy) | sm__maximum_warps_per_active_cycle_pct/100 * max (registers and shared memory included) | - |
 //! | o_itrs, i_itrs | not determined by counters; see 8-9 | - | - |
 //! Assumptions: l2 transactions are all global traffic reaching L2 (texture/L1 hits are not
 //! modelled, as in the paper); the hit rate is traffic-based because nvprof's l2 hit-rate
 //! metrics cover reads only; DCGM has no per-kernel counts, so it cannot drive this model.
 //!
 //! # Accuracy (inputs from the 700/700 row; `gpudvfs time cv`, `gpudvfs time eval`)
-//! Calibrated MAPE, nested leave-one-kernel-out over both GTX 980 grids: 3.23%
-//! (gtx980_time_dev.csv, 10 kernels x 49 pairs) and 3.46% (gtx980_time_power_dev.csv, 15 x
-//! 36); in-sample 3.05 / 3.38%. gtx980_time_dev.csv: Default 5.31% absolute, Paper 30.95%,
-//! two-term fc/fm scaling 8.44%, time unchanged 24.69%.
+//! Calibrated MAPE, nested leave-one-kernel-out over both GTX 980 grids: 3.38%
+//! (gtx980_time_dev.csv, 10 kernels x 49 pairs) and 3.27% (gtx980_time_power_dev.csv, 15 x
+//! 36); in-sample 3.05 / 3.22%. gtx980_time_dev.csv: Default 6.10% absolute, Paper 30.95%
+//! absolute / 16.17% calibrated, two-term fc/fm scaling 8.44%, time unchanged 24.69%.
 pub mod device;
 pub mod model;
 
