@@ -7,10 +7,31 @@ import warnings
 import click
 
 from ..errors import GpudvfsWarning, InputError
-from ..io import read, read_power_dataset
+from ..io import detect_format, read, read_power_dataset
 from ..io.datasets import PowerDataset, UtilizationTable
 from ..power import VARIANTS, PowerModel, cross_validate
+from ..power.dcgm import dcgm_power_dataset
 from .output import console, figure_file, output_file, print_json, table, user_errors
+from .time import _pair
+
+
+def _optional_pair(ctx, param, value):
+    return None if value is None else _pair(ctx, param, value)
+
+
+_REFERENCE = click.option("--reference", callback=_optional_pair,
+                          help="DCGM grids: the clock pair CORE,MEM whose activities are the utilizations "
+                               "(the memory clock of a grid measured at one).")
+
+
+def _power_data(path: str, reference, on_invalid: str = "raise") -> PowerDataset:
+    """A gpmTOOL power CSV, or a DCGM grid with its activities at ``reference`` as utilizations."""
+    if detect_format(path) == "dcgm":
+        if reference is None:
+            raise InputError(f"{path}: a DCGM grid needs --reference CORE,MEM: the clocks whose DCGM "
+                             "activities are each workload's utilizations")
+        return dcgm_power_dataset(read(path, "dcgm", on_invalid), reference)
+    return read_power_dataset(path, on_invalid)
 
 
 @click.group()
@@ -37,12 +58,14 @@ def _load_model(path: str) -> PowerModel:
 @click.option("--cv", "folds", type=click.IntRange(min=2), help="Also report K-fold CV error grouped by benchmark.")
 @click.option("--skip-invalid", is_flag=True, help="Leave out invalid rows of TRAIN (listed) instead of stopping.")
 @click.option("--drop-unused", is_flag=True, help="Leave out components that are zero in every row.")
+@_REFERENCE
 @click.option("--json", "as_json", is_flag=True)
-def fit(train, variant, out, folds, skip_invalid, drop_unused, as_json) -> None:
-    """Estimate coefficients and voltages from microbenchmark measurements."""
+def fit(train, variant, out, folds, skip_invalid, drop_unused, reference, as_json) -> None:
+    """Estimate coefficients and voltages from microbenchmark measurements (gpmTOOL CSV) or a
+    DCGM grid (with --reference)."""
     with user_errors(skip_option=True), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", GpudvfsWarning)
-        ds = read_power_dataset(train, on_invalid="skip" if skip_invalid else "raise")
+        ds = _power_data(train, reference, on_invalid="skip" if skip_invalid else "raise")
         dropped = ds.unused_components() if drop_unused else []
         if dropped:
             ds = ds.without_components(dropped)
@@ -53,7 +76,10 @@ def fit(train, variant, out, folds, skip_invalid, drop_unused, as_json) -> None:
     report = {
         "variant": variant, "rows": len(ds), "benchmarks": len(ds.benchmarks),
         "configurations": len(model.configs_), "train_mape": model.train_mape_,
-        "cv_mape": cv["mape"] if cv else None, "iterations": model.iterations_, "converged": model.converged_,
+        "cv_mape": cv["mape"] if cv else None,
+        "cv_calibrated_mape": cv["calibrated_mape"] if cv else None,
+        "cv_reference_scaled_mape": cv["reference_scaled_mape"] if cv else None,
+        "iterations": model.iterations_, "converged": model.converged_,
         "voltages_on_bound": int(model.on_bound_.sum()), "skipped_rows": len(ds.skipped),
         "dropped_components": dropped, "notes": model.notes_,
         "static_w": dict(zip(("core", "memory"), model.static_w_.tolist())),
@@ -66,6 +92,9 @@ def fit(train, variant, out, folds, skip_invalid, drop_unused, as_json) -> None:
     rows = [["training MAPE", f"{model.train_mape_:.3f}%"]]
     if cv:
         rows.append([f"grouped {folds}-fold CV MAPE", f"{cv['mape']:.3f}%"])
+        if cv["calibrated_mape"] is not None:
+            rows += [["  calibrated on each held-out benchmark's reference power", f"{cv['calibrated_mape']:.3f}%"],
+                     ["  baseline: reference power x training mean curve", f"{cv['reference_scaled_mape']:.3f}%"]]
     rows += [["iterations", f"{model.iterations_} ({'converged' if model.converged_ else 'NOT converged'})"],
              ["rows / benchmarks / configs", f"{len(ds)} / {len(ds.benchmarks)} / {len(model.configs_)}"]]
     if dropped:
@@ -84,12 +113,13 @@ def fit(train, variant, out, folds, skip_invalid, drop_unused, as_json) -> None:
 @power.command("eval")
 @click.argument("model_path", metavar="MODEL", type=click.Path(dir_okay=False))
 @click.argument("test", type=click.Path(dir_okay=False))
+@_REFERENCE
 @click.option("--json", "as_json", is_flag=True)
-def eval_(model_path, test, as_json) -> None:
+def eval_(model_path, test, reference, as_json) -> None:
     """Errors of a model on measured power (mean, median and max APE; per config and benchmark)."""
     with user_errors():
         model = _load_model(model_path)
-        r = model.evaluate(read_power_dataset(test))
+        r = model.evaluate(_power_data(test, reference))
     if as_json:
         print_json(r)
         return

@@ -9,13 +9,14 @@ from ..power import PowerModel
 from ..select import POLICIES
 from ..select.choose import choose as choose_configs
 from ..select.choose import fit_power_model
+from ..select.dcgm import evaluate_selection as evaluate_dcgm
 from ..select.evaluate import evaluate_selection
 from .output import console, output_file, print_json, table, user_errors
 from .time import _device, _pair
 
 
-def _grid(path: str):
-    return read_measured_grid(path, "frequency selection from nvprof profiles", ("nvdvfs",))
+def _grid(path: str, formats=("nvdvfs",)):
+    return read_measured_grid(path, "frequency selection from nvprof profiles or DCGM fields", formats)
 
 
 @click.group("select")
@@ -33,9 +34,14 @@ def select_() -> None:
 @click.option("--json", "as_json", is_flag=True)
 def eval_(data, reference, slowdown, device, as_json) -> None:
     """Energy regret of the chosen configurations on measured time and power (NV-DVFS
-    nvprof CSV with power), against the highest-clocks, reference and best-single-pair baselines."""
+    nvprof CSV with power, or a DCGM grid), against the highest-clocks, reference and
+    best-single-pair baselines."""
     with user_errors():
-        r = evaluate_selection(_grid(data), reference, slowdown=slowdown, time_device=_device(device))
+        grid = _grid(data, ("nvdvfs", "dcgm"))
+        if grid.format == "dcgm":
+            return _eval_dcgm(data, {p: evaluate_dcgm(grid, reference, policy=p, slowdown=slowdown)
+                                     for p in ("energy", "edp", "deadline")}, as_json)
+        r = evaluate_selection(grid, reference, slowdown=slowdown, time_device=_device(device))
     if as_json:
         print_json(r)
         return
@@ -59,6 +65,20 @@ def eval_(data, reference, slowdown, device, as_json) -> None:
                         f"{r['power_mape']:.2f}%, leave-one-application-out)", ["policy", "mean %", "max %"], rows))
     console.print(table("per application (pairs: core, memory MHz)", ["application", "chosen", "best", "regret %"],
                         [[k, v["chosen"], v["best"], f"{100 * v['regret']:.2f}"] for k, v in r["per_app"].items()]))
+
+
+def _eval_dcgm(data, r, as_json) -> None:
+    if as_json:
+        print_json(r)
+        return
+    labels = {"model": "DCGM time x calibrated power (cross-validated)", "highest_clocks": "baseline: highest clocks",
+              "reference": "baseline: reference clocks", "inverse_f_time": "baseline: 1/f time x calibrated power"}
+    rows = [[labels[k], *[f"{100 * r[p][k]['mean'] if k == 'model' else 100 * r[p]['baselines'][k]['mean']:.2f}"
+                          for p in r]]
+            for k in labels]
+    met = r["deadline"]["deadline_met"]
+    console.print(table(f"mean regret % on {data}, leave-one-workload-out over {r['energy']['workloads']} workloads "
+                        f"(deadline met by {met})", ["predictor", *r], rows))
 
 
 @select_.command("fit-power")

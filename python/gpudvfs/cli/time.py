@@ -12,6 +12,7 @@ from ..io import read_measured_grid
 from ..limits import clock_array
 from ..time import MODES, TimeDevice, TimeModel, evaluate, profiles_from_grid
 from ..time.crossval import cross_validate
+from ..time.dcgm import cross_validate as dcgm_cross_validate
 from .output import console, print_json, table, user_errors
 
 
@@ -28,8 +29,8 @@ def _device(spec: str) -> TimeDevice:
     return TimeDevice.load(spec) if Path(spec).suffix == ".json" else TimeDevice.preset(spec)
 
 
-def _grid(path):
-    return read_measured_grid(path, "the time model", ("nvdvfs",))
+def _grid(path, formats=("nvdvfs",)):
+    return read_measured_grid(path, "the time model", formats)
 
 
 def _clock_list(text: str, option: str) -> list[float]:
@@ -66,9 +67,12 @@ def time_() -> None:
 @click.option("--json", "as_json", is_flag=True)
 def eval_(data, device, reference, mode, baselines, as_json) -> None:
     """Errors predicting every clock pair of DATA from the reference pair's counters:
-    absolute (counters alone) and calibrated (one scale per kernel on its measured reference time)."""
+    absolute (counters alone) and calibrated (one scale per kernel on its measured reference time).
+    On a DCGM grid: the DCGM time model, leave-one-workload-out, against 1/f scaling."""
     with user_errors():
-        grid = _grid(data)
+        grid = _grid(data, ("nvdvfs", "dcgm"))
+        if grid.format == "dcgm":
+            return _eval_dcgm(data, dcgm_cross_validate(grid, reference), as_json)
         model = TimeModel(_device(device), mode)
         r = evaluate(grid, model, reference, baselines=baselines)
         cal = evaluate(grid, model, reference, calibrate=True)
@@ -84,6 +88,22 @@ def eval_(data, device, reference, mode, baselines, as_json) -> None:
                         f"{r['n']} rows", ["predictor", "MAPE %", "MAPE % (clocks >= 500)"], rows))
     console.print(table("per kernel", ["kernel", "absolute %", "calibrated %"],
                         [[k, f"{v:.2f}", f"{cal['per_kernel'][k]:.2f}"] for k, v in r["per_kernel"].items()]))
+
+
+def _eval_dcgm(data, r, as_json) -> None:
+    if as_json:
+        print_json(r)
+        return
+    rows = [["DCGM model (cross-validated)", f"{r['cv_mape']:.2f}"],
+            *[[f"predictor forced: {k}", f"{v:.2f}"] for k, v in r["predictors"].items()],
+            *[[f"baseline: {k.replace('_', ' ')}", f"{v:.2f}"] for k, v in r["baselines"].items()],
+            ["each workload's own fit (a floor)", f"{r['own_fit_mape']:.2f}"]]
+    console.print(table(f"DCGM time model on {data}, reference {r['reference_mhz'][0]:g} MHz, leave-one-workload-out "
+                        f"over {r['workloads']} workloads ({r['distinct_time_curves']} distinct measured curves)",
+                        ["predictor", "MAPE %"], rows))
+    console.print(table("per workload", ["workload", "CV %", "1/f %", "measured core share", "predictor"],
+                        [[k, f"{v['cv']:.2f}", f"{v['inverse_f']:.2f}", f"{v['measured_core_share']:.3f}",
+                          v["chosen"]] for k, v in r["per_workload"].items()]))
 
 
 @time_.command()

@@ -11,16 +11,25 @@ from ..io.datasets import PowerDataset
 from .model import PowerModel
 
 
-def cross_validate(dataset: PowerDataset, folds: int = 6, **model_options) -> dict:
-    """Grouped k-fold cross-validation: each benchmark (all its configurations) is held out
-    once, benchmarks dealt to folds in file order. Returns the MAPE over all held-out rows
-    and per fold."""
+def held_out_predictions(dataset: PowerDataset, folds: int, **model_options) -> dict[str, np.ndarray]:
+    """Per row, power predicted by a model fitted without the row's benchmark (benchmarks dealt
+    to ``folds`` folds in file order): from its utilizations alone (``model``); scaled to its
+    measured power at the reference configuration (``calibrated``: what a user who measured
+    that one point gets); and the baseline that scales its reference power by the training
+    benchmarks' mean power relative to their own reference power per configuration
+    (``reference_scaled``). The calibrated and baseline rows are NaN for a benchmark with no
+    row at the reference."""
     n_b = len(dataset.benchmarks)
     if not 2 <= folds <= n_b:
         raise InputError(f"folds must be between 2 and the number of benchmarks ({n_b}), got {folds}")
     fold_of = np.arange(n_b) % folds
-    ape = np.empty(len(dataset))
-    per_fold = []
+    at_ref = np.all(dataset.freqs_mhz == np.asarray(dataset.reference_mhz), axis=1)
+    ref_watts = np.full(n_b, np.nan)
+    ref_watts[dataset.benchmark[at_ref]] = dataset.watts[at_ref]
+    ratio = dataset.watts / ref_watts[dataset.benchmark]
+    _, config_of = np.unique(dataset.freqs_mhz, axis=0, return_inverse=True)
+    config_of = config_of.ravel()
+    preds = {k: np.full(len(dataset), np.nan) for k in ("model", "calibrated", "reference_scaled")}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", GpudvfsWarning)  # bound hits are reported by the full fit
         for k in range(folds):
@@ -28,6 +37,30 @@ def cross_validate(dataset: PowerDataset, folds: int = 6, **model_options) -> di
             model = PowerModel(**model_options).fit(dataset.subset(~test))
             held = dataset.subset(test)
             pred = model.predict(held.utilization, held.core_mhz, held.mem_mhz)
-            ape[test] = 100.0 * np.abs(pred - held.watts) / held.watts
-            per_fold.append(float(np.mean(ape[test])))
-    return {"mape": float(np.mean(ape)), "folds": folds, "per_fold": per_fold}
+            preds["model"][test] = pred
+            at_ref_pred = np.full(n_b, np.nan)
+            at_ref_pred[dataset.benchmark[test & at_ref]] = pred[at_ref[test]]
+            preds["calibrated"][test] = pred * (ref_watts / at_ref_pred)[dataset.benchmark[test]]
+            train = ~test & np.isfinite(ratio)
+            counts = np.bincount(config_of[train], minlength=config_of.max() + 1)
+            mean_ratio = np.bincount(config_of[train], ratio[train], minlength=len(counts)) / np.maximum(counts, 1)
+            mean_ratio[counts == 0] = np.nan
+            preds["reference_scaled"][test] = (ref_watts[dataset.benchmark] * mean_ratio[config_of])[test]
+    return preds
+
+
+def cross_validate(dataset: PowerDataset, folds: int = 6, **model_options) -> dict:
+    """Grouped k-fold cross-validation: each benchmark (all its configurations) is held out
+    once, benchmarks dealt to folds in file order. Returns the MAPE over all held-out rows and
+    per fold, and the calibrated and baseline figures of :func:`held_out_predictions` (over the
+    benchmarks measured at the reference)."""
+    preds = held_out_predictions(dataset, folds, **model_options)
+    ape = {k: 100.0 * np.abs(v - dataset.watts) / dataset.watts for k, v in preds.items()}
+    fold_of = (np.arange(len(dataset.benchmarks)) % folds)[dataset.benchmark]
+    out = {"mape": float(np.mean(ape["model"])), "folds": folds,
+           "per_fold": [float(np.mean(ape["model"][fold_of == k])) for k in range(folds)]}
+    known = np.isfinite(ape["calibrated"])
+    out["calibrated_benchmarks"] = len(np.unique(dataset.benchmark[known]))
+    for k in ("calibrated", "reference_scaled"):
+        out[f"{k}_mape"] = float(np.mean(ape[k][known])) if known.any() else None
+    return out

@@ -1,0 +1,57 @@
+"""The power model on DCGM activities: each workload's DCGM fields at the reference clocks
+are its component utilizations (SM or graphics-engine activity, the FP64/FP32/FP16/tensor
+pipes in the core domain; DRAM activity in the memory domain), so a cluster with DCGM and
+no instruction counters fits and applies the same model (Guerreiro et al.'s equations).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InputError
+from ..io.datasets import MeasurementGrid, PowerDataset
+from ..io.dcgm_fields import PIPES, find_fields
+from ..time.dcgm import reference_rows
+from .evaluate import held_out_predictions
+
+
+def dcgm_components(grid: MeasurementGrid) -> tuple[list[str], list[str], int]:
+    """(component names, their columns, how many belong to the core domain). Fields zero in
+    every row were not collected and are left out."""
+    found = find_fields(grid.columns)
+    sm = "sm_active" if "sm_active" in found else "gr_engine_active" if "gr_engine_active" in found else None
+    core = ([sm] if sm else []) + [p for p in PIPES if p in found]
+    if not core:
+        raise InputError(f"{grid.path}: no DCGM core activity field with a non-zero value (sm_active, "
+                         f"gr_engine_active or a pipe: {', '.join(PIPES)})")
+    names = core + (["dram_active"] if "dram_active" in found else [])
+    return names, [found[n] for n in names], len(core)
+
+
+def dcgm_power_dataset(grid: MeasurementGrid, reference: tuple[float, float]) -> PowerDataset:
+    """Power of every row of a DCGM grid with each workload's activities at the reference pair
+    as its utilizations. A grid without a memory clock column was measured at one memory
+    clock: the reference's memory clock is given to every row."""
+    if grid.watts is None:
+        raise InputError(f"{grid.path}: the power model is fitted on measured power; the grid has no power column")
+    names, ref = reference_rows(grid, reference)
+    comps, cols, n_core = dcgm_components(grid)
+    util_ref = np.column_stack([grid.columns[c][ref] for c in cols])
+    if np.any(util_ref > 1.0):
+        raise InputError(f"{grid.path}: DCGM activities are ratios in [0, 1]; found up to {util_ref.max():g}")
+    work = grid.workload
+    index = {n: a for a, n in enumerate(names)}
+    bench = np.array([index[w] for w in work.tolist()], dtype=np.int64)
+    mem = grid.mem_mhz if grid.mem_mhz is not None else np.full(len(grid), float(reference[1]))
+    return PowerDataset(path=grid.path, reference_mhz=(float(reference[0]), float(reference[1])),
+                        domain_sizes=(n_core, len(comps) - n_core), components=tuple(comps),
+                        watts=np.asarray(grid.watts, dtype=np.float64),
+                        freqs_mhz=np.column_stack([grid.core_mhz, mem]), utilization=util_ref[bench],
+                        row_names=tuple(work.tolist()), benchmark=bench, benchmarks=tuple(names), format="dcgm")
+
+
+def loo_predictions(grid: MeasurementGrid, reference: tuple[float, float],
+                    variant: str = "default") -> tuple[PowerDataset, dict[str, np.ndarray]]:
+    """Leave-one-workload-out predictions of every row (see :func:`held_out_predictions`)."""
+    ds = dcgm_power_dataset(grid, reference)
+    return ds, held_out_predictions(ds, len(ds.benchmarks), variant=variant)

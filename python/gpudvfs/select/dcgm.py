@@ -1,0 +1,75 @@
+"""Frequency selection scored on a DCGM grid: each workload's time (DCGM time model) and power
+(power model on DCGM activities, calibrated on its reference power) predicted with that
+workload left out of both fits, the clocks chosen by a policy, and the choice scored by
+the measured energy against the best measured clocks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InputError
+from ..io.datasets import MeasurementGrid
+from ..power.dcgm import loo_predictions as power_predictions
+from ..time.dcgm import loo_predictions as time_predictions
+from .policies import select
+
+
+def _table(grid, names, values, mem_mhz):
+    """[workloads x configurations] of ``values``, every workload measured at every pair; a
+    grid without a memory clock column is at ``mem_mhz``."""
+    mem = grid.mem_mhz if grid.mem_mhz is not None else np.full(len(grid), float(mem_mhz))
+    configs, config_of = np.unique(np.column_stack([grid.core_mhz, mem]), axis=0, return_inverse=True)
+    work = grid.workload
+    out = np.full((len(names), len(configs)), np.nan)
+    for a, n in enumerate(names):
+        rows = work == n
+        out[a, config_of.ravel()[rows]] = values[rows]
+    if np.isnan(out).any():
+        raise InputError(f"{grid.path}: selection is scored where every workload was measured at every clock pair")
+    return configs, out
+
+
+def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *, policy: str = "energy",
+                       slowdown: float = 0.1, variant: str = "default") -> dict:
+    """Energy regret (measured energy at the chosen clocks over the measured minimum, minus
+    1) per workload, against the highest clocks, the reference clocks and 1/f time scaling
+    with the calibrated power (what a governor without the time model would do)."""
+    if policy not in ("energy", "edp", "deadline"):
+        raise InputError(f"policy must be energy, edp or deadline on a DCGM grid, got {policy!r}")
+    t_pred, info = time_predictions(grid, reference)
+    _, p_pred = power_predictions(grid, reference, variant)
+    names = info["names"]
+    configs, t = _table(grid, names, grid.time_ms, reference[1])
+    _, w = _table(grid, names, np.asarray(grid.watts), reference[1])
+    e = t * w
+    fastest = int(np.argmax(configs[:, 0] + configs[:, 1]))
+    ref = int(np.flatnonzero(configs[:, 0] == reference[0])[0])
+
+    def chosen(tp, wp):
+        return select(tp, wp, configs, policy, default_index=fastest, slowdown=slowdown).index
+
+    def score(index):
+        # The measured best under the same policy: minimum energy (or EDP) among the pairs
+        # the measured times allow.
+        best = chosen(t, w)
+        objective = e if policy != "edp" else e * t
+        r = objective[np.arange(len(names)), index] / objective[np.arange(len(names)), best] - 1.0
+        return {"mean": float(r.mean()), "max": float(r.max()), "per_workload": dict(zip(names, r.tolist()))}
+
+    def table(values):
+        return _table(grid, names, values, reference[1])[1]
+
+    model = chosen(table(t_pred["cv"]), table(p_pred["calibrated"]))
+    out = {"policy": policy, "reference_mhz": list(reference), "workloads": len(names),
+           "distinct_time_curves": info["distinct_time_curves"], "model": score(model),
+           "chosen": {n: configs[k].tolist() for n, k in zip(names, model)},
+           "baselines": {
+               "highest_clocks": score(np.full(len(names), fastest)),
+               "reference": score(np.full(len(names), ref)),
+               "inverse_f_time": score(chosen(table(t_pred["inverse_f"]), table(p_pred["calibrated"]))),
+           }}
+    if policy == "deadline":
+        met = t[np.arange(len(names)), model] <= (1 + slowdown) * t[:, fastest] * (1 + 1e-12)
+        out["deadline_met"] = int(met.sum())
+    return out

@@ -1,0 +1,232 @@
+"""Time across clocks from DCGM activity at one reference clock pair, for clusters that have
+DCGM profiling fields rather than instruction counters.
+
+    T(fc, fm) = T_ref * (1 + s_c (fc_ref/fc - 1) + s_m (fm_ref/fm - 1))
+
+``s_c`` is the share of the reference time that scales with the core clock, ``s_m`` the
+share that scales with the memory clock; the rest (1 - s_c - s_m: host work, PCIe, launch
+gaps, waits on a clock that does not move) scales with neither. ``s_c = 1`` is plain 1/f
+scaling, ``s_c = s_m = 0`` time unchanged: the baselines.
+
+Fitting: each training workload's shares by least squares on its measured curve, then the
+shares of a new workload from its activities at the reference, one of two ways:
+
+* ``mean``: the training workloads' mean share, whatever the activities;
+* ``activity``: a ridge regression of the shares on (1, SM activity, pipe activity, DRAM
+  activity), SM activity being ``sm_active`` where DCGM collected it, else
+  ``gr_engine_active``, and pipe activity the largest of the FP64/FP32/FP16/tensor fields.
+
+``auto`` (the default) picks one of them by leave-one-workload-out over the training
+workloads, the same protocol :func:`cross_validate` scores it with.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InputError
+from ..io.datasets import MeasurementGrid
+from ..io.dcgm_fields import PIPES, find_fields
+from .evaluate import mape
+
+PREDICTORS = ("auto", "mean", "activity")
+#: Ridge penalty of the activity regression (on shares in [0, 1], features in [0, 1]).
+RIDGE = 0.1
+
+
+def activity_features(grid: MeasurementGrid) -> tuple[np.ndarray, list[str]]:
+    """Per row (SM activity, pipe activity, DRAM activity) and the columns they came from."""
+    found = find_fields(grid.columns)
+    sm = found.get("sm_active") or found.get("gr_engine_active")
+    if sm is None:
+        raise InputError(f"{grid.path}: no SM activity field (sm_active / SMACT / DCGM_FI_PROF_SM_ACTIVE, or "
+                         "gr_engine_active / GRACT) with a non-zero value: the DCGM time model needs one")
+    pipes = [found[p] for p in PIPES if p in found]
+    zeros = np.zeros(len(grid))
+    pipe = np.max([grid.columns[c] for c in pipes], axis=0) if pipes else zeros
+    dram = grid.columns[found["dram_active"]] if "dram_active" in found else zeros
+    used = [sm, *pipes] + ([found["dram_active"]] if "dram_active" in found else [])
+    return np.column_stack([grid.columns[sm], pipe, dram]), used
+
+
+def reference_rows(grid: MeasurementGrid, reference: tuple[float, float | None]) -> tuple[list[str], np.ndarray]:
+    """(workload names, the index of each one's row at the reference clocks). A grid without a
+    memory clock column was measured at one memory clock: only the core clock is matched."""
+    at = grid.core_mhz == reference[0]
+    if grid.mem_mhz is not None:
+        if reference[1] is None:
+            raise InputError(f"{grid.path}: the grid varies the memory clock; give the reference as CORE,MEM")
+        at &= grid.mem_mhz == reference[1]
+    work = grid.workload
+    names = list(dict.fromkeys(work.tolist()))
+    rows = []
+    for n in names:
+        hit = np.flatnonzero(at & (work == n))
+        if len(hit) == 0:
+            where = f"{reference[0]:g}" + ("" if grid.mem_mhz is None else f"/{reference[1]:g}")
+            raise InputError(f"{grid.path}: workload {n!r} has no row at the reference {where} MHz")
+        rows.append(hit[0])
+    return names, np.array(rows, dtype=np.int64)
+
+
+def _clock_terms(grid, reference):
+    xc = reference[0] / grid.core_mhz - 1.0
+    xm = np.zeros(len(grid)) if grid.mem_mhz is None else reference[1] / grid.mem_mhz - 1.0
+    return xc, xm
+
+
+def measured_shares(grid: MeasurementGrid, reference) -> tuple[list[str], np.ndarray, bool]:
+    """Each workload's (s_c, s_m) fitted to its own measured curve, clipped to s >= 0 and
+    s_c + s_m <= 1; and whether the grid moves the memory clock at all."""
+    names, ref = reference_rows(grid, reference)
+    xc, xm = _clock_terms(grid, reference)
+    varies_mem = bool(np.any(xm != 0))
+    work = grid.workload
+    shares = np.zeros((len(names), 2))
+    for a, (n, i) in enumerate(zip(names, ref)):
+        rows = work == n
+        y = grid.time_ms[rows] / grid.time_ms[i] - 1.0
+        x = np.column_stack([xc[rows], xm[rows]]) if varies_mem else xc[rows, None]
+        s = np.linalg.lstsq(x, y, rcond=None)[0].clip(0.0, 1.0)
+        shares[a, :len(s)] = s / max(1.0, s.sum())
+    return names, shares, varies_mem
+
+
+class DcgmTimeModel:
+    """Shares of core- and memory-bound time from DCGM activity; see the module docs."""
+
+    def __init__(self, predictor: str = "auto", ridge: float = RIDGE):
+        if predictor not in PREDICTORS:
+            raise InputError(f"unknown predictor {predictor!r}; expected one of {PREDICTORS}")
+        if not ridge >= 0:
+            raise InputError(f"ridge must be >= 0, got {ridge!r}")
+        self.predictor, self.ridge = predictor, float(ridge)
+
+    def fit(self, grid: MeasurementGrid, reference: tuple[float, float | None]) -> DcgmTimeModel:
+        names, shares, varies_mem = measured_shares(grid, reference)
+        features, self.fields_ = activity_features(grid)
+        _, ref = reference_rows(grid, reference)
+        return self._fit(features[ref], shares, varies_mem, tuple(reference), grid.core_mhz, grid.mem_mhz)
+
+    def _fit(self, features, shares, varies_mem, reference, core_mhz, mem_mhz) -> DcgmTimeModel:
+        if len(shares) < 2:
+            raise InputError("the DCGM time model needs at least two training workloads")
+        self.reference_mhz_, self.varies_mem_ = reference, varies_mem
+        self.core_range_ = (float(core_mhz.min()), float(core_mhz.max()))
+        self.mem_range_ = None if mem_mhz is None else (float(mem_mhz.min()), float(mem_mhz.max()))
+        self.chosen_ = self.predictor if self.predictor != "auto" else _choose(features, shares, self.ridge)
+        self.mean_share_ = shares.mean(axis=0)
+        self.coef_ = _ridge(features, shares, self.ridge)
+        return self
+
+    def shares(self, activities) -> np.ndarray:
+        """(s_c, s_m) per workload from its (SM, pipe, DRAM) activities at the reference."""
+        x = np.atleast_2d(np.asarray(activities, dtype=np.float64))
+        if x.shape[-1] != 3 or not np.all(np.isfinite(x)):
+            raise InputError(f"activities must be finite rows of (SM, pipe, DRAM) activity, got shape {x.shape}")
+        if self.chosen_ == "mean":
+            return np.broadcast_to(self.mean_share_, (len(x), 2)).copy()
+        return _predict_shares(self.coef_, x)
+
+    def predict(self, activities, reference_time_ms, core_mhz, mem_mhz=None) -> np.ndarray:
+        """Time (ms) [workloads x clocks] at ``core_mhz`` (and ``mem_mhz``, broadcast together)."""
+        s = self.shares(activities)
+        t_ref = np.atleast_1d(np.asarray(reference_time_ms, dtype=np.float64))
+        if t_ref.shape != (len(s),) or not np.all(t_ref > 0) or not np.all(np.isfinite(t_ref)):
+            raise InputError("reference_time_ms must hold one positive finite time per workload")
+        fc = np.asarray(core_mhz, dtype=np.float64)
+        fm = np.full_like(fc, np.nan) if mem_mhz is None else np.asarray(mem_mhz, dtype=np.float64)
+        fc, fm = np.broadcast_arrays(fc, fm)
+        if not self.varies_mem_ and np.any(np.isfinite(fm) & (fm != (self.reference_mhz_[1] or np.nan))):
+            raise InputError("the model was fitted at one memory clock: it cannot say how time moves with another")
+        xm = np.zeros_like(fc) if not self.varies_mem_ else self.reference_mhz_[1] / fm - 1.0
+        xc = self.reference_mhz_[0] / fc - 1.0
+        return t_ref[:, None] * (1.0 + s[:, :1] * xc.ravel() + s[:, 1:] * xm.ravel())
+
+
+def _ridge(features, shares, ridge):
+    x = np.column_stack([np.ones(len(features)), features])
+    # Ridge as extra rows (the intercept not shrunk); least squares keeps collinear activities
+    # (one SM activity in every workload) solvable.
+    rows = np.sqrt(ridge) * np.eye(x.shape[1])[1:]
+    return np.linalg.lstsq(np.vstack([x, rows]), np.vstack([shares, np.zeros((len(rows), 2))]), rcond=None)[0]
+
+
+def _predict_shares(coef, features):
+    s = (np.column_stack([np.ones(len(features)), features]) @ coef).clip(0.0, 1.0)
+    return s / np.maximum(1.0, s.sum(axis=1, keepdims=True))
+
+
+def _choose(features, shares, ridge) -> str:
+    """The predictor with the lower leave-one-out error of the shares on ``shares``' workloads."""
+    n = len(shares)
+    if n < 3:
+        return "mean"
+    err = {"mean": 0.0, "activity": 0.0}
+    for k in range(n):
+        keep = np.arange(n) != k
+        err["mean"] += float(np.abs(shares[keep].mean(axis=0) - shares[k]).sum())
+        guess = _predict_shares(_ridge(features[keep], shares[keep], ridge), features[k:k + 1])[0]
+        err["activity"] += float(np.abs(guess - shares[k]).sum())
+    return min(err, key=err.get)
+
+
+def loo_predictions(grid: MeasurementGrid, reference: tuple[float, float | None],
+                    ridge: float = RIDGE) -> tuple[dict[str, np.ndarray], dict]:
+    """Per row of ``grid``, the time predicted with its workload left out of the fit (``cv``:
+    predictor chosen on the others; ``mean``, ``activity``: forced), the baselines
+    (``inverse_f``, ``unchanged``) and the curve fitted to the workload itself (``own_fit``);
+    and what the fits found."""
+    names, shares, varies_mem = measured_shares(grid, reference)
+    features, fields = activity_features(grid)
+    _, ref = reference_rows(grid, reference)
+    feats = features[ref]
+    work = grid.workload
+    xc, xm = _clock_terms(grid, reference)
+    preds = {k: np.empty(len(grid)) for k in ("cv", "mean", "activity", "inverse_f", "unchanged", "own_fit")}
+    chosen = {}
+    for a, name in enumerate(names):
+        keep = np.arange(len(names)) != a
+        rows = work == name
+        t_ref = grid.time_ms[ref[a]]
+
+        def curve(s, rows=rows, t_ref=t_ref):
+            return t_ref * (1.0 + s[0] * xc[rows] + s[1] * xm[rows])
+
+        for p in ("auto", "mean", "activity"):
+            model = DcgmTimeModel(p, ridge)._fit(feats[keep], shares[keep], varies_mem, tuple(reference),
+                                                 grid.core_mhz, grid.mem_mhz)
+            preds["cv" if p == "auto" else p][rows] = curve(model.shares(feats[a:a + 1])[0])
+            if p == "auto":
+                chosen[name] = model.chosen_
+        preds["inverse_f"][rows] = curve((1.0, 0.0))
+        preds["unchanged"][rows] = t_ref
+        preds["own_fit"][rows] = curve(shares[a])
+    meas = grid.time_ms
+    # Workloads whose measured curves are identical teach the model one curve, not several.
+    curves = {tuple(np.round(meas[work == n] / meas[ref[a]], 9)) for a, n in enumerate(names)}
+    info = {"names": names, "shares": shares, "fields": fields, "memory_clock_varies": varies_mem,
+            "chosen": chosen, "distinct_time_curves": len(curves)}
+    return preds, info
+
+
+def cross_validate(grid: MeasurementGrid, reference: tuple[float, float | None], ridge: float = RIDGE) -> dict:
+    """Leave-one-workload-out: each workload's whole curve predicted by a model fitted on the
+    others (the predictor chosen on those others alone), against 1/f scaling, time unchanged
+    and each predictor forced; plus the curve this form fits to the workload itself (a floor)."""
+    preds, info = loo_predictions(grid, reference, ridge)
+    meas, work, chosen = grid.time_ms, grid.workload, info["chosen"]
+    return {
+        "reference_mhz": list(reference), "workloads": len(info["names"]), "rows": int(len(grid)),
+        "fields": info["fields"], "memory_clock_varies": info["memory_clock_varies"],
+        "distinct_time_curves": info["distinct_time_curves"],
+        "cv_mape": mape(preds["cv"], meas),
+        "predictors": {k: mape(preds[k], meas) for k in ("mean", "activity")},
+        "baselines": {k: mape(preds[k], meas) for k in ("inverse_f", "unchanged")},
+        "own_fit_mape": mape(preds["own_fit"], meas),
+        "chosen": {p: sum(1 for v in chosen.values() if v == p) for p in ("mean", "activity")},
+        "per_workload": {n: {"cv": mape(preds["cv"], meas, work == n),
+                             "inverse_f": mape(preds["inverse_f"], meas, work == n),
+                             "measured_core_share": float(info["shares"][a, 0]), "chosen": chosen[n]}
+                         for a, n in enumerate(info["names"])},
+    }
