@@ -13,7 +13,8 @@ from ..limits import clock_array
 from ..time import MODES, TimeDevice, TimeModel, evaluate, profiles_from_grid
 from ..time.crossval import cross_validate
 from ..time.dcgm import cross_validate as dcgm_cross_validate
-from .output import console, print_json, table, user_errors
+from ..time.fit_device import fit_device
+from .output import console, output_file, print_json, table, user_errors
 
 
 def _pair(ctx, param, value):
@@ -186,3 +187,28 @@ def cv(data, device, reference, as_json) -> None:
                         [[k, f"{v['cv_mape']:.2f}", f"{v['two_term_mape']:.2f}", v["chosen"]]
                          for k, v in r["per_kernel"].items()]))
 
+
+
+@time_.command("fit-device")
+@click.argument("data", type=click.Path(dir_okay=False))
+@click.option("--device", "base", required=True,
+              help="The device to start from: a catalog GPU, the gtx980 preset or a device JSON file.")
+@click.option("--reference", default="700,700", show_default=True, callback=_pair)
+@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), callback=output_file,
+              help="Device JSON to write (for --device of the other time commands).")
+@click.option("--json", "as_json", is_flag=True)
+def fit_device_(data, base, reference, out, as_json) -> None:
+    """Fit the DRAM latency and service-time parameters of a device to a measured grid of its
+    kernels (absolute error, every kernel), scored by leave-one-kernel-out."""
+    with user_errors():
+        device, r = fit_device(_grid(data), reference, _device(base))
+        device.save(out)
+    r["device"] = out
+    if as_json:
+        print_json(r)
+        return
+    console.print(table(f"device fitted to {data} ({r['kernels']} kernels, {r['rows']} rows)", ["", "absolute MAPE %"],
+                        [["before", f"{r['mape_before']:.2f}"], ["fitted, in-sample", f"{r['mape_in_sample']:.2f}"],
+                         ["fitted, leave-one-kernel-out", f"{r['mape_leave_one_kernel_out']:.2f}"]]))
+    console.print("factors: " + ", ".join(f"{k} x{v:.3g}" for k, v in r["factors"].items()) + f"; wrote {out}",
+                  highlight=False)

@@ -1,0 +1,223 @@
+"""The device catalog: what gpudvfs knows of each GPU model (SMs, limits, issue rates,
+bandwidths, clocks, TDP, latencies), every figure with its source, in ``gpus.json``.
+
+Looked up by the NVML name, a profile's device column, an alias (``A100``, ``RTX 4090``),
+the catalog key (``a100-sxm4-40gb``) or a compute capability. A user file (the
+``GPUDVFS_CATALOG`` environment variable, or ``extra=``) adds entries or overrides them by
+key, in the same schema. Clocks follow NVML's convention: the memory clock is the one
+``nvidia-smi`` reports, ``dram_transfers_per_clock`` transfers per pin per cycle of it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+from ..errors import InputError
+from ..io.jsonfile import read_json
+
+CATALOG_VERSION = 1
+#: Bytes of one L2 / DRAM transaction (a sector), and of one shared-memory wavefront (32 banks x 4 B).
+SECTOR_BYTES = 32
+SHARED_WAVEFRONT_BYTES = 128
+ISSUE_KEYS = ("fp32", "fp64", "int32", "sfu", "ldst", "tensor_fp16_flops")
+LATENCY_KEYS = ("dram", "l2", "shared")
+_NUMBERS = ("sm_count", "max_warps_per_sm", "max_blocks_per_sm", "registers_per_sm", "shared_kib_per_sm",
+            "shared_bytes_per_sm_per_cycle", "l2_bytes_per_cycle", "l2_kib", "dram_bus_bits",
+            "dram_transfers_per_clock", "dram_bandwidth_gbs", "tdp_w")
+HOW_TO_CALIBRATE = (
+    "add the GPU to a catalog file of your own (the schema of `gpudvfs devices show gtx980 --json`, under "
+    '{"version": 1, "devices": {KEY: ENTRY}}) and name it in GPUDVFS_CATALOG; then fit its time-model '
+    "memory parameters to a measured grid (`gpudvfs time fit-device GRID --device KEY -o dev.json`) and its "
+    "power model (`gpudvfs power fit`) on a sweep of it (`gpudvfs sweep --device nvml`)")
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """One GPU model of the catalog; see ``gpus.json`` for each figure's source."""
+
+    key: str
+    name: str
+    aliases: tuple[str, ...]
+    compute_capability: str
+    architecture: str
+    sm_count: int
+    max_warps_per_sm: int
+    max_blocks_per_sm: int
+    registers_per_sm: int
+    shared_kib_per_sm: float
+    issue_per_sm_per_cycle: dict[str, float]
+    shared_bytes_per_sm_per_cycle: float
+    l2_bytes_per_cycle: float
+    l2_kib: float
+    dram_type: str
+    dram_bus_bits: int
+    dram_transfers_per_clock: float
+    dram_bandwidth_gbs: float
+    core_mhz: dict[str, float]
+    mem_mhz: tuple[float, ...]
+    tdp_w: float
+    latency_cycles: dict[str, float]
+    sources: dict[str, str] = field(default_factory=dict)
+    notes: str = ""
+
+    @property
+    def dram_bytes_per_mem_cycle(self) -> float:
+        return self.dram_bus_bits / 8 * self.dram_transfers_per_clock
+
+    def peaks(self, mem_clock_to_nvml: float = 1.0) -> dict[str, tuple[tuple[str, ...], float, str]]:
+        """Per power component: (nvprof events, peak events per cycle of its clock, clock domain),
+        for utilizations as achieved over peak rate. ``mem_clock_to_nvml``: NVML memory clock
+        per unit of the clock a grid records (2 for NVIDIA Inspector's GDDR5 clocks)."""
+        r, n = self.issue_per_sm_per_cycle, self.sm_count
+        return {
+            "SP": (("inst_fp_32",), r["fp32"] * n, "core"),
+            "INT": (("inst_integer",), r["int32"] * n, "core"),
+            "DP": (("inst_fp_64",), r["fp64"] * n, "core"),
+            "SFU": (("flop_count_sp_special",), r["sfu"] * n, "core"),
+            "L2": (("l2_read_transactions", "l2_write_transactions"), self.l2_bytes_per_cycle / SECTOR_BYTES, "core"),
+            "Shared": (("shared_load_transactions", "shared_store_transactions"),
+                       self.shared_bytes_per_sm_per_cycle / SHARED_WAVEFRONT_BYTES * n, "core"),
+            "DRAM": (("dram_read_transactions", "dram_write_transactions"),
+                     self.dram_bytes_per_mem_cycle * mem_clock_to_nvml / SECTOR_BYTES, "memory"),
+        }
+
+    def time_device(self, base=None):
+        """Time-model parameters from the catalog: SMs, warp slots, issue costs and latencies;
+        the DRAM service time per transaction from the peak bandwidth (no fitted delay law:
+        `gpudvfs time fit-device` fits one to a measured grid). The split of the DRAM latency
+        into its core- and memory-clock parts (Eq. 4), the overlap exponent and the
+        dependent-instruction latency come from ``base`` (the GTX 980 preset, the only
+        device where a protocol chose them)."""
+        from ..time.device import TimeDevice
+
+        base = base or TimeDevice.gtx980()
+        lat = self.latency_cycles
+        share_a = base.dm_lat_a / (base.dm_lat_a + base.dm_lat_b)  # Eq. 4's split at fc = fm
+        return TimeDevice(
+            sm_count=float(self.sm_count), max_warps_per_sm=float(self.max_warps_per_sm),
+            dm_lat_a=lat["dram"] * share_a, dm_lat_b=lat["dram"] * (1 - share_a),
+            # Memory cycles one SM's share of the channels needs per 32-byte transaction.
+            dm_del_a=0.0, dm_del_b=self.sm_count * SECTOR_BYTES / self.dram_bytes_per_mem_cycle,
+            l2_lat=lat["l2"], l2_del=self.sm_count * SECTOR_BYTES / self.l2_bytes_per_cycle,
+            sh_lat=lat["shared"], sh_del=SHARED_WAVEFRONT_BYTES / self.shared_bytes_per_sm_per_cycle,
+            inst_cycle=32 / self.issue_per_sm_per_cycle["fp32"],
+            dp_inst_cycle=32 / max(self.issue_per_sm_per_cycle["fp64"], 1e-9),
+            overlap_p=base.overlap_p, inst_lat=base.inst_lat, parallel_queues=base.parallel_queues,
+            name=self.key)
+
+    def check_clocks(self, core_mhz, mem_mhz=None) -> list[str]:
+        """Clocks outside what this GPU supports, as messages (empty: all supported)."""
+        import numpy as np
+
+        out = []
+        lo, hi = self.core_mhz.get("min", 0.0), self.core_mhz["boost"]
+        bad = [c for c in np.unique(core_mhz) if not lo <= c <= hi]
+        if bad:
+            out.append(f"core clocks {', '.join(f'{c:g}' for c in bad)} MHz lie outside {self.name}'s "
+                       f"{lo:g}-{hi:g} MHz")
+        if mem_mhz is not None:
+            bad = [m for m in np.unique(mem_mhz) if not min(self.mem_mhz) * 0.5 <= m <= max(self.mem_mhz) * 1.1]
+            if bad:
+                out.append(f"memory clocks {', '.join(f'{m:g}' for m in bad)} MHz are far from {self.name}'s "
+                           f"{', '.join(f'{m:g}' for m in self.mem_mhz)} MHz")
+        return out
+
+    def to_dict(self) -> dict:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "key"}
+        return d | {"aliases": list(self.aliases), "mem_mhz": list(self.mem_mhz)}
+
+
+def _norm(name: str) -> str:
+    """Compare names without case, vendor words or punctuation: 'NVIDIA GeForce RTX 4090' ->
+    'rtx4090', 'Tesla V100-SXM2-16GB' -> 'v100sxm216gb'."""
+    s = name.lower()
+    for word in ("nvidia", "geforce", "tesla", "quadro"):
+        s = s.replace(word, "")
+    return re.sub(r"[^a-z0-9]", "", s)
+
+
+def _entry(key: str, d: dict, where: str) -> DeviceSpec:
+    def need(k, kind=(int, float)):
+        v = d.get(k)
+        if isinstance(v, bool) or not isinstance(v, kind):
+            raise InputError(f"{where}: device {key!r}: {k} must be {getattr(kind, '__name__', 'a number')}, got {v!r}")
+        return v
+
+    try:
+        for k in _NUMBERS:
+            if not need(k) > 0:
+                raise InputError(f"{where}: device {key!r}: {k} must be > 0")
+        issue, lat, core = need("issue_per_sm_per_cycle", dict), need("latency_cycles", dict), need("core_mhz", dict)
+        for group, keys in ((issue, ISSUE_KEYS), (lat, LATENCY_KEYS), (core, ("base", "boost"))):
+            for k in keys:
+                v = group.get(k)
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+                    raise InputError(f"{where}: device {key!r}: {k} must be a number >= 0, got {v!r}")
+        mem = need("mem_mhz", list)
+        if not mem or not all(isinstance(m, (int, float)) and m > 0 for m in mem):
+            raise InputError(f"{where}: device {key!r}: mem_mhz must list the memory clocks in MHz")
+        if issue["fp32"] <= 0:
+            raise InputError(f"{where}: device {key!r}: issue_per_sm_per_cycle.fp32 must be > 0")
+        return DeviceSpec(
+            key=key, name=need("name", str), aliases=tuple(d.get("aliases", ())),
+            compute_capability=need("compute_capability", str), architecture=need("architecture", str),
+            **{k: d[k] for k in _NUMBERS}, issue_per_sm_per_cycle=dict(issue), dram_type=need("dram_type", str),
+            core_mhz=dict(core), mem_mhz=tuple(float(m) for m in mem), latency_cycles=dict(lat),
+            sources=dict(d.get("sources", {})), notes=str(d.get("notes", "")))
+    except InputError:
+        raise
+    except (TypeError, KeyError) as e:
+        raise InputError(f"{where}: device {key!r}: {e}") from None
+
+
+def _read(path, where: str) -> dict[str, DeviceSpec]:
+    doc = read_json(path) if isinstance(path, (str, Path)) else json.loads(path)
+    if not isinstance(doc, dict) or doc.get("version") != CATALOG_VERSION or not isinstance(doc.get("devices"), dict):
+        raise InputError(f"{where}: a device catalog is {{\"version\": {CATALOG_VERSION}, \"devices\": {{...}}}}")
+    bad = [k for k, v in doc["devices"].items() if not isinstance(v, dict)]
+    if bad:
+        raise InputError(f"{where}: device entries must be objects: {bad}")
+    return {k: _entry(k, v, where) for k, v in doc["devices"].items()}
+
+
+@cache
+def _builtin() -> dict[str, DeviceSpec]:
+    text = resources.files(__package__).joinpath("gpus.json").read_text(encoding="utf-8")
+    return _read(text, "gpudvfs/catalog/gpus.json")
+
+
+def catalog(extra: str | Path | None = None) -> dict[str, DeviceSpec]:
+    """Every device: the built-in catalog, then ``GPUDVFS_CATALOG``'s, then ``extra``'s entries."""
+    out = dict(_builtin())
+    for path in (os.environ.get("GPUDVFS_CATALOG"), extra):
+        if path:
+            out |= _read(path, str(path))
+    return out
+
+
+def lookup(name: str, extra: str | Path | None = None) -> DeviceSpec:
+    """The device a name designates (key, NVML name, alias, or compute capability such as
+    ``8.0`` / ``sm_80`` when one device has it), or an error that says how to add one."""
+    devices = catalog(extra)
+    if not isinstance(name, str) or not name.strip():
+        raise InputError(f"a device name is needed, got {name!r}")
+    want = _norm(name)
+    hits = [d for d in devices.values() if want in {_norm(d.key), _norm(d.name), *map(_norm, d.aliases)}]
+    cc = re.fullmatch(r"(?:sm_?|cc)?(\d+)\.?(\d)", name.strip().lower())
+    if not hits and cc:
+        hits = [d for d in devices.values() if d.compute_capability == f"{cc[1]}.{cc[2]}"]
+        if len(hits) > 1:
+            raise InputError(f"compute capability {cc[1]}.{cc[2]} is shared by {', '.join(d.key for d in hits)}: "
+                             "name the device")
+    if len(hits) > 1:  # an alias two entries share (e.g. 'A100'): the first listed is the common part
+        return hits[0]
+    if not hits:
+        raise InputError(f"unknown GPU {name!r}: not in the device catalog (known: {', '.join(sorted(devices))}). "
+                         f"To use it, {HOW_TO_CALIBRATE}")
+    return hits[0]
