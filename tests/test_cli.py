@@ -68,7 +68,7 @@ def test_power_fit_on_a_grid_says_what_the_file_is(run, data):
     r = run("power", "fit", data / "nv-dvfs-benchmark/gtx980_time_dev.csv")
     assert r.exit_code == 2 and "this is an NV-DVFS-Benchmark grid" in r.output
     assert "not a gpmTOOL power CSV" in r.output
-    r = run("select", "eval", data / "gpupowermodel/titanx_real_dev.csv")
+    r = run("select", "eval", "--device", "gtx980", data / "gpupowermodel/titanx_real_dev.csv")
     assert r.exit_code == 2 and "this is a gpmTOOL power CSV" in r.output
 
 
@@ -138,28 +138,30 @@ def test_ctrl_c_during_a_sweep_exits_130_with_one_line(tmp_path):
 
 def test_power_cap_policy_needs_its_cap(run, tmp_path, data):
     grid = data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv"
-    r = run("select", "fit-power", grid, "-o", tmp_path / "m.json")
+    r = run("select", "fit-power", "--device", "gtx980", grid, "-o", tmp_path / "m.json")
     assert r.exit_code == 0, r.output
-    r = run("select", "choose", grid, "--power-model", tmp_path / "m.json", "--policy", "power-cap")
+    r = run("select", "choose", "--device", "gtx980",
+grid, "--power-model", tmp_path / "m.json", "--policy", "power-cap")
     assert r.exit_code == 2 and "--policy power-cap needs --power-cap WATTS" in r.output
 
 
 def test_time_predict_warns_where_it_extrapolates(tmp_path, data):
     runner = CliRunner()  # stderr apart from stdout, so the JSON stays parseable
     grid = data / "nv-dvfs-benchmark/gtx980_time_dev.csv"
-    r = runner.invoke(cli, ["time", "predict", str(grid), "--kernel", "backprop", "--core-mhz", "700,3000",
+    r = runner.invoke(cli, ["time", "predict", "--device", "gtx980",
+                            str(grid), "--kernel", "backprop", "--core-mhz", "700,3000",
                             "--mem-mhz", "700", "--json"])
     assert r.exit_code == 0, r.output
     assert "core clocks 3000 MHz lie outside the measured 400-1000 MHz" in r.stderr
     assert len(json.loads(r.stdout)["extrapolated"]) == 1
-    r = runner.invoke(cli, ["time", "predict", str(grid), "--core-mhz", "1e9"])
+    r = runner.invoke(cli, ["time", "predict", "--device", "gtx980", str(grid), "--core-mhz", "1e9"])
     assert r.exit_code == 2 and "finite clocks" in r.output
 
 
 @pytest.mark.parametrize("args,match", [
     (["power", "fit", "TRAIN", "-o", "{tmp}/no/such/m.json"], "does not exist"),
     (["power", "fit", "TRAIN", "-o", "{tmp}"], "is a directory"),
-    (["select", "fit-power", "TRAIN", "-o", "{tmp}/no/m.json"], "does not exist"),
+    (["select", "fit-power", "--device", "gtx980", "TRAIN", "-o", "{tmp}/no/m.json"], "does not exist"),
     (["demo", "--out-dir", "{tmp}/file.txt"], "is a file"),
     (["demo", "--out-dir", "{tmp}/file.txt/sub"], "not a writable folder"),
 ])
@@ -182,9 +184,9 @@ def test_json_inputs_that_are_not_what_they_claim(run, tmp_path, data, command, 
     path.mkdir() if content is None else path.write_bytes(content)
     grid = data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv"
     args = {"power eval": ["power", "eval", path, data / "gpupowermodel/gtx980_micro.csv"],
-            "time eval --device": ["time", "eval", grid, "--device", path],
+            "time eval --device": ["time", "eval", "--device", "gtx980", grid, "--device", path],
             "sweep --workloads": ["sweep", "--workloads", path, "-o", tmp_path / "s.csv"],
-            "select choose": ["select", "choose", grid, "--power-model", path]}[command]
+            "select choose": ["select", "choose", "--device", "gtx980", grid, "--power-model", path]}[command]
     r = run(*args)
     if command == "sweep --workloads" and kind == "a JSON list":
         match = "non-empty list 'workloads'"

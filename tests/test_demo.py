@@ -67,7 +67,8 @@ def test_select_eval_beats_the_baselines(data):
     the reference pair (24.2%) and the best single pair in hindsight (5.3%). The error-aware
     choices (worst case within each energy's error, or the pair nearest the highest clocks
     within it) do worse here: 4.34% and 11.96%."""
-    r = CliRunner().invoke(cli, ["select", "eval", str(data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv"),
+    r = CliRunner().invoke(cli, ["select", "eval", "--device", "gtx980",
+                                 str(data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv"),
                                  "--reference", "700,700", "--json"])
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
@@ -109,24 +110,24 @@ def test_select_fit_power_then_choose(data, tmp_path):
     path = str(data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv")
     model = tmp_path / "p.json"
     run = CliRunner().invoke
-    r = run(cli, ["select", "fit-power", path, "--reference", "700,700", "-o", str(model)])
+    r = run(cli, ["select", "fit-power", "--device", "gtx980", path, "--reference", "700,700", "-o", str(model)])
     assert r.exit_code == 0, r.output
-    r = run(cli, ["select", "choose", path, "--power-model", str(model), "--json"])
+    r = run(cli, ["select", "choose", "--device", "gtx980", path, "--power-model", str(model), "--json"])
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
     assert len(d["workloads"]) == 15 and len(d["configs"]) == 36
     for w in d["workloads"].values():
         assert [w["core_mhz"], w["mem_mhz"]] in w["pareto"] and w["feasible"]
-    r = run(cli, ["select", "choose", path, "--power-model", str(model), "--policy", "power-cap",
+    r = run(cli, ["select", "choose", "--device", "gtx980", path, "--power-model", str(model), "--policy", "power-cap",
                   "--power-cap", "50", "--json"])
     capped = json.loads(r.output)["workloads"]
     assert all(w["watts"] <= 50 for w in capped.values() if w["feasible"])
-    r = run(cli, ["select", "choose", path, "--power-model", str(tmp_path / "missing.json")])
+    r = run(cli, ["select", "choose", "--device", "gtx980", path, "--power-model", str(tmp_path / "missing.json")])
     assert r.exit_code == 2 and "file not found" in r.output
     titanx = tmp_path / "titanx.json"
     run(cli, ["power", "fit", str(data / "gpupowermodel/titanx_micro.csv"), "--variant", "per-domain",
               "-o", str(titanx)])
-    r = run(cli, ["select", "choose", path, "--power-model", str(titanx)])
+    r = run(cli, ["select", "choose", "--device", "gtx980", path, "--power-model", str(titanx)])
     assert r.exit_code == 2 and "select fit-power" in r.output
 
 
@@ -138,7 +139,8 @@ def test_cross_validation_over_both_gtx980_files(data):
     model beating two-term scaling on 8 of 10 and 13 of 15 kernels; minimum-energy regret
     3.81% (max 18.9%), moving between 3.15% and 4.38% over the exponents. Parallel queues,
     chosen on one file last time, lose under the protocol; so does the DRAM check."""
-    r = CliRunner().invoke(cli, ["time", "cv", str(data / "nv-dvfs-benchmark/gtx980_time_dev.csv"),
+    r = CliRunner().invoke(cli, ["time", "cv", "--device", "gtx980",
+                                 str(data / "nv-dvfs-benchmark/gtx980_time_dev.csv"),
                                  str(data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv"), "--json"])
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)

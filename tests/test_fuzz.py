@@ -34,6 +34,7 @@ from gpudvfs.measure.sweep import load_record
 from gpudvfs.measure.workload_file import read_workloads
 from gpudvfs.online import load_predictor, save_predictor
 from gpudvfs.select.choose import fit_power_model
+from gpudvfs.time.device import TimeDevice
 
 from conftest import data_dir
 
@@ -77,7 +78,8 @@ def seeds(tmp_path_factory) -> dict[str, bytes]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", gpudvfs.GpudvfsWarning)
             gpudvfs.PowerModel("per-domain").fit(gpudvfs.read_power_dataset(root / GTX980_MICRO)).save(d / "p.json")
-            fit_power_model(gpudvfs.read(root / GTX980_TIME_POWER), (700.0, 700.0)).save(d / "s.json")
+            fit_power_model(gpudvfs.read(root / GTX980_TIME_POWER), (700.0, 700.0),
+                            *TimeDevice.resolve("gtx980")).save(d / "s.json")
         out["gtx980-power.json"], out["select-power.json"] = (d / "p.json").read_bytes(), (d / "s.json").read_bytes()
     workloads = [Workload("a", counters={"util:SP": 0.5, "compute_ms": 1.0, "memory_ms": 0.2}),
                  Workload("b", counters={"util:DRAM": 0.7, "compute_ms": 0.2, "memory_ms": 1.0})]
@@ -253,13 +255,17 @@ COMMANDS: dict[str, tuple[list[str], list[str]]] = {
     "power eval data": (["power", "eval", "{gtx980-power.json}", "FILE"], [f"full:{GTX980_MICRO}"]),
     "power predict": (["power", "predict", "{gtx980-power.json}", "FILE"], [f"full:{GTX980_MICRO}"]),
     "power plot": (["power", "plot", "FILE", "-o", "{tmp}/p.png"], ["gtx980-power.json", "model.gpm.csv"]),
-    "time eval": (["time", "eval", "FILE"], [f"full:{GTX980_TIME}", f"full:{GTX980_TIME_POWER}"]),
-    "time eval device": (["time", "eval", "{gtx980_time_dev.csv}", "--device", "FILE.json"], ["device.json"]),
-    "time predict": (["time", "predict", "FILE", "--json"], [f"full:{GTX980_TIME}"]),
-    "time cv": (["time", "cv", "FILE", "--json"], [f"full:{GTX980_TIME}"]),
-    "select eval": (["select", "eval", "FILE", "--json"], [f"full:{GTX980_TIME_POWER}"]),
-    "select fit-power": (["select", "fit-power", "FILE", "-o", "{tmp}/m.json"], [f"full:{GTX980_TIME_POWER}"]),
-    "select choose": (["select", "choose", "{gtx980_time_power_dev.csv}", "--power-model", "FILE"],
+    "time eval": (["time", "eval", "--device", "gtx980", "FILE"], [f"full:{GTX980_TIME}", f"full:{GTX980_TIME_POWER}"]),
+    "time eval device": (["time", "eval", "--device", "gtx980",
+                          "{gtx980_time_dev.csv}", "--device", "FILE.json"], ["device.json"]),
+    "time predict": (["time", "predict", "--device", "gtx980", "FILE", "--json"], [f"full:{GTX980_TIME}"]),
+    "time cv": (["time", "cv", "--device", "gtx980", "FILE", "--json"], [f"full:{GTX980_TIME}"]),
+    "select eval": (["select", "eval", "--device", "gtx980",
+                     "FILE", "--json"], [f"full:{GTX980_TIME_POWER}"]),
+    "select fit-power": (["select", "fit-power", "--device", "gtx980",
+                          "FILE", "-o", "{tmp}/m.json"], [f"full:{GTX980_TIME_POWER}"]),
+    "select choose": (["select", "choose", "--device", "gtx980",
+                       "{gtx980_time_power_dev.csv}", "--power-model", "FILE"],
                       ["select-power.json"]),
     "online replay": (["online", "replay", "FILE", "--steps", "60", "--json"],
                       [f"full:{V100}", f"full:{GTX980_TIME}"]),

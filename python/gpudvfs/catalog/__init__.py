@@ -154,7 +154,9 @@ def _entry(key: str, d: dict, where: str) -> DeviceSpec:
             if not need(k) > 0:
                 raise InputError(f"{where}: device {key!r}: {k} must be > 0")
         issue, lat, core = need("issue_per_sm_per_cycle", dict), need("latency_cycles", dict), need("core_mhz", dict)
-        for group, keys in ((issue, ISSUE_KEYS), (lat, LATENCY_KEYS), (core, ("base", "boost"))):
+        # A base clock is not published for every part (B200): only the boost clock is required.
+        for group, keys in ((issue, ISSUE_KEYS), (lat, LATENCY_KEYS), (core, ("boost", *[k for k in ("base", "min")
+                                                                                        if k in core]))):
             for k in keys:
                 v = group.get(k)
                 if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
@@ -176,8 +178,7 @@ def _entry(key: str, d: dict, where: str) -> DeviceSpec:
         raise InputError(f"{where}: device {key!r}: {e}") from None
 
 
-def _read(path, where: str) -> dict[str, DeviceSpec]:
-    doc = read_json(path) if isinstance(path, (str, Path)) else json.loads(path)
+def _read(doc, where: str) -> dict[str, DeviceSpec]:
     if not isinstance(doc, dict) or doc.get("version") != CATALOG_VERSION or not isinstance(doc.get("devices"), dict):
         raise InputError(f"{where}: a device catalog is {{\"version\": {CATALOG_VERSION}, \"devices\": {{...}}}}")
     bad = [k for k, v in doc["devices"].items() if not isinstance(v, dict)]
@@ -189,7 +190,7 @@ def _read(path, where: str) -> dict[str, DeviceSpec]:
 @cache
 def _builtin() -> dict[str, DeviceSpec]:
     text = resources.files(__package__).joinpath("gpus.json").read_text(encoding="utf-8")
-    return _read(text, "gpudvfs/catalog/gpus.json")
+    return _read(json.loads(text), "gpudvfs/catalog/gpus.json")
 
 
 def catalog(extra: str | Path | None = None) -> dict[str, DeviceSpec]:
@@ -197,7 +198,7 @@ def catalog(extra: str | Path | None = None) -> dict[str, DeviceSpec]:
     out = dict(_builtin())
     for path in (os.environ.get("GPUDVFS_CATALOG"), extra):
         if path:
-            out |= _read(path, str(path))
+            out |= _read(read_json(path), str(path))
     return out
 
 

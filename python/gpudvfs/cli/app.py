@@ -9,6 +9,7 @@ from .data import data
 from .demo import demo
 from .online import online
 from .power import power
+from .predict import devices, predict, profile_command_
 from .select import select_
 from .sweep import sweep
 from .time import time_
@@ -24,6 +25,9 @@ cli.add_command(data)
 cli.add_command(demo)
 cli.add_command(online)
 cli.add_command(power)
+cli.add_command(predict)
+cli.add_command(profile_command_)
+cli.add_command(devices)
 cli.add_command(select_)
 cli.add_command(sweep)
 cli.add_command(time_)

@@ -12,7 +12,7 @@ from ..select.choose import fit_power_model
 from ..select.dcgm import evaluate_selection as evaluate_dcgm
 from ..select.evaluate import evaluate_selection
 from .output import console, output_file, print_json, table, user_errors
-from .time import _device, _pair
+from .time import DEVICE_HELP, _gpu, _pair
 
 
 def _grid(path: str, formats=("nvdvfs",)):
@@ -30,7 +30,7 @@ def select_() -> None:
               help="The one clock pair each application is profiled at.")
 @click.option("--slowdown", default=0.1, show_default=True, type=click.FloatRange(min=0),
               help="Deadline policy: at most this slower than at the highest clocks.")
-@click.option("--device", default="gtx980", show_default=True, help="Time-model device: preset or JSON file.")
+@click.option("--device", required=True, help=DEVICE_HELP)
 @click.option("--json", "as_json", is_flag=True)
 def eval_(data, reference, slowdown, device, as_json) -> None:
     """Energy regret of the chosen configurations on measured time and power (NV-DVFS
@@ -41,7 +41,8 @@ def eval_(data, reference, slowdown, device, as_json) -> None:
         if grid.format == "dcgm":
             return _eval_dcgm(data, {p: evaluate_dcgm(grid, reference, policy=p, slowdown=slowdown)
                                      for p in ("energy", "edp", "deadline")}, as_json)
-        r = evaluate_selection(grid, reference, slowdown=slowdown, time_device=_device(device))
+        time_device, spec = _gpu(device)
+        r = evaluate_selection(grid, reference, slowdown=slowdown, time_device=time_device, spec=spec)
     if as_json:
         print_json(r)
         return
@@ -84,13 +85,14 @@ def _eval_dcgm(data, r, as_json) -> None:
 @select_.command("fit-power")
 @click.argument("data", type=click.Path(dir_okay=False))
 @click.option("--reference", default="700,700", show_default=True, callback=_pair)
+@click.option("--device", required=True, help=DEVICE_HELP)
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), callback=output_file,
               help="Power model JSON to write.")
-def fit_power(data, reference, out) -> None:
+def fit_power(data, reference, device, out) -> None:
     """Fit the power model `select choose` uses on a measured grid (NV-DVFS nvprof CSV with
     power): utilizations from each workload's reference-row counters."""
     with user_errors():
-        model = fit_power_model(_grid(data), reference)
+        model = fit_power_model(_grid(data), reference, *_gpu(device))
         model.save(out)
     console.print(f"power model (per-domain) on {len(model.configs_)} configurations: training MAPE "
                   f"{model.train_mape_:.2f}%; wrote {out}")
@@ -102,7 +104,7 @@ def fit_power(data, reference, out) -> None:
               help="From `gpudvfs select fit-power`.")
 @click.option("--reference", default="700,700", show_default=True, callback=_pair,
               help="The clock pair DATA's workloads were profiled at (only those rows are read).")
-@click.option("--device", default="gtx980", show_default=True, help="Time-model device: preset or JSON file.")
+@click.option("--device", required=True, help=DEVICE_HELP)
 @click.option("--policy", type=click.Choice(POLICIES), default="energy", show_default=True)
 @click.option("--slowdown", default=0.1, show_default=True, type=click.FloatRange(min=0),
               help="Deadline policy: at most this slower than at the highest clocks.")
@@ -113,7 +115,8 @@ def choose(data, model_path, reference, device, policy, slowdown, power_cap, as_
     if policy == "power-cap" and power_cap is None:
         raise click.UsageError("--policy power-cap needs --power-cap WATTS (the cap each workload must stay under)")
     with user_errors():
-        r = choose_configs(_grid(data), reference, PowerModel.load(model_path), time_device=_device(device),
+        time_device, spec = _gpu(device)
+        r = choose_configs(_grid(data), reference, PowerModel.load(model_path), time_device=time_device, spec=spec,
                            policy=policy, slowdown=slowdown, power_cap_w=power_cap)
     if as_json:
         print_json(r)

@@ -25,9 +25,22 @@ def _pair(ctx, param, value):
     return (float(a), float(b))
 
 
-def _device(spec: str) -> TimeDevice:
-    """A preset name or a device JSON file (TimeDevice.save)."""
-    return TimeDevice.load(spec) if Path(spec).suffix == ".json" else TimeDevice.preset(spec)
+def _device(name: str) -> TimeDevice:
+    """A catalog GPU (its preset where one was microbenchmarked) or a device JSON file."""
+    return TimeDevice.resolve(name)[0]
+
+
+def _gpu(name: str):
+    """(time device, catalog entry): for commands that also need the GPU's peak rates."""
+    device, spec = TimeDevice.resolve(name)
+    if spec is None:
+        raise InputError(f"{name}: the device file names no catalog GPU ({device.name!r}); the peak rates "
+                         "come from the catalog: save the device under a catalog key")
+    return device, spec
+
+
+#: --device: no default, since a grid does not say which GPU measured it.
+DEVICE_HELP = "The GPU the data was measured on: a catalog name (gpudvfs devices list) or a device JSON file."
 
 
 def _grid(path, formats=("nvdvfs",)):
@@ -60,7 +73,7 @@ def time_() -> None:
 
 @time_.command("eval")
 @click.argument("data", type=click.Path(dir_okay=False))
-@click.option("--device", default="gtx980", show_default=True, help="Preset name or device JSON file.")
+@click.option("--device", required=True, help=DEVICE_HELP)
 @click.option("--reference", default="700,700", show_default=True, callback=_pair,
               help="Clock pair (core,memory MHz) whose counters are the model's input.")
 @click.option("--mode", type=click.Choice(MODES), default="default", show_default=True)
@@ -110,7 +123,7 @@ def _eval_dcgm(data, r, as_json) -> None:
 @time_.command()
 @click.argument("data", type=click.Path(dir_okay=False))
 @click.option("--kernel", "kernels", multiple=True, help="Only these workloads (default: all).")
-@click.option("--device", default="gtx980", show_default=True, help="Preset name or device JSON file.")
+@click.option("--device", required=True, help=DEVICE_HELP)
 @click.option("--reference", default="700,700", show_default=True, callback=_pair)
 @click.option("--core-mhz", help="Core clocks (comma-separated; default: DATA's).")
 @click.option("--mem-mhz", help="Memory clocks (comma-separated; default: DATA's).")
@@ -149,7 +162,7 @@ def predict(data, kernels, device, reference, core_mhz, mem_mhz, mode, calibrate
 
 @time_.command("cv")
 @click.argument("data", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("--device", default="gtx980", show_default=True, help="Preset name or device JSON file (the base).")
+@click.option("--device", required=True, help=DEVICE_HELP)
 @click.option("--reference", default="700,700", show_default=True, callback=_pair)
 @click.option("--json", "as_json", is_flag=True)
 def cv(data, device, reference, as_json) -> None:
@@ -157,7 +170,7 @@ def cv(data, device, reference, as_json) -> None:
     kernel scored with the settings (soft-max exponent, dependent latency, calibration)
     chosen on the others; for grids with power, the energy regret scored the same way."""
     with user_errors():
-        r = cross_validate([_grid(path) for path in data], reference, _device(device))
+        r = cross_validate([_grid(path) for path in data], reference, *TimeDevice.resolve(device))
     if as_json:
         print_json(r)
         return

@@ -30,6 +30,8 @@ class GridSpec:
     index_columns: tuple[str, ...] = ()
     time_to_ms: float = 1.0
     geometry_column: str | None = None
+    #: NVML's memory clock per unit of the file's memory clock.
+    mem_clock_to_nvml: float = 1.0
 
     def matches(self, header: list[str]) -> bool:
         return all(c in header for c in self.required)
@@ -44,6 +46,8 @@ NVDVFS = GridSpec(
     text_columns=frozenset({"abbr.", "appName", "argNo", "kernel", "blocks"}),
     index_columns=("",),
     geometry_column="blocks",
+    # NVIDIA Inspector's GDDR5 memory clock (1752 MHz at the GTX 980's default) is half of NVML's (3505).
+    mem_clock_to_nvml=2.0,
 )
 
 DCGM = GridSpec(

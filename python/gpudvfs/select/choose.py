@@ -1,13 +1,12 @@
-"""Frequencies for workloads profiled once, from nvprof counters of a GTX 980: utilizations
-and time-model profiles from each workload's reference row (`reference_inputs`), a power
-model fitted on a measured grid (`fit_power_model`), and the choice (`choose`).
+"""Frequencies for workloads profiled once, from nvprof counters: utilizations and
+time-model profiles from each workload's reference row (`reference_inputs`), a power model
+fitted on a measured grid (`fit_power_model`), and the choice (`choose`).
 
-Utilizations come from the nvprof counters of the reference run as achieved rate over a
-nominal peak of the GTX 980 (GM204: 16 SMs; per SM and cycle 128 FP32 and 128 integer
-thread instructions, 4 FP64, 32 special-function, 1 shared-memory transaction; 32 L2
-transactions per cycle for the chip; DRAM 16 transactions of 32 B per memory-clock cycle).
-A wrong peak scales a component's utilization by a constant, which that component's
-fitted weight absorbs; the peaks only keep utilizations within [0, 1].
+Utilizations come from the nvprof counters of the reference run as achieved rate over the
+device's peak rates from the catalog (`DeviceSpec.peaks`: issue rates per SM, L2 and
+shared-memory bytes per cycle, DRAM bytes per memory clock). A wrong peak scales a
+component's utilization by a constant, which that component's fitted weight absorbs; the
+peaks keep utilizations within [0, 1] and comparable across GPUs.
 
 The power model is `per-domain`: 14 training applications constrain its 12 clock-level
 voltages, not the 72 of `per-config`.
@@ -17,8 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..catalog import DeviceSpec
 from ..errors import InputError
 from ..io.datasets import MeasurementGrid, PowerDataset
+from ..io.grid_csv import SPECS
 from ..power.model import PowerModel
 from ..time.device import TimeDevice
 from ..time.evaluate import profiles_from_grid
@@ -27,20 +28,8 @@ from .policies import pareto_front, select
 
 COMPONENTS = ("SP", "INT", "DP", "SFU", "L2", "Shared", "DRAM")
 DOMAIN_SIZES = (6, 1)
-# component -> (nvprof events, peak events per cycle, clock domain)
-GTX980_PEAKS = {
-    "SP": (("inst_fp_32",), 128 * 16, "core"),
-    "INT": (("inst_integer",), 128 * 16, "core"),
-    "DP": (("inst_fp_64",), 4 * 16, "core"),
-    "SFU": (("flop_count_sp_special",), 32 * 16, "core"),
-    "L2": (("l2_read_transactions", "l2_write_transactions"), 32, "core"),
-    "Shared": (("shared_load_transactions", "shared_store_transactions"), 1 * 16, "core"),
-    "DRAM": (("dram_read_transactions", "dram_write_transactions"), 16, "memory"),
-}
-
-
 def rate_utilizations(counters: dict[str, float], time_ms: float, core_mhz: float, mem_mhz: float,
-                      peaks=GTX980_PEAKS) -> np.ndarray:
+                      peaks) -> np.ndarray:
     """Utilization per component: events / (time x clock x peak events per cycle)."""
     out = []
     for comp, (events, peak, domain) in peaks.items():
@@ -50,30 +39,33 @@ def rate_utilizations(counters: dict[str, float], time_ms: float, core_mhz: floa
         clock = core_mhz if domain == "core" else mem_mhz
         u = sum(counters[e] for e in events) / (time_ms * 1e-3 * clock * 1e6 * peak)
         if u > 1.0:
-            raise InputError(f"utilization of {comp} is {u:.3f} > 1: the nominal peak is too low for this GPU")
+            raise InputError(f"utilization of {comp} is {u:.3f} > 1: the peak rate is too low for this GPU: "
+                             "is --device the GPU the grid was measured on?")
         out.append(u)
     return np.array(out)
 
 
-def reference_inputs(grid: MeasurementGrid, reference: tuple[float, float], device: TimeDevice | None = None):
+def reference_inputs(grid: MeasurementGrid, reference: tuple[float, float], device: TimeDevice, spec: DeviceSpec):
     """(workload names, time-model profiles, utilizations [W x C]) from the counters and
     time of each workload's row at the reference pair: all a prediction needs."""
-    profiles = profiles_from_grid(grid, reference, device or TimeDevice.gtx980())
+    profiles = profiles_from_grid(grid, reference, device)
+    peaks = spec.peaks(SPECS[grid.format].mem_clock_to_nvml if grid.format in SPECS else 1.0)
     work = grid.workload
     at_ref = (grid.core_mhz == reference[0]) & (grid.mem_mhz == reference[1])
     util = np.empty((len(profiles), len(COMPONENTS)))
     for a, p in enumerate(profiles):
         i = int(np.flatnonzero(at_ref & (work == p.name))[0])
-        util[a] = rate_utilizations({k: float(v[i]) for k, v in grid.metrics.items()}, grid.time_ms[i], *reference)
+        util[a] = rate_utilizations({k: float(v[i]) for k, v in grid.metrics.items()}, grid.time_ms[i], *reference,
+                                    peaks)
     return [p.name for p in profiles], profiles, util
 
 
-def measured_table(grid: MeasurementGrid, reference: tuple[float, float]):
+def measured_table(grid: MeasurementGrid, reference: tuple[float, float], device: TimeDevice, spec: DeviceSpec):
     """(workload names, configs [K x 2], time_ms and watts [W x K], utilizations [W x C],
     profiles) with every workload measured at every configuration."""
     if grid.watts is None or grid.mem_mhz is None:
         raise InputError(f"{grid.path}: selection is validated on measured time and power over core and memory clocks")
-    names, profiles, util = reference_inputs(grid, reference)
+    names, profiles, util = reference_inputs(grid, reference, device, spec)
     configs = np.unique(np.column_stack([grid.core_mhz, grid.mem_mhz]), axis=0)
     index = {(n, c, m): i for i, (n, c, m) in enumerate(zip(grid.workload.tolist(), grid.core_mhz, grid.mem_mhz))}
     t = np.empty((len(names), len(configs)))
@@ -95,24 +87,25 @@ def training_dataset(util, configs, watts, reference, names) -> PowerDataset:
                         benchmark=np.repeat(np.arange(n), k), benchmarks=tuple(names))
 
 
-def fit_power_model(grid: MeasurementGrid, reference: tuple[float, float]) -> PowerModel:
+def fit_power_model(grid: MeasurementGrid, reference: tuple[float, float], device: TimeDevice,
+                    spec: DeviceSpec) -> PowerModel:
     """A `per-domain` power model of every workload of a measured grid, on the utilizations
     of its reference rows: the model `choose` applies to newly profiled workloads."""
-    names, configs, _, p, util, _ = measured_table(grid, reference)
+    names, configs, _, p, util, _ = measured_table(grid, reference, device, spec)
     return PowerModel("per-domain").fit(training_dataset(util, configs, p, reference, names))
 
 
 def choose(grid: MeasurementGrid, reference: tuple[float, float], power_model: PowerModel, *,
-           time_device: TimeDevice | None = None, policy: str = "energy", slowdown: float = 0.1,
+           time_device: TimeDevice, spec: DeviceSpec, policy: str = "energy", slowdown: float = 0.1,
            power_cap_w: float | None = None) -> dict:
     """Frequencies for the workloads of ``grid``, each profiled at the reference pair only
     (its other rows, if any, are not read), over the power model's configurations."""
     if power_model.components_ != COMPONENTS:
         raise InputError(f"the power model's components {list(power_model.components_)} are not the nvprof "
                          f"rate utilizations {list(COMPONENTS)}: fit it with `gpudvfs select fit-power`")
-    names, profiles, util = reference_inputs(grid, reference, time_device)
+    names, profiles, util = reference_inputs(grid, reference, time_device, spec)
     configs = power_model.configs_
-    t = TimeModel(time_device or TimeDevice.gtx980()).predict(profiles, configs[:, 0], configs[:, 1],
+    t = TimeModel(time_device).predict(profiles, configs[:, 0], configs[:, 1],
                                                               calibrate=True)
     p = power_model.predict_grid(util, configs)
     fastest = int(np.flatnonzero((configs == configs.max(axis=0)).all(axis=1))[0])

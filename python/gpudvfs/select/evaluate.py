@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..catalog import DeviceSpec
 from ..errors import GpudvfsWarning
 from ..io.datasets import MeasurementGrid
 from ..power.model import PowerModel
@@ -61,8 +62,9 @@ class RegretTable:
         return np.expm1(np.sqrt(others))
 
 
-def regret_table(grid: MeasurementGrid, reference: tuple[float, float]) -> RegretTable:
-    names, configs, t, p, util, profiles = measured_table(grid, reference)
+def regret_table(grid: MeasurementGrid, reference: tuple[float, float], device: TimeDevice,
+                 spec: DeviceSpec) -> RegretTable:
+    names, configs, t, p, util, profiles = measured_table(grid, reference, device, spec)
     p_pred = np.empty_like(p)
     for a in range(len(names)):
         train = [i for i in range(len(names)) if i != a]
@@ -78,8 +80,8 @@ def _summary(r: np.ndarray) -> dict:
     return {"mean": float(r.mean()), "max": float(r.max())}
 
 
-def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *, slowdown: float = 0.1,
-                       time_device: TimeDevice | None = None) -> dict:
+def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *, time_device: TimeDevice,
+                       spec: DeviceSpec, slowdown: float = 0.1) -> dict:
     """Energy regret (measured energy of the chosen pair over the measured minimum, minus 1)
     per application of the minimum-energy and the deadline policy (slowdown relative to the
     highest clocks), and of three baselines: the highest clocks, the reference pair and the
@@ -88,12 +90,11 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
     much of the regret each model leaves. ``uncertainty``: the regret when the choice uses
     each energy's error (from the other applications' residuals): the worst case within it,
     or the pair nearest the highest clocks within the chosen one's error band."""
-    tab = regret_table(grid, reference)
+    tab = regret_table(grid, reference, time_device, spec)
     names, configs, t = tab.names, tab.configs, tab.time_ms
     e = tab.energy
     hi = tab.index_of(configs.max(axis=0))
-    t_pred = TimeModel(time_device or TimeDevice.gtx980()).predict(tab.profiles, configs[:, 0], configs[:, 1],
-                                                                    calibrate=True)
+    t_pred = TimeModel(time_device).predict(tab.profiles, configs[:, 0], configs[:, 1], calibrate=True)
     energy = select(t_pred, tab.watts_pred, configs, "energy")
     deadline = select(t_pred, tab.watts_pred, configs, "deadline", default_index=hi, slowdown=slowdown)
     rows = np.arange(len(names))

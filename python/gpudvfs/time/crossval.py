@@ -121,14 +121,14 @@ def nested_choice(errors: np.ndarray) -> np.ndarray:
     return np.argmin((totals - errors) / (n - 1), axis=0)
 
 
-def cross_validate(grids: list[MeasurementGrid], reference: tuple[float, float] = (700.0, 700.0),
-                   device: TimeDevice | None = None, candidates=CANDIDATES) -> dict:
+def cross_validate(grids: list[MeasurementGrid], reference: tuple[float, float], device: TimeDevice,
+                   spec=None, candidates=CANDIDATES) -> dict:
     """The protocol over ``grids`` (their kernels pooled). Per file: the cross-validated
     calibrated MAPE, the in-sample one of the candidate chosen on all kernels, the two-term
     baseline and how many kernels the model beats it on; the chosen candidates; for grids
     with power, the energy regret of the minimum-energy choice, cross-validated and in-sample,
-    and how both move with the soft-max exponent."""
-    device = device or TimeDevice.gtx980()
+    and how both move with the soft-max exponent (with ``spec``, the catalog entry whose peak
+    rates give the power model's utilizations)."""
     cases = kernel_cases(grids, reference, device)
     errors = error_matrix(cases, candidates, device)
     chosen = nested_choice(errors)
@@ -154,9 +154,9 @@ def cross_validate(grids: list[MeasurementGrid], reference: tuple[float, float] 
                                 "two_term_mape": float(two[j]), "chosen": candidates[chosen[j]].label}
                        for j, k in enumerate(cases)},
     }
-    power_grids = [g for g in grids if g.watts is not None]
+    power_grids = [g for g in grids if g.watts is not None] if spec is not None else []
     if power_grids:
-        report["selection"] = {g.path: _selection(g, reference, device, cases, candidates, chosen, best)
+        report["selection"] = {g.path: _selection(g, reference, device, spec, cases, candidates, chosen, best)
                                for g in power_grids}
     return report
 
@@ -226,14 +226,14 @@ def _learned_correction(cases: list[KernelCase], candidates, chosen: np.ndarray,
     return out
 
 
-def _selection(grid: MeasurementGrid, reference, device, cases, candidates, chosen, best) -> dict:
+def _selection(grid: MeasurementGrid, reference, device, spec, cases, candidates, chosen, best) -> dict:
     """Energy regret of the minimum-energy choice on a grid with power: each application's
     time from the candidate chosen without it (cross-validated) or on all kernels; and over
     the soft-max exponents, the rest of the chosen-on-all candidate kept."""
     from ..select.evaluate import regret_table
 
     index = {k.name: j for j, k in enumerate(cases) if k.file == grid.path}
-    table = regret_table(grid, reference)
+    table = regret_table(grid, reference, device, spec)
 
     def regrets(model_of) -> np.ndarray:
         t = np.vstack([model_of(n).predict(cases[index[n]].profile, table.configs[:, 0], table.configs[:, 1],

@@ -75,10 +75,24 @@ class TimeDevice:
 
     @classmethod
     def preset(cls, name: str) -> TimeDevice:
-        presets = {"gtx980": cls.gtx980}
-        if name not in presets:
-            raise InputError(f"unknown device preset {name!r}; known: {sorted(presets)}")
-        return presets[name]()
+        """A microbenchmarked preset, else the catalog GPU's parameters (see
+        ``DeviceSpec.time_device``)."""
+        return cls.resolve(name)[0]
+
+    @classmethod
+    def resolve(cls, name: str):
+        """(time device, catalog entry or None) of a preset, catalog GPU or device JSON file.
+        A device file's catalog entry is the one its name designates, where there is one."""
+        from ..catalog import lookup
+
+        if Path(name).suffix == ".json":
+            device = cls.load(name)
+            try:
+                return device, lookup(device.name)
+            except InputError:
+                return device, None
+        spec = lookup(name)
+        return (cls.gtx980() if spec.key == "gtx980" else spec.time_device()), spec
 
     def dram_busy_ms(self, transactions, mem_mhz):
         """Time the DRAM channels of one SM's share are busy serving ``transactions`` (32-byte,

@@ -82,7 +82,7 @@ def fit_device(grid: MeasurementGrid, reference: tuple[float, float], base: Time
     for k in everyone:
         f = _search(base, profiles, rows_of, grid, [i for i in everyone if i != k], groups)
         held[rows_of[k]] = _predict(_apply(base, f), [profiles[k]], [rows_of[k]], grid)[rows_of[k]]
-    fitted = replace(_apply(base, factors), name=name or f"{base.name}-fitted")
+    fitted = replace(_apply(base, factors), name=name or base.name)  # the name keeps its catalog entry
     meas = grid.time_ms
     report = {"kernels": len(profiles), "rows": int(len(grid)), "groups": list(groups), "factors": factors,
               "mape_before": mape(_predict(base, profiles, rows_of, grid), meas),

@@ -1,0 +1,99 @@
+"""`gpudvfs predict`, `gpudvfs profile-command`, `gpudvfs devices`: from a profile of any GPU
+in the catalog to predictions, and what the catalog knows."""
+
+from __future__ import annotations
+
+import click
+
+from ..catalog import catalog, lookup
+from ..errors import InputError
+from ..io import read
+from ..io.profilers import CounterReport
+from ..power import PowerModel
+from ..select import POLICIES
+from ..select.from_profile import device_of, kernel_inputs, predict_profile, profile_command
+from .output import console, print_json, table, user_errors
+from .power import _optional_pair
+
+
+@click.command()
+@click.argument("profile", type=click.Path(dir_okay=False))
+@click.option("--device", help="Catalog GPU (default: the one the profile names).")
+@click.option("--power-model", "model_path", type=click.Path(dir_okay=False),
+              help="Power model of this GPU on profiler utilizations (power, energy and a chosen pair).")
+@click.option("--policy", type=click.Choice(POLICIES), default="energy", show_default=True)
+@click.option("--slowdown", default=0.1, show_default=True, type=click.FloatRange(min=0))
+@click.option("--reference", callback=_optional_pair,
+              help="Clocks CORE,MEM the profile was taken at (default: the device's base and memory clocks, "
+                   "where Nsight Compute locks them).")
+@click.option("--json", "as_json", is_flag=True)
+def predict(profile, device, model_path, policy, slowdown, reference, as_json) -> None:
+    """Time (and power, energy, the chosen pair) of each kernel of PROFILE (ncu or nvprof CSV)
+    over the device's clock grid."""
+    if policy == "power-cap":
+        raise click.UsageError("predict takes the energy, edp, ed2p and deadline policies")
+    with user_errors():
+        report = read(profile)
+        if not isinstance(report, CounterReport):
+            raise InputError(f"{profile}: expected Nsight Compute or nvprof output, got format {report.format!r}")
+        kernel_inputs(report)  # missing counters first: they are the answer whatever the GPU
+        spec = device_of(report, device)
+        model = PowerModel.load(model_path) if model_path else None
+        r = predict_profile(report, spec, power_model=model, reference=reference, policy=policy, slowdown=slowdown)
+    if as_json:
+        print_json(r)
+        return
+    cfg = r["configs"]
+    for name, k in r["kernels"].items():
+        fastest, slowest = min(k["time_ms"]), max(k["time_ms"])
+        line = f"{name[:60]}: {fastest:.4g}-{slowest:.4g} ms over {len(cfg)} pairs"
+        if "chosen" in k:
+            c = k["chosen"]
+            line += f"; {policy}: {c['core_mhz']:g}/{c['mem_mhz']:g} MHz, {c['time_ms']:.4g} ms, {c['watts']:.1f} W"
+        console.print(line, highlight=False)
+    if "note" in r:
+        console.print(r["note"], highlight=False)
+
+
+@click.command("profile-command")
+@click.option("--device", required=True, help="Catalog GPU.")
+@click.argument("target", default="./app")
+def profile_command_(device, target) -> None:
+    """The Nsight Compute command that collects what `gpudvfs predict` reads."""
+    with user_errors():
+        click.echo(profile_command(lookup(device).compute_capability, target))
+
+
+@click.group()
+def devices() -> None:
+    """The device catalog (GPUDVFS_CATALOG adds or overrides entries)."""
+
+
+@devices.command("list")
+@click.option("--json", "as_json", is_flag=True)
+def list_(as_json) -> None:
+    """Every GPU of the catalog."""
+    with user_errors():
+        found = catalog()
+    if as_json:
+        print_json({k: d.name for k, d in found.items()})
+        return
+    console.print(table("device catalog", ["key", "name", "CC", "SMs", "boost MHz", "memory MHz", "TDP W"],
+                        [[k, d.name, d.compute_capability, d.sm_count, f"{d.core_mhz['boost']:g}",
+                          ", ".join(f"{m:g}" for m in d.mem_mhz), f"{d.tdp_w:g}"] for k, d in found.items()]))
+
+
+@devices.command()
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True)
+def show(name, as_json) -> None:
+    """One GPU's entry, with the source of each figure."""
+    with user_errors():
+        d = lookup(name)
+    if as_json:
+        print_json({"version": 1, "devices": {d.key: d.to_dict()}})
+        return
+    rows = [[k, str(v), d.sources.get(k, "")] for k, v in d.to_dict().items() if k not in ("sources", "notes")]
+    console.print(table(f"{d.key}: {d.name}", ["field", "value", "source"], rows))
+    if d.notes:
+        console.print(d.notes, highlight=False)

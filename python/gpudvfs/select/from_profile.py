@@ -1,0 +1,138 @@
+"""From what a user holds right after profiling (Nsight Compute or nvprof CSV) to time,
+power and energy over the device's clock grid, and the chosen pair, per kernel.
+
+The device comes from ``--device`` or from the profile (nvprof's device name, Nsight
+Compute's ``device__attribute_display_name`` or compute capability). The kernels were
+profiled at the reference clocks: Nsight Compute locks the GPU to its base clock by default
+(``--clock-control base``), so the reference defaults to the catalog's base core clock and
+default memory clock. A kernel whose counters do not give the model's inputs is an error
+that lists what is missing and the ``ncu`` command that collects it.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+import numpy as np
+
+from ..catalog import DeviceSpec, lookup
+from ..errors import InputError
+from ..io.profilers import CounterReport
+from ..measure.counters import (
+    COMPONENTS,
+    MissingCountersError,
+    ncu_command,
+    power_utilizations,
+    required_metrics,
+    scheme_of,
+    time_model_inputs,
+)
+from ..power.model import PowerModel
+from ..time.model import TimeModel
+from ..time.profile import KernelProfile
+from .policies import select
+
+#: Core clock levels of the default grid, between the device's lowest and boost clocks.
+CORE_LEVELS = 12
+
+
+def profile_command(compute_capability: str, target: str = "./app") -> str:
+    """The Nsight Compute command that collects every counter `gpudvfs predict` reads on a GPU
+    of this compute capability."""
+    scheme = "ncu-pascal" if float(compute_capability) < 7 else "ncu"
+    metrics = required_metrics("time", scheme) + required_metrics("power", scheme) + ["gpu__time_duration.sum"]
+    # Base clocks: the reference `predict` assumes; ncu's default, stated so a reader sees it.
+    return shlex.join(ncu_command(metrics, shlex.split(target), extra_args=["--clock-control", "base"]))
+
+
+def device_of(report: CounterReport, name: str | None) -> DeviceSpec:
+    """The catalog entry of ``name``, else of the device the profile names."""
+    if name:
+        return lookup(name)
+    for k in report.kernels:
+        label = k.text.get("device__attribute_display_name") or k.info.get("Device", "")
+        label = re.sub(r"\s*\(\d+\)$", "", label).strip()
+        if label and not label.isdigit():
+            return lookup(label)
+        if k.info.get("CC"):
+            return lookup(k.info["CC"])
+    raise InputError(f"{report.path}: the profile does not name its GPU; give --device NAME")
+
+
+def clock_grid(device: DeviceSpec) -> np.ndarray:
+    """[K x 2] (core, memory) MHz: CORE_LEVELS core clocks from the lowest (or 40% of boost
+    where the catalog has no minimum) to boost, at each memory clock."""
+    lo = device.core_mhz.get("min") or 0.4 * device.core_mhz["boost"]
+    cores = np.unique(np.round(np.linspace(lo, device.core_mhz["boost"], CORE_LEVELS)))
+    return np.array([(c, m) for m in device.mem_mhz for c in cores], dtype=np.float64)
+
+
+def kernel_inputs(report: CounterReport, with_power: bool = True):
+    """Per kernel (name, scheme, time inputs, utilizations or None, measured time ms); every
+    missing counter of every kernel gathered into one error with the command that collects
+    them (for the compute capability the profile records, else a Volta-or-newer GPU)."""
+    if not isinstance(report, CounterReport) or not report.kernels:
+        raise InputError("predict needs Nsight Compute or nvprof output with at least one kernel")
+    out, missing = [], {}
+    for k in report.kernels:
+        scheme = scheme_of(k)
+        try:
+            inputs = time_model_inputs(k)
+            util = power_utilizations(k) if with_power else None
+        except MissingCountersError as e:
+            for need in e.missing.values():
+                missing.update(dict.fromkeys(need))
+            continue
+        ms = k.metrics.get("gpu__time_duration.sum")
+        unit = k.units.get("gpu__time_duration.sum", "ns")
+        scale = {"ns": 1e-6, "nsecond": 1e-6, "us": 1e-3, "usecond": 1e-3, "ms": 1.0, "msecond": 1.0}.get(unit)
+        out.append((k.name, scheme, inputs, util, None if ms is None or scale is None else ms * scale))
+    if missing:
+        cc = next((k.info["CC"] for k in report.kernels if k.info.get("CC")), "7.0")
+        raise MissingCountersError(
+            f"{report.path}: {len(report.kernels) - len(out)} of {len(report.kernels)} kernels lack counters the "
+            f"models need: {', '.join(missing)}. Collect them with:\n  {profile_command(cc)}",
+            {"counters": tuple(missing)})
+    return out
+
+
+def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: PowerModel | None = None,
+                    reference: tuple[float, float] | None = None, policy: str = "energy",
+                    slowdown: float = 0.1) -> dict:
+    """Time (and with a power model, power, energy and the chosen pair) per kernel over the
+    device's clock grid (or the power model's configurations)."""
+    if power_model is not None and power_model.components_ != COMPONENTS:
+        raise InputError(f"the power model's components {list(power_model.components_)} are not the profilers' "
+                         f"utilizations {list(COMPONENTS)}: fit it on utilizations from the same tool")
+    if reference is None:
+        if "base" not in device.core_mhz:
+            raise InputError(f"{device.name}: the catalog has no base clock; give --reference CORE,MEM (the clocks "
+                             "the profile was taken at)")
+        reference = (device.core_mhz["base"], device.mem_mhz[0])
+    kernels = kernel_inputs(report, power_model is not None)
+    tdev = device.time_device()
+    profiles = [KernelProfile.from_counters(n, {k: v for k, v in inp.items() if v is not None}, tool="nvprof",
+                                            device=tdev, reference_mhz=reference, reference_time_ms=ms)
+                for n, _, inp, _, ms in kernels]
+    configs = power_model.configs_ if power_model is not None else clock_grid(device)
+    calibrated = all(ms is not None for *_, ms in kernels)
+    t = TimeModel(tdev).predict(profiles, configs[:, 0], configs[:, 1], calibrate=calibrated)
+    out = {"device": device.key, "reference_mhz": list(reference), "configs": configs.tolist(),
+           "calibrated_on_measured_time": calibrated,
+           "kernels": {n: {"time_ms": t[i].tolist()} for i, (n, *_) in enumerate(kernels)}}
+    if power_model is None:
+        out["note"] = ("time only: give --power-model (a power model of this GPU on profiler utilizations) "
+                       "for power, energy and a chosen pair")
+        return out
+    util = np.array([[u[c] for c in COMPONENTS] for *_, u, _ in kernels])
+    p = power_model.predict_grid(util, configs)
+    default = int(np.flatnonzero((configs == configs.max(axis=0)).all(axis=1))[0])
+    s = select(t, p, configs, policy, default_index=default, slowdown=slowdown)
+    for i, (n, *_) in enumerate(kernels):
+        out["kernels"][n] |= {"watts": p[i].tolist(), "joules": (t[i] * p[i] / 1e3).tolist(),
+                              "chosen": {"core_mhz": float(s.core_mhz[i]), "mem_mhz": float(s.mem_mhz[i]),
+                                         "time_ms": float(s.time_ms[i]), "watts": float(s.watts[i]),
+                                         "feasible": bool(s.feasible[i])}}
+    out["policy"] = policy
+    return out
