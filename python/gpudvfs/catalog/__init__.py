@@ -111,23 +111,6 @@ class DeviceSpec:
             overlap_p=base.overlap_p, inst_lat=base.inst_lat, parallel_queues=base.parallel_queues,
             name=self.key)
 
-    def check_clocks(self, core_mhz, mem_mhz=None) -> list[str]:
-        """Clocks outside what this GPU supports, as messages (empty: all supported)."""
-        import numpy as np
-
-        out = []
-        lo, hi = self.core_mhz.get("min", 0.0), self.core_mhz["boost"]
-        bad = [c for c in np.unique(core_mhz) if not lo <= c <= hi]
-        if bad:
-            out.append(f"core clocks {', '.join(f'{c:g}' for c in bad)} MHz lie outside {self.name}'s "
-                       f"{lo:g}-{hi:g} MHz")
-        if mem_mhz is not None:
-            bad = [m for m in np.unique(mem_mhz) if not min(self.mem_mhz) * 0.5 <= m <= max(self.mem_mhz) * 1.1]
-            if bad:
-                out.append(f"memory clocks {', '.join(f'{m:g}' for m in bad)} MHz are far from {self.name}'s "
-                           f"{', '.join(f'{m:g}' for m in self.mem_mhz)} MHz")
-        return out
-
     def to_dict(self) -> dict:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "key"}
         return d | {"aliases": list(self.aliases), "mem_mhz": list(self.mem_mhz)}

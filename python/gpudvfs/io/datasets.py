@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..errors import Problem
+from ..errors import InputError, Problem
 
 
 def _levels(x: np.ndarray) -> list[float]:
@@ -219,6 +219,27 @@ class MeasurementGrid:
         return {
             k: v for k, v in self.columns.items() if k not in used and v.dtype.kind == "f"
         }
+
+    def reference_rows(self, reference: tuple[float, float | None]) -> tuple[list[str], np.ndarray]:
+        """(workload names in file order, the index of each one's first row at the reference
+        clocks). A grid without a memory clock column was measured at one memory clock: only
+        the core clock is matched there."""
+        at = self.core_mhz == reference[0]
+        mem = self.mem_mhz
+        if mem is not None:
+            if reference[1] is None:
+                raise InputError(f"{self.path}: the grid varies the memory clock; give the reference as CORE,MEM")
+            at &= mem == reference[1]
+        work = self.workload
+        names = list(dict.fromkeys(work.tolist()))
+        rows = []
+        for n in names:
+            hit = np.flatnonzero(at & (work == n))
+            if len(hit) == 0:
+                where = f"{reference[0]:g}" + ("" if mem is None else f"/{reference[1]:g}")
+                raise InputError(f"{self.path}: workload {n!r} has no row at the reference {where} MHz")
+            rows.append(hit[0])
+        return names, np.array(rows, dtype=np.int64)
 
     def describe(self) -> dict:
         watts = self.watts

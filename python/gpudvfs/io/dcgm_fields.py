@@ -46,7 +46,3 @@ def find_fields(columns: Mapping[str, np.ndarray], *, nonzero: bool = True) -> d
             found[name] = hits[0]
     return found
 
-
-def is_dcgm(columns: Mapping[str, np.ndarray]) -> bool:
-    """Whether ``columns`` hold any DCGM activity field."""
-    return bool(find_fields(columns, nonzero=False))

@@ -11,7 +11,6 @@ import numpy as np
 from ..errors import InputError
 from ..io.datasets import MeasurementGrid, PowerDataset
 from ..io.dcgm_fields import PIPES, find_fields
-from ..time.dcgm import reference_rows
 from .evaluate import held_out_predictions
 
 
@@ -34,7 +33,7 @@ def dcgm_power_dataset(grid: MeasurementGrid, reference: tuple[float, float]) ->
     clock: the reference's memory clock is given to every row."""
     if grid.watts is None:
         raise InputError(f"{grid.path}: the power model is fitted on measured power; the grid has no power column")
-    names, ref = reference_rows(grid, reference)
+    names, ref = grid.reference_rows(reference)
     comps, cols, n_core = dcgm_components(grid)
     util_ref = np.column_stack([grid.columns[c][ref] for c in cols])
     if np.any(util_ref > 1.0):

@@ -50,11 +50,9 @@ def reference_inputs(grid: MeasurementGrid, reference: tuple[float, float], devi
     time of each workload's row at the reference pair: all a prediction needs."""
     profiles = profiles_from_grid(grid, reference, device)
     peaks = spec.peaks(SPECS[grid.format].mem_clock_to_nvml if grid.format in SPECS else 1.0)
-    work = grid.workload
-    at_ref = (grid.core_mhz == reference[0]) & (grid.mem_mhz == reference[1])
+    _, ref = grid.reference_rows(reference)  # the profiles' rows, in their order
     util = np.empty((len(profiles), len(COMPONENTS)))
-    for a, p in enumerate(profiles):
-        i = int(np.flatnonzero(at_ref & (work == p.name))[0])
+    for a, i in enumerate(ref):
         util[a] = rate_utilizations({k: float(v[i]) for k, v in grid.metrics.items()}, grid.time_ms[i], *reference,
                                     peaks)
     return [p.name for p in profiles], profiles, util

@@ -49,11 +49,12 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
     def chosen(tp, wp):
         return select(tp, wp, configs, policy, default_index=fastest, slowdown=slowdown).index
 
+    # The measured best under the same policy: minimum energy (or EDP) among the pairs the
+    # measured times allow.
+    best = chosen(t, w)
+    objective = e if policy != "edp" else e * t
+
     def score(index):
-        # The measured best under the same policy: minimum energy (or EDP) among the pairs
-        # the measured times allow.
-        best = chosen(t, w)
-        objective = e if policy != "edp" else e * t
         r = objective[np.arange(len(names)), index] / objective[np.arange(len(names)), best] - 1.0
         return {"mean": float(r.mean()), "max": float(r.max()), "per_workload": dict(zip(names, r.tolist()))}
 

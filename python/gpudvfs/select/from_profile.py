@@ -18,7 +18,7 @@ import numpy as np
 
 from ..catalog import DeviceSpec, lookup
 from ..errors import InputError
-from ..io.profilers import CounterReport
+from ..io.profilers import CounterReport, normalize_unit
 from ..measure.counters import (
     COMPONENTS,
     MissingCountersError,
@@ -85,9 +85,8 @@ def kernel_inputs(report: CounterReport, with_power: bool = True):
                 missing.update(dict.fromkeys(need))
             continue
         ms = k.metrics.get("gpu__time_duration.sum")
-        unit = k.units.get("gpu__time_duration.sum", "ns")
-        scale = {"ns": 1e-6, "nsecond": 1e-6, "us": 1e-3, "usecond": 1e-3, "ms": 1.0, "msecond": 1.0}.get(unit)
-        out.append((k.name, scheme, inputs, util, None if ms is None or scale is None else ms * scale))
+        factor, base = normalize_unit(k.units.get("gpu__time_duration.sum", "ns"))
+        out.append((k.name, scheme, inputs, util, None if ms is None or base != "ns" else ms * factor * 1e-6))
     if missing:
         cc = next((k.info["CC"] for k in report.kernels if k.info.get("CC")), "7.0")
         raise MissingCountersError(

@@ -49,36 +49,16 @@ def activity_features(grid: MeasurementGrid) -> tuple[np.ndarray, list[str]]:
     return np.column_stack([grid.columns[sm], pipe, dram]), used
 
 
-def reference_rows(grid: MeasurementGrid, reference: tuple[float, float | None]) -> tuple[list[str], np.ndarray]:
-    """(workload names, the index of each one's row at the reference clocks). A grid without a
-    memory clock column was measured at one memory clock: only the core clock is matched."""
-    at = grid.core_mhz == reference[0]
-    if grid.mem_mhz is not None:
-        if reference[1] is None:
-            raise InputError(f"{grid.path}: the grid varies the memory clock; give the reference as CORE,MEM")
-        at &= grid.mem_mhz == reference[1]
-    work = grid.workload
-    names = list(dict.fromkeys(work.tolist()))
-    rows = []
-    for n in names:
-        hit = np.flatnonzero(at & (work == n))
-        if len(hit) == 0:
-            where = f"{reference[0]:g}" + ("" if grid.mem_mhz is None else f"/{reference[1]:g}")
-            raise InputError(f"{grid.path}: workload {n!r} has no row at the reference {where} MHz")
-        rows.append(hit[0])
-    return names, np.array(rows, dtype=np.int64)
-
-
 def _clock_terms(grid, reference):
     xc = reference[0] / grid.core_mhz - 1.0
     xm = np.zeros(len(grid)) if grid.mem_mhz is None else reference[1] / grid.mem_mhz - 1.0
     return xc, xm
 
 
-def measured_shares(grid: MeasurementGrid, reference) -> tuple[list[str], np.ndarray, bool]:
-    """Each workload's (s_c, s_m) fitted to its own measured curve, clipped to s >= 0 and
-    s_c + s_m <= 1; and whether the grid moves the memory clock at all."""
-    names, ref = reference_rows(grid, reference)
+def measured_shares(grid: MeasurementGrid, reference) -> tuple[list[str], np.ndarray, np.ndarray, bool]:
+    """Each workload's name, reference row and (s_c, s_m) fitted to its own measured curve,
+    clipped to s >= 0 and s_c + s_m <= 1; and whether the grid moves the memory clock at all."""
+    names, ref = grid.reference_rows(reference)
     xc, xm = _clock_terms(grid, reference)
     varies_mem = bool(np.any(xm != 0))
     work = grid.workload
@@ -89,7 +69,7 @@ def measured_shares(grid: MeasurementGrid, reference) -> tuple[list[str], np.nda
         x = np.column_stack([xc[rows], xm[rows]]) if varies_mem else xc[rows, None]
         s = np.linalg.lstsq(x, y, rcond=None)[0].clip(0.0, 1.0)
         shares[a, :len(s)] = s / max(1.0, s.sum())
-    return names, shares, varies_mem
+    return names, ref, shares, varies_mem
 
 
 class DcgmTimeModel:
@@ -103,9 +83,8 @@ class DcgmTimeModel:
         self.predictor, self.ridge = predictor, float(ridge)
 
     def fit(self, grid: MeasurementGrid, reference: tuple[float, float | None]) -> DcgmTimeModel:
-        names, shares, varies_mem = measured_shares(grid, reference)
+        _, ref, shares, varies_mem = measured_shares(grid, reference)
         features, self.fields_ = activity_features(grid)
-        _, ref = reference_rows(grid, reference)
         return self._fit(features[ref], shares, varies_mem, tuple(reference), grid.core_mhz, grid.mem_mhz)
 
     def _fit(self, features, shares, varies_mem, reference, core_mhz, mem_mhz) -> DcgmTimeModel:
@@ -177,9 +156,8 @@ def loo_predictions(grid: MeasurementGrid, reference: tuple[float, float | None]
     predictor chosen on the others; ``mean``, ``activity``: forced), the baselines
     (``inverse_f``, ``unchanged``) and the curve fitted to the workload itself (``own_fit``);
     and what the fits found."""
-    names, shares, varies_mem = measured_shares(grid, reference)
+    names, ref, shares, varies_mem = measured_shares(grid, reference)
     features, fields = activity_features(grid)
-    _, ref = reference_rows(grid, reference)
     feats = features[ref]
     work = grid.workload
     xc, xm = _clock_terms(grid, reference)

@@ -20,16 +20,9 @@ def profiles_from_grid(grid: MeasurementGrid, reference: tuple[float, float],
                          f"{type(grid).__name__}")
     if grid.mem_mhz is None:
         raise InputError(f"{grid.path}: the time model needs core and memory clocks per row")
-    at_ref = (grid.core_mhz == reference[0]) & (grid.mem_mhz == reference[1])
-    work = grid.workload
     geometry = launch_geometry(grid)
     profiles = []
-    for name in dict.fromkeys(work.tolist()):
-        rows = np.flatnonzero(at_ref & (work == name))
-        if len(rows) == 0:
-            raise InputError(f"{grid.path}: workload {name!r} has no row at the reference "
-                             f"{reference[0]:g}/{reference[1]:g} MHz")
-        i = rows[0]
+    for name, i in zip(*grid.reference_rows(reference)):
         counters = {k: float(v[i]) for k, v in grid.metrics.items()}
         launch = None if geometry is None else (float(geometry[0][i].prod()), float(geometry[1][i].prod()))
         profiles.append(KernelProfile.from_counters(name, counters, device=device, reference_mhz=reference,
