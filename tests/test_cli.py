@@ -67,7 +67,12 @@ def test_info_says_what_a_profilers_output_holds(run, data, name, holds):
 def test_power_fit_on_a_grid_says_what_the_file_is(run, data):
     r = run("power", "fit", data / "nv-dvfs-benchmark/gtx980_time_dev.csv")
     assert r.exit_code == 2 and "this is an NV-DVFS-Benchmark grid" in r.output
-    assert "not a gpmTOOL power CSV" in r.output
+    assert "without a power column" in r.output
+    with_power = data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv"
+    r = run("power", "fit", with_power)
+    assert r.exit_code == 2 and "needs --reference CORE,MEM" in r.output
+    r = run("power", "fit", with_power, "--reference", "700,700")
+    assert r.exit_code == 2 and "utilizations from profiler counters need --device" in r.output
     r = run("select", "eval", "--device", "gtx980", data / "gpupowermodel/titanx_real_dev.csv")
     assert r.exit_code == 2 and "this is a gpmTOOL power CSV" in r.output
 

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpudvfs.cli.app import cli
-from gpudvfs.errors import InputError
+from gpudvfs.errors import GpudvfsWarning, InputError
 from gpudvfs.io import read
 from gpudvfs.io.dcgm_fields import find_fields
 from gpudvfs.power.dcgm import dcgm_power_dataset
@@ -100,8 +100,11 @@ def test_bad_input(tmp_path):
     with pytest.raises(InputError, match="no SM activity"):
         DcgmTimeModel().fit(no_sm, REF)
     above = write_grid(tmp_path / "above.csv", [(a, f, 1.0, 50.0, 1.3, 0.5, 0.5) for a in "ab" for f in CLOCKS])
-    with pytest.raises(InputError, match="ratios in"):
+    with pytest.raises(InputError, match=r"outside \[0, 1\].*sm_active 2 \(farthest 1.3\).*--clip-utilization"):
         dcgm_power_dataset(above, REF)
+    with pytest.warns(GpudvfsWarning, match=r"clipped 2 of 6 utilizations into \[0, 1\]: sm_active 2"):
+        clipped = dcgm_power_dataset(above, REF, clip=True)
+    assert clipped.utilization[:, 0].max() == 1.0 and clipped.utilization[:, 1].max() == 0.5
 
 
 def test_power_model_on_synthetic_activities(tmp_path):

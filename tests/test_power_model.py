@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 import gpudvfs
 from gpudvfs import InputError, PowerDataset, PowerModel
+from gpudvfs.catalog import lookup
 from gpudvfs.power import cross_validate
 from gpudvfs.power.equations import power_grid_numpy
 
@@ -246,25 +247,27 @@ def test_titanx_unseen_applications(data):
     assert default.converged_
 
 
-@pytest.mark.parametrize("name,train,cv", [
-    ("titanx_micro", 2.970, 3.192),
-    ("titanxp_micro", 3.571, 3.755),
-    ("gtx980_micro", 3.143, 3.299),
-    ("titanx_hpca18_micro", 3.965, 4.294),
-    ("k40c_micro", 6.243, 6.723),
+@pytest.mark.parametrize("name,entry,train,cv", [
+    ("titanx_micro", "gtx-titan-x", 2.970, 3.192),
+    ("titanxp_micro", "titan-xp", 3.571, 3.755),
+    ("gtx980_micro", "gtx980", 3.143, 3.299),
+    ("titanx_hpca18_micro", "gtx-titan-x", 3.965, 4.294),
+    ("k40c_micro", "k40c", 6.243, 6.723),
 ])
-def test_other_devices_train_and_grouped_cv(data, name, train, cv):
-    """The default variant's training and 6-fold grouped CV error per device (README table).
-    The K40c file needs its two corrupt benchmarks skipped and its unused DP MUL column
-    dropped; its single memory clock is folded (stated in the notes)."""
+def test_other_devices_train_and_grouped_cv(data, name, entry, train, cv):
+    """The default variant's training and 6-fold grouped CV error per device (README table),
+    each file's clocks within what its catalog entry runs. The K40c file needs its two
+    corrupt benchmarks skipped and its unused DP MUL column dropped; its single memory clock
+    is folded (stated in the notes)."""
     if "k40c" in name:
         with pytest.warns(gpudvfs.GpudvfsWarning, match="skipped 8 invalid row"):
             ds = gpudvfs.read_power_dataset(data / f"gpupowermodel/{name}.csv", on_invalid="skip")
     else:
         ds = gpudvfs.read_power_dataset(data / f"gpupowermodel/{name}.csv")
     ds = ds.without_components(ds.unused_components())
+    assert lookup(entry).clock_warnings(ds.core_mhz, ds.mem_mhz) == []
     m = fit_quietly(ds, "default")
-    assert m.converged_ and m.iterations_ < 1000
+    assert m.converged_ and m.iterations_ < 1000 and m.fallback_ is None
     assert m.train_mape_ == pytest.approx(train, abs=0.01)
     assert cross_validate(ds, 6)["mape"] == pytest.approx(cv, abs=0.01)
     if "k40c" in name:

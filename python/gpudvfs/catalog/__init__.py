@@ -18,10 +18,16 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
+import numpy as np
+
 from ..errors import InputError
 from ..io.jsonfile import read_json
 
 CATALOG_VERSION = 1
+#: GPU Boost runs above the rated boost clock (a Titan Xp at 1911 MHz, 1.21x its rated 1582), and
+#: overclocked memory some way above its default; clocks beyond this factor of the catalog's top
+#: clocks belong to another GPU, or to another unit of clock.
+CLOCK_MARGIN = 1.3
 #: Bytes of one L2 / DRAM transaction (a sector), and of one shared-memory wavefront (32 banks x 4 B).
 SECTOR_BYTES = 32
 SHARED_WAVEFRONT_BYTES = 128
@@ -87,6 +93,28 @@ class DeviceSpec:
                      self.dram_bytes_per_mem_cycle * mem_clock_to_nvml / SECTOR_BYTES, "memory"),
         }
 
+    def clock_warnings(self, core_mhz, mem_mhz=None) -> list[str]:
+        """Messages for clocks this GPU does not run: core clocks below its minimum or above
+        :data:`CLOCK_MARGIN` x boost, memory clocks (NVML's unit) above that factor of its
+        highest. Empty when all fit."""
+        out = []
+        core = np.unique(np.asarray(core_mhz, dtype=np.float64))
+        lo, hi = self.core_mhz.get("min", 0.0), CLOCK_MARGIN * self.core_mhz["boost"]
+        beyond = core[(core < lo) | (core > hi)]
+        if beyond.size:
+            span = f"{lo:g} to" if lo else "up to"
+            out.append(f"core clocks {_listing(beyond)} MHz lie outside what a {self.name} runs ({span} "
+                       f"{self.core_mhz['boost']:g} MHz boost, {hi:g} with GPU Boost's margin): is it the GPU that "
+                       "measured them?")
+        if mem_mhz is not None:
+            mem = np.unique(np.asarray(mem_mhz, dtype=np.float64))
+            top = CLOCK_MARGIN * max(self.mem_mhz)
+            if np.any(mem > top):
+                out.append(f"memory clocks {_listing(mem[mem > top])} MHz lie above a {self.name}'s "
+                           f"{max(self.mem_mhz):g} MHz (NVML's memory clock): is it the GPU that measured them, and "
+                           "are they in NVML's unit?")
+        return out
+
     def time_device(self, base=None):
         """Time-model parameters from the catalog: SMs, warp slots, issue costs and latencies;
         the DRAM service time per transaction from the peak bandwidth (no fitted delay law:
@@ -114,6 +142,10 @@ class DeviceSpec:
     def to_dict(self) -> dict:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "key"}
         return d | {"aliases": list(self.aliases), "mem_mhz": list(self.mem_mhz)}
+
+
+def _listing(values, n: int = 6) -> str:
+    return ", ".join(f"{v:g}" for v in values[:n]) + (f" (and {len(values) - n} more)" if len(values) > n else "")
 
 
 def _norm(name: str) -> str:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import warnings
+
 import click
 
 from .. import __version__
+from ..errors import GpudvfsWarning
 from .data import data
 from .demo import demo
 from .online import online
@@ -19,6 +22,18 @@ from .time import time_
 @click.version_option(__version__, prog_name="gpudvfs")
 def cli() -> None:
     """Predict and choose GPU core/memory frequencies from time and power models."""
+    warnings.showwarning = _show_warning
+
+
+_python_show_warning = warnings.showwarning
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """gpudvfs's own warnings as one line, like its errors; others as Python prints them."""
+    if issubclass(category, GpudvfsWarning):
+        click.echo(f"gpudvfs: warning: {message}", err=True)
+    else:
+        _python_show_warning(message, category, filename, lineno, file, line)
 
 
 cli.add_command(data)

@@ -7,6 +7,7 @@ import warnings
 import click
 
 from ..io import DESCRIPTIONS, FORMATS, read
+from . import options
 from .output import console, print_json, table, user_errors
 
 PROFILER_FORMATS = ("ncu", "nvprof", "nvidia-smi")
@@ -47,13 +48,14 @@ def data() -> None:
               help="Read as this format instead of detecting it.")
 @click.option("--skip-invalid", is_flag=True,
               help="Leave out invalid rows (each is listed) instead of stopping at the first.")
+@options.columns
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def info(file: str, fmt: str | None, skip_invalid: bool, as_json: bool) -> None:
+def info(file: str, fmt: str | None, skip_invalid: bool, columns: dict, as_json: bool) -> None:
     """What a measurement file holds: format, reference, grid, components, benchmarks, ranges;
     for a profiler's output, the kernels, metrics and what the tool said."""
     with user_errors(skip_option=True), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # skipped rows are reported below
-        ds = read(file, fmt, on_invalid="skip" if skip_invalid else "raise")
+        ds = read(file, fmt, on_invalid="skip" if skip_invalid else "raise", columns=columns)
     d = ds.describe()
     if as_json:
         print_json(d)

@@ -7,12 +7,15 @@ import warnings
 import click
 
 from ..errors import GpudvfsWarning, InputError
-from ..io import detect_format, read, read_power_dataset
+from ..io import DESCRIPTIONS, detect_format, read, read_measured_grid, read_power_dataset
 from ..io.datasets import PowerDataset, UtilizationTable
+from ..io.dcgm_fields import is_dcgm_grid
 from ..power import VARIANTS, PowerModel, cross_validate
 from ..power.dcgm import dcgm_power_dataset
+from ..select.choose import counter_power_dataset
+from . import options
 from .output import console, figure_file, output_file, print_json, table, user_errors
-from .time import _pair
+from .time import _gpu, _pair, check_clocks
 
 
 def _optional_pair(ctx, param, value):
@@ -20,18 +23,37 @@ def _optional_pair(ctx, param, value):
 
 
 _REFERENCE = click.option("--reference", callback=_optional_pair,
-                          help="DCGM grids: the clock pair CORE,MEM whose activities are the utilizations "
-                               "(the memory clock of a grid measured at one).")
+                          help="Measured grids: the clock pair CORE,MEM whose DCGM activities or counters are the "
+                               "utilizations (the memory clock of a grid measured at one).")
+_DEVICE = click.option("--device", help="The catalog GPU that measured the data: its peak rates turn a grid's "
+                                        "profiler counters into utilizations, and its clocks are checked.")
 
 
-def _power_data(path: str, reference, on_invalid: str = "raise") -> PowerDataset:
-    """A gpmTOOL power CSV, or a DCGM grid with its activities at ``reference`` as utilizations."""
-    if detect_format(path) == "dcgm":
+def _power_data(path: str, reference, device: str | None, columns=None, on_invalid: str = "raise",
+                clip: bool = False) -> PowerDataset:
+    """A gpmTOOL power CSV, or a measured grid with power and each workload's utilizations at
+    ``reference``: its DCGM activities, or its profiler counters over ``device``'s peak rates."""
+    spec = _gpu(device)[1] if device else None
+    if not columns and detect_format(path) in ("gpmtool", "gpmtool-utils"):
+        ds = read_power_dataset(path, on_invalid, clip)
+    else:
+        grid = read_measured_grid(path, "the power model", ("nvdvfs", "dcgm", "grid"), on_invalid, columns)
+        if grid.watts is None:
+            raise InputError(f"{path}: this is {DESCRIPTIONS[grid.format]} without a power column; the power model "
+                             "is fitted and scored on measured power")
         if reference is None:
-            raise InputError(f"{path}: a DCGM grid needs --reference CORE,MEM: the clocks whose DCGM "
-                             "activities are each workload's utilizations")
-        return dcgm_power_dataset(read(path, "dcgm", on_invalid), reference)
-    return read_power_dataset(path, on_invalid)
+            raise InputError(f"{path}: a measured grid needs --reference CORE,MEM: the clocks whose DCGM activities "
+                             "or counters are each workload's utilizations")
+        if is_dcgm_grid(grid):
+            ds = dcgm_power_dataset(grid, reference, clip)
+        elif spec is None:
+            raise InputError(f"{path}: utilizations from profiler counters need --device: the catalog GPU whose "
+                             "peak rates they are measured against")
+        else:
+            ds = counter_power_dataset(grid, reference, spec, clip)
+    if spec is not None:
+        check_clocks(spec, path, ds.core_mhz, ds.mem_mhz)
+    return ds
 
 
 @click.group()
@@ -59,13 +81,18 @@ def _load_model(path: str) -> PowerModel:
 @click.option("--skip-invalid", is_flag=True, help="Leave out invalid rows of TRAIN (listed) instead of stopping.")
 @click.option("--drop-unused", is_flag=True, help="Leave out components that are zero in every row.")
 @_REFERENCE
+@_DEVICE
+@options.columns
+@options.clip_utilization
 @click.option("--json", "as_json", is_flag=True)
-def fit(train, variant, out, folds, skip_invalid, drop_unused, reference, as_json) -> None:
+def fit(train, variant, out, folds, skip_invalid, drop_unused, reference, device, columns, clip_utilization,
+        as_json) -> None:
     """Estimate coefficients and voltages from microbenchmark measurements (gpmTOOL CSV) or a
-    DCGM grid (with --reference)."""
-    with user_errors(skip_option=True), warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", GpudvfsWarning)
-        ds = _power_data(train, reference, on_invalid="skip" if skip_invalid else "raise")
+    measured grid with power (with --reference; a grid of profiler counters also --device)."""
+    with user_errors(skip_option=True):
+        ds = _power_data(train, reference, device, columns, "skip" if skip_invalid else "raise", clip_utilization)
+    with user_errors(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", GpudvfsWarning)  # the fit's notes, shown with its report
         dropped = ds.unused_components() if drop_unused else []
         if dropped:
             ds = ds.without_components(dropped)
@@ -79,7 +106,8 @@ def fit(train, variant, out, folds, skip_invalid, drop_unused, reference, as_jso
         "cv_mape": cv["mape"] if cv else None,
         "cv_calibrated_mape": cv["calibrated_mape"] if cv else None,
         "cv_reference_scaled_mape": cv["reference_scaled_mape"] if cv else None,
-        "iterations": model.iterations_, "converged": model.converged_,
+        "cv_zero_weight_folds": cv["zero_weight_folds"] if cv else None,
+        "iterations": model.iterations_, "converged": model.converged_, "fallback": model.fallback_,
         "voltages_on_bound": int(model.on_bound_.sum()), "skipped_rows": len(ds.skipped),
         "dropped_components": dropped, "notes": model.notes_,
         "static_w": dict(zip(("core", "memory"), model.static_w_.tolist())),
@@ -95,6 +123,9 @@ def fit(train, variant, out, folds, skip_invalid, drop_unused, reference, as_jso
         if cv["calibrated_mape"] is not None:
             rows += [["  calibrated on each held-out benchmark's reference power", f"{cv['calibrated_mape']:.3f}%"],
                      ["  baseline: reference power x training mean curve", f"{cv['reference_scaled_mape']:.3f}%"]]
+        if cv["zero_weight_folds"]:
+            rows.append(["  zero weight where no training benchmark uses it (folds)",
+                         ", ".join(f"{c}: {n}" for c, n in cv["zero_weight_folds"].items())])
     rows += [["iterations", f"{model.iterations_} ({'converged' if model.converged_ else 'NOT converged'})"],
              ["rows / benchmarks / configs", f"{len(ds)} / {len(ds.benchmarks)} / {len(model.configs_)}"]]
     if dropped:
@@ -114,12 +145,15 @@ def fit(train, variant, out, folds, skip_invalid, drop_unused, reference, as_jso
 @click.argument("model_path", metavar="MODEL", type=click.Path(dir_okay=False))
 @click.argument("test", type=click.Path(dir_okay=False))
 @_REFERENCE
+@_DEVICE
+@options.columns
+@options.clip_utilization
 @click.option("--json", "as_json", is_flag=True)
-def eval_(model_path, test, reference, as_json) -> None:
+def eval_(model_path, test, reference, device, columns, clip_utilization, as_json) -> None:
     """Errors of a model on measured power (mean, median and max APE; per config and benchmark)."""
     with user_errors():
         model = _load_model(model_path)
-        r = model.evaluate(_power_data(test, reference))
+        r = model.evaluate(_power_data(test, reference, device, columns, clip=clip_utilization))
     if as_json:
         print_json(r)
         return

@@ -12,6 +12,7 @@ from ..io.profilers import CounterReport
 from ..power import PowerModel
 from ..select import POLICIES
 from ..select.from_profile import device_of, kernel_inputs, predict_profile, profile_command
+from . import options
 from .output import console, print_json, table, user_errors
 from .power import _optional_pair
 
@@ -26,8 +27,9 @@ from .power import _optional_pair
 @click.option("--reference", callback=_optional_pair,
               help="Clocks CORE,MEM the profile was taken at (default: the device's base and memory clocks, "
                    "where Nsight Compute locks them).")
+@options.clip_utilization
 @click.option("--json", "as_json", is_flag=True)
-def predict(profile, device, model_path, policy, slowdown, reference, as_json) -> None:
+def predict(profile, device, model_path, policy, slowdown, reference, clip_utilization, as_json) -> None:
     """Time (and power, energy, the chosen pair) of each kernel of PROFILE (ncu or nvprof CSV)
     over the device's clock grid."""
     if policy == "power-cap":
@@ -36,10 +38,12 @@ def predict(profile, device, model_path, policy, slowdown, reference, as_json) -
         report = read(profile)
         if not isinstance(report, CounterReport):
             raise InputError(f"{profile}: expected Nsight Compute or nvprof output, got format {report.format!r}")
-        kernel_inputs(report)  # missing counters first: they are the answer whatever the GPU
+        # Missing counters first: they are the answer whatever the GPU.
+        kernels = kernel_inputs(report, model_path is not None, clip_utilization)
         spec = device_of(report, device)
         model = PowerModel.load(model_path) if model_path else None
-        r = predict_profile(report, spec, power_model=model, reference=reference, policy=policy, slowdown=slowdown)
+        r = predict_profile(report, spec, power_model=model, reference=reference, policy=policy, slowdown=slowdown,
+                            kernels=kernels)
     if as_json:
         print_json(r)
         return

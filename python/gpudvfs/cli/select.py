@@ -5,18 +5,21 @@ from __future__ import annotations
 import click
 
 from ..io import read_measured_grid
+from ..io.dcgm_fields import is_dcgm_grid
 from ..power import PowerModel
 from ..select import POLICIES
 from ..select.choose import choose as choose_configs
 from ..select.choose import fit_power_model
 from ..select.dcgm import evaluate_selection as evaluate_dcgm
 from ..select.evaluate import evaluate_selection
+from . import options
 from .output import console, output_file, print_json, table, user_errors
 from .time import DEVICE_HELP, _gpu, _pair
 
 
-def _grid(path: str, formats=("nvdvfs",)):
-    return read_measured_grid(path, "frequency selection from nvprof profiles or DCGM fields", formats)
+def _grid(path: str, columns=None, formats=("nvdvfs", "grid")):
+    return read_measured_grid(path, "frequency selection from nvprof profiles or DCGM fields", formats,
+                              columns=columns)
 
 
 @click.group("select")
@@ -31,18 +34,21 @@ def select_() -> None:
 @click.option("--slowdown", default=0.1, show_default=True, type=click.FloatRange(min=0),
               help="Deadline policy: at most this slower than at the highest clocks.")
 @click.option("--device", required=True, help=DEVICE_HELP)
+@options.columns
+@options.clip_utilization
 @click.option("--json", "as_json", is_flag=True)
-def eval_(data, reference, slowdown, device, as_json) -> None:
+def eval_(data, reference, slowdown, device, columns, clip_utilization, as_json) -> None:
     """Energy regret of the chosen configurations on measured time and power (NV-DVFS
     nvprof CSV with power, or a DCGM grid), against the highest-clocks, reference and
     best-single-pair baselines."""
     with user_errors():
-        grid = _grid(data, ("nvdvfs", "dcgm"))
-        if grid.format == "dcgm":
+        grid = _grid(data, columns, ("nvdvfs", "dcgm", "grid"))
+        time_device, spec = _gpu(device, grid)
+        if is_dcgm_grid(grid):
             return _eval_dcgm(data, {p: evaluate_dcgm(grid, reference, policy=p, slowdown=slowdown)
                                      for p in ("energy", "edp", "deadline")}, as_json)
-        time_device, spec = _gpu(device)
-        r = evaluate_selection(grid, reference, slowdown=slowdown, time_device=time_device, spec=spec)
+        r = evaluate_selection(grid, reference, slowdown=slowdown, time_device=time_device, spec=spec,
+                               clip=clip_utilization)
     if as_json:
         print_json(r)
         return
@@ -88,11 +94,14 @@ def _eval_dcgm(data, r, as_json) -> None:
 @click.option("--device", required=True, help=DEVICE_HELP)
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), callback=output_file,
               help="Power model JSON to write.")
-def fit_power(data, reference, device, out) -> None:
+@options.columns
+@options.clip_utilization
+def fit_power(data, reference, device, out, columns, clip_utilization) -> None:
     """Fit the power model `select choose` uses on a measured grid (NV-DVFS nvprof CSV with
     power): utilizations from each workload's reference-row counters."""
     with user_errors():
-        model = fit_power_model(_grid(data), reference, *_gpu(device))
+        grid = _grid(data, columns)
+        model = fit_power_model(grid, reference, *_gpu(device, grid), clip=clip_utilization)
         model.save(out)
     console.print(f"power model (per-domain) on {len(model.configs_)} configurations: training MAPE "
                   f"{model.train_mape_:.2f}%; wrote {out}")
@@ -109,15 +118,19 @@ def fit_power(data, reference, device, out) -> None:
 @click.option("--slowdown", default=0.1, show_default=True, type=click.FloatRange(min=0),
               help="Deadline policy: at most this slower than at the highest clocks.")
 @click.option("--power-cap", type=click.FloatRange(min=0, min_open=True), help="Power-cap policy: watts.")
+@options.columns
+@options.clip_utilization
 @click.option("--json", "as_json", is_flag=True)
-def choose(data, model_path, reference, device, policy, slowdown, power_cap, as_json) -> None:
+def choose(data, model_path, reference, device, policy, slowdown, power_cap, columns, clip_utilization,
+           as_json) -> None:
     """Choose frequencies for workloads profiled once at the reference pair."""
     if policy == "power-cap" and power_cap is None:
         raise click.UsageError("--policy power-cap needs --power-cap WATTS (the cap each workload must stay under)")
     with user_errors():
-        time_device, spec = _gpu(device)
-        r = choose_configs(_grid(data), reference, PowerModel.load(model_path), time_device=time_device, spec=spec,
-                           policy=policy, slowdown=slowdown, power_cap_w=power_cap)
+        grid = _grid(data, columns)
+        time_device, spec = _gpu(device, grid)
+        r = choose_configs(grid, reference, PowerModel.load(model_path), time_device=time_device,
+                           spec=spec, policy=policy, slowdown=slowdown, power_cap_w=power_cap, clip=clip_utilization)
     if as_json:
         print_json(r)
         return

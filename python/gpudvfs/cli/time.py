@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import click
 import numpy as np
 
-from ..errors import InputError
+from ..errors import GpudvfsWarning, InputError
 from ..io import read_measured_grid
+from ..io.dcgm_fields import is_dcgm_grid
+from ..io.grid_csv import SPECS
 from ..limits import clock_array
 from ..time import MODES, TimeDevice, TimeModel, evaluate, profiles_from_grid
 from ..time.crossval import cross_validate
 from ..time.dcgm import cross_validate as dcgm_cross_validate
 from ..time.fit_device import fit_device
+from . import options
 from .output import console, output_file, print_json, table, user_errors
 
 
@@ -25,14 +29,32 @@ def _pair(ctx, param, value):
     return (float(a), float(b))
 
 
-def _device(name: str) -> TimeDevice:
-    """A catalog GPU (its preset where one was microbenchmarked) or a device JSON file."""
-    return TimeDevice.resolve(name)[0]
-
-
-def _gpu(name: str):
-    """(time device, catalog entry): for commands that also need the GPU's peak rates."""
+def _resolve(name: str, grid=None):
+    """(time device, catalog entry or None) of a catalog GPU or a device JSON file; with
+    ``grid``, a warning for its clocks the GPU does not run."""
     device, spec = TimeDevice.resolve(name)
+    if grid is not None and spec is not None:
+        mem = grid.mem_mhz
+        if mem is not None:
+            mem = mem * (SPECS[grid.format].mem_clock_to_nvml if grid.format in SPECS else 1.0)
+        check_clocks(spec, grid.path, grid.core_mhz, mem)
+    return device, spec
+
+
+def check_clocks(spec, path: str, core_mhz, mem_mhz=None) -> None:
+    """Warn of clocks outside what the catalog GPU runs (memory clocks in NVML's unit)."""
+    for line in spec.clock_warnings(core_mhz, mem_mhz):
+        warnings.warn(GpudvfsWarning(f"{path}: {line}"), stacklevel=2)
+
+
+def _device(name: str, grid=None) -> TimeDevice:
+    """A catalog GPU (its preset where one was microbenchmarked) or a device JSON file."""
+    return _resolve(name, grid)[0]
+
+
+def _gpu(name: str, grid=None):
+    """(time device, catalog entry): for commands that also need the GPU's peak rates."""
+    device, spec = _resolve(name, grid)
     if spec is None:
         raise InputError(f"{name}: the device file names no catalog GPU ({device.name!r}); the peak rates "
                          "come from the catalog: save the device under a catalog key")
@@ -43,8 +65,8 @@ def _gpu(name: str):
 DEVICE_HELP = "The GPU the data was measured on: a catalog name (gpudvfs devices list) or a device JSON file."
 
 
-def _grid(path, formats=("nvdvfs",)):
-    return read_measured_grid(path, "the time model", formats)
+def _grid(path, columns=None, formats=("nvdvfs", "grid")):
+    return read_measured_grid(path, "the time model", formats, columns=columns)
 
 
 def _clock_list(text: str, option: str) -> list[float]:
@@ -78,16 +100,17 @@ def time_() -> None:
               help="Clock pair (core,memory MHz) whose counters are the model's input.")
 @click.option("--mode", type=click.Choice(MODES), default="default", show_default=True)
 @click.option("--baselines", is_flag=True, help="Also the time-unchanged and two-term scaling baselines.")
+@options.columns
 @click.option("--json", "as_json", is_flag=True)
-def eval_(data, device, reference, mode, baselines, as_json) -> None:
+def eval_(data, device, reference, mode, baselines, columns, as_json) -> None:
     """Errors predicting every clock pair of DATA from the reference pair's counters:
     absolute (counters alone) and calibrated (one scale per kernel on its measured reference time).
     On a DCGM grid: the DCGM time model, leave-one-workload-out, against 1/f scaling."""
     with user_errors():
-        grid = _grid(data, ("nvdvfs", "dcgm"))
-        if grid.format == "dcgm":
+        grid = _grid(data, columns, ("nvdvfs", "dcgm", "grid"))
+        model = TimeModel(_device(device, grid), mode)
+        if is_dcgm_grid(grid):
             return _eval_dcgm(data, dcgm_cross_validate(grid, reference), as_json)
-        model = TimeModel(_device(device), mode)
         r = evaluate(grid, model, reference, baselines=baselines)
         cal = evaluate(grid, model, reference, calibrate=True)
     r["calibrated"] = {k: cal[k] for k in ("mape", "mape_ge500", "per_kernel")}
@@ -129,12 +152,13 @@ def _eval_dcgm(data, r, as_json) -> None:
 @click.option("--mem-mhz", help="Memory clocks (comma-separated; default: DATA's).")
 @click.option("--mode", type=click.Choice(MODES), default="default", show_default=True)
 @click.option("--calibrate", is_flag=True, help="Scale each kernel to its measured reference time.")
+@options.columns
 @click.option("--json", "as_json", is_flag=True)
-def predict(data, kernels, device, reference, core_mhz, mem_mhz, mode, calibrate, as_json) -> None:
+def predict(data, kernels, device, reference, core_mhz, mem_mhz, mode, calibrate, columns, as_json) -> None:
     """Predicted time (ms) of kernels profiled at the reference pair over a grid of clocks."""
     with user_errors():
-        grid = _grid(data)
-        model = TimeModel(_device(device), mode)
+        grid = _grid(data, columns)
+        model = TimeModel(_device(device, grid), mode)
         profiles = profiles_from_grid(grid, reference, model.device)
         if kernels:
             unknown = set(kernels) - {p.name for p in profiles}
@@ -164,13 +188,17 @@ def predict(data, kernels, device, reference, core_mhz, mem_mhz, mode, calibrate
 @click.argument("data", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--device", required=True, help=DEVICE_HELP)
 @click.option("--reference", default="700,700", show_default=True, callback=_pair)
+@options.columns
 @click.option("--json", "as_json", is_flag=True)
-def cv(data, device, reference, as_json) -> None:
+def cv(data, device, reference, columns, as_json) -> None:
     """Nested leave-one-kernel-out cross-validation over the kernels of every DATA grid: each
     kernel scored with the settings (soft-max exponent, dependent latency, calibration)
     chosen on the others; for grids with power, the energy regret scored the same way."""
     with user_errors():
-        r = cross_validate([_grid(path) for path in data], reference, *TimeDevice.resolve(device))
+        grids = [_grid(path, columns) for path in data]
+        for g in grids[1:]:
+            _resolve(device, g)
+        r = cross_validate(grids, reference, *_resolve(device, grids[0]))
     if as_json:
         print_json(r)
         return
@@ -209,12 +237,14 @@ def cv(data, device, reference, as_json) -> None:
 @click.option("--reference", default="700,700", show_default=True, callback=_pair)
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), callback=output_file,
               help="Device JSON to write (for --device of the other time commands).")
+@options.columns
 @click.option("--json", "as_json", is_flag=True)
-def fit_device_(data, base, reference, out, as_json) -> None:
+def fit_device_(data, base, reference, out, columns, as_json) -> None:
     """Fit the DRAM latency and service-time parameters of a device to a measured grid of its
     kernels (absolute error, every kernel), scored by leave-one-kernel-out."""
     with user_errors():
-        device, r = fit_device(_grid(data), reference, _device(base))
+        grid = _grid(data, columns)
+        device, r = fit_device(grid, reference, _device(base, grid))
         device.save(out)
     r["device"] = out
     if as_json:

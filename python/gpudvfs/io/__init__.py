@@ -9,6 +9,7 @@ with format detection.
 | `dcgm`          | nsfcac DCGM/SPEC CSV                                        | MeasurementGrid    |
 | `ptx`           | gpuPTXModel block format                                    | MeasurementGrid    |
 | `tidy`          | what `gpudvfs sweep` writes, one row a measurement          | MeasurementGrid    |
+| `grid`          | any grid CSV with workload, clock, time (and power) columns | MeasurementGrid    |
 | `ncu`           | Nsight Compute `--csv` output                               | CounterReport      |
 | `nvprof`        | nvprof's own `--csv` output (metrics, events, GPU trace)    | CounterReport      |
 | `nvidia-smi`    | `nvidia-smi --query-gpu --format=csv` log                   | SmiLog             |
@@ -16,11 +17,13 @@ with format detection.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
-from ..errors import DataFileError, InputError
+from ..errors import DataFileError, GpudvfsWarning, InputError
 from .datasets import MeasurementGrid, PowerDataset, UtilizationTable
 from .gpmtool import read_gpmtool, write_gpmtool
+from .grid_columns import detect_roles, parse_columns
 from .grid_csv import DCGM, NVDVFS, SPECS, TIDY, launch_geometry, read_grid, write_grid
 from .profilers import CounterReport, ProfilerError, SmiLog, read_counters, read_ncu_csv, read_nvprof_csv, read_smi_csv
 from .ptx import read_ptx, write_ptx
@@ -34,6 +37,7 @@ DESCRIPTIONS = {
     "dcgm": "a DCGM/SPEC grid (run time, power and DCGM fields of applications per core clock)",
     "ptx": "a gpuPTXModel grid (time and power of benchmarks per clock pair)",
     "tidy": "a gpudvfs sweep (one measurement a row)",
+    "grid": "a grid CSV (workload, clocks, time and maybe power and counters, under common column names)",
     "ncu": "Nsight Compute output (counters of kernel launches)",
     "nvprof": "nvprof output (counters of kernels)",
     "nvidia-smi": "an nvidia-smi query log (samples of GPU state)",
@@ -46,8 +50,8 @@ Dataset = PowerDataset | UtilizationTable | MeasurementGrid | CounterReport | Sm
 #: Rows read to tell a file's format (a gpmTOOL header and its first data row).
 DETECT_LINES = 5
 
-__all__ = ["DESCRIPTIONS", "FORMATS", "UTIL_TOLERANCE", "Dataset", "detect_format", "launch_geometry", "read",
-           "read_measured_grid", "read_power_dataset", "write"]
+__all__ = ["DESCRIPTIONS", "FORMATS", "UTIL_TOLERANCE", "Dataset", "detect_format", "launch_geometry",
+           "parse_columns", "read", "read_measured_grid", "read_power_dataset", "write"]
 
 
 def _is_number(text: str) -> bool:
@@ -79,42 +83,61 @@ def detect_format(path: str | Path) -> str:
         if spec.matches(header):
             return spec.format
     try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", GpudvfsWarning)  # the unit warning comes when it is read
+            detect_roles(header)
+        return "grid"
+    except InputError:
+        pass
+    try:
         report = read_counters(path)
     except ProfilerError:
         raise  # the tool's output, quoting the error it printed instead of counters
     except DataFileError:
         raise src.error(
             "cannot tell the format: expected a gpmTOOL header (a domain count), a gpuPTXModel "
-            f"benchmark name, a CSV header with {NVDVFS.required}, {DCGM.required} or {TIDY.required}, "
+            "benchmark name, a CSV header with workload, clock and time columns (e.g. benchmark, coreF, "
+            "time/ms; name them with --columns workload=...,core_mhz=...,time=...), "
             f"or Nsight Compute, nvprof or nvidia-smi CSV output; pass format= one of {FORMATS}", 1) from None
     return "nvidia-smi" if isinstance(report, SmiLog) else report.tool
 
 
-def read(path: str | Path, format: str | None = None, on_invalid: str = "raise") -> Dataset:
+def read(path: str | Path, format: str | None = None, on_invalid: str = "raise",
+         columns: dict[str, str] | None = None, clip_utilization: bool = False) -> Dataset:
     """Read any supported measurement file or profiler output. ``format=None`` detects it.
 
     ``on_invalid="skip"`` leaves out invalid rows instead of raising, records each in the
     dataset's ``skipped`` and warns; the default raises :class:`DataFileError` at the first.
-    Profilers' output has no rows to skip: it is read whole or refused.
+    Profilers' output has no rows to skip: it is read whole or refused. ``columns``
+    ({role: column}, see :func:`parse_columns`) reads the file as a `grid` with those roles.
+    ``clip_utilization`` clips a gpmTOOL file's utilizations into [0, 1] with a warning
+    instead of refusing values outside it.
     """
     if format is not None and format not in FORMATS:
         raise InputError(f"unknown format {format!r}; expected one of {FORMATS}")
+    if columns:
+        if format not in (None, "grid"):
+            raise InputError(f"columns= names the roles of a 'grid' file, not of format {format!r}")
+        format = "grid"
     try:
-        return _read(path, format or detect_format(path), on_invalid)
+        return _read(path, format or detect_format(path), on_invalid, columns, clip_utilization)
     except DataFileError as e:
         if format is None:
             raise
         raise _with_hint(e, path, format) from None
 
 
-def _read(path: str | Path, fmt: str, on_invalid: str) -> Dataset:
+def _read(path: str | Path, fmt: str, on_invalid: str, columns: dict[str, str] | None = None,
+          clip_utilization: bool = False) -> Dataset:
     if fmt in ("gpmtool", "gpmtool-utils"):
-        ds = read_gpmtool(path, on_invalid)
+        ds = read_gpmtool(path, on_invalid, clip_utilization)
         if ds.format != fmt:
             raise DataFileError.at(path, f"read as {fmt!r} but the rows are of the {ds.format!r} variant", 5)
         return ds
     if fmt in SPECS:
         return read_grid(path, SPECS[fmt], on_invalid)
+    if fmt == "grid":
+        return read_grid(path, None, on_invalid, columns)
     if fmt == "ptx":
         return read_ptx(path, on_invalid)
     return _PROFILERS[fmt](path)
@@ -133,11 +156,11 @@ def _with_hint(error: DataFileError, path: str | Path, asked: str) -> DataFileEr
         f"{error.problem.message} (the file looks like {DESCRIPTIONS[found]}: format {found!r})"))
 
 
-def read_measured_grid(path: str | Path, needs: str, formats: tuple[str, ...] = tuple(SPECS) + ("ptx",),
-                       on_invalid: str = "raise") -> MeasurementGrid:
+def read_measured_grid(path: str | Path, needs: str, formats: tuple[str, ...] = (*SPECS, "ptx", "grid"),
+                       on_invalid: str = "raise", columns: dict[str, str] | None = None) -> MeasurementGrid:
     """A grid of measured times over clock pairs in one of ``formats``, or a clear error that
     says what the file is and what ``needs`` (the command or model) reads instead."""
-    ds = read(path, on_invalid=on_invalid)
+    ds = read(path, on_invalid=on_invalid, columns=columns)
     if not isinstance(ds, MeasurementGrid) or ds.format not in formats:
         wanted = ", ".join(f"{f} ({DESCRIPTIONS[f]})" for f in formats)
         raise DataFileError.at(path, f"this is {DESCRIPTIONS[ds.format]} (format {ds.format!r}); {needs} reads "
@@ -145,7 +168,7 @@ def read_measured_grid(path: str | Path, needs: str, formats: tuple[str, ...] = 
     return ds
 
 
-def read_power_dataset(path: str | Path, on_invalid: str = "raise") -> PowerDataset:
+def read_power_dataset(path: str | Path, on_invalid: str = "raise", clip_utilization: bool = False) -> PowerDataset:
     """Read a gpmTOOL power CSV: the training and test input of the power model. Another kind
     of file is refused with what it is."""
     found = detect_format(path)
@@ -153,7 +176,7 @@ def read_power_dataset(path: str | Path, on_invalid: str = "raise") -> PowerData
         raise DataFileError.at(path, f"this is {DESCRIPTIONS[found]} (format {found!r}), not a gpmTOOL power CSV "
                                      "(power of benchmarks over clock pairs with their utilizations), which "
                                      "the power model is fitted and scored on")
-    return read(path, "gpmtool", on_invalid)  # type: ignore[return-value]
+    return read(path, "gpmtool", on_invalid, clip_utilization=clip_utilization)  # type: ignore[return-value]
 
 
 def write(ds: Dataset, path: str | Path) -> None:

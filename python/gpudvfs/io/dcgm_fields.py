@@ -46,3 +46,9 @@ def find_fields(columns: Mapping[str, np.ndarray], *, nonzero: bool = True) -> d
             found[name] = hits[0]
     return found
 
+
+
+def is_dcgm_grid(grid) -> bool:
+    """Whether a measured grid goes down the DCGM path: the nsfcac export, or a `grid` CSV
+    whose counters include DCGM fields (one with nvprof counters alone goes the nvprof way)."""
+    return grid.format == "dcgm" or (grid.format == "grid" and bool(find_fields(grid.metrics)))

@@ -20,6 +20,7 @@ import numpy as np
 from ..limits import MAX_MHZ, MAX_WATTS
 from .datasets import PowerDataset, UtilizationTable
 from .source import Columns, Field, Source, Strings, csv_line, format_number
+from .utilization import bound_utilization
 
 HEADER_LINES = 4
 #: The first data rows, whose most common width tells the variant (the file is not read whole for it).
@@ -62,8 +63,9 @@ def _header(src: Source) -> tuple[tuple[float, ...], tuple[int, ...], tuple[str,
     return ref, tuple(sizes), names
 
 
-def read_gpmtool(path: str | Path, on_invalid: str = "raise") -> PowerDataset | UtilizationTable:
-    """Read a gpmTOOL CSV, power or utilization-only variant (told apart by the row width)."""
+def read_gpmtool(path: str | Path, on_invalid: str = "raise", clip: bool = False) -> PowerDataset | UtilizationTable:
+    """Read a gpmTOOL CSV, power or utilization-only variant (told apart by the row width).
+    ``clip``: utilizations outside [0, 1] are clipped into it with a warning, not refused."""
     with Source(path, on_invalid) as src:
         ref, sizes, comps = _header(src)
         n_dom, n_comp = len(sizes), len(comps)
@@ -81,21 +83,27 @@ def read_gpmtool(path: str | Path, on_invalid: str = "raise") -> PowerDataset | 
                 f"{widths['named']} (with a leading name) or {widths['utils']} (name and utilizations), "
                 f"found {len(fields)}", first_line)
         if variant == "utils":
-            return _read_utils(src, ref, sizes, comps)
-        return _read_power(src, ref, sizes, comps, named=variant == "named")
+            return _read_utils(src, ref, sizes, comps, clip)
+        return _read_power(src, ref, sizes, comps, variant == "named", clip)
 
 
-def _utilization_fields(comps: tuple[str, ...]) -> list[Field]:
-    return [Field(c, utilization=True) for c in comps]
+def _utilization_fields(comps: tuple[str, ...], clip: bool) -> list[Field]:
+    """Checked against [0, 1] as read, or, to be clipped afterwards, only as numbers."""
+    return [Field(c, utilization=not clip) for c in comps]
 
 
-def _read_power(src: Source, ref, sizes, comps, named: bool) -> PowerDataset:
+def _utilization(src: Source, columns: list[np.ndarray], comps: tuple[str, ...], clip: bool) -> np.ndarray:
+    u = np.column_stack(columns)
+    return bound_utilization(u, comps, src.path, clip=True) if clip else u
+
+
+def _read_power(src: Source, ref, sizes, comps, named: bool, clip: bool) -> PowerDataset:
     n_dom = len(sizes)
     off = 1 if named else 0
     fields = ([Field("name", text=True, empty="empty benchmark name")] if named else []) + [
         Field("P", minimum=0, maximum=MAX_WATTS),
         *(Field(f"f{d}", minimum=0, exclusive=True, maximum=MAX_MHZ) for d in range(n_dom)),
-        *_utilization_fields(comps)]
+        *_utilization_fields(comps, clip)]
     freq, util = slice(off + 1, off + 1 + n_dom), slice(off + 1 + n_dom, None)
     # A benchmark is its name plus utilization vector: names recur across sweeps.
     cols = Columns(src, fields, "(benchmark, frequencies)")
@@ -112,7 +120,7 @@ def _read_power(src: Source, ref, sizes, comps, named: bool) -> PowerDataset:
     skipped = src.finish(len(cols))
     values = cols.arrays()
     names, strings = name(values)
-    utilization = np.column_stack(values[util])
+    utilization = _utilization(src, values[util], comps, clip)
     bench, labels = _benchmarks(names, strings, utilization, named)
     return PowerDataset(
         path=src.path,
@@ -147,9 +155,9 @@ def _benchmarks(names: np.ndarray, strings: Strings, utilization: np.ndarray, na
     return number[inverse.ravel()].astype(np.int64), labels
 
 
-def _read_utils(src: Source, ref, sizes, comps) -> UtilizationTable:
-    cols = Columns(src, [Field("name", text=True, empty="empty application name"), *_utilization_fields(comps)],
-                   "application")
+def _read_utils(src: Source, ref, sizes, comps, clip: bool) -> UtilizationTable:
+    cols = Columns(src, [Field("name", text=True, empty="empty application name"),
+                         *_utilization_fields(comps, clip)], "application")
 
     def key(values):
         return [cols.part(values, 0)]
@@ -164,7 +172,7 @@ def _read_utils(src: Source, ref, sizes, comps) -> UtilizationTable:
         domain_sizes=sizes,
         components=comps,
         names=tuple(names.tolist()),
-        utilization=np.column_stack(utilization),
+        utilization=_utilization(src, utilization, comps, clip),
         skipped=skipped,
     )
 

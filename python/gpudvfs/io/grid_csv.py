@@ -1,7 +1,8 @@
 """Measurement grids in header-first CSV: the NV-DVFS-Benchmark grids (`nvdvfs`: time, power
-and nvprof counters at every clock pair), the nsfcac DCGM/SPEC CSV and gpudvfs's own sweeps.
+and nvprof counters at every clock pair), the nsfcac DCGM/SPEC CSV, gpudvfs's own sweeps, and
+any other grid whose columns go by common names (`grid`, see :mod:`.grid_columns`).
 A :class:`GridSpec` says which column plays which part; every other column is a counter and
-must be a non-negative number.
+must be a non-negative number (in a `grid`, a column whose first value is not a number is text).
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import InputError
 from ..limits import MAX_MHZ, MAX_WATTS
 from .datasets import MeasurementGrid
+from .grid_columns import detect_roles
 from .source import Columns, Field, Source, csv_line, format_number
 
 # Launch geometry as nvprof printed it: "(grid x y z) (block x y z)".
@@ -72,15 +75,49 @@ TIDY = GridSpec(
 )
 
 SPECS = {s.format: s for s in (NVDVFS, DCGM, TIDY)}
+GRID_ROLES = ("app", "core_mhz", "mem_mhz", "time", "watts")
 
 
-def read_grid(path: str | Path, spec: GridSpec, on_invalid: str = "raise") -> MeasurementGrid:
+def generic_spec(header: list[str], first_row: list[str] | None, columns: dict[str, str] | None = None) -> GridSpec:
+    """The spec of a grid CSV from its header (roles by common names, ``columns`` first) and
+    its first data row (columns that are not numbers there are text)."""
+    roles, to_ms = detect_roles(header, columns)
+    keys = tuple(roles[r] for r in ("app", "kernel", "args") if r in roles)
+    numeric = {roles[r] for r in GRID_ROLES if r in roles and r != "app"}
+
+    def is_text(j: int, name: str) -> bool:
+        if name in keys:
+            return True
+        if name in numeric or first_row is None or j >= len(first_row):
+            return False
+        try:
+            float(first_row[j])
+        except ValueError:
+            return True
+        return False
+
+    grid_roles = {r: roles[r] for r in GRID_ROLES if r in roles}
+    return GridSpec(format="grid", roles=grid_roles, required=tuple(grid_roles.values()), key_columns=keys,
+                    text_columns=frozenset(h for j, h in enumerate(header) if is_text(j, h)),
+                    index_columns=("", "index", "Unnamed: 0"), time_to_ms=to_ms)
+
+
+def read_grid(path: str | Path, spec: GridSpec | None, on_invalid: str = "raise",
+              columns: dict[str, str] | None = None) -> MeasurementGrid:
+    """A grid CSV read with ``spec``, or (None) with the spec its header gives (see
+    :func:`generic_spec`; ``columns`` names roles the header's names do not give)."""
     with Source(path, on_invalid) as src:
         head = src.head(1)
         if not head:
             raise src.error("empty file: expected a header line")
         [(hline, header)] = head
         header = [h.strip() for h in header]
+        if spec is None:
+            first = src.peek(1)
+            try:
+                spec = generic_spec(header, first[0][1] if first else None, columns)
+            except InputError as e:
+                raise src.error(str(e), hline) from None
         for c in spec.required:
             if c not in header:
                 raise src.error(f"header lacks the column {c!r} ({spec.format} format needs "

@@ -11,7 +11,9 @@ import numpy as np
 from ..errors import InputError
 from ..io.datasets import MeasurementGrid, PowerDataset
 from ..io.dcgm_fields import PIPES, find_fields
+from ..io.utilization import bound_utilization
 from .evaluate import held_out_predictions
+from .grid import grid_power_dataset
 
 
 def dcgm_components(grid: MeasurementGrid) -> tuple[list[str], list[str], int]:
@@ -27,30 +29,19 @@ def dcgm_components(grid: MeasurementGrid) -> tuple[list[str], list[str], int]:
     return names, [found[n] for n in names], len(core)
 
 
-def dcgm_power_dataset(grid: MeasurementGrid, reference: tuple[float, float]) -> PowerDataset:
+def dcgm_power_dataset(grid: MeasurementGrid, reference: tuple[float, float], clip: bool = False) -> PowerDataset:
     """Power of every row of a DCGM grid with each workload's activities at the reference pair
-    as its utilizations. A grid without a memory clock column was measured at one memory
-    clock: the reference's memory clock is given to every row."""
-    if grid.watts is None:
-        raise InputError(f"{grid.path}: the power model is fitted on measured power; the grid has no power column")
+    as its utilizations (ratios in [0, 1]: refused outside, unless ``clip``)."""
     names, ref = grid.reference_rows(reference)
     comps, cols, n_core = dcgm_components(grid)
-    util_ref = np.column_stack([grid.columns[c][ref] for c in cols])
-    if np.any(util_ref > 1.0):
-        raise InputError(f"{grid.path}: DCGM activities are ratios in [0, 1]; found up to {util_ref.max():g}")
-    work = grid.workload
-    index = {n: a for a, n in enumerate(names)}
-    bench = np.array([index[w] for w in work.tolist()], dtype=np.int64)
-    mem = grid.mem_mhz if grid.mem_mhz is not None else np.full(len(grid), float(reference[1]))
-    return PowerDataset(path=grid.path, reference_mhz=(float(reference[0]), float(reference[1])),
-                        domain_sizes=(n_core, len(comps) - n_core), components=tuple(comps),
-                        watts=np.asarray(grid.watts, dtype=np.float64),
-                        freqs_mhz=np.column_stack([grid.core_mhz, mem]), utilization=util_ref[bench],
-                        row_names=tuple(work.tolist()), benchmark=bench, benchmarks=tuple(names), format="dcgm")
+    util_ref = bound_utilization(np.column_stack([grid.columns[c][ref] for c in cols]), comps,
+                                 f"{grid.path}: DCGM activities", clip=clip,
+                                 hint="DCGM fields are ratios of time, not percentages")
+    return grid_power_dataset(grid, reference, names, util_ref, tuple(comps), (n_core, len(comps) - n_core))
 
 
 def loo_predictions(grid: MeasurementGrid, reference: tuple[float, float],
                     variant: str = "default") -> tuple[PowerDataset, dict[str, np.ndarray]]:
     """Leave-one-workload-out predictions of every row (see :func:`held_out_predictions`)."""
     ds = dcgm_power_dataset(grid, reference)
-    return ds, held_out_predictions(ds, len(ds.benchmarks), variant=variant)
+    return ds, held_out_predictions(ds, len(ds.benchmarks), variant=variant)[0]

@@ -11,14 +11,16 @@ from ..io.datasets import PowerDataset
 from .model import PowerModel
 
 
-def held_out_predictions(dataset: PowerDataset, folds: int, **model_options) -> dict[str, np.ndarray]:
+def held_out_predictions(dataset: PowerDataset, folds: int, **model_options
+                         ) -> tuple[dict[str, np.ndarray], dict[str, int]]:
     """Per row, power predicted by a model fitted without the row's benchmark (benchmarks dealt
     to ``folds`` folds in file order): from its utilizations alone (``model``); scaled to its
     measured power at the reference configuration (``calibrated``: what a user who measured
     that one point gets); and the baseline that scales its reference power by the training
     benchmarks' mean power relative to their own reference power per configuration
     (``reference_scaled``). The calibrated and baseline rows are NaN for a benchmark with no
-    row at the reference."""
+    row at the reference. A component no training benchmark of a fold uses gets a zero weight
+    there (it is left out of that fold's fit); ``absent`` counts the folds per component."""
     n_b = len(dataset.benchmarks)
     if not 2 <= folds <= n_b:
         raise InputError(f"folds must be between 2 and the number of benchmarks ({n_b}), got {folds}")
@@ -30,12 +32,17 @@ def held_out_predictions(dataset: PowerDataset, folds: int, **model_options) -> 
     _, config_of = np.unique(dataset.freqs_mhz, axis=0, return_inverse=True)
     config_of = config_of.ravel()
     preds = {k: np.full(len(dataset), np.nan) for k in ("model", "calibrated", "reference_scaled")}
+    absent: dict[str, int] = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", GpudvfsWarning)  # bound hits are reported by the full fit
         for k in range(folds):
             test = fold_of[dataset.benchmark] == k
-            model = PowerModel(**model_options).fit(dataset.subset(~test))
-            held = dataset.subset(test)
+            train_set = dataset.subset(~test)
+            unused = train_set.unused_components()
+            for c in unused:
+                absent[c] = absent.get(c, 0) + 1
+            model = PowerModel(**model_options).fit(train_set.without_components(unused))
+            held = dataset.subset(test).without_components(unused)
             pred = model.predict(held.utilization, held.core_mhz, held.mem_mhz)
             preds["model"][test] = pred
             at_ref_pred = np.full(n_b, np.nan)
@@ -46,7 +53,7 @@ def held_out_predictions(dataset: PowerDataset, folds: int, **model_options) -> 
             mean_ratio = np.bincount(config_of[train], ratio[train], minlength=len(counts)) / np.maximum(counts, 1)
             mean_ratio[counts == 0] = np.nan
             preds["reference_scaled"][test] = (ref_watts[dataset.benchmark] * mean_ratio[config_of])[test]
-    return preds
+    return preds, absent
 
 
 def cross_validate(dataset: PowerDataset, folds: int = 6, **model_options) -> dict:
@@ -54,10 +61,10 @@ def cross_validate(dataset: PowerDataset, folds: int = 6, **model_options) -> di
     once, benchmarks dealt to folds in file order. Returns the MAPE over all held-out rows and
     per fold, and the calibrated and baseline figures of :func:`held_out_predictions` (over the
     benchmarks measured at the reference)."""
-    preds = held_out_predictions(dataset, folds, **model_options)
+    preds, absent = held_out_predictions(dataset, folds, **model_options)
     ape = {k: 100.0 * np.abs(v - dataset.watts) / dataset.watts for k, v in preds.items()}
     fold_of = (np.arange(len(dataset.benchmarks)) % folds)[dataset.benchmark]
-    out = {"mape": float(np.mean(ape["model"])), "folds": folds,
+    out = {"mape": float(np.mean(ape["model"])), "folds": folds, "zero_weight_folds": absent,
            "per_fold": [float(np.mean(ape["model"][fold_of == k])) for k in range(folds)]}
     known = np.isfinite(ape["calibrated"])
     out["calibrated_benchmarks"] = len(np.unique(dataset.benchmark[known]))

@@ -103,20 +103,29 @@ class PowerModel:
             raise InputError(f"{dataset.path}: component(s) {zero} are zero in every row, so their weight "
                              "cannot be estimated; measure benchmarks that use them or leave them out "
                              "(gpudvfs power fit --drop-unused)")
+        self._fit = self._estimate(dataset, self._base)
+        self.components_ = tuple(dataset.components)
+        if not self._fit.state()["converged"] and self._base == "per-config":
+            # One voltage per clock level has far fewer unknowns than one per pair and settles
+            # where the per-pair alternation keeps creeping along its valley.
+            fallback = self._estimate(dataset, "per-domain")
+            if fallback.state()["converged"]:
+                self._fit = fallback
+        self._set_state()
+        if not self.converged_ or self.on_bound_.any() or self.fallback_:
+            warnings.warn(GpudvfsWarning("; ".join(self.notes_)), stacklevel=2)
+        return self
+
+    def _estimate(self, dataset: PowerDataset, base: str) -> _core.PowerFit:
         try:
-            self._fit = _core.PowerFit.fit(
+            return _core.PowerFit.fit(
                 np.ascontiguousarray(dataset.watts), np.ascontiguousarray(dataset.core_mhz),
                 np.ascontiguousarray(dataset.mem_mhz), np.ascontiguousarray(dataset.utilization),
                 list(dataset.domain_sizes), float(dataset.reference_mhz[0]), float(dataset.reference_mhz[1]),
-                self._base, self.max_iter, self.tol_voltage, self.tol_objective, self.v_min, self.v_max,
+                base, self.max_iter, self.tol_voltage, self.tol_objective, self.v_min, self.v_max,
                 self.relative_error, self.ridge)
         except ValueError as e:
             raise InputError(f"{dataset.path}: {e}") from None
-        self.components_ = tuple(dataset.components)
-        self._set_state()
-        if not self.converged_ or self.on_bound_.any():
-            warnings.warn(GpudvfsWarning("; ".join(self.notes_)), stacklevel=2)
-        return self
 
     def _set_state(self) -> None:
         s = self._fit.state()
@@ -136,6 +145,11 @@ class PowerModel:
         self.train_mape_ = s["train_mape"]
         self.sse_ = s["sse"]
         self.notes_ = list(s["notes"])
+        #: The variant fitted in place of this one's, which did not converge (None: its own).
+        self.fallback_ = s["variant"] if s["variant"] != self._base else None
+        if self.fallback_:
+            self.notes_.insert(0, f"the {self._base} fit did not converge in {self.max_iter} iterations: fell back "
+                                  f"to {self.fallback_} voltages, which did")
 
     def _require_fit(self) -> _core.PowerFit:
         if self._fit is None:

@@ -20,6 +20,8 @@ from ..catalog import DeviceSpec
 from ..errors import InputError
 from ..io.datasets import MeasurementGrid, PowerDataset
 from ..io.grid_csv import SPECS
+from ..io.utilization import bound_utilization
+from ..power.grid import grid_power_dataset
 from ..power.model import PowerModel
 from ..time.device import TimeDevice
 from ..time.evaluate import profiles_from_grid
@@ -37,33 +39,51 @@ def rate_utilizations(counters: dict[str, float], time_ms: float, core_mhz: floa
         if missing:
             raise InputError(f"utilization of {comp} needs nvprof counters {missing}")
         clock = core_mhz if domain == "core" else mem_mhz
-        u = sum(counters[e] for e in events) / (time_ms * 1e-3 * clock * 1e6 * peak)
-        if u > 1.0:
-            raise InputError(f"utilization of {comp} is {u:.3f} > 1: the peak rate is too low for this GPU: "
-                             "is --device the GPU the grid was measured on?")
-        out.append(u)
+        out.append(sum(counters[e] for e in events) / (time_ms * 1e-3 * clock * 1e6 * peak))
     return np.array(out)
 
 
-def reference_inputs(grid: MeasurementGrid, reference: tuple[float, float], device: TimeDevice, spec: DeviceSpec):
-    """(workload names, time-model profiles, utilizations [W x C]) from the counters and
-    time of each workload's row at the reference pair: all a prediction needs."""
-    profiles = profiles_from_grid(grid, reference, device)
+def reference_utilizations(grid: MeasurementGrid, reference: tuple[float, float], spec: DeviceSpec,
+                            clip: bool = False) -> tuple[list[str], np.ndarray]:
+    """(workload names, utilizations [W x C]) from each workload's counters and time at the
+    reference pair. A utilization above 1 means a peak rate below what the GPU did: refused
+    unless ``clip``."""
     peaks = spec.peaks(SPECS[grid.format].mem_clock_to_nvml if grid.format in SPECS else 1.0)
-    _, ref = grid.reference_rows(reference)  # the profiles' rows, in their order
-    util = np.empty((len(profiles), len(COMPONENTS)))
+    names, ref = grid.reference_rows(reference)
+    util = np.empty((len(names), len(COMPONENTS)))
     for a, i in enumerate(ref):
         util[a] = rate_utilizations({k: float(v[i]) for k, v in grid.metrics.items()}, grid.time_ms[i], *reference,
                                     peaks)
-    return [p.name for p in profiles], profiles, util
+    util = bound_utilization(util, COMPONENTS, f"{grid.path}: rate utilizations at {reference[0]:g}/{reference[1]:g} "
+                             f"MHz on {spec.key}'s peaks", clip=clip,
+                             hint="is --device the GPU the grid was measured on?")
+    return names, util
 
 
-def measured_table(grid: MeasurementGrid, reference: tuple[float, float], device: TimeDevice, spec: DeviceSpec):
+def reference_inputs(grid: MeasurementGrid, reference: tuple[float, float], device: TimeDevice, spec: DeviceSpec,
+                     clip: bool = False):
+    """(workload names, time-model profiles, utilizations [W x C]) from the counters and
+    time of each workload's row at the reference pair: all a prediction needs."""
+    profiles = profiles_from_grid(grid, reference, device)
+    names, util = reference_utilizations(grid, reference, spec, clip)
+    return names, profiles, util
+
+
+def counter_power_dataset(grid: MeasurementGrid, reference: tuple[float, float], spec: DeviceSpec,
+                          clip: bool = False) -> PowerDataset:
+    """Every row of a grid with profiler counters and power, with its workload's rate
+    utilizations at the reference pair: `gpudvfs power fit GRID --device D --reference`."""
+    names, util = reference_utilizations(grid, reference, spec, clip)
+    return grid_power_dataset(grid, reference, names, util, COMPONENTS, DOMAIN_SIZES)
+
+
+def measured_table(grid: MeasurementGrid, reference: tuple[float, float], device: TimeDevice, spec: DeviceSpec,
+                   clip: bool = False):
     """(workload names, configs [K x 2], time_ms and watts [W x K], utilizations [W x C],
     profiles) with every workload measured at every configuration."""
     if grid.watts is None or grid.mem_mhz is None:
         raise InputError(f"{grid.path}: selection is validated on measured time and power over core and memory clocks")
-    names, profiles, util = reference_inputs(grid, reference, device, spec)
+    names, profiles, util = reference_inputs(grid, reference, device, spec, clip)
     configs = np.unique(np.column_stack([grid.core_mhz, grid.mem_mhz]), axis=0)
     index = {(n, c, m): i for i, (n, c, m) in enumerate(zip(grid.workload.tolist(), grid.core_mhz, grid.mem_mhz))}
     t = np.empty((len(names), len(configs)))
@@ -86,22 +106,22 @@ def training_dataset(util, configs, watts, reference, names) -> PowerDataset:
 
 
 def fit_power_model(grid: MeasurementGrid, reference: tuple[float, float], device: TimeDevice,
-                    spec: DeviceSpec) -> PowerModel:
+                    spec: DeviceSpec, clip: bool = False) -> PowerModel:
     """A `per-domain` power model of every workload of a measured grid, on the utilizations
     of its reference rows: the model `choose` applies to newly profiled workloads."""
-    names, configs, _, p, util, _ = measured_table(grid, reference, device, spec)
+    names, configs, _, p, util, _ = measured_table(grid, reference, device, spec, clip)
     return PowerModel("per-domain").fit(training_dataset(util, configs, p, reference, names))
 
 
 def choose(grid: MeasurementGrid, reference: tuple[float, float], power_model: PowerModel, *,
            time_device: TimeDevice, spec: DeviceSpec, policy: str = "energy", slowdown: float = 0.1,
-           power_cap_w: float | None = None) -> dict:
+           power_cap_w: float | None = None, clip: bool = False) -> dict:
     """Frequencies for the workloads of ``grid``, each profiled at the reference pair only
     (its other rows, if any, are not read), over the power model's configurations."""
     if power_model.components_ != COMPONENTS:
         raise InputError(f"the power model's components {list(power_model.components_)} are not the nvprof "
                          f"rate utilizations {list(COMPONENTS)}: fit it with `gpudvfs select fit-power`")
-    names, profiles, util = reference_inputs(grid, reference, time_device, spec)
+    names, profiles, util = reference_inputs(grid, reference, time_device, spec, clip)
     configs = power_model.configs_
     t = TimeModel(time_device).predict(profiles, configs[:, 0], configs[:, 1],
                                                               calibrate=True)

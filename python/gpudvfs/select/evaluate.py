@@ -63,8 +63,8 @@ class RegretTable:
 
 
 def regret_table(grid: MeasurementGrid, reference: tuple[float, float], device: TimeDevice,
-                 spec: DeviceSpec) -> RegretTable:
-    names, configs, t, p, util, profiles = measured_table(grid, reference, device, spec)
+                 spec: DeviceSpec, clip: bool = False) -> RegretTable:
+    names, configs, t, p, util, profiles = measured_table(grid, reference, device, spec, clip)
     p_pred = np.empty_like(p)
     for a in range(len(names)):
         train = [i for i in range(len(names)) if i != a]
@@ -81,7 +81,7 @@ def _summary(r: np.ndarray) -> dict:
 
 
 def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *, time_device: TimeDevice,
-                       spec: DeviceSpec, slowdown: float = 0.1) -> dict:
+                       spec: DeviceSpec, slowdown: float = 0.1, clip: bool = False) -> dict:
     """Energy regret (measured energy of the chosen pair over the measured minimum, minus 1)
     per application of the minimum-energy and the deadline policy (slowdown relative to the
     highest clocks), and of three baselines: the highest clocks, the reference pair and the
@@ -90,7 +90,7 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
     much of the regret each model leaves. ``uncertainty``: the regret when the choice uses
     each energy's error (from the other applications' residuals): the worst case within it,
     or the pair nearest the highest clocks within the chosen one's error band."""
-    tab = regret_table(grid, reference, time_device, spec)
+    tab = regret_table(grid, reference, time_device, spec, clip)
     names, configs, t = tab.names, tab.configs, tab.time_ms
     e = tab.energy
     hi = tab.index_of(configs.max(axis=0))

@@ -68,7 +68,7 @@ def clock_grid(device: DeviceSpec) -> np.ndarray:
     return np.array([(c, m) for m in device.mem_mhz for c in cores], dtype=np.float64)
 
 
-def kernel_inputs(report: CounterReport, with_power: bool = True):
+def kernel_inputs(report: CounterReport, with_power: bool = True, clip: bool = False):
     """Per kernel (name, scheme, time inputs, utilizations or None, measured time ms); every
     missing counter of every kernel gathered into one error with the command that collects
     them (for the compute capability the profile records, else a Volta-or-newer GPU)."""
@@ -79,7 +79,7 @@ def kernel_inputs(report: CounterReport, with_power: bool = True):
         scheme = scheme_of(k)
         try:
             inputs = time_model_inputs(k)
-            util = power_utilizations(k) if with_power else None
+            util = power_utilizations(k, clip=clip) if with_power else None
         except MissingCountersError as e:
             for need in e.missing.values():
                 missing.update(dict.fromkeys(need))
@@ -98,9 +98,10 @@ def kernel_inputs(report: CounterReport, with_power: bool = True):
 
 def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: PowerModel | None = None,
                     reference: tuple[float, float] | None = None, policy: str = "energy",
-                    slowdown: float = 0.1) -> dict:
+                    slowdown: float = 0.1, clip: bool = False, kernels: list | None = None) -> dict:
     """Time (and with a power model, power, energy and the chosen pair) per kernel over the
-    device's clock grid (or the power model's configurations)."""
+    device's clock grid (or the power model's configurations). ``kernels``: what
+    :func:`kernel_inputs` returned for ``report``, where the caller has it already."""
     if power_model is not None and power_model.components_ != COMPONENTS:
         raise InputError(f"the power model's components {list(power_model.components_)} are not the profilers' "
                          f"utilizations {list(COMPONENTS)}: fit it on utilizations from the same tool")
@@ -109,7 +110,8 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
             raise InputError(f"{device.name}: the catalog has no base clock; give --reference CORE,MEM (the clocks "
                              "the profile was taken at)")
         reference = (device.core_mhz["base"], device.mem_mhz[0])
-    kernels = kernel_inputs(report, power_model is not None)
+    if kernels is None:
+        kernels = kernel_inputs(report, power_model is not None, clip)
     tdev = device.time_device()
     profiles = [KernelProfile.from_counters(n, {k: v for k, v in inp.items() if v is not None}, tool="nvprof",
                                             device=tdev, reference_mhz=reference, reference_time_ms=ms)

@@ -100,6 +100,7 @@ from dataclasses import dataclass, field
 from ...errors import InputError
 from ...io.profilers.records import KernelCounters
 from ...io.profilers.units import LEVEL_UNIT
+from ...io.utilization import bound_utilization
 
 TIME_INPUTS = ("warps", "achieved_occupancy", "dram_read_transactions", "dram_write_transactions",
                "l2_read_transactions", "l2_write_transactions", "shared_load_transactions",
@@ -469,17 +470,21 @@ def time_model_extras(counters: Counters, scheme: str | None = None) -> dict[str
 
 
 def power_utilizations(counters: Counters, scheme: str | None = None, *,
-                       missing: str = "raise") -> dict[str, float | None]:
+                       missing: str = "raise", clip: bool = False) -> dict[str, float | None]:
     """Component utilizations U in [0, 1] for :data:`COMPONENTS` (power model, Eq. 8-10).
-    Missing and unmappable components as in :func:`time_model_inputs`."""
+    Missing and unmappable components as in :func:`time_model_inputs`. A value outside
+    [0, 1] by more than :data:`UTIL_TOLERANCE` is an error, or with ``clip`` clipped with a
+    warning."""
     scheme = _scheme(counters, scheme)
     table = POWER_TABLES[scheme]
     mapped = map_counters(counters, table, scheme)
-    for comp, value in mapped.values.items():
-        if value is not None and not -UTIL_TOLERANCE <= value <= 1 + UTIL_TOLERANCE:
-            raise InputError(f"{_name(counters)}: utilization of {comp} = {value:g} from "
-                             f"{mapped.formulas[comp]} is outside [0, 1] (tolerance {UTIL_TOLERANCE:g}); "
-                             "a ratio (not a percentage) was expected")
+    known = [c for c, v in mapped.values.items() if v is not None]
+    far = [c for c in known if not -UTIL_TOLERANCE <= mapped.values[c] <= 1 + UTIL_TOLERANCE]
+    if far:
+        bounded = bound_utilization([mapped.values[c] for c in known], known, _name(counters), clip=clip,
+                                    tolerance=UTIL_TOLERANCE, hint="a ratio (not a percentage) was expected from "
+                                    + "; ".join(f"{c} = {mapped.formulas.get(c, '?')}" for c in far))
+        mapped.values.update(zip(known, bounded.tolist()))
     return _finish(mapped, table, counters, missing, "utilization(s)")
 
 

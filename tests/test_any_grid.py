@@ -1,0 +1,277 @@
+"""Rough data from any GPU: grid CSVs under common column names (or --columns), utilizations
+outside [0, 1] (refused, or clipped with --clip-utilization and counted), components absent
+from a CV fold, a power fit that does not converge, clocks a catalog GPU does not run."""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import gpudvfs
+from gpudvfs.catalog import lookup
+from gpudvfs.cli.app import cli
+from gpudvfs.errors import DataFileError, GpudvfsWarning, InputError
+from gpudvfs.io import detect_format, parse_columns, read
+from gpudvfs.io.grid_columns import detect_roles
+from gpudvfs.io.utilization import bound_utilization
+from gpudvfs.measure.counters import power_utilizations
+from gpudvfs.power import PowerModel, cross_validate
+from gpudvfs.power.evaluate import held_out_predictions
+from gpudvfs.time.dcgm import cross_validate as dcgm_time_cv
+
+
+def run(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+def renamed(src, dst, names: dict[str, str]):
+    """A copy of a CSV with some columns renamed: the same data under another tool's names."""
+    with open(src, newline="") as f:
+        rows = list(csv.reader(f))
+    rows[0] = [names.get(h, h) for h in rows[0]]
+    with open(dst, "w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    return dst
+
+
+# ------------------------------------------------------------------ grid CSVs by common names
+
+@pytest.mark.parametrize("header,roles,to_ms", [
+    (["benchmark", "coreF", "memF", "time/ms", "power/W"],
+     {"app": "benchmark", "core_mhz": "coreF", "mem_mhz": "memF", "time": "time/ms", "watts": "power/W"}, 1.0),
+    (["application", "sm_app_clock", "run_time_s", "power_usage"],
+     {"app": "application", "core_mhz": "sm_app_clock", "time": "run_time_s", "watts": "power_usage"}, 1e3),
+    (["Workload", "Kernel Name", "Core Frequency (MHz)", "Memory Clock [MHz]", "Duration (us)", "Average Power (W)"],
+     {"app": "Workload", "kernel": "Kernel Name", "core_mhz": "Core Frequency (MHz)", "mem_mhz": "Memory Clock [MHz]",
+      "time": "Duration (us)", "watts": "Average Power (W)"}, 1e-3),
+    (["app", "clocks.sm", "elapsed_ns"], {"app": "app", "core_mhz": "clocks.sm", "time": "elapsed_ns"}, 1e-6),
+])
+def test_roles_from_common_names(header, roles, to_ms):
+    assert detect_roles(header) == (roles, to_ms)
+
+
+def test_roles_that_cannot_be_told_say_how_to_name_them():
+    with pytest.raises(InputError, match="'time' and 'run_time' could both be the time: name one with --columns"):
+        detect_roles(["app", "coreF", "time", "run_time"])
+    with pytest.raises(InputError, match="no column for core_mhz.*--columns core_mhz=COLUMN"):
+        detect_roles(["app", "f_sm", "time_ms"])
+    assert detect_roles(["app", "f_sm", "time_ms"], {"core_mhz": "f_sm"})[0]["core_mhz"] == "f_sm"
+    with pytest.raises(InputError, match="no column 'fsm'"):
+        detect_roles(["app", "f_sm", "time_ms"], {"core_mhz": "fsm"})
+    with pytest.raises(InputError, match="is in 'mhz', not a time unit"):
+        detect_roles(["app", "coreF", "t_mhz"], {"time": "t_mhz"})
+    with pytest.warns(GpudvfsWarning, match="does not give its unit: read as seconds"):
+        assert detect_roles(["app", "coreF", "runtime"])[1] == 1e3
+    assert detect_roles(["app", "coreF", "runtime"], {"time_unit": "ms"})[1] == 1.0
+
+
+@pytest.mark.parametrize("text,error", [
+    ("core_mhz", "ROLE=COLUMN"), ("core_mhz=", "ROLE=COLUMN"), ("speed=f", "unknown role 'speed'"),
+    ("time=a,time=b", "names time twice"), ("time_unit=fortnights", "expected one of"),
+])
+def test_bad_columns_option(text, error):
+    with pytest.raises(InputError, match=error):
+        parse_columns(text)
+    r = run("data", "info", "x.csv", "--columns", text)
+    assert r.exit_code == 2 and error.split("'")[0] in r.output
+
+
+def test_generic_grid_reads_text_and_counters(tmp_path):
+    p = tmp_path / "g.csv"
+    p.write_text("bench,gpu,Core Clock (MHz),mem_clock,time_ms,power,sm_active\n"
+                 "a,H100,1000,2619,2.0,300,0.5\na,H100,1500,2619,1.5,400,0.5\n")
+    g = read(p)
+    assert detect_format(p) == "grid" and g.format == "grid"
+    assert list(g.metrics) == ["sm_active"] and g.columns["gpu"].tolist() == ["H100", "H100"]
+    assert g.time_ms.tolist() == [2.0, 1.5] and g.watts.tolist() == [300.0, 400.0]
+    p.write_text("bench,Core Clock (MHz),time_ms\na,1000,-2\n")
+    with pytest.raises(DataFileError, match="line 2.*time_ms"):
+        read(p)
+    p.write_text("bench,speed,time_ms\na,1000,2\n")
+    with pytest.raises(DataFileError, match="--columns"):
+        read(p)
+    assert read(p, columns={"core_mhz": "speed"}).core_mhz.tolist() == [1000.0]
+
+
+def test_renamed_dcgm_grid_gives_the_same_figures(data, tmp_path):
+    """The nsfcac V100 file under other names (benchmark, core_frequency, time_s, average_power)
+    is detected as a grid with DCGM fields: the DCGM time CV is the same 7.46%, and `time
+    eval`, `power fit` and `select eval` run on it without --columns."""
+    src = data / "nsfcac/v100_spec_dev.csv"
+    p = renamed(src, tmp_path / "v100.csv", {"application": "benchmark", "sm_app_clock": "core_frequency",
+                                             "run_time": "time_s", "power_usage": "average_power"})
+    g = read(p)
+    assert g.format == "grid" and g.time_to_ms == 1e3
+    ref = (1245.0, 877.0)
+    assert dcgm_time_cv(g, ref)["cv_mape"] == pytest.approx(dcgm_time_cv(read(src), ref)["cv_mape"], rel=1e-12)
+    assert dcgm_time_cv(g, ref)["cv_mape"] == pytest.approx(7.46, abs=0.01)
+    r = run("power", "fit", p, "--reference", "945,877", "--cv", "11", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["cv_calibrated_mape"] == pytest.approx(4.89, abs=0.01)
+    r = run("select", "eval", p, "--device", "v100-pcie", "--reference", "1245,877", "--json")
+    assert json.loads(r.output)["energy"]["model"]["mean"] == pytest.approx(0.1078, abs=1e-4)
+
+
+def test_columns_option_names_what_the_header_does_not(data, tmp_path):
+    p = renamed(data / "nsfcac/v100_spec_dev.csv", tmp_path / "odd.csv",
+                {"application": "what", "sm_app_clock": "f", "run_time": "t"})
+    r = run("time", "eval", p, "--device", "v100-pcie", "--reference", "1245,877", "--json")
+    assert r.exit_code == 2 and "--columns" in r.output
+    r = run("time", "eval", p, "--device", "v100-pcie", "--reference", "1245,877", "--json",
+            "--columns", "workload=what,core_mhz=f,time=t,time_unit=s")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["cv_mape"] == pytest.approx(7.46, abs=0.01)
+
+
+def test_nvprof_grid_power_fit_with_device(data):
+    """`power fit GRID --reference --device`: utilizations from the GTX 980 grid's nvprof counters
+    over the catalog's peak rates; leave-one-application-out (15 folds)."""
+    r = run("power", "fit", data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv", "--reference", "700,700",
+            "--device", "gtx980", "--cv", "15", "--json")
+    assert r.exit_code == 0, r.output
+    fit = json.loads(r.output)
+    assert fit["benchmarks"] == 15 and fit["configurations"] == 36
+    assert fit["cv_mape"] == pytest.approx(8.17, abs=0.01)
+    assert fit["cv_calibrated_mape"] == pytest.approx(3.16, abs=0.01)
+    assert fit["cv_reference_scaled_mape"] == pytest.approx(3.00, abs=0.01)
+
+
+# ------------------------------------------------------------------ utilizations outside [0, 1]
+
+def test_bound_utilization_refuses_or_clips_and_counts():
+    u = np.array([[0.5, 1.0039], [1.42, 0.2], [-0.01, 0.3]])
+    with pytest.raises(InputError, match=r"SP 2 \(farthest 1.42\), L2 1 \(farthest 1.004\).*--clip-utilization"):
+        bound_utilization(u, ("SP", "L2"), "f.csv")
+    with pytest.warns(GpudvfsWarning, match=r"clipped 3 of 6 utilizations into \[0, 1\]: SP 2 .*L2 1"):
+        c = bound_utilization(u, ("SP", "L2"), "f.csv", clip=True)
+    assert c.min() == 0.0 and c.max() == 1.0 and c[0, 0] == 0.5
+    within = np.array([[1.0005, -1e-11]])
+    assert bound_utilization(within, ("SP", "L2"), "f.csv") is not None
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.floats(-2, 3), min_size=2, max_size=12))
+def test_clipped_utilizations_lie_in_the_interval(values):
+    u = np.array(values[: len(values) // 2 * 2]).reshape(-1, 2)
+    with pytest.warns(GpudvfsWarning) if np.any((u < -1e-3) | (u > 1 + 1e-3)) else _nothing():
+        c = bound_utilization(u, ("a", "b"), "x", clip=True)
+    assert np.all((c >= -1e-3) & (c <= 1 + 1e-3))
+    inside = (u >= 0) & (u <= 1)
+    assert np.array_equal(c[inside], u[inside])
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_gpmtool_file_with_noisy_utilizations(data, tmp_path):
+    """A Volta-like L2 at 1.0039 and an AMD-like write counter at 1.42 in a gpmTOOL file: refused
+    with the line, or read clipped with --clip-utilization (the warning counts them)."""
+    lines = (data / "gpupowermodel/gtx980_micro.csv").read_text().splitlines()
+    comps = lines[3].split(",")
+    l2 = comps.index("L2")
+    for n, value in ((5, "1.0039"), (6, "1.42")):
+        fields = lines[n].split(",")
+        fields[len(fields) - len(comps) + l2] = value
+        lines[n] = ",".join(fields)
+    p = tmp_path / "noisy.csv"
+    p.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataFileError, match="line 6.*utilization"):
+        gpudvfs.read_power_dataset(p)
+    with pytest.warns(GpudvfsWarning, match=r"clipped 2 of .* L2 2 \(farthest 1.42\)"):
+        ds = gpudvfs.read_power_dataset(p, clip_utilization=True)
+    assert ds.utilization[:, l2].max() == 1.0
+    r = run("power", "fit", p, "--variant", "per-domain", "--json")
+    assert r.exit_code == 2 and "utilization" in r.output
+    r = run("power", "fit", p, "--variant", "per-domain", "--json", "--clip-utilization")
+    assert r.exit_code == 0, r.output
+    assert "gpudvfs: warning:" in r.stderr and "clipped 2 of" in r.stderr
+    assert json.loads(r.stdout)["rows"] == len(ds)
+
+
+def test_counter_utilizations_clip():
+    record = {"dram__throughput.avg.pct_of_peak_sustained_elapsed": 142.0}
+    with pytest.raises(InputError, match=r"DRAM 1 \(farthest 1.42\).*--clip-utilization"):
+        power_utilizations(record, "ncu", missing="none")
+    with pytest.warns(GpudvfsWarning, match="clipped 1 of"):
+        assert power_utilizations(record, "ncu", missing="none", clip=True)["DRAM"] == 1.0
+
+
+# ------------------------------------------------------------------ absent components, non-convergence
+
+def test_component_absent_from_a_fold_gets_zero_weight(data):
+    """DP FMA is used by 5 of the K40c benchmarks: with those 5 in one fold, that fold's training
+    side never uses it. The fold is fitted without it instead of stopping."""
+    with pytest.warns(GpudvfsWarning, match="skipped"):
+        ds = gpudvfs.read_power_dataset(data / "gpupowermodel/k40c_micro.csv", on_invalid="skip")
+    ds = ds.without_components(ds.unused_components())
+    users = np.flatnonzero(ds.benchmark_utilization()[:, ds.components.index("DP FMA")] > 0)
+    # Benchmarks are dealt to folds in file order (k % folds): number the users 0, 20, 40, ... (fold 0 of 20).
+    n_b = len(ds.benchmarks)
+    position = np.empty(n_b, dtype=np.int64)
+    position[users] = 20 * np.arange(len(users))
+    position[np.setdiff1d(np.arange(n_b), users)] = np.setdiff1d(np.arange(n_b), position[users])
+    labels = np.empty(n_b, dtype=object)
+    labels[position] = ds.benchmarks
+    renumbered = replace(ds, benchmark=position[ds.benchmark], benchmarks=tuple(labels))
+    preds, absent = held_out_predictions(renumbered, 20)
+    assert absent == {"DP FMA": 1}
+    assert np.all(np.isfinite(preds["model"]))
+    assert cross_validate(renumbered, 20)["zero_weight_folds"] == {"DP FMA": 1}
+
+
+def test_non_converged_fit_falls_back_to_per_domain(data):
+    ds = gpudvfs.read_power_dataset(data / "gpupowermodel/gtx980_micro.csv")
+    with pytest.warns(GpudvfsWarning, match="per-config fit did not converge in 150 iterations: fell back"):
+        m = PowerModel(max_iter=150).fit(ds)
+    assert m.fallback_ == "per-domain" and m.converged_ and m.iterations_ < 150
+    same = PowerModel("per-domain", relative_error=m.relative_error, ridge=m.ridge).fit(ds)
+    assert m.train_mape_ == pytest.approx(same.train_mape_, rel=1e-12)
+    with pytest.warns(GpudvfsWarning, match="not converged after 2 iterations"):
+        stuck = PowerModel(max_iter=2).fit(ds)
+    assert stuck.fallback_ is None and not stuck.converged_
+    assert PowerModel().fit(ds).fallback_ is None
+
+
+def test_fallback_survives_save_and_load(data, tmp_path):
+    ds = gpudvfs.read_power_dataset(data / "gpupowermodel/gtx980_micro.csv")
+    with pytest.warns(GpudvfsWarning):
+        m = PowerModel(max_iter=150).fit(ds)
+    m.save(tmp_path / "m.json")
+    back = PowerModel.load(tmp_path / "m.json")
+    assert back.fallback_ == "per-domain" and back.notes_[0] == m.notes_[0]
+    u = ds.utilization[:5]
+    assert np.allclose(back.predict(u, ds.core_mhz[:5], ds.mem_mhz[:5]), m.predict(u, ds.core_mhz[:5], ds.mem_mhz[:5]))
+
+
+# ------------------------------------------------------------------ clocks a GPU does not run
+
+def test_clock_warnings():
+    titan_xp = lookup("titan-xp")
+    assert titan_xp.clock_warnings([582, 1911], [4705, 5705]) == []  # GPU Boost's top bin is 1.21x boost
+    gtx980 = lookup("gtx980")
+    core, mem = gtx980.clock_warnings([400, 1700], [810, 5000])
+    assert core.startswith("core clocks 1700 MHz") and "up to 1216 MHz" in core
+    assert mem.startswith("memory clocks 5000 MHz")
+    assert lookup("k40c").clock_warnings([200, 700]) == [
+        "core clocks 200 MHz lie outside what a Tesla K40c runs (324 to 875 MHz boost, 1137.5 with GPU Boost's "
+        "margin): is it the GPU that measured them?"]
+
+
+def test_commands_warn_of_clocks_the_device_does_not_run(data):
+    r = run("power", "fit", data / "gpupowermodel/titanxp_micro.csv", "--device", "gtx980", "--json")
+    assert r.exit_code == 0
+    assert "core clocks 1657, 1784, 1911 MHz lie outside what a GeForce GTX 980 runs" in r.output
+    r = run("power", "fit", data / "gpupowermodel/titanxp_micro.csv", "--device", "titan-xp", "--json")
+    assert r.exit_code == 0 and "lie outside" not in r.output
