@@ -13,6 +13,7 @@ __all__ = [
     "OnlinePredictorBank",
     "PowerFit",
     "__version__",
+    "budget_solve",
     "power_grid",
     "time_device_gtx980",
     "time_fit_dm_del",
@@ -29,6 +30,9 @@ _F64: TypeAlias = npt.NDArray[np.float64]
 # anything numpy converts to a 1-D float64 array.
 _Features: TypeAlias = npt.ArrayLike
 
+def budget_solve(
+    cost: _F64, value: _F64, budget: float, exact: bool = False
+) -> tuple[npt.NDArray[np.uintp], float, float, float]: ...
 def power_grid(
     util: _F64, domain_sizes: Sequence[int], static_coef: _F64, idle_coef: _F64, weights: _F64, freq: _F64, volt: _F64
 ) -> _F64: ...

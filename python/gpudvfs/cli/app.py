@@ -10,6 +10,7 @@ from .. import __version__
 from ..errors import GpudvfsWarning
 from .data import data
 from .demo import demo
+from .fleet import fleet
 from .online import online
 from .power import power
 from .predict import devices, predict, profile_command_
@@ -38,6 +39,7 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
 cli.add_command(data)
 cli.add_command(demo)
+cli.add_command(fleet)
 cli.add_command(online)
 cli.add_command(power)
 cli.add_command(predict)

@@ -2,6 +2,7 @@
 //! per model. Arrays arrive as contiguous float64 numpy arrays (the Python layer converts),
 //! batch work runs with the GIL released, and every core error becomes a Python ValueError.
 
+mod budget;
 mod online;
 mod power;
 mod time;
@@ -42,6 +43,7 @@ fn item<'py, T: for<'a> FromPyObject<'a, 'py>>(d: &Bound<'py, PyDict>, key: &str
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    budget::register(m)?;
     online::register(m)?;
     power::register(m)?;
     time::register(m)?;

@@ -1,0 +1,1 @@
+"""Fleet scale: cluster power budgets (`budget`)."""

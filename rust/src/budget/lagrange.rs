@@ -1,0 +1,285 @@
+//! The budget at scale. Every group starts at its cheapest option; the steps along the
+//! groups' lower hulls are taken in order of value saved per watt while they fit (the
+//! Lagrangian relaxation's greedy, whose fractional step gives the LP bound). Then repair:
+//! each group moves to the best option (hull or not) the leftover budget pays for. Then the
+//! core (as in Pisinger's algorithms for knapsack problems): the groups whose hull steps lie
+//! nearest the critical rate are solved exactly among their best options at that rate,
+//! the others fixed; last, exchanges among a wider core, one group giving up watts so
+//! another can take a better hull point, while the total improves.
+
+use super::exact::pareto_dp;
+use super::hull::{lower_hull, Point};
+use super::{Instance, Solution};
+use crate::error::CoreResult;
+use crate::parallel::threads_for;
+
+/// Groups nearest the critical rate solved exactly together, with their best options at that rate.
+const CORE_GROUPS: usize = 24;
+const CORE_OPTIONS: usize = 12;
+/// The core's Pareto front is abandoned (the exchanges still run) past this many states.
+const CORE_STATES: usize = 1 << 14;
+/// Groups nearest the critical rate searched for exchanges, each over the hull points this
+/// many steps either side of its position.
+const EXCHANGE_GROUPS: usize = 48;
+const EXCHANGE_STEPS: usize = 8;
+/// Halvings of the rate interval: enough to reach adjacent floats.
+const BISECTIONS: usize = 200;
+
+pub fn solve(inst: &Instance) -> CoreResult<Solution> {
+    inst.validate()?;
+    let hulls = hulls(inst);
+    let rates: Vec<Vec<f64>> = hulls
+        .iter()
+        .map(|h| {
+            h.windows(2)
+                .map(|w| (w[0].value - w[1].value) / (w[1].cost - w[0].cost))
+                .collect()
+        })
+        .collect();
+    // Position on each hull taking every step saving more than `rate` per watt (rates fall along a hull).
+    let at_rate = |rate: f64| -> Vec<usize> {
+        rates
+            .iter()
+            .map(|r| r.partition_point(|&x| x > rate))
+            .collect()
+    };
+    let spend = |at: &[usize]| -> f64 { at.iter().zip(&hulls).map(|(&k, h)| h[k].cost).sum() };
+    // Bisection for the critical rate: every step above `hi` fits, not every step above `lo`.
+    let (mut lo, mut hi) = (
+        0.0,
+        rates
+            .iter()
+            .filter_map(|r| r.first().copied())
+            .fold(0.0, f64::max),
+    );
+    let mut at = at_rate(hi);
+    if spend(&at_rate(lo)) <= inst.budget {
+        at = at_rate(lo);
+    } else {
+        for _ in 0..BISECTIONS {
+            let mid = 0.5 * (lo + hi);
+            if !(lo < mid && mid < hi) {
+                break; // adjacent floats
+            }
+            let trial = at_rate(mid);
+            if spend(&trial) <= inst.budget {
+                (hi, at) = (mid, trial);
+            } else {
+                lo = mid;
+            }
+        }
+    }
+    // The steps between the two rates, in order, as the greedy over all steps would take them.
+    let upper = at_rate(lo);
+    let mut band: Vec<(f64, usize)> = (0..inst.n_groups)
+        .flat_map(|i| {
+            (at[i]..upper[i])
+                .map(|k| (rates[i][k], i))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    band.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let mut cost = spend(&at);
+    let mut value: f64 = at.iter().zip(&hulls).map(|(&k, h)| h[k].value).sum();
+    let mut bound = None;
+    let mut critical = f64::INFINITY;
+    for &(rate, i) in &band {
+        let (a, b) = (hulls[i][at[i]], hulls[i][at[i] + 1]);
+        if cost + (b.cost - a.cost) <= inst.budget {
+            cost += b.cost - a.cost;
+            value += b.value - a.value;
+            at[i] += 1;
+        } else {
+            // The first step that does not fit: the LP takes the fraction of it that does.
+            bound = Some(value - rate * (inst.budget - cost));
+            critical = rate;
+            break;
+        }
+    }
+    let bound = bound.unwrap_or(value);
+    let mut choice: Vec<usize> = at.iter().zip(&hulls).map(|(&k, h)| h[k].option).collect();
+    fill(inst, &mut choice);
+    if critical.is_finite() {
+        let near = nearest_critical(&hulls, critical);
+        solve_core(
+            inst,
+            &mut choice,
+            critical,
+            &near[..near.len().min(CORE_GROUPS)],
+        );
+        fill(inst, &mut choice);
+        exchange(
+            inst,
+            &hulls,
+            &mut choice,
+            &near[..near.len().min(EXCHANGE_GROUPS)],
+        );
+    }
+    let (cost, value) = inst.evaluate(&choice);
+    Ok(Solution {
+        choice,
+        cost,
+        value,
+        bound: bound.min(value),
+    })
+}
+
+fn hulls(inst: &Instance) -> Vec<Vec<Point>> {
+    let n = inst.n_groups;
+    let threads = threads_for(n * inst.n_options);
+    if threads == 1 {
+        return (0..n).map(|i| lower_hull(inst, i)).collect();
+    }
+    let chunk = n.div_ceil(threads);
+    std::thread::scope(|s| {
+        let parts: Vec<_> = (0..n)
+            .step_by(chunk)
+            .map(|start| {
+                s.spawn(move || {
+                    (start..(start + chunk).min(n))
+                        .map(|i| lower_hull(inst, i))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        parts
+            .into_iter()
+            .flat_map(|p| p.join().expect("hull thread panicked"))
+            .collect()
+    })
+}
+
+/// Repair: each group in turn takes the option of least value that the leftover budget
+/// pays for, until a pass changes nothing.
+fn fill(inst: &Instance, choice: &mut [usize]) {
+    let mut left = inst.budget - inst.evaluate(choice).0;
+    loop {
+        let mut changed = false;
+        for (i, c) in choice.iter_mut().enumerate() {
+            let (now_c, now_v) = (inst.cost(i, *c), inst.value(i, *c));
+            let better = inst
+                .options(i)
+                .filter(|&j| inst.cost(i, j) - now_c <= left && inst.value(i, j) < now_v)
+                .min_by(|&a, &b| inst.value(i, a).total_cmp(&inst.value(i, b)));
+            if let Some(j) = better {
+                left -= inst.cost(i, j) - now_c;
+                *c = j;
+                changed = true;
+            }
+        }
+        if !changed {
+            return;
+        }
+    }
+}
+
+/// Groups by how near one of their hull steps' rates lies to the critical rate (as a ratio).
+fn nearest_critical(hulls: &[Vec<Point>], critical: f64) -> Vec<usize> {
+    let mut near: Vec<(f64, usize)> = hulls
+        .iter()
+        .enumerate()
+        .filter_map(|(i, h)| {
+            h.windows(2)
+                .map(|w| {
+                    ((w[0].value - w[1].value) / (w[1].cost - w[0].cost) / critical)
+                        .ln()
+                        .abs()
+                })
+                .reduce(f64::min)
+                .map(|d| (d, i))
+        })
+        .collect();
+    near.sort_by(|a, b| a.0.total_cmp(&b.0));
+    near.into_iter().map(|(_, i)| i).collect()
+}
+
+/// The core groups re-chosen together by the exact Pareto program, each among its
+/// CORE_OPTIONS options of least value + rate x cost (and its current one), the other
+/// groups' costs fixed.
+fn solve_core(inst: &Instance, choice: &mut [usize], rate: f64, core: &[usize]) {
+    let m = CORE_OPTIONS;
+    let (mut cost, mut value, mut option) = (
+        vec![0.0; core.len() * m],
+        vec![f64::NAN; core.len() * m],
+        vec![0; core.len() * m],
+    );
+    for (g, &i) in core.iter().enumerate() {
+        let mut opts: Vec<usize> = inst.options(i).collect();
+        opts.sort_by(|&a, &b| {
+            (inst.value(i, a) + rate * inst.cost(i, a))
+                .total_cmp(&(inst.value(i, b) + rate * inst.cost(i, b)))
+        });
+        opts.truncate(m);
+        if !opts.contains(&choice[i]) {
+            *opts.last_mut().expect("a group has an option") = choice[i];
+        }
+        for (slot, &j) in opts.iter().enumerate() {
+            (
+                cost[g * m + slot],
+                value[g * m + slot],
+                option[g * m + slot],
+            ) = (inst.cost(i, j), inst.value(i, j), j);
+        }
+    }
+    let fixed: f64 = (0..inst.n_groups)
+        .filter(|i| !core.contains(i))
+        .map(|i| inst.cost(i, choice[i]))
+        .sum();
+    let sub = Instance {
+        cost: &cost,
+        value: &value,
+        n_groups: core.len(),
+        n_options: m,
+        budget: inst.budget - fixed,
+    };
+    if let Some(best) = pareto_dp(&sub, CORE_STATES) {
+        let now: f64 = core.iter().map(|&i| inst.value(i, choice[i])).sum();
+        if best.value < now {
+            for (g, &i) in core.iter().enumerate() {
+                choice[i] = option[g * m + best.choice[g]];
+            }
+        }
+    }
+}
+
+/// Exchanges among the core groups: group a moves to another hull point and group b to
+/// another, where the pair fits the leftover budget and lowers the total; the best such
+/// pair is taken until none helps.
+fn exchange(inst: &Instance, hulls: &[Vec<Point>], choice: &mut [usize], core: &[usize]) {
+    let (spent, total) = inst.evaluate(choice);
+    let mut left = inst.budget - spent;
+    // Gains below rounding noise would let the search wander among equal totals.
+    let least_gain = 1e-12 * total.abs().max(f64::MIN_POSITIVE);
+    loop {
+        let mut best = (least_gain, None);
+        for &a in core {
+            let (ac, av) = (inst.cost(a, choice[a]), inst.value(a, choice[a]));
+            for pa in window(&hulls[a], ac) {
+                let freed = ac - pa.cost;
+                for &b in core {
+                    if b == a {
+                        continue;
+                    }
+                    let (bc, bv) = (inst.cost(b, choice[b]), inst.value(b, choice[b]));
+                    for pb in window(&hulls[b], bc) {
+                        let gain = (av - pa.value) + (bv - pb.value);
+                        if gain > best.0 && pb.cost - bc <= left + freed {
+                            best = (gain, Some((a, pa.option, b, pb.option)));
+                        }
+                    }
+                }
+            }
+        }
+        let Some((a, ja, b, jb)) = best.1 else { return };
+        left +=
+            inst.cost(a, choice[a]) - inst.cost(a, ja) + inst.cost(b, choice[b]) - inst.cost(b, jb);
+        choice[a] = ja;
+        choice[b] = jb;
+    }
+}
+
+/// The hull points within EXCHANGE_STEPS of where `cost` falls on the hull.
+fn window(hull: &[Point], cost: f64) -> &[Point] {
+    let k = hull.partition_point(|p| p.cost < cost);
+    &hull[k.saturating_sub(EXCHANGE_STEPS)..(k + EXCHANGE_STEPS).min(hull.len())]
+}

@@ -1,0 +1,116 @@
+//! Cluster power budgets: one clock pair per GPU so that the predicted power of all GPUs
+//! stays within a budget while the total of a value (time, or energy) is least. A
+//! multiple-choice knapsack: `lagrange` solves it at scale (the LP relaxation by the
+//! Lagrangian greedy, then repair and exchanges, with the LP bound as a certificate),
+//! `exact` by a Pareto dynamic program for small instances (the tests' oracle).
+
+mod exact;
+mod hull;
+mod lagrange;
+
+pub use exact::solve_exact;
+pub use lagrange::solve;
+
+use crate::error::{CoreError, CoreResult};
+
+/// N groups (GPUs) of K options (clock pairs), row-major: `cost[i * k + j]` is the power of
+/// GPU i at option j and `value[i * k + j]` what it adds to the objective. A NaN value marks
+/// an option a GPU may not take (e.g. over its slowdown bound).
+pub struct Instance<'a> {
+    pub cost: &'a [f64],
+    pub value: &'a [f64],
+    pub n_groups: usize,
+    pub n_options: usize,
+    pub budget: f64,
+}
+
+/// A choice of one option per group.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Solution {
+    pub choice: Vec<usize>,
+    pub cost: f64,
+    pub value: f64,
+    /// A lower bound on the optimal value (the LP relaxation's optimum): `value / bound - 1`
+    /// bounds the optimality gap. The exact solver's bound is its value.
+    pub bound: f64,
+}
+
+impl Instance<'_> {
+    pub fn validate(&self) -> CoreResult<()> {
+        let size = self.n_groups * self.n_options;
+        if self.n_groups == 0 || self.n_options == 0 {
+            return Err(CoreError::Shape(
+                "a budget needs at least one GPU and one option".into(),
+            ));
+        }
+        if self.cost.len() != size || self.value.len() != size {
+            return Err(CoreError::Shape(format!(
+                "cost and value need {} x {} = {size} entries, got {} and {}",
+                self.n_groups,
+                self.n_options,
+                self.cost.len(),
+                self.value.len()
+            )));
+        }
+        if !(self.budget.is_finite() && self.budget >= 0.0) {
+            return Err(CoreError::Value(format!(
+                "budget must be finite and >= 0, got {}",
+                self.budget
+            )));
+        }
+        if let Some(c) = self.cost.iter().find(|c| !(c.is_finite() && **c >= 0.0)) {
+            return Err(CoreError::Value(format!(
+                "costs must be finite and >= 0, found {c}"
+            )));
+        }
+        if let Some(v) = self.value.iter().find(|v| v.is_infinite()) {
+            return Err(CoreError::Value(format!(
+                "values must be finite (NaN marks a forbidden option), found {v}"
+            )));
+        }
+        let mut least = 0.0;
+        for i in 0..self.n_groups {
+            let row = self.options(i);
+            match row.clone().map(|j| self.cost(i, j)).reduce(f64::min) {
+                Some(c) => least += c,
+                None => {
+                    return Err(CoreError::Value(format!(
+                        "GPU {i} has no allowed option (every value is NaN)"
+                    )))
+                }
+            }
+        }
+        if least > self.budget {
+            return Err(CoreError::Value(format!(
+                "the budget {} W is below the {least} W of every GPU at its lowest-power allowed option",
+                self.budget
+            )));
+        }
+        Ok(())
+    }
+
+    fn cost(&self, i: usize, j: usize) -> f64 {
+        self.cost[i * self.n_options + j]
+    }
+
+    fn value(&self, i: usize, j: usize) -> f64 {
+        self.value[i * self.n_options + j]
+    }
+
+    /// The allowed options of group i.
+    fn options(&self, i: usize) -> impl Iterator<Item = usize> + Clone + '_ {
+        (0..self.n_options).filter(move |&j| !self.value(i, j).is_nan())
+    }
+
+    fn evaluate(&self, choice: &[usize]) -> (f64, f64) {
+        choice
+            .iter()
+            .enumerate()
+            .fold((0.0, 0.0), |(c, v), (i, &j)| {
+                (c + self.cost(i, j), v + self.value(i, j))
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests;
