@@ -100,7 +100,7 @@ pub fn solve(inst: &Instance) -> CoreResult<Solution> {
     let mut choice: Vec<usize> = at.iter().zip(&hulls).map(|(&k, h)| h[k].option).collect();
     fill(inst, &mut choice);
     if critical.is_finite() {
-        let near = nearest_critical(&hulls, critical);
+        let near = nearest_critical(&rates, critical);
         solve_core(
             inst,
             &mut choice,
@@ -174,17 +174,13 @@ fn fill(inst: &Instance, choice: &mut [usize]) {
 }
 
 /// Groups by how near one of their hull steps' rates lies to the critical rate (as a ratio).
-fn nearest_critical(hulls: &[Vec<Point>], critical: f64) -> Vec<usize> {
-    let mut near: Vec<(f64, usize)> = hulls
+fn nearest_critical(rates: &[Vec<f64>], critical: f64) -> Vec<usize> {
+    let mut near: Vec<(f64, usize)> = rates
         .iter()
         .enumerate()
-        .filter_map(|(i, h)| {
-            h.windows(2)
-                .map(|w| {
-                    ((w[0].value - w[1].value) / (w[1].cost - w[0].cost) / critical)
-                        .ln()
-                        .abs()
-                })
+        .filter_map(|(i, r)| {
+            r.iter()
+                .map(|&rate| (rate / critical).ln().abs())
                 .reduce(f64::min)
                 .map(|d| (d, i))
         })

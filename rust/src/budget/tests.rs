@@ -33,6 +33,22 @@ fn random(seed: u64, n: usize, k: usize, tight: f64) -> (Vec<f64>, Vec<f64>, f64
     (cost, value, lo + tight * (hi - lo))
 }
 
+fn instance<'a>(
+    cost: &'a [f64],
+    value: &'a [f64],
+    n: usize,
+    k: usize,
+    budget: f64,
+) -> Instance<'a> {
+    Instance {
+        cost,
+        value,
+        n_groups: n,
+        n_options: k,
+        budget,
+    }
+}
+
 fn brute(inst: &Instance) -> f64 {
     let mut best = f64::INFINITY;
     let total = inst.n_options.pow(inst.n_groups as u32);
@@ -58,13 +74,7 @@ fn exact_matches_enumeration() {
     for seed in 0..60 {
         let (n, k) = (1 + seed as usize % 4, 2 + seed as usize % 5);
         let (cost, value, budget) = random(seed, n, k, 0.1 + 0.8 * (seed % 7) as f64 / 7.0);
-        let inst = Instance {
-            cost: &cost,
-            value: &value,
-            n_groups: n,
-            n_options: k,
-            budget,
-        };
+        let inst = instance(&cost, &value, n, k, budget);
         let exact = solve_exact(&inst).unwrap();
         assert!((exact.value - brute(&inst)).abs() < 1e-9, "seed {seed}");
         assert!(exact.cost <= budget);
@@ -78,13 +88,7 @@ fn heuristic_is_feasible_bounded_and_near_the_optimum() {
         let (n, k) = (2 + seed as usize % 35, 2 + (seed as usize * 7) % 15);
         let (cost, value, budget) =
             random(seed, n, k, 0.05 + 0.9 * ((seed * 13) % 17) as f64 / 17.0);
-        let inst = Instance {
-            cost: &cost,
-            value: &value,
-            n_groups: n,
-            n_options: k,
-            budget,
-        };
+        let inst = instance(&cost, &value, n, k, budget);
         let exact = solve_exact(&inst).unwrap();
         let h = solve(&inst).unwrap();
         assert!(h.cost <= budget + 1e-9, "seed {seed}: over budget");
@@ -107,13 +111,7 @@ fn heuristic_is_feasible_bounded_and_near_the_optimum() {
 #[test]
 fn generous_budget_gives_every_gpu_its_best_option() {
     let (cost, value, _) = random(7, 20, 30, 1.0);
-    let inst = Instance {
-        cost: &cost,
-        value: &value,
-        n_groups: 20,
-        n_options: 30,
-        budget: 1e9,
-    };
+    let inst = instance(&cost, &value, 20, 30, 1e9);
     let h = solve(&inst).unwrap();
     for i in 0..20 {
         let best = (0..30)
@@ -128,41 +126,15 @@ fn generous_budget_gives_every_gpu_its_best_option() {
 #[test]
 fn bad_instances_are_refused() {
     let (c, v) = (vec![1.0, 2.0], vec![2.0, 1.0]);
-    let ok = |budget| Instance {
-        cost: &c,
-        value: &v,
-        n_groups: 1,
-        n_options: 2,
-        budget,
-    };
+    let ok = |budget| instance(&c, &v, 1, 2, budget);
     assert!(solve(&ok(0.5)).unwrap_err().to_string().contains("below"));
     assert!(solve(&ok(f64::NAN)).is_err());
-    assert!(solve(&Instance {
-        cost: &c,
-        value: &v,
-        n_groups: 2,
-        n_options: 2,
-        budget: 9.0
-    })
-    .is_err());
+    assert!(solve(&instance(&c, &v, 2, 2, 9.0)).is_err());
     let nan = vec![f64::NAN, f64::NAN];
-    assert!(solve(&Instance {
-        cost: &c,
-        value: &nan,
-        n_groups: 1,
-        n_options: 2,
-        budget: 9.0
-    })
-    .unwrap_err()
-    .to_string()
-    .contains("no allowed option"));
+    assert!(solve(&instance(&c, &nan, 1, 2, 9.0))
+        .unwrap_err()
+        .to_string()
+        .contains("no allowed option"));
     let neg = vec![-1.0, 2.0];
-    assert!(solve_exact(&Instance {
-        cost: &neg,
-        value: &v,
-        n_groups: 1,
-        n_options: 2,
-        budget: 9.0
-    })
-    .is_err());
+    assert!(solve_exact(&instance(&neg, &v, 1, 2, 9.0)).is_err());
 }
