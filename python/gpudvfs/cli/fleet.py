@@ -1,31 +1,166 @@
-"""`gpudvfs fleet ...`: fleet scale. So far the cluster power budget's solver and its benchmark."""
+"""`gpudvfs fleet ...`: fleet scale: per-GPU calibration on Ray into a registry, cluster power
+budgets."""
 
 from __future__ import annotations
 
 import click
 
 from ..fleet.budget import bench
-from .output import console, print_json, table, user_errors
+from ..fleet.jobs import OBJECTIVES, plan_budget, read_jobs, simulated_jobs, write_jobs
+from ..fleet.registry import Registry
+from ..measure.devices import DEVICE_KINDS
+from ..power.model import VARIANTS
+from .output import console, output_dir, output_file, print_json, table, user_errors
+from .progress import progress_bars
 
 
 @click.group()
 def fleet() -> None:
-    """Fleet scale: cluster power budgets."""
+    """Fleet scale: per-GPU calibration on Ray, cluster power budgets."""
+
+
+def _spread(s: dict, fmt: str) -> str:
+    return f"{s['min']:{fmt}} / {s['median']:{fmt}} / {s['max']:{fmt}}"
 
 
 @fleet.command()
-@click.option("--bench", "run_bench", is_flag=True, required=True,
-              help="Time the solver on random instances and measure its gap to the exact optimum.")
-@click.option("--gpus", default=10_000, show_default=True, type=click.IntRange(min=1))
-@click.option("--pairs", default=1_000, show_default=True, type=click.IntRange(min=1))
-@click.option("--small", default=50, show_default=True, type=click.IntRange(min=1),
-              help="Small random instances scored against the exact solver.")
-@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--device", "device_kind", type=click.Choice(DEVICE_KINDS), default="sim", show_default=True,
+              help="nvml: every task calibrates the GPU Ray gives it; sim: simulated chips, each with its own "
+                   "variation drawn from its UUID.")
+@click.option("--gpus", type=click.IntRange(min=1),
+              help="GPUs to calibrate (default: every GPU of the Ray cluster; needed with --device sim and "
+                   "--ray local, where they are logical GPUs).")
+@click.option("--ray", "ray_address", default="local", show_default=True,
+              help="'local' starts a Ray cluster on this machine; else a cluster address ('auto', "
+                   "'ray://head:10001').")
+@click.option("-o", "--out", required=True, type=click.Path(file_okay=False), callback=output_dir,
+              help="Registry folder: one folder per GPU UUID (sweeps, models, gpu.json). On a multi-node "
+                   "cluster, a folder every node writes to.")
+@click.option("--seed", default=0, show_default=True, help="Fleet seed of the simulated chips' UUIDs.")
+@click.option("--min-seconds", default=1.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="Length of each measurement.")
+@click.option("--variant", default="per-domain", show_default=True, type=click.Choice(VARIANTS),
+              help="Power model variant fitted per GPU.")
 @click.option("--json", "as_json", is_flag=True)
-def budget(run_bench, gpus, pairs, small, seed, as_json) -> None:
-    """One clock pair per GPU under a cluster power budget (a multiple-choice knapsack in the
-    Rust core). --bench: milliseconds for GPUS x PAIRS (key `ms`) and the worst optimality gap
-    on small instances (key `gap_max`)."""
+def calibrate(device_kind, gpus, ray_address, out, seed, min_seconds, variant, as_json) -> None:
+    """Calibrate every GPU of a Ray cluster: one task per GPU sweeps the power and latency
+    suites on it (rows streamed to its own files: a killed worker loses at most its row in
+    flight, and a rerun resumes), fits its models and writes its registry entry. Prints the
+    fleet's spread."""
+    from ..fleet.calibrate import NvmlFleet, SimFleet, calibrate_fleet
+
+    with user_errors(), progress_bars(disable=as_json) as update:
+        devices = SimFleet(seed) if device_kind == "sim" else NvmlFleet()
+        registry = calibrate_fleet(devices, out, gpus=gpus, ray_address=ray_address, min_seconds=min_seconds,
+                                   power_variant=variant,
+                                   progress=lambda done, total, label: update("GPUs calibrated", done, total, label))
+        summary = registry.summary()
+    if as_json:
+        print_json(summary | {"registry": str(out),
+                              "per_gpu": {u: {"power": e["power"], "truth": e.get("truth")}
+                                          for u, e in registry.entries.items()}})
+        return
+    rows = [[f"static power, domain {d} (W)", _spread(s, ".2f")] for d, s in enumerate(summary["static_w"])]
+    rows += [["core voltage at the lowest clock", _spread(summary["core_voltage_at_lowest_clock"], ".3f")],
+             ["power CV MAPE (%)", _spread(summary["power_cv_mape"], ".2f")]]
+    if "voltage_error_max" in summary:
+        rows.append(["worst voltage error against the simulated truth", f"{100 * summary['voltage_error_max']:.2f}%"])
+    console.print(table(f"{summary['gpus']} GPUs in {out} (min / median / max)", ["", ""], rows))
+
+
+@fleet.command()
+@click.option("--registry", required=True, type=click.Path(file_okay=False), help="The registry to check against.")
+@click.option("--device", "device_kind", type=click.Choice(DEVICE_KINDS), default="sim", show_default=True)
+@click.option("--gpus", type=click.IntRange(min=1), help="GPUs to check (default: every GPU of the Ray cluster).")
+@click.option("--ray", "ray_address", default="local", show_default=True, help="As for `fleet calibrate`.")
+@click.option("--seed", default=0, show_default=True, help="Fleet seed of the simulated chips' UUIDs.")
+@click.option("--sim-aging", default=0.0, show_default=True, type=click.FloatRange(-0.5, 10, min_open=True),
+              help="Simulated chips only: their static and idle power grown by this fraction since calibration.")
+@click.option("--pairs", default=4, show_default=True, type=click.IntRange(min=1), help="Clock pairs per GPU.")
+@click.option("--benchmarks", default=3, show_default=True, type=click.IntRange(min=1),
+              help="Power-suite benchmarks re-measured at each pair.")
+@click.option("--min-seconds", default=1.0, show_default=True, type=click.FloatRange(min=0, min_open=True))
+@click.option("--json", "as_json", is_flag=True)
+def check(registry, device_kind, gpus, ray_address, seed, sim_aging, pairs, benchmarks, min_seconds, as_json) -> None:
+    """Re-measure a few pairs on every GPU and flag those whose power has left their model's
+    error band (aging, cooling). Exit status 3 when any GPU is flagged."""
+    from ..fleet.calibrate import NvmlFleet, SimFleet
+    from ..fleet.check import check_fleet
+
+    if sim_aging and device_kind != "sim":
+        raise click.UsageError("--sim-aging is for --device sim")
+    with user_errors(), progress_bars(disable=as_json) as update:
+        devices = SimFleet(seed, aging=sim_aging) if device_kind == "sim" else NvmlFleet()
+        r = check_fleet(devices, registry, gpus=gpus, ray_address=ray_address, pairs=pairs, benchmarks=benchmarks,
+                        min_seconds=min_seconds,
+                        progress=lambda done, total, label: update("GPUs checked", done, total, label))
+    if as_json:
+        print_json(r)
+    else:
+        rows = [[g["uuid"], f"{g['drift_pct']:+.2f}%", f"{g['band_pct']:.2f}%", "DRIFTED" if g["flagged"] else "ok"]
+                for g in r["per_gpu"]]
+        console.print(table(f"{r['gpus']} GPUs checked, {len(r['flagged'])} flagged",
+                            ["GPU", "power vs model", "band", ""], rows))
+    if r["flagged"]:
+        raise SystemExit(3)
+
+
+@fleet.command()
+@click.argument("jobs", required=False, type=click.Path(dir_okay=False))
+@click.option("--registry", type=click.Path(file_okay=False), help="The registry `fleet calibrate` wrote.")
+@click.option("--budget-w", type=click.FloatRange(min=0), help="The cluster's power budget (W).")
+@click.option("--objective", type=click.Choice(OBJECTIVES), default="time", show_default=True,
+              help="time: the sum of the jobs' slowdowns; energy: the energy of one default-clock second of "
+                   "every job's work.")
+@click.option("--slowdown", type=click.FloatRange(min=0),
+              help="Forbid clock pairs more than this fraction slower than the default clocks.")
+@click.option("--bench", "run_bench", is_flag=True,
+              help="Instead: time the solver on random instances and measure its gap to the exact optimum.")
+@click.option("--gpus", default=10_000, show_default=True, type=click.IntRange(min=1), help="--bench: GPUs.")
+@click.option("--pairs", default=1_000, show_default=True, type=click.IntRange(min=1), help="--bench: clock pairs.")
+@click.option("--small", default=50, show_default=True, type=click.IntRange(min=1),
+              help="--bench: small random instances scored against the exact solver.")
+@click.option("--seed", default=0, show_default=True, type=int, help="--bench: seed of the random instances.")
+@click.option("--json", "as_json", is_flag=True)
+def budget(jobs, registry, budget_w, objective, slowdown, run_bench, gpus, pairs, small, seed, as_json) -> None:
+    """One clock pair per GPU so that the jobs' predicted power stays within the cluster's
+    budget and the objective is least (a multiple-choice knapsack in the Rust core). JOBS:
+    a JSON file of the job on each GPU with its profile at the default clocks (see
+    gpudvfs.fleet.jobs). --bench: milliseconds for GPUS x PAIRS (key `ms`) and the worst
+    optimality gap on small instances (key `gap_max`)."""
+    if run_bench:
+        if jobs or registry or budget_w is not None:
+            raise click.UsageError("--bench takes no JOBS, --registry or --budget-w")
+        _bench(gpus, pairs, small, seed, as_json)
+        return
+    if not (jobs and registry and budget_w is not None):
+        raise click.UsageError("give JOBS, --registry and --budget-w (or --bench)")
+    with user_errors():
+        plan = plan_budget(Registry.load(registry), read_jobs(jobs), budget_w, objective, slowdown)
+    if as_json:
+        print_json(plan)
+        return
+    rows = [[j["gpu"], j["job"][:30], f"{j['core_mhz']:g}/{j['mem_mhz']:g}", f"{j['watts']:.1f}",
+             f"{j['relative_time']:.3f}"] for j in plan["jobs"]]
+    console.print(table(f"{plan['gpus']} GPUs: {plan['watts']:.0f} W of {budget_w:g} W "
+                        f"({plan['default_watts']:.0f} W at default clocks); {objective} "
+                        f"{plan['objective_value']:.4g}, within {100 * plan['gap_bound']:.2g}% of optimal",
+                        ["GPU", "job", "clocks (MHz)", "watts", "time vs default"], rows))
+
+
+@fleet.command("sample-jobs")
+@click.option("--registry", required=True, type=click.Path(file_okay=False))
+@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), callback=output_file)
+def sample_jobs(registry, out) -> None:
+    """A jobs file for a registry of simulated GPUs: the demo's contrasting workloads dealt
+    over the GPUs, each profiled and timed on its own chip at the default clocks."""
+    with user_errors():
+        jobs = simulated_jobs(Registry.load(registry))
+        write_jobs(jobs, out)
+    console.print(f"wrote {len(jobs)} jobs to {out}")
+
+
+def _bench(gpus, pairs, small, seed, as_json) -> None:
     with user_errors():
         r = bench(gpus, pairs, small, seed)
     if as_json:

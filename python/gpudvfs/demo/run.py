@@ -2,25 +2,23 @@
 models, profile a few contrasting workloads once at the default clocks, and choose their
 frequencies; on the simulated GPU, compare with the simulator's ground truth.
 
-Every step is a public piece of gpudvfs: `run_sweep` of the power and time suites,
-`PowerModel.fit`, `to_time_device`, `KernelProfile`, `TimeModel.predict`,
+Every step is a public piece of gpudvfs: `calibrate` (`run_sweep` of the power and time
+suites, `PowerModel.fit`, `to_time_device`), `KernelProfile`, `TimeModel.predict`,
 `PowerModel.predict_grid` and `select`.
 """
 
 from __future__ import annotations
 
 import tempfile
-import warnings
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import GpudvfsWarning
+from ..measure.calibrate import Progress, calibrate, stage
 from ..measure.device import Device, Workload
 from ..measure.simulated import SimulatedDevice
-from ..measure.sweep import grid, record_path, run_sweep, suite_workloads, to_power_dataset, to_time_device
+from ..measure.sweep import grid, suite_workloads
 from ..power.model import PowerModel
 from ..select import POLICIES, Selection, pareto_front, select
 from ..time import KernelProfile, TimeDevice, TimeModel
@@ -49,8 +47,6 @@ SIM_WORKLOADS = (
         "shared_load_transactions": 1.5e6, "shared_store_transactions": 5.0e5, "inst_issued": 3.0e6,
         "util:INT": 0.3, "util:L2": 0.3, "util:Shared": 0.3, "util:DRAM": 0.2}),
 )
-
-Progress = Callable[[str, int, int], None]
 
 
 @dataclass(frozen=True)
@@ -82,13 +78,6 @@ class DemoResult:
     slowdown: float                     # the deadline policy's bound
 
 
-def _stage(progress: Progress | None, name: str):
-    def update(done: int, total: int, label: str) -> None:
-        if progress:
-            progress(name, done, total)
-    return update
-
-
 def run_demo(device: Device, *, workdir: str | Path | None = None, power_variant: str = "per-domain",
              min_seconds: float = 1.0, slowdown: float = 0.1, power_cap_w: float | None = None,
              workloads=None, resume: bool = False, progress: Progress | None = None) -> DemoResult:
@@ -96,34 +85,17 @@ def run_demo(device: Device, *, workdir: str | Path | None = None, power_variant
     by default), replacing an earlier demo's unless ``resume`` continues them. On a
     `SimulatedDevice` the results carry the ground truth."""
     work = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="gpudvfs-demo-"))
-    work.mkdir(parents=True, exist_ok=True)
     sim = device if isinstance(device, SimulatedDevice) else None
     workloads = list(workloads if workloads is not None else (SIM_WORKLOADS if sim else suite_workloads("power")[::20]))
     configs = np.array(grid(device))
-    files = []
-
-    power_csv, time_csv = work / "power-suite.csv", work / "time-suite.csv"
-    if not resume:
-        for f in (power_csv, time_csv):
-            f.unlink(missing_ok=True)
-            record_path(f).unlink(missing_ok=True)
-    run_sweep(device, suite_workloads("power"), power_csv, resume=power_csv.exists(), min_seconds=min_seconds,
-              progress=_stage(progress, "power suite"))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", GpudvfsWarning)  # bound hits show in the model's notes
-        power_model = PowerModel(power_variant).fit(to_power_dataset(power_csv))
-    run_sweep(device, suite_workloads("time"), time_csv, resume=time_csv.exists(), min_seconds=min_seconds,
-              progress=_stage(progress, "time suite"))
-    # Latencies and delays come from the suite; the SM count from the device; the issue
-    # rate and overlap exponent stay at the GTX 980 preset's (no benchmark measures them).
-    base = replace(TimeDevice.gtx980(), sm_count=float(device.sm_count()))
-    time_device, time_fit = to_time_device(time_csv, base)
-    files += [power_csv, time_csv]
+    cal = calibrate(device, work, resume=resume, power_variant=power_variant, min_seconds=min_seconds,
+                    progress=progress)
+    power_model, time_device = cal.power_model, cal.time_device
 
     ref = device.default_clocks()
     device.lock_clocks(*ref)
     profiles, utils = [], []
-    tick = _stage(progress, "profile workloads")
+    tick = stage(progress, "profile workloads")
     try:
         for i, w in enumerate(workloads):
             counters = device.profile(w)
@@ -152,7 +124,8 @@ def run_demo(device: Device, *, workdir: str | Path | None = None, power_variant
             {k: _row(v, i) for k, v in choices.items()},
             pareto_front(t[i], t[i] * p[i] / 1e3), true_t, true_p))
     true_volts = np.array([sim.gpu.volts(c, m) for c, m in configs]) if sim else None
-    return DemoResult(device.name, power_model, time_device, time_fit, results, true_volts, files, ref, slowdown)
+    return DemoResult(device.name, power_model, time_device, cal.time_fit, results, true_volts, cal.files, ref,
+                      slowdown)
 
 
 def _row(s: Selection, i: int) -> Selection:

@@ -38,6 +38,8 @@ class SimulatedGpu:
     """Ground truth of the simulated GPU (a GTX Titan X-like board)."""
 
     name: str = "gpudvfs simulated GPU"
+    #: A chip of a simulated fleet (`chips.chip_gpu`); None: the one default GPU.
+    uuid: str | None = None
     components: tuple[str, ...] = COMPONENTS
     domain_sizes: tuple[int, ...] = DOMAIN_SIZES
     default_mhz: tuple[float, float] = (975.0, 3505.0)
@@ -214,7 +216,7 @@ class SimulatedDevice:
 
     def identity(self) -> dict[str, str | float | bool | None]:
         gpu = json.dumps(asdict(self.gpu), sort_keys=True, default=str)
-        return {"kind": "simulated", "name": self.name, "seed": self.seed, "noise": self.noise,
+        return {"kind": "simulated", "name": self.name, "uuid": self.gpu.uuid, "seed": self.seed, "noise": self.noise,
                 "time_noise": self.time_noise, "refresh_s": self.refresh_s,
                 "energy_counter": self.has_energy_counter, "power_limit_w": self.power_limit_w,
                 "gpu": hashlib.sha256(gpu.encode()).hexdigest()[:16]}

@@ -19,15 +19,38 @@ struct State {
 
 pub fn solve_exact(inst: &Instance) -> CoreResult<Solution> {
     inst.validate()?;
-    pareto_dp(inst, MAX_STATES).ok_or_else(|| {
+    pareto_dp(inst, MAX_STATES, None).ok_or_else(|| {
         CoreError::Value(format!(
             "the exact solver's Pareto front passed {MAX_STATES} states: too large an instance"
         ))
     })
 }
 
-/// The optimum of a feasible instance, or None once a stage's front passes `max_states`.
-pub(super) fn pareto_dp(inst: &Instance, max_states: usize) -> Option<Solution> {
+/// A known solution's value, and a rate of value per watt for the Lagrangian bound that
+/// tells which states cannot lead to a better one.
+pub(super) struct Incumbent {
+    pub value: f64,
+    pub rate: f64,
+}
+
+/// The optimum of a feasible instance, or None once a stage's front passes `max_states`
+/// (or, given an incumbent, when nothing beats it). A state goes as soon as the cheapest
+/// options of the groups left overrun the budget, or when even the Lagrangian bound at the
+/// incumbent's rate on its completions (each group left at its least value + rate x cost,
+/// less rate x the budget) reaches the incumbent's value: the front then stays narrow.
+pub(super) fn pareto_dp(
+    inst: &Instance,
+    max_states: usize,
+    incumbent: Option<Incumbent>,
+) -> Option<Solution> {
+    let n = inst.n_groups;
+    let (best, rate) = incumbent.map_or((f64::INFINITY, 0.0), |b| (b.value, b.rate));
+    let (mut rest_cost, mut rest_bound) = (vec![0.0; n + 1], vec![0.0; n + 1]);
+    for i in (0..n).rev() {
+        let least = |f: &dyn Fn(usize) -> f64| inst.options(i).map(f).fold(f64::INFINITY, f64::min);
+        rest_cost[i] = rest_cost[i + 1] + least(&|j| inst.cost(i, j));
+        rest_bound[i] = rest_bound[i + 1] + least(&|j| inst.value(i, j) + rate * inst.cost(i, j));
+    }
     let mut stages: Vec<Vec<State>> = Vec::with_capacity(inst.n_groups);
     let mut front = vec![State {
         cost: 0.0,
@@ -35,7 +58,7 @@ pub(super) fn pareto_dp(inst: &Instance, max_states: usize) -> Option<Solution> 
         option: 0,
         parent: 0,
     }];
-    for i in 0..inst.n_groups {
+    for i in 0..n {
         let mut next: Vec<State> = front
             .iter()
             .enumerate()
@@ -47,7 +70,10 @@ pub(super) fn pareto_dp(inst: &Instance, max_states: usize) -> Option<Solution> 
                     parent: s,
                 })
             })
-            .filter(|st| st.cost <= inst.budget)
+            .filter(|st| {
+                st.cost + rest_cost[i + 1] <= inst.budget
+                    && st.value + rest_bound[i + 1] - rate * (inst.budget - st.cost) < best
+            })
             .collect();
         next.sort_by(|a, b| a.cost.total_cmp(&b.cost).then(a.value.total_cmp(&b.value)));
         let mut kept: Vec<State> = Vec::with_capacity(next.len());

@@ -7,7 +7,7 @@
 //! the others fixed; last, exchanges among a wider core, one group giving up watts so
 //! another can take a better hull point, while the total improves.
 
-use super::exact::pareto_dp;
+use super::exact::{pareto_dp, Incumbent};
 use super::hull::{lower_hull, Point};
 use super::{Instance, Solution};
 use crate::error::CoreResult;
@@ -26,8 +26,9 @@ const EXCHANGE_STEPS: usize = 8;
 const BISECTIONS: usize = 200;
 
 pub fn solve(inst: &Instance) -> CoreResult<Solution> {
-    inst.validate()?;
-    let hulls = hulls(inst);
+    inst.validate_shape()?;
+    let hulls = hulls(inst)?;
+    inst.validate_least(hulls.iter().map(|h| h[0].cost).sum())?;
     let rates: Vec<Vec<f64>> = hulls
         .iter()
         .map(|h| {
@@ -124,7 +125,7 @@ pub fn solve(inst: &Instance) -> CoreResult<Solution> {
     })
 }
 
-fn hulls(inst: &Instance) -> Vec<Vec<Point>> {
+fn hulls(inst: &Instance) -> CoreResult<Vec<Vec<Point>>> {
     let n = inst.n_groups;
     let threads = threads_for(n * inst.n_options);
     if threads == 1 {
@@ -138,36 +139,43 @@ fn hulls(inst: &Instance) -> Vec<Vec<Point>> {
                 s.spawn(move || {
                     (start..(start + chunk).min(n))
                         .map(|i| lower_hull(inst, i))
-                        .collect::<Vec<_>>()
+                        .collect::<CoreResult<Vec<_>>>()
                 })
             })
             .collect();
-        parts
-            .into_iter()
-            .flat_map(|p| p.join().expect("hull thread panicked"))
-            .collect()
+        let mut all = Vec::with_capacity(n);
+        for p in parts {
+            all.extend(p.join().expect("hull thread panicked")?);
+        }
+        Ok(all)
     })
 }
 
 /// Repair: each group in turn takes the option of least value that the leftover budget
-/// pays for, until a pass changes nothing.
+/// pays for. The leftover only shrinks while no group moves to a cheaper option, and then a
+/// group passed over has nothing new it can afford: another pass is needed only after a move
+/// freed watts.
 fn fill(inst: &Instance, choice: &mut [usize]) {
     let mut left = inst.budget - inst.evaluate(choice).0;
     loop {
-        let mut changed = false;
+        let mut freed = false;
         for (i, c) in choice.iter_mut().enumerate() {
-            let (now_c, now_v) = (inst.cost(i, *c), inst.value(i, *c));
-            let better = inst
-                .options(i)
-                .filter(|&j| inst.cost(i, j) - now_c <= left && inst.value(i, j) < now_v)
-                .min_by(|&a, &b| inst.value(i, a).total_cmp(&inst.value(i, b)));
-            if let Some(j) = better {
-                left -= inst.cost(i, j) - now_c;
-                *c = j;
-                changed = true;
+            let (cost, value) = inst.row(i);
+            let (now_c, now_v) = (cost[*c], value[*c]);
+            let mut best = (now_v, *c);
+            for (j, (&cj, &vj)) in cost.iter().zip(value).enumerate() {
+                // A NaN value (forbidden) fails the comparison.
+                if vj < best.0 && cj - now_c <= left {
+                    best = (vj, j);
+                }
+            }
+            if best.1 != *c {
+                left -= cost[best.1] - now_c;
+                freed |= cost[best.1] < now_c;
+                *c = best.1;
             }
         }
-        if !changed {
+        if !freed {
             return;
         }
     }
@@ -228,8 +236,9 @@ fn solve_core(inst: &Instance, choice: &mut [usize], rate: f64, core: &[usize]) 
         n_options: m,
         budget: inst.budget - fixed,
     };
-    if let Some(best) = pareto_dp(&sub, CORE_STATES) {
-        let now: f64 = core.iter().map(|&i| inst.value(i, choice[i])).sum();
+    let now: f64 = core.iter().map(|&i| inst.value(i, choice[i])).sum();
+    let incumbent = Incumbent { value: now, rate };
+    if let Some(best) = pareto_dp(&sub, CORE_STATES, Some(incumbent)) {
         if best.value < now {
             for (g, &i) in core.iter().enumerate() {
                 choice[i] = option[g * m + best.choice[g]];

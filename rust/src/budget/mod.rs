@@ -35,8 +35,24 @@ pub struct Solution {
     pub bound: f64,
 }
 
+/// A row's first pass: its cheapest allowed option as (cost, value), the least value among
+/// equal costs, and its option of least value as (value, cost), the cheapest among equals.
+pub(super) struct RowScan {
+    pub cheapest: (f64, f64),
+    pub best: (f64, f64),
+}
+
 impl Instance<'_> {
     pub fn validate(&self) -> CoreResult<()> {
+        self.validate_shape()?;
+        let least = (0..self.n_groups)
+            .map(|i| self.scan_row(i).map(|r| r.cheapest.0))
+            .sum::<CoreResult<f64>>()?;
+        self.validate_least(least)
+    }
+
+    /// The sizes and the budget: what is checked before any row is read.
+    fn validate_shape(&self) -> CoreResult<()> {
         let size = self.n_groups * self.n_options;
         if self.n_groups == 0 || self.n_options == 0 {
             return Err(CoreError::Shape(
@@ -58,28 +74,47 @@ impl Instance<'_> {
                 self.budget
             )));
         }
-        if let Some(c) = self.cost.iter().find(|c| !(c.is_finite() && **c >= 0.0)) {
-            return Err(CoreError::Value(format!(
-                "costs must be finite and >= 0, found {c}"
-            )));
-        }
-        if let Some(v) = self.value.iter().find(|v| v.is_infinite()) {
-            return Err(CoreError::Value(format!(
-                "values must be finite (NaN marks a forbidden option), found {v}"
-            )));
-        }
-        let mut least = 0.0;
-        for i in 0..self.n_groups {
-            let row = self.options(i);
-            match row.clone().map(|j| self.cost(i, j)).reduce(f64::min) {
-                Some(c) => least += c,
-                None => {
-                    return Err(CoreError::Value(format!(
-                        "GPU {i} has no allowed option (every value is NaN)"
-                    )))
-                }
+        Ok(())
+    }
+
+    /// Row i's numbers checked, in the same pass that finds its extreme options (the solver
+    /// at scale reads each row once here, while building its hull).
+    fn scan_row(&self, i: usize) -> CoreResult<RowScan> {
+        let (cost, value) = self.row(i);
+        let inf = (f64::INFINITY, f64::INFINITY);
+        let (mut cheapest, mut best) = (inf, inf);
+        for (&c, &v) in cost.iter().zip(value) {
+            if !(c.is_finite() && c >= 0.0) {
+                return Err(CoreError::Value(format!(
+                    "costs must be finite and >= 0, found {c}"
+                )));
+            }
+            if v.is_infinite() {
+                return Err(CoreError::Value(format!(
+                    "values must be finite (NaN marks a forbidden option), found {v}"
+                )));
+            }
+            if v.is_nan() {
+                continue;
+            }
+            // Plain comparisons: tuple order goes through partial_cmp, several times slower here.
+            if c < cheapest.0 || (c == cheapest.0 && v < cheapest.1) {
+                cheapest = (c, v);
+            }
+            if v < best.0 || (v == best.0 && c < best.1) {
+                best = (v, c);
             }
         }
+        if cheapest == inf {
+            return Err(CoreError::Value(format!(
+                "GPU {i} has no allowed option (every value is NaN)"
+            )));
+        }
+        Ok(RowScan { cheapest, best })
+    }
+
+    /// `least`: the total cost of every group at its cheapest allowed option.
+    fn validate_least(&self, least: f64) -> CoreResult<()> {
         if least > self.budget {
             return Err(CoreError::Value(format!(
                 "the budget {} W is below the {least} W of every GPU at its lowest-power allowed option",
@@ -87,6 +122,12 @@ impl Instance<'_> {
             )));
         }
         Ok(())
+    }
+
+    /// Group i's costs and values.
+    fn row(&self, i: usize) -> (&[f64], &[f64]) {
+        let r = i * self.n_options..(i + 1) * self.n_options;
+        (&self.cost[r.clone()], &self.value[r])
     }
 
     fn cost(&self, i: usize, j: usize) -> f64 {

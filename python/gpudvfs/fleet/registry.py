@@ -1,0 +1,146 @@
+"""A fleet registry: one folder per GPU, named by its UUID, holding its sweeps, its fitted
+models and ``gpu.json`` (what the chip is, its catalog entry and the fits' errors).
+
+```
+DIR/GPU-<uuid>/power-suite.csv, time-suite.csv   the sweeps (and their .sweep.json records)
+DIR/GPU-<uuid>/power-model.json, time-device.json the fitted models
+DIR/GPU-<uuid>/gpu.json                           the entry, written last
+```
+An entry is written (atomically) only after both models, so a folder without ``gpu.json``
+is a calibration still running or interrupted: rerunning it resumes the sweeps.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import GpudvfsWarning, InputError
+from ..io.jsonfile import read_versioned, write_json_atomic
+from ..measure.calibrate import Calibration
+from ..measure.simulated import SimulatedDevice
+from ..measure.sweep import to_power_dataset
+from ..power.evaluate import held_out_predictions
+from ..power.model import PowerModel
+from ..time import TimeDevice
+
+ENTRY_KIND, ENTRY_VERSION = "fleet-gpu", 1
+ENTRY_FILE, POWER_FILE, TIME_FILE = "gpu.json", "power-model.json", "time-device.json"
+#: Folds of the per-GPU power cross-validation (benchmarks dealt to folds), whose held-out
+#: errors make the GPU's error band.
+CV_FOLDS = 6
+_UUID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def gpu_dir(root: str | Path, uuid: str) -> Path:
+    """The GPU's folder; a UUID that is not a plain file name is refused."""
+    if not isinstance(uuid, str) or not _UUID.fullmatch(uuid):
+        raise InputError(f"GPU UUID {uuid!r} cannot name a registry folder (letters, digits, '.', '_', '-')")
+    return Path(root) / uuid
+
+
+def device_uuid(device) -> str:
+    uuid = device.identity().get("uuid")
+    if not uuid:
+        raise InputError(f"{device.name}: the device reports no UUID, so it cannot join a fleet registry")
+    return str(uuid)
+
+
+def power_errors(cal: Calibration, power_csv: Path) -> dict:
+    """The power model's in-sample MAPE and its grouped cross-validated errors: the mean and
+    the 95th percentile of the held-out absolute percentage errors (the error band `check`
+    holds re-measurements to)."""
+    ds = to_power_dataset(power_csv)
+    pm = cal.power_model
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", GpudvfsWarning)  # a fold's fit notes are not the GPU's
+        preds, _ = held_out_predictions(ds, CV_FOLDS, variant=pm.variant)
+    ape = 100.0 * np.abs(preds["model"] / ds.watts - 1.0)
+    return {"variant": pm.variant, "train_mape": float(pm.train_mape_), "cv_mape": float(ape.mean()),
+            "cv_ape_p95": float(np.percentile(ape, 95)), "cv_folds": CV_FOLDS, "converged": bool(pm.converged_),
+            "fallback": pm.fallback_}
+
+
+def sim_truth(device: SimulatedDevice, model: PowerModel) -> dict:
+    """How far the fitted voltages are from the simulated chip's own, over its clock grid."""
+    cfg = model.configs_
+    true = np.array([device.gpu.volts(c, m) for c, m in cfg])
+    err = np.abs(model.voltage(cfg[:, 0], cfg[:, 1]) / true - 1.0)
+    return {"voltage_error_max": float(err.max()), "core_voltage_error_max": float(err[:, 0].max()),
+            "memory_voltage_error_max": float(err[:, 1].max())}
+
+
+def write_entry(root: str | Path, device, cal: Calibration) -> dict:
+    """Save the GPU's models and its entry; returns the entry."""
+    uuid = device_uuid(device)
+    folder = gpu_dir(root, uuid)
+    cal.power_model.save(folder / POWER_FILE)
+    cal.time_device.save(folder / TIME_FILE)
+    entry = {"kind": ENTRY_KIND, "version": ENTRY_VERSION, "uuid": uuid, "name": device.name,
+             "catalog": cal.catalog.key if cal.catalog else None, "identity": device.identity(),
+             "reference_mhz": list(device.default_clocks()),
+             "power": power_errors(cal, cal.files[0]) | {"static_w": cal.power_model.static_w_.tolist(),
+                                                         "idle_w": cal.power_model.idle_w_.tolist()},
+             "time": cal.time_fit}
+    if isinstance(device, SimulatedDevice):
+        entry["truth"] = sim_truth(device, cal.power_model)
+    write_json_atomic(folder / ENTRY_FILE, entry)
+    return entry
+
+
+@dataclass(frozen=True)
+class Registry:
+    """The calibrated GPUs under ``root``, by UUID."""
+
+    root: Path
+    entries: dict[str, dict]
+
+    @classmethod
+    def load(cls, root: str | Path) -> Registry:
+        root = Path(root)
+        if not root.is_dir():
+            raise InputError(f"{root}: no such registry folder")
+        entries = {}
+        for f in sorted(root.glob(f"*/{ENTRY_FILE}")):
+            e = read_versioned(f, ENTRY_KIND, ENTRY_VERSION)
+            if e.get("uuid") != f.parent.name:
+                raise InputError(f"{f}: its uuid {e.get('uuid')!r} is not its folder's name")
+            entries[f.parent.name] = e
+        if not entries:
+            raise InputError(f"{root}: no calibrated GPU (no */{ENTRY_FILE}); run `gpudvfs fleet calibrate -o {root}`")
+        return cls(root, entries)
+
+    def _entry(self, uuid: str) -> dict:
+        if uuid not in self.entries:
+            raise InputError(f"GPU {uuid!r} is not in the registry {self.root} ({len(self.entries)} GPUs)")
+        return self.entries[uuid]
+
+    def power_model(self, uuid: str) -> PowerModel:
+        self._entry(uuid)
+        return PowerModel.load(self.root / uuid / POWER_FILE)
+
+    def time_device(self, uuid: str) -> TimeDevice:
+        self._entry(uuid)
+        return TimeDevice.load(self.root / uuid / TIME_FILE)
+
+    def summary(self) -> dict:
+        """The fleet's spread: static power per domain, fitted core voltages, per-GPU errors."""
+        uuids = list(self.entries)
+        static = np.array([self.entries[u]["power"]["static_w"] for u in uuids])
+        cv = np.array([self.entries[u]["power"]["cv_mape"] for u in uuids])
+        volts = [self.power_model(u) for u in uuids]
+        low = np.array([m.voltages_[np.argmin(m.configs_[:, 0]), 0] for m in volts])
+
+        def spread(x):
+            return {"min": float(np.min(x)), "median": float(np.median(x)), "max": float(np.max(x))}
+
+        out = {"gpus": len(uuids), "static_w": [spread(static[:, d]) for d in range(static.shape[1])],
+               "core_voltage_at_lowest_clock": spread(low), "power_cv_mape": spread(cv)}
+        truth = [self.entries[u]["truth"]["voltage_error_max"] for u in uuids if "truth" in self.entries[u]]
+        if truth:
+            out["voltage_error_max"] = float(max(truth))
+        return out

@@ -1,0 +1,80 @@
+"""One Ray task per GPU: the fleet commands' way of running a function on every GPU of a
+cluster (`num_gpus=1` each), with retries of tasks whose worker died and a report of the
+ones that failed."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from ..errors import InputError
+from ..measure.device import Device
+
+#: (done, total, label)
+Progress = Callable[[int, int, str], None]
+
+
+def _ray():
+    try:
+        import ray
+    except ImportError:
+        raise InputError("the fleet commands run on Ray: pip install 'gpudvfs[fleet]'") from None
+    return ray
+
+
+def per_gpu(fn: Callable, devices: Callable[[int], Device], args: Sequence, *, gpus: int | None = None,
+            ray_address: str = "local", max_retries: int = 3, progress: Progress | None = None,
+            what: str = "tasks") -> list:
+    """``fn(devices, slot, *args)`` for slots 0 .. ``gpus``-1 (default: every GPU of the
+    cluster), each a Ray task holding one GPU; returns the results by slot. ``fn`` returns a
+    dict with the GPU's ``uuid``. ``ray_address``: ``"local"`` starts a cluster on this
+    machine (with ``gpus`` logical GPUs where ``devices.logical_gpus``: simulated ones);
+    anything else goes to ``ray.init(address=...)`` (``"auto"``, ``"ray://head:10001"``).
+    When Ray is already initialised, its cluster is used as it is. A task whose worker dies
+    is retried up to ``max_retries`` times; errors are collected, the other GPUs go on."""
+    ray = _ray()
+    if gpus is not None and gpus < 1:
+        raise InputError(f"--gpus must be at least 1, got {gpus}")
+    logical = bool(getattr(devices, "logical_gpus", False))
+    started = False
+    if not ray.is_initialized():
+        if ray_address == "local":
+            if logical and gpus is None:
+                raise InputError("simulated GPUs on a local Ray cluster: give their number (--gpus)")
+            ray.init(num_gpus=gpus if logical else None, include_dashboard=False, log_to_driver=False,
+                     logging_level=logging.WARNING)
+        else:
+            ray.init(address=ray_address, logging_level=logging.WARNING)
+        started = True
+    try:
+        have = int(ray.cluster_resources().get("GPU", 0))
+        gpus = have if gpus is None else gpus
+        if have < 1 or gpus > have:
+            raise InputError(f"the Ray cluster has {have} GPUs; {gpus or 'at least one'} needed")
+        task = ray.remote(fn).options(num_gpus=1, max_retries=max_retries, retry_exceptions=False)
+        pending = {task.remote(devices, slot, *args): slot for slot in range(gpus)}
+        results, failures = [None] * gpus, []
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            slot = pending.pop(ready[0])
+            try:
+                results[slot] = ray.get(ready[0])
+                label = results[slot]["uuid"]
+            except Exception as e:  # noqa: BLE001 -- reported with its GPU, the others go on
+                failures.append(f"GPU slot {slot}: {_cause(e)}")
+                label = f"slot {slot} failed"
+            if progress:
+                progress(gpus - len(pending), gpus, label)
+        if failures:
+            raise InputError(f"{len(failures)} of {gpus} {what} failed (rerun to resume them):\n"
+                             + "\n".join(failures))
+        return results
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _cause(e: BaseException) -> str:
+    """A Ray task error's own message, without Ray's traceback framing."""
+    cause = getattr(e, "cause", None)
+    return str(cause) if cause is not None else str(e).strip().splitlines()[-1]
