@@ -16,6 +16,8 @@ pub struct Point {
 /// random instances, 32 buckets left 3.8 of every 10 options to sort and scan, and the
 /// solve took 1.3x as long as with 512), few enough that their arrays stay in L1.
 const BUCKETS: usize = 512;
+/// The bucket of an option the pre-filter drops outright.
+const NONE: u16 = BUCKETS as u16;
 
 /// Hull points of group i, by rising cost and falling value, convex (the value saved per
 /// watt falls from one step to the next); the row's numbers are checked on the way.
@@ -62,23 +64,27 @@ fn pareto_candidates(inst: &Instance, i: usize) -> CoreResult<Vec<Point>> {
         return Ok(vec![point(j)]);
     }
     let per_watt = 1.0 / width;
-    let bucket = |c: f64| (((c - lo_cost) * per_watt) as usize).min(BUCKETS - 1);
-    // A NaN value (a forbidden option) fails `v <= lo_value`.
-    let keep = |c: f64, v: f64| c <= hi_cost && v <= lo_value;
+    // A NaN value (a forbidden option) fails `v <= lo_value`: it gets no bucket.
+    let mut buckets = vec![NONE; cost.len()];
     let mut least = [f64::INFINITY; BUCKETS];
-    for (&c, &v) in cost.iter().zip(value) {
-        if keep(c, v) {
-            let b = bucket(c);
+    for ((&c, &v), slot) in cost.iter().zip(value).zip(&mut buckets) {
+        if c <= hi_cost && v <= lo_value {
+            let b = (((c - lo_cost) * per_watt) as usize).min(BUCKETS - 1);
             least[b] = least[b].min(v);
+            *slot = b as u16;
         }
     }
     // before[b]: the least value in the buckets below b (all strictly cheaper).
-    let mut before = [f64::INFINITY; BUCKETS];
+    let mut before = [f64::INFINITY; BUCKETS + 1];
     for b in 1..BUCKETS {
         before[b] = before[b - 1].min(least[b - 1]);
     }
-    Ok((0..cost.len())
-        .filter(|&j| keep(cost[j], value[j]) && value[j] < before[bucket(cost[j])])
-        .map(point)
+    // NONE indexes the last entry, which no value is below.
+    before[NONE as usize] = f64::NEG_INFINITY;
+    Ok(buckets
+        .iter()
+        .enumerate()
+        .filter(|&(j, &b)| value[j] < before[b as usize])
+        .map(|(j, _)| point(j))
         .collect())
 }

@@ -11,7 +11,7 @@ use super::exact::{pareto_dp, Incumbent};
 use super::hull::{lower_hull, Point};
 use super::{Instance, Solution};
 use crate::error::CoreResult;
-use crate::parallel::threads_for;
+use crate::parallel::map_range;
 
 /// Groups nearest the critical rate solved exactly together, with their best options at that rate.
 const CORE_GROUPS: usize = 24;
@@ -126,43 +126,26 @@ pub fn solve(inst: &Instance) -> CoreResult<Solution> {
 }
 
 fn hulls(inst: &Instance) -> CoreResult<Vec<Vec<Point>>> {
-    let n = inst.n_groups;
-    let threads = threads_for(n * inst.n_options);
-    if threads == 1 {
-        return (0..n).map(|i| lower_hull(inst, i)).collect();
-    }
-    let chunk = n.div_ceil(threads);
-    std::thread::scope(|s| {
-        let parts: Vec<_> = (0..n)
-            .step_by(chunk)
-            .map(|start| {
-                s.spawn(move || {
-                    (start..(start + chunk).min(n))
-                        .map(|i| lower_hull(inst, i))
-                        .collect::<CoreResult<Vec<_>>>()
-                })
-            })
-            .collect();
-        let mut all = Vec::with_capacity(n);
-        for p in parts {
-            all.extend(p.join().expect("hull thread panicked")?);
-        }
-        Ok(all)
+    map_range(inst.n_groups, inst.n_groups * inst.n_options, |i| {
+        lower_hull(inst, i)
     })
+    .into_iter()
+    .collect()
 }
 
 /// Repair: each group in turn takes the option of least value that the leftover budget
 /// pays for. The leftover only shrinks while no group moves to a cheaper option, and then a
 /// group passed over has nothing new it can afford: another pass is needed only after a move
-/// freed watts.
+/// freed watts. (Searching the groups' moves in parallel first was slower: most found moves
+/// were no longer affordable at their turn and had to be searched again.)
 fn fill(inst: &Instance, choice: &mut [usize]) {
     let mut left = inst.budget - inst.evaluate(choice).0;
     loop {
         let mut freed = false;
         for (i, c) in choice.iter_mut().enumerate() {
             let (cost, value) = inst.row(i);
-            let (now_c, now_v) = (cost[*c], value[*c]);
-            let mut best = (now_v, *c);
+            let now_c = cost[*c];
+            let mut best = (value[*c], *c);
             for (j, (&cj, &vj)) in cost.iter().zip(value).enumerate() {
                 // A NaN value (forbidden) fails the comparison.
                 if vj < best.0 && cj - now_c <= left {

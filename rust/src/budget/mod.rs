@@ -81,36 +81,52 @@ impl Instance<'_> {
     /// at scale reads each row once here, while building its hull).
     fn scan_row(&self, i: usize) -> CoreResult<RowScan> {
         let (cost, value) = self.row(i);
-        let inf = (f64::INFINITY, f64::INFINITY);
-        let (mut cheapest, mut best) = (inf, inf);
+        // Branch-free first pass (this runs over every option of every GPU): whether all
+        // numbers are valid, the least allowed cost and the least value (`min` passes over
+        // the NaN of a forbidden option).
+        let (mut valid, mut least_c, mut least_v) = (true, f64::INFINITY, f64::INFINITY);
         for (&c, &v) in cost.iter().zip(value) {
-            if !(c.is_finite() && c >= 0.0) {
-                return Err(CoreError::Value(format!(
-                    "costs must be finite and >= 0, found {c}"
-                )));
-            }
-            if v.is_infinite() {
-                return Err(CoreError::Value(format!(
-                    "values must be finite (NaN marks a forbidden option), found {v}"
-                )));
-            }
-            if v.is_nan() {
-                continue;
-            }
-            // Plain comparisons: tuple order goes through partial_cmp, several times slower here.
-            if c < cheapest.0 || (c == cheapest.0 && v < cheapest.1) {
-                cheapest = (c, v);
-            }
-            if v < best.0 || (v == best.0 && c < best.1) {
-                best = (v, c);
-            }
+            valid &= c.is_finite() & (c >= 0.0) & !v.is_infinite();
+            least_c = least_c.min(if v.is_nan() { f64::INFINITY } else { c });
+            least_v = least_v.min(v);
         }
-        if cheapest == inf {
+        if !valid {
+            return Err(self.row_error(i));
+        }
+        if least_v == f64::INFINITY {
             return Err(CoreError::Value(format!(
                 "GPU {i} has no allowed option (every value is NaN)"
             )));
         }
-        Ok(RowScan { cheapest, best })
+        // Ties: the least value at the least cost, the least cost at the least value.
+        let (mut at_c, mut at_v) = (f64::INFINITY, f64::INFINITY);
+        for (&c, &v) in cost.iter().zip(value) {
+            if c == least_c {
+                at_c = at_c.min(v);
+            }
+            if v == least_v {
+                at_v = at_v.min(c);
+            }
+        }
+        Ok(RowScan {
+            cheapest: (least_c, at_c),
+            best: (least_v, at_v),
+        })
+    }
+
+    /// What is wrong with row i, which the first pass found invalid.
+    fn row_error(&self, i: usize) -> CoreError {
+        let (cost, value) = self.row(i);
+        if let Some(c) = cost.iter().find(|c| !(c.is_finite() && **c >= 0.0)) {
+            return CoreError::Value(format!("costs must be finite and >= 0, found {c}"));
+        }
+        let v = value
+            .iter()
+            .find(|v| v.is_infinite())
+            .expect("an invalid row has a bad number");
+        CoreError::Value(format!(
+            "values must be finite (NaN marks a forbidden option), found {v}"
+        ))
     }
 
     /// `least`: the total cost of every group at its cheapest allowed option.
