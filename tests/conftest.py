@@ -21,3 +21,15 @@ def data() -> Path:
     if not d.is_dir():
         pytest.skip(f"real measurement data not found at {d} (set GPUDVFS_DATA)")
     return d
+
+
+@pytest.fixture(scope="session")
+def registry3(tmp_path_factory):
+    """A fleet registry of simulated GPUs 0-2, calibrated in this process (no Ray)."""
+    from gpudvfs.fleet.calibrate import SimFleet, calibrate_gpu
+    from gpudvfs.fleet.registry import Registry
+
+    root = tmp_path_factory.mktemp("registry3")
+    for slot in range(3):
+        calibrate_gpu(SimFleet(), slot, str(root), 1.0, "per-domain")
+    return Registry.load(root)

@@ -158,15 +158,6 @@ def test_registry_entries_are_checked_on_load(reference, tmp_path):
         Registry.load(tmp_path)
 
 
-@pytest.fixture(scope="module")
-def registry3(tmp_path_factory):
-    """Simulated GPUs 0-2 calibrated in this process (no Ray)."""
-    root = tmp_path_factory.mktemp("registry3")
-    for slot in range(3):
-        calibrate_gpu(SimFleet(), slot, str(root), 1.0, "per-domain")
-    return Registry.load(root)
-
-
 def _true_watts(plan) -> float:
     from gpudvfs.demo.run import SIM_WORKLOADS
 

@@ -8,6 +8,8 @@ import click
 from ..fleet.budget import bench
 from ..fleet.jobs import OBJECTIVES, plan_budget, read_jobs, simulated_jobs, write_jobs
 from ..fleet.registry import Registry
+from ..fleet.whatif import DEFAULT_INTERVAL_S
+from ..fleet.whatif import POLICIES as WHATIF_POLICIES
 from ..measure.devices import DEVICE_KINDS
 from ..power.model import VARIANTS
 from .output import console, output_dir, output_file, print_json, table, user_errors
@@ -16,7 +18,8 @@ from .progress import progress_bars
 
 @click.group()
 def fleet() -> None:
-    """Fleet scale: per-GPU calibration on Ray, cluster power budgets."""
+    """Fleet scale: per-GPU calibration on Ray, drift checks, cluster power budgets, what-ifs
+    over telemetry."""
 
 
 def _spread(s: dict, fmt: str) -> str:
@@ -158,6 +161,65 @@ def sample_jobs(registry, out) -> None:
         jobs = simulated_jobs(Registry.load(registry))
         write_jobs(jobs, out)
     console.print(f"wrote {len(jobs)} jobs to {out}")
+
+
+@fleet.command()
+@click.argument("telemetry", type=click.Path(exists=True))
+@click.option("--registry", required=True, type=click.Path(file_okay=False))
+@click.option("--time-model", "time_model", required=True, type=click.Path(dir_okay=False),
+              help="A DCGM time model (`gpudvfs time fit-dcgm`).")
+@click.option("--policy", type=click.Choice(WHATIF_POLICIES), default="energy", show_default=True)
+@click.option("--slowdown", default=0.1, show_default=True, type=click.FloatRange(min=0),
+              help="deadline: the most a job may slow down against the default clocks.")
+@click.option("--interval-s", default=DEFAULT_INTERVAL_S, show_default=True,
+              type=click.FloatRange(min=0, min_open=True),
+              help="Seconds each sample stands for (the exporter's collection interval).")
+@click.option("--job-column", help="The column naming each sample's job (default: job, hpc_job, exported_job, pod).")
+@click.option("--ray", "ray_address", default="local", show_default=True, help="As for `fleet calibrate`.")
+@click.option("--json", "as_json", is_flag=True)
+def whatif(telemetry, registry, time_model, policy, slowdown, interval_s, job_column, ray_address, as_json) -> None:
+    """Per job and for the cluster: time and energy as run, and at the clocks the policy would
+    have chosen, from DCGM exporter telemetry (Parquet file or folder, or CSV: per sample its
+    GPU UUID, job, power, SM and memory clocks and DCGM activities), partitioned over Ray Data."""
+    from ..fleet.whatif import whatif as run_whatif
+    from ..time.dcgm import DcgmTimeModel
+
+    with user_errors():
+        r = run_whatif(telemetry, Registry.load(registry), DcgmTimeModel.load(time_model), policy=policy,
+                       slowdown=slowdown, interval_s=interval_s, job_column=job_column, ray_address=ray_address)
+    if as_json:
+        print_json(r)
+        return
+    rows = [[j, str(v["samples"]), f"{v['joules'] / 3.6e6:.4g}", f"{100 * v['energy_change']:+.1f}%",
+             f"{100 * v['time_change']:+.1f}%"] for j, v in r["jobs"].items()]
+    c = r["cluster"]
+    rows.append(["cluster", str(c["samples"]), f"{c['joules'] / 3.6e6:.4g}", f"{100 * c['energy_change']:+.1f}%",
+                 f"{100 * c['time_change']:+.1f}%"])
+    console.print(table(f"what if the {policy} policy had chosen the clocks", ["job", "samples", "kWh as run",
+                                                                              "energy", "time"], rows))
+
+
+@fleet.command("sample-telemetry")
+@click.option("--registry", required=True, type=click.Path(file_okay=False), help="A registry of simulated GPUs.")
+@click.option("--rows", default=1_000_000, show_default=True, type=click.IntRange(min=1))
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), callback=output_file,
+              help="Telemetry (Parquet).")
+@click.option("--grid", "grid_out", type=click.Path(dir_okay=False), callback=output_file,
+              help="Also the power suite on the simulated GPU as a DCGM grid (for `gpudvfs time fit-dcgm`).")
+def sample_telemetry(registry, rows, seed, out, grid_out) -> None:
+    """Exporter-style telemetry of jobs on a registry of simulated GPUs (and a DCGM grid to fit
+    the time model on), so `fleet whatif` runs without a GPU."""
+    from ..fleet.telemetry import sample_dcgm_grid
+    from ..fleet.telemetry import sample_telemetry as write_telemetry
+
+    with user_errors():
+        r = write_telemetry(Registry.load(registry), rows, out, seed=seed)
+        console.print(f"wrote {r['rows']} samples of {r['gpus']} GPUs to {out}")
+        if grid_out:
+            g = sample_dcgm_grid(grid_out)
+            console.print(f"wrote {g['rows']} rows to {grid_out} (reference clocks {g['reference_mhz'][0]:g},"
+                          f"{g['reference_mhz'][1]:g})")
 
 
 def _bench(gpus, pairs, small, seed, as_json) -> None:

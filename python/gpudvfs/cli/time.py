@@ -15,6 +15,7 @@ from ..io.grid_csv import SPECS
 from ..limits import clock_array
 from ..time import MODES, TimeDevice, TimeModel, evaluate, profiles_from_grid
 from ..time.crossval import cross_validate
+from ..time.dcgm import PREDICTORS, DcgmTimeModel
 from ..time.dcgm import cross_validate as dcgm_cross_validate
 from ..time.fit_device import fit_device
 from . import options
@@ -125,6 +126,32 @@ def eval_(data, device, reference, mode, baselines, columns, as_json) -> None:
                         f"{r['n']} rows", ["predictor", "MAPE %", "MAPE % (clocks >= 500)"], rows))
     console.print(table("per kernel", ["kernel", "absolute %", "calibrated %"],
                         [[k, f"{v:.2f}", f"{cal['per_kernel'][k]:.2f}"] for k, v in r["per_kernel"].items()]))
+
+
+@time_.command("fit-dcgm")
+@click.argument("grid_path", metavar="GRID", type=click.Path(dir_okay=False))
+@click.option("--reference", required=True, callback=_pair,
+              help="Clock pair (core,memory MHz) whose DCGM activities are the model's input.")
+@click.option("--predictor", type=click.Choice(PREDICTORS), default="auto", show_default=True)
+@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), callback=output_file)
+@options.columns
+@click.option("--json", "as_json", is_flag=True)
+def fit_dcgm(grid_path, reference, predictor, out, columns, as_json) -> None:
+    """Fit the DCGM time model (core- and memory-bound shares of time from DCGM activities) to
+    a DCGM grid and save it: the time model of `gpudvfs fleet whatif`."""
+    with user_errors():
+        grid = _grid(grid_path, columns, ("dcgm", "grid"))
+        if not is_dcgm_grid(grid):
+            raise InputError(f"{grid_path}: no DCGM activity fields: the DCGM time model needs them")
+        model = DcgmTimeModel(predictor).fit(grid, reference)
+        model.save(out)
+    r = {"out": out, "predictor": model.chosen_, "fields": model.fields_, "memory_clock_varies": model.varies_mem_,
+         "mean_share": model.mean_share_.tolist()}
+    if as_json:
+        print_json(r)
+    else:
+        console.print(f"wrote {out}: predictor {model.chosen_}, fields {', '.join(model.fields_)}; mean core share "
+                      f"{model.mean_share_[0]:.3f}, memory share {model.mean_share_[1]:.3f}", highlight=False)
 
 
 def _eval_dcgm(data, r, as_json) -> None:

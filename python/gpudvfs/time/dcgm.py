@@ -22,16 +22,20 @@ workloads, the same protocol :func:`cross_validate` scores it with.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from ..errors import InputError
 from ..io.datasets import MeasurementGrid
 from ..io.dcgm_fields import PIPES, find_fields
+from ..io.jsonfile import read_versioned, write_json_atomic
 from .evaluate import mape
 
 PREDICTORS = ("auto", "mean", "activity")
 #: Ridge penalty of the activity regression (on shares in [0, 1], features in [0, 1]).
 RIDGE = 0.1
+MODEL_KIND, MODEL_VERSION = "dcgm-time-model", 1
 
 
 def activity_features(grid: MeasurementGrid) -> tuple[np.ndarray, list[str]]:
@@ -97,6 +101,34 @@ class DcgmTimeModel:
         self.mean_share_ = shares.mean(axis=0)
         self.coef_ = _ridge(features, shares, self.ridge)
         return self
+
+    def save(self, path: str | Path) -> None:
+        if not hasattr(self, "coef_"):
+            raise InputError("the DCGM time model is not fitted")
+        write_json_atomic(path, {
+            "kind": MODEL_KIND, "version": MODEL_VERSION, "predictor": self.predictor, "ridge": self.ridge,
+            "chosen": self.chosen_, "reference_mhz": list(self.reference_mhz_), "varies_mem": self.varies_mem_,
+            "core_range": list(self.core_range_),
+            "mem_range": None if self.mem_range_ is None else list(self.mem_range_),
+            "mean_share": self.mean_share_.tolist(), "coef": self.coef_.tolist(), "fields": self.fields_})
+
+    @classmethod
+    def load(cls, path: str | Path) -> DcgmTimeModel:
+        doc = read_versioned(path, MODEL_KIND, MODEL_VERSION)
+        try:
+            m = cls(doc["predictor"], doc["ridge"])
+            m.chosen_, m.varies_mem_, m.fields_ = str(doc["chosen"]), bool(doc["varies_mem"]), list(doc["fields"])
+            m.reference_mhz_ = tuple(doc["reference_mhz"])
+            m.core_range_ = tuple(doc["core_range"])
+            m.mem_range_ = None if doc["mem_range"] is None else tuple(doc["mem_range"])
+            m.mean_share_ = np.array(doc["mean_share"], dtype=np.float64)
+            m.coef_ = np.array(doc["coef"], dtype=np.float64)
+        except (KeyError, TypeError, ValueError) as e:
+            raise InputError(f"{path}: not a complete DCGM time model ({e})") from None
+        if (m.chosen_ not in ("mean", "activity") or m.mean_share_.shape != (2,) or m.coef_.shape != (4, 2)
+                or len(m.reference_mhz_) != 2 or not np.all(np.isfinite(m.coef_))):
+            raise InputError(f"{path}: not a complete DCGM time model (shapes or values)")
+        return m
 
     def shares(self, activities) -> np.ndarray:
         """(s_c, s_m) per workload from its (SM, pipe, DRAM) activities at the reference."""

@@ -1,0 +1,270 @@
+"""What a cluster's jobs would have taken and spent at the clocks a policy chooses, from the
+DCGM exporter's telemetry: per sample (one GPU, one job, one scrape interval) its power, its
+clocks and its DCGM activities.
+
+Power: the sample's measured power, less its GPU's static and idle power at its clocks
+(from the GPU's registry model), is its dynamic power; the DCGM activities split it
+between the domains (SM activity x the mean core-component weight, DRAM activity x the
+DRAM weight), and each part scales to another pair as that GPU's model scales it
+(V^2 f of the domain, with the GPU's own fitted voltages). Time: the DCGM time model's
+shares of core- and memory-bound time (`gpudvfs time fit-dcgm`) give the time at another
+pair relative to the sample's. Where that model was fitted at one memory clock, the
+policy keeps each sample's memory clock. A sample's clocks are taken at the nearest pair
+its GPU was calibrated at (same memory clock first).
+
+The work is partitioned over Ray Data: each block of rows yields per-job sums, which the
+driver adds up, so a month of a large cluster's telemetry is one pass.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import InputError
+from ..io.dcgm_fields import FIELDS, PIPES
+from ..time.dcgm import DcgmTimeModel
+from .registry import Registry
+
+POLICIES = ("energy", "edp", "deadline")
+#: dcgm-exporter's default collection interval (its -c option, 30,000 ms).
+DEFAULT_INTERVAL_S = 30.0
+UUID_COLUMNS = ("uuid", "gpu_uuid")
+JOB_COLUMNS = ("job", "hpc_job", "exported_job", "pod")
+POWER_COLUMNS = ("DCGM_FI_DEV_POWER_USAGE", "power_usage")
+SM_CLOCK_COLUMNS = ("DCGM_FI_DEV_SM_CLOCK", "sm_clock")
+MEM_CLOCK_COLUMNS = ("DCGM_FI_DEV_MEM_CLOCK", "mem_clock")
+#: Rows per batch: [rows x pairs] arrays of a few tens of MB.
+BATCH_ROWS = 1 << 17
+SUMS = ("samples", "time_s", "joules", "whatif_time_s", "whatif_joules")
+
+
+@dataclass(frozen=True)
+class GpuTable:
+    """One GPU's power model over its calibrated pairs: static + idle watts, and the dynamic
+    watts of each domain at full mean utilization (what scales a sample's dynamic power)."""
+
+    configs: np.ndarray   # [K x 2] MHz
+    idle_w: np.ndarray    # [K]
+    core_w: np.ndarray    # [K]
+    mem_w: np.ndarray     # [K]
+    default: int          # index of the default clocks
+
+
+def gpu_tables(registry: Registry) -> dict[str, GpuTable]:
+    out = {}
+    for uuid, entry in registry.entries.items():
+        pm = registry.power_model(uuid)
+        n_core = pm.domain_sizes_[0]
+        n = len(pm.components_)
+        unit = np.zeros((3, n))
+        unit[1, :n_core] = 1.0 / n_core
+        unit[2, n_core:] = 1.0 / (n - n_core)
+        p = pm.predict_grid(unit)
+        cfg = pm.configs_
+        hit = np.flatnonzero((cfg == np.asarray(entry["reference_mhz"])).all(axis=1))
+        if len(hit) != 1:
+            raise InputError(f"GPU {uuid}: its default clocks {entry['reference_mhz']} are not a calibrated pair")
+        out[uuid] = GpuTable(cfg, p[0], p[1] - p[0], p[2] - p[0], int(hit[0]))
+    return out
+
+
+def resolve_columns(names, job_column: str | None = None) -> dict[str, str | list[str]]:
+    """The telemetry's columns by role (case-insensitive; DCGM fields in any spelling)."""
+    lower = {n.lower(): n for n in names}
+
+    def one(role, candidates, required=True):
+        for c in candidates:
+            if c.lower() in lower:
+                return lower[c.lower()]
+        if required:
+            raise InputError(f"telemetry: no {role} column (looked for {', '.join(candidates)}); columns: "
+                             f"{', '.join(names)}")
+        return None
+
+    def field(name):
+        return one(name, (FIELDS[name][1], name, FIELDS[name][0]), required=False)
+
+    cols = {"uuid": one("GPU UUID", UUID_COLUMNS), "job": one("job", (job_column,) if job_column else JOB_COLUMNS),
+            "power": one("power", POWER_COLUMNS), "sm_clock": one("SM clock", SM_CLOCK_COLUMNS),
+            "mem_clock": one("memory clock", MEM_CLOCK_COLUMNS),
+            "sm": field("sm_active") or field("gr_engine_active"), "dram": field("dram_active"),
+            "pipes": [c for c in map(field, PIPES) if c]}
+    if cols["sm"] is None or cols["dram"] is None:
+        raise InputError("telemetry: the what-if needs SM (or graphics engine) activity and DRAM activity "
+                         "(DCGM_FI_PROF_SM_ACTIVE, DCGM_FI_PROF_DRAM_ACTIVE)")
+    return cols
+
+
+def _numbers(frame, column: str, lo: float, hi: float) -> np.ndarray:
+    x = np.asarray(frame[column], dtype=np.float64)
+    bad = ~(np.isfinite(x) & (x >= lo) & (x <= hi))
+    if bad.any():
+        raise InputError(f"telemetry: column {column!r} has {int(bad.sum())} values outside [{lo:g}, {hi:g}] "
+                         f"(first: {x[bad][0]!r})")
+    return x
+
+
+def _time_curve(model: DcgmTimeModel, shares: np.ndarray, configs: np.ndarray) -> np.ndarray:
+    """1 + s_c (fc_ref/fc - 1) + s_m (fm_ref/fm - 1) [rows x K]: time up to the reference's."""
+    ref_c, ref_m = model.reference_mhz_
+    r = 1.0 + shares[:, :1] * (ref_c / configs[None, :, 0] - 1.0)
+    if model.varies_mem_:
+        r = r + shares[:, 1:] * (ref_m / configs[None, :, 1] - 1.0)
+    return r
+
+
+@dataclass(frozen=True)
+class Samples:
+    """Telemetry rows, checked: GPU and job codes (into ``gpus`` and ``jobs``), measured watts,
+    clocks and (SM, pipe, DRAM) activities."""
+
+    gpu_of: np.ndarray
+    gpus: list[str]
+    job_of: np.ndarray
+    jobs: list[str]
+    watts: np.ndarray
+    core_mhz: np.ndarray
+    mem_mhz: np.ndarray
+    activity: np.ndarray  # [rows x 3]
+
+
+def parse_samples(frame, cols: Mapping) -> Samples:
+    import pandas as pd
+
+    gpu_of, gpus = pd.factorize(frame[cols["uuid"]])
+    job_of, jobs = pd.factorize(frame[cols["job"]])
+    if (gpu_of < 0).any() or (job_of < 0).any():
+        raise InputError("telemetry: a sample without a GPU UUID or a job")
+    pipe = (np.max([_numbers(frame, c, 0.0, 1.0) for c in cols["pipes"]], axis=0) if cols["pipes"]
+            else np.zeros(len(frame)))
+    act = np.column_stack([_numbers(frame, cols["sm"], 0.0, 1.0), pipe, _numbers(frame, cols["dram"], 0.0, 1.0)])
+    return Samples(gpu_of, [str(g) for g in gpus], job_of, [str(j) for j in jobs],
+                   _numbers(frame, cols["power"], 0.0, 1e5), _numbers(frame, cols["sm_clock"], 1.0, 1e5),
+                   _numbers(frame, cols["mem_clock"], 1.0, 1e5), act)
+
+
+@dataclass(frozen=True)
+class Predicted:
+    """One GPU's samples at each of its calibrated pairs: watts, and time relative to the
+    sample's own (``ratio``) and up to the time model's reference (``curve``)."""
+
+    rows: np.ndarray
+    table: GpuTable
+    at: np.ndarray        # the pair each sample ran at
+    watts: np.ndarray     # [rows x K]
+    ratio: np.ndarray
+    curve: np.ndarray
+
+
+def predict_samples(s: Samples, tables: Mapping[str, GpuTable], model: DcgmTimeModel) -> list[Predicted]:
+    shares = model.shares(s.activity)
+    out = []
+    for g, gpu in enumerate(s.gpus):
+        if gpu not in tables:
+            raise InputError(f"telemetry: GPU {gpu} is not in the registry")
+        t, rows = tables[gpu], np.flatnonzero(s.gpu_of == g)
+        cfg = t.configs
+        # The nearest calibrated pair: the memory clock first, then the core clock.
+        dist = np.abs(s.mem_mhz[rows, None] - cfg[None, :, 1]) * 1e6 + np.abs(s.core_mhz[rows, None] - cfg[None, :, 0])
+        k0 = dist.argmin(axis=1)
+        dyn = np.maximum(s.watts[rows] - t.idle_w[k0], 0.0)
+        a_c, a_m = s.activity[rows, 0] * t.core_w[k0], s.activity[rows, 2] * t.mem_w[k0]
+        mem_part = np.where(a_c + a_m > 0, a_m / np.maximum(a_c + a_m, 1e-300), 0.0)
+        watts = (t.idle_w[None, :] + (dyn * (1 - mem_part) / t.core_w[k0])[:, None] * t.core_w[None, :]
+                 + (dyn * mem_part / t.mem_w[k0])[:, None] * t.mem_w[None, :])
+        curve = _time_curve(model, shares[rows], cfg)
+        out.append(Predicted(rows, t, k0, watts, curve / curve[np.arange(len(rows)), k0][:, None], curve))
+    return out
+
+
+def choose(p: Predicted, model: DcgmTimeModel, policy: str, slowdown: float) -> np.ndarray:
+    """The pair each sample's policy picks; a model fitted at one memory clock keeps the
+    sample's."""
+    cfg = p.table.configs
+    allowed = np.ones_like(p.ratio, dtype=bool)
+    if not model.varies_mem_:
+        allowed &= cfg[None, :, 1] == cfg[p.at, 1][:, None]
+    if policy == "deadline":
+        allowed &= p.curve <= (1.0 + slowdown) * p.curve[:, [p.table.default]] + 1e-12
+    score = p.watts * p.ratio * (p.ratio if policy == "edp" else 1.0)
+    return np.where(allowed, score, np.inf).argmin(axis=1)
+
+
+def whatif_frame(frame, tables: Mapping[str, GpuTable], model: DcgmTimeModel, cols: Mapping,
+                 policy: str = "energy", slowdown: float = 0.1, interval_s: float = DEFAULT_INTERVAL_S):
+    """Per-job sums over the samples of ``frame`` (a pandas DataFrame): samples, time and
+    joules as run, and at the policy's clocks."""
+    import pandas as pd
+
+    if policy not in POLICIES:
+        raise InputError(f"unknown policy {policy!r}; expected one of {POLICIES}")
+    s = parse_samples(frame, cols)
+    time, joules = np.empty(len(frame)), np.empty(len(frame))
+    for p in predict_samples(s, tables, model):
+        k = choose(p, model, policy, slowdown)
+        pick = np.arange(len(p.rows))
+        time[p.rows] = interval_s * p.ratio[pick, k]
+        joules[p.rows] = p.watts[pick, k] * time[p.rows]
+    n = len(s.jobs)
+    return pd.DataFrame({"job": s.jobs, "samples": np.bincount(s.job_of, minlength=n),
+                         "time_s": interval_s * np.bincount(s.job_of, minlength=n),
+                         "joules": interval_s * np.bincount(s.job_of, s.watts, minlength=n),
+                         "whatif_time_s": np.bincount(s.job_of, time, minlength=n),
+                         "whatif_joules": np.bincount(s.job_of, joules, minlength=n)})
+
+
+def summarize(sums) -> dict:
+    """Per-job and cluster totals from (partial) per-job sums."""
+    total = sums.groupby("job").sum()
+    jobs = {str(j): {k: (int(r[k]) if k == "samples" else float(r[k])) for k in SUMS} | {
+        "energy_change": float(r["whatif_joules"] / r["joules"] - 1.0) if r["joules"] > 0 else 0.0,
+        "time_change": float(r["whatif_time_s"] / r["time_s"] - 1.0)} for j, r in total.iterrows()}
+    cluster = {k: float(total[k].sum()) for k in SUMS if k != "samples"} | {"samples": int(total["samples"].sum())}
+    cluster["energy_change"] = cluster["whatif_joules"] / cluster["joules"] - 1.0 if cluster["joules"] > 0 else 0.0
+    cluster["time_change"] = cluster["whatif_time_s"] / cluster["time_s"] - 1.0
+    return {"jobs": jobs, "cluster": cluster}
+
+
+def whatif(telemetry: str, registry: Registry, model: DcgmTimeModel, *, policy: str = "energy",
+           slowdown: float = 0.1, interval_s: float = DEFAULT_INTERVAL_S, job_column: str | None = None,
+           ray_address: str = "local") -> dict:
+    """The what-if over a Parquet file or folder (or CSV) of telemetry, partitioned over Ray
+    Data. ``ray_address`` as for `tasks.per_gpu` (no GPUs are needed)."""
+    import logging
+
+    from .tasks import _ray
+
+    if not interval_s > 0:
+        raise InputError(f"interval must be > 0 s, got {interval_s}")
+    if policy not in POLICIES:
+        raise InputError(f"unknown policy {policy!r}; expected one of {POLICIES}")
+    ray = _ray()
+    tables = gpu_tables(registry)
+    started = not ray.is_initialized()
+    if started:
+        kwargs = {"include_dashboard": False, "log_to_driver": False} if ray_address == "local" else {
+            "address": ray_address}
+        ray.init(logging_level=logging.WARNING, **kwargs)
+    try:
+        ctx = ray.data.DataContext.get_current()
+        ctx.enable_progress_bars = False
+        path = str(telemetry)
+        ds = ray.data.read_csv(path) if path.endswith(".csv") else ray.data.read_parquet(path)
+        cols = resolve_columns(ds.schema().names, job_column)
+        parts = ds.map_batches(whatif_frame, batch_format="pandas", batch_size=BATCH_ROWS, fn_kwargs={
+            "tables": tables, "model": model, "cols": cols, "policy": policy, "slowdown": slowdown,
+            "interval_s": interval_s}).to_pandas()
+    except Exception as e:  # noqa: BLE001 -- Ray Data wraps a block's InputError in its own; show its message
+        found = re.findall(r"InputError: (.+)", str(e))
+        if found:
+            raise InputError(found[-1]) from None
+        raise
+    finally:
+        if started:
+            ray.shutdown()
+    return summarize(parts) | {"policy": policy, "slowdown": slowdown if policy == "deadline" else None,
+                               "interval_s": interval_s}
