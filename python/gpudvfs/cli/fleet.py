@@ -1,5 +1,5 @@
-"""`gpudvfs fleet ...`: fleet scale: per-GPU calibration on Ray into a registry, cluster power
-budgets."""
+"""`gpudvfs fleet ...`: fleet scale: per-GPU calibration on Ray into a registry, drift checks,
+cluster power budgets, what-ifs over DCGM telemetry."""
 
 from __future__ import annotations
 

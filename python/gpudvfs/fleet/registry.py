@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import GpudvfsWarning, InputError
 from ..io.jsonfile import read_versioned, write_json_atomic
-from ..measure.calibrate import Calibration
+from ..measure.calibrate import POWER_CSV, Calibration
 from ..measure.simulated import SimulatedDevice
 from ..measure.sweep import to_power_dataset
 from ..power.evaluate import held_out_predictions
@@ -83,7 +83,7 @@ def write_entry(root: str | Path, device, cal: Calibration) -> dict:
     entry = {"kind": ENTRY_KIND, "version": ENTRY_VERSION, "uuid": uuid, "name": device.name,
              "catalog": cal.catalog.key if cal.catalog else None, "identity": device.identity(),
              "reference_mhz": list(device.default_clocks()),
-             "power": power_errors(cal, cal.files[0]) | {"static_w": cal.power_model.static_w_.tolist(),
+             "power": power_errors(cal, folder / POWER_CSV) | {"static_w": cal.power_model.static_w_.tolist(),
                                                          "idle_w": cal.power_model.idle_w_.tolist()},
              "time": cal.time_fit}
     if isinstance(device, SimulatedDevice):
