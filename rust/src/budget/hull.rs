@@ -1,6 +1,7 @@
-//! The options of one group that the LP relaxation can use: the lower convex hull of its
-//! (cost, value) points, from the cheapest option (the least value among the cheapest) to
-//! the option of least value, each step trading watts for value at a falling rate.
+//! The options of one group worth taking: its Pareto front (no other option is as cheap and
+//! as good), which repair searches, and the front's lower convex hull, which the LP
+//! relaxation uses: from the cheapest option (the least value among the cheapest) to the
+//! option of least value, each step trading watts for value at a falling rate.
 
 use super::Instance;
 use crate::error::CoreResult;
@@ -19,17 +20,25 @@ const BUCKETS: usize = 512;
 /// The bucket of an option the pre-filter drops outright.
 const NONE: u16 = BUCKETS as u16;
 
-/// Hull points of group i, by rising cost and falling value, convex (the value saved per
-/// watt falls from one step to the next); the row's numbers are checked on the way.
-pub fn lower_hull(inst: &Instance, i: usize) -> CoreResult<Vec<Point>> {
+/// Both by rising cost and falling value.
+pub struct Frontier {
+    pub front: Vec<Point>,
+    /// Convex: the value saved per watt falls from one step to the next.
+    pub hull: Vec<Point>,
+}
+
+/// Group i's frontier; the row's numbers are checked on the way.
+pub fn frontier(inst: &Instance, i: usize) -> CoreResult<Frontier> {
     let mut pts = pareto_candidates(inst, i)?;
     pts.sort_unstable_by(|a, b| a.cost.total_cmp(&b.cost).then(a.value.total_cmp(&b.value)));
+    let mut front: Vec<Point> = Vec::with_capacity(pts.len());
     let mut hull: Vec<Point> = Vec::with_capacity(pts.len());
     for p in pts {
         // Dominated: no cheaper than the last kept point and no better.
-        if hull.last().is_some_and(|l| p.value >= l.value) {
+        if front.last().is_some_and(|l| p.value >= l.value) {
             continue;
         }
+        front.push(p);
         while hull.len() >= 2 {
             let (a, b) = (hull[hull.len() - 2], hull[hull.len() - 1]);
             // b lies on or above the segment a-p: it saves less per watt than going straight on.
@@ -41,7 +50,7 @@ pub fn lower_hull(inst: &Instance, i: usize) -> CoreResult<Vec<Point>> {
         }
         hull.push(p);
     }
-    Ok(hull)
+    Ok(Frontier { front, hull })
 }
 
 /// The options not shown dominated by three linear scans, so that only a few are sorted:

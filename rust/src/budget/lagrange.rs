@@ -8,7 +8,7 @@
 //! another can take a better hull point, while the total improves.
 
 use super::exact::{pareto_dp, Incumbent};
-use super::hull::{lower_hull, Point};
+use super::hull::{frontier, Point};
 use super::{Instance, Solution};
 use crate::error::CoreResult;
 use crate::parallel::map_range;
@@ -22,12 +22,21 @@ const CORE_STATES: usize = 1 << 14;
 /// many steps either side of its position.
 const EXCHANGE_GROUPS: usize = 48;
 const EXCHANGE_STEPS: usize = 8;
-/// Halvings of the rate interval: enough to reach adjacent floats.
+/// Halvings of the rate interval: enough to reach adjacent floats (where selection's
+/// bracket is not taken).
 const BISECTIONS: usize = 200;
 
 pub fn solve(inst: &Instance) -> CoreResult<Solution> {
     inst.validate_shape()?;
-    let hulls = hulls(inst)?;
+    let (fronts, hulls): (Vec<_>, Vec<_>) =
+        map_range(inst.n_groups, inst.n_groups * inst.n_options, |i| {
+            frontier(inst, i)
+        })
+        .into_iter()
+        .collect::<CoreResult<Vec<_>>>()?
+        .into_iter()
+        .map(|f| (f.front, f.hull))
+        .unzip();
     inst.validate_least(hulls.iter().map(|h| h[0].cost).sum())?;
     let rates: Vec<Vec<f64>> = hulls
         .iter()
@@ -53,6 +62,16 @@ pub fn solve(inst: &Instance) -> CoreResult<Solution> {
             .filter_map(|r| r.first().copied())
             .fold(0.0, f64::max),
     );
+    // Selection finds the rate directly; the bisection is left with nothing to narrow unless
+    // the sums' rounding disagrees with the selection's.
+    let room = inst.budget - spend(&vec![0; inst.n_groups]);
+    if let Some(r) = critical_rate(&rates, &hulls, room) {
+        // The float just below r (> 0: a hull step saves value); f64::next_down is newer than the MSRV.
+        let below = f64::from_bits(r.to_bits() - 1);
+        if spend(&at_rate(r)) <= inst.budget && spend(&at_rate(below)) > inst.budget {
+            (lo, hi) = (below, r);
+        }
+    }
     let mut at = at_rate(hi);
     if spend(&at_rate(lo)) <= inst.budget {
         at = at_rate(lo);
@@ -99,7 +118,7 @@ pub fn solve(inst: &Instance) -> CoreResult<Solution> {
     }
     let bound = bound.unwrap_or(value);
     let mut choice: Vec<usize> = at.iter().zip(&hulls).map(|(&k, h)| h[k].option).collect();
-    fill(inst, &mut choice);
+    fill(inst, &fronts, &mut choice);
     if critical.is_finite() {
         let near = nearest_critical(&rates, critical);
         solve_core(
@@ -108,7 +127,7 @@ pub fn solve(inst: &Instance) -> CoreResult<Solution> {
             critical,
             &near[..near.len().min(CORE_GROUPS)],
         );
-        fill(inst, &mut choice);
+        fill(inst, &fronts, &mut choice);
         exchange(
             inst,
             &hulls,
@@ -125,37 +144,62 @@ pub fn solve(inst: &Instance) -> CoreResult<Solution> {
     })
 }
 
-fn hulls(inst: &Instance) -> CoreResult<Vec<Vec<Point>>> {
-    map_range(inst.n_groups, inst.n_groups * inst.n_options, |i| {
-        lower_hull(inst, i)
-    })
-    .into_iter()
-    .collect()
+/// The rate of the first hull step, by falling rate, that no longer fits in `room` watts
+/// once every step of a higher rate is taken (None: they all fit). Weighted selection: the
+/// median rate splits the steps, and only the side holding the answer is searched further,
+/// so the work is linear in the number of steps.
+fn critical_rate(rates: &[Vec<f64>], hulls: &[Vec<Point>], mut room: f64) -> Option<f64> {
+    let mut steps: Vec<(f64, f64)> = rates
+        .iter()
+        .zip(hulls)
+        .flat_map(|(r, h)| {
+            r.iter()
+                .zip(h.windows(2))
+                .map(|(&x, w)| (x, w[1].cost - w[0].cost))
+        })
+        .collect();
+    while !steps.is_empty() {
+        let mid = steps.len() / 2;
+        let pivot = steps
+            .select_nth_unstable_by(mid, |a, b| a.0.total_cmp(&b.0))
+            .1
+             .0;
+        let (mut higher, mut equal) = (0.0, 0.0);
+        for &(r, c) in &steps {
+            if r > pivot {
+                higher += c;
+            } else if r == pivot {
+                equal += c;
+            }
+        }
+        if higher > room {
+            steps.retain(|s| s.0 > pivot);
+        } else if higher + equal > room {
+            return Some(pivot);
+        } else {
+            room -= higher + equal;
+            steps.retain(|s| s.0 < pivot);
+        }
+    }
+    None
 }
 
 /// Repair: each group in turn takes the option of least value that the leftover budget
-/// pays for. The leftover only shrinks while no group moves to a cheaper option, and then a
-/// group passed over has nothing new it can afford: another pass is needed only after a move
-/// freed watts. (Searching the groups' moves in parallel first was slower: most found moves
-/// were no longer affordable at their turn and had to be searched again.)
-fn fill(inst: &Instance, choice: &mut [usize]) {
+/// pays for: on its Pareto front (by rising cost, falling value), the last point within
+/// its current cost plus the leftover. The leftover only shrinks while no group moves to a
+/// cheaper option, and then a group passed over has nothing new it can afford: another pass
+/// is needed only after a move freed watts.
+fn fill(inst: &Instance, fronts: &[Vec<Point>], choice: &mut [usize]) {
     let mut left = inst.budget - inst.evaluate(choice).0;
     loop {
         let mut freed = false;
-        for (i, c) in choice.iter_mut().enumerate() {
-            let (cost, value) = inst.row(i);
-            let now_c = cost[*c];
-            let mut best = (value[*c], *c);
-            for (j, (&cj, &vj)) in cost.iter().zip(value).enumerate() {
-                // A NaN value (forbidden) fails the comparison.
-                if vj < best.0 && cj - now_c <= left {
-                    best = (vj, j);
-                }
-            }
-            if best.1 != *c {
-                left -= cost[best.1] - now_c;
-                freed |= cost[best.1] < now_c;
-                *c = best.1;
+        for ((i, c), front) in choice.iter_mut().enumerate().zip(fronts) {
+            let (now_c, now_v) = (inst.cost(i, *c), inst.value(i, *c));
+            let within = front.partition_point(|p| p.cost - now_c <= left);
+            if let Some(best) = front[..within].last().filter(|p| p.value < now_v) {
+                left -= best.cost - now_c;
+                freed |= best.cost < now_c;
+                *c = best.option;
             }
         }
         if !freed {
