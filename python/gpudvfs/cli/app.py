@@ -11,6 +11,7 @@ from ..errors import GpudvfsWarning
 from .data import data
 from .demo import demo
 from .fleet import fleet
+from .govern import govern
 from .online import online
 from .power import power
 from .predict import devices, predict, profile_command_
@@ -40,6 +41,7 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 cli.add_command(data)
 cli.add_command(demo)
 cli.add_command(fleet)
+cli.add_command(govern)
 cli.add_command(online)
 cli.add_command(power)
 cli.add_command(predict)

@@ -1,0 +1,46 @@
+"""One governor decision over a 200-pair grid (20 core x 10 memory clocks), with RLS streams
+that have seen a few pairs, against the offline choice on the same predictions
+(`gpudvfs.select`, the model-only decision a governor without measurement makes).
+
+    python benches/bench_govern.py [--repeat N] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+
+from gpudvfs.govern import Governor
+from gpudvfs.select import select
+
+from _timing import best_of, report
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=2000)
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    configs = np.array([[c, m] for m in np.linspace(800, 3500, 10) for c in np.linspace(600, 2000, 20)])
+    top = len(configs) - 1
+    f = configs / configs[top]
+    t = 5.0 * (0.6 / f[:, 0] + 0.4 / f[:, 1])
+    p = 60 + 180 * f[:, 0] ** 2.5 + 40 * f[:, 1]
+    gov = Governor(configs, top)
+    gov.phase("bench", t, p)
+    for k in (top, 150, 120, 90):  # a phase a few steps in
+        gov.observe(k, t[k] * 1.02, p[k] * 0.99)
+    n = a.repeat
+    # best_of times one call; a decision is microseconds, so each timed call makes n of them.
+    ours = best_of(lambda: [gov.decide() for _ in range(n)], 5) / n
+    theirs = best_of(lambda: [select(t, p, configs, "energy") for _ in range(n)], 5) / n
+    r = report("governor decision, 200 pairs", ours, "select() on the same predictions", theirs)
+    print(f"one decision: {ours * 1e6:.1f} us (issue: 50 us)")
+    if a.json:
+        print(json.dumps(r | {"decision_us": ours * 1e6}))
+
+
+if __name__ == "__main__":
+    main()

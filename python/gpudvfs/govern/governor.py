@@ -1,0 +1,178 @@
+"""`Governor`: the next clocks of a running workload, from the offline models' predictions
+corrected online by what each interval measures.
+
+Per phase (a workload, or one part of it), the governor holds the offline prediction of
+time and power at every supported pair and two covariance-form RLS streams (the Rust
+`OnlinePredictor`) that learn the prediction's error in log space as a linear function of
+(1, log fc/fc_default, log fm/fm_default): a model that is off by a smooth factor is
+corrected everywhere after a few pairs are measured. A pair measured itself is known by its
+own mean. Each decision minimizes the policy's objective on these estimates, and explores an
+unmeasured pair instead only where its optimistic estimate (the lower confidence bound)
+beats the best estimate by more than the hysteresis: a flat energy surface is not explored,
+and the clocks change only for a predicted gain. The confidence bounds widen by how much
+more the pairs measured so far surprised the prediction than its variance said (the mean
+normalized squared innovation): a phase the models predict badly is explored more.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._core import OnlinePredictor
+from ..errors import InputError
+from ..limits import clock_array
+
+POLICIES = ("energy", "edp", "deadline", "power-cap")
+
+
+@dataclass
+class _Phase:
+    log_t: np.ndarray          # prior log time per pair
+    log_p: np.ndarray          # prior log watts per pair
+    rls_t: OnlinePredictor     # log(measured / prior) of time against the frequency features
+    rls_p: OnlinePredictor
+    n: np.ndarray              # measurements per pair
+    sum_t: np.ndarray          # sums of measured log time and log watts per pair
+    sum_p: np.ndarray
+    surprise: float = 0.0      # sum over first visits of squared innovation over its predicted variance
+    visited: int = 0
+
+
+class Governor:
+    """Choose clocks for a workload under a policy: ``energy`` (least energy per unit of
+    work), ``edp`` (energy x time), ``deadline`` (least energy at most ``slowdown`` slower
+    than the default clocks) or ``power-cap`` (fastest within ``power_cap_w``).
+
+    ``configs`` [K x 2]: the supported (core, memory) pairs; ``default_index``: the default
+    clocks among them. ``prior_sd``: the relative error of the offline predictions (their
+    cross-validated error); ``noise_sd``: of one measurement; ``explore``: confidence bound
+    width in standard deviations; ``hysteresis``: the least predicted relative gain worth a
+    clock change or an exploration.
+
+    Use: `phase` with the offline prediction when a workload (or a phase of it) starts, then
+    alternately `decide` and `observe`.
+    """
+
+    def __init__(self, configs, default_index: int, *, policy: str = "energy", slowdown: float = 0.1,
+                 power_cap_w: float | None = None, prior_sd: float = 0.1, noise_sd: float = 0.01,
+                 explore: float = 4.0, hysteresis: float = 0.005):
+        cfg = clock_array(configs, "configs")
+        if cfg.ndim != 2 or cfg.shape[1] != 2 or len(cfg) == 0:
+            raise InputError(f"configs must be [K x 2] (core, memory MHz), got shape {cfg.shape}")
+        if not 0 <= default_index < len(cfg):
+            raise InputError(f"default_index must be in [0, {len(cfg)}), got {default_index}")
+        if policy not in POLICIES:
+            raise InputError(f"unknown policy {policy!r}; expected one of {POLICIES}")
+        if policy == "power-cap" and not (power_cap_w is not None and power_cap_w > 0):
+            raise InputError(f"the power-cap policy needs power_cap_w > 0, got {power_cap_w}")
+        for name, v in (("slowdown", slowdown), ("explore", explore), ("hysteresis", hysteresis)):
+            if not (np.isfinite(v) and v >= 0):
+                raise InputError(f"{name} must be finite and >= 0, got {v}")
+        if not (prior_sd > 0 and noise_sd > 0):
+            raise InputError(f"prior_sd and noise_sd must be > 0, got {prior_sd} and {noise_sd}")
+        self.configs, self.default_index, self.policy = cfg, int(default_index), policy
+        self.slowdown, self.power_cap_w = float(slowdown), power_cap_w
+        self.prior_sd, self.noise_sd, self.explore, self.hysteresis = prior_sd, noise_sd, explore, hysteresis
+        self._phi = np.column_stack([np.ones(len(cfg)), np.log(cfg / cfg[default_index])])
+        # phi_i^T C phi_i for every pair i as one product with the covariance's 9 entries.
+        self._phi2 = (self._phi[:, :, None] * self._phi[:, None, :]).reshape(len(cfg), 9) * noise_sd ** 2
+        self._phases: dict[object, _Phase] = {}
+        self._phase: _Phase | None = None
+        self.current = self.default_index
+        self.changes = 0
+
+    def phase(self, key, time_ms, watts) -> None:
+        """Switch to phase ``key``; a new one starts from the offline predictions ``time_ms``
+        and ``watts`` [K] (a known one resumes what it learnt, and ignores them)."""
+        if key in self._phases:
+            self._phase = self._phases[key]
+            return
+        t, p = (np.asarray(x, dtype=np.float64) for x in (time_ms, watts))
+        if t.shape != (len(self.configs),) or p.shape != t.shape or not (np.all(t > 0) and np.all(p > 0)):
+            raise InputError(f"phase {key!r}: time_ms and watts must be {len(self.configs)} positive values")
+        k = len(self.configs)
+        # RLS covariance is in units of the noise variance: the prior on the correction is prior_sd.
+        cov = (self.prior_sd / self.noise_sd) ** 2
+        self._phase = self._phases[key] = _Phase(np.log(t), np.log(p), OnlinePredictor(3, 1.0, cov),
+                                                 OnlinePredictor(3, 1.0, cov), np.zeros(k), np.zeros(k), np.zeros(k))
+
+    def _require(self) -> _Phase:
+        if self._phase is None:
+            raise InputError("no phase: call Governor.phase(key, time_ms, watts) first")
+        return self._phase
+
+    def _model(self, ph: _Phase) -> list[np.ndarray]:
+        """[log time, log watts, their variances]: the prior corrected by the RLS streams."""
+        means, variances = [], []
+        for prior, rls in ((ph.log_t, ph.rls_t), (ph.log_p, ph.rls_p)):
+            means.append(prior + self._phi @ rls.coef)
+            variances.append(self._phi2 @ rls.covariance.ravel())
+        return means + variances
+
+    def estimates(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(log time, log watts, and their variances) at every pair: a measured pair by its
+        own mean, the others by the prior corrected by the RLS streams, their variance widened
+        by how much more the pairs measured so far surprised it than it expected."""
+        ph = self._require()
+        lt, lp, vt, vp = self._model(ph)
+        inflate = max(1.0, ph.surprise / ph.visited) if ph.visited else 1.0
+        seen = ph.n > 0
+        for mean, var, sums in ((lt, vt, ph.sum_t), (lp, vp, ph.sum_p)):
+            var *= inflate
+            mean[seen] = sums[seen] / ph.n[seen]
+            var[seen] = self.noise_sd ** 2 / ph.n[seen]
+        return lt, lp, vt, vp
+
+    def decide(self) -> int:
+        """The index of the pair to run next."""
+        lt, lp, vt, vp = self.estimates()
+        score = lt + lp
+        allowed = np.ones(len(score), dtype=bool)
+        if self.policy == "edp":
+            score = score + lt
+        elif self.policy == "deadline":
+            allowed = lt <= lt[self.default_index] + np.log1p(self.slowdown)
+        elif self.policy == "power-cap":
+            score = lt
+            allowed = lp <= np.log(self.power_cap_w)
+        if not allowed.any():  # violate least: fastest for a deadline, least power for a cap
+            allowed = np.zeros_like(allowed)
+            allowed[np.argmin(lt if self.policy == "deadline" else lp)] = True
+        masked = np.where(allowed, score, np.inf)
+        best = int(np.argmin(masked))
+        # The objective's variance: log time for a cap, 2 log time + log watts for EDP.
+        sd = np.sqrt(vt if self.policy == "power-cap" else 4 * vt + vp if self.policy == "edp" else vt + vp)
+        # Only unmeasured pairs are explored: a measured pair's mean carries measurement noise
+        # alone, and measuring it again to shave that would flap between near-equal pairs.
+        lcb = masked - self.explore * sd * (self._phase.n == 0)
+        candidate = int(np.argmin(lcb))
+        # Explore where the optimistic estimate beats the best estimate by more than the
+        # hysteresis; otherwise move only for a predicted gain larger than it.
+        exploring = lcb[candidate] < masked[best] - self.hysteresis
+        nxt = candidate if exploring else best
+        if not exploring and allowed[self.current] and masked[self.current] - masked[best] <= self.hysteresis:
+            nxt = self.current
+        if nxt != self.current:
+            self.changes += 1
+            self.current = nxt
+        return nxt
+
+    def observe(self, index: int, time_ms: float, watts: float) -> None:
+        """What one interval at pair ``index`` measured: time per unit of work and power."""
+        ph = self._require()
+        if not 0 <= index < len(self.configs):
+            raise InputError(f"pair index must be in [0, {len(self.configs)}), got {index}")
+        if not (np.isfinite(time_ms) and time_ms > 0 and np.isfinite(watts) and watts > 0):
+            raise InputError(f"observed time and watts must be positive and finite, got {time_ms} and {watts}")
+        lt, lp = np.log(time_ms), np.log(watts)
+        if ph.n[index] == 0:
+            mt, mp, vt, vp = (x[index] for x in self._model(ph))
+            ph.surprise += ((lt - mt) + (lp - mp)) ** 2 / (vt + vp + 2 * self.noise_sd ** 2)
+            ph.visited += 1
+        ph.n[index] += 1
+        ph.sum_t[index] += lt
+        ph.sum_p[index] += lp
+        ph.rls_t.update(self._phi[index], lt - ph.log_t[index])
+        ph.rls_p.update(self._phi[index], lp - ph.log_p[index])

@@ -1,0 +1,288 @@
+"""The governor replayed against a grid in which every application was measured at every
+(core, memory) pair: the workload switches application about every ``phase_steps`` steps,
+each step observes the measured time and power at the chosen pair with relative noise, and
+the offline predictions of an application come from models it was not in (its power from
+a model fitted on the other applications; its time from the time model calibrated on its
+own reference time, the one measurement a governor has of a new phase).
+
+Scores per strategy: ``regret_mean`` (energy spent over a phase, exploration included, over
+the energy at the phase's best pair under the policy, minus 1; averaged over phases),
+``violations`` (steps over the slowdown bound, `deadline`), ``clock_changes``,
+``steps_to_settle`` (steps into a phase until its last change, averaged) and
+``wasted`` (energy spent beyond the best pair's, over the total at the best pairs). The
+governor also reports ``decision_us``, the median time of one decision. Baselines in the
+same run, on the same phases and noise: the default clocks, the models' choice alone,
+exhaustive profiling (every pair once per phase, then the best measured) and random search
+(RANDOM_PAIRS pairs, then the best measured).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..catalog import DeviceSpec
+from ..errors import InputError
+from ..io.datasets import MeasurementGrid
+from ..select.choose import fit_power_model, measured_table
+from ..select.evaluate import regret_table
+from ..select.policies import select
+from ..time import TimeDevice, TimeModel
+from .governor import POLICIES, Governor
+
+RANDOM_PAIRS = 8
+
+
+@dataclass(frozen=True, eq=False)
+class ReplayTable:
+    """Per application [A x K]: measured and predicted time (ms) and power (W)."""
+
+    names: list[str]
+    configs: np.ndarray
+    default_index: int
+    time_ms: np.ndarray
+    watts: np.ndarray
+    time_pred: np.ndarray
+    watts_pred: np.ndarray
+
+
+def replay_table(grid: MeasurementGrid, reference: tuple[float, float], device: TimeDevice, spec: DeviceSpec,
+                 train: MeasurementGrid | None = None, clip: bool = False) -> ReplayTable:
+    """The replay's table of ``grid``: power predicted by a model of ``train`` (no application
+    of ``grid`` may be in it), or without ``train`` by a model of the grid's other
+    applications; time by the time model calibrated on each application's reference time.
+    The default clocks are the grid's highest pair (highest core clock, then memory)."""
+    if train is None:
+        tab = regret_table(grid, reference, device, spec, clip)
+        names, configs, t, p, p_pred, profiles = (tab.names, tab.configs, tab.time_ms, tab.watts, tab.watts_pred,
+                                                  tab.profiles)
+    else:
+        names, configs, t, p, util, profiles = measured_table(grid, reference, device, spec, clip)
+        shared = sorted(set(names) & set(train.workload.tolist()))
+        if shared:
+            raise InputError(f"{train.path}: the scored applications must not be in TRAIN, but {len(shared)} are "
+                             f"({', '.join(shared[:3])}{', ...' if len(shared) > 3 else ''}); leave --train out "
+                             "to score each application with a model of the others")
+        p_pred = fit_power_model(train, reference, device, spec, clip).predict_grid(util, configs)
+    t_pred = TimeModel(device).predict(profiles, configs[:, 0], configs[:, 1], calibrate=True)
+    top = int(np.lexsort((configs[:, 1], configs[:, 0]))[-1])  # highest core clock, then memory
+    return ReplayTable(names, configs, top, t, p, t_pred, p_pred)
+
+
+def _policy_index(t, p, table: ReplayTable, policy: str, slowdown: float, cap: float | None) -> np.ndarray:
+    return select(t, p, table.configs, policy, default_index=table.default_index, slowdown=slowdown,
+                  power_cap_w=cap).index
+
+
+class _Fixed:
+    """Default clocks, or the models' choice: one pair per phase, no learning."""
+
+    def __init__(self, table: ReplayTable, use_model: bool, policy: str, slowdown: float, cap: float | None):
+        self.table, self.use_model, self.args = table, use_model, (policy, slowdown, cap)
+        self.k = table.default_index
+
+    def phase(self, a: int) -> None:
+        t = self.table
+        if self.use_model:
+            self.k = int(_policy_index(t.time_pred[a], t.watts_pred[a], t, *self.args)[0])
+
+    def decide(self) -> int:
+        return self.k
+
+    def observe(self, k: int, time_ms: float, watts: float) -> None:
+        pass
+
+
+class _Search:
+    """Measure a list of pairs once per phase (remembered across its recurrences), then run
+    the best measured under the policy."""
+
+    def __init__(self, table: ReplayTable, pairs_of, policy: str, slowdown: float, cap: float | None):
+        self.table, self.pairs_of, self.args = table, pairs_of, (policy, slowdown, cap)
+        self.seen: dict[int, dict[int, tuple[float, float]]] = {}
+
+    def phase(self, a: int) -> None:
+        self.a = a
+        if a not in self.seen:
+            self.seen[a] = {}
+            self.todo = list(self.pairs_of(a))
+        else:
+            self.todo = []
+
+    def decide(self) -> int:
+        if self.todo:
+            return self.todo[0]
+        m = self.seen[self.a]
+        ks = sorted(m)  # the default clocks are measured first, so they are among them
+        t, p = (np.array([m[k][j] for k in ks]) for j in (0, 1))
+        policy, slowdown, cap = self.args
+        pick = select(t, p, self.table.configs[ks], policy, default_index=ks.index(self.table.default_index),
+                      slowdown=slowdown, power_cap_w=cap).index[0]
+        return ks[int(pick)]
+
+    def observe(self, k: int, time_ms: float, watts: float) -> None:
+        if self.todo and self.todo[0] == k:
+            self.todo.pop(0)
+        self.seen[self.a].setdefault(k, (time_ms, watts))
+
+
+class _Governed:
+    def __init__(self, gov: Governor, table: ReplayTable):
+        self.gov, self.table, self.decision_s = gov, table, []
+
+    def phase(self, a: int) -> None:
+        self.gov.phase(a, self.table.time_pred[a], self.table.watts_pred[a])
+
+    def decide(self) -> int:
+        start = time.perf_counter()
+        k = self.gov.decide()
+        self.decision_s.append(time.perf_counter() - start)
+        return k
+
+    def observe(self, k: int, time_ms: float, watts: float) -> None:
+        self.gov.observe(k, time_ms, watts)
+
+
+def phases(n_apps: int, steps: int, phase_steps: int, rng: np.random.Generator) -> list[tuple[int, int]]:
+    """(application, length) of each phase: lengths uniform in [0.75, 1.25] x phase_steps,
+    no application twice in a row."""
+    out, done, prev = [], 0, -1
+    while done < steps:
+        a = int(rng.integers(n_apps - 1)) if n_apps > 1 else 0
+        a = a + (a >= prev) if n_apps > 1 and prev >= 0 else a
+        length = min(steps - done, int(rng.integers(int(0.75 * phase_steps), int(1.25 * phase_steps) + 1)))
+        out.append((a, max(1, length)))
+        done += max(1, length)
+        prev = a
+    return out
+
+
+def _run(strategy, table: ReplayTable, plan, noise: np.ndarray):
+    """Energy per step [steps], chosen pair per step, phase of each step."""
+    energy, chosen, phase_of = [], [], []
+    i = 0
+    for ph, (a, length) in enumerate(plan):
+        strategy.phase(a)
+        for _ in range(length):
+            k = strategy.decide()
+            t = table.time_ms[a, k] * (1 + noise[i, 0])
+            p = table.watts[a, k] * (1 + noise[i, 1])
+            strategy.observe(k, t, p)
+            energy.append(t * p)
+            chosen.append(k)
+            phase_of.append(ph)
+            i += 1
+    return np.array(energy), np.array(chosen), np.array(phase_of)
+
+
+def _score(table: ReplayTable, plan, energy, chosen, phase_of, best_k, slowdown, policy) -> dict:
+    e_true = table.time_ms * table.watts
+    regrets, settle, wasted, base = [], [], 0.0, 0.0
+    for ph, (a, _) in enumerate(plan):
+        rows = phase_of == ph
+        e_best = e_true[a, best_k[a]]
+        regrets.append(energy[rows].mean() / e_best - 1.0)
+        wasted += float((energy[rows] - e_best).sum())
+        base += e_best * rows.sum()
+        ks = chosen[rows]
+        moves = np.flatnonzero(ks[1:] != ks[:-1])
+        settle.append(int(moves[-1]) + 2 if len(moves) else 1)
+    apps = np.array([a for a, n in plan for _ in range(n)])
+    out = {"regret_mean": float(np.mean(regrets)), "regret_max": float(np.max(regrets)), "per_phase": regrets,
+           "clock_changes": int((chosen[1:] != chosen[:-1]).sum()), "steps_to_settle": float(np.mean(settle)),
+           "wasted": wasted / base}
+    if policy == "deadline":
+        t_def = table.time_ms[apps, table.default_index]
+        out["violations"] = float(np.mean(table.time_ms[apps, chosen] > (1 + slowdown) * t_def * (1 + 1e-9)))
+    return out
+
+
+@dataclass(frozen=True)
+class _Setup:
+    plan: list
+    draws: np.ndarray
+    best_k: np.ndarray
+
+
+def _setup(table: ReplayTable, policy, slowdown, power_cap_w, steps, phase_steps, seed, noise) -> _Setup:
+    if policy not in POLICIES:
+        raise InputError(f"unknown policy {policy!r}; expected one of {POLICIES}")
+    if steps < 1 or phase_steps < 1:
+        raise InputError(f"steps and phase_steps must be at least 1, got {steps} and {phase_steps}")
+    if not 0 <= noise < 0.5:
+        raise InputError(f"noise must be in [0, 0.5), got {noise}")
+    rng = np.random.default_rng(seed)
+    plan = phases(len(table.names), steps, phase_steps, rng)
+    return _Setup(plan, noise * rng.standard_normal((steps, 2)),
+                  _policy_index(table.time_ms, table.watts, table, policy, slowdown, power_cap_w))
+
+
+def _governed(table: ReplayTable, setup: _Setup, policy, slowdown, power_cap_w, noise, governor: dict):
+    gov = _Governed(Governor(table.configs, table.default_index, policy=policy, slowdown=slowdown,
+                             power_cap_w=power_cap_w, noise_sd=max(noise, 1e-3), **governor), table)
+    r = _score(table, setup.plan, *_run(gov, table, setup.plan, setup.draws), setup.best_k, slowdown, policy)
+    return r | {"decision_us": float(np.median(gov.decision_s) * 1e6)}
+
+
+def replay(table: ReplayTable, *, policy: str = "energy", slowdown: float = 0.1, power_cap_w: float | None = None,
+           steps: int = 4000, phase_steps: int = 200, seed: int = 0, noise: float = 0.01, **governor) -> dict:
+    """Scores of the governor and the baselines on one sequence of phases (see the module)."""
+    setup = _setup(table, policy, slowdown, power_cap_w, steps, phase_steps, seed, noise)
+    args = (policy, slowdown, power_cap_w)
+    k_all = len(table.configs)
+    order = np.random.default_rng(seed + 1)
+    others = [k for k in range(k_all) if k != table.default_index]
+    baselines = {
+        "default_clocks": _Fixed(table, False, *args),
+        "model_only": _Fixed(table, True, *args),
+        "exhaustive": _Search(table, lambda a: [table.default_index] + others, *args),
+        "random_search": _Search(table, lambda a: [table.default_index] + [
+            int(k) for k in order.choice(others, min(RANDOM_PAIRS, len(others)), replace=False)], *args),
+    }
+    out = _governed(table, setup, policy, slowdown, power_cap_w, noise, governor)
+    out["baselines"] = {name: _score(table, setup.plan, *_run(b, table, setup.plan, setup.draws), setup.best_k,
+                                     slowdown, policy) for name, b in baselines.items()}
+    return {"policy": policy, "slowdown": slowdown if policy == "deadline" else None, "steps": steps,
+            "phase_steps": phase_steps, "phases": len(setup.plan), "pairs": k_all, "apps": len(table.names),
+            "seed": seed, **out}
+
+
+def subset(table: ReplayTable, apps: list[int]) -> ReplayTable:
+    return ReplayTable([table.names[a] for a in apps], table.configs, table.default_index, table.time_ms[apps],
+                       table.watts[apps], table.time_pred[apps], table.watts_pred[apps])
+
+
+#: The governor's constants cross-validation chooses among: the prior's relative error and
+#: the confidence bound's width (their product sets how far a prediction is doubted).
+PRIOR_SDS = (0.05, 0.1, 0.2, 0.3, 0.5)
+EXPLORES = (1.0, 2.0, 3.0, 4.0, 6.0)
+
+
+def cross_validate(table: ReplayTable, *, policy: str = "energy", slowdown: float = 0.1,
+                   power_cap_w: float | None = None, steps: int = 4000, phase_steps: int = 200, seed: int = 0,
+                   noise: float = 0.01, prior_sds=PRIOR_SDS, explores=EXPLORES) -> dict:
+    """Leave-one-application-out: for each application, the constants with the least mean
+    regret on the replay of the others (same settings), then the phases of that application
+    in the replay of all of them, run with those constants. Also the whole grid of
+    constants' regrets (in-sample: the sensitivity)."""
+    grid = [(p, e) for p in prior_sds for e in explores]
+    kw = {"policy": policy, "slowdown": slowdown, "power_cap_w": power_cap_w, "noise": noise}
+    full = _setup(table, policy, slowdown, power_cap_w, steps, phase_steps, seed, noise)
+    runs = {c: _governed(table, full, governor={"prior_sd": c[0], "explore": c[1]}, **kw) for c in grid}
+    app_of_phase = np.array([a for a, _ in full.plan])
+    held, chosen = [], {}
+    for a, name in enumerate(table.names):
+        rest = [i for i in range(len(table.names)) if i != a]
+        sub = subset(table, rest)
+        setup = _setup(sub, policy, slowdown, power_cap_w, steps, phase_steps, seed, noise)
+        score = {c: _governed(sub, setup, governor={"prior_sd": c[0], "explore": c[1]}, **kw)["regret_mean"]
+                 for c in grid}
+        c = min(grid, key=score.get)
+        chosen[name] = list(c)
+        held += [runs[c]["per_phase"][i] for i in np.flatnonzero(app_of_phase == a)]
+    return {"cv_regret_mean": float(np.mean(held)), "cv_regret_max": float(np.max(held)), "phases": len(held),
+            "chosen": chosen,
+            "sensitivity": [{"prior_sd": c[0], "explore": c[1], "regret_mean": runs[c]["regret_mean"],
+                             "regret_max": runs[c]["regret_max"]} for c in grid]}
