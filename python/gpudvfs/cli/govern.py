@@ -7,6 +7,7 @@ import click
 from ..govern import POLICIES
 from ..govern.replay import cross_validate, replay, replay_table
 from ..io import read_measured_grid
+from ..measure.devices import DEVICE_KINDS, make_device
 from . import options
 from .output import console, print_json, table, user_errors
 from .time import DEVICE_HELP, _gpu, _pair
@@ -84,3 +85,44 @@ def replay_(data, train, device, reference, policy, slowdown, power_cap, steps, 
     if run_cv:
         console.print(f"leave-one-application-out: regret {100 * r['cv']['cv_regret_mean']:.2f}% "
                       f"(max {100 * r['cv']['cv_regret_max']:.2f}%)", highlight=False)
+
+
+@govern.command()
+@click.option("--device", "device_kind", type=click.Choice(DEVICE_KINDS), default="nvml", show_default=True)
+@click.option("--index", default=0, show_default=True, type=click.IntRange(min=0), help="NVML device index.")
+@click.option("--socket", "socket_path", required=True, type=click.Path(dir_okay=False),
+              help="The Unix socket unprivileged governors connect to (e.g. /run/gpudvfs/gpu0.sock).")
+@click.option("--mode", default="660", show_default=True, help="The socket's permissions (octal): who may connect.")
+def clockd(device_kind, index, socket_path, mode) -> None:
+    """The privileged clock service of one GPU (run as root): governors set clocks through it;
+    when a client's connection drops, its clocks are reset. Runs until SIGINT or SIGTERM,
+    then resets the clocks."""
+    import signal
+    import threading
+
+    from ..govern.clockd import ClockService
+
+    try:
+        perms = int(mode, 8)
+    except ValueError:
+        raise click.BadParameter(f"expected octal permissions such as 660, got {mode!r}") from None
+    stop = threading.Event()
+    with user_errors():
+        service = ClockService(make_device(device_kind, index=index), socket_path, perms).start()
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        console.print(f"serving the clocks of {service.device.name} on {socket_path}", highlight=False)
+        try:
+            stop.wait()
+        finally:
+            service.stop()
+
+
+@govern.command()
+@click.option("--device", "device_kind", type=click.Choice(DEVICE_KINDS), default="nvml", show_default=True)
+@click.option("--index", default=0, show_default=True, type=click.IntRange(min=0), help="NVML device index.")
+def reset(device_kind, index) -> None:
+    """Give a GPU's clocks back to the driver (what a governor killed by SIGKILL left locked)."""
+    with user_errors():
+        device = make_device(device_kind, index=index)
+        device.reset_clocks()
+    console.print(f"{device.name}: clocks reset to the driver's control", highlight=False)

@@ -1,0 +1,180 @@
+"""Privilege separation for clock changes: one small service per node owns the GPU's clock
+calls (setting clocks needs root), and governors in users' jobs talk to it unprivileged over
+a Unix socket.
+
+Protocol: one JSON object per line each way. Requests: ``{"op": "pairs"}`` (the supported
+(core, memory) pairs), ``{"op": "clocks"}`` (the pair the service locked, or null), ``{"op": "set", "core_mhz":
+C, "mem_mhz": M}`` and ``{"op": "reset"}``. Replies: ``{"ok": true, ...}`` or ``{"ok":
+false, "error": "..."}``. One client at a time owns the clocks (the first to set them);
+when the owner's connection closes, for whatever reason (exit, crash, SIGKILL), the service
+resets the clocks to the driver's control, so a dead governor never leaves a GPU pinned.
+The socket file's mode decides who may connect (``mode``, default 0o660: the owner and
+its group).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import socketserver
+import threading
+import warnings
+from pathlib import Path
+
+from ..errors import GpudvfsWarning, InputError
+from ..measure.device import Device
+
+#: Longest request line; replies (the list of pairs) may be longer, up to MAX_REPLY.
+MAX_LINE = 4096
+MAX_REPLY = 1 << 20
+
+
+class ClockService:
+    """Serve ``device``'s clocks on the Unix socket ``path`` (in a thread: `start`, `stop`)."""
+
+    def __init__(self, device: Device, path: str | Path, mode: int = 0o660):
+        self.device, self.path, self.mode = device, Path(path), mode
+        self._lock = threading.Lock()
+        self._owner: object | None = None
+        self._set: tuple[float, float] | None = None  # what this service locked; None: the driver's
+        self._pairs = {(float(c), float(m)) for m in device.memory_clocks() for c in device.core_clocks(m)}
+        self._server: socketserver.ThreadingUnixStreamServer | None = None
+
+    # requests -----------------------------------------------------------------------
+    def handle(self, client: object, request: dict) -> dict:
+        op = request.get("op")
+        with self._lock:
+            if op == "pairs":
+                return {"ok": True, "pairs": sorted(self._pairs, reverse=True)}
+            if op == "clocks":
+                return {"ok": True, "clocks": None if self._set is None else list(self._set)}
+            if op not in ("set", "reset"):
+                return {"ok": False, "error": f"unknown op {op!r}; expected pairs, clocks, set or reset"}
+            if self._owner is not None and self._owner is not client:
+                return {"ok": False, "error": "another client owns this GPU's clocks"}
+            if op == "reset":
+                self._reset()
+                return {"ok": True}
+            try:
+                pair = (float(request["core_mhz"]), float(request["mem_mhz"]))
+            except (KeyError, TypeError, ValueError):
+                return {"ok": False, "error": "set needs numbers core_mhz and mem_mhz"}
+            if pair not in self._pairs:
+                return {"ok": False, "error": f"{pair[0]:g}/{pair[1]:g} MHz is not a supported pair"}
+            self.device.lock_clocks(*pair)
+            self._owner, self._set = client, pair
+            return {"ok": True}
+
+    def reply(self, client: object, line: bytes) -> dict:
+        """The reply to one request line; nothing a client sends stops the service."""
+        try:
+            request = json.loads(line) if len(line) <= MAX_LINE else None
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            request = None
+        if not isinstance(request, dict):
+            return {"ok": False, "error": f"expected one JSON object per line of at most {MAX_LINE} bytes"}
+        try:
+            return self.handle(client, request)
+        except Exception as e:  # noqa: BLE001 -- a device error (permission, NVML) goes back to the client
+            return {"ok": False, "error": str(e)}
+
+    def release(self, client: object) -> None:
+        """A client's connection closed: if it owned the clocks, give them back."""
+        with self._lock:
+            if self._owner is client:
+                self._reset()
+
+    def _reset(self) -> None:
+        self.device.reset_clocks()
+        self._owner = self._set = None
+
+    # serving ------------------------------------------------------------------------
+    def start(self) -> ClockService:
+        service = self
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self) -> None:
+                try:
+                    while line := self.rfile.readline(MAX_LINE + 1):
+                        self.wfile.write((json.dumps(service.reply(self, line)) + "\n").encode())
+                        if len(line) > MAX_LINE:
+                            break  # the rest of an overlong line cannot be told from a request
+                except OSError:
+                    pass
+                finally:
+                    service.release(self)
+
+        if self.path.exists():
+            if not self.path.is_socket():
+                raise InputError(f"{self.path} exists and is not a socket")
+            self.path.unlink()  # a stale socket of a service that died
+        # The device is driven from the request threads, where NvmlDevice cannot hook SIGINT
+        # and SIGTERM and says so; the service resets the clocks itself on those (`stop`).
+        warnings.filterwarnings("ignore", message="clocks locked from a thread other than the main one",
+                                category=GpudvfsWarning)
+        server = socketserver.ThreadingUnixStreamServer(str(self.path), Handler)
+        server.daemon_threads = True
+        os.chmod(self.path, self.mode)
+        self._server = server
+        threading.Thread(target=server.serve_forever, name="gpudvfs-clockd", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and give the clocks back to the driver."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        self.path.unlink(missing_ok=True)
+        with self._lock:
+            self._reset()
+
+
+class ClockClient:
+    """An unprivileged process's handle on the service: `pairs`, `clocks`, `set`, `reset`."""
+
+    def __init__(self, path: str | Path, timeout_s: float = 5.0):
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock.settimeout(timeout_s)
+        try:
+            self._sock.connect(str(path))
+        except OSError as e:
+            self._sock.close()
+            raise InputError(f"cannot reach the clock service at {path}: {e.strerror or e}") from None
+        self._file = self._sock.makefile("rwb")
+
+    def _call(self, **request) -> dict:
+        self._file.write((json.dumps(request) + "\n").encode())
+        self._file.flush()
+        line = self._file.readline(MAX_REPLY)
+        if not line:
+            raise InputError("the clock service closed the connection")
+        reply = json.loads(line)
+        if not reply.get("ok"):
+            raise InputError(f"clock service: {reply.get('error')}")
+        return reply
+
+    def pairs(self) -> list[tuple[float, float]]:
+        return [tuple(p) for p in self._call(op="pairs")["pairs"]]
+
+    def clocks(self) -> tuple[float, float] | None:
+        """The pair the service locked, or None where the driver controls the clocks."""
+        c = self._call(op="clocks")["clocks"]
+        return None if c is None else tuple(c)
+
+    def set(self, core_mhz: float, mem_mhz: float) -> None:
+        self._call(op="set", core_mhz=core_mhz, mem_mhz=mem_mhz)
+
+    def reset(self) -> None:
+        self._call(op="reset")
+
+    def close(self) -> None:
+        self._file.close()
+        self._sock.close()
+
+    def __enter__(self) -> ClockClient:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
