@@ -145,3 +145,36 @@ def test_govern_replay_command(data, tmp_path):
     assert r.exit_code == 2 and "must not be in TRAIN" in r.output
     r = run(cli, ["govern", "replay", grid, "--device", "gtx980", "--policy", "power-cap"])
     assert r.exit_code == 2 and "--power-cap" in r.output
+
+
+def test_every_decision_is_logged_and_counted(tmp_path):
+    prometheus = pytest.importorskip("prometheus_client")
+    from gpudvfs.govern.governor import jsonl_log
+    from gpudvfs.govern.metrics import GovernorMetrics
+
+    f = CONFIGS / CONFIGS[TOP]
+    t, p = 10.0 * (0.5 / f[:, 0] + 0.5 / f[:, 1]), 50 + 100 * f[:, 0] ** 2.5 + 20 * f[:, 1]
+    metrics = GovernorMetrics(labels={"gpu": "GPU-test"})
+    write = jsonl_log(tmp_path / "decisions.jsonl")
+    gov = Governor(CONFIGS, TOP, log=lambda e: (write(e), metrics.record(e)))
+    gov.phase("train", t * 1.05, p)
+    for _ in range(30):
+        k = gov.decide()
+        gov.observe(k, t[k], p[k])
+    log = [json.loads(line) for line in (tmp_path / "decisions.jsonl").read_text().splitlines()]
+    assert len(log) == 30 and log[0]["observed"] is None and log[-1]["phase"] == "train"
+    assert sum(e["changed"] for e in log) == gov.changes
+    last = log[-1]
+    assert (last["core_mhz"], last["mem_mhz"]) == tuple(CONFIGS[gov.current])
+    e = t * p
+    # Against the default clocks' estimate (the prediction corrected by what was measured):
+    # near the pair's true saving.
+    assert last["realized_saving"] == pytest.approx(1 - e[last["observed"]["index"]] / e[TOP], abs=0.01)
+
+    def value(name):
+        return metrics.registry.get_sample_value(f"gpudvfs_governor_{name}", {"gpu": "GPU-test"})
+
+    assert value("decisions_total") == 30 and value("clock_changes_total") == gov.changes
+    assert value("explorations_total") == sum(x["explored"] for x in log)
+    assert value("core_mhz") == last["core_mhz"] and value("watts") == pytest.approx(last["observed"]["watts"])
+    assert b"gpudvfs_governor_predicted_saving" in prometheus.generate_latest(metrics.registry)

@@ -16,6 +16,7 @@ normalized squared innovation): a phase the models predict badly is explored mor
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,13 +52,16 @@ class Governor:
     width in standard deviations; ``hysteresis``: the least predicted relative gain worth a
     clock change or an exploration.
 
+    ``log``: called with a dict for every decision (the structured decision log; see
+    `decide`), e.g. `jsonl_log(path)` or `GovernorMetrics.record`.
+
     Use: `phase` with the offline prediction when a workload (or a phase of it) starts, then
     alternately `decide` and `observe`.
     """
 
     def __init__(self, configs, default_index: int, *, policy: str = "energy", slowdown: float = 0.1,
                  power_cap_w: float | None = None, prior_sd: float = 0.1, noise_sd: float = 0.01,
-                 explore: float = 4.0, hysteresis: float = 0.005):
+                 explore: float = 4.0, hysteresis: float = 0.005, log: Callable[[dict], None] | None = None):
         cfg = clock_array(configs, "configs")
         if cfg.ndim != 2 or cfg.shape[1] != 2 or len(cfg) == 0:
             raise InputError(f"configs must be [K x 2] (core, memory MHz), got shape {cfg.shape}")
@@ -82,10 +86,14 @@ class Governor:
         self._phase: _Phase | None = None
         self.current = self.default_index
         self.changes = 0
+        self.log = log
+        self._key: object = None
+        self._last: dict | None = None
 
     def phase(self, key, time_ms, watts) -> None:
         """Switch to phase ``key``; a new one starts from the offline predictions ``time_ms``
         and ``watts`` [K] (a known one resumes what it learnt, and ignores them)."""
+        self._key = key
         if key in self._phases:
             self._phase = self._phases[key]
             return
@@ -154,10 +162,25 @@ class Governor:
         nxt = candidate if exploring else best
         if not exploring and allowed[self.current] and masked[self.current] - masked[best] <= self.hysteresis:
             nxt = self.current
-        if nxt != self.current:
+        changed = nxt != self.current
+        if changed:
             self.changes += 1
             self.current = nxt
+        if self.log is not None:
+            self.log(self._entry(nxt, exploring and nxt == candidate, changed, lt + lp))
         return nxt
+
+    def _entry(self, k: int, explored: bool, changed: bool, log_energy: np.ndarray) -> dict:
+        """One decision, for the log: the pair, why, what it is expected to save against the
+        default clocks, and the last observation (with what it saved, measured)."""
+        d = self.default_index
+        entry = {"phase": self._key, "index": k, "core_mhz": float(self.configs[k, 0]),
+                 "mem_mhz": float(self.configs[k, 1]), "explored": bool(explored), "changed": bool(changed),
+                 "predicted_saving": float(-np.expm1(log_energy[k] - log_energy[d])), "observed": self._last}
+        if self._last is not None:
+            energy = self._last["time_ms"] * self._last["watts"]
+            entry["realized_saving"] = float(1.0 - energy / np.exp(log_energy[d]))
+        return entry
 
     def observe(self, index: int, time_ms: float, watts: float) -> None:
         """What one interval at pair ``index`` measured: time per unit of work and power."""
@@ -167,6 +190,7 @@ class Governor:
         if not (np.isfinite(time_ms) and time_ms > 0 and np.isfinite(watts) and watts > 0):
             raise InputError(f"observed time and watts must be positive and finite, got {time_ms} and {watts}")
         lt, lp = np.log(time_ms), np.log(watts)
+        self._last = {"index": int(index), "time_ms": float(time_ms), "watts": float(watts)}
         if ph.n[index] == 0:
             mt, mp, vt, vp = (x[index] for x in self._model(ph))
             ph.surprise += ((lt - mt) + (lp - mp)) ** 2 / (vt + vp + 2 * self.noise_sd ** 2)
@@ -176,3 +200,16 @@ class Governor:
         ph.sum_p[index] += lp
         ph.rls_t.update(self._phi[index], lt - ph.log_t[index])
         ph.rls_p.update(self._phi[index], lp - ph.log_p[index])
+
+
+def jsonl_log(path) -> Callable[[dict], None]:
+    """A decision log appending one JSON object per line to ``path`` (flushed each time, so a
+    crash loses no decision); phase keys must be JSON values."""
+    import json
+
+    f = open(path, "a", encoding="utf-8")  # stays open for the governor's life
+
+    def write(entry: dict) -> None:
+        f.write(json.dumps(entry) + "\n")
+        f.flush()
+    return write
