@@ -4,8 +4,9 @@ ones that failed."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from ..errors import InputError
 from ..measure.device import Device
@@ -14,12 +15,31 @@ from ..measure.device import Device
 Progress = Callable[[int, int, str], None]
 
 
-def _ray():
+def import_ray():
     try:
         import ray
     except ImportError:
         raise InputError("the fleet commands run on Ray: pip install 'gpudvfs[fleet]'") from None
     return ray
+
+
+@contextlib.contextmanager
+def ray_session(ray_address: str = "local", num_gpus: int | None = None) -> Iterator:
+    """Ray, initialised for the block unless it already is (then its cluster is used as it is):
+    ``"local"`` starts a cluster on this machine (``num_gpus`` logical GPUs: simulated ones),
+    anything else goes to ``ray.init(address=...)``. A cluster this started is shut down after."""
+    ray = import_ray()
+    if ray.is_initialized():
+        yield ray
+        return
+    if ray_address == "local":
+        ray.init(num_gpus=num_gpus, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+    else:
+        ray.init(address=ray_address, logging_level=logging.WARNING)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
 
 
 def per_gpu(fn: Callable, devices: Callable[[int], Device], args: Sequence, *, gpus: int | None = None,
@@ -32,21 +52,12 @@ def per_gpu(fn: Callable, devices: Callable[[int], Device], args: Sequence, *, g
     anything else goes to ``ray.init(address=...)`` (``"auto"``, ``"ray://head:10001"``).
     When Ray is already initialised, its cluster is used as it is. A task whose worker dies
     is retried up to ``max_retries`` times; errors are collected, the other GPUs go on."""
-    ray = _ray()
     if gpus is not None and gpus < 1:
         raise InputError(f"--gpus must be at least 1, got {gpus}")
     logical = bool(getattr(devices, "logical_gpus", False))
-    started = False
-    if not ray.is_initialized():
-        if ray_address == "local":
-            if logical and gpus is None:
-                raise InputError("simulated GPUs on a local Ray cluster: give their number (--gpus)")
-            ray.init(num_gpus=gpus if logical else None, include_dashboard=False, log_to_driver=False,
-                     logging_level=logging.WARNING)
-        else:
-            ray.init(address=ray_address, logging_level=logging.WARNING)
-        started = True
-    try:
+    if logical and gpus is None and ray_address == "local" and not import_ray().is_initialized():
+        raise InputError("simulated GPUs on a local Ray cluster: give their number (--gpus)")
+    with ray_session(ray_address, gpus if logical else None) as ray:
         have = int(ray.cluster_resources().get("GPU", 0))
         gpus = have if gpus is None else gpus
         if have < 1 or gpus > have:
@@ -69,9 +80,6 @@ def per_gpu(fn: Callable, devices: Callable[[int], Device], args: Sequence, *, g
             raise InputError(f"{len(failures)} of {gpus} {what} failed (rerun to resume them):\n"
                              + "\n".join(failures))
         return results
-    finally:
-        if started:
-            ray.shutdown()
 
 
 def _cause(e: BaseException) -> str:

@@ -233,38 +233,27 @@ def whatif(telemetry: str, registry: Registry, model: DcgmTimeModel, *, policy: 
            slowdown: float = 0.1, interval_s: float = DEFAULT_INTERVAL_S, job_column: str | None = None,
            ray_address: str = "local") -> dict:
     """The what-if over a Parquet file or folder (or CSV) of telemetry, partitioned over Ray
-    Data. ``ray_address`` as for `tasks.per_gpu` (no GPUs are needed)."""
-    import logging
-
-    from .tasks import _ray
+    Data. ``ray_address`` as for `tasks.ray_session` (no GPUs are needed)."""
+    from .tasks import ray_session
 
     if not interval_s > 0:
         raise InputError(f"interval must be > 0 s, got {interval_s}")
     if policy not in POLICIES:
         raise InputError(f"unknown policy {policy!r}; expected one of {POLICIES}")
-    ray = _ray()
     tables = gpu_tables(registry)
-    started = not ray.is_initialized()
-    if started:
-        kwargs = {"include_dashboard": False, "log_to_driver": False} if ray_address == "local" else {
-            "address": ray_address}
-        ray.init(logging_level=logging.WARNING, **kwargs)
-    try:
-        ctx = ray.data.DataContext.get_current()
-        ctx.enable_progress_bars = False
-        path = str(telemetry)
-        ds = ray.data.read_csv(path) if path.endswith(".csv") else ray.data.read_parquet(path)
-        cols = resolve_columns(ds.schema().names, job_column)
-        parts = ds.map_batches(whatif_frame, batch_format="pandas", batch_size=BATCH_ROWS, fn_kwargs={
-            "tables": tables, "model": model, "cols": cols, "policy": policy, "slowdown": slowdown,
-            "interval_s": interval_s}).to_pandas()
-    except Exception as e:  # noqa: BLE001 -- Ray Data wraps a block's InputError in its own; show its message
-        found = re.findall(r"InputError: (.+)", str(e))
-        if found:
-            raise InputError(found[-1]) from None
-        raise
-    finally:
-        if started:
-            ray.shutdown()
+    with ray_session(ray_address) as ray:
+        ray.data.DataContext.get_current().enable_progress_bars = False
+        try:
+            path = str(telemetry)
+            ds = ray.data.read_csv(path) if path.endswith(".csv") else ray.data.read_parquet(path)
+            cols = resolve_columns(ds.schema().names, job_column)
+            parts = ds.map_batches(whatif_frame, batch_format="pandas", batch_size=BATCH_ROWS, fn_kwargs={
+                "tables": tables, "model": model, "cols": cols, "policy": policy, "slowdown": slowdown,
+                "interval_s": interval_s}).to_pandas()
+        except Exception as e:  # noqa: BLE001 -- Ray Data wraps a block's InputError in its own: show its message
+            found = re.findall(r"InputError: (.+)", str(e))
+            if found:
+                raise InputError(found[-1]) from None
+            raise
     return summarize(parts) | {"policy": policy, "slowdown": slowdown if policy == "deadline" else None,
                                "interval_s": interval_s}

@@ -102,14 +102,14 @@ class _Search:
     def __init__(self, table: ReplayTable, pairs_of, policy: str, slowdown: float, cap: float | None):
         self.table, self.pairs_of, self.args = table, pairs_of, (policy, slowdown, cap)
         self.seen: dict[int, dict[int, tuple[float, float]]] = {}
+        self.plans: dict[int, list[int]] = {}
 
     def phase(self, a: int) -> None:
         self.a = a
         if a not in self.seen:
-            self.seen[a] = {}
-            self.todo = list(self.pairs_of(a))
-        else:
-            self.todo = []
+            self.seen[a], self.plans[a] = {}, list(self.pairs_of(a))
+        # A recurring phase goes on with what its earlier visits left unmeasured.
+        self.todo = [k for k in self.plans[a] if k not in self.seen[a]]
 
     def decide(self) -> int:
         if self.todo:
