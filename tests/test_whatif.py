@@ -177,3 +177,40 @@ def test_fleet_whatif_commands(registry3, tmp_path):
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
     assert out["cluster"]["samples"] == 3000 and out["policy"] == "edp" and len(out["jobs"]) == 3
+
+
+def _export(frame, path):
+    """``frame`` as Prometheus would export it: one series per GPU and metric, labelled with the
+    GPU's UUID, its job as `hpc_job`, and the scrape job as `job`."""
+    result = []
+    for (uuid, job), rows in frame.groupby(["UUID", "job"]):
+        for metric in [c for c in frame.columns if c.startswith("DCGM_")]:
+            result.append({"metric": {"__name__": metric, "UUID": uuid, "hpc_job": job, "job": "dcgm-exporter"},
+                           "values": [[float(t), repr(float(v))] for t, v in zip(rows["timestamp"], rows[metric])]})
+    path.write_text(json.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}}))
+
+
+def test_a_prometheus_export_gives_the_same_whatif(registry3, time_model, tmp_path):
+    sample_telemetry(registry3, 300, tmp_path / "t.parquet")
+    frame = pq.read_table(tmp_path / "t.parquet").to_pandas()
+    _export(frame, tmp_path / "export.json")
+    from_json = wi.whatif(str(tmp_path / "export.json"), registry3, time_model)
+    local = wi.summarize(wi.whatif_frame(frame, wi.gpu_tables(registry3), time_model,
+                                         wi.resolve_columns(list(frame.columns))))
+    assert from_json["jobs"].keys() == local["jobs"].keys()  # by hpc_job, not the scrape job
+    for key, value in local["cluster"].items():
+        assert from_json["cluster"][key] == pytest.approx(value, rel=1e-6), key
+
+
+def test_bad_prometheus_exports_are_refused(tmp_path):
+    from gpudvfs.io.prometheus import read_range_export
+
+    series = {"metric": {"__name__": "DCGM_FI_DEV_POWER_USAGE", "UUID": "GPU-a"}, "values": [[1, "100"]]}
+    for doc, match in (({"data": {"resultType": "vector", "result": []}}, "matrix"),
+                       ({"data": {"resultType": "matrix", "result": []}}, "no samples"),
+                       ({"data": {"resultType": "matrix", "result": [{"metric": {}, "values": []}]}}, "__name__"),
+                       ({"data": {"resultType": "matrix", "result": [series | {"values": [[1, "x"]]}]}}, "number"),
+                       ({"data": {"resultType": "matrix", "result": [series, series]}}, "two values")):
+        (tmp_path / "e.json").write_text(json.dumps(doc))
+        with pytest.raises(InputError, match=match):
+            read_range_export(tmp_path / "e.json")

@@ -174,13 +174,14 @@ def sample_jobs(registry, out) -> None:
 @click.option("--interval-s", default=DEFAULT_INTERVAL_S, show_default=True,
               type=click.FloatRange(min=0, min_open=True),
               help="Seconds each sample stands for (the exporter's collection interval).")
-@click.option("--job-column", help="The column naming each sample's job (default: job, hpc_job, exported_job, pod).")
+@click.option("--job-column", help="The column naming each sample's job (default: hpc_job, exported_job, pod, job).")
 @click.option("--ray", "ray_address", default="local", show_default=True, help="As for `fleet calibrate`.")
 @click.option("--json", "as_json", is_flag=True)
 def whatif(telemetry, registry, time_model, policy, slowdown, interval_s, job_column, ray_address, as_json) -> None:
     """Per job and for the cluster: time and energy as run, and at the clocks the policy would
-    have chosen, from DCGM exporter telemetry (Parquet file or folder, or CSV: per sample its
-    GPU UUID, job, power, SM and memory clocks and DCGM activities), partitioned over Ray Data."""
+    have chosen, from DCGM exporter telemetry (Parquet file or folder, CSV, or a Prometheus
+    range-query export .json: per sample its GPU UUID, job, power, SM and memory clocks and
+    DCGM activities), partitioned over Ray Data."""
     from ..fleet.whatif import whatif as run_whatif
     from ..time.dcgm import DcgmTimeModel
 

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..io.dcgm_fields import FIELDS, PIPES
+from ..io.prometheus import read_range_export
 from ..time.dcgm import DcgmTimeModel
 from .registry import Registry
 
@@ -33,7 +34,9 @@ POLICIES = ("energy", "edp", "deadline")
 #: dcgm-exporter's default collection interval (its -c option, 30,000 ms).
 DEFAULT_INTERVAL_S = 30.0
 UUID_COLUMNS = ("uuid", "gpu_uuid")
-JOB_COLUMNS = ("job", "hpc_job", "exported_job", "pod")
+#: A Prometheus export's `job` label names the scrape job, not the workload: the labels the
+#: DCGM exporter attaches for Slurm and Kubernetes come first.
+JOB_COLUMNS = ("hpc_job", "exported_job", "pod", "job")
 POWER_COLUMNS = ("DCGM_FI_DEV_POWER_USAGE", "power_usage")
 SM_CLOCK_COLUMNS = ("DCGM_FI_DEV_SM_CLOCK", "sm_clock")
 MEM_CLOCK_COLUMNS = ("DCGM_FI_DEV_MEM_CLOCK", "mem_clock")
@@ -232,8 +235,9 @@ def summarize(sums) -> dict:
 def whatif(telemetry: str, registry: Registry, model: DcgmTimeModel, *, policy: str = "energy",
            slowdown: float = 0.1, interval_s: float = DEFAULT_INTERVAL_S, job_column: str | None = None,
            ray_address: str = "local") -> dict:
-    """The what-if over a Parquet file or folder (or CSV) of telemetry, partitioned over Ray
-    Data. ``ray_address`` as for `tasks.ray_session` (no GPUs are needed)."""
+    """The what-if over a Parquet file or folder, a CSV, or a Prometheus range-query export
+    (``.json``, `io.prometheus`) of telemetry, partitioned over Ray Data. ``ray_address`` as
+    for `tasks.ray_session` (no GPUs are needed)."""
     from .tasks import ray_session
 
     if not interval_s > 0:
@@ -245,7 +249,10 @@ def whatif(telemetry: str, registry: Registry, model: DcgmTimeModel, *, policy: 
         ray.data.DataContext.get_current().enable_progress_bars = False
         try:
             path = str(telemetry)
-            ds = ray.data.read_csv(path) if path.endswith(".csv") else ray.data.read_parquet(path)
+            if path.endswith(".json"):
+                ds = ray.data.from_pandas(read_range_export(path))
+            else:
+                ds = ray.data.read_csv(path) if path.endswith(".csv") else ray.data.read_parquet(path)
             cols = resolve_columns(ds.schema().names, job_column)
             parts = ds.map_batches(whatif_frame, batch_format="pandas", batch_size=BATCH_ROWS, fn_kwargs={
                 "tables": tables, "model": model, "cols": cols, "policy": policy, "slowdown": slowdown,
