@@ -37,7 +37,8 @@ pub fn solve(inst: &Instance) -> CoreResult<Solution> {
         .into_iter()
         .map(|f| (f.front, f.hull))
         .unzip();
-    inst.validate_least(hulls.iter().map(|h| h[0].cost).sum())?;
+    let least: f64 = hulls.iter().map(|h| h[0].cost).sum();
+    inst.validate_least(least)?;
     let rates: Vec<Vec<f64>> = hulls
         .iter()
         .map(|h| {
@@ -54,27 +55,25 @@ pub fn solve(inst: &Instance) -> CoreResult<Solution> {
             .collect()
     };
     let spend = |at: &[usize]| -> f64 { at.iter().zip(&hulls).map(|(&k, h)| h[k].cost).sum() };
-    // Bisection for the critical rate: every step above `hi` fits, not every step above `lo`.
-    let (mut lo, mut hi) = (
-        0.0,
-        rates
-            .iter()
-            .filter_map(|r| r.first().copied())
-            .fold(0.0, f64::max),
-    );
-    // Selection finds the rate directly; the bisection is left with nothing to narrow unless
-    // the sums' rounding disagrees with the selection's.
-    let room = inst.budget - spend(&vec![0; inst.n_groups]);
-    if let Some(r) = critical_rate(&rates, &hulls, room) {
+    // Bisection for the critical rate: every step above `hi` fits (taking them gives `at`), not
+    // every step above `lo` (`at_lo`). Selection finds the rate directly; the bisection is left
+    // with nothing to narrow unless the sums' rounding disagrees with the selection's.
+    let bracket = critical_rate(&rates, &hulls, inst.budget - least).and_then(|r| {
         // The float just below r (> 0: a hull step saves value); f64::next_down is newer than the MSRV.
         let below = f64::from_bits(r.to_bits() - 1);
-        if spend(&at_rate(r)) <= inst.budget && spend(&at_rate(below)) > inst.budget {
-            (lo, hi) = (below, r);
-        }
-    }
-    let mut at = at_rate(hi);
-    if spend(&at_rate(lo)) <= inst.budget {
-        at = at_rate(lo);
+        let (at_r, at_below) = (at_rate(r), at_rate(below));
+        (spend(&at_r) <= inst.budget && spend(&at_below) > inst.budget)
+            .then_some((below, r, at_below, at_r))
+    });
+    let (mut lo, mut hi, mut at_lo, mut at) = bracket.unwrap_or_else(|| {
+        let top = rates
+            .iter()
+            .filter_map(|r| r.first().copied())
+            .fold(0.0, f64::max);
+        (0.0, top, at_rate(0.0), at_rate(top))
+    });
+    if spend(&at_lo) <= inst.budget {
+        at = at_lo.clone(); // every step fits
     } else {
         for _ in 0..BISECTIONS {
             let mid = 0.5 * (lo + hi);
@@ -85,12 +84,12 @@ pub fn solve(inst: &Instance) -> CoreResult<Solution> {
             if spend(&trial) <= inst.budget {
                 (hi, at) = (mid, trial);
             } else {
-                lo = mid;
+                (lo, at_lo) = (mid, trial);
             }
         }
     }
     // The steps between the two rates, in order, as the greedy over all steps would take them.
-    let upper = at_rate(lo);
+    let upper = at_lo;
     let mut band: Vec<(f64, usize)> = (0..inst.n_groups)
         .flat_map(|i| {
             (at[i]..upper[i])
