@@ -22,6 +22,13 @@ def fleet() -> None:
     over telemetry."""
 
 
+def _devices(device_kind: str, seed: int, aging: float = 0.0):
+    """The GPUs a fleet command runs on: simulated chips of fleet ``seed``, or Ray's real GPUs."""
+    from ..fleet.calibrate import NvmlFleet, SimFleet
+
+    return SimFleet(seed, aging=aging) if device_kind == "sim" else NvmlFleet()
+
+
 def _spread(s: dict, fmt: str) -> str:
     return f"{s['min']:{fmt}} / {s['median']:{fmt}} / {s['max']:{fmt}}"
 
@@ -50,12 +57,11 @@ def calibrate(device_kind, gpus, ray_address, out, seed, min_seconds, variant, a
     suites on it (rows streamed to its own files: a killed worker loses at most its row in
     flight, and a rerun resumes), fits its models and writes its registry entry. Prints the
     fleet's spread."""
-    from ..fleet.calibrate import NvmlFleet, SimFleet, calibrate_fleet
+    from ..fleet.calibrate import calibrate_fleet
 
     with user_errors(), progress_bars(disable=as_json) as update:
-        devices = SimFleet(seed) if device_kind == "sim" else NvmlFleet()
-        registry = calibrate_fleet(devices, out, gpus=gpus, ray_address=ray_address, min_seconds=min_seconds,
-                                   power_variant=variant,
+        registry = calibrate_fleet(_devices(device_kind, seed), out, gpus=gpus, ray_address=ray_address,
+                                   min_seconds=min_seconds, power_variant=variant,
                                    progress=lambda done, total, label: update("GPUs calibrated", done, total, label))
         summary = registry.summary()
     if as_json:
@@ -87,15 +93,13 @@ def calibrate(device_kind, gpus, ray_address, out, seed, min_seconds, variant, a
 def check(registry, device_kind, gpus, ray_address, seed, sim_aging, pairs, benchmarks, min_seconds, as_json) -> None:
     """Re-measure a few pairs on every GPU and flag those whose power has left their model's
     error band (aging, cooling). Exit status 3 when any GPU is flagged."""
-    from ..fleet.calibrate import NvmlFleet, SimFleet
     from ..fleet.check import check_fleet
 
     if sim_aging and device_kind != "sim":
         raise click.UsageError("--sim-aging is for --device sim")
     with user_errors(), progress_bars(disable=as_json) as update:
-        devices = SimFleet(seed, aging=sim_aging) if device_kind == "sim" else NvmlFleet()
-        r = check_fleet(devices, registry, gpus=gpus, ray_address=ray_address, pairs=pairs, benchmarks=benchmarks,
-                        min_seconds=min_seconds,
+        r = check_fleet(_devices(device_kind, seed, sim_aging), registry, gpus=gpus, ray_address=ray_address,
+                        pairs=pairs, benchmarks=benchmarks, min_seconds=min_seconds,
                         progress=lambda done, total, label: update("GPUs checked", done, total, label))
     if as_json:
         print_json(r)

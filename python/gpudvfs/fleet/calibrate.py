@@ -65,7 +65,7 @@ def calibrate_gpu(devices: Callable[[int], Device], slot: int, root: str, min_se
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", GpudvfsWarning)  # fit notes and errors go into the entry
         cal = calibrate(device, folder, resume=True, power_variant=power_variant, min_seconds=min_seconds)
-        return write_entry(root, device, cal)
+        return write_entry(folder, device, cal)
 
 
 def calibrate_fleet(devices: Callable[[int], Device], root: str | Path, *, gpus: int | None = None,

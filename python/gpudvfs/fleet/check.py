@@ -14,12 +14,11 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from ..io.jsonfile import read_versioned
 from ..measure.calibrate import POWER_CSV
 from ..measure.device import Device, Workload
 from ..measure.sweep import load_record
 from ..power.model import PowerModel
-from .registry import ENTRY_FILE, ENTRY_KIND, ENTRY_VERSION, POWER_FILE, device_uuid, gpu_dir
+from .registry import ENTRY_FILE, POWER_FILE, device_uuid, gpu_dir, read_entry
 from .tasks import Progress, per_gpu
 
 BAND_FACTOR = 2.0
@@ -39,7 +38,7 @@ def check_gpu(devices: Callable[[int], Device], slot: int, root: str, pairs: int
     folder = gpu_dir(root, uuid)
     if not (folder / ENTRY_FILE).exists():
         raise InputError(f"GPU {uuid} is not in the registry {root}: calibrate it first")
-    entry = read_versioned(folder / ENTRY_FILE, ENTRY_KIND, ENTRY_VERSION)
+    entry = read_entry(folder)
     model = PowerModel.load(folder / POWER_FILE)
     profiles = load_record(folder / POWER_CSV)["profiles"]
     names = sorted(profiles)

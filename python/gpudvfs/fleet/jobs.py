@@ -89,10 +89,10 @@ def predict_jobs(registry: Registry, jobs: list[Job]) -> JobGrid:
         util = np.array([[j.counters[c] for c in pm.components_]])
         prof = KernelProfile.from_counters(j.name, j.counters, device=td, reference_mhz=ref,
                                            reference_time_ms=j.time_ms)
-        t = TimeModel(td).predict(prof, cfg[:, 0], cfg[:, 1], calibrate=j.time_ms is not None)
-        t_ref = TimeModel(td).predict(prof, *ref, calibrate=j.time_ms is not None)
-        watts = pm.predict_grid(util, np.vstack([cfg, ref]))[0]
-        rows.append((cfg, watts[:-1], t, t / t_ref, watts[-1]))
+        at = np.vstack([cfg, ref])  # the pairs, then the default clocks
+        t = TimeModel(td).predict(prof, at[:, 0], at[:, 1], calibrate=j.time_ms is not None)
+        watts = pm.predict_grid(util, at)[0]
+        rows.append((cfg, watts[:-1], t[:-1], t[:-1] / t[-1], watts[-1]))
     width = max(len(r[0]) for r in rows)
 
     def pad(k, fill):

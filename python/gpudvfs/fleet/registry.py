@@ -74,10 +74,9 @@ def sim_truth(device: SimulatedDevice, model: PowerModel) -> dict:
             "memory_voltage_error_max": float(err[:, 1].max())}
 
 
-def write_entry(root: str | Path, device, cal: Calibration) -> dict:
-    """Save the GPU's models and its entry; returns the entry."""
-    uuid = device_uuid(device)
-    folder = gpu_dir(root, uuid)
+def write_entry(folder: Path, device, cal: Calibration) -> dict:
+    """Save the GPU's models and its entry in its folder (`gpu_dir`); returns the entry."""
+    uuid = folder.name
     cal.power_model.save(folder / POWER_FILE)
     cal.time_device.save(folder / TIME_FILE)
     entry = {"kind": ENTRY_KIND, "version": ENTRY_VERSION, "uuid": uuid, "name": device.name,
@@ -92,6 +91,15 @@ def write_entry(root: str | Path, device, cal: Calibration) -> dict:
     return entry
 
 
+def read_entry(folder: Path) -> dict:
+    """A GPU's entry, checked against its folder's name."""
+    f = folder / ENTRY_FILE
+    e = read_versioned(f, ENTRY_KIND, ENTRY_VERSION)
+    if e.get("uuid") != folder.name:
+        raise InputError(f"{f}: its uuid {e.get('uuid')!r} is not its folder's name")
+    return e
+
+
 @dataclass(frozen=True)
 class Registry:
     """The calibrated GPUs under ``root``, by UUID."""
@@ -104,12 +112,7 @@ class Registry:
         root = Path(root)
         if not root.is_dir():
             raise InputError(f"{root}: no such registry folder")
-        entries = {}
-        for f in sorted(root.glob(f"*/{ENTRY_FILE}")):
-            e = read_versioned(f, ENTRY_KIND, ENTRY_VERSION)
-            if e.get("uuid") != f.parent.name:
-                raise InputError(f"{f}: its uuid {e.get('uuid')!r} is not its folder's name")
-            entries[f.parent.name] = e
+        entries = {f.parent.name: read_entry(f.parent) for f in sorted(root.glob(f"*/{ENTRY_FILE}"))}
         if not entries:
             raise InputError(f"{root}: no calibrated GPU (no */{ENTRY_FILE}); run `gpudvfs fleet calibrate -o {root}`")
         return cls(root, entries)

@@ -24,16 +24,15 @@ class GovernedLoop:
         self.governor, self.set_clocks, self.energy_j, self.clock = governor, set_clocks, energy_j, clock
         self._mark: tuple[float, float | None] | None = None
 
-    def _apply(self, k: int) -> tuple[float, float]:
-        pair = tuple(float(x) for x in self.governor.configs[k])
-        self.set_clocks(*pair)
-        return pair
+    def _pair(self, k: int) -> tuple[float, float]:
+        return tuple(float(x) for x in self.governor.configs[k])
 
     def phase(self, key, time_ms, watts) -> tuple[float, float]:
         """A workload (or a phase of it) starts, with the offline prediction at every pair;
         sets and returns its first clocks."""
         self.governor.phase(key, time_ms, watts)
-        pair = self._apply(self.governor.decide())
+        pair = self._pair(self.governor.decide())
+        self.set_clocks(*pair)
         self._mark = (self.clock(), self.energy_j() if self.energy_j else None)
         return pair
 
@@ -56,6 +55,8 @@ class GovernedLoop:
         self.governor.observe(self.governor.current, time_ms / work, watts)
         before = self.governor.current
         k = self.governor.decide()
-        pair = self._apply(k) if k != before else tuple(float(x) for x in self.governor.configs[k])
+        pair = self._pair(k)
+        if k != before:
+            self.set_clocks(*pair)
         self._mark = (self.clock(), self.energy_j() if self.energy_j else None)
         return pair
