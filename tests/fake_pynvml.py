@@ -135,6 +135,8 @@ class FakeNvml:
         self.throttle_mask = 0  # reasons a test switches on, beyond idle/app-clocks
         self.init_count = 0
         self.calls: list[str] = []  # names of the clock-setting calls made, in order
+        self.pids: list[int] = []  # compute processes on the GPU
+        self.mem_busy = 0.5
 
         self.locked_gpu: tuple[int, int] | None = None
         self.locked_mem: tuple[int, int] | None = None
@@ -365,3 +367,15 @@ class FakeNvml:
     def nvmlDeviceGetTemperature(self, handle: object, sensor: int) -> int:
         self._check(handle)
         return 62 if self.busy else 38
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: object) -> list[SimpleNamespace]:
+        """``self.pids``: the processes a test has put on the GPU."""
+        self._check(handle)
+        return [SimpleNamespace(pid=pid, usedGpuMemory=2**30) for pid in self.pids]
+
+    def nvmlDeviceGetUtilizationRates(self, handle: object) -> SimpleNamespace:
+        """Percentages, as NVML gives them: fully busy while a test's kernel runs (``run``),
+        memory busy at ``self.mem_busy`` of that."""
+        self._check(handle)
+        gpu = 100 if self.busy else 0
+        return SimpleNamespace(gpu=gpu, memory=round(gpu * self.mem_busy))

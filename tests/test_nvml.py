@@ -134,6 +134,28 @@ def test_stand_in_volta_plus_uses_locked_clocks_and_resets_them(state):
     assert fake.init_count == 0  # NVML shut down on leaving the block
 
 
+def test_a_reset_interrupted_by_the_guards_own_reset_completes():
+    """The exit guard's signal handler resets in the thread it interrupts, possibly in the
+    middle of a reset (a governor changing clocks when SIGTERM comes): the outer reset must
+    go on with what is left, not fail on what the inner one undid."""
+    fake = FakeNvml()
+    dev = NvmlDevice(pynvml=fake)
+    dev.lock_clocks(1005, 877)
+    real = fake.nvmlDeviceResetMemoryLockedClocks
+
+    def interrupted(handle):
+        real(handle)
+        fake.nvmlDeviceResetMemoryLockedClocks = real
+        dev.reset_clocks()  # what the handler would run here
+
+    fake.nvmlDeviceResetMemoryLockedClocks = interrupted
+    dev.lock_clocks(900, 877)  # resets first, then locks
+    assert (fake.locked_gpu, fake.locked_mem) == ((900, 900), (877, 877))
+    dev.reset_clocks()
+    assert fake.locked_gpu is None and fake.locked_mem is None
+    dev.close()
+
+
 def test_stand_in_pre_volta_falls_back_to_application_clocks():
     fake = FakeNvml(locked_gpu=False, locked_mem=False)
     dev = NvmlDevice(pynvml=fake)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import click
 
 from ..govern import POLICIES
-from ..govern.replay import cross_validate, replay, replay_table
+from ..govern.replay import cross_validate, dcgm_replay_table, replay, replay_table
 from ..io import read_measured_grid
+from ..io.dcgm_fields import is_dcgm_grid
 from ..measure.devices import DEVICE_KINDS, make_device
 from . import options
 from .output import console, print_json, table, user_errors
@@ -19,7 +20,19 @@ def govern() -> None:
 
 
 def _grid(path, columns):
-    return read_measured_grid(path, "the governor's replay", ("nvdvfs", "grid"), columns=columns)
+    return read_measured_grid(path, "the governor's replay", ("nvdvfs", "dcgm", "grid"), columns=columns)
+
+
+def _table(data, device, reference, train=None, columns=None, clip_utilization=False):
+    grid = _grid(data, columns)
+    time_device, spec = _gpu(device, grid)
+    if is_dcgm_grid(grid):
+        if train:
+            raise click.UsageError("--train: on a DCGM grid each application is scored with models of the "
+                                   "grid's others; leave --train out")
+        return dcgm_replay_table(grid, reference)
+    return replay_table(grid, reference, time_device, spec, _grid(train, columns) if train else None,
+                        clip_utilization)
 
 
 @govern.command("replay")
@@ -41,29 +54,27 @@ def _grid(path, columns):
               help="Relative noise of each observed time and power.")
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--cv", "run_cv", is_flag=True,
-              help="Also choose the governor's constants by leave-one-application-out (slow: 25 replays per "
+              help="Also choose the governor's constants by leave-one-application-out (slow: 27 replays per "
                    "application) and report that figure and every constant's.")
 @options.columns
 @options.clip_utilization
 @click.option("--json", "as_json", is_flag=True)
 def replay_(data, train, device, reference, policy, slowdown, power_cap, steps, phase_steps, noise, seed, run_cv,
             columns, clip_utilization, as_json) -> None:
-    """Run the governor against DATA, a grid with every application measured at every pair,
-    with the baselines on the same phases and noise (default clocks, the models' choice,
-    exhaustive profiling, random search). JSON keys: regret_mean, violations, clock_changes,
-    steps_to_settle, decision_us, wasted, baselines (and cv)."""
+    """Run the governor against DATA, a grid with every application measured at every pair
+    (NV-DVFS nvprof CSV with power, or a DCGM grid), with the baselines on the same phases
+    and noise (default clocks, the models' choice, exhaustive profiling, random search).
+    JSON keys: regret_mean, violations, clock_changes, steps_to_settle, decision_us, wasted,
+    baselines (and cv)."""
     if policy == "power-cap" and power_cap is None:
         raise click.UsageError("--policy power-cap needs --power-cap W")
     with user_errors():
-        grid = _grid(data, columns)
-        time_device, spec = _gpu(device, grid)
-        tab = replay_table(grid, reference, time_device, spec, _grid(train, columns) if train else None,
-                           clip_utilization)
+        tab = _table(data, device, reference, train, columns, clip_utilization)
         kw = {"policy": policy, "slowdown": slowdown, "power_cap_w": power_cap, "steps": steps,
               "phase_steps": phase_steps, "seed": seed, "noise": noise}
         r = replay(tab, **kw)
         if run_cv:
-            r["cv"] = cross_validate(tab, **kw)
+            [r["cv"]] = cross_validate([tab], **kw)
     r.pop("per_phase")
     for b in r["baselines"].values():
         b.pop("per_phase")
@@ -85,6 +96,47 @@ def replay_(data, train, device, reference, policy, slowdown, power_cap, steps, 
     if run_cv:
         console.print(f"leave-one-application-out: regret {100 * r['cv']['cv_regret_mean']:.2f}% "
                       f"(max {100 * r['cv']['cv_regret_max']:.2f}%)", highlight=False)
+
+
+@govern.command("cv")
+@click.argument("data", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--device", "devices", multiple=True, required=True,
+              help="The GPU of each DATA, in the same order (a catalog name or a device JSON file).")
+@click.option("--reference", "references", multiple=True,
+              help="The reference pair of each DATA, in order (CORE,MEM; default 700,700).")
+@click.option("--policy", type=click.Choice(POLICIES), default="energy", show_default=True)
+@click.option("--slowdown", default=0.1, show_default=True, type=click.FloatRange(min=0))
+@click.option("--power-cap", type=click.FloatRange(min=0, min_open=True), help="power-cap: watts.")
+@click.option("--steps", default=4000, show_default=True, type=click.IntRange(min=1))
+@click.option("--phase-steps", default=200, show_default=True, type=click.IntRange(min=1))
+@click.option("--noise", default=0.01, show_default=True, type=click.FloatRange(0, 0.5, max_open=True))
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--json", "as_json", is_flag=True)
+def cv(data, devices, references, policy, slowdown, power_cap, steps, phase_steps, noise, seed, as_json) -> None:
+    """Choose the governor's constants by leave-one-application-out over every application
+    of every DATA (each held out, the constants with the least regret on the others of its
+    grid and on the other grids), and report each grid's held-out regret with every set of
+    constants' in-sample regret."""
+    if len(devices) != len(data) or len(references) not in (0, len(data)):
+        raise click.UsageError(f"give one --device (and, if any, one --reference) per DATA: {len(data)} DATA, "
+                               f"{len(devices)} --device, {len(references)} --reference")
+    if policy == "power-cap" and power_cap is None:
+        raise click.UsageError("--policy power-cap needs --power-cap W")
+    refs = [_pair(None, None, r) for r in references] or [(700.0, 700.0)] * len(data)
+    with user_errors():
+        tables = [_table(d, dev, ref) for d, dev, ref in zip(data, devices, refs)]
+        out = cross_validate(tables, policy=policy, slowdown=slowdown, power_cap_w=power_cap, steps=steps,
+                             phase_steps=phase_steps, seed=seed, noise=noise)
+    out = [{"data": d} | r for d, r in zip(data, out)]
+    if as_json:
+        print_json(out)
+        return
+    for r in out:
+        spread = [s["regret_mean"] for s in r["sensitivity"]]
+        console.print(f"{r['data']}: held-out regret {100 * r['cv_regret_mean']:.2f}% (max "
+                      f"{100 * r['cv_regret_max']:.2f}%) over {r['phases']} phases; in-sample over the "
+                      f"{len(spread)} sets of constants {100 * min(spread):.2f}-{100 * max(spread):.2f}%",
+                      highlight=False)
 
 
 @govern.command()
@@ -126,3 +178,130 @@ def reset(device_kind, index) -> None:
         device = make_device(device_kind, index=index)
         device.reset_clocks()
     console.print(f"{device.name}: clocks reset to the driver's control", highlight=False)
+
+
+def _nvml_daemon_inputs(index, registry, time_model):
+    from ..fleet.registry import Registry, device_uuid
+    from ..fleet.whatif import gpu_table
+    from ..measure.nvml import NvmlDevice
+    from ..time.dcgm import DcgmTimeModel
+
+    if not (registry and time_model):
+        raise click.UsageError("--device nvml needs --registry (gpudvfs fleet calibrate) and --time-model "
+                               "(gpudvfs time fit-dcgm)")
+    device = NvmlDevice(index=index)
+    try:
+        return device, gpu_table(Registry.load(registry), device_uuid(device)), DcgmTimeModel.load(time_model)
+    except BaseException:
+        device.close()
+        raise
+
+
+@govern.command("run")
+@click.option("--device", "device_kind", type=click.Choice(DEVICE_KINDS), default="nvml", show_default=True,
+              help="sim: a simulated GPU running a process of --sim-phases phases, on a virtual clock.")
+@click.option("--index", default=0, show_default=True, type=click.IntRange(min=0), help="NVML device index.")
+@click.option("--registry", type=click.Path(file_okay=False),
+              help="The fleet registry with this GPU (gpudvfs fleet calibrate); nvml: required.")
+@click.option("--time-model", type=click.Path(dir_okay=False),
+              help="DCGM time model (gpudvfs time fit-dcgm); nvml: required.")
+@click.option("--policy", type=click.Choice(POLICIES), default="energy", show_default=True)
+@click.option("--slowdown", default=0.1, show_default=True, type=click.FloatRange(min=0),
+              help="deadline: at most this slower than the default clocks.")
+@click.option("--power-cap", type=click.FloatRange(min=0, min_open=True), help="power-cap: watts.")
+@click.option("--interval", default=1.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="Seconds per observation (longer than the power sensor's refresh period).")
+@click.option("--duration", type=click.FloatRange(min=0, min_open=True),
+              help="Seconds to run (default: nvml until SIGINT or SIGTERM; sim 1200, virtual).")
+@click.option("--progress", "progress_file", type=click.Path(dir_okay=False),
+              help="nvml: a file in which the application keeps the number of work units (steps) done; without "
+                   "it the power is learnt and the time is the model's.")
+@click.option("--threshold", default=0.1, show_default=True, type=click.FloatRange(0, 1, min_open=True, max_open=True),
+              help="Activity change (largest over the fields) that starts a new phase.")
+@click.option("--log", "log_path", type=click.Path(dir_okay=False), help="Append every decision as a JSON line.")
+@click.option("--metrics-port", type=click.IntRange(1, 65535), help="Serve Prometheus metrics on this port.")
+@click.option("--sim-phases", default=4, show_default=True, type=click.IntRange(1, 4),
+              help="sim: the process cycles through this many of the demo's workloads ...")
+@click.option("--sim-phase-s", default=60.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="sim: ... each for about this many seconds at the default clocks.")
+@click.option("--workdir", type=click.Path(file_okay=False),
+              help="sim: where the simulated GPU's calibration is kept (default: a temporary folder).")
+@click.option("--json", "as_json", is_flag=True)
+def run(device_kind, index, registry, time_model, policy, slowdown, power_cap, interval, duration, progress_file,
+        threshold, log_path, metrics_port, sim_phases, sim_phase_s, workdir, as_json) -> None:
+    """Govern a GPU's clocks while processes run on it: each interval observe its energy,
+    activities and (with --progress) work done, detect the phase, and set the clocks the
+    governor chooses. The clocks go back to the driver when no process runs and on every
+    exit (SIGINT, SIGTERM, errors); after a SIGKILL, run `gpudvfs govern reset`."""
+    import signal
+    import tempfile
+    import threading
+
+    from ..demo.run import SIM_WORKLOADS
+    from ..govern.daemon import Daemon, NvmlMonitor
+    from ..govern.governor import jsonl_log
+    from ..govern.phases import PhaseDetector
+    from ..govern.simhost import SimulatedHost, calibrated, phased_process
+
+    if policy == "power-cap" and power_cap is None:
+        raise click.UsageError("--policy power-cap needs --power-cap W")
+    if device_kind == "sim" and progress_file:
+        raise click.UsageError("--progress is for --device nvml: the simulated process reports its own")
+    logs = [jsonl_log(log_path)] if log_path else []
+    with user_errors(), tempfile.TemporaryDirectory() as tmp:
+        if metrics_port:
+            from prometheus_client import start_http_server
+
+            from ..govern.metrics import GovernorMetrics
+
+            metrics = GovernorMetrics(labels={"gpu": f"{device_kind}{index}"})
+            start_http_server(metrics_port, registry=metrics.registry)
+            logs.append(metrics.record)
+        host = None
+        if device_kind == "sim":
+            if registry or time_model:
+                raise click.UsageError("--device sim calibrates its own GPU: leave --registry and --time-model out")
+            device, gpu, model = calibrated(workdir or tmp)
+            duration = duration or 1200.0
+            host = monitor = SimulatedHost(device)
+            cycle = sim_phase_s * sim_phases
+            host.start(phased_process(device, SIM_WORKLOADS[:sim_phases], sim_phase_s,
+                                      repeat=max(1, int(duration // cycle) + 1)))
+        else:
+            device, gpu, model = _nvml_daemon_inputs(index, registry, time_model)
+            monitor = NvmlMonitor(device, progress_file)
+        try:
+            daemon = Daemon(device, monitor, gpu, model, policy=policy, slowdown=slowdown, power_cap_w=power_cap,
+                            interval_s=interval, detector=PhaseDetector(threshold),
+                            log=(lambda e: [f(e) for f in logs]) if logs else None)
+            stop = threading.Event()
+            signal.signal(signal.SIGTERM, lambda *_: stop.set())
+            if not as_json:
+                console.print(f"governing {device.name} ({policy}) every {interval:g} s; "
+                              f"{len(daemon.governor.configs)} pairs", highlight=False)
+            try:
+                stats = daemon.run(duration, stop)
+            except KeyboardInterrupt:
+                stats = daemon.stats
+        finally:
+            if device_kind == "nvml":
+                device.close()
+        out = stats.as_dict() | {"device": device.name, "policy": policy, "interval_s": interval}
+        if host is not None:
+            truth = host.truth(daemon.governor.configs, daemon.governor.default_index)
+            out["sim_truth"] = truth | {
+                "energy_over_least": stats.joules / truth["joules_least"] - 1.0,
+                "energy_saving": 1.0 - stats.joules / truth["joules_default"],
+                "time_change": stats.intervals * interval / truth["seconds_default"] - 1.0}
+    if as_json:
+        print_json(out)
+        return
+    rows = [["intervals (governed / observed)", f"{out['intervals']} ({out['governed']} / {out['observed']})"],
+            ["phases detected", ", ".join(f"{k}: {v}" for k, v in out["phases"].items()) or "none"],
+            ["clock changes", str(out["clock_changes"])], ["energy", f"{out['joules']:.1f} J"]]
+    if host is not None:
+        t = out["sim_truth"]
+        rows += [["energy over the least-energy pairs (true)", f"{100 * t['energy_over_least']:.2f}%"],
+                 ["energy saving against the default clocks", f"{100 * t['energy_saving']:.2f}%"],
+                 ["time against the default clocks", f"{100 * t['time_change']:+.2f}%"]]
+    console.print(table("governor daemon", ["", ""], rows))

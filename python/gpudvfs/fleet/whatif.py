@@ -57,22 +57,24 @@ class GpuTable:
     default: int          # index of the default clocks
 
 
+def gpu_table(registry: Registry, uuid: str) -> GpuTable:
+    pm = registry.power_model(uuid)  # first: a clear error for a GPU not in the registry
+    entry = registry.entries[uuid]
+    n_core = pm.domain_sizes_[0]
+    n = len(pm.components_)
+    unit = np.zeros((3, n))
+    unit[1, :n_core] = 1.0 / n_core
+    unit[2, n_core:] = 1.0 / (n - n_core)
+    p = pm.predict_grid(unit)
+    cfg = pm.configs_
+    hit = np.flatnonzero((cfg == np.asarray(entry["reference_mhz"])).all(axis=1))
+    if len(hit) != 1:
+        raise InputError(f"GPU {uuid}: its default clocks {entry['reference_mhz']} are not a calibrated pair")
+    return GpuTable(cfg, p[0], p[1] - p[0], p[2] - p[0], int(hit[0]))
+
+
 def gpu_tables(registry: Registry) -> dict[str, GpuTable]:
-    out = {}
-    for uuid, entry in registry.entries.items():
-        pm = registry.power_model(uuid)
-        n_core = pm.domain_sizes_[0]
-        n = len(pm.components_)
-        unit = np.zeros((3, n))
-        unit[1, :n_core] = 1.0 / n_core
-        unit[2, n_core:] = 1.0 / (n - n_core)
-        p = pm.predict_grid(unit)
-        cfg = pm.configs_
-        hit = np.flatnonzero((cfg == np.asarray(entry["reference_mhz"])).all(axis=1))
-        if len(hit) != 1:
-            raise InputError(f"GPU {uuid}: its default clocks {entry['reference_mhz']} are not a calibrated pair")
-        out[uuid] = GpuTable(cfg, p[0], p[1] - p[0], p[2] - p[0], int(hit[0]))
-    return out
+    return {uuid: gpu_table(registry, uuid) for uuid in registry.entries}
 
 
 def resolve_columns(names, job_column: str | None = None) -> dict[str, str | list[str]]:

@@ -51,6 +51,7 @@ class GovernorMetrics:
         obs = entry.get("observed")
         if obs is not None:
             self.watts.set(obs["watts"])
-            self.time_ms.set(obs["time_ms"])
-            self.energy.set(obs["time_ms"] * obs["watts"] / 1e3)
-            self.realized.set(entry["realized_saving"])
+            if obs["time_ms"] is not None:  # None: a daemon that measures no work done
+                self.time_ms.set(obs["time_ms"])
+                self.energy.set(obs["time_ms"] * obs["watts"] / 1e3)
+                self.realized.set(entry["realized_saving"])

@@ -18,6 +18,7 @@ exhaustive profiling (every pair once per phase, then the best measured) and ran
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass
 
@@ -27,6 +28,7 @@ from ..catalog import DeviceSpec
 from ..errors import InputError
 from ..io.datasets import MeasurementGrid
 from ..select.choose import fit_power_model, measured_table
+from ..select.dcgm import loo_table
 from ..select.evaluate import regret_table
 from ..select.policies import select
 from ..time import TimeDevice, TimeModel
@@ -69,6 +71,14 @@ def replay_table(grid: MeasurementGrid, reference: tuple[float, float], device: 
     t_pred = TimeModel(device).predict(profiles, configs[:, 0], configs[:, 1], calibrate=True)
     top = int(np.lexsort((configs[:, 1], configs[:, 0]))[-1])  # highest core clock, then memory
     return ReplayTable(names, configs, top, t, p, t_pred, p_pred)
+
+
+def dcgm_replay_table(grid: MeasurementGrid, reference: tuple[float, float]) -> ReplayTable:
+    """The replay's table of a DCGM grid: time by the DCGM time model and power by the power
+    model on DCGM activities (calibrated on the application's reference power), both fitted
+    without the application. The default clocks are the grid's highest pair."""
+    tab = loo_table(grid, reference)
+    return ReplayTable(tab.names, tab.configs, tab.fastest, tab.time_ms, tab.watts, tab.time_cv, tab.watts_pred)
 
 
 def _policy_index(t, p, table: ReplayTable, policy: str, slowdown: float, cap: float | None) -> np.ndarray:
@@ -255,34 +265,46 @@ def subset(table: ReplayTable, apps: list[int]) -> ReplayTable:
 
 
 #: The governor's constants cross-validation chooses among: the prior's relative error and
-#: the confidence bound's width (their product sets how far a prediction is doubted).
-PRIOR_SDS = (0.05, 0.1, 0.2, 0.3, 0.5)
-EXPLORES = (1.0, 2.0, 3.0, 4.0, 6.0)
+#: the confidence bound's width (their product sets how far a prediction is doubted), and the
+#: residual's standard deviation (how far an unmeasured pair may differ from its neighbours).
+PRIOR_SDS = (0.05, 0.1, 0.2)
+EXPLORES = (2.0, 4.0, 6.0)
+RESIDUAL_SDS = (0.0, 0.03, 0.06)
+CONSTANTS = ("prior_sd", "explore", "residual_sd")
 
 
-def cross_validate(table: ReplayTable, *, policy: str = "energy", slowdown: float = 0.1,
+def cross_validate(tables: list[ReplayTable], *, policy: str = "energy", slowdown: float = 0.1,
                    power_cap_w: float | None = None, steps: int = 4000, phase_steps: int = 200, seed: int = 0,
-                   noise: float = 0.01, prior_sds=PRIOR_SDS, explores=EXPLORES) -> dict:
-    """Leave-one-application-out: for each application, the constants with the least mean
-    regret on the replay of the others (same settings), then the phases of that application
-    in the replay of all of them, run with those constants. Also the whole grid of
-    constants' regrets (in-sample: the sensitivity)."""
-    grid = [(p, e) for p in prior_sds for e in explores]
+                   noise: float = 0.01, prior_sds=PRIOR_SDS, explores=EXPLORES,
+                   residual_sds=RESIDUAL_SDS) -> list[dict]:
+    """Leave-one-application-out over the tables of one grid or several: for each
+    application, the constants with the least regret on the replays without it (its grid's
+    others, and every other grid whole; each grid's mean regret weighs the same), then the
+    phases of that application in the replay of its whole grid, run with those constants.
+    Per grid: the held-out regret and the constants each application got; and every set of
+    constants' in-sample regret per grid (the sensitivity)."""
+    grid = [dict(zip(CONSTANTS, c)) for c in itertools.product(prior_sds, explores, residual_sds)]
     kw = {"policy": policy, "slowdown": slowdown, "power_cap_w": power_cap_w, "noise": noise}
-    full = _setup(table, policy, slowdown, power_cap_w, steps, phase_steps, seed, noise)
-    runs = {c: _governed(table, full, governor={"prior_sd": c[0], "explore": c[1]}, **kw) for c in grid}
-    app_of_phase = np.array([a for a, _ in full.plan])
-    held, chosen = [], {}
-    for a, name in enumerate(table.names):
-        rest = [i for i in range(len(table.names)) if i != a]
-        sub = subset(table, rest)
-        setup = _setup(sub, policy, slowdown, power_cap_w, steps, phase_steps, seed, noise)
-        score = {c: _governed(sub, setup, governor={"prior_sd": c[0], "explore": c[1]}, **kw)["regret_mean"]
-                 for c in grid}
-        c = min(grid, key=score.get)
-        chosen[name] = list(c)
-        held += [runs[c]["per_phase"][i] for i in np.flatnonzero(app_of_phase == a)]
-    return {"cv_regret_mean": float(np.mean(held)), "cv_regret_max": float(np.max(held)), "phases": len(held),
-            "chosen": chosen,
-            "sensitivity": [{"prior_sd": c[0], "explore": c[1], "regret_mean": runs[c]["regret_mean"],
-                             "regret_max": runs[c]["regret_max"]} for c in grid]}
+
+    def setup(table):
+        return _setup(table, policy, slowdown, power_cap_w, steps, phase_steps, seed, noise)
+
+    fulls = [setup(t) for t in tables]
+    runs = [[_governed(t, full, governor=c, **kw) for c in grid] for t, full in zip(tables, fulls)]
+    out = []
+    for g, (table, full) in enumerate(zip(tables, fulls)):
+        others = np.array([[r["regret_mean"] for r in runs[h]] for h in range(len(tables)) if h != g])
+        app_of_phase = np.array([a for a, _ in full.plan])
+        held, chosen = [], {}
+        for a, name in enumerate(table.names):
+            sub = subset(table, [i for i in range(len(table.names)) if i != a])
+            s = setup(sub)
+            score = np.array([_governed(sub, s, governor=c, **kw)["regret_mean"] for c in grid])
+            best = int(np.argmin((score + others.sum(axis=0)) / (1 + len(others))))
+            chosen[name] = grid[best]
+            held += [runs[g][best]["per_phase"][i] for i in np.flatnonzero(app_of_phase == a)]
+        out.append({"cv_regret_mean": float(np.mean(held)), "cv_regret_max": float(np.max(held)),
+                    "phases": len(held), "chosen": chosen,
+                    "sensitivity": [c | {"regret_mean": r["regret_mean"], "regret_max": r["regret_max"]}
+                                    for c, r in zip(grid, runs[g])]})
+    return out

@@ -113,6 +113,14 @@ def _whole_mhz(value: float, arg: str) -> int:
     return int(f)
 
 
+def _process_name(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8") as f:
+            return f.read().strip() or f"pid {pid}"
+    except OSError:
+        return f"pid {pid}"
+
+
 def _trapezoid(t: list[float], y: list[float]) -> float:
     return sum((t[i + 1] - t[i]) * (y[i + 1] + y[i]) / 2 for i in range(len(t) - 1))
 
@@ -431,6 +439,25 @@ class NvmlDevice:
         return (float(nv.nvmlDeviceGetClockInfo(self._handle, nv.NVML_CLOCK_GRAPHICS)),
                 float(nv.nvmlDeviceGetClockInfo(self._handle, nv.NVML_CLOCK_MEM)))
 
+    @property
+    def clocks(self) -> tuple[float, float]:
+        """The (core, memory) MHz the GPU runs at now."""
+        return self._current_clocks()
+
+    def processes(self) -> tuple[tuple[int, str], ...]:
+        """The compute processes on this GPU: (pid, name), by pid. The name is the process's
+        command where this process can see it (``/proc``; another PID namespace cannot),
+        else ``pid <N>``."""
+        procs = self._nv.nvmlDeviceGetComputeRunningProcesses(self._handle)
+        return tuple(sorted((int(p.pid), _process_name(int(p.pid))) for p in procs))
+
+    def utilization(self) -> tuple[float, float]:
+        """(kernel, memory) busy fractions over NVML's last sample period: the share of time a
+        kernel ran, and the share device memory was read or written. Coarser than DCGM's
+        profiling activities: a kernel that keeps one SM busy counts as fully busy."""
+        u = self._nv.nvmlDeviceGetUtilizationRates(self._handle)
+        return float(u.gpu) / 100.0, float(u.memory) / 100.0
+
     def _throttle_mask(self) -> int:
         """Raw reason bits; 0 (after one warning) where the GPU cannot report them."""
         nv = self._nv
@@ -553,12 +580,17 @@ class NvmlDevice:
         with self._state:
             failed: list[str] = []
             for what in reversed(list(self._active)):
+                # The guard's signal handler may reset (re-entrantly, in this thread) while
+                # this loop runs: what it undid is gone from the list already.
+                if what not in self._active:
+                    continue
                 try:
                     getattr(nv, resets[what])(h)
                 except nv.NVMLError as exc:
                     failed.append(f"{what}: {exc}")
                 else:
-                    self._active.remove(what)
+                    if what in self._active:
+                        self._active.remove(what)
             if failed:
                 # Still registered with the guard, so exit handling tries again.
                 raise ClockControlError(f"could not reset clocks of GPU {self.index} "

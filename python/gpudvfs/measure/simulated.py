@@ -295,6 +295,15 @@ class SimulatedDevice:
         """Noise-free average power while the workload runs."""
         return self.gpu.power(profile_of(workload, self.gpu).util, core_mhz, mem_mhz)
 
+    def run(self, workload: Workload | None, seconds: float) -> None:
+        """Let ``workload`` run (None: the GPU idles) for ``seconds`` of virtual time at the
+        current clocks: the energy counter advances by its true power."""
+        if not (math.isfinite(seconds) and seconds >= 0):
+            raise InputError(f"seconds must be finite and >= 0, got {seconds}")
+        watts = self._idle_power() if workload is None else self.true_power_w(workload, *self._clocks)
+        self._now_s += seconds
+        self._energy_j += watts * seconds
+
     def measure(self, workload: Workload, min_seconds: float = 1.0,
                 repetitions: int | None = None) -> Measurement:
         if repetitions is not None and repetitions < 1:

@@ -6,6 +6,8 @@ the measured energy against the best measured clocks.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..errors import InputError
@@ -30,6 +32,38 @@ def _table(grid, names, values, mem_mhz):
     return configs, out
 
 
+@dataclass(frozen=True, eq=False)
+class LooTable:
+    """Per workload [A x K]: measured time (ms) and power (W) at every pair, and each
+    predicted with the workload left out of the fits: time by the DCGM time model
+    (``time_cv``) and by 1/f scaling (``time_inverse_f``), power calibrated on the
+    workload's measured reference power. ``fastest``: the highest pair."""
+
+    names: list[str]
+    configs: np.ndarray
+    fastest: int
+    time_ms: np.ndarray
+    watts: np.ndarray
+    time_cv: np.ndarray
+    time_inverse_f: np.ndarray
+    watts_pred: np.ndarray
+    distinct_time_curves: int
+
+
+def loo_table(grid: MeasurementGrid, reference: tuple[float, float], variant: str = "default") -> LooTable:
+    t_pred, info = time_predictions(grid, reference)
+    _, p_pred = power_predictions(grid, reference, variant)
+    names = info["names"]
+
+    def table(values):
+        return _table(grid, names, np.asarray(values), reference[1])
+
+    configs, t = table(grid.time_ms)
+    return LooTable(names, configs, int(np.argmax(configs[:, 0] + configs[:, 1])), t, table(grid.watts)[1],
+                    table(t_pred["cv"])[1], table(t_pred["inverse_f"])[1], table(p_pred["calibrated"])[1],
+                    info["distinct_time_curves"])
+
+
 def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *, policy: str = "energy",
                        slowdown: float = 0.1, variant: str = "default") -> dict:
     """Energy regret (measured energy at the chosen clocks over the measured minimum, minus
@@ -37,13 +71,9 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
     with the calibrated power (what a governor without the time model would do)."""
     if policy not in ("energy", "edp", "deadline"):
         raise InputError(f"policy must be energy, edp or deadline on a DCGM grid, got {policy!r}")
-    t_pred, info = time_predictions(grid, reference)
-    _, p_pred = power_predictions(grid, reference, variant)
-    names = info["names"]
-    configs, t = _table(grid, names, grid.time_ms, reference[1])
-    _, w = _table(grid, names, np.asarray(grid.watts), reference[1])
+    tab = loo_table(grid, reference, variant)
+    names, configs, t, w, fastest = tab.names, tab.configs, tab.time_ms, tab.watts, tab.fastest
     e = t * w
-    fastest = int(np.argmax(configs[:, 0] + configs[:, 1]))
     ref = int(np.flatnonzero(configs[:, 0] == reference[0])[0])
 
     def chosen(tp, wp):
@@ -58,17 +88,14 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
         r = objective[np.arange(len(names)), index] / objective[np.arange(len(names)), best] - 1.0
         return {"mean": float(r.mean()), "max": float(r.max()), "per_workload": dict(zip(names, r.tolist()))}
 
-    def table(values):
-        return _table(grid, names, values, reference[1])[1]
-
-    model = chosen(table(t_pred["cv"]), table(p_pred["calibrated"]))
+    model = chosen(tab.time_cv, tab.watts_pred)
     out = {"policy": policy, "reference_mhz": list(reference), "workloads": len(names),
-           "distinct_time_curves": info["distinct_time_curves"], "model": score(model),
+           "distinct_time_curves": tab.distinct_time_curves, "model": score(model),
            "chosen": {n: configs[k].tolist() for n, k in zip(names, model)},
            "baselines": {
                "highest_clocks": score(np.full(len(names), fastest)),
                "reference": score(np.full(len(names), ref)),
-               "inverse_f_time": score(chosen(table(t_pred["inverse_f"]), table(p_pred["calibrated"]))),
+               "inverse_f_time": score(chosen(tab.time_inverse_f, tab.watts_pred)),
            }}
     if policy == "deadline":
         met = t[np.arange(len(names)), model] <= (1 + slowdown) * t[:, fastest] * (1 + 1e-12)

@@ -1,0 +1,190 @@
+"""The governor as a daemon that follows a GPU's running processes (`gpudvfs govern run`).
+
+Every interval the daemon reads what the GPU did: the energy counter (watts over the
+interval), the running processes, their activities (SM, pipe, DRAM: DCGM's on the
+simulator; NVML's kernel and memory busy fractions on a real GPU, a coarser view) and,
+where the application reports it, its progress in units of work. The phase detector maps
+(processes, activities) to a phase. A new phase's prior is its first interval carried to
+every calibrated pair as `gpudvfs fleet whatif` carries a telemetry sample: its power by
+the GPU's registry model, its time by the DCGM time model's shares. Then the governor
+observes the interval and decides, and the daemon sets the clocks it chose.
+
+An interval is observed only when the daemon held the clocks through it and it lay inside
+its phase (not one that straddles a phase change). Without a progress signal the time per
+unit of work is not measured: the governor learns the power and keeps the predicted time
+ratios. When no process runs, the clocks go back to the driver; whichever way `run` ends
+(its duration, a stop event, an exception, a signal turned into one), the clocks are reset.
+After a SIGKILL, `gpudvfs govern reset`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InputError
+from ..fleet.whatif import GpuTable, Samples, predict_samples
+from ..time.dcgm import DcgmTimeModel
+from .governor import Governor
+from .phases import PhaseDetector
+
+
+class NvmlMonitor:
+    """What the daemon reads of an `NvmlDevice`: its compute processes, NVML's utilization
+    rates as (kernel busy, 0, memory busy) activities, and the progress an application
+    writes to ``progress_file`` (a number of work units done, rewritten as it goes; none:
+    the time is not measured)."""
+
+    def __init__(self, device, progress_file: str | Path | None = None):
+        self.device = device
+        self.progress_file = None if progress_file is None else Path(progress_file)
+
+    def processes(self) -> tuple[tuple[int, str], ...]:
+        return self.device.processes()
+
+    def activity(self) -> np.ndarray:
+        kernel, memory = self.device.utilization()
+        return np.array([kernel, 0.0, memory])
+
+    def wait(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def progress(self) -> float | None:
+        if self.progress_file is None:
+            return None
+        try:
+            text = self.progress_file.read_text(encoding="utf-8").strip()
+        except FileNotFoundError:
+            return None  # the application has not started reporting yet
+        try:
+            value = float(text)
+        except ValueError:
+            raise InputError(f"{self.progress_file}: expected a number of work units done, got {text[:40]!r}") from None
+        if not (np.isfinite(value) and value >= 0):
+            raise InputError(f"{self.progress_file}: the work done must be finite and >= 0, got {value}")
+        return value
+
+
+@dataclass
+class DaemonStats:
+    """What a run did: intervals seen, governed (a process ran) and observed; phases met;
+    clock changes made; joules and work units counted."""
+
+    intervals: int = 0
+    governed: int = 0
+    observed: int = 0
+    clock_changes: int = 0
+    joules: float = 0.0
+    work: float = 0.0
+    phases: dict[str, int] = field(default_factory=dict)  # phase -> intervals
+
+    def as_dict(self) -> dict:
+        return {"intervals": self.intervals, "governed": self.governed, "observed": self.observed,
+                "clock_changes": self.clock_changes, "joules": self.joules, "work": self.work,
+                "phases": dict(self.phases)}
+
+
+def phase_name(key: tuple) -> str:
+    """A phase key as text: the process names and the phase's number."""
+    names, k = key
+    return f"{'+'.join(names)}#{k}"
+
+
+class Daemon:
+    """Governs ``device`` (clocks, energy counter) from what ``monitor`` reports (`NvmlMonitor`
+    or `simhost.SimulatedHost`): ``table`` is the GPU's registry power model over its
+    calibrated pairs (`fleet.whatif.gpu_table`), ``model`` the DCGM time model. Where the time
+    model was fitted at one memory clock, the daemon keeps the default memory clock.
+    ``governor``: further `Governor` options (prior_sd, explore, hysteresis, noise_sd)."""
+
+    def __init__(self, device, monitor, table: GpuTable, model: DcgmTimeModel, *, policy: str = "energy",
+                 slowdown: float = 0.1, power_cap_w: float | None = None, interval_s: float = 1.0,
+                 detector: PhaseDetector | None = None, log: Callable[[dict], None] | None = None, **governor):
+        if not (np.isfinite(interval_s) and interval_s > 0):
+            raise InputError(f"interval must be > 0 s, got {interval_s}")
+        if device.energy_joules() is None:
+            raise InputError(f"{device.name} has no energy counter: the daemon measures each interval's energy "
+                             "with it (Volta and newer)")
+        cfg = table.configs
+        keep = np.ones(len(cfg), dtype=bool) if model.varies_mem_ else cfg[:, 1] == cfg[table.default, 1]
+        self.pairs = np.flatnonzero(keep)
+        self.device, self.monitor, self.table, self.model = device, monitor, table, model
+        self.interval_s = float(interval_s)
+        self.detector = detector or PhaseDetector()
+        self.governor = Governor(cfg[self.pairs], int(np.searchsorted(self.pairs, table.default)), policy=policy,
+                                 slowdown=slowdown, power_cap_w=power_cap_w, log=log, **governor)
+        self.stats = DaemonStats()
+        self._held: int | None = None  # the pair the daemon set, None: the driver's clocks
+        self._key: tuple | None = None
+
+    def _prior(self, watts: float, activity: np.ndarray, time_ms: float) -> tuple[np.ndarray, np.ndarray]:
+        """The interval's time and power carried to every governed pair."""
+        fc, fm = self.device.clocks
+        one = Samples(np.zeros(1, dtype=np.int64), ["gpu"], np.zeros(1, dtype=np.int64), ["phase"],
+                      np.array([watts]), np.array([fc]), np.array([fm]), activity[None, :])
+        p = predict_samples(one, {"gpu": self.table}, self.model)[0]
+        return time_ms * p.ratio[0, self.pairs], p.watts[0, self.pairs]
+
+    def _set(self, k: int | None) -> None:
+        if k == self._held:
+            return
+        if k is None:
+            self.device.reset_clocks()
+        else:
+            self.device.lock_clocks(*(float(x) for x in self.governor.configs[k]))
+        self.stats.clock_changes += 1
+        self._held = k
+
+    def step(self) -> None:
+        """One interval: wait, read, observe, decide, set."""
+        e0, w0 = self.device.energy_joules(), self.monitor.progress()
+        held = self._held
+        self.monitor.wait(self.interval_s)
+        e1, w1 = self.device.energy_joules(), self.monitor.progress()
+        procs, activity = self.monitor.processes(), self.monitor.activity()
+        watts = (e1 - e0) / self.interval_s
+        work = None if w0 is None or w1 is None else w1 - w0
+        self.stats.intervals += 1
+        self.stats.joules += e1 - e0
+        # Phases are learnt per program (process names), so a rerun resumes what it learnt.
+        key = self.detector.update(tuple(sorted(name for _, name in procs)), activity)
+        if key is None:  # nothing runs: the driver's clocks
+            self._key = None
+            self._set(None)
+            return
+        self.stats.governed += 1
+        self.stats.work += work or 0.0
+        name = phase_name(key)
+        self.stats.phases[name] = self.stats.phases.get(name, 0) + 1
+        # Time per unit of work; without progress, the interval itself is the unit (a prior's
+        # scale only: such a time is never observed).
+        time_ms = 1e3 * self.interval_s / work if work else None
+        if key != self._key:
+            t, p = self._prior(max(watts, 1e-3), activity, time_ms or 1e3 * self.interval_s)
+            self.governor.phase(key, t, p)
+            self._key = key
+        if held is not None and self.detector.inside and watts > 0 and (work is None or work > 0):
+            self.governor.observe(held, time_ms, watts)
+            self.stats.observed += 1
+        self._set(self.governor.decide())
+
+    def run(self, duration_s: float | None = None, stop: threading.Event | None = None,
+            progress: Callable[[DaemonStats], None] | None = None) -> DaemonStats:
+        """Govern until ``duration_s`` (of the monitor's clock) has passed or ``stop`` is set;
+        the clocks are reset on the way out, however it is left."""
+        if duration_s is not None and not duration_s > 0:
+            raise InputError(f"duration must be > 0 s, got {duration_s}")
+        steps = None if duration_s is None else max(1, round(duration_s / self.interval_s))
+        try:
+            while (steps is None or self.stats.intervals < steps) and not (stop is not None and stop.is_set()):
+                self.step()
+                if progress is not None:
+                    progress(self.stats)
+        finally:
+            self._set(None)
+        return self.stats

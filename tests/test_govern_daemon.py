@@ -1,0 +1,321 @@
+"""The governor's daemon: phase detection from activities, the simulated GPU with phased
+processes, the daemon end to end on it (scored against the simulator's truth), and the
+daemon on the NVML stand-in `fake_pynvml` (no GPU here), including every way out."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpudvfs.demo.run import SIM_WORKLOADS
+from gpudvfs.errors import InputError
+from gpudvfs.fleet.whatif import GpuTable
+from gpudvfs.govern import Governor
+from gpudvfs.govern.daemon import Daemon, NvmlMonitor
+from gpudvfs.govern.phases import PhaseDetector
+from gpudvfs.govern.simhost import SimProcess, SimulatedHost, calibrated, phased_process, sim_activity
+from gpudvfs.measure.nvml import NvmlDevice
+
+from fake_pynvml import FakeNvml
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory):
+    """The simulated GPU, its registry table and its DCGM time model (calibrated once)."""
+    return calibrated(tmp_path_factory.mktemp("govern-sim"))
+
+
+# -- phase detection ----------------------------------------------------------------------
+
+def test_a_lone_outlier_does_not_switch_and_a_phase_returns():
+    d = PhaseDetector(threshold=0.1, confirm=2)
+    a, b = [0.9, 0.8, 0.1], [0.3, 0.0, 0.9]
+    assert d.update(("train",), a) == (("train",), 0) and d.inside
+    assert d.update(("train",), b) == (("train",), 0) and not d.inside  # one interval: not yet
+    assert d.update(("train",), a) == (("train",), 0) and d.inside
+    d.update(("train",), b)
+    assert d.update(("train",), b) == (("train",), 1) and d.inside  # confirmed
+    d.update(("train",), a)
+    assert d.update(("train",), a) == (("train",), 0)  # the earlier phase resumes
+    assert d.update(("eval",), a) == (("eval",), 0)  # another program has phases of its own
+    assert d.update((), a) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 3), min_size=2, max_size=12), st.integers(3, 8), st.integers(0, 2**31 - 1))
+def test_phases_follow_well_separated_activities(order, length, seed):
+    """Segments of activities around 4 centroids 0.3 apart, noise within a quarter of the
+    threshold: after the confirmation lag every interval is in its segment's phase, and a
+    phase is one centroid's."""
+    centroids = np.array([[0.1, 0.1, 0.1], [0.4, 0.1, 0.7], [0.8, 0.5, 0.2], [0.5, 0.9, 0.9]])
+    rng = np.random.default_rng(seed)
+    d = PhaseDetector(threshold=0.1, confirm=2)
+    of_phase: dict = {}
+    prev = None
+    for c in order:
+        for i in range(length):
+            key = d.update(("p",), centroids[c] + rng.uniform(-0.025, 0.025, 3))
+            if c != prev and i < 1 and prev is not None:
+                continue  # the confirmation lag
+            assert of_phase.setdefault(key, c) == c
+        prev = c
+
+
+def test_detector_rejects_bad_input():
+    with pytest.raises(InputError, match="threshold"):
+        PhaseDetector(threshold=0)
+    with pytest.raises(InputError, match="confirm"):
+        PhaseDetector(confirm=0)
+    d = PhaseDetector()
+    with pytest.raises(InputError, match="finite"):
+        d.update(("p",), [0.1, float("nan")])
+    d.update(("p",), [0.1, 0.2, 0.3])
+    with pytest.raises(InputError, match="fields"):
+        d.update(("p",), [0.1, 0.2])
+
+
+# -- the governor without a time measurement -----------------------------------------------
+
+def test_power_only_observations_leave_the_time_prediction_alone():
+    cfg = np.array([[1000.0, 3000.0], [800.0, 3000.0], [600.0, 3000.0]])
+    gov = Governor(cfg, 0)
+    t, p = np.array([1.0, 1.2, 1.6]), np.array([200.0, 150.0, 120.0])
+    gov.phase("a", t, p)
+    for _ in range(5):
+        gov.observe(1, None, 180.0)  # 20% above the prediction at pair 1
+    lt, lp, _, _ = gov.estimates()
+    assert np.allclose(np.exp(lt), t)
+    assert np.exp(lp[1]) == pytest.approx(180.0)
+    assert np.exp(lp[2]) > 120.0  # the correction carries to the unmeasured pair
+    with pytest.raises(InputError):
+        gov.observe(1, None, -1.0)
+
+
+# -- the simulated GPU with processes --------------------------------------------------------
+
+def test_simulated_host_runs_phases_and_counts_energy(sim):
+    device = sim[0]
+    host = SimulatedHost(device, time_noise=0.0)
+    stream, sgemm = SIM_WORKLOADS[1], SIM_WORKLOADS[0]
+    t_stream = device.true_time_ms(stream, *device.clocks) / 1e3
+    host.start(SimProcess(7, "job", ((stream, 2.0 / t_stream), (sgemm, 1.0))))
+    e0 = device.energy_joules()
+    host.wait(1.0)
+    assert host.processes() == ((7, "job"),)
+    assert host.phase() is stream
+    assert np.allclose(host.activity(), sim_activity(stream, device))
+    assert device.energy_joules() - e0 == pytest.approx(device.true_power_w(stream, *device.clocks))
+    assert host.progress() == pytest.approx(1.0 / t_stream)
+    host.wait(5.0)  # the rest of stream, one sgemm step, then idle
+    assert host.processes() == ()
+    assert host.progress() == pytest.approx(2.0 / t_stream + 1.0)
+    with pytest.raises(InputError):
+        host.wait(0.0)
+    with pytest.raises(InputError):
+        SimProcess(1, "x", ((stream, -1.0),))
+
+
+def test_daemon_on_the_simulated_gpu_settles_near_the_least_energy(sim):
+    """Four phases of 60 s, 1200 one-second intervals: the daemon detects one phase per
+    workload, and its energy (exploration included) is near the least-energy pairs'."""
+    device, table, model = sim
+    host = SimulatedHost(device, seed=1)
+    host.start(phased_process(device, SIM_WORKLOADS, 60.0, repeat=5))
+    pairs = []
+    daemon = Daemon(device, host, table, model)
+    for _ in range(1200):
+        daemon.step()
+        pairs.append((daemon._key, host.phase().name))
+    stats = daemon.run(1.0)  # one more interval through run(): resets on the way out
+    truth = host.truth(daemon.governor.configs, daemon.governor.default_index)
+    # Each phase is one workload's, but for the confirmation lag: up to two intervals per
+    # change (the one it happened in, and one more outside the old phase to confirm it).
+    assert len(stats.phases) == 4
+    changes = sum(a[1] != b[1] for a, b in zip(pairs, pairs[1:]))
+    agree = sum(max(sum(1 for k, w in pairs if k == key and w == name) for name in {w for _, w in pairs})
+                for key in {k for k, _ in pairs})
+    assert changes >= 15 and agree >= len(pairs) - 2 * changes
+    assert stats.joules / truth["joules_least"] - 1 < 0.02
+    assert 1 - stats.joules / truth["joules_default"] > 0.05
+    assert device.clocks == device.default_clocks()
+
+
+def test_daemon_resets_the_clocks_when_the_process_ends(sim):
+    device, table, model = sim
+    host = SimulatedHost(device)
+    host.start(phased_process(device, SIM_WORKLOADS[:1], 5.0, repeat=1))
+    daemon = Daemon(device, host, table, model)
+    for _ in range(3):
+        daemon.step()
+    assert device.clocks != device.default_clocks()  # governing: sgemm runs below the top clocks
+    for _ in range(10):
+        daemon.step()
+    assert host.processes() == () and daemon._held is None
+    assert device.clocks == device.default_clocks()
+
+
+# -- the daemon on the NVML stand-in ---------------------------------------------------------
+
+def _fake_table(fake: FakeNvml) -> GpuTable:
+    """A registry table over the stand-in's pairs (its power grows with the clocks), default:
+    the highest core clock at the stand-in's default memory clock."""
+    cfg = np.array([(c, m) for m, cores in fake.clock_table.items() for c in cores], dtype=float)
+    default = int(np.argmax(np.where(cfg[:, 1] == fake.default[1], cfg[:, 0], -1)))
+    scale = cfg[:, 0] / cfg[default, 0]
+    return GpuTable(cfg, 40.0 * scale, 80.0 * scale ** 2, 20.0 * cfg[:, 1] / cfg[default, 1], default)
+
+
+def _busy(fake: FakeNvml) -> None:
+    with fake._lock:
+        fake.busy = True
+        fake._changed()
+
+
+class _Failing(NvmlMonitor):
+    def __init__(self, device, fail_at: int, error: BaseException):
+        super().__init__(device)
+        self.waits, self.fail_at, self.error = 0, fail_at, error
+
+    def wait(self, seconds: float) -> None:
+        self.waits += 1
+        if self.waits == self.fail_at:
+            raise self.error
+        time.sleep(seconds)
+
+
+@pytest.mark.parametrize("error", [RuntimeError("monitor broke"), KeyboardInterrupt()])
+def test_daemon_on_the_nvml_stand_in_resets_clocks_on_errors(sim, error):
+    """Stand-in: no GPU here. The daemon locks the stand-in's clocks while a process runs, and
+    an exception (or ctrl-c) in the loop leaves them reset."""
+    import os
+
+    fake = FakeNvml()
+    fake.pids = [os.getpid()]
+    _busy(fake)
+    device = NvmlDevice(pynvml=fake)
+    daemon = Daemon(device, _Failing(device, 4, error), _fake_table(fake), sim[2], interval_s=0.02)
+    with pytest.raises(type(error)):
+        daemon.run()
+    assert "nvmlDeviceSetGpuLockedClocks" in fake.calls
+    assert fake.locked_gpu is None and fake.locked_mem is None
+    assert daemon.stats.governed == 3 and daemon.stats.observed == 2
+    with open(f"/proc/{os.getpid()}/comm") as f:  # the phase is named for this process
+        assert set(daemon.stats.phases) == {f"{f.read().strip()}#0"}
+
+
+def test_daemon_reads_progress_from_a_file(sim, tmp_path):
+    fake = FakeNvml()
+    device = NvmlDevice(pynvml=fake)
+    path = tmp_path / "steps"
+    monitor = NvmlMonitor(device, path)
+    assert monitor.progress() is None  # not reporting yet
+    path.write_text("1234.5\n")
+    assert monitor.progress() == 1234.5
+    path.write_text("many")
+    with pytest.raises(InputError, match="work units"):
+        monitor.progress()
+    path.write_text("-3")
+    with pytest.raises(InputError, match=">= 0"):
+        monitor.progress()
+    fake.mem_busy = 0.25
+    _busy(fake)
+    assert np.allclose(monitor.activity(), [1.0, 0.0, 0.25])
+
+
+def test_daemon_refuses_a_gpu_without_an_energy_counter(sim):
+    fake = FakeNvml(energy_counter=False)
+    device = NvmlDevice(pynvml=fake)
+    with pytest.raises(InputError, match="energy counter"):
+        Daemon(device, NvmlMonitor(device), _fake_table(fake), sim[2])
+    with pytest.raises(InputError, match="interval"):
+        Daemon(NvmlDevice(pynvml=FakeNvml()), None, _fake_table(fake), sim[2], interval_s=0)
+
+
+SIGTERM_DAEMON = """
+import os, sys, threading, signal, time, json
+import numpy as np
+sys.path.insert(0, {tests!r})
+from fake_pynvml import FakeNvml
+from gpudvfs.govern.daemon import Daemon, NvmlMonitor
+from gpudvfs.measure.nvml import NvmlDevice
+from gpudvfs.time.dcgm import DcgmTimeModel
+from test_govern_daemon import _fake_table, _busy
+fake = FakeNvml(state_file={state!r})
+fake.pids = [os.getpid()]
+_busy(fake)
+device = NvmlDevice(pynvml=fake)
+stop = threading.Event()
+signal.signal(signal.SIGTERM, lambda *_: stop.set())
+daemon = Daemon(device, NvmlMonitor(device), _fake_table(fake), DcgmTimeModel.load({model!r}), interval_s=0.02,
+                log=lambda e: print(json.dumps(e["index"]), flush=True))
+daemon.run(stop=stop)
+print("done", flush=True)
+"""
+
+
+def test_a_sigterm_ends_the_daemon_with_its_clocks_reset(sim, tmp_path):
+    """Stand-in in another process: SIGTERM mid-run; the state the stand-in wrote shows the
+    clocks were locked, then reset."""
+    from pathlib import Path
+
+    model_path = tmp_path / "time.json"
+    sim[2].save(model_path)
+    state = tmp_path / "state.json"
+    script = SIGTERM_DAEMON.format(tests=str(Path(__file__).parent), state=str(state), model=str(model_path))
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        for _ in range(3):  # three decisions made
+            assert proc.stdout.readline().strip().isdigit()
+        assert json.loads(state.read_text())["locked_gpu"] is not None
+        proc.send_signal(signal.SIGTERM)
+        assert proc.stdout.read().strip().endswith("done")
+        assert proc.wait(20) == 0
+        s = json.loads(state.read_text())
+        assert s["locked_gpu"] is None and s["locked_mem"] is None
+        assert s["calls"][-1].startswith("nvmlDeviceReset")
+    finally:
+        proc.kill()
+
+
+def test_govern_run_command_on_the_simulated_gpu(tmp_path):
+    from click.testing import CliRunner
+
+    from gpudvfs.cli.app import cli
+
+    run = CliRunner().invoke
+    log = tmp_path / "decisions.jsonl"
+    r = run(cli, ["govern", "run", "--device", "sim", "--duration", "300", "--sim-phase-s", "30", "--workdir",
+                  str(tmp_path / "work"), "--log", str(log), "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["intervals"] == 300 and len(out["phases"]) == 4
+    assert out["sim_truth"]["energy_saving"] > 0.05 and out["sim_truth"]["energy_over_least"] < 0.03
+    lines = log.read_text().splitlines()
+    assert len(lines) == 300 and {"phase", "core_mhz", "explored", "predicted_saving"} <= set(json.loads(lines[-1]))
+    # The metrics server stays up in this process after the command: scrape it.
+    import socket
+    import urllib.request
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    r = run(cli, ["govern", "run", "--device", "sim", "--duration", "20", "--workdir", str(tmp_path / "work"),
+                  "--metrics-port", str(port), "--json"])
+    assert r.exit_code == 0, r.output
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    assert 'gpudvfs_governor_decisions_total{gpu="sim0"} 20.0' in text
+    for args, message in ((["--device", "sim", "--progress", "p"], "--progress is for"),
+                          (["--device", "sim", "--registry", "r"], "calibrates its own"),
+                          (["--device", "sim", "--policy", "power-cap"], "--power-cap"),
+                          (["--device", "sim", "--interval", "0"], "interval")):
+        r = run(cli, ["govern", "run", *args])
+        assert r.exit_code == 2 and message in r.output, (args, r.output)
