@@ -160,6 +160,7 @@ def test_the_constants_chosen_leaving_each_application_out(gtx980: ReplayTable):
     assert r["cv_regret_mean"] <= 0.01 and r["cv_regret_max"] <= 0.04
     assert len(r["sensitivity"]) == 8 and r["phases"] == 20
     assert set(r["chosen"]["gaussian/Fan2/input00"]) == {"prior_sd", "explore", "residual_sd"}
+    assert set(r["per_application"]) <= set(gtx980.names) and max(r["per_application"].values()) <= 0.04
 
 
 def test_replay_on_the_v100_dcgm_grid_beats_the_models_choice(data):

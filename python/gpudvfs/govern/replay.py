@@ -281,8 +281,9 @@ def cross_validate(tables: list[ReplayTable], *, policy: str = "energy", slowdow
     application, the constants with the least regret on the replays without it (its grid's
     others, and every other grid whole; each grid's mean regret weighs the same), then the
     phases of that application in the replay of its whole grid, run with those constants.
-    Per grid: the held-out regret and the constants each application got; and every set of
-    constants' in-sample regret per grid (the sensitivity)."""
+    Per grid: the held-out regret (over its phases, and per application) and the constants
+    each application got; and every set of constants' in-sample regret per grid (the
+    sensitivity)."""
     grid = [dict(zip(CONSTANTS, c)) for c in itertools.product(prior_sds, explores, residual_sds)]
     kw = {"policy": policy, "slowdown": slowdown, "power_cap_w": power_cap_w, "noise": noise}
 
@@ -295,16 +296,19 @@ def cross_validate(tables: list[ReplayTable], *, policy: str = "energy", slowdow
     for g, (table, full) in enumerate(zip(tables, fulls)):
         others = np.array([[r["regret_mean"] for r in runs[h]] for h in range(len(tables)) if h != g])
         app_of_phase = np.array([a for a, _ in full.plan])
-        held, chosen = [], {}
+        held, chosen, per_app = [], {}, {}
         for a, name in enumerate(table.names):
             sub = subset(table, [i for i in range(len(table.names)) if i != a])
             s = setup(sub)
             score = np.array([_governed(sub, s, governor=c, **kw)["regret_mean"] for c in grid])
             best = int(np.argmin((score + others.sum(axis=0)) / (1 + len(others))))
             chosen[name] = grid[best]
-            held += [runs[g][best]["per_phase"][i] for i in np.flatnonzero(app_of_phase == a)]
+            mine = [runs[g][best]["per_phase"][i] for i in np.flatnonzero(app_of_phase == a)]
+            held += mine
+            if mine:
+                per_app[name] = float(np.mean(mine))
         out.append({"cv_regret_mean": float(np.mean(held)), "cv_regret_max": float(np.max(held)),
-                    "phases": len(held), "chosen": chosen,
+                    "phases": len(held), "chosen": chosen, "per_application": per_app,
                     "sensitivity": [c | {"regret_mean": r["regret_mean"], "regret_max": r["regret_max"]}
                                     for c, r in zip(grid, runs[g])]})
     return out
