@@ -109,9 +109,7 @@ class Governor:
         self._phi = np.column_stack([np.ones(len(cfg)), np.log(cfg / cfg[default_index])])
         # phi_i^T C phi_i for every pair i as one product with the covariance's 9 entries.
         self._phi2 = (self._phi[:, :, None] * self._phi[:, None, :]).reshape(len(cfg), 9) * noise_sd ** 2
-        self.residual_sd = residual_sd
-        d2 = ((self._phi[:, None, 1:] - self._phi[None, :, 1:]) ** 2).sum(axis=2)
-        self._corr = np.exp(-d2 / (2 * residual_scale ** 2))  # [K x K] residual correlation
+        self.residual_sd, self.residual_scale = residual_sd, residual_scale
         self._phases: dict[object, _Phase] = {}
         self._phase: _Phase | None = None
         self.current = self.default_index
@@ -248,7 +246,8 @@ class Governor:
         if s.n[index] == 0 and self.residual_sd > 0:
             # Where pair ``index`` is the most correlated measured pair, each pair's residual
             # is now taken from it.
-            c = self._corr[:, index]
+            d2 = ((self._phi[:, 1:] - self._phi[index, 1:]) ** 2).sum(axis=1)
+            c = np.exp(-d2 / (2 * self.residual_scale ** 2))
             closer = c > s.corr
             s.near[closer] = index
             s.corr[closer] = c[closer]
