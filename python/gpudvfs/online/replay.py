@@ -39,6 +39,7 @@ from .._core import OnlinePredictor
 from ..errors import InputError
 from ..io import read_measured_grid
 from ..io.datasets import MeasurementGrid
+from ..time.evaluate import mape
 from .features import FORMS, FeatureMap
 from .grid import GridTable
 from .selection import FeatureSelection, lasso_select
@@ -198,13 +199,9 @@ def run_online(table: GridTable, tr: Trace, fm: FeatureMap, settings: ReplaySett
     return pred, coef_after, base, h
 
 
-def _mape(pred, truth, mask) -> float:
-    return float(100.0 * np.mean(np.abs(pred[mask] - truth[mask]) / truth[mask]))
-
-
 def _score(tr: Trace, pred, start: int) -> dict:
     k = np.arange(len(tr.time_ms)) >= start
-    return {"mape": _mape(pred, tr.time_ms, k), "mape_same_app": _mape(pred, tr.time_ms, k & ~tr.switch)}
+    return {"mape": mape(pred, tr.time_ms, k), "mape_same_app": mape(pred, tr.time_ms, k & ~tr.switch)}
 
 
 def _sensitivity(table: GridTable, tr: Trace, fm: FeatureMap, cm: CounterFrequencyModel, coef_after,
