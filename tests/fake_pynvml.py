@@ -43,6 +43,13 @@ nvmlClocksEventReasonGpuIdle = 0x0000000000000001
 nvmlClocksEventReasonApplicationsClocksSetting = 0x0000000000000002
 nvmlClocksEventReasonSwPowerCap = 0x0000000000000004
 nvmlClocksEventReasonHwSlowdown = 0x0000000000000008
+NVML_GPM_METRICS_GET_VERSION = 1
+NVML_GPM_METRIC_SM_UTIL = 2
+NVML_GPM_METRIC_ANY_TENSOR_UTIL = 5
+NVML_GPM_METRIC_DRAM_BW_UTIL = 10
+NVML_GPM_METRIC_FP64_UTIL = 11
+NVML_GPM_METRIC_FP32_UTIL = 12
+NVML_GPM_METRIC_FP16_UTIL = 13
 
 
 class NVMLError(Exception):
@@ -74,6 +81,16 @@ class NVMLError_NoPermission(NVMLError):
 
 class NVMLError_FunctionNotFound(NVMLError):
     value = NVML_ERROR_FUNCTION_NOT_FOUND
+
+
+class c_nvmlGpmMetricsGet_t:  # noqa: N801 -- nvidia-ml-py's name
+    """The fields of nvidia-ml-py's ctypes structure that NVML reads and fills."""
+
+    def __init__(self) -> None:
+        self.version = 0
+        self.numMetrics = 0
+        self.sample1 = self.sample2 = None
+        self.metrics = [SimpleNamespace(metricId=0, nvmlReturn=0, value=0.0) for _ in range(98)]
 
 
 def _core_steps(top: int, bottom: int, step: int) -> list[int]:
@@ -108,13 +125,21 @@ class FakeNvml:
     NVML_CLOCK_SM = NVML_CLOCK_SM
     NVML_CLOCK_MEM = NVML_CLOCK_MEM
     NVML_TEMPERATURE_GPU = NVML_TEMPERATURE_GPU
+    NVML_GPM_METRICS_GET_VERSION = NVML_GPM_METRICS_GET_VERSION
+    NVML_GPM_METRIC_SM_UTIL = NVML_GPM_METRIC_SM_UTIL
+    NVML_GPM_METRIC_ANY_TENSOR_UTIL = NVML_GPM_METRIC_ANY_TENSOR_UTIL
+    NVML_GPM_METRIC_DRAM_BW_UTIL = NVML_GPM_METRIC_DRAM_BW_UTIL
+    NVML_GPM_METRIC_FP64_UTIL = NVML_GPM_METRIC_FP64_UTIL
+    NVML_GPM_METRIC_FP32_UTIL = NVML_GPM_METRIC_FP32_UTIL
+    NVML_GPM_METRIC_FP16_UTIL = NVML_GPM_METRIC_FP16_UTIL
+    c_nvmlGpmMetricsGet_t = c_nvmlGpmMetricsGet_t
 
     def __init__(self, *, name: str = "Fake GPU (stand-in)",
                  clock_table: dict[int, list[int]] | None = None,
                  default_clocks: tuple[int, int] = (1312, 877),
                  locked_gpu: bool = True, locked_mem: bool = True, app_clocks: bool = True,
                  root: bool = True, app_clocks_unrestricted: bool = False,
-                 energy_counter: bool = True, event_reasons_api: bool = True,
+                 energy_counter: bool = True, event_reasons_api: bool = True, gpm: bool = False,
                  refresh_s: float = 0.005, noise_w: float = 0.3, seed: int = 0,
                  idle_watts: float = 40.0, state_file: str | None = None,
                  pci: tuple[int, int, int] = (0, 0x3B, 0)):
@@ -123,7 +148,7 @@ class FakeNvml:
         self.default = default_clocks
         self.caps = SimpleNamespace(locked_gpu=locked_gpu, locked_mem=locked_mem,
                                     app_clocks=app_clocks, energy_counter=energy_counter,
-                                    event_reasons_api=event_reasons_api)
+                                    event_reasons_api=event_reasons_api, gpm=gpm)
         self.root = root
         self.app_clocks_unrestricted = app_clocks_unrestricted
         self.refresh_s = refresh_s
@@ -137,6 +162,7 @@ class FakeNvml:
         self.calls: list[str] = []  # names of the clock-setting calls made, in order
         self.pids: list[int] = []  # compute processes on the GPU
         self.mem_busy = 0.5
+        self.fp32_busy = 0.7
 
         self.locked_gpu: tuple[int, int] | None = None
         self.locked_mem: tuple[int, int] | None = None
@@ -149,6 +175,8 @@ class FakeNvml:
         self._seg_t = [self._epoch]
         self._seg_w = [idle_watts]
         self._seg_e = [0.0]
+        self._seg_busy = [0.0]  # busy seconds before segment i (busy: the test's workload runs)
+        self.gpm_samples = 0  # GPM samples allocated and not freed
         self._sensor_k = -1
         self._sensor_mw = 0
         self._write_state()
@@ -175,9 +203,11 @@ class FakeNvml:
         """Start a new truth segment (call with the lock held, after a state change)."""
         now = time.perf_counter()
         e = self._seg_e[-1] + self._seg_w[-1] * (now - self._seg_t[-1])
+        busy = self._seg_busy[-1] + (now - self._seg_t[-1]) * (self._seg_w[-1] != self.idle_watts)
         self._seg_t.append(now)
         self._seg_w.append(self._true_watts_now())
         self._seg_e.append(e)
+        self._seg_busy.append(busy)
 
     def _energy_at(self, t: float) -> float:
         i = max(0, bisect.bisect_right(self._seg_t, t) - 1)
@@ -367,6 +397,47 @@ class FakeNvml:
     def nvmlDeviceGetTemperature(self, handle: object, sensor: int) -> int:
         self._check(handle)
         return 62 if self.busy else 38
+
+    # GPM (Hopper and newer; ``gpm=True``): SM utilization is the share of the window a
+    # test's workload ran, DRAM bandwidth ``mem_busy`` of that, FP32 ``fp32_busy`` of it; the
+    # tensor metric is one this GPU does not count.
+
+    def _busy_at(self, t: float) -> float:
+        i = max(0, bisect.bisect_right(self._seg_t, t) - 1)
+        return self._seg_busy[i] + (t - self._seg_t[i]) * (self._seg_w[i] != self.idle_watts)
+
+    def nvmlGpmQueryDeviceSupport(self, device: object) -> SimpleNamespace:
+        self._check(device)
+        return SimpleNamespace(version=1, isSupportedDevice=int(self.caps.gpm))
+
+    def nvmlGpmSampleAlloc(self) -> SimpleNamespace:
+        self.gpm_samples += 1
+        return SimpleNamespace(t=None, busy=None)
+
+    def nvmlGpmSampleFree(self, gpmSample: SimpleNamespace) -> None:
+        self.gpm_samples -= 1
+
+    def nvmlGpmSampleGet(self, device: object, gpmSample: SimpleNamespace) -> SimpleNamespace:
+        self._check(device)
+        if not self.caps.gpm:
+            raise NVMLError_NotSupported()
+        with self._lock:
+            gpmSample.t = time.perf_counter()
+            gpmSample.busy = self._busy_at(gpmSample.t)
+        return gpmSample
+
+    def nvmlGpmMetricsGet(self, metricsGet: c_nvmlGpmMetricsGet_t) -> c_nvmlGpmMetricsGet_t:
+        a, b = metricsGet.sample1, metricsGet.sample2
+        if metricsGet.version != NVML_GPM_METRICS_GET_VERSION or a.t is None or b.t is None or b.t <= a.t:
+            raise NVMLError_InvalidArgument()
+        share = (b.busy - a.busy) / (b.t - a.t)
+        of = {NVML_GPM_METRIC_SM_UTIL: 1.0, NVML_GPM_METRIC_DRAM_BW_UTIL: self.mem_busy,
+              NVML_GPM_METRIC_FP32_UTIL: self.fp32_busy, NVML_GPM_METRIC_FP16_UTIL: 0.0,
+              NVML_GPM_METRIC_FP64_UTIL: 0.0}
+        for m in metricsGet.metrics[:metricsGet.numMetrics]:
+            m.nvmlReturn = NVML_ERROR_NOT_SUPPORTED if m.metricId not in of else NVML_SUCCESS
+            m.value = 100.0 * share * of.get(m.metricId, 0.0)
+        return metricsGet
 
     def nvmlDeviceGetComputeRunningProcesses(self, handle: object) -> list[SimpleNamespace]:
         """``self.pids``: the processes a test has put on the GPU."""

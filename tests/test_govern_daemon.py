@@ -231,6 +231,32 @@ def test_daemon_reads_progress_from_a_file(sim, tmp_path):
     assert np.allclose(monitor.activity(), [1.0, 0.0, 0.25])
 
 
+def test_activities_come_from_gpm_where_the_gpu_has_it():
+    """Stand-in: GPM as nvidia-ml-py exposes it (Hopper and newer). A window fully busy reads
+    the stand-in's SM, FP32 and DRAM shares; the tensor metric it does not count reads 0;
+    an idle window reads 0; the samples are freed. Without GPM, NVML's utilization rates."""
+    from types import SimpleNamespace
+
+    from gpudvfs.measure.gpm import GpmActivity
+
+    fake = FakeNvml(gpm=True)
+    device = NvmlDevice(pynvml=fake)
+    monitor = NvmlMonitor(device)
+    assert monitor.source == "gpm" and fake.gpm_samples == 2
+    _busy(fake)
+    monitor.wait(0.02)
+    assert np.allclose(monitor.activity(), [1.0, fake.fp32_busy, fake.mem_busy])
+    with fake._lock:
+        fake.busy = False
+        fake._changed()
+    monitor.wait(0.02)
+    assert np.allclose(monitor.activity(), 0.0, atol=0.05)  # busy a few us into the window
+    monitor.close()
+    assert fake.gpm_samples == 0
+    assert NvmlMonitor(NvmlDevice(pynvml=FakeNvml(gpm=False))).source == "utilization"
+    assert GpmActivity.open(SimpleNamespace(), None) is None  # bindings that predate GPM
+
+
 def test_daemon_refuses_a_gpu_without_an_energy_counter(sim):
     fake = FakeNvml(energy_counter=False)
     device = NvmlDevice(pynvml=fake)

@@ -277,14 +277,16 @@ def run(device_kind, index, registry, time_model, policy, slowdown, power_cap, i
             stop = threading.Event()
             signal.signal(signal.SIGTERM, lambda *_: stop.set())
             if not as_json:
+                source = getattr(monitor, "source", "simulated")
                 console.print(f"governing {device.name} ({policy}) every {interval:g} s; "
-                              f"{len(daemon.governor.configs)} pairs", highlight=False)
+                              f"{len(daemon.governor.configs)} pairs; activities: {source}", highlight=False)
             try:
                 stats = daemon.run(duration, stop)
             except KeyboardInterrupt:
                 stats = daemon.stats
         finally:
             if device_kind == "nvml":
+                monitor.close()
                 device.close()
         out = stats.as_dict() | {"device": device.name, "policy": policy, "interval_s": interval}
         if host is not None:

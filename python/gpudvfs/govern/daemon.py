@@ -2,8 +2,9 @@
 
 Every interval the daemon reads what the GPU did: the energy counter (watts over the
 interval), the running processes, their activities (SM, pipe, DRAM: DCGM's on the
-simulator; NVML's kernel and memory busy fractions on a real GPU, a coarser view) and,
-where the application reports it, its progress in units of work. The phase detector maps
+simulator; NVML's GPM metrics on a Hopper or newer GPU; on older ones NVML's kernel and
+memory busy fractions, a coarser view) and, where the application reports it, its progress
+in units of work. The phase detector maps
 (processes, activities) to a phase. A new phase's prior is its first interval carried to
 every calibrated pair as `gpudvfs fleet whatif` carries a telemetry sample: its power by
 the GPU's registry model, its time by the DCGM time model's shares. Then the governor
@@ -35,24 +36,41 @@ from .phases import PhaseDetector
 
 
 class NvmlMonitor:
-    """What the daemon reads of an `NvmlDevice`: its compute processes, NVML's utilization
-    rates as (kernel busy, 0, memory busy) activities, and the progress an application
-    writes to ``progress_file`` (a number of work units done, rewritten as it goes; none:
-    the time is not measured)."""
+    """What the daemon reads of an `NvmlDevice`: its compute processes; its activities, from
+    GPM where the GPU has it (Hopper and newer: SM, pipe and DRAM utilization over each
+    interval, ``source == "gpm"``), else NVML's utilization rates as (kernel busy, 0, memory
+    busy) (``"utilization"``); and the progress an application writes to ``progress_file``
+    (a number of work units done, rewritten as it goes; none: the time is not measured)."""
 
     def __init__(self, device, progress_file: str | Path | None = None):
         self.device = device
         self.progress_file = None if progress_file is None else Path(progress_file)
+        self._gpm = device.gpm()
+        self.source = "utilization" if self._gpm is None else "gpm"
+        self._started = False
+        self._activity = np.zeros(3)
 
     def processes(self) -> tuple[tuple[int, str], ...]:
         return self.device.processes()
 
     def activity(self) -> np.ndarray:
+        if self._gpm is not None:
+            return self._activity.copy()
         kernel, memory = self.device.utilization()
         return np.array([kernel, 0.0, memory])
 
     def wait(self, seconds: float) -> None:
+        if self._gpm is not None and not self._started:
+            self._gpm.start()
+            self._started = True
         time.sleep(seconds)
+        if self._gpm is not None:
+            self._activity = self._gpm.read()
+
+    def close(self) -> None:
+        if self._gpm is not None:
+            self._gpm.close()
+            self._gpm = None
 
     def progress(self) -> float | None:
         if self.progress_file is None:

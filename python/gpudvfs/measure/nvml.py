@@ -451,6 +451,13 @@ class NvmlDevice:
         procs = self._nv.nvmlDeviceGetComputeRunningProcesses(self._handle)
         return tuple(sorted((int(p.pid), _process_name(int(p.pid))) for p in procs))
 
+    def gpm(self):
+        """GPM activities of this GPU (`gpudvfs.measure.gpm.GpmActivity`: Hopper and newer), or
+        None where NVML has no GPM for it."""
+        from .gpm import GpmActivity
+
+        return GpmActivity.open(self._nv, self._handle)
+
     def utilization(self) -> tuple[float, float]:
         """(kernel, memory) busy fractions over NVML's last sample period: the share of time a
         kernel ran, and the share device memory was read or written. Coarser than DCGM's
