@@ -345,3 +345,25 @@ def test_govern_run_command_on_the_simulated_gpu(tmp_path):
                           (["--device", "sim", "--interval", "0"], "interval")):
         r = run(cli, ["govern", "run", *args])
         assert r.exit_code == 2 and message in r.output, (args, r.output)
+
+
+def test_govern_run_on_nvml_needs_this_gpus_registry_entry(sim, tmp_path, monkeypatch):
+    """Stand-in (no GPU here): `govern run --device nvml` refuses to start without the models
+    it needs, or with a registry that does not hold this GPU, and leaves NVML shut down."""
+    from click.testing import CliRunner
+
+    import gpudvfs.measure.nvml as nvml
+    from gpudvfs.cli.app import cli
+    from gpudvfs.fleet.calibrate import SimFleet, calibrate_gpu
+
+    fake = FakeNvml()
+    monkeypatch.setattr(nvml, "_import_pynvml", lambda: fake)
+    calibrate_gpu(SimFleet(), 0, str(tmp_path / "registry"), 1.0, "per-domain")
+    sim[2].save(tmp_path / "time.json")
+    run = CliRunner().invoke
+    r = run(cli, ["govern", "run", "--device", "nvml", "--registry", str(tmp_path / "registry")])
+    assert r.exit_code == 2 and "--time-model" in r.output
+    r = run(cli, ["govern", "run", "--device", "nvml", "--registry", str(tmp_path / "registry"),
+                  "--time-model", str(tmp_path / "time.json"), "--duration", "1"])
+    assert r.exit_code == 2 and "not in the registry" in r.output, r.output
+    assert fake.init_count == 0
