@@ -1,4 +1,5 @@
-"""Options that several commands share: how to read a grid's columns, clipping of utilizations."""
+"""Options that several commands share: how to read a grid's columns, clipping of utilizations,
+comma-separated clocks."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import click
 
 from ..errors import InputError
 from ..io import parse_columns
+from ..limits import clock_array
 
 
 def _columns(ctx, param, value):
@@ -25,3 +27,22 @@ clip_utilization = click.option(
     "--clip-utilization", is_flag=True,
     help="Clip utilizations outside [0, 1] (counter noise, or counters of another vendor) into it, with a "
          "warning that counts them, instead of stopping.")
+
+
+def clocks(text: str, what: str, count: int | None = None) -> list[float]:
+    """Comma-separated clocks in MHz (``count`` of them, if given), each checked as a clock."""
+    shape = "CORE,MEM: two clocks in MHz" if count == 2 else "comma-separated clocks in MHz"
+    try:
+        values = clock_array([float(x) for x in text.split(",")], what).tolist()
+    except InputError as e:  # a ValueError too: first
+        raise click.BadParameter(f"expected {shape}, got {text!r}: {e}") from None
+    except ValueError:
+        raise click.BadParameter(f"expected {shape}, got {text!r}") from None
+    if count is not None and len(values) != count:
+        raise click.BadParameter(f"expected {shape}, got {text!r}")
+    return values
+
+
+def clock_list(ctx, param, value):
+    """Click callback: a comma-separated list of clocks, or None."""
+    return None if value is None else clocks(value, f"--{param.name.replace('_', '-')}")

@@ -8,17 +8,9 @@ from ..io import write
 from ..measure.devices import DEVICE_KINDS, make_device
 from ..measure.sweep import grid, run_sweep, suite_workloads, to_power_dataset
 from ..measure.workload_file import read_workloads
+from . import options
 from .output import console, output_file, user_errors
 from .progress import progress_bars
-
-
-def _mhz_list(ctx, param, value):
-    if value is None:
-        return None
-    try:
-        return [float(v) for v in value.split(",") if v.strip()]
-    except ValueError:
-        raise click.BadParameter(f"expected comma-separated MHz values, got {value!r}") from None
 
 
 @click.command()
@@ -33,8 +25,8 @@ def _mhz_list(ctx, param, value):
                    "OUT.sweep.json.")
 @click.option("--resume", is_flag=True,
               help="Continue a partial sweep in OUT, started with the same options (refused otherwise).")
-@click.option("--core-mhz", callback=_mhz_list, help="Restrict to these core clocks (comma-separated).")
-@click.option("--mem-mhz", callback=_mhz_list, help="Restrict to these memory clocks (comma-separated).")
+@click.option("--core-mhz", callback=options.clock_list, help="Restrict to these core clocks (comma-separated).")
+@click.option("--mem-mhz", callback=options.clock_list, help="Restrict to these memory clocks (comma-separated).")
 @click.option("--min-seconds", default=1.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
               help="Repeat each workload until a measurement spans this long.")
 @click.option("--repetitions", type=click.IntRange(min=1), help="Repeat exactly this often instead.")

@@ -12,7 +12,6 @@ from ..errors import GpudvfsWarning, InputError
 from ..io import read_measured_grid
 from ..io.dcgm_fields import is_dcgm_grid
 from ..io.grid_csv import SPECS
-from ..limits import clock_array
 from ..time import MODES, TimeDevice, TimeModel, evaluate, profiles_from_grid
 from ..time.crossval import cross_validate
 from ..time.dcgm import PREDICTORS, DcgmTimeModel
@@ -23,11 +22,8 @@ from .output import console, output_file, print_json, table, user_errors
 
 
 def _pair(ctx, param, value):
-    try:
-        a, b = clock_array([float(x) for x in value.split(",")], "clocks")
-    except (ValueError, InputError):
-        raise click.BadParameter(f"expected CORE,MEM: two clocks in MHz, got {value!r}") from None
-    return (float(a), float(b))
+    a, b = options.clocks(value, "clocks", count=2)
+    return (a, b)
 
 
 def _resolve(name: str, grid=None):
@@ -68,13 +64,6 @@ DEVICE_HELP = "The GPU the data was measured on: a catalog name (gpudvfs devices
 
 def _grid(path, columns=None, formats=("nvdvfs", "grid")):
     return read_measured_grid(path, "the time model", formats, columns=columns)
-
-
-def _clock_list(text: str, option: str) -> list[float]:
-    try:
-        return clock_array([float(x) for x in text.split(",")], option).tolist()
-    except ValueError as e:
-        raise InputError(f"{option} takes comma-separated clocks in MHz: {e}") from None
 
 
 def _beyond_grid(grid, cores: list[float], mems: list[float]) -> list[str]:
@@ -175,8 +164,8 @@ def _eval_dcgm(data, r, as_json) -> None:
 @click.option("--kernel", "kernels", multiple=True, help="Only these workloads (default: all).")
 @click.option("--device", required=True, help=DEVICE_HELP)
 @click.option("--reference", default="700,700", show_default=True, callback=_pair)
-@click.option("--core-mhz", help="Core clocks (comma-separated; default: DATA's).")
-@click.option("--mem-mhz", help="Memory clocks (comma-separated; default: DATA's).")
+@click.option("--core-mhz", callback=options.clock_list, help="Core clocks (comma-separated; default: DATA's).")
+@click.option("--mem-mhz", callback=options.clock_list, help="Memory clocks (comma-separated; default: DATA's).")
 @click.option("--mode", type=click.Choice(MODES), default="default", show_default=True)
 @click.option("--calibrate", is_flag=True, help="Scale each kernel to its measured reference time.")
 @options.columns
@@ -192,8 +181,8 @@ def predict(data, kernels, device, reference, core_mhz, mem_mhz, mode, calibrate
             if unknown:
                 raise InputError(f"{data}: no workload named {sorted(unknown)}")
             profiles = [p for p in profiles if p.name in kernels]
-        cores = _clock_list(core_mhz, "--core-mhz") if core_mhz else np.unique(grid.core_mhz).tolist()
-        mems = _clock_list(mem_mhz, "--mem-mhz") if mem_mhz else np.unique(grid.mem_mhz).tolist()
+        cores = core_mhz or np.unique(grid.core_mhz).tolist()
+        mems = mem_mhz or np.unique(grid.mem_mhz).tolist()
         outside = _beyond_grid(grid, cores, mems)
         fc, fm = np.meshgrid(cores, mems, indexing="ij")
         t, cases = model.predict(profiles, fc, fm, calibrate=calibrate, return_cases=True)
