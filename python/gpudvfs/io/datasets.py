@@ -241,6 +241,30 @@ class MeasurementGrid:
             rows.append(hit[0])
         return names, np.array(rows, dtype=np.int64)
 
+    def table(self, names: list[str], values, mem_mhz: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(configs [K x 2], ``values`` [W x K]): one value per workload of ``names`` at every
+        (core, memory) pair of the grid, each workload measured at every pair (the last row
+        where one repeats). A grid without a memory clock column is at ``mem_mhz``."""
+        mem = self.mem_mhz
+        if mem is None:
+            if mem_mhz is None:
+                raise InputError(f"{self.path}: the grid has no memory clock column; give the memory clock")
+            mem = np.full(len(self), float(mem_mhz))
+        configs, config_of = np.unique(np.column_stack([self.core_mhz, mem]), axis=0, return_inverse=True)
+        config_of = config_of.ravel()
+        values = np.asarray(values, dtype=np.float64)
+        out = np.full((len(names), len(configs)), np.nan)
+        work = self.workload
+        for a, n in enumerate(names):
+            rows = np.flatnonzero(work == n)
+            out[a, config_of[rows]] = values[rows]
+            missing = np.flatnonzero(np.isnan(out[a]))
+            if len(missing):
+                c, m = configs[missing[0]]
+                raise InputError(f"{self.path}: {n!r} was not measured at {c:g}/{m:g} MHz ({len(missing)} pairs "
+                                 "missing); this needs every workload at every clock pair")
+        return configs, out
+
     def describe(self) -> dict:
         watts = self.watts
         mem = self.mem_mhz

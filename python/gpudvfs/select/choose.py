@@ -84,17 +84,8 @@ def measured_table(grid: MeasurementGrid, reference: tuple[float, float], device
     if grid.watts is None or grid.mem_mhz is None:
         raise InputError(f"{grid.path}: selection is validated on measured time and power over core and memory clocks")
     names, profiles, util = reference_inputs(grid, reference, device, spec, clip)
-    configs = np.unique(np.column_stack([grid.core_mhz, grid.mem_mhz]), axis=0)
-    index = {(n, c, m): i for i, (n, c, m) in enumerate(zip(grid.workload.tolist(), grid.core_mhz, grid.mem_mhz))}
-    t = np.empty((len(names), len(configs)))
-    p = np.empty_like(t)
-    for a, n in enumerate(names):
-        for k, (c, m) in enumerate(configs):
-            i = index.get((n, c, m))
-            if i is None:
-                raise InputError(f"{grid.path}: {n!r} was not measured at {c:g}/{m:g} MHz")
-            t[a, k], p[a, k] = grid.time_ms[i], grid.watts[i]
-    return names, configs, t, p, util, profiles
+    configs, t = grid.table(names, grid.time_ms)
+    return names, configs, t, grid.table(names, grid.watts)[1], util, profiles
 
 
 def training_dataset(util, configs, watts, reference, names) -> PowerDataset:

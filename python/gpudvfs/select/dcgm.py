@@ -17,21 +17,6 @@ from ..time.dcgm import loo_predictions as time_predictions
 from .policies import select
 
 
-def _table(grid, names, values, mem_mhz):
-    """[workloads x configurations] of ``values``, every workload measured at every pair; a
-    grid without a memory clock column is at ``mem_mhz``."""
-    mem = grid.mem_mhz if grid.mem_mhz is not None else np.full(len(grid), float(mem_mhz))
-    configs, config_of = np.unique(np.column_stack([grid.core_mhz, mem]), axis=0, return_inverse=True)
-    work = grid.workload
-    out = np.full((len(names), len(configs)), np.nan)
-    for a, n in enumerate(names):
-        rows = work == n
-        out[a, config_of.ravel()[rows]] = values[rows]
-    if np.isnan(out).any():
-        raise InputError(f"{grid.path}: selection is scored where every workload was measured at every clock pair")
-    return configs, out
-
-
 @dataclass(frozen=True, eq=False)
 class LooTable:
     """Per workload [A x K]: measured time (ms) and power (W) at every pair, and each
@@ -56,7 +41,7 @@ def loo_table(grid: MeasurementGrid, reference: tuple[float, float], variant: st
     names = info["names"]
 
     def table(values):
-        return _table(grid, names, np.asarray(values), reference[1])
+        return grid.table(names, values, reference[1])
 
     configs, t = table(grid.time_ms)
     return LooTable(names, configs, int(np.argmax(configs[:, 0] + configs[:, 1])), t, table(grid.watts)[1],
