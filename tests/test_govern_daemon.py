@@ -24,6 +24,7 @@ from gpudvfs.govern.daemon import Daemon, NvmlMonitor
 from gpudvfs.govern.phases import PhaseDetector
 from gpudvfs.govern.simhost import SimProcess, SimulatedHost, calibrated, phased_process, sim_activity
 from gpudvfs.measure.nvml import NvmlDevice
+from gpudvfs.measure.simulated import SimulatedDevice
 
 from fake_pynvml import FakeNvml
 
@@ -367,3 +368,28 @@ def test_govern_run_on_nvml_needs_this_gpus_registry_entry(sim, tmp_path, monkey
                   "--time-model", str(tmp_path / "time.json"), "--duration", "1"])
     assert r.exit_code == 2 and "not in the registry" in r.output, r.output
     assert fake.init_count == 0
+
+
+def test_pairs_the_gpu_cannot_hold_are_left(sim):
+    """A simulated power limit below what the compute-bound workload draws at the high clocks:
+    intervals the GPU reports throttled are not learnt from, their pairs are left for the
+    phase, and the daemon settles among the pairs under the limit (no endless re-trying)."""
+    device, table, model = sim
+    limited = SimulatedDevice(device.gpu, power_limit_w=0.0)
+    sgemm = SIM_WORKLOADS[0]
+    watts = [limited.true_power_w(sgemm, *pair) for pair in table.configs]
+    limited.power_limit_w = float(np.percentile(watts, 60))
+    host = SimulatedHost(limited)
+    host.start(phased_process(limited, SIM_WORKLOADS[:1], 400.0, repeat=1))
+    daemon = Daemon(limited, host, table, model)
+    stats = daemon.run(300.0)
+    assert stats.throttled >= 1 and stats.throttled + stats.observed <= stats.governed
+    last = daemon.governor.configs[daemon.governor.current]
+    assert limited.true_power_w(sgemm, *last) <= limited.power_limit_w
+    assert stats.clock_changes < 60
+    gov = Governor(table.configs, table.default, policy="deadline")
+    gov.phase("a", np.ones(len(table.configs)), np.full(len(table.configs), 100.0))
+    gov.exclude(table.default)  # the deadline's reference pair cannot be held: not insisted on
+    assert gov.decide() != table.default
+    with pytest.raises(InputError, match="index"):
+        gov.exclude(len(table.configs))

@@ -271,6 +271,37 @@ def test_stand_in_sigterm_handler_chains_to_previous_python_handler_and_is_remov
         signal.signal(signal.SIGTERM, old)
 
 
+RACE = textwrap.dedent("""
+    import signal
+    import fake_pynvml
+    import gpudvfs.measure.nvml as nvml
+    hit = []
+    signal.signal(signal.SIGTERM, lambda *_: hit.append(1))
+    real = signal.signal
+
+    def racing(signum, handler):
+        old = real(signum, handler)
+        if signum == signal.SIGTERM and handler == nvml._GUARD._handle:
+            handler(signum, None)  # the signal lands the instant the guard's handler is set
+        return old
+
+    signal.signal = racing
+    nvml.NvmlDevice(pynvml=fake_pynvml.FakeNvml()).lock_clocks(1005, 877)
+    print("alive", hit, flush=True)
+""")
+
+
+def test_a_signal_the_instant_the_guard_is_installed_still_chains(tmp_path):
+    """In a child process (the failure ends the process): a SIGTERM that arrives right after
+    the guard sets its handler must reach the handler it replaced, not end the process as if
+    there had been none (the guard records what it replaces before replacing it)."""
+    script = tmp_path / "race.py"
+    script.write_text(RACE)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
+    r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "alive [1]", (r.returncode, r.stdout, r.stderr)
+
+
 CHILD = textwrap.dedent("""
     import signal, sys, time
     # As in an interactive Python, even if this test runner was started with SIGINT ignored.

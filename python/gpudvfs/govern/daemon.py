@@ -11,11 +11,13 @@ the GPU's registry model, its time by the DCGM time model's shares. Then the gov
 observes the interval and decides, and the daemon sets the clocks it chose.
 
 An interval is observed only when the daemon held the clocks through it and it lay inside
-its phase (not one that straddles a phase change). Without a progress signal the time per
-unit of work is not measured: the governor learns the power and keeps the predicted time
-ratios. When no process runs, the clocks go back to the driver; whichever way `run` ends
-(its duration, a stop event, an exception, a signal turned into one), the clocks are reset.
-After a SIGKILL, `gpudvfs govern reset`.
+its phase (not one that straddles a phase change). Where the GPU reports a throttle reason
+at an interval's end (power cap, thermal), the pair was not held: the phase does not run
+there again (`Governor.exclude`). Without a progress signal the time per unit of work is
+not measured: the governor learns the power and keeps the predicted time ratios. When no
+process runs, the clocks go back to the driver; whichever way `run` ends (its duration, a
+stop event, an exception, a signal turned into one), the clocks are reset. After a SIGKILL,
+`gpudvfs govern reset`.
 """
 
 from __future__ import annotations
@@ -90,12 +92,14 @@ class NvmlMonitor:
 
 @dataclass
 class DaemonStats:
-    """What a run did: intervals seen, governed (a process ran) and observed; phases met;
-    clock changes made; joules and work units counted."""
+    """What a run did: intervals seen, governed (a process ran), observed, and throttled (the
+    GPU did not hold the clocks set); phases met; clock changes made; joules and work units
+    counted."""
 
     intervals: int = 0
     governed: int = 0
     observed: int = 0
+    throttled: int = 0
     clock_changes: int = 0
     joules: float = 0.0
     work: float = 0.0
@@ -103,6 +107,7 @@ class DaemonStats:
 
     def as_dict(self) -> dict:
         return {"intervals": self.intervals, "governed": self.governed, "observed": self.observed,
+                "throttled": self.throttled,
                 "clock_changes": self.clock_changes, "joules": self.joules, "work": self.work,
                 "phases": dict(self.phases)}
 
@@ -186,7 +191,12 @@ class Daemon:
             t, p = self._prior(max(watts, 1e-3), activity, time_ms or 1e3 * self.interval_s)
             self.governor.phase(key, t, p)
             self._key = key
-        if held is not None and self.detector.inside and watts > 0 and (work is None or work > 0):
+        if held is not None and self.device.throttle_reasons():
+            # The GPU pulled the clocks below the pair set (its power or thermal limit): what
+            # was measured is not that pair's, and the phase is not run there again.
+            self.governor.exclude(held)
+            self.stats.throttled += 1
+        elif held is not None and self.detector.inside and watts > 0 and (work is None or work > 0):
             self.governor.observe(held, time_ms, watts)
             self.stats.observed += 1
         self._set(self.governor.decide())

@@ -61,6 +61,7 @@ class _Stream:
 class _Phase:
     t: _Stream
     p: _Stream
+    excluded: np.ndarray       # pairs the GPU could not hold for this phase (`Governor.exclude`)
     surprise: float = 0.0      # sum over first visits of squared innovation over its predicted variance
     visited: int = 0
 
@@ -135,7 +136,7 @@ class Governor:
         def stream(x):
             return _Stream(np.log(x), OnlinePredictor(3, 1.0, cov), np.zeros(k), np.zeros(k),
                            np.zeros(k, dtype=np.intp), np.zeros(k), np.full(k, self.residual_sd ** 2))
-        self._phase = self._phases[key] = _Phase(stream(t), stream(p))
+        self._phase = self._phases[key] = _Phase(stream(t), stream(p), np.zeros(k, dtype=bool))
 
     def _require(self) -> _Phase:
         if self._phase is None:
@@ -168,14 +169,14 @@ class Governor:
         """The index of the pair to run next."""
         lt, lp, vt, vp = self.estimates()
         score = lt + lp
-        allowed = np.ones(len(score), dtype=bool)
+        allowed = ~self._phase.excluded
         if self.policy == "edp":
             score = score + lt
         elif self.policy == "deadline":
-            allowed = lt <= lt[self.default_index] + np.log1p(self.slowdown)
+            allowed = allowed & (lt <= lt[self.default_index] + np.log1p(self.slowdown))
         elif self.policy == "power-cap":
             score = lt
-            allowed = lp <= np.log(self.power_cap_w)
+            allowed = allowed & (lp <= np.log(self.power_cap_w))
         if not allowed.any():  # violate least: fastest for a deadline, least power for a cap
             allowed = np.zeros_like(allowed)
             allowed[np.argmin(lt if self.policy == "deadline" else lp)] = True
@@ -190,10 +191,11 @@ class Governor:
         # Explore where the optimistic estimate beats the best estimate by more than the
         # hysteresis; otherwise move only for a predicted gain larger than it.
         exploring = lcb[candidate] < masked[best] - self.hysteresis
-        if self.policy == "deadline" and self._phase.p.n[self.default_index] == 0:
+        d = self.default_index
+        if self.policy == "deadline" and self._phase.p.n[d] == 0 and not self._phase.excluded[d]:
             # The bound is relative to the default clocks' time: run them once first, so it
-            # is measured, not predicted.
-            exploring, candidate = True, self.default_index
+            # is measured, not predicted (unless the GPU cannot hold them).
+            exploring, candidate = True, d
         nxt = candidate if exploring else best
         if not exploring and allowed[self.current] and masked[self.current] - masked[best] <= self.hysteresis:
             nxt = self.current
@@ -216,6 +218,14 @@ class Governor:
             energy = self._last["time_ms"] * self._last["watts"]
             entry["realized_saving"] = float(1.0 - energy / np.exp(log_energy[d]))
         return entry
+
+    def exclude(self, index: int) -> None:
+        """The GPU did not hold pair ``index`` for the current phase (its power or thermal limit
+        pulled the clocks down): the phase is not run there again, nor explored."""
+        ph = self._require()
+        if not 0 <= index < len(self.configs):
+            raise InputError(f"pair index must be in [0, {len(self.configs)}), got {index}")
+        ph.excluded[index] = True
 
     def observe(self, index: int, time_ms: float | None, watts: float) -> None:
         """What one interval at pair ``index`` measured: time per unit of work and power.

@@ -220,8 +220,10 @@ class _ClockGuard:
             previous = signal.getsignal(signum)
             if previous is signal.SIG_IGN:
                 continue  # the process does not end on it, so nothing to clean up
-            signal.signal(signum, self._handle)
+            # Recorded first: a signal right after the handler is set must find what to chain
+            # to, not end the process as if there had been none.
             self._previous[signum] = previous
+            signal.signal(signum, self._handle)
 
     def _uninstall(self) -> None:
         if threading.current_thread() is not threading.main_thread():

@@ -179,7 +179,8 @@ class SimulatedDevice:
     one timed launch series; ``refresh_s``: sensor refresh period; ``energy_counter``:
     whether power comes from an energy counter or from integrated samples;
     ``permission=False`` makes clock changes fail like an unprivileged process's;
-    ``power_limit_w`` flags measurements above it as throttled (the clock slow-down itself
+    ``power_limit_w`` flags measurements above it as throttled, and `throttle_reasons`
+    reports the power cap while what `run` last ran draws more (the clock slow-down itself
     is not modelled).
     """
 
@@ -198,6 +199,7 @@ class SimulatedDevice:
         self._clocks = self.gpu.default_mhz
         self._now_s = 0.0
         self._energy_j = 0.0
+        self._running_w = 0.0  # true power of what `run` last ran
 
     # clocks
     def memory_clocks(self) -> list[float]:
@@ -261,7 +263,8 @@ class SimulatedDevice:
         return self._energy_j if self.has_energy_counter else None
 
     def throttle_reasons(self) -> tuple[str, ...]:
-        return ()
+        capped = self.power_limit_w is not None and self._running_w > self.power_limit_w
+        return ("sw_power_cap",) if capped else ()
 
     def temperature_c(self) -> float:
         return 35.0 + 0.25 * self._idle_power()
@@ -301,6 +304,7 @@ class SimulatedDevice:
         if not (math.isfinite(seconds) and seconds >= 0):
             raise InputError(f"seconds must be finite and >= 0, got {seconds}")
         watts = self._idle_power() if workload is None else self.true_power_w(workload, *self._clocks)
+        self._running_w = watts
         self._now_s += seconds
         self._energy_j += watts * seconds
 
