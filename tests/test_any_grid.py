@@ -105,8 +105,9 @@ def test_a_grid_as_a_workload_by_pair_table(tmp_path):
     p.write_text("bench,core_mhz,mem_clock,time_ms\n"
                  "a,1500,2619,1.5\nb,1000,2619,4.0\na,1000,2619,2.0\nb,1500,2619,3.0\n")
     g = read(p)
-    configs, t = g.table(["b", "a"], g.time_ms)
+    configs, (t, twice) = g.table(["b", "a"], g.time_ms, 2 * g.time_ms)
     assert configs.tolist() == [[1000.0, 2619.0], [1500.0, 2619.0]] and t.tolist() == [[4.0, 3.0], [2.0, 1.5]]
+    assert np.array_equal(twice, 2 * t)
     p.write_text("bench,core_mhz,time_ms\na,1000,2.0\na,1500,1.5\nb,1000,4.0\n")
     g = read(p)
     assert g.table(["a"], g.time_ms, mem_mhz=877.0)[0].tolist() == [[1000.0, 877.0], [1500.0, 877.0]]
@@ -114,6 +115,8 @@ def test_a_grid_as_a_workload_by_pair_table(tmp_path):
         g.table(["a"], g.time_ms)
     with pytest.raises(InputError, match="'b' was not measured at 1500/877 MHz"):
         g.table(["a", "b"], g.time_ms, mem_mhz=877.0)
+    with pytest.raises(InputError, match="'a' has no value at 1500/877 MHz"):
+        g.table(["a"], np.array([2.0, np.nan, 4.0]), mem_mhz=877.0)
 
 
 def test_renamed_dcgm_grid_gives_the_same_figures(data, tmp_path):

@@ -241,10 +241,11 @@ class MeasurementGrid:
             rows.append(hit[0])
         return names, np.array(rows, dtype=np.int64)
 
-    def table(self, names: list[str], values, mem_mhz: float | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(configs [K x 2], ``values`` [W x K]): one value per workload of ``names`` at every
-        (core, memory) pair of the grid, each workload measured at every pair (the last row
-        where one repeats). A grid without a memory clock column is at ``mem_mhz``."""
+    def table(self, names: list[str], *values, mem_mhz: float | None = None) -> tuple[np.ndarray, list[np.ndarray]]:
+        """(configs [K x 2], one [W x K] table per array of ``values``): each array's value of
+        every workload of ``names`` at every (core, memory) pair of the grid, each workload
+        measured at every pair (the last row where one repeats). A grid without a memory
+        clock column is at ``mem_mhz``."""
         mem = self.mem_mhz
         if mem is None:
             if mem_mhz is None:
@@ -252,18 +253,26 @@ class MeasurementGrid:
             mem = np.full(len(self), float(mem_mhz))
         configs, config_of = np.unique(np.column_stack([self.core_mhz, mem]), axis=0, return_inverse=True)
         config_of = config_of.ravel()
-        values = np.asarray(values, dtype=np.float64)
-        out = np.full((len(names), len(configs)), np.nan)
         work = self.workload
-        for a, n in enumerate(names):
-            rows = np.flatnonzero(work == n)
-            out[a, config_of[rows]] = values[rows]
-            missing = np.flatnonzero(np.isnan(out[a]))
+        # Per workload, its rows and the pair of each: found once, for every array.
+        rows = [np.flatnonzero(work == n) for n in names]
+        for n, r in zip(names, rows):
+            missing = np.setdiff1d(np.arange(len(configs)), config_of[r])
             if len(missing):
                 c, m = configs[missing[0]]
                 raise InputError(f"{self.path}: {n!r} was not measured at {c:g}/{m:g} MHz ({len(missing)} pairs "
                                  "missing); this needs every workload at every clock pair")
-        return configs, out
+        tables = []
+        for v in values:
+            v = np.asarray(v, dtype=np.float64)
+            out = np.empty((len(names), len(configs)))
+            for a, r in enumerate(rows):
+                out[a, config_of[r]] = v[r]
+            if np.isnan(out).any():
+                a, k = np.argwhere(np.isnan(out))[0]
+                raise InputError(f"{self.path}: {names[a]!r} has no value at {configs[k, 0]:g}/{configs[k, 1]:g} MHz")
+            tables.append(out)
+        return configs, tables
 
     def describe(self) -> dict:
         watts = self.watts

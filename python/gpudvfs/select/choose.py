@@ -84,8 +84,8 @@ def measured_table(grid: MeasurementGrid, reference: tuple[float, float], device
     if grid.watts is None or grid.mem_mhz is None:
         raise InputError(f"{grid.path}: selection is validated on measured time and power over core and memory clocks")
     names, profiles, util = reference_inputs(grid, reference, device, spec, clip)
-    configs, t = grid.table(names, grid.time_ms)
-    return names, configs, t, grid.table(names, grid.watts)[1], util, profiles
+    configs, (t, p) = grid.table(names, grid.time_ms, grid.watts)
+    return names, configs, t, p, util, profiles
 
 
 def training_dataset(util, configs, watts, reference, names) -> PowerDataset:

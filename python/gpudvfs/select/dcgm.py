@@ -39,13 +39,10 @@ def loo_table(grid: MeasurementGrid, reference: tuple[float, float], variant: st
     t_pred, info = time_predictions(grid, reference)
     _, p_pred = power_predictions(grid, reference, variant)
     names = info["names"]
-
-    def table(values):
-        return grid.table(names, values, reference[1])
-
-    configs, t = table(grid.time_ms)
-    return LooTable(names, configs, int(np.argmax(configs[:, 0] + configs[:, 1])), t, table(grid.watts)[1],
-                    table(t_pred["cv"])[1], table(t_pred["inverse_f"])[1], table(p_pred["calibrated"])[1],
+    configs, (t, w, t_cv, t_inv, w_pred) = grid.table(
+        names, grid.time_ms, grid.watts, t_pred["cv"], t_pred["inverse_f"], p_pred["calibrated"],
+        mem_mhz=reference[1])
+    return LooTable(names, configs, int(np.argmax(configs[:, 0] + configs[:, 1])), t, w, t_cv, t_inv, w_pred,
                     info["distinct_time_curves"])
 
 
