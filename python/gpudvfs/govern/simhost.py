@@ -55,7 +55,6 @@ class SimulatedHost:
         self._rng = np.random.default_rng(seed)
         self._queue: deque[list] = deque()  # [process, phase position, steps left in it]
         self._activity = np.zeros(3)
-        self._steps = 0.0
         self._done: dict[str, tuple[Workload, float]] = {}  # steps done per workload
 
     def start(self, process: SimProcess) -> None:
@@ -73,7 +72,7 @@ class SimulatedHost:
 
     def progress(self) -> float:
         """Steps done by all processes so far (what an application reports)."""
-        return self._steps
+        return sum(steps for _, steps in self._done.values())
 
     def phase(self) -> Workload | None:
         """The workload running now (the ground truth a test compares with)."""
@@ -98,7 +97,6 @@ class SimulatedHost:
             dt = min(left, steps * step_s)
             dev.run(w, dt)
             busy += dt * sim_activity(w, dev)
-            self._steps += dt / step_s
             self._done[w.name] = (w, self._done.get(w.name, (w, 0.0))[1] + dt / step_s)
             entry[2] -= dt / step_s
             left -= dt
@@ -144,7 +142,7 @@ def calibrated(workdir) -> tuple[SimulatedDevice, GpuTable, DcgmTimeModel]:
     from pathlib import Path
 
     from ..fleet.calibrate import SimFleet, calibrate_gpu
-    from ..fleet.registry import Registry
+    from ..fleet.registry import ENTRY_FILE, Registry, device_uuid, gpu_dir
     from ..fleet.telemetry import sample_dcgm_grid
     from ..fleet.whatif import gpu_table
     from ..io import read_measured_grid
@@ -152,9 +150,11 @@ def calibrated(workdir) -> tuple[SimulatedDevice, GpuTable, DcgmTimeModel]:
     root = Path(workdir)
     registry_dir, grid_path, model_path = root / "registry", root / "dcgm-grid.csv", root / "time-dcgm.json"
     device = SimFleet()(0)
-    entry = calibrate_gpu(SimFleet(), 0, str(registry_dir), 1.0, "per-domain")
+    uuid = device_uuid(device)
+    if not (gpu_dir(registry_dir, uuid) / ENTRY_FILE).exists():  # an entry is written last: complete
+        calibrate_gpu(SimFleet(), 0, str(registry_dir), 1.0, "per-domain")
     if not model_path.exists():
         sample_dcgm_grid(grid_path, device)
         grid = read_measured_grid(grid_path, "the DCGM time model", ("grid",))
         DcgmTimeModel().fit(grid, device.default_clocks()).save(model_path)
-    return device, gpu_table(Registry.load(registry_dir), entry["uuid"]), DcgmTimeModel.load(model_path)
+    return device, gpu_table(Registry.load(registry_dir), uuid), DcgmTimeModel.load(model_path)
