@@ -4,11 +4,11 @@ Every interval the daemon reads what the GPU did: the energy counter (watts over
 interval), the running processes, their activities (SM, pipe, DRAM: DCGM's on the
 simulator; NVML's GPM metrics on a Hopper or newer GPU; on older ones NVML's kernel and
 memory busy fractions, a coarser view) and, where the application reports it, its progress
-in units of work. The phase detector maps
-(processes, activities) to a phase. A new phase's prior is its first interval carried to
-every calibrated pair as `gpudvfs fleet whatif` carries a telemetry sample: its power by
-the GPU's registry model, its time by the DCGM time model's shares. Then the governor
-observes the interval and decides, and the daemon sets the clocks it chose.
+in units of work. The phase detector maps (processes, activities) to a phase. A new phase's
+prior is its first interval carried to every calibrated pair as `gpudvfs fleet whatif`
+carries a telemetry sample: its power by the GPU's registry model, its time by the DCGM time
+model's shares. Then the governor observes the interval and decides, and the daemon sets the
+clocks it chose.
 
 An interval is observed only when the daemon held the clocks through it and it lay inside
 its phase (not one that straddles a phase change). Where the GPU reports a throttle reason

@@ -222,18 +222,14 @@ class Governor:
     def exclude(self, index: int) -> None:
         """The GPU did not hold pair ``index`` for the current phase (its power or thermal limit
         pulled the clocks down): the phase is not run there again, nor explored."""
-        ph = self._require()
-        if not 0 <= index < len(self.configs):
-            raise InputError(f"pair index must be in [0, {len(self.configs)}), got {index}")
-        ph.excluded[index] = True
+        self._require().excluded[self._pair_index(index)] = True
 
     def observe(self, index: int, time_ms: float | None, watts: float) -> None:
         """What one interval at pair ``index`` measured: time per unit of work and power.
         ``time_ms=None``: the work done was not measured (a daemon without a progress
         signal): the power is learnt, the time stays the prediction."""
         ph = self._require()
-        if not 0 <= index < len(self.configs):
-            raise InputError(f"pair index must be in [0, {len(self.configs)}), got {index}")
+        self._pair_index(index)
         if not (np.isfinite(watts) and watts > 0 and (time_ms is None or (np.isfinite(time_ms) and time_ms > 0))):
             raise InputError(f"observed time and watts must be positive and finite, got {time_ms} and {watts}")
         lp = np.log(watts)
@@ -251,6 +247,11 @@ class Governor:
         self._update(ph.p, index, lp)
         if lt is not None:
             self._update(ph.t, index, lt)
+
+    def _pair_index(self, index: int) -> int:
+        if not 0 <= index < len(self.configs):
+            raise InputError(f"pair index must be in [0, {len(self.configs)}), got {index}")
+        return index
 
     def _update(self, s: _Stream, index: int, value: float) -> None:
         if s.n[index] == 0 and self.residual_sd > 0:
