@@ -170,12 +170,12 @@ class FakeNvml:
         self.busy = False
         self._lock = threading.RLock()
         self._epoch = time.perf_counter()
-        # Truth: power is piecewise constant; segment i starts at _seg_t[i] with _seg_w[i]
-        # watts, and _seg_e[i] joules had been drawn before it.
+        # Truth: piecewise constant; segment i starts at _seg_t[i] with the rates _seg_rate[i]
+        # (watts, and 1 while the test's workload runs) and the totals _seg_sum[i] (joules drawn,
+        # seconds busy) accumulated before it.
         self._seg_t = [self._epoch]
-        self._seg_w = [idle_watts]
-        self._seg_e = [0.0]
-        self._seg_busy = [0.0]  # busy seconds before segment i (busy: the test's workload runs)
+        self._seg_rate = [(idle_watts, 0.0)]
+        self._seg_sum = [(0.0, 0.0)]
         self.gpm_samples = 0  # GPM samples allocated and not freed
         self._sensor_k = -1
         self._sensor_mw = 0
@@ -202,16 +202,19 @@ class FakeNvml:
     def _changed(self) -> None:
         """Start a new truth segment (call with the lock held, after a state change)."""
         now = time.perf_counter()
-        e = self._seg_e[-1] + self._seg_w[-1] * (now - self._seg_t[-1])
-        busy = self._seg_busy[-1] + (now - self._seg_t[-1]) * (self._seg_w[-1] != self.idle_watts)
+        self._seg_sum.append(self._totals_at(now))
         self._seg_t.append(now)
-        self._seg_w.append(self._true_watts_now())
-        self._seg_e.append(e)
-        self._seg_busy.append(busy)
+        self._seg_rate.append((self._true_watts_now(), float(self.busy)))
+
+    def _totals_at(self, t: float) -> tuple[float, float]:
+        """(joules drawn, seconds busy) from the epoch to ``t``."""
+        i = max(0, bisect.bisect_right(self._seg_t, t) - 1)
+        dt = t - self._seg_t[i]
+        (e, b), (w, on) = self._seg_sum[i], self._seg_rate[i]
+        return e + w * dt, b + on * dt
 
     def _energy_at(self, t: float) -> float:
-        i = max(0, bisect.bisect_right(self._seg_t, t) - 1)
-        return self._seg_e[i] + self._seg_w[i] * (t - self._seg_t[i])
+        return self._totals_at(t)[0]
 
     def true_energy_j(self, t0: float, t1: float) -> float:
         """Exact energy drawn between two ``time.perf_counter()`` instants."""
@@ -402,10 +405,6 @@ class FakeNvml:
     # test's workload ran, DRAM bandwidth ``mem_busy`` of that, FP32 ``fp32_busy`` of it; the
     # tensor metric is one this GPU does not count.
 
-    def _busy_at(self, t: float) -> float:
-        i = max(0, bisect.bisect_right(self._seg_t, t) - 1)
-        return self._seg_busy[i] + (t - self._seg_t[i]) * (self._seg_w[i] != self.idle_watts)
-
     def nvmlGpmQueryDeviceSupport(self, device: object) -> SimpleNamespace:
         self._check(device)
         return SimpleNamespace(version=1, isSupportedDevice=int(self.caps.gpm))
@@ -423,7 +422,7 @@ class FakeNvml:
             raise NVMLError_NotSupported()
         with self._lock:
             gpmSample.t = time.perf_counter()
-            gpmSample.busy = self._busy_at(gpmSample.t)
+            gpmSample.busy = self._totals_at(gpmSample.t)[1]
         return gpmSample
 
     def nvmlGpmMetricsGet(self, metricsGet: c_nvmlGpmMetricsGet_t) -> c_nvmlGpmMetricsGet_t:
