@@ -50,6 +50,8 @@ NVML_GPM_METRIC_DRAM_BW_UTIL = 10
 NVML_GPM_METRIC_FP64_UTIL = 11
 NVML_GPM_METRIC_FP32_UTIL = 12
 NVML_GPM_METRIC_FP16_UTIL = 13
+NVML_FI_DEV_POWER_INSTANT = 186
+NVML_VALUE_TYPE_UNSIGNED_INT = 1
 
 
 class NVMLError(Exception):
@@ -110,7 +112,9 @@ class FakeNvml:
     Capability switches (all keyword arguments) let a test pose as different GPUs:
     ``locked_gpu`` (Volta+), ``locked_mem`` (Ampere+), ``app_clocks`` (datacenter parts),
     ``root`` (the process may set clocks), ``app_clocks_unrestricted`` (``nvidia-smi -acp 0``
-    was run), ``energy_counter`` (Volta+), ``event_reasons_api`` (newer drivers).
+    was run), ``energy_counter`` (Volta+), ``event_reasons_api`` (newer drivers),
+    ``instant_power`` (the instantaneous power field: the true power now, with the sensor's
+    noise, where ``nvmlDeviceGetPowerUsage`` averages over ``refresh_s``).
     ``state_file``: the clock settings are written there (JSON) after every change, so a test
     can read them after this process has died.
     """
@@ -132,6 +136,7 @@ class FakeNvml:
     NVML_GPM_METRIC_FP64_UTIL = NVML_GPM_METRIC_FP64_UTIL
     NVML_GPM_METRIC_FP32_UTIL = NVML_GPM_METRIC_FP32_UTIL
     NVML_GPM_METRIC_FP16_UTIL = NVML_GPM_METRIC_FP16_UTIL
+    NVML_FI_DEV_POWER_INSTANT = NVML_FI_DEV_POWER_INSTANT
     c_nvmlGpmMetricsGet_t = c_nvmlGpmMetricsGet_t
 
     def __init__(self, *, name: str = "Fake GPU (stand-in)",
@@ -140,6 +145,7 @@ class FakeNvml:
                  locked_gpu: bool = True, locked_mem: bool = True, app_clocks: bool = True,
                  root: bool = True, app_clocks_unrestricted: bool = False,
                  energy_counter: bool = True, event_reasons_api: bool = True, gpm: bool = False,
+                 instant_power: bool = False, power_limits_w: tuple[float, float, float] = (300.0, 100.0, 350.0),
                  refresh_s: float = 0.005, noise_w: float = 0.3, seed: int = 0,
                  idle_watts: float = 40.0, state_file: str | None = None,
                  pci: tuple[int, int, int] = (0, 0x3B, 0)):
@@ -148,7 +154,8 @@ class FakeNvml:
         self.default = default_clocks
         self.caps = SimpleNamespace(locked_gpu=locked_gpu, locked_mem=locked_mem,
                                     app_clocks=app_clocks, energy_counter=energy_counter,
-                                    event_reasons_api=event_reasons_api, gpm=gpm)
+                                    event_reasons_api=event_reasons_api, gpm=gpm, instant_power=instant_power)
+        self.power_limits_w = power_limits_w  # (default = enforced, min, max)
         self.root = root
         self.app_clocks_unrestricted = app_clocks_unrestricted
         self.refresh_s = refresh_s
@@ -371,6 +378,39 @@ class FakeNvml:
                 self._sensor_k = k
                 self._sensor_mw = max(0, round((mean_w + noise) * 1000))
             return self._sensor_mw
+
+    def nvmlDeviceGetFieldValues(self, handle: object, fieldIds: list[int]) -> list[SimpleNamespace]:
+        """Only the instantaneous power field (``instant_power``) is known; the others answer
+        NOT_SUPPORTED in their own entry, as NVML does."""
+        self._check(handle)
+        out = []
+        for field in fieldIds:
+            if field == NVML_FI_DEV_POWER_INSTANT and self.caps.instant_power:
+                with self._lock:
+                    # Updated four times per refresh period: the true power at the update.
+                    k = math.floor((time.perf_counter() - self._epoch) / (self.refresh_s / 4))
+                    at = self._epoch + k * self.refresh_s / 4
+                    i = max(0, bisect.bisect_right(self._seg_t, at) - 1)
+                    watts = self._seg_rate[i][0] + random.Random(self.seed * 7919 + k).gauss(0.0, self.noise_w)
+                out.append(SimpleNamespace(fieldId=field, nvmlReturn=NVML_SUCCESS,
+                                           valueType=NVML_VALUE_TYPE_UNSIGNED_INT,
+                                           value=SimpleNamespace(uiVal=max(0, round(watts * 1000)))))
+            else:
+                out.append(SimpleNamespace(fieldId=field, nvmlReturn=NVML_ERROR_NOT_SUPPORTED, valueType=0,
+                                           value=SimpleNamespace(dVal=0.0)))
+        return out
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, handle: object) -> int:
+        self._check(handle)
+        return round(self.power_limits_w[0] * 1000)
+
+    def nvmlDeviceGetPowerManagementDefaultLimit(self, handle: object) -> int:
+        self._check(handle)
+        return round(self.power_limits_w[0] * 1000)
+
+    def nvmlDeviceGetPowerManagementLimitConstraints(self, handle: object) -> list[int]:
+        self._check(handle)
+        return [round(self.power_limits_w[1] * 1000), round(self.power_limits_w[2] * 1000)]
 
     def nvmlDeviceGetTotalEnergyConsumption(self, handle: object) -> int:
         self._check(handle)

@@ -631,3 +631,45 @@ def test_sm_count_comes_from_the_cuda_device_nvml_names(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=types.SimpleNamespace(Device=Device)))
     assert NvmlDevice(pynvml=FakeNvml(pci=(1, 0x65, 0))).sm_count() == 80
     assert seen == ["0001:65:00.0"]
+
+
+# -- power sources -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("instant", [False, True])
+def test_stand_in_sampled_power_beside_the_energy_counter(instant):
+    """power="samples" samples although the GPU has an energy counter, so the two can be
+    compared on the same load; with the instantaneous field (Ampere+) samples read it instead
+    of the averaged nvmlDeviceGetPowerUsage, and the row says so."""
+    fake = FakeNvml(refresh_s=0.005, instant_power=instant)
+    load = Timed(fake, busy_s=0.003, idle_s=0.002)
+    with NvmlDevice(pynvml=fake, launcher=load) as counter:
+        by_counter = counter.measure(W, min_seconds=0.4)
+    with NvmlDevice(pynvml=fake, launcher=load, power="samples") as dev:
+        assert dev.power_reading == ("instant" if instant else "average")
+        assert dev.identity()["power"] == "samples"
+        sampled = dev.measure(W, min_seconds=0.4)
+    assert by_counter.power_source == "energy-counter"
+    assert sampled.power_source == ("sampled-instant" if instant else "sampled")
+    assert sampled.watts == pytest.approx(by_counter.watts, rel=SAMPLED_RTOL)
+
+
+def test_power_source_choices_are_checked():
+    with pytest.raises(InputError, match="power"):
+        NvmlDevice(pynvml=FakeNvml(), power="counter")
+    with pytest.raises(GpudvfsError, match="no energy counter"):
+        NvmlDevice(pynvml=FakeNvml(energy_counter=False), power="energy-counter")
+
+
+def test_power_limits_in_watts_and_none_where_nvml_does_not_tell():
+    fake = FakeNvml(power_limits_w=(250.0, 100.0, 300.0))
+    with NvmlDevice(pynvml=fake) as dev:
+        assert dev.power_limits() == {"enforced": 250.0, "default": 250.0, "min": 100.0, "max": 300.0}
+
+    def unsupported(handle):
+        raise fake_pynvml.NVMLError_NotSupported()
+
+    fake.nvmlDeviceGetPowerManagementLimitConstraints = unsupported
+    fake.nvmlDeviceGetEnforcedPowerLimit = None  # as getattr(module, name, None) finds it in an older driver
+    with NvmlDevice(pynvml=fake) as dev:
+        assert dev.power_limits() == {"enforced": None, "default": 250.0, "min": None, "max": None}

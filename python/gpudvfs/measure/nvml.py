@@ -16,6 +16,12 @@ Clock control, by capability:
   supported (before Volta, and the memory clock before Ampere); root, unless an administrator
   ran ``nvidia-smi -acp UNRESTRICTED``.
 
+Power, by source (``power=``): the energy counter (Volta and newer) where the GPU has one, else
+readings sampled through the measurement and integrated. ``power="samples"`` samples even where
+a counter exists, to compare the two. Samples read NVML's instantaneous power field
+(``NVML_FI_DEV_POWER_INSTANT``) where the driver answers it: from Ampere on,
+``nvmlDeviceGetPowerUsage`` is a one-second average, too slow for short windows.
+
 Locked clocks outlive the process, so they are reset on `reset_clocks`, on leaving the
 ``with`` block, at interpreter exit (atexit) and on SIGINT/SIGTERM (handlers installed while
 any clocks are locked, chaining to the handlers they replaced, which are put back afterwards).
@@ -74,8 +80,16 @@ IGNORED_THROTTLE_REASONS = 0x0001 | 0x0002
 
 # Throttle/temperature polling period when power comes from the energy counter.
 _MONITOR_INTERVAL_S = 0.01
+# Power samples no closer than this: a reading that changes at every call (an instantaneous
+# field) must not make the sampler spin.
+_MIN_SAMPLE_INTERVAL_S = 0.001
 # A sampled average needs several sensor updates to mean anything.
 _MIN_REFRESH_PERIODS = 10
+#: Where `NvmlDevice.measure` takes power from: the energy counter where the GPU has one
+#: ("auto"), always the counter, or always sampled readings.
+POWER_SOURCES = ("auto", "energy-counter", "samples")
+# nvmlFieldValue_t.valueType -> the member of its value union.
+_FIELD_VALUE = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
 
 
 class ClockControlError(GpudvfsError, RuntimeError):
@@ -318,12 +332,15 @@ class NvmlDevice:
     ``pynvml`` injects the NVML module (tests pass a stand-in); by default nvidia-ml-py's is
     imported. ``launcher`` maps a `Workload` to its launch-and-wait function (see the module
     docstring). ``default_clocks`` gives the reference (core, memory) MHz for GPUs that do not
-    report default application clocks (most GeForce cards). Use it as a context manager so
-    clocks are reset and NVML shut down on the way out.
+    report default application clocks (most GeForce cards). ``power`` is one of
+    `POWER_SOURCES` (see the module notes). Use it as a context manager so clocks are reset
+    and NVML shut down on the way out.
     """
 
     def __init__(self, index: int = 0, pynvml: Any = None, launcher: Launcher | None = None,
-                 *, default_clocks: tuple[float, float] | None = None):
+                 *, default_clocks: tuple[float, float] | None = None, power: str = "auto"):
+        if power not in POWER_SOURCES:
+            raise InputError(f"power: expected one of {POWER_SOURCES}, got {power!r}")
         nv = _import_pynvml() if pynvml is None else pynvml
         self._nv = nv
         try:
@@ -343,9 +360,14 @@ class NvmlDevice:
             name = nv.nvmlDeviceGetName(self._handle)
             self.name: str = name.decode() if isinstance(name, bytes) else str(name)
             self._has_energy = self._probe_energy()
+            if power == "energy-counter" and not self._has_energy:
+                raise GpudvfsError(f"{self.name} has no energy counter (it needs Volta or newer); "
+                                   "use power='auto' or 'samples'")
+            self._instant_field = self._probe_instant_power()
         except BaseException:
             self.close()
             raise
+        self.power = power
         self._launcher: Launcher = launcher if launcher is not None else self._default_launcher
         self._default_override = default_clocks
         self.refresh_period_s: float | None = None
@@ -391,6 +413,51 @@ class NvmlDevice:
             return False
         return True
 
+    def _probe_instant_power(self) -> int | None:
+        """NVML's instantaneous power field id where this driver and GPU answer it, else None."""
+        nv = self._nv
+        field = getattr(nv, "NVML_FI_DEV_POWER_INSTANT", None)
+        if field is None or not hasattr(nv, "nvmlDeviceGetFieldValues"):
+            return None
+        try:
+            value = nv.nvmlDeviceGetFieldValues(self._handle, [field])[0]
+        except nv.NVMLError:
+            return None
+        return field if value.nvmlReturn == 0 and value.valueType in _FIELD_VALUE else None
+
+    @property
+    def power_reading(self) -> str:
+        """Which reading power samples come from: ``"instant"`` or ``"average"``
+        (``nvmlDeviceGetPowerUsage``, a one-second average from Ampere on)."""
+        return "average" if self._instant_field is None else "instant"
+
+    def _power_mw(self) -> float:
+        if self._instant_field is not None:
+            value = self._nv.nvmlDeviceGetFieldValues(self._handle, [self._instant_field])[0]
+            if value.nvmlReturn == 0:
+                return float(getattr(value.value, _FIELD_VALUE[value.valueType]))
+        return float(self._nv.nvmlDeviceGetPowerUsage(self._handle))
+
+    def power_limits(self) -> dict[str, float | None]:
+        """The board's power limits in W: ``enforced`` now, ``default``, and the range an
+        administrator may set (``min``, ``max``); None where NVML does not tell."""
+        nv, h = self._nv, self._handle
+
+        def call(name: str):
+            fn = getattr(nv, name, None)
+            if fn is None:
+                return None
+            try:
+                return fn(h)
+            except nv.NVMLError:
+                return None
+
+        bounds = call("nvmlDeviceGetPowerManagementLimitConstraints") or (None, None)
+        watts = [None if v is None else v / 1000.0 for v in (call("nvmlDeviceGetEnforcedPowerLimit"),
+                                                             call("nvmlDeviceGetPowerManagementDefaultLimit"),
+                                                             *bounds)]
+        return dict(zip(("enforced", "default", "min", "max"), watts))
+
     def memory_clocks(self) -> list[float]:
         if self._mem_clocks is None:
             raw = self._nv.nvmlDeviceGetSupportedMemoryClocks(self._handle)
@@ -425,7 +492,8 @@ class NvmlDevice:
         return float(core), float(mem)
 
     def power_watts(self) -> float:
-        return self._nv.nvmlDeviceGetPowerUsage(self._handle) / 1000.0  # NVML gives mW
+        """The power reading now (see `power_reading`)."""
+        return self._power_mw() / 1000.0  # NVML gives mW
 
     def energy_joules(self) -> float | None:
         if not self._has_energy:
@@ -648,7 +716,6 @@ class NvmlDevice:
 
     def _power_changes(self, seconds: float, min_changes: int,
                        launch: LaunchFn | None) -> list[tuple[float, float]]:
-        nv, h = self._nv, self._handle
         done = threading.Event()
         changes: list[tuple[float, float]] = []
         error: list[BaseException] = []
@@ -659,10 +726,10 @@ class NvmlDevice:
                 # happened after the previous call began and before this one returned.
                 previous_start = time.perf_counter()
                 deadline = previous_start + seconds
-                last = nv.nvmlDeviceGetPowerUsage(h)
+                last = self._power_mw()
                 while not done.is_set() and len(changes) < min_changes:
                     start = time.perf_counter()
-                    value = nv.nvmlDeviceGetPowerUsage(h)
+                    value = self._power_mw()
                     end = time.perf_counter()
                     if value != last:
                         changes.append((previous_start, end))
@@ -718,7 +785,8 @@ class NvmlDevice:
 
     def identity(self) -> dict[str, str | float | bool | None]:
         uuid = self._nv.nvmlDeviceGetUUID(self._handle)
-        return {"kind": "nvml", "name": self.name, "uuid": uuid.decode() if isinstance(uuid, bytes) else str(uuid)}
+        return {"kind": "nvml", "name": self.name, "uuid": uuid.decode() if isinstance(uuid, bytes) else str(uuid),
+                "power": self.power}
 
     def check(self, workload: Workload) -> None:
         """A real GPU runs manifest kernels and callables; counters alone describe a
@@ -786,10 +854,10 @@ class NvmlDevice:
             raise InputError(f"repetitions: expected a positive integer, got {repetitions!r}")
         launch = self._launcher(workload)
         launch()
-        sampled = not self._has_energy
+        sampled = not self._has_energy or self.power == "samples"
         if sampled and self.refresh_period_s is None:
             self.infer_refresh_period(launch=launch)
-        interval = self.refresh_period_s / 2 if sampled else _MONITOR_INTERVAL_S
+        interval = max(self.refresh_period_s / 2, _MIN_SAMPLE_INTERVAL_S) if sampled else _MONITOR_INTERVAL_S
         locked = self._locked
         monitor = _Monitor(self, interval, power=sampled, clocks=locked is None)
         monitor.poll()
@@ -853,7 +921,8 @@ class NvmlDevice:
             joules=joules,
             repetitions=len(times),
             duration_s=duration,
-            power_source="sampled" if sampled else "energy-counter",
+            power_source=("sampled-instant" if self._instant_field is not None else "sampled") if sampled
+            else "energy-counter",
             throttled=bool(reasons),
             throttle_reasons=reasons,
             temperature_c=statistics.fmean(monitor.temps),
