@@ -18,6 +18,7 @@ from .predict import devices, predict, profile_command_
 from .select import select_
 from .sweep import sweep
 from .time import time_
+from .validate import validate
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -50,3 +51,4 @@ cli.add_command(devices)
 cli.add_command(select_)
 cli.add_command(sweep)
 cli.add_command(time_)
+cli.add_command(validate)

@@ -42,6 +42,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from ..errors import GpudvfsError, GpudvfsWarning, InputError
@@ -371,6 +372,8 @@ class NvmlDevice:
         self._launcher: Launcher = launcher if launcher is not None else self._default_launcher
         self._default_override = default_clocks
         self.refresh_period_s: float | None = None
+        #: Where `profile` keeps each raw ncu CSV (``<workload>.ncu.csv``); None keeps none.
+        self.ncu_logs: Path | None = None
         self._state = threading.RLock()
         self._active: list[str] = []  # NVML settings in force, in the order they were made
         self._locked: tuple[float, float] | None = None
@@ -769,7 +772,8 @@ class NvmlDevice:
         from .launch import target_argv
 
         metrics = required_metrics("power", "ncu") + required_metrics("time", "ncu")
-        report = run_ncu(metrics, target_argv(workload, self._pci_bus_id()), launch_count=1)
+        keep = None if self.ncu_logs is None else Path(self.ncu_logs) / f"{workload.name}.ncu.csv"
+        report = run_ncu(metrics, target_argv(workload, self._pci_bus_id()), launch_count=1, keep=keep)
         if not report.kernels:
             raise ValueError(f"ncu recorded no kernel launch of {workload.name!r}")
         kernel = report.kernels[0]

@@ -95,14 +95,14 @@ def workload_record(w: Workload) -> dict:
 
 
 def sweep_plan(device: Device, workloads: Sequence[Workload], configs: Sequence[tuple[float, float]],
-               min_seconds: float, repetitions: int | None) -> dict:
+               min_seconds: float, repetitions: int | None, profile: bool = True) -> dict:
     """Everything that decides a sweep's rows; a resume must have the same plan. Plain JSON
     values, so a plan read back from the record compares equal."""
     return json.loads(json.dumps({"device": device.identity(), "workloads": [workload_record(w) for w in workloads],
             "configs": [[float(c), float(m)] for c, m in configs],
             "protocol": {"min_seconds": None if repetitions is not None else float(min_seconds),
                          "repetitions": repetitions},
-            "columns": list(COLUMNS)}))
+            "columns": list(COLUMNS), "profiled": profile}))
 
 
 def _plan_differences(old: dict, new: dict) -> list[str]:
@@ -122,6 +122,8 @@ def _plan_differences(old: dict, new: dict) -> list[str]:
     for key in ("protocol", "columns"):
         if old.get(key) != new[key]:
             diffs.append(f"{key} {old.get(key)} != {new[key]}")
+    if old.get("profiled", True) != new["profiled"]:  # records before the option profiled
+        diffs.append("profiled at the reference" if old.get("profiled", True) else "not profiled")
     return diffs
 
 
@@ -263,10 +265,11 @@ def suite_workloads(suite: str) -> list[Workload]:
 def run_sweep(device: Device, workloads: Sequence[Workload], out: str | Path, *,
               configs: Sequence[tuple[float, float]] | None = None, resume: bool = False,
               min_seconds: float = 1.0, repetitions: int | None = None,
-              progress: Progress | None = None) -> SweepResult:
-    """Profile each workload at the reference configuration, then measure it at every
-    configuration; clocks are reset at the end, also after an error. Every workload is
-    checked against the device (``Device.check``) before anything is measured or written."""
+              progress: Progress | None = None, profile: bool = True) -> SweepResult:
+    """Profile each workload at the reference configuration (unless ``profile`` is False:
+    power and time only, no profiler needed), then measure it at every configuration;
+    clocks are reset at the end, also after an error. Every workload is checked against the
+    device (``Device.check``) before anything is measured or written."""
     out = Path(out)
     names = [w.name for w in workloads]
     if not workloads:
@@ -276,7 +279,7 @@ def run_sweep(device: Device, workloads: Sequence[Workload], out: str | Path, *,
     for w in workloads:
         device.check(w)
     configs = list(configs) if configs is not None else grid(device)
-    plan = sweep_plan(device, workloads, configs, min_seconds, repetitions)
+    plan = sweep_plan(device, workloads, configs, min_seconds, repetitions, profile)
     fd, new_file = _open_output(out, resume)
     with os.fdopen(fd, "a", encoding="utf-8", newline="") as f, _locked(fd, out):
         done, profiles, cut = (set(), {}, None) if new_file else _resume_state(out, plan)
@@ -293,7 +296,7 @@ def run_sweep(device: Device, workloads: Sequence[Workload], out: str | Path, *,
 def _measure(device: Device, workloads: Sequence[Workload], configs: Sequence[tuple[float, float]], out: Path,
              f, plan: dict, done: set, profiles: dict, min_seconds: float, repetitions: int | None,
              progress: Progress | None) -> SweepResult:
-    todo_profiles = [w for w in workloads if w.name not in profiles]
+    todo_profiles = [w for w in workloads if w.name not in profiles] if plan["profiled"] else []
     todo = [(c, [w for w in workloads if (w.name, *c) not in done]) for c in configs]
     total = len(todo_profiles) + sum(len(ws) for _, ws in todo)
     step = 0

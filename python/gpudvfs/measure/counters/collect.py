@@ -94,7 +94,7 @@ def _ncu_problem(text: str) -> str | None:
 
 def run_ncu(metrics: Sequence[str], target_argv: Sequence[str], *, ncu: str = "ncu",
             timeout_s: float = 600.0, env: Mapping[str, str] | None = None,
-            cwd: str | Path | None = None, **options) -> CounterReport:
+            cwd: str | Path | None = None, keep: str | Path | None = None, **options) -> CounterReport:
     """Run ``ncu_command(metrics, target_argv, **options)`` and parse what it wrote.
 
     ncu's output goes to a temporary ``--log-file`` so the application's stdout cannot mix
@@ -102,7 +102,8 @@ def run_ncu(metrics: Sequence[str], target_argv: Sequence[str], *, ncu: str = "n
     :class:`CounterPermissionError` (saying which setting fixes it) for ERR_NVGPUCTRPERM,
     :class:`NcuTimeoutError` after ``timeout_s`` (ncu and the application are stopped),
     :class:`ProfilerError` quoting ncu's ``==ERROR==`` lines when it produced no counters.
-    A non-zero exit with counters present returns them and warns.
+    A non-zero exit with counters present returns them and warns. ``keep``: a file that
+    receives what ncu wrote, as it wrote it (the raw CSV).
     """
     if not timeout_s > 0:
         raise InputError(f"timeout_s must be > 0, got {timeout_s!r}")
@@ -134,6 +135,8 @@ def run_ncu(metrics: Sequence[str], target_argv: Sequence[str], *, ncu: str = "n
             raise CounterPermissionError(f"{perm}\n{PERMISSION_FIX}")
         # Without a log file (an older ncu ignoring it) the CSV is on stdout.
         text = written if written.strip() else out
+        if keep is not None:
+            Path(keep).write_text(text, encoding="utf-8")
         try:
             report = parse_ncu_csv(text, source=f"ncu output of {' '.join(cmd)}")
         except ProfilerError:

@@ -1,0 +1,55 @@
+"""`gpudvfs validate`: one pass of the measurement layer over a GPU (issue 16's checklist)."""
+
+from __future__ import annotations
+
+import re
+
+import click
+
+from ..measure.devices import DEVICE_KINDS, make_device
+from ..measure.validate import validate as run_validation
+from .output import console, print_json, user_errors
+from .progress import progress_bars
+
+
+@click.command()
+@click.option("--device", "device_kind", type=click.Choice(DEVICE_KINDS), default="sim", show_default=True)
+@click.option("--index", default=0, show_default=True, help="NVML index of the GPU.")
+@click.option("--seed", default=0, show_default=True, help="Noise seed of the simulated GPU.")
+@click.option("-o", "--out", type=click.Path(file_okay=False),
+              help="Folder for the raw files and report.md (default: validation/<gpu name>).")
+@click.option("--budget-s", default=480.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="Seconds the sweeps may take: the clock grid gets as many pairs as fit.")
+@click.option("--min-seconds", default=0.5, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="Length of each measurement.")
+@click.option("--power-stride", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Measure every N-th kernel of the power suite.")
+@click.option("--no-profile", is_flag=True,
+              help="Do not profile (no Nsight Compute): power and time only, no model fits that need counters.")
+@click.option("--resume", is_flag=True, help="Continue the sweeps of an interrupted run in the folder.")
+@click.option("--json", "as_json", is_flag=True)
+def validate(device_kind, index, seed, out, budget_s, min_seconds, power_stride, no_profile, resume,
+             as_json) -> None:
+    """What the driver reports, both microbenchmark suites over a coarse clock grid, power
+    from the energy counter and from samples side by side, Nsight Compute profiles, and the
+    models fitted on part of the measurements and scored on the rest: raw files and
+    report.md in one folder. A step that fails is reported and the next one runs."""
+    with user_errors():
+        device = make_device(device_kind, seed=seed, index=index)
+        folder = out or f"validation/{re.sub(r'[^a-z0-9]+', '-', device.name.lower()).strip('-')}"
+        try:
+            with progress_bars(disable=as_json) as update:
+                report = run_validation(device, folder, budget_s=budget_s, min_seconds=min_seconds,
+                                        power_stride=power_stride, profile=not no_profile, resume=resume,
+                                        progress=update)
+        finally:
+            close = getattr(device, "close", None)
+            if close is not None:
+                close()
+    if as_json:
+        print_json(report)
+        return
+    console.print(f"wrote {folder}/report.md")
+    for name, step in report["steps"].items():
+        state = "ok" if step["ok"] else f"failed: {step['error']}"
+        console.print(f"  {name}: {step.get('skipped', state)}")

@@ -1,0 +1,360 @@
+"""One pass of the measurement layer over a GPU, for a session with little device time.
+
+`validate` writes into one folder, step by step:
+
+1. ``device.json``: what the driver says (clocks, power limits, energy counter, which power
+   reading samples use, the sensor's refresh period as inferred, throttle reasons) and
+   whether clocks can be locked there, tried once; ``nvidia-smi-q.txt`` where nvidia-smi runs.
+2. ``time-suite.csv`` and ``power-suite.csv``: both microbenchmark suites over a coarse grid
+   (the default pair only where clocks cannot be set), sized to the time budget; with
+   ``profile=True`` the power suite is profiled at the default clocks (Nsight Compute on a real
+   GPU, its raw CSVs kept in ``ncu/``).
+3. ``power-counter.csv`` and ``power-samples.csv``: a few power-suite kernels at the default
+   clocks, power from the energy counter and from sampled readings, side by side.
+4. ``models.json``: the time device fitted to the latency suite; the power model fitted to the
+   power suite and scored by grouped cross-validation (each benchmark held out); the time model
+   scored on the power-suite kernels' measured times away from the default pair.
+
+``report.md`` says what each step found. A step that fails is reported with its error and
+the next one still runs; every sweep resumes where an interrupted run stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InputError
+from ..io.jsonfile import write_json_atomic
+from .calibrate import catalog_entry
+from .device import Device
+from .sweep import run_sweep, suite_workloads
+
+#: Seconds one measurement costs beyond its own length (clock changes, warm-up launch).
+OVERHEAD_S = 0.2
+#: Power-suite kernels measured both ways in step 3.
+SIDE_BY_SIDE = 6
+# Sweeps lock the clocks of each pair, the default one included (a sweep without locks would
+# record whatever clocks the driver chose): without the privilege they do not run.
+NOT_LOCKABLE = "clocks cannot be locked here (see device.json); sweeps need them"
+
+Progress = Callable[[str, int, int], None]
+
+
+def coarse_grid(device: Device, n_pairs: int) -> list[tuple[float, float]]:
+    """Up to ``n_pairs`` clock pairs: the default pair first, then core clocks spread evenly
+    (highest and lowest included) at the default memory clock and, a third of them, at the
+    lowest memory clock."""
+    if n_pairs < 1:
+        raise InputError(f"n_pairs must be >= 1, got {n_pairs}")
+    ref = device.default_clocks()
+    lowest = min(device.memory_clocks())
+    extra = n_pairs - 1
+    shares = [(ref[1], extra)] if lowest == ref[1] else [(ref[1], extra - extra // 3), (lowest, extra // 3)]
+    pairs = [ref]
+    for mem, k in shares:
+        cores = [c for c in device.core_clocks(mem) if (c, mem) != ref]
+        picks = np.unique(np.linspace(0, len(cores) - 1, min(k, len(cores))).round().astype(int)) if k else []
+        pairs += [(cores[i], mem) for i in picks]
+    return pairs
+
+
+def device_view(device: Device) -> dict:
+    """What the driver reports about ``device``, and whether a clock lock holds there."""
+    view: dict = {"identity": device.identity(), "default_clocks": list(device.default_clocks()),
+                  "sm_count": _ask(device.sm_count), "energy_counter": device.energy_joules() is not None,
+                  "throttle_reasons": list(device.throttle_reasons()), "power_w": device.power_watts(),
+                  "temperature_c": _ask(device.temperature_c)}
+    view["clocks"] = {f"{m:g}": {"count": len(c), "min": min(c), "max": max(c)}
+                      for m in device.memory_clocks() for c in [device.core_clocks(m)]}
+    for name in ("power_limits", "power_reading"):
+        attr = getattr(device, name, None)
+        if attr is not None:
+            view[name] = _ask(attr) if callable(attr) else attr
+    view["clock_lock"] = _try_lock(device)
+    return view
+
+
+def _ask(query: Callable[[], object]) -> object:
+    """A query's answer, or the error it raised (a finding too: the SM count needs CuPy)."""
+    try:
+        return query()
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+
+def _try_lock(device: Device) -> dict:
+    """Lock the second-highest core clock at the default memory clock (and the lowest
+    memory clock, a separate capability on real GPUs), read back, reset."""
+    ref = device.default_clocks()
+    cores = device.core_clocks(ref[1])
+    out = {}
+    for label, pair in (("core", (cores[min(1, len(cores) - 1)], ref[1])),
+                        ("memory", (device.core_clocks(min(device.memory_clocks()))[0],
+                                    min(device.memory_clocks())))):
+        try:
+            device.lock_clocks(*pair)
+            read = getattr(device, "clocks", None)
+            out[label] = {"asked": list(pair), "ok": True, "read_back": None if read is None else list(read)}
+        except Exception as exc:  # what the driver said is the finding
+            out[label] = {"asked": list(pair), "ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        finally:
+            device.reset_clocks()
+    return out
+
+
+@contextmanager
+def sampled_power(device: Device) -> Iterator[bool]:
+    """``device`` with power from sampled readings for the block (yields False where this
+    device has no other source to compare with)."""
+    from .nvml import NvmlDevice
+    from .simulated import SimulatedDevice
+
+    if isinstance(device, NvmlDevice):
+        attr, value = "power", "samples"
+    elif isinstance(device, SimulatedDevice):
+        attr, value = "has_energy_counter", False
+    else:
+        yield False
+        return
+    if device.energy_joules() is None:
+        yield False
+        return
+    old = getattr(device, attr)
+    setattr(device, attr, value)
+    try:
+        yield True
+    finally:
+        setattr(device, attr, old)
+
+
+class _Steps:
+    """Runs each step, records its outcome (and the error of one that failed) and its time."""
+
+    def __init__(self, progress: Progress | None):
+        self.outcomes: dict[str, dict] = {}
+        self.progress = progress
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[dict]:
+        record: dict = {}
+        start = time.monotonic()
+        if self.progress:
+            self.progress(name, 0, 1)
+        try:
+            yield record
+            record["ok"] = True
+        except Exception as exc:  # reported, and the next step runs
+            record.update(ok=False, error=f"{type(exc).__name__}: {exc}")
+        record["seconds"] = round(time.monotonic() - start, 1)
+        self.outcomes[name] = record
+        if self.progress:
+            self.progress(name, 1, 1)
+
+
+def _stage(progress: Progress | None, name: str):
+    return None if progress is None else (lambda done, total, label: progress(name, done, total))
+
+
+def validate(device: Device, out: str | Path, *, budget_s: float = 480.0, min_seconds: float = 0.5,
+             power_stride: int = 1, profile: bool = True, resume: bool = False,
+             progress: Progress | None = None) -> dict:
+    """Run the steps of the module notes on ``device`` into ``out``; returns what
+    ``report.md`` says, as a dict. The grid gets as many pairs as ``budget_s`` allows for
+    both suites at ``min_seconds`` a measurement (every ``power_stride``-th power kernel)."""
+    if not budget_s > 0 or not min_seconds > 0:
+        raise InputError(f"budget_s and min_seconds must be > 0, got {budget_s!r}, {min_seconds!r}")
+    if power_stride < 1:
+        raise InputError(f"power_stride must be >= 1, got {power_stride}")
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    step = _Steps(progress)
+    report: dict = {"device": device.name, "host": platform.node(), "steps": step.outcomes}
+
+    with step("device") as r:
+        view = device_view(device)
+        write_json_atomic(folder / "device.json", view)
+        r["file"] = "device.json"
+        report["view"] = view
+        if shutil.which("nvidia-smi"):
+            q = subprocess.run(["nvidia-smi", "-q"], capture_output=True, text=True, timeout=60)
+            (folder / "nvidia-smi-q.txt").write_text(q.stdout + q.stderr, encoding="utf-8")
+    locks = report["view"]["clock_lock"].values() if "view" in report else []
+    lockable = bool(locks) and all(v["ok"] for v in locks)
+    power = suite_workloads("power")[::power_stride]
+    timing = suite_workloads("time")
+    per_pair = (len(power) + len(timing)) * (min_seconds + OVERHEAD_S)
+    n_pairs = max(1, int(0.8 * budget_s // per_pair)) if lockable else 1
+    configs = coarse_grid(device, n_pairs)
+    report["grid"] = {"pairs": [list(c) for c in configs], "lockable": lockable, "power_kernels": len(power)}
+
+    if profile and hasattr(device, "ncu_logs"):
+        (folder / "ncu").mkdir(exist_ok=True)
+        device.ncu_logs = folder / "ncu"
+    files = {"time": folder / "time-suite.csv", "power": folder / "power-suite.csv"}
+    for suite, workloads in (("time", timing), ("power", power)):
+        with step(f"{suite} suite") as r:
+            if not lockable:
+                r["skipped"] = NOT_LOCKABLE
+                continue
+            f = files[suite]
+            res = run_sweep(device, workloads, f, configs=configs, resume=resume and f.exists(),
+                            min_seconds=min_seconds, profile=profile and suite == "power",
+                            progress=_stage(progress, f"{suite} suite"))
+            r.update(file=f.name, measured=res.measured, throttled=res.throttled)
+
+    with step("power sources") as r:
+        if not lockable:
+            r["skipped"] = NOT_LOCKABLE
+        picks = power[:: max(1, len(power) // SIDE_BY_SIDE)][:SIDE_BY_SIDE]
+        pair = [device.default_clocks()]
+        counter, samples = folder / "power-counter.csv", folder / "power-samples.csv"
+        with sampled_power(device) as both:
+            both = both and lockable
+            if both:
+                run_sweep(device, picks, samples, configs=pair, resume=resume and samples.exists(),
+                          min_seconds=min_seconds, profile=False)
+        if both:
+            run_sweep(device, picks, counter, configs=pair, resume=resume and counter.exists(),
+                      min_seconds=min_seconds, profile=False)
+            report["power_sources"] = _compare_sources(counter, samples)
+            r["files"] = [counter.name, samples.name]
+        elif lockable:
+            r["skipped"] = "one power source only"
+
+    with step("models") as r:
+        if not lockable:
+            r["skipped"] = NOT_LOCKABLE
+        else:
+            report["models"] = _fit_and_score(device, files, profile)
+            write_json_atomic(folder / "models.json", report["models"])
+            r["file"] = "models.json"
+
+    (folder / "report.md").write_text(render(report), encoding="utf-8")
+    write_json_atomic(folder / "report.json", json.loads(json.dumps(report, default=str)))
+    return report
+
+
+def _compare_sources(counter: Path, samples: Path) -> dict:
+    from ..io import read
+
+    a, b = read(counter, "tidy"), read(samples, "tidy")
+    by = {(n, c, m): w for n, c, m, w in zip(b.app.tolist(), b.core_mhz, b.mem_mhz, b.watts)}
+    rows = [(n, w, by[(n, c, m)]) for n, c, m, w in zip(a.app.tolist(), a.core_mhz, a.mem_mhz, a.watts)
+            if (n, c, m) in by]
+    if not rows:
+        raise InputError("no kernel was measured both ways")
+    diff = np.array([100.0 * (s / w - 1.0) for _, w, s in rows])
+    return {"kernels": [{"workload": n, "counter_w": w, "samples_w": s} for n, w, s in rows],
+            "mean_abs_diff_pct": float(np.abs(diff).mean()), "max_abs_diff_pct": float(np.abs(diff).max())}
+
+
+def _fit_and_score(device: Device, files: dict[str, Path], profiled: bool) -> dict:
+    """The time device from the latency suite; the power model's grouped cross-validated
+    error on the power suite; the time model's calibrated error on the power-suite kernels
+    (each calibrated on its own time at the default pair) at the other pairs."""
+    from ..io import read
+    from ..power import PowerModel, cross_validate
+    from ..time import KernelProfile, TimeDevice, TimeModel
+    from .sweep import load_record, to_power_dataset, to_time_device
+
+    spec = catalog_entry(device)
+    base = spec.time_device() if spec else TimeDevice.gtx980()
+    out: dict = {}
+    time_device, fit = to_time_device(files["time"], base)
+    out["time_device"] = {"params": time_device.params(), "fit": fit}
+    if not profiled:
+        out["power_model"] = out["time_model"] = "not profiled: no utilizations or counters"
+        return out
+    data = to_power_dataset(files["power"])
+    model = PowerModel().fit(data)
+    folds = min(6, len(data.benchmarks))
+    out["power_model"] = {"variant": model.variant, "train_mape": model.train_mape_,
+                          "grouped_cv": cross_validate(data, folds) if folds >= 2 else None}
+    grid = read(files["power"], "tidy")
+    record = load_record(files["power"])
+    ref = tuple(record["reference_mhz"])
+    names = np.array(grid.app.tolist())
+    errors, lacking = {}, []
+    for name, counters in record["profiles"].items():
+        rows = names == name
+        at_ref = rows & (grid.core_mhz == ref[0]) & (grid.mem_mhz == ref[1])
+        away = rows & ~at_ref
+        if not at_ref.any() or not away.any():
+            continue
+        try:
+            prof = KernelProfile.from_counters(name, counters, device=time_device, reference_mhz=ref,
+                                               reference_time_ms=float(grid.time_ms[at_ref][0]))
+        except InputError:
+            lacking.append(name)  # the profile has utilizations but not the time model's counters
+            continue
+        pred = TimeModel(time_device).predict(prof, grid.core_mhz[away], grid.mem_mhz[away], calibrate=True)
+        errors[name] = float(100.0 * np.mean(np.abs(pred / grid.time_ms[away] - 1.0)))
+    out["time_model"] = ({"calibrated_mape": float(np.mean(list(errors.values()))), "kernels": len(errors),
+                          "per_kernel": errors, "without_counters": lacking} if errors else
+                         f"no kernel with the time model's counters measured away from the default pair "
+                         f"({len(lacking)} profiles lack the counters)")
+    return out
+
+
+def render(report: dict) -> str:
+    """``report.md``: one section per step."""
+    lines = [f"# gpudvfs validate: {report['device']}", "",
+             "Written by `gpudvfs validate`; the raw files are beside this report.", ""]
+    view = report.get("view")
+    if view:
+        lines += ["## What the driver reports", "",
+                  f"- default clocks {view['default_clocks'][0]:g} / {view['default_clocks'][1]:g} MHz; "
+                  f"SMs: {view['sm_count']}; energy counter: {'yes' if view['energy_counter'] else 'no'}",
+                  f"- power samples read: {view.get('power_reading', 'n/a')}; power limits (W): "
+                  f"{view.get('power_limits', 'n/a')}",
+                  "- memory clocks (core clocks each): "
+                  + ", ".join(f"{m} ({c['count']}: {c['min']:g}-{c['max']:g})" for m, c in view["clocks"].items()),
+                  f"- throttle reasons at the start: {view['throttle_reasons'] or 'none'}"]
+        for label, lock in view["clock_lock"].items():
+            asked = f"{lock['asked'][0]:g}/{lock['asked'][1]:g} MHz"
+            lines.append(f"- locking {label} clock ({asked}): " + (
+                f"held, read back {lock['read_back']}" if lock["ok"] else f"refused: {lock['error']}"))
+        lines.append("")
+    grid = report.get("grid")
+    if grid:
+        lockable = "clocks lockable" if grid["lockable"] else "clocks not lockable: default pair only"
+        pairs = ", ".join(f"{c:g}/{m:g}" for c, m in grid["pairs"])
+        lines += ["## Sweeps", "", f"{len(grid['pairs'])} clock pair(s) ({lockable}): {pairs}; "
+                  f"{grid['power_kernels']} power kernels.", ""]
+    src = report.get("power_sources")
+    if src:
+        lines += ["## Power: energy counter and samples", "", "| kernel | counter (W) | samples (W) |", "|---|---|---|"]
+        lines += [f"| {k['workload']} | {k['counter_w']:.1f} | {k['samples_w']:.1f} |" for k in src["kernels"]]
+        lines += ["", f"Mean |difference| {src['mean_abs_diff_pct']:.2f}%, max {src['max_abs_diff_pct']:.2f}%.", ""]
+    models = report.get("models")
+    if models:
+        lines += ["## Models fitted on what was measured", ""]
+        fit = models["time_device"]["fit"]
+        lines.append(f"- time device: {json.dumps(fit, default=str)}")
+        pm = models["power_model"]
+        if isinstance(pm, dict):
+            cv = pm["grouped_cv"]
+            lines.append(f"- power model ({pm['variant']}): training MAPE {pm['train_mape']:.2f}%"
+                         + (f", {cv['folds']}-fold CV grouped by benchmark {cv['mape']:.2f}%" if cv else ""))
+        else:
+            lines.append(f"- power model: {pm}")
+        tm = models["time_model"]
+        lines.append(f"- time model away from the default pair: {tm['calibrated_mape']:.2f}% calibrated MAPE over "
+                     f"{tm['kernels']} kernels" if isinstance(tm, dict) else f"- time model: {tm}")
+        lines.append("")
+    lines += ["## Steps", "", "| step | outcome | seconds |", "|---|---|---|"]
+    for name, r in report["steps"].items():
+        outcome = "ok" if r["ok"] else f"failed: {r['error']}"
+        if r.get("skipped"):
+            outcome = f"skipped: {r['skipped']}"
+        lines.append(f"| {name} | {outcome} | {r['seconds']} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,113 @@
+"""`gpudvfs validate`: issue 16's pass over a GPU, run here on the simulated GPU and on the
+NVML stand-in (tests/fake_pynvml.py: no NVIDIA code, no GPU). What it finds on a real GPU
+can only be checked there."""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from gpudvfs.cli.app import cli
+from gpudvfs.errors import InputError
+from gpudvfs.io import read
+from gpudvfs.measure.nvml import NvmlDevice
+from gpudvfs.measure.simulated import SimulatedDevice
+from gpudvfs.measure.validate import coarse_grid, validate
+
+from fake_pynvml import FakeNvml
+
+
+def test_simulated_gpu_end_to_end_writes_raw_files_and_a_report(tmp_path):
+    out = tmp_path / "sim"
+    res = CliRunner().invoke(cli, ["validate", "-o", str(out), "--budget-s", "60", "--min-seconds", "0.1",
+                                   "--power-stride", "4", "--json"])
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.output)
+    assert all(s["ok"] for s in report["steps"].values()), report["steps"]
+    for name in ("device.json", "time-suite.csv", "power-suite.csv", "power-counter.csv", "power-samples.csv",
+                 "models.json", "report.md"):
+        assert (out / name).exists(), name
+    sweep = read(out / "power-suite.csv", "tidy")  # what `gpudvfs data info` reads
+    pairs = {tuple(p) for p in report["grid"]["pairs"]}
+    assert set(zip(sweep.core_mhz, sweep.mem_mhz)) == pairs and len(pairs) > 1
+    assert report["view"]["clock_lock"]["core"]["ok"] and report["view"]["clock_lock"]["memory"]["ok"]
+    models = report["models"]
+    assert models["time_device"]["fit"]["dm_lat"]["r2"] > 0.99
+    assert models["power_model"]["grouped_cv"]["mape"] < 10
+    text = (out / "report.md").read_text()
+    assert "## Power: energy counter and samples" in text and "held, read back" in text
+
+
+def test_grid_grows_with_the_budget_and_resume_measures_nothing_twice(tmp_path):
+    dev = SimulatedDevice(seed=1)
+    small = validate(dev, tmp_path / "a", budget_s=20, min_seconds=0.1, power_stride=8, profile=False)
+    large = validate(dev, tmp_path / "b", budget_s=80, min_seconds=0.1, power_stride=8, profile=False)
+    assert len(small["grid"]["pairs"]) < len(large["grid"]["pairs"])
+    again = validate(dev, tmp_path / "b", budget_s=80, min_seconds=0.1, power_stride=8, profile=False, resume=True)
+    assert again["steps"]["power suite"]["measured"] == 0
+    assert large["models"]["power_model"].startswith("not profiled")
+
+
+def test_coarse_grid_default_first_supported_pairs_no_repeats():
+    dev = SimulatedDevice()
+    for n in (1, 2, 5, 9, 40):
+        pairs = coarse_grid(dev, n)
+        assert pairs[0] == dev.default_clocks()
+        assert len(pairs) == len(set(pairs)) <= n
+        assert all(c in dev.core_clocks(m) for c, m in pairs)
+    assert len(coarse_grid(dev, 9)) == 9
+    with pytest.raises(InputError):
+        coarse_grid(dev, 0)
+
+
+@pytest.mark.parametrize("kwargs", [{"budget_s": 0}, {"min_seconds": -1}, {"power_stride": 0}])
+def test_bad_settings_are_refused(tmp_path, kwargs):
+    with pytest.raises(InputError):
+        validate(SimulatedDevice(), tmp_path, **kwargs)
+
+
+def _stand_in(**caps):
+    fake = FakeNvml(default_clocks=(1305, 877), refresh_s=0.005, **caps)
+
+    def launcher(workload):
+        def launch():
+            fake.run(0.002)
+        return launch
+
+    return NvmlDevice(pynvml=fake, launcher=launcher)
+
+
+def test_stand_in_without_root_records_the_refusal_and_measures_nothing(tmp_path):
+    """Stand-in (no GPU): without root the clock locks are refused, which the report records
+    with the driver's words; the sweeps, which lock every pair, are skipped, and say why."""
+    with _stand_in(root=False) as dev:
+        report = validate(dev, tmp_path, budget_s=600, min_seconds=0.05, power_stride=83, profile=False)
+    lock = report["view"]["clock_lock"]
+    assert not lock["core"]["ok"] and "root" in lock["core"]["error"]
+    assert report["grid"]["lockable"] is False
+    skipped = {n for n, s in report["steps"].items() if "cannot be locked" in s.get("skipped", "")}
+    assert skipped == {"time suite", "power suite", "power sources", "models"}
+    assert not (tmp_path / "power-suite.csv").exists()
+    assert "refused" in (tmp_path / "report.md").read_text()
+
+
+def test_stand_in_with_root_compares_counter_and_instant_samples(tmp_path):
+    """Stand-in (no GPU) with root and the instantaneous power field: power from the energy
+    counter and from instant samples agree; the latency suite's results need real kernels,
+    so the model step fails, is reported, and the run still ends with its report."""
+    with _stand_in(instant_power=True) as dev:
+        start = time.monotonic()
+        report = validate(dev, tmp_path, budget_s=3, min_seconds=0.05, power_stride=83, profile=False)
+    assert time.monotonic() - start < 60
+    assert report["grid"]["lockable"] and report["view"]["power_reading"] == "instant"
+    assert report["view"]["power_limits"]["max"] == 350.0
+    assert report["power_sources"]["max_abs_diff_pct"] < 5
+    for name, source in (("power-samples.csv", "sampled-instant"), ("power-counter.csv", "energy-counter")):
+        with open(tmp_path / name) as f:
+            assert [row["power_source"] for row in csv.DictReader(f)] == [source]
+    assert not report["steps"]["models"]["ok"] and "result" in report["steps"]["models"]["error"]
+    assert "failed:" in (tmp_path / "report.md").read_text()
