@@ -534,6 +534,10 @@ def test_run_ncu_with_stand_in_replaying_a_real_file(tools, stand_in):
     argv = json.loads(argv_file.read_text())
     log = argv[argv.index("--log-file") + 1]
     assert argv == ncu_command(metrics, ["./share_tile", "1280"], ncu="ncu", log_file=log)[1:]
+    # keep= saves what ncu wrote, byte for byte as read.
+    kept = stand_in[1].parent / "kept.ncu.csv"
+    run_ncu(metrics, ["./share_tile", "1280"], env=env, timeout_s=30, keep=kept)
+    assert kept.read_text() == (tools / "ncu_a100_learningnote4dev.csv").read_text(errors="replace")
 
 
 def test_run_ncu_nonzero_exit_with_counters_warns(tools, stand_in):

@@ -579,7 +579,7 @@ def test_stand_in_default_launcher_loads_and_runs_kernel_on_the_nvml_gpu(monkeyp
 
 # -- counters through Nsight Compute (run_ncu replaced by a stand-in: no ncu, no GPU) --------
 
-def test_profile_runs_ncu_on_a_launcher_process_for_this_gpu(monkeypatch):
+def test_profile_runs_ncu_on_a_launcher_process_for_this_gpu(monkeypatch, tmp_path):
     """profile() asks ncu for the power and time metrics of one launch of a process that
     runs the workload on the GPU NVML names (by PCI bus id), then maps the counters. The
     ncu run is a STAND-IN returning a report recorded on a real RTX 5090; that report lacks
@@ -605,7 +605,12 @@ def test_profile_runs_ncu_on_a_launcher_process_for_this_gpu(monkeypatch):
     metrics, argv, options = calls[0]
     assert set(counters.required_metrics("power", "ncu")) <= set(metrics)
     assert argv[1:4] == ["-m", "gpudvfs.measure.launch", "--kernel"] and argv[4] == "sp_ops008"
-    assert argv[argv.index("--pci") + 1] == "0000:3b:00.0" and options == {"launch_count": 1}
+    assert argv[argv.index("--pci") + 1] == "0000:3b:00.0" and options == {"launch_count": 1, "keep": None}
+    # With ncu_logs set, each raw ncu CSV is kept there, named by the workload.
+    dev.ncu_logs = tmp_path
+    with pytest.raises(MissingCountersError):
+        dev.profile(Workload("sp", kernel="sp_ops008", params={"elements": 1024}))
+    assert calls[1][2]["keep"] == tmp_path / "sp.ncu.csv"
 
 
 def test_launcher_argv_for_callables_and_unlaunchable_workloads():
