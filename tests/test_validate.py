@@ -71,7 +71,9 @@ def test_bad_settings_are_refused(tmp_path, kwargs):
 
 
 def _stand_in(**caps):
-    fake = FakeNvml(default_clocks=(1305, 877), refresh_s=0.005, **caps)
+    # Posing as a catalog GPU, so the time device starts from its entry (an unknown one needs
+    # the SM count, which comes from CUDA).
+    fake = FakeNvml(name="NVIDIA H100 80GB HBM3", default_clocks=(1305, 877), refresh_s=0.005, **caps)
 
     def launcher(workload):
         def launch():

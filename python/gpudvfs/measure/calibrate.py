@@ -38,6 +38,13 @@ def catalog_entry(device: Device) -> DeviceSpec | None:
         return None
 
 
+def base_time_device(device: Device, spec: DeviceSpec | None) -> TimeDevice:
+    """What a latency-suite fit starts from: the catalog entry's time device, else the GTX 980
+    preset with the device's SM count (no benchmark measures the issue rate and the overlap
+    exponent); the suite then fits the latencies and delays."""
+    return spec.time_device() if spec else replace(TimeDevice.gtx980(), sm_count=float(device.sm_count()))
+
+
 def stage(progress: Progress | None, name: str):
     def update(done: int, total: int, label: str) -> None:
         if progress:
@@ -48,10 +55,7 @@ def stage(progress: Progress | None, name: str):
 def calibrate(device: Device, workdir: str | Path, *, resume: bool = False, power_variant: str = "per-domain",
               min_seconds: float = 1.0, progress: Progress | None = None) -> Calibration:
     """Sweep both suites into ``workdir`` (replacing earlier sweeps there unless ``resume``
-    continues them) and fit both models. The time device starts from the catalog entry of
-    the device's name, else from the GTX 980 preset with the device's SM count (no benchmark
-    measures the issue rate and the overlap exponent); the suite then fits its latencies and
-    delays."""
+    continues them) and fit both models; the time device starts from `base_time_device`."""
     work = Path(workdir)
     work.mkdir(parents=True, exist_ok=True)
     power_csv, time_csv = work / POWER_CSV, work / TIME_CSV
@@ -67,6 +71,5 @@ def calibrate(device: Device, workdir: str | Path, *, resume: bool = False, powe
     run_sweep(device, suite_workloads("time"), time_csv, resume=time_csv.exists(), min_seconds=min_seconds,
               progress=stage(progress, "time suite"))
     spec = catalog_entry(device)
-    base = spec.time_device() if spec else replace(TimeDevice.gtx980(), sm_count=float(device.sm_count()))
-    time_device, time_fit = to_time_device(time_csv, base)
+    time_device, time_fit = to_time_device(time_csv, base_time_device(device, spec))
     return Calibration(power_model, time_device, time_fit, spec, [power_csv, time_csv])

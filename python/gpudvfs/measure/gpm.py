@@ -4,7 +4,7 @@ fields (SM active, pipe active, DRAM active), without DCGM. Older GPUs and drive
 GPM: `GpmActivity.open` returns None there, and a caller falls back to NVML's coarser
 utilization rates.
 
-NVML computes each metric from two samples taken by `nvmlGpmSampleGet`; `window` keeps two
+NVML computes each metric from two samples taken by `nvmlGpmSampleGet`; `read` keeps two
 samples and alternates them, so consecutive windows share their boundary sample.
 """
 

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..io.jsonfile import write_json_atomic
-from .calibrate import catalog_entry
+from .calibrate import base_time_device, catalog_entry
 from .device import Device
 from .sweep import run_sweep, suite_workloads
 
@@ -96,10 +96,10 @@ def _try_lock(device: Device) -> dict:
     memory clock, a separate capability on real GPUs), read back, reset."""
     ref = device.default_clocks()
     cores = device.core_clocks(ref[1])
+    lowest = min(device.memory_clocks())
     out = {}
     for label, pair in (("core", (cores[min(1, len(cores) - 1)], ref[1])),
-                        ("memory", (device.core_clocks(min(device.memory_clocks()))[0],
-                                    min(device.memory_clocks())))):
+                        ("memory", (device.core_clocks(lowest)[0], lowest))):
         try:
             device.lock_clocks(*pair)
             read = getattr(device, "clocks", None)
@@ -263,13 +263,11 @@ def _fit_and_score(device: Device, files: dict[str, Path], profiled: bool) -> di
     (each calibrated on its own time at the default pair) at the other pairs."""
     from ..io import read
     from ..power import PowerModel, cross_validate
-    from ..time import KernelProfile, TimeDevice, TimeModel
+    from ..time import KernelProfile, TimeModel
     from .sweep import load_record, to_power_dataset, to_time_device
 
-    spec = catalog_entry(device)
-    base = spec.time_device() if spec else TimeDevice.gtx980()
     out: dict = {}
-    time_device, fit = to_time_device(files["time"], base)
+    time_device, fit = to_time_device(files["time"], base_time_device(device, catalog_entry(device)))
     out["time_device"] = {"params": time_device.params(), "fit": fit}
     if not profiled:
         out["power_model"] = out["time_model"] = "not profiled: no utilizations or counters"
