@@ -176,6 +176,7 @@ class FakeNvml:
         self.app_clocks: tuple[int, int] | None = None  # (mem, core), NVML's order
         self.busy = False
         self._lock = threading.RLock()
+        self._writes = 0
         self._epoch = time.perf_counter()
         # Truth: piecewise constant; segment i starts at _seg_t[i] with the rates _seg_rate[i]
         # (watts, and 1 while the test's workload runs) and the totals _seg_sum[i] (joules drawn,
@@ -241,11 +242,19 @@ class FakeNvml:
     def _write_state(self) -> None:
         if self.state_file is None:
             return
-        tmp = self.state_file + ".tmp"
+        # A real NVML call is one C call, which no Python signal handler interrupts; this
+        # stand-in's body is Python, and a handler that resets the clocks (re-entrantly, in this
+        # thread) can write in the middle of this write. So each write has its own file, and
+        # a write that a newer one overtook writes again: the file always ends at the newest.
+        self._writes += 1
+        seq = self._writes
+        tmp = f"{self.state_file}.{seq}.tmp"
         with open(tmp, "w") as f:
             json.dump({"locked_gpu": self.locked_gpu, "locked_mem": self.locked_mem,
                        "app_clocks": self.app_clocks, "calls": self.calls}, f)
         os.replace(tmp, self.state_file)  # atomic: a reader never sees half a file
+        if self._writes != seq:
+            self._write_state()
 
     def _check(self, handle: object) -> None:
         if handle is not self._handle_obj:

@@ -156,6 +156,30 @@ def test_a_reset_interrupted_by_the_guards_own_reset_completes():
     dev.close()
 
 
+def test_stand_in_state_file_ends_at_the_newest_state_when_a_handler_writes_mid_write(state, monkeypatch):
+    """The stand-in's own guard against the same re-entrance (a flaky CI failure): a reset run
+    by a signal handler between the stand-in's dump and its rename must neither make the outer
+    rename fail nor leave the file at the older state."""
+    fake = FakeNvml(state_file=state)
+    dev = NvmlDevice(pynvml=fake)
+    dev.lock_clocks(1005, 877)
+    real_replace, fired = os.replace, []
+
+    def replace(src, dst):
+        if not fired:  # first rename: the handler runs just before it
+            fired.append(src)
+            dev.reset_clocks()
+        real_replace(src, dst)
+
+    monkeypatch.setattr(fake_pynvml.os, "replace", replace)
+    dev.lock_clocks(900, 877)  # its first write (the reset before the lock) is interrupted
+    monkeypatch.undo()
+    assert fired and read_state(state)["locked_gpu"] == [900, 900]
+    dev.reset_clocks()
+    assert read_state(state)["locked_gpu"] is None
+    dev.close()
+
+
 def test_stand_in_pre_volta_falls_back_to_application_clocks():
     fake = FakeNvml(locked_gpu=False, locked_mem=False)
     dev = NvmlDevice(pynvml=fake)
