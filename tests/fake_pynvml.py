@@ -248,7 +248,7 @@ class FakeNvml:
         # a write that a newer one overtook writes again: the file always ends at the newest.
         self._writes += 1
         seq = self._writes
-        tmp = f"{self.state_file}.{seq}.tmp"
+        tmp = f"{self.state_file}.{os.getpid()}.{seq}.tmp"
         with open(tmp, "w") as f:
             json.dump({"locked_gpu": self.locked_gpu, "locked_mem": self.locked_mem,
                        "app_clocks": self.app_clocks, "calls": self.calls}, f)

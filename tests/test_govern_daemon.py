@@ -16,13 +16,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpudvfs.demo.run import SIM_WORKLOADS
 from gpudvfs.errors import InputError
 from gpudvfs.fleet.whatif import GpuTable
 from gpudvfs.govern import Governor
 from gpudvfs.govern.daemon import Daemon, NvmlMonitor
 from gpudvfs.govern.phases import PhaseDetector
 from gpudvfs.govern.simhost import SimProcess, SimulatedHost, calibrated, phased_process, sim_activity
+from gpudvfs.measure.apps import APPS
 from gpudvfs.measure.nvml import NvmlDevice
 from gpudvfs.measure.simulated import SimulatedDevice
 
@@ -106,7 +106,7 @@ def test_power_only_observations_leave_the_time_prediction_alone():
 def test_simulated_host_runs_phases_and_counts_energy(sim):
     device = sim[0]
     host = SimulatedHost(device, time_noise=0.0)
-    stream, sgemm = SIM_WORKLOADS[1], SIM_WORKLOADS[0]
+    stream, sgemm = APPS[1], APPS[0]
     t_stream = device.true_time_ms(stream, *device.clocks) / 1e3
     host.start(SimProcess(7, "job", ((stream, 2.0 / t_stream), (sgemm, 1.0))))
     e0 = device.energy_joules()
@@ -130,7 +130,7 @@ def test_daemon_on_the_simulated_gpu_settles_near_the_least_energy(sim):
     workload, and its energy (exploration included) is near the least-energy pairs'."""
     device, table, model = sim
     host = SimulatedHost(device, seed=1)
-    host.start(phased_process(device, SIM_WORKLOADS, 60.0, repeat=5))
+    host.start(phased_process(device, APPS, 60.0, repeat=5))
     pairs = []
     daemon = Daemon(device, host, table, model)
     for _ in range(1200):
@@ -153,7 +153,7 @@ def test_daemon_on_the_simulated_gpu_settles_near_the_least_energy(sim):
 def test_daemon_resets_the_clocks_when_the_process_ends(sim):
     device, table, model = sim
     host = SimulatedHost(device)
-    host.start(phased_process(device, SIM_WORKLOADS[:1], 5.0, repeat=1))
+    host.start(phased_process(device, APPS[:1], 5.0, repeat=1))
     daemon = Daemon(device, host, table, model)
     for _ in range(3):
         daemon.step()
@@ -298,21 +298,25 @@ def test_a_sigterm_ends_the_daemon_with_its_clocks_reset(sim, tmp_path):
     sim[2].save(model_path)
     state = tmp_path / "state.json"
     script = SIGTERM_DAEMON.format(tests=str(Path(__file__).parent), state=str(state), model=str(model_path))
-    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], stdout=subprocess.PIPE, text=True)
+    err = tmp_path / "stderr.txt"
+    with open(err, "w") as stderr:
+        proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], stdout=subprocess.PIPE,
+                                stderr=stderr, text=True)
+    said = err.read_text  # the daemon's stderr, for a failure's message
     try:
         for _ in range(3):  # three decisions made
-            assert proc.stdout.readline().strip().isdigit()
+            assert proc.stdout.readline().strip().isdigit(), said()
         # Locked (a change of pairs resets, then locks: the file may show the moment between).
         end = time.monotonic() + 10
         while json.loads(state.read_text())["locked_gpu"] is None and time.monotonic() < end:
             time.sleep(0.005)
-        assert json.loads(state.read_text())["locked_gpu"] is not None
+        assert json.loads(state.read_text())["locked_gpu"] is not None, (state.read_text(), said())
         proc.send_signal(signal.SIGTERM)
-        assert proc.stdout.read().strip().endswith("done")
-        assert proc.wait(20) == 0
+        assert proc.stdout.read().strip().endswith("done"), said()
+        assert proc.wait(20) == 0, said()
         s = json.loads(state.read_text())
-        assert s["locked_gpu"] is None and s["locked_mem"] is None
-        assert s["calls"][-1].startswith("nvmlDeviceReset")
+        assert s["locked_gpu"] is None and s["locked_mem"] is None, s
+        assert s["calls"][-1].startswith("nvmlDeviceReset"), s
     finally:
         proc.kill()
 
@@ -380,11 +384,11 @@ def test_pairs_the_gpu_cannot_hold_are_left(sim):
     phase, and the daemon settles among the pairs under the limit (no endless re-trying)."""
     device, table, model = sim
     limited = SimulatedDevice(device.gpu, power_limit_w=0.0)
-    sgemm = SIM_WORKLOADS[0]
+    sgemm = APPS[0]
     watts = [limited.true_power_w(sgemm, *pair) for pair in table.configs]
     limited.power_limit_w = float(np.percentile(watts, 60))
     host = SimulatedHost(limited)
-    host.start(phased_process(limited, SIM_WORKLOADS[:1], 400.0, repeat=1))
+    host.start(phased_process(limited, APPS[:1], 400.0, repeat=1))
     daemon = Daemon(limited, host, table, model)
     stats = daemon.run(300.0)
     assert stats.throttled >= 1 and stats.throttled + stats.observed <= stats.governed
