@@ -56,7 +56,7 @@ def test_demo_table(tmp_path):
     r = CliRunner().invoke(cli, ["demo", "--out-dir", str(tmp_path)])
     assert r.exit_code == 0, r.output
     flat = " ".join(r.output.split())  # rich wraps titles to the terminal's width
-    assert "sgemm (compute-bound): predicted / simulator's true values" in flat
+    assert "sgemm: predicted / simulator's true values" in flat
 
 
 def test_select_eval_beats_the_baselines(data):

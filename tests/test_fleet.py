@@ -159,9 +159,9 @@ def test_registry_entries_are_checked_on_load(reference, tmp_path):
 
 
 def _true_watts(plan) -> float:
-    from gpudvfs.demo.run import SIM_WORKLOADS
+    from gpudvfs.measure.apps import APPS
 
-    by_name = {w.name: w for w in SIM_WORKLOADS}
+    by_name = {w.name: w for w in APPS}
     return sum(chip_device(j["gpu"]).true_power_w(by_name[j["job"]], j["core_mhz"], j["mem_mhz"])
                for j in plan["jobs"])
 

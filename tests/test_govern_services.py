@@ -14,11 +14,11 @@ import time
 import numpy as np
 import pytest
 
-from gpudvfs.demo.run import SIM_WORKLOADS
 from gpudvfs.errors import InputError
 from gpudvfs.govern import Governor
 from gpudvfs.govern.clockd import ClockClient, ClockService
 from gpudvfs.govern.loop import GovernedLoop
+from gpudvfs.measure.apps import APPS
 from gpudvfs.measure.nvml import NvmlDevice
 from gpudvfs.measure.simulated import SimulatedDevice
 
@@ -118,7 +118,7 @@ def test_the_governor_in_a_loop_on_the_simulated_gpu():
     """150 steps of one workload: the prediction is off by a tilt in the core clock; the loop
     ends at a pair whose true energy is within 1% of the least, having spent within 3%."""
     dev = SimulatedDevice(seed=3)
-    w = SIM_WORKLOADS[2]
+    w = APPS[2]
     configs = np.array([(c, m) for m in dev.memory_clocks() for c in dev.core_clocks(m)])
     true_t = np.array([dev.true_time_ms(w, c, m) for c, m in configs])
     true_p = np.array([dev.true_power_w(w, c, m) for c, m in configs])

@@ -599,6 +599,11 @@ def test_stand_in_default_launcher_loads_and_runs_kernel_on_the_nvml_gpu(monkeyp
     assert log[1:4] == ["enter", ("load", "fma_chain", {"n": 4}), "exit"]
     # warm-up + 2 launches, each inside the device context
     assert log[4:] == ["enter", "run", "exit"] * 3
+    # A user callable (CuPy code) runs on that GPU too.
+    log.clear()
+    with NvmlDevice(pynvml=fake) as dev:
+        dev.measure(Workload(name="c", fn=lambda: log.append("call")), repetitions=2)
+    assert log == [("device", "0000:3b:00.0")] + ["enter", "call", "exit"] * 3
 
 
 # -- counters through Nsight Compute (run_ncu replaced by a stand-in: no ncu, no GPU) --------
@@ -629,12 +634,19 @@ def test_profile_runs_ncu_on_a_launcher_process_for_this_gpu(monkeypatch, tmp_pa
     metrics, argv, options = calls[0]
     assert set(counters.required_metrics("power", "ncu")) <= set(metrics)
     assert argv[1:4] == ["-m", "gpudvfs.measure.launch", "--kernel"] and argv[4] == "sp_ops008"
-    assert argv[argv.index("--pci") + 1] == "0000:3b:00.0" and options == {"launch_count": 1, "keep": None}
+    # The first kernel, at the clocks this object locked (ncu would lock the base clock).
+    assert argv[argv.index("--pci") + 1] == "0000:3b:00.0" and options == {
+        "launch_count": 1, "keep": None, "kernel_name": None, "extra_args": ["--clock-control", "none"]}
     # With ncu_logs set, each raw ncu CSV is kept there, named by the workload.
     dev.ncu_logs = tmp_path
     with pytest.raises(MissingCountersError):
         dev.profile(Workload("sp", kernel="sp_ops008", params={"elements": 1024}))
     assert calls[1][2]["keep"] == tmp_path / "sp.ncu.csv"
+    # A callable on the same GPU, its kernel named (a library call launches helpers first).
+    with pytest.raises(MissingCountersError):
+        dev.profile(Workload("mm", fn=print, spec="mymod:run", profile_kernel="regex:gemm"))
+    _, argv, options = calls[2]
+    assert argv[3:] == ["--callable", "mymod:run", "--pci", "0000:3b:00.0"] and options["kernel_name"] == "regex:gemm"
 
 
 def test_launcher_argv_for_callables_and_unlaunchable_workloads():

@@ -218,6 +218,8 @@ def test_cli_sweep_with_workload_file(tmp_path):
     ('{"workloads": [{"name": "x"}]}', "give 'callable'"),
     ('{"workloads": [{"name": "x", "callable": "nomodule_zz:f"}]}', "cannot import"),
     ('{"workloads": [{"name": "x", "counters": {"a": "b"}}]}', "map names to numbers"),
+    ('{"workloads": [{"name": "x", "counters": {"compute_ms": 1}, "profile_kernel": ""}]}', "'profile_kernel'"),
+    ('{"workloads": [{"name": "x", "counters": {"compute_ms": 1}, "profile_kernel": 3}]}', "'profile_kernel'"),
     ("{", "not valid JSON"),
 ])
 def test_cli_sweep_bad_workload_file(tmp_path, doc, match):
@@ -293,3 +295,16 @@ def test_resume_refuses_a_record_of_the_wrong_shape(tmp_path, field, value):
     with pytest.raises(gpudvfs.InputError, match="not a sweep record gpudvfs can use"):
         run_sweep(SimulatedDevice(), WORKLOADS[:1], out, configs=[(975.0, 3505.0)], resume=True)
     assert out.read_bytes() == before
+
+
+def test_workload_file_carries_the_kernel_to_profile(tmp_path):
+    """A real GPU's callable names the kernel ncu reads; the simulator's counters come along."""
+    from gpudvfs.measure.workload_file import read_workloads
+
+    wl = tmp_path / "w.json"
+    wl.write_text(json.dumps({"workloads": [
+        {"name": "mm", "callable": "gpudvfs.measure.apps:sgemm", "profile_kernel": "regex:gemm",
+         "counters": {"compute_ms": 1}},
+        {"name": "plain", "counters": {"compute_ms": 1}}]}))
+    mm, plain = read_workloads(wl)
+    assert (mm.spec, mm.profile_kernel, plain.profile_kernel) == ("gpudvfs.measure.apps:sgemm", "regex:gemm", None)

@@ -29,7 +29,7 @@ def test_simulated_gpu_end_to_end_writes_raw_files_and_a_report(tmp_path):
     report = json.loads(res.output)
     assert all(s["ok"] for s in report["steps"].values()), report["steps"]
     for name in ("device.json", "time-suite.csv", "power-suite.csv", "power-counter.csv", "power-samples.csv",
-                 "models.json", "report.md"):
+                 "apps.csv", "models.json", "report.md"):
         assert (out / name).exists(), name
     sweep = read(out / "power-suite.csv", "tidy")  # what `gpudvfs data info` reads
     pairs = {tuple(p) for p in report["grid"]["pairs"]}
@@ -38,8 +38,45 @@ def test_simulated_gpu_end_to_end_writes_raw_files_and_a_report(tmp_path):
     models = report["models"]
     assert models["time_device"]["fit"]["dm_lat"]["r2"] > 0.99
     assert models["power_model"]["grouped_cv"]["mape"] < 10
+    # The real workloads, scored on the simulator, whose time is the model's own: plumbing only.
+    real = models["real_workloads"]
+    assert set(real["per_kernel"]) == {"sgemm", "triad", "jacobi", "histogram"} and real["time_mape"] < 5
+    assert all(k["pairs"] == len(pairs) for k in real["per_kernel"].values())
+    assert report["steps"]["predict from ncu"]["skipped"].startswith("no ncu CSV")
     text = (out / "report.md").read_text()
     assert "## Power: energy counter and samples" in text and "held, read back" in text
+    assert "## Real workloads (no fit saw them)" in text and "check the plumbing" in text
+
+
+def test_predict_runs_on_each_ncu_csv_and_reports_a_bad_one(tmp_path):
+    """STAND-IN ncu output (no real profile in ../shared/data has every counter the models
+    read): `gpudvfs predict`'s path on each file, a broken file reported beside the good one."""
+    import types
+
+    import numpy as np
+    from test_catalog import _stand_in
+
+    from gpudvfs.measure.counters.mapping import POWER_TABLES, TIME_EXTRA_TABLES, TIME_TABLES
+    from gpudvfs.measure.validate import _predict_logs
+
+    k = _stand_in("9.0").kernels[0]
+    units = {n: u for table in (TIME_TABLES, TIME_EXTRA_TABLES, POWER_TABLES) for recipes in table["ncu"].values()
+             if not isinstance(recipes, str) for r in recipes for n, u in zip(r.needs, r.units or ())} | k.units
+    head = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size",'
+            '"Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"')
+    rows = [head] + [f'"0","1","python3","host","{k.name}","1","7","(256, 1, 1)","(4096, 1, 1)","0","9.0",'
+                     f'"Command line profiler metrics","{m}","{units.get(m, "")}","{v:g}"'
+                     for m, v in k.metrics.items()]
+    good, bad = tmp_path / "triad.ncu.csv", tmp_path / "sgemm.ncu.csv"
+    good.write_text("\n".join(rows) + "\n")
+    bad.write_text(head + "\n")
+    device = types.SimpleNamespace(name="NVIDIA H100 80GB HBM3", default_clocks=lambda: (1755.0, 2619.0))
+    out = _predict_logs([good, bad], tmp_path / "predict", device, None)
+    assert "error" not in out["triad"], out["triad"]
+    assert out["triad"]["device"] == "h100-sxm" and out["triad"]["kernels"] == [k.name]
+    written = json.loads((tmp_path / "predict" / "triad.json").read_text())
+    assert written["reference_mhz"] == [1755.0, 2619.0] and np.all(np.isfinite(written["kernels"][k.name]["time_ms"]))
+    assert "error" in out["sgemm"] and not (tmp_path / "predict" / "sgemm.json").exists()
 
 
 def test_grid_grows_with_the_budget_and_resume_measures_nothing_twice(tmp_path):
@@ -92,7 +129,7 @@ def test_stand_in_without_root_records_the_refusal_and_measures_nothing(tmp_path
     assert not lock["core"]["ok"] and "root" in lock["core"]["error"]
     assert report["grid"]["lockable"] is False
     skipped = {n for n, s in report["steps"].items() if "cannot be locked" in s.get("skipped", "")}
-    assert skipped == {"time suite", "power suite", "power sources", "models"}
+    assert skipped == {"time suite", "power suite", "power sources", "real workloads", "models"}
     assert not (tmp_path / "power-suite.csv").exists()
     assert "refused" in (tmp_path / "report.md").read_text()
 

@@ -11,11 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpudvfs.demo.run import SIM_WORKLOADS
 from gpudvfs.errors import InputError
 from gpudvfs.fleet import whatif as wi
 from gpudvfs.fleet.telemetry import sample_dcgm_grid, sample_telemetry
 from gpudvfs.io import read_measured_grid
+from gpudvfs.measure.apps import APPS
 from gpudvfs.measure.chips import chip_device
 from gpudvfs.time.dcgm import DcgmTimeModel
 
@@ -71,7 +71,7 @@ def test_ten_million_samples_on_ray_data_equal_one_pass_in_process(registry3, ti
     assert r["cluster"]["samples"] == rows == local["cluster"]["samples"]
     for key, value in local["cluster"].items():
         assert r["cluster"][key] == pytest.approx(value, rel=1e-9), key
-    assert r["jobs"].keys() == local["jobs"].keys() == {w.name for w in SIM_WORKLOADS[:3]}
+    assert r["jobs"].keys() == local["jobs"].keys() == {w.name for w in APPS[:3]}
     # Every sample ran at the default clocks: the deadline policy slows none by more than 10%
     # and saves energy.
     assert -0.2 < r["cluster"]["energy_change"] < 0 and 0 <= r["cluster"]["time_change"] <= 0.1 + 1e-9
@@ -84,7 +84,7 @@ def test_the_whatif_against_the_simulated_chips_truth(registry3, time_model, tmp
     sample_telemetry(registry3, 3, tmp_path / "t.parquet", noise=0.0)
     frame = pq.read_table(tmp_path / "t.parquet").to_pandas()
     s = wi.parse_samples(frame, wi.resolve_columns(list(frame.columns)))
-    by_name = {w.name: w for w in SIM_WORKLOADS}
+    by_name = {w.name: w for w in APPS}
     errors, regrets = [], []
     for p in wi.predict_samples(s, wi.gpu_tables(registry3), time_model):
         k = wi.choose(p, time_model, "energy", 0.1)

@@ -27,8 +27,9 @@ from .progress import progress_bars
 @click.option("--resume", is_flag=True, help="Continue the sweeps of an interrupted demo in OUT_DIR.")
 @click.option("--json", "as_json", is_flag=True)
 def demo(device_kind, seed, out_dir, min_seconds, slowdown, power_cap, resume, as_json) -> None:
-    """Sweep the microbenchmark suites, fit both models, profile contrasting workloads at the
-    default clocks and choose their frequencies (energy, EDP, ED2P, deadline, power cap)."""
+    """Sweep the microbenchmark suites, fit both models, profile four real workloads (SGEMM,
+    STREAM triad, Jacobi stencil, histogram) at the default clocks and choose their
+    frequencies (energy, EDP, ED2P, deadline, power cap)."""
     with user_errors(), progress_bars(disable=as_json) as progress:
         device = make_device(device_kind, seed=seed)
         result = run_demo(device, workdir=out_dir, min_seconds=min_seconds, slowdown=slowdown,

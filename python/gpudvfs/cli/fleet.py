@@ -159,7 +159,7 @@ def budget(jobs, registry, budget_w, objective, slowdown, run_bench, gpus, pairs
 @click.option("--registry", required=True, type=click.Path(file_okay=False))
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), callback=output_file)
 def sample_jobs(registry, out) -> None:
-    """A jobs file for a registry of simulated GPUs: the demo's contrasting workloads dealt
+    """A jobs file for a registry of simulated GPUs: the demo's real workloads dealt
     over the GPUs, each profiled and timed on its own chip at the default clocks."""
     with user_errors():
         jobs = simulated_jobs(Registry.load(registry))

@@ -237,11 +237,11 @@ def run(device_kind, index, registry, time_model, policy, slowdown, power_cap, i
     import tempfile
     import threading
 
-    from ..demo.run import SIM_WORKLOADS
     from ..govern.daemon import Daemon, NvmlMonitor
     from ..govern.governor import jsonl_log
     from ..govern.phases import PhaseDetector
     from ..govern.simhost import SimulatedHost, calibrated, phased_process
+    from ..measure.apps import APPS
 
     if policy == "power-cap" and power_cap is None:
         raise click.UsageError("--policy power-cap needs --power-cap W")
@@ -265,7 +265,7 @@ def run(device_kind, index, registry, time_model, policy, slowdown, power_cap, i
             duration = duration or 1200.0
             host = monitor = SimulatedHost(device)
             cycle = sim_phase_s * sim_phases
-            host.start(phased_process(device, SIM_WORKLOADS[:sim_phases], sim_phase_s,
+            host.start(phased_process(device, APPS[:sim_phases], sim_phase_s,
                                       repeat=max(1, int(duration // cycle) + 1)))
         else:
             device, gpu, model = _nvml_daemon_inputs(index, registry, time_model)

@@ -30,10 +30,11 @@ from .progress import progress_bars
 @click.option("--json", "as_json", is_flag=True)
 def validate(device_kind, index, seed, out, budget_s, min_seconds, power_stride, no_profile, resume,
              as_json) -> None:
-    """What the driver reports, both microbenchmark suites over a coarse clock grid, power
-    from the energy counter and from samples side by side, Nsight Compute profiles, and the
-    models fitted on part of the measurements and scored on the rest: raw files and
-    report.md in one folder. A step that fails is reported and the next one runs."""
+    """What the driver reports, both microbenchmark suites and four real workloads (SGEMM,
+    STREAM triad, Jacobi, histogram) over a coarse clock grid, power from the energy counter
+    and from samples side by side, Nsight Compute profiles, the models fitted on the suites
+    and scored on the real workloads, `predict` on their ncu CSVs: raw files and report.md
+    in one folder. A step that fails is reported and the next one runs."""
     with user_errors():
         device = make_device(device_kind, seed=seed, index=index)
         folder = out or f"validation/{re.sub(r'[^a-z0-9]+', '-', device.name.lower()).strip('-')}"

@@ -1,6 +1,6 @@
 """The end-to-end job: measure a GPU with the microbenchmark suites, fit the power and time
-models, profile a few contrasting workloads once at the default clocks, and choose their
-frequencies; on the simulated GPU, compare with the simulator's ground truth.
+models, profile the real workloads of `gpudvfs.measure.apps` once at the default clocks, and
+choose their frequencies; on the simulated GPU, compare with the simulator's ground truth.
 
 Every step is a public piece of gpudvfs: `calibrate` (`run_sweep` of the power and time
 suites, `PowerModel.fit`, `to_time_device`), `KernelProfile`, `TimeModel.predict`,
@@ -15,38 +15,14 @@ from pathlib import Path
 
 import numpy as np
 
+from ..measure.apps import APPS
 from ..measure.calibrate import Progress, calibrate, stage
-from ..measure.device import Device, Workload
+from ..measure.device import Device
 from ..measure.simulated import SimulatedDevice
-from ..measure.sweep import grid, suite_workloads
+from ..measure.sweep import grid
 from ..power.model import PowerModel
 from ..select import POLICIES, Selection, pareto_front, select
 from ..time import KernelProfile, TimeDevice, TimeModel
-
-#: Contrasting workloads for the simulated GPU: nvprof counters of one launch (the time
-#: model's inputs) and component utilizations (the power model's).
-SIM_WORKLOADS = (
-    Workload("sgemm (compute-bound)", counters={
-        "warps": 65536, "achieved_occupancy": 0.5, "l2_read_transactions": 2.0e6,
-        "l2_write_transactions": 2.0e5, "dram_read_transactions": 5.0e5, "dram_write_transactions": 1.0e5,
-        "shared_load_transactions": 6.0e6, "shared_store_transactions": 2.0e6, "inst_issued": 4.0e7,
-        "util:SP": 0.85, "util:INT": 0.2, "util:L2": 0.2, "util:Shared": 0.5, "util:DRAM": 0.1}),
-    Workload("stream (memory-bound)", counters={
-        "warps": 131072, "achieved_occupancy": 0.9, "l2_read_transactions": 4.2e6,
-        "l2_write_transactions": 4.2e6, "dram_read_transactions": 4.1e6, "dram_write_transactions": 4.1e6,
-        "shared_load_transactions": 0, "shared_store_transactions": 0, "inst_issued": 2.6e6,
-        "util:INT": 0.1, "util:L2": 0.4, "util:DRAM": 0.85}),
-    Workload("stencil (mixed)", counters={
-        "warps": 65536, "achieved_occupancy": 0.75, "l2_read_transactions": 3.0e6,
-        "l2_write_transactions": 1.0e6, "dram_read_transactions": 2.0e6, "dram_write_transactions": 1.0e6,
-        "shared_load_transactions": 3.0e6, "shared_store_transactions": 1.0e6, "inst_issued": 1.5e7,
-        "util:SP": 0.4, "util:INT": 0.3, "util:L2": 0.4, "util:Shared": 0.4, "util:DRAM": 0.5}),
-    Workload("histogram (latency-bound)", counters={
-        "warps": 8192, "achieved_occupancy": 0.25, "l2_read_transactions": 1.0e6,
-        "l2_write_transactions": 1.0e6, "dram_read_transactions": 3.0e5, "dram_write_transactions": 3.0e5,
-        "shared_load_transactions": 1.5e6, "shared_store_transactions": 5.0e5, "inst_issued": 3.0e6,
-        "util:INT": 0.3, "util:L2": 0.3, "util:Shared": 0.3, "util:DRAM": 0.2}),
-)
 
 
 @dataclass(frozen=True)
@@ -86,7 +62,7 @@ def run_demo(device: Device, *, workdir: str | Path | None = None, power_variant
     `SimulatedDevice` the results carry the ground truth."""
     work = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="gpudvfs-demo-"))
     sim = device if isinstance(device, SimulatedDevice) else None
-    workloads = list(workloads if workloads is not None else (SIM_WORKLOADS if sim else suite_workloads("power")[::20]))
+    workloads = list(workloads if workloads is not None else APPS)
     configs = np.array(grid(device))
     cal = calibrate(device, work, resume=resume, power_variant=power_variant, min_seconds=min_seconds,
                     progress=progress)

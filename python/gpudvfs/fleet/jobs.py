@@ -131,11 +131,11 @@ def plan_budget(registry: Registry, jobs: list[Job], budget_w: float, objective:
 
 def simulated_jobs(registry: Registry, workloads=None) -> list[Job]:
     """Jobs for a registry of simulated chips: workload i % len(workloads) (the demo's
-    contrasting workloads by default) on GPU i, profiled and timed at its default clocks."""
-    from ..demo.run import SIM_WORKLOADS
+    real workloads, `gpudvfs.measure.apps.APPS`, by default) on GPU i, profiled and timed at its default clocks."""
+    from ..measure.apps import APPS
     from ..measure.chips import chip_device
 
-    workloads = list(workloads or SIM_WORKLOADS)
+    workloads = list(workloads or APPS)
     jobs = []
     for i, (uuid, entry) in enumerate(registry.entries.items()):
         if entry["identity"].get("kind") != "simulated":

@@ -41,7 +41,7 @@ def sample_telemetry(registry: Registry, rows: int, path: str | Path, *, seed: i
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from ..demo.run import SIM_WORKLOADS
+    from ..measure.apps import APPS
 
     if rows < 1:
         raise InputError(f"rows must be at least 1, got {rows}")
@@ -50,7 +50,7 @@ def sample_telemetry(registry: Registry, rows: int, path: str | Path, *, seed: i
     for i, uuid in enumerate(uuids):
         if registry.entries[uuid]["identity"].get("kind") != "simulated":
             raise InputError(f"GPU {uuid} is not simulated")
-        dev, w = chip_device(uuid), SIM_WORKLOADS[i % len(SIM_WORKLOADS)]
+        dev, w = chip_device(uuid), APPS[i % len(APPS)]
         fc, fm = dev.default_clocks()
         gpus.append((uuid, w.name, fc, fm, dev.true_power_w(w, fc, fm), activities(profile_of(w, dev.gpu).util)))
     rng = np.random.default_rng(seed)

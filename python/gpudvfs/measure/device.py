@@ -26,6 +26,9 @@ class Workload:
     counters: Mapping[str, float] = field(default_factory=dict)
     #: ``module:function`` of ``fn``, so a profiler can launch it in a process of its own.
     spec: str | None = None
+    #: Which kernel of the launch a profiler reads (Nsight Compute's ``--kernel-name``, e.g.
+    #: ``regex:gemm``); None: the first one launched.
+    profile_kernel: str | None = None
 
     def __post_init__(self) -> None:
         if self.kernel is not None and self.fn is not None:

@@ -765,17 +765,21 @@ class NvmlDevice:
 
     def profile(self, workload: Workload) -> dict[str, float]:
         """Counters of one launch at the current clocks, from Nsight Compute (NVML has
-        none): ``ncu`` wraps a process that launches the workload once on this GPU, and its
-        metrics map onto the power model's utilizations and the time model's inputs.
+        none): ``ncu`` wraps a process that launches the workload once on this GPU, reads its
+        first kernel (or the first that ``workload.profile_kernel`` names), and its metrics map
+        onto the power model's utilizations and the time model's inputs.
         Needs ``ncu`` on PATH and permission to read GPU counters (see run_ncu's errors)."""
         from .counters import power_utilizations, required_metrics, run_ncu, time_model_inputs
         from .launch import target_argv
 
         metrics = required_metrics("power", "ncu") + required_metrics("time", "ncu")
         keep = None if self.ncu_logs is None else Path(self.ncu_logs) / f"{workload.name}.ncu.csv"
-        report = run_ncu(metrics, target_argv(workload, self._pci_bus_id()), launch_count=1, keep=keep)
+        # The clocks stay as this object locked them: ncu's default would lock the base clock.
+        report = run_ncu(metrics, target_argv(workload, self._pci_bus_id()), launch_count=1, keep=keep,
+                         kernel_name=workload.profile_kernel, extra_args=["--clock-control", "none"])
         if not report.kernels:
-            raise ValueError(f"ncu recorded no kernel launch of {workload.name!r}")
+            which = f" matching {workload.profile_kernel!r}" if workload.profile_kernel else ""
+            raise ValueError(f"ncu recorded no kernel launch{which} of {workload.name!r}")
         kernel = report.kernels[0]
         util = power_utilizations(kernel)
         time_inputs = time_model_inputs(kernel, missing="none")
@@ -816,10 +820,13 @@ class NvmlDevice:
 
     def _default_launcher(self, workload: Workload) -> LaunchFn:
         if workload.fn is not None:
-            fn = workload.fn
+            from .launch import callable_device
+
+            fn, where = workload.fn, callable_device(self._pci_bus_id())
 
             def launch_fn() -> None:
-                fn()  # by the Workload contract it launches and waits; its result is not a time
+                with where:  # CuPy's current device is this GPU
+                    fn()  # by the Workload contract it launches and waits; its result is not a time
 
             return launch_fn
         try:

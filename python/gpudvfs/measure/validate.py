@@ -11,9 +11,15 @@
    GPU, its raw CSVs kept in ``ncu/``).
 3. ``power-counter.csv`` and ``power-samples.csv``: a few power-suite kernels at the default
    clocks, power from the energy counter and from sampled readings, side by side.
-4. ``models.json``: the time device fitted to the latency suite; the power model fitted to the
+4. ``apps.csv``: the real workloads of `gpudvfs.measure.apps` (SGEMM, STREAM triad, Jacobi,
+   histogram) over the same grid, profiled at the default clocks.
+5. ``models.json``: the time device fitted to the latency suite; the power model fitted to the
    power suite and scored by grouped cross-validation (each benchmark held out); the time model
-   scored on the power-suite kernels' measured times away from the default pair.
+   scored on the power-suite kernels' measured times away from the default pair; on the real
+   workloads, which no fit saw, time (against two-term scaling), power and the minimum-energy
+   choice's regret.
+6. ``predict/<app>.json``: `gpudvfs predict` on each real workload's raw ncu CSV, with the power
+   model of step 5 (a real GPU with Nsight Compute only).
 
 ``report.md`` says what each step found. A step that fails is reported with its error and
 the next one still runs; every sweep resumes where an interrupted run stopped.
@@ -26,7 +32,7 @@ import platform
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -34,8 +40,9 @@ import numpy as np
 
 from ..errors import InputError
 from ..io.jsonfile import write_json_atomic
+from .apps import APPS
 from .calibrate import base_time_device, catalog_entry
-from .device import Device
+from .device import Device, Workload
 from .sweep import run_sweep, suite_workloads
 
 #: Seconds one measurement costs beyond its own length (clock changes, warm-up launch).
@@ -166,10 +173,11 @@ def _stage(progress: Progress | None, name: str):
 
 def validate(device: Device, out: str | Path, *, budget_s: float = 480.0, min_seconds: float = 0.5,
              power_stride: int = 1, profile: bool = True, resume: bool = False,
-             progress: Progress | None = None) -> dict:
+             apps: Sequence[Workload] = APPS, progress: Progress | None = None) -> dict:
     """Run the steps of the module notes on ``device`` into ``out``; returns what
     ``report.md`` says, as a dict. The grid gets as many pairs as ``budget_s`` allows for
-    both suites at ``min_seconds`` a measurement (every ``power_stride``-th power kernel)."""
+    both suites and ``apps`` at ``min_seconds`` a measurement (every ``power_stride``-th
+    power kernel)."""
     if not budget_s > 0 or not min_seconds > 0:
         raise InputError(f"budget_s and min_seconds must be > 0, got {budget_s!r}, {min_seconds!r}")
     if power_stride < 1:
@@ -177,7 +185,10 @@ def validate(device: Device, out: str | Path, *, budget_s: float = 480.0, min_se
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     step = _Steps(progress)
-    report: dict = {"device": device.name, "host": platform.node(), "steps": step.outcomes}
+    from .simulated import SimulatedDevice
+
+    report: dict = {"device": device.name, "host": platform.node(), "simulated": isinstance(device, SimulatedDevice),
+                    "steps": step.outcomes}
 
     with step("device") as r:
         view = device_view(device)
@@ -191,7 +202,7 @@ def validate(device: Device, out: str | Path, *, budget_s: float = 480.0, min_se
     lockable = bool(locks) and all(v["ok"] for v in locks)
     power = suite_workloads("power")[::power_stride]
     timing = suite_workloads("time")
-    per_pair = (len(power) + len(timing)) * (min_seconds + OVERHEAD_S)
+    per_pair = (len(power) + len(timing) + len(apps)) * (min_seconds + OVERHEAD_S)
     n_pairs = max(1, int(0.8 * budget_s // per_pair)) if lockable else 1
     configs = coarse_grid(device, n_pairs)
     report["grid"] = {"pairs": [list(c) for c in configs], "lockable": lockable, "power_kernels": len(power)}
@@ -199,17 +210,12 @@ def validate(device: Device, out: str | Path, *, budget_s: float = 480.0, min_se
     if profile and hasattr(device, "ncu_logs"):
         (folder / "ncu").mkdir(exist_ok=True)
         device.ncu_logs = folder / "ncu"
-    files = {"time": folder / "time-suite.csv", "power": folder / "power-suite.csv"}
+    files = {"time": folder / "time-suite.csv", "power": folder / "power-suite.csv", "apps": folder / "apps.csv"}
     for suite, workloads in (("time", timing), ("power", power)):
         with step(f"{suite} suite") as r:
-            if not lockable:
-                r["skipped"] = NOT_LOCKABLE
-                continue
-            f = files[suite]
-            res = run_sweep(device, workloads, f, configs=configs, resume=resume and f.exists(),
-                            min_seconds=min_seconds, profile=profile and suite == "power",
-                            progress=_stage(progress, f"{suite} suite"))
-            r.update(file=f.name, measured=res.measured, throttled=res.throttled)
+            _sweep(device, workloads, files[suite], configs, r, lockable=lockable, resume=resume,
+                   min_seconds=min_seconds, profile=profile and suite == "power",
+                   progress=_stage(progress, f"{suite} suite"))
 
     with step("power sources") as r:
         if not lockable:
@@ -230,17 +236,44 @@ def validate(device: Device, out: str | Path, *, budget_s: float = 480.0, min_se
         elif lockable:
             r["skipped"] = "one power source only"
 
+    with step("real workloads") as r:
+        if apps:
+            _sweep(device, apps, files["apps"], configs, r, lockable=lockable, resume=resume,
+                   min_seconds=min_seconds, profile=profile, progress=_stage(progress, "real workloads"))
+        else:
+            r["skipped"] = "none given"
+
+    model = None
     with step("models") as r:
         if not lockable:
             r["skipped"] = NOT_LOCKABLE
         else:
-            report["models"] = _fit_and_score(device, files, profile)
+            report["models"], model = _fit_and_score(device, files, profile)
             write_json_atomic(folder / "models.json", report["models"])
             r["file"] = "models.json"
+
+    with step("predict from ncu") as r:
+        logs = sorted((folder / "ncu").glob("*.ncu.csv")) if (folder / "ncu").is_dir() else []
+        logs = [f for f in logs if f.name.removesuffix(".ncu.csv") in {w.name for w in apps}]
+        if not logs:
+            r["skipped"] = "no ncu CSV of a real workload (simulated GPU, or not profiled)"
+        else:
+            report["predict"] = _predict_logs(logs, folder / "predict", device, model)
+            r["files"] = [f"predict/{name}.json" for name, v in report["predict"].items() if "error" not in v]
 
     (folder / "report.md").write_text(render(report), encoding="utf-8")
     write_json_atomic(folder / "report.json", json.loads(json.dumps(report, default=str)))
     return report
+
+
+def _sweep(device: Device, workloads: Sequence[Workload], f: Path, configs, record: dict, *, lockable: bool,
+           resume: bool, min_seconds: float, profile: bool, progress) -> None:
+    if not lockable:
+        record["skipped"] = NOT_LOCKABLE
+        return
+    res = run_sweep(device, workloads, f, configs=configs, resume=resume and f.exists(), min_seconds=min_seconds,
+                    profile=profile, progress=progress)
+    record.update(file=f.name, measured=res.measured, throttled=res.throttled)
 
 
 def _compare_sources(counter: Path, samples: Path) -> dict:
@@ -257,31 +290,49 @@ def _compare_sources(counter: Path, samples: Path) -> dict:
             "mean_abs_diff_pct": float(np.abs(diff).mean()), "max_abs_diff_pct": float(np.abs(diff).max())}
 
 
-def _fit_and_score(device: Device, files: dict[str, Path], profiled: bool) -> dict:
+def _fit_and_score(device: Device, files: dict[str, Path], profiled: bool) -> tuple[dict, object]:
     """The time device from the latency suite; the power model's grouped cross-validated
-    error on the power suite; the time model's calibrated error on the power-suite kernels
-    (each calibrated on its own time at the default pair) at the other pairs."""
-    from ..io import read
+    error on the power suite; the time model's calibrated error (each kernel calibrated on
+    its own time at the default pair) at the other pairs, on the power-suite kernels and on
+    the real workloads, with power and the minimum-energy choice there. Returns the figures
+    and the power model (None when nothing was profiled)."""
     from ..power import PowerModel, cross_validate
-    from ..time import KernelProfile, TimeModel
-    from .sweep import load_record, to_power_dataset, to_time_device
+    from .sweep import to_power_dataset, to_time_device
 
     out: dict = {}
     time_device, fit = to_time_device(files["time"], base_time_device(device, catalog_entry(device)))
     out["time_device"] = {"params": time_device.params(), "fit": fit}
     if not profiled:
         out["power_model"] = out["time_model"] = "not profiled: no utilizations or counters"
-        return out
+        return out, None
     data = to_power_dataset(files["power"])
     model = PowerModel().fit(data)
     folds = min(6, len(data.benchmarks))
     out["power_model"] = {"variant": model.variant, "train_mape": model.train_mape_,
                           "grouped_cv": cross_validate(data, folds) if folds >= 2 else None}
-    grid = read(files["power"], "tidy")
-    record = load_record(files["power"])
+    out["time_model"] = _score(files["power"], time_device)
+    if files["apps"].exists():
+        try:
+            out["real_workloads"] = _score(files["apps"], time_device, model)
+        except Exception as exc:  # the suites' figures stand without it
+            out["real_workloads"] = f"{type(exc).__name__}: {exc}"
+    return out, model
+
+
+def _score(sweep: Path, time_device, power_model=None) -> dict | str:
+    """Per kernel of a profiled sweep: the time model's and two-term scaling's calibrated
+    MAPE away from the default pair; with ``power_model``, its power MAPE and the measured
+    energy of the pair of least predicted energy over the measured least (regret)."""
+    from ..io import read
+    from ..time import KernelProfile, TimeModel
+    from ..time.evaluate import mape, two_term
+    from .sweep import load_record
+
+    grid = read(sweep, "tidy")
+    record = load_record(sweep)
     ref = tuple(record["reference_mhz"])
     names = np.array(grid.app.tolist())
-    errors, lacking = {}, []
+    per_kernel, lacking = {}, []
     for name, counters in record["profiles"].items():
         rows = names == name
         at_ref = rows & (grid.core_mhz == ref[0]) & (grid.mem_mhz == ref[1])
@@ -294,13 +345,53 @@ def _fit_and_score(device: Device, files: dict[str, Path], profiled: bool) -> di
         except InputError:
             lacking.append(name)  # the profile has utilizations but not the time model's counters
             continue
-        pred = TimeModel(time_device).predict(prof, grid.core_mhz[away], grid.mem_mhz[away], calibrate=True)
-        errors[name] = float(100.0 * np.mean(np.abs(pred / grid.time_ms[away] - 1.0)))
-    out["time_model"] = ({"calibrated_mape": float(np.mean(list(errors.values()))), "kernels": len(errors),
-                          "per_kernel": errors, "without_counters": lacking} if errors else
-                         f"no kernel with the time model's counters measured away from the default pair "
-                         f"({len(lacking)} profiles lack the counters)")
+        fc, fm, t = grid.core_mhz[away], grid.mem_mhz[away], grid.time_ms[away]
+        k = {"time_mape": mape(TimeModel(time_device).predict(prof, fc, fm, calibrate=True), t),
+             "two_term_mape": mape(two_term(prof, time_device, ref, fc, fm), t)}
+        if power_model is not None:
+            fc, fm, t, w = grid.core_mhz[rows], grid.mem_mhz[rows], grid.time_ms[rows], grid.watts[rows]
+            watts = power_model.predict(np.array([counters[c] for c in power_model.components_]), fc, fm)
+            time_ms = TimeModel(time_device).predict(prof, fc, fm, calibrate=True)
+            joules = t * w
+            k |= {"power_mape": mape(watts, w), "energy_regret_pct":
+                  float(100.0 * (joules[int(np.argmin(time_ms * watts))] / joules.min() - 1.0)),
+                  "pairs": int(rows.sum())}
+        per_kernel[name] = k
+    if not per_kernel:
+        return (f"no kernel with the time model's counters measured away from the default pair "
+                f"({len(lacking)} profiles lack the counters)")
+    mean = {key: float(np.mean([k[key] for k in per_kernel.values()]))
+            for key in next(iter(per_kernel.values())) if key != "pairs"}
+    return {"kernels": len(per_kernel), **mean,
+            "beats_two_term": sum(k["time_mape"] < k["two_term_mape"] for k in per_kernel.values()),
+            "per_kernel": per_kernel, "without_counters": lacking}
+
+
+def _predict_logs(logs: list[Path], folder: Path, device: Device, model) -> dict:
+    """`gpudvfs predict` on each raw ncu CSV (the profile at the default clocks), with the
+    fitted power model where there is one: what each kernel's file gives, or its error."""
+    from ..io import read
+    from ..select.from_profile import device_of, predict_profile
+
+    folder.mkdir(exist_ok=True)
+    out = {}
+    for log in logs:
+        name = log.name.removesuffix(".ncu.csv")
+        try:
+            report = read(log)
+            spec = device_of(report, device.name)  # ncu names the GPU by its index and a shared CC
+            r = predict_profile(report, spec, power_model=model, reference=device.default_clocks())
+            write_json_atomic(folder / f"{name}.json", r)
+            out[name] = {"device": spec.key, "kernels": list(r["kernels"]),
+                         "chosen": [k.get("chosen") for k in r["kernels"].values()]}
+        except Exception as exc:  # one file's failure is a finding; the others still run
+            out[name] = {"error": f"{type(exc).__name__}: {exc}"}
     return out
+
+
+def _time_line(score: dict) -> str:
+    return (f"{score['time_mape']:.2f}% calibrated MAPE over {score['kernels']} kernels (two-term scaling "
+            f"{score['two_term_mape']:.2f}%, beaten on {score['beats_two_term']})")
 
 
 def render(report: dict) -> str:
@@ -346,8 +437,29 @@ def render(report: dict) -> str:
         else:
             lines.append(f"- power model: {pm}")
         tm = models["time_model"]
-        lines.append(f"- time model away from the default pair: {tm['calibrated_mape']:.2f}% calibrated MAPE over "
-                     f"{tm['kernels']} kernels" if isinstance(tm, dict) else f"- time model: {tm}")
+        lines.append(f"- time model away from the default pair, power-suite kernels: {_time_line(tm)}"
+                     if isinstance(tm, dict) else f"- time model: {tm}")
+        lines.append("")
+        real = models.get("real_workloads")
+        if isinstance(real, dict):
+            lines += ["## Real workloads (no fit saw them)", ""]
+            if report.get("simulated"):
+                lines += ["On the simulated GPU a workload's time comes from the time model itself: these "
+                          "figures check the plumbing, not the model.", ""]
+            lines += [f"Time model {_time_line(real)}; power {real['power_mape']:.2f}% MAPE; minimum-energy "
+                      f"choice {real['energy_regret_pct']:.2f}% over the measured least energy (mean).", "",
+                      "| workload | time % | two-term % | power % | energy regret % |", "|---|---|---|---|---|"]
+            lines += [f"| {n} | {k['time_mape']:.2f} | {k['two_term_mape']:.2f} | {k['power_mape']:.2f} | "
+                      f"{k['energy_regret_pct']:.2f} |" for n, k in real["per_kernel"].items()]
+            lines.append("")
+        elif real is not None:
+            lines += ["## Real workloads", "", str(real), ""]
+    predicted = report.get("predict")
+    if predicted:
+        lines += ["## `gpudvfs predict` on the real workloads' ncu CSVs", ""]
+        lines += [f"- {n}: " + (f"failed: {v['error']}" if "error" in v else
+                                f"{len(v['kernels'])} kernel(s) on {v['device']}, chosen {v['chosen']}")
+                  for n, v in predicted.items()]
         lines.append("")
     lines += ["## Steps", "", "| step | outcome | seconds |", "|---|---|---|"]
     for name, r in report["steps"].items():

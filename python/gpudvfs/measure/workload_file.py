@@ -2,12 +2,14 @@
 
 ```json
 {"workloads": [
-  {"name": "stencil", "callable": "mypkg.bench:run_stencil"},
+  {"name": "stencil", "callable": "mypkg.bench:run_stencil", "profile_kernel": "regex:stencil"},
   {"name": "gemm-sim", "counters": {"util:SP": 0.8, "compute_ms": 3.0, "memory_ms": 0.5}}
 ]}
 ```
 ``callable`` names a zero-argument function that launches the work and waits for it (a
-real GPU runs it); ``counters`` describe the workload to the simulated GPU.
+real GPU runs it); ``profile_kernel`` names the kernel of the call that Nsight Compute
+profiles (``regex:`` allowed; default: the first one launched); ``counters`` describe the
+workload to the simulated GPU.
 """
 
 from __future__ import annotations
@@ -50,5 +52,9 @@ def read_workloads(path: str | Path) -> list[Workload]:
         if "callable" not in item and not counters:
             raise InputError(f"{where}: give 'callable' (real GPU) or 'counters' (simulated GPU)")
         fn = _resolve(item["callable"], where) if "callable" in item else None
-        out.append(Workload(item["name"], fn=fn, counters=counters, spec=item.get("callable")))
+        kernel = item.get("profile_kernel")
+        if kernel is not None and (not isinstance(kernel, str) or not kernel.strip()):
+            raise InputError(f"{where}: 'profile_kernel' must be a non-empty kernel name (or 'regex:...')")
+        out.append(Workload(item["name"], fn=fn, counters=counters, spec=item.get("callable"),
+                            profile_kernel=kernel))
     return out
