@@ -233,6 +233,7 @@ def run(device_kind, index, registry, time_model, policy, slowdown, power_cap, i
     activities and (with --progress) work done, detect the phase, and set the clocks the
     governor chooses. The clocks go back to the driver when no process runs and on every
     exit (SIGINT, SIGTERM, errors); after a SIGKILL, run `gpudvfs govern reset`."""
+    import dataclasses
     import signal
     import tempfile
     import threading
@@ -288,7 +289,7 @@ def run(device_kind, index, registry, time_model, policy, slowdown, power_cap, i
             if device_kind == "nvml":
                 monitor.close()
                 device.close()
-        out = stats.as_dict() | {"device": device.name, "policy": policy, "interval_s": interval}
+        out = dataclasses.asdict(stats) | {"device": device.name, "policy": policy, "interval_s": interval}
         if host is not None:
             truth = host.truth(daemon.governor.configs, daemon.governor.default_index)
             out["sim_truth"] = truth | {

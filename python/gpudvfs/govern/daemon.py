@@ -105,12 +105,6 @@ class DaemonStats:
     work: float = 0.0
     phases: dict[str, int] = field(default_factory=dict)  # phase -> intervals
 
-    def as_dict(self) -> dict:
-        return {"intervals": self.intervals, "governed": self.governed, "observed": self.observed,
-                "throttled": self.throttled,
-                "clock_changes": self.clock_changes, "joules": self.joules, "work": self.work,
-                "phases": dict(self.phases)}
-
 
 def phase_name(key: tuple) -> str:
     """A phase key as text: the process names and the phase's number."""

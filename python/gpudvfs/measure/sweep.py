@@ -90,8 +90,10 @@ def grid(device: Device, core_mhz: Sequence[float] | None = None,
 def workload_record(w: Workload) -> dict:
     """What a workload is, as plain data: two sweeps of equal records measure the same thing."""
     fn = w.spec or (None if w.fn is None else f"{w.fn.__module__}:{w.fn.__qualname__}")
+    # The kernel a profile reads decides the record's profiles (absent: the first launched).
+    which = {"profile_kernel": w.profile_kernel} if w.profile_kernel else {}
     return {"name": w.name, "kernel": w.kernel, "params": dict(w.params), "callable": fn,
-            "counters": dict(w.counters)}
+            "counters": dict(w.counters), **which}
 
 
 def sweep_plan(device: Device, workloads: Sequence[Workload], configs: Sequence[tuple[float, float]],

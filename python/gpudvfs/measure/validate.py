@@ -253,8 +253,9 @@ def validate(device: Device, out: str | Path, *, budget_s: float = 480.0, min_se
             r["file"] = "models.json"
 
     with step("predict from ncu") as r:
+        names = {w.name for w in apps}
         logs = sorted((folder / "ncu").glob("*.ncu.csv")) if (folder / "ncu").is_dir() else []
-        logs = [f for f in logs if f.name.removesuffix(".ncu.csv") in {w.name for w in apps}]
+        logs = [f for f in logs if f.name.removesuffix(".ncu.csv") in names]
         if not logs:
             r["skipped"] = "no ncu CSV of a real workload (simulated GPU, or not profiled)"
         else:
@@ -345,17 +346,17 @@ def _score(sweep: Path, time_device, power_model=None) -> dict | str:
         except InputError:
             lacking.append(name)  # the profile has utilizations but not the time model's counters
             continue
-        fc, fm, t = grid.core_mhz[away], grid.mem_mhz[away], grid.time_ms[away]
-        k = {"time_mape": mape(TimeModel(time_device).predict(prof, fc, fm, calibrate=True), t),
-             "two_term_mape": mape(two_term(prof, time_device, ref, fc, fm), t)}
+        # Over the kernel's rows; the time errors over those away from the default pair.
+        fc, fm, t, off = grid.core_mhz[rows], grid.mem_mhz[rows], grid.time_ms[rows], away[rows]
+        time_ms = TimeModel(time_device).predict(prof, fc, fm, calibrate=True)
+        k = {"time_mape": mape(time_ms, t, off),
+             "two_term_mape": mape(two_term(prof, time_device, ref, fc, fm), t, off)}
         if power_model is not None:
-            fc, fm, t, w = grid.core_mhz[rows], grid.mem_mhz[rows], grid.time_ms[rows], grid.watts[rows]
+            w = grid.watts[rows]
             watts = power_model.predict(np.array([counters[c] for c in power_model.components_]), fc, fm)
-            time_ms = TimeModel(time_device).predict(prof, fc, fm, calibrate=True)
-            joules = t * w
-            regret = joules / joules.min() - 1.0
+            regret = t * w / (t * w).min() - 1.0
             k |= {"power_mape": mape(watts, w), "energy_regret_pct": float(100.0 * regret[np.argmin(time_ms * watts)]),
-                  "default_regret_pct": float(100.0 * regret[at_ref[rows]][0]), "pairs": int(rows.sum())}
+                  "default_regret_pct": float(100.0 * regret[~off][0]), "pairs": int(rows.sum())}
         per_kernel[name] = k
     if not per_kernel:
         return (f"no kernel with the time model's counters measured away from the default pair "
