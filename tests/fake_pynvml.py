@@ -51,6 +51,9 @@ NVML_GPM_METRIC_FP64_UTIL = 11
 NVML_GPM_METRIC_FP32_UTIL = 12
 NVML_GPM_METRIC_FP16_UTIL = 13
 NVML_FI_DEV_POWER_INSTANT = 186
+NVML_RESTRICTED_API_SET_APPLICATION_CLOCKS = 0
+NVML_FEATURE_DISABLED = 0
+NVML_FEATURE_ENABLED = 1
 NVML_VALUE_TYPE_UNSIGNED_INT = 1
 
 
@@ -137,6 +140,9 @@ class FakeNvml:
     NVML_GPM_METRIC_FP32_UTIL = NVML_GPM_METRIC_FP32_UTIL
     NVML_GPM_METRIC_FP16_UTIL = NVML_GPM_METRIC_FP16_UTIL
     NVML_FI_DEV_POWER_INSTANT = NVML_FI_DEV_POWER_INSTANT
+    NVML_RESTRICTED_API_SET_APPLICATION_CLOCKS = NVML_RESTRICTED_API_SET_APPLICATION_CLOCKS
+    NVML_FEATURE_DISABLED = NVML_FEATURE_DISABLED
+    NVML_FEATURE_ENABLED = NVML_FEATURE_ENABLED
     c_nvmlGpmMetricsGet_t = c_nvmlGpmMetricsGet_t
 
     def __init__(self, *, name: str = "Fake GPU (stand-in)",
@@ -370,6 +376,12 @@ class FakeNvml:
         self._check(handle)
         self._need(self.caps.app_clocks, self.root or self.app_clocks_unrestricted)
         self._set("nvmlDeviceResetApplicationsClocks", "app_clocks", None)
+
+    def nvmlDeviceGetAPIRestriction(self, handle: object, apiType: int) -> int:
+        self._check(handle)
+        if apiType != NVML_RESTRICTED_API_SET_APPLICATION_CLOCKS:
+            raise NVMLError_InvalidArgument()
+        return NVML_FEATURE_DISABLED if self.app_clocks_unrestricted else NVML_FEATURE_ENABLED
 
     def nvmlDeviceGetPowerUsage(self, handle: object) -> int:
         self._check(handle)

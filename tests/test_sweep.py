@@ -312,3 +312,36 @@ def test_workload_file_carries_the_kernel_to_profile(tmp_path):
     from gpudvfs.measure.sweep import workload_record
 
     assert workload_record(mm)["profile_kernel"] == "regex:gemm" and "profile_kernel" not in workload_record(plain)
+
+
+def test_a_sweep_that_leaves_the_clocks_measures_at_the_drivers_and_resets_nothing(tmp_path):
+    dev = SimulatedDevice(seed=2)
+    dev.lock_clocks(595.0, 810.0)  # set by someone else: the sweep must keep it
+    out = tmp_path / "s.csv"
+    r = run_sweep(dev, WORKLOADS, out, leave_clocks=True)
+    assert r.measured == len(WORKLOADS) and dev.clocks == (595.0, 810.0)
+    g = gpudvfs.read(out)
+    assert set(zip(g.core_mhz, g.mem_mhz)) == {(595.0, 810.0)}
+    # A row cut off by a crash is measured again on resume, at whatever clocks run then.
+    lines = out.read_bytes().splitlines(keepends=True)
+    out.write_bytes(b"".join(lines[:-1]) + lines[-1][:10])
+    dev.reset_clocks()
+    r = run_sweep(dev, WORKLOADS, out, leave_clocks=True, resume=True)
+    assert (r.measured, r.skipped) == (1, 2)
+    g = gpudvfs.read(out)
+    assert g.app.tolist() == ["compute", "memory", "mixed"] and g.core_mhz.tolist() == [595.0, 595.0, 975.0]
+    with pytest.raises(gpudvfs.InputError, match="clocks left to the driver"):
+        run_sweep(dev, WORKLOADS, out, configs=grid(dev)[:1], resume=True)
+    with pytest.raises(gpudvfs.InputError, match="takes no clock pairs"):
+        run_sweep(dev, WORKLOADS, tmp_path / "t.csv", configs=grid(dev)[:1], leave_clocks=True)
+
+
+def test_cli_sweep_leave_clocks(tmp_path):
+    out = tmp_path / "s.csv"
+    r = CliRunner().invoke(cli, ["sweep", "--suite", "power", "--leave-clocks", "-o", str(out),
+                                 "--min-seconds", "0.1"])
+    assert r.exit_code == 0, r.output
+    assert set(gpudvfs.read(out).core_mhz) == {975.0}
+    r = CliRunner().invoke(cli, ["sweep", "--suite", "power", "--leave-clocks", "--core-mhz", "975", "-o",
+                                 str(tmp_path / "t.csv")])
+    assert r.exit_code == 2 and "takes no --core-mhz" in r.output

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from gpudvfs.cli.app import cli
 from gpudvfs.errors import InputError
 from gpudvfs.io import read
-from gpudvfs.measure.nvml import NvmlDevice
+from gpudvfs.measure.nvml import ClockControlError, NvmlDevice
 from gpudvfs.measure.simulated import SimulatedDevice
 from gpudvfs.measure.validate import coarse_grid, validate
 
@@ -150,3 +150,53 @@ def test_stand_in_with_root_compares_counter_and_instant_samples(tmp_path):
             assert [row["power_source"] for row in csv.DictReader(f)] == [source]
     assert not report["steps"]["models"]["ok"] and "result" in report["steps"]["models"]["error"]
     assert "failed:" in (tmp_path / "report.md").read_text()
+
+
+def test_stand_in_with_clocks_left_sets_nothing_and_still_measures(tmp_path):
+    """Stand-in (no GPU), root and GPM, with ``leave_clocks``: as on a shared or lent GPU, no
+    NVML call sets or resets a clock (the stand-in logs every one), yet every sweep, both power
+    sources and the GPM activities run, at the clocks the driver runs; the models, which need
+    several clock pairs, are skipped and say why."""
+    fake = FakeNvml(name="NVIDIA H100 80GB HBM3", default_clocks=(1305, 877), refresh_s=0.005, gpm=True,
+                    instant_power=True)
+
+    def launcher(workload):
+        return lambda: fake.run(0.002)
+
+    with NvmlDevice(pynvml=fake, launcher=launcher, leave_clocks=True) as dev:
+        report = validate(dev, tmp_path, budget_s=600, min_seconds=0.05, power_stride=83, profile=False,
+                          leave_clocks=True)
+    assert fake.calls == []
+    assert report["view"]["clock_lock"] == {"not tried": "clocks left to the driver"}
+    perms = report["view"]["clock_permissions"]
+    assert perms["application_clocks_root_only"] is True and isinstance(perms["root"], bool)
+    assert report["grid"] == {"pairs": [], "lockable": False, "leave_clocks": True, "power_kernels": 1}
+    steps = report["steps"]
+    for name in ("time suite", "power suite", "real workloads"):
+        assert steps[name]["ok"] and steps[name]["measured"] > 0, steps[name]
+        assert steps[name]["clocks_seen"] == {"core_mhz": [1305.0] * 3, "mem_mhz": [877.0] * 3}
+    assert report["power_sources"]["max_abs_diff_pct"] < 5
+    assert steps["models"]["skipped"].startswith("clocks left to the driver")
+    assert set(report["gpm"]) == {"sgemm", "triad", "jacobi", "histogram"}
+    assert all(0 <= a["sm"] <= 1 and a["core_mhz"] == 1305 for a in report["gpm"].values())
+    assert fake.gpm_samples == 0  # freed
+    text = (tmp_path / "report.md").read_text()
+    assert "Clocks left to the driver" in text and "GPM activities" in text
+    assert read(tmp_path / "apps.csv", "tidy").app.tolist() == ["sgemm", "triad", "jacobi", "histogram"]
+
+
+def test_a_device_opened_to_leave_clocks_refuses_to_lock():
+    fake = FakeNvml()
+    with NvmlDevice(pynvml=fake, leave_clocks=True) as dev:
+        with pytest.raises(ClockControlError, match="leave_clocks"):
+            dev.lock_clocks(*dev.default_clocks())
+    assert fake.calls == []
+
+
+def test_cli_leave_clocks_on_the_simulated_gpu(tmp_path):
+    res = CliRunner().invoke(cli, ["validate", "--leave-clocks", "-o", str(tmp_path), "--budget-s", "10",
+                                   "--min-seconds", "0.1", "--power-stride", "8", "--json"])
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.output)
+    assert report["grid"]["leave_clocks"] and report["power_sources"]["kernels"]
+    assert [n for n, s in report["steps"].items() if not s["ok"]] == []

@@ -30,23 +30,28 @@ from .progress import progress_bars
 @click.option("--min-seconds", default=1.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
               help="Repeat each workload until a measurement spans this long.")
 @click.option("--repetitions", type=click.IntRange(min=1), help="Repeat exactly this often instead.")
+@click.option("--leave-clocks", is_flag=True,
+              help="Never set the GPU's clocks: measure each workload once at the clocks the driver runs "
+                   "(no root needed; each row records the clocks seen).")
 @click.option("--gpmtool", "gpmtool_out", type=click.Path(dir_okay=False), callback=output_file,
               help="Also write the result as a gpmTOOL power CSV (input of `gpudvfs power fit`).")
 def sweep(suite, workload_file, device_kind, seed, out, resume, core_mhz, mem_mhz, min_seconds, repetitions,
-          gpmtool_out) -> None:
+          leave_clocks, gpmtool_out) -> None:
     """Measure workloads at every (core, memory) clock pair of a device: a microbenchmark
     suite (power: input of `gpudvfs power fit` via --gpmtool; time: the latency suite) or
     user workloads."""
     with user_errors():
         if (suite is None) == (workload_file is None):
             raise click.UsageError("give either --suite or --workloads FILE")
+        if leave_clocks and (core_mhz or mem_mhz):
+            raise click.UsageError("--leave-clocks measures at the driver's clocks: it takes no --core-mhz/--mem-mhz")
         workloads = suite_workloads(suite) if suite else read_workloads(workload_file)
-        device = make_device(device_kind, seed=seed)
-        configs = grid(device, core_mhz, mem_mhz)
+        device = make_device(device_kind, seed=seed, leave_clocks=leave_clocks)
+        where = {"leave_clocks": True} if leave_clocks else {"configs": grid(device, core_mhz, mem_mhz)}
         with progress_bars() as update:
-            result = run_sweep(device, workloads, out, configs=configs, resume=resume, min_seconds=min_seconds,
+            result = run_sweep(device, workloads, out, resume=resume, min_seconds=min_seconds,
                                repetitions=repetitions, progress=lambda done, total, label: update(
-                                   "sweep", done, total, label))
+                                   "sweep", done, total, label), **where)
         console.print(f"measured {result.measured} rows ({result.skipped} already in {out}); "
                       f"{result.throttled} throttled; plan and profiles in {result.record}")
         if gpmtool_out:

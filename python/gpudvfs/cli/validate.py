@@ -27,8 +27,11 @@ from .progress import progress_bars
 @click.option("--no-profile", is_flag=True,
               help="Do not profile (no Nsight Compute): power and time only, no model fits that need counters.")
 @click.option("--resume", is_flag=True, help="Continue the sweeps of an interrupted run in the folder.")
+@click.option("--leave-clocks", is_flag=True,
+              help="Never set or reset the GPU's clocks (a shared or lent machine): measure at the clocks the "
+                   "driver runs; the model fits that need several clock pairs are skipped.")
 @click.option("--json", "as_json", is_flag=True)
-def validate(device_kind, index, seed, out, budget_s, min_seconds, power_stride, no_profile, resume,
+def validate(device_kind, index, seed, out, budget_s, min_seconds, power_stride, no_profile, resume, leave_clocks,
              as_json) -> None:
     """What the driver reports, both microbenchmark suites and four real workloads (SGEMM,
     STREAM triad, Jacobi, histogram) over a coarse clock grid, power from the energy counter
@@ -36,13 +39,13 @@ def validate(device_kind, index, seed, out, budget_s, min_seconds, power_stride,
     and scored on the real workloads, `predict` on their ncu CSVs: raw files and report.md
     in one folder. A step that fails is reported and the next one runs."""
     with user_errors():
-        device = make_device(device_kind, seed=seed, index=index)
+        device = make_device(device_kind, seed=seed, index=index, leave_clocks=leave_clocks)
         folder = out or f"validation/{re.sub(r'[^a-z0-9]+', '-', device.name.lower()).strip('-')}"
         try:
             with progress_bars(disable=as_json) as update:
                 report = run_validation(device, folder, budget_s=budget_s, min_seconds=min_seconds,
                                         power_stride=power_stride, profile=not no_profile, resume=resume,
-                                        progress=update)
+                                        progress=update, leave_clocks=leave_clocks)
         finally:
             close = getattr(device, "close", None)
             if close is not None:

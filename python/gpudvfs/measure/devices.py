@@ -8,13 +8,15 @@ from .device import Device
 DEVICE_KINDS = ("sim", "nvml")
 
 
-def make_device(kind: str, seed: int = 0, index: int = 0) -> Device:
+def make_device(kind: str, seed: int = 0, index: int = 0, leave_clocks: bool = False) -> Device:
+    """A device of ``kind``; ``leave_clocks``: one that refuses to set clocks (a simulated GPU
+    as one without the permission)."""
     if kind == "sim":
         from .simulated import SimulatedDevice
 
-        return SimulatedDevice(seed=seed)
+        return SimulatedDevice(seed=seed, permission=not leave_clocks)
     if kind == "nvml":
         from .nvml import NvmlDevice
 
-        return NvmlDevice(index=index)
+        return NvmlDevice(index=index, leave_clocks=leave_clocks)
     raise InputError(f"unknown device {kind!r}; expected one of {DEVICE_KINDS}")

@@ -22,6 +22,10 @@ a counter exists, to compare the two. Samples read NVML's instantaneous power fi
 (``NVML_FI_DEV_POWER_INSTANT``) where the driver answers it: from Ampere on,
 ``nvmlDeviceGetPowerUsage`` is a one-second average, too slow for short windows.
 
+``leave_clocks=True`` is for a GPU whose clocks are not this process's to change (a shared or
+lent machine, even where the process is root): `lock_clocks` then refuses, nothing is set or
+reset, and `clock_permissions` tells what setting would need without trying it.
+
 Locked clocks outlive the process, so they are reset on `reset_clocks`, on leaving the
 ``with`` block, at interpreter exit (atexit) and on SIGINT/SIGTERM (handlers installed while
 any clocks are locked, chaining to the handlers they replaced, which are put back afterwards).
@@ -334,12 +338,13 @@ class NvmlDevice:
     imported. ``launcher`` maps a `Workload` to its launch-and-wait function (see the module
     docstring). ``default_clocks`` gives the reference (core, memory) MHz for GPUs that do not
     report default application clocks (most GeForce cards). ``power`` is one of
-    `POWER_SOURCES` (see the module notes). Use it as a context manager so clocks are reset
-    and NVML shut down on the way out.
+    `POWER_SOURCES` (see the module notes). ``leave_clocks``: never set the clocks (module
+    notes). Use it as a context manager so clocks are reset and NVML shut down on the way out.
     """
 
     def __init__(self, index: int = 0, pynvml: Any = None, launcher: Launcher | None = None,
-                 *, default_clocks: tuple[float, float] | None = None, power: str = "auto"):
+                 *, default_clocks: tuple[float, float] | None = None, power: str = "auto",
+                 leave_clocks: bool = False):
         if power not in POWER_SOURCES:
             raise InputError(f"power: expected one of {POWER_SOURCES}, got {power!r}")
         nv = _import_pynvml() if pynvml is None else pynvml
@@ -369,6 +374,7 @@ class NvmlDevice:
             self.close()
             raise
         self.power = power
+        self.leave_clocks = bool(leave_clocks)
         self._launcher: Launcher = launcher if launcher is not None else self._default_launcher
         self._default_override = default_clocks
         self.refresh_period_s: float | None = None
@@ -590,7 +596,23 @@ class NvmlDevice:
                    f"`sudo nvidia-smi -i {self.index} -pm 1` first.")
         return ClockPermissionError(msg)
 
+    def clock_permissions(self) -> dict:
+        """What setting clocks would take here, read without setting any: whether this process
+        is root (locked clocks need it) and whether NVML restricts application clocks to root
+        (None where the driver does not say)."""
+        nv = self._nv
+        try:
+            restricted = nv.nvmlDeviceGetAPIRestriction(self._handle, nv.NVML_RESTRICTED_API_SET_APPLICATION_CLOCKS)
+        except (*self._unsupported(), AttributeError):
+            restricted = None
+        return {"root": hasattr(os, "geteuid") and os.geteuid() == 0,
+                "application_clocks_root_only": None if restricted is None
+                else restricted == nv.NVML_FEATURE_ENABLED}
+
     def lock_clocks(self, core_mhz: float, mem_mhz: float) -> None:
+        if self.leave_clocks:
+            raise ClockControlError(f"GPU {self.index} ({self.name}) was opened with leave_clocks=True: "
+                                    "its clocks are the driver's, and gpudvfs sets none")
         core = _whole_mhz(core_mhz, "core_mhz")
         mem = _whole_mhz(mem_mhz, "mem_mhz")
         cores = self.core_clocks(mem)  # also checks mem

@@ -12,6 +12,10 @@ protocol), its header is the tidy header and every complete row is a measurement
 plan. Anything else is refused without a byte of OUT changed; then a last line cut short
 by a crash is dropped and only what is missing is measured. While a sweep runs it holds
 an exclusive lock on OUT (``flock``), so a second sweep writing the same file is refused.
+
+``leave_clocks=True`` sweeps a GPU whose clocks are not this process's to set (a shared or
+lent machine): no clock is locked or reset, each workload is measured once at whatever clocks
+the driver runs it at, and each row records the clocks seen during its measurement.
 """
 
 from __future__ import annotations
@@ -97,14 +101,17 @@ def workload_record(w: Workload) -> dict:
 
 
 def sweep_plan(device: Device, workloads: Sequence[Workload], configs: Sequence[tuple[float, float]],
-               min_seconds: float, repetitions: int | None, profile: bool = True) -> dict:
+               min_seconds: float, repetitions: int | None, profile: bool = True, leave_clocks: bool = False) -> dict:
     """Everything that decides a sweep's rows; a resume must have the same plan. Plain JSON
-    values, so a plan read back from the record compares equal."""
+    values, so a plan read back from the record compares equal. A sweep at the driver's clocks
+    has no clock pairs (``configs`` is empty) and says so."""
+    # The key only where clocks are left: records written before it still resume.
+    left = {"leave_clocks": True} if leave_clocks else {}
     return json.loads(json.dumps({"device": device.identity(), "workloads": [workload_record(w) for w in workloads],
             "configs": [[float(c), float(m)] for c, m in configs],
             "protocol": {"min_seconds": None if repetitions is not None else float(min_seconds),
                          "repetitions": repetitions},
-            "columns": list(COLUMNS), "profiled": profile}))
+            "columns": list(COLUMNS), "profiled": profile, **left}))
 
 
 def _plan_differences(old: dict, new: dict) -> list[str]:
@@ -124,6 +131,8 @@ def _plan_differences(old: dict, new: dict) -> list[str]:
     for key in ("protocol", "columns"):
         if old.get(key) != new[key]:
             diffs.append(f"{key} {old.get(key)} != {new[key]}")
+    if old.get("leave_clocks", False) != new.get("leave_clocks", False):
+        diffs.append("clocks left to the driver" if old.get("leave_clocks") else "clocks locked per pair")
     if old.get("profiled", True) != new["profiled"]:  # records before the option profiled
         diffs.append("profiled at the reference" if old.get("profiled", True) else "not profiled")
     return diffs
@@ -161,7 +170,7 @@ def _complete_rows(out: Path, plan: dict) -> tuple[set[tuple[str, float, float]]
     """(measured keys, bytes of complete lines) of a sweep's CSV, each complete row checked
     against the plan; the bytes after the last newline are a row a crash cut short."""
     names = {w["name"] for w in plan["workloads"]}
-    configs = {tuple(c) for c in plan["configs"]}
+    configs = None if plan.get("leave_clocks") else {tuple(c) for c in plan["configs"]}
     header = csv_line(COLUMNS)
     done: set[tuple[str, float, float]] = set()
     complete = 0
@@ -184,7 +193,8 @@ def _complete_rows(out: Path, plan: dict) -> tuple[set[tuple[str, float, float]]
 
 
 def _check_row(out: Path, number: int, fields: list[str], names: set[str],
-               configs: set[tuple[float, ...]]) -> tuple[str, float, float]:
+               configs: set[tuple[float, ...]] | None) -> tuple[str, float, float]:
+    """A row's (workload, core, memory) key, checked; ``configs`` None: any clocks (the driver's)."""
     where = f"{out}, line {number}"
     if len(fields) != len(COLUMNS):
         raise InputError(f"{where}: expected {len(COLUMNS)} fields, found {len(fields)}")
@@ -196,7 +206,7 @@ def _check_row(out: Path, number: int, fields: list[str], names: set[str],
     if not all(math.isfinite(v) for v in values.values()):
         raise InputError(f"{where}: a number column is not finite")
     key = (row["workload"], values["core_mhz"], values["mem_mhz"])
-    if key[0] not in names or key[1:] not in configs:
+    if key[0] not in names or (configs is not None and key[1:] not in configs):
         raise InputError(f"{where}: {key[0]!r} at {key[1]:g}/{key[2]:g} MHz is not a measurement of this sweep")
     return key
 
@@ -267,21 +277,24 @@ def suite_workloads(suite: str) -> list[Workload]:
 def run_sweep(device: Device, workloads: Sequence[Workload], out: str | Path, *,
               configs: Sequence[tuple[float, float]] | None = None, resume: bool = False,
               min_seconds: float = 1.0, repetitions: int | None = None,
-              progress: Progress | None = None, profile: bool = True) -> SweepResult:
+              progress: Progress | None = None, profile: bool = True, leave_clocks: bool = False) -> SweepResult:
     """Profile each workload at the reference configuration (unless ``profile`` is False:
     power and time only, no profiler needed), then measure it at every configuration;
     clocks are reset at the end, also after an error. Every workload is checked against the
-    device (``Device.check``) before anything is measured or written."""
+    device (``Device.check``) before anything is measured or written. ``leave_clocks``: see
+    the module notes (no ``configs`` then)."""
     out = Path(out)
     names = [w.name for w in workloads]
     if not workloads:
         raise InputError("no workloads to sweep")
     if len(set(names)) != len(names):
         raise InputError(f"workload names must be unique, got {names}")
+    if leave_clocks and configs is not None:
+        raise InputError("a sweep that leaves the clocks to the driver takes no clock pairs (configs)")
     for w in workloads:
         device.check(w)
-    configs = list(configs) if configs is not None else grid(device)
-    plan = sweep_plan(device, workloads, configs, min_seconds, repetitions, profile)
+    configs = [] if leave_clocks else list(configs) if configs is not None else grid(device)
+    plan = sweep_plan(device, workloads, configs, min_seconds, repetitions, profile, leave_clocks)
     fd, new_file = _open_output(out, resume)
     with os.fdopen(fd, "a", encoding="utf-8", newline="") as f, _locked(fd, out):
         done, profiles, cut = (set(), {}, None) if new_file else _resume_state(out, plan)
@@ -299,7 +312,12 @@ def _measure(device: Device, workloads: Sequence[Workload], configs: Sequence[tu
              f, plan: dict, done: set, profiles: dict, min_seconds: float, repetitions: int | None,
              progress: Progress | None) -> SweepResult:
     todo_profiles = [w for w in workloads if w.name not in profiles] if plan["profiled"] else []
-    todo = [(c, [w for w in workloads if (w.name, *c) not in done]) for c in configs]
+    leave = bool(plan.get("leave_clocks"))
+    if leave:  # one pass at whatever clocks the driver runs; a row of any clocks counts as done
+        measured = {key[0] for key in done}
+        todo: list = [(None, [w for w in workloads if w.name not in measured])]
+    else:
+        todo = [(c, [w for w in workloads if (w.name, *c) not in done]) for c in configs]
     total = len(todo_profiles) + sum(len(ws) for _, ws in todo)
     step = 0
     throttled = 0
@@ -314,23 +332,27 @@ def _measure(device: Device, workloads: Sequence[Workload], configs: Sequence[tu
         progress(0, total, "starting")
     try:
         if todo_profiles:
-            device.lock_clocks(*device.default_clocks())
+            if not leave:
+                device.lock_clocks(*device.default_clocks())
             for w in todo_profiles:
                 profiles[w.name] = device.profile(w)
                 _save_record(out, plan, device, profiles)
                 tick(f"profile {w.name}")
-        for (fc, fm), pending in todo:
+        for pair, pending in todo:
             if not pending:
                 continue
-            device.lock_clocks(fc, fm)
+            if pair is not None:
+                device.lock_clocks(*pair)
+            where = "the driver's clocks" if pair is None else f"{pair[0]:g}/{pair[1]:g} MHz"
             for w in pending:
                 m = device.measure(w, min_seconds=min_seconds, repetitions=repetitions)
                 throttled += m.throttled
                 f.write(_row(m) + "\n")
                 f.flush()
-                tick(f"{w.name} @ {fc:g}/{fm:g} MHz")
+                tick(f"{w.name} @ {where}")
     finally:
-        device.reset_clocks()
+        if not leave:
+            device.reset_clocks()
     return SweepResult(out, record_path(out), step - len(todo_profiles), len(done), throttled)
 
 

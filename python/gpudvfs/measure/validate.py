@@ -20,6 +20,13 @@
    choice's regret.
 6. ``predict/<app>.json``: `gpudvfs predict` on each real workload's raw ncu CSV, with the power
    model of step 5 (a real GPU with Nsight Compute only).
+7. ``gpm.json``: each real workload's SM, pipe and DRAM activity from NVML's GPM (Hopper and
+   newer), the daemon's source of activities, read without DCGM.
+
+``leave_clocks=True`` is for a GPU whose clocks are not this run's to change (a shared or lent
+machine): nothing is locked, tried or reset; step 1 says what setting clocks would need (read,
+not tried); the sweeps measure each workload once at whatever clocks the driver runs it at, and
+record those; step 5, which needs several clock pairs, is skipped.
 
 ``report.md`` says what each step found. A step that fails is reported with its error and
 the next one still runs; every sweep resumes where an interrupted run stopped.
@@ -52,6 +59,7 @@ SIDE_BY_SIDE = 6
 # Sweeps lock the clocks of each pair, the default one included (a sweep without locks would
 # record whatever clocks the driver chose): without the privilege they do not run.
 NOT_LOCKABLE = "clocks cannot be locked here (see device.json); sweeps need them"
+LEFT = "clocks left to the driver (leave_clocks): the models need several clock pairs"
 
 Progress = Callable[[str, int, int], None]
 
@@ -74,19 +82,21 @@ def coarse_grid(device: Device, n_pairs: int) -> list[tuple[float, float]]:
     return pairs
 
 
-def device_view(device: Device) -> dict:
-    """What the driver reports about ``device``, and whether a clock lock holds there."""
+def device_view(device: Device, leave_clocks: bool = False) -> dict:
+    """What the driver reports about ``device``, and whether a clock lock holds there (not
+    tried with ``leave_clocks``: then only what setting clocks would need, where the device
+    says)."""
     view: dict = {"identity": device.identity(), "default_clocks": list(device.default_clocks()),
                   "sm_count": _ask(device.sm_count), "energy_counter": device.energy_joules() is not None,
                   "throttle_reasons": list(device.throttle_reasons()), "power_w": device.power_watts(),
                   "temperature_c": _ask(device.temperature_c)}
     view["clocks"] = {f"{m:g}": {"count": len(c), "min": min(c), "max": max(c)}
                       for m in device.memory_clocks() for c in [device.core_clocks(m)]}
-    for name in ("power_limits", "power_reading"):
+    for name in ("power_limits", "power_reading", "clock_permissions"):
         attr = getattr(device, name, None)
         if attr is not None:
             view[name] = _ask(attr) if callable(attr) else attr
-    view["clock_lock"] = _try_lock(device)
+    view["clock_lock"] = {"not tried": "clocks left to the driver"} if leave_clocks else _try_lock(device)
     return view
 
 
@@ -173,11 +183,11 @@ def _stage(progress: Progress | None, name: str):
 
 def validate(device: Device, out: str | Path, *, budget_s: float = 480.0, min_seconds: float = 0.5,
              power_stride: int = 1, profile: bool = True, resume: bool = False,
-             apps: Sequence[Workload] = APPS, progress: Progress | None = None) -> dict:
+             apps: Sequence[Workload] = APPS, progress: Progress | None = None, leave_clocks: bool = False) -> dict:
     """Run the steps of the module notes on ``device`` into ``out``; returns what
     ``report.md`` says, as a dict. The grid gets as many pairs as ``budget_s`` allows for
     both suites and ``apps`` at ``min_seconds`` a measurement (every ``power_stride``-th
-    power kernel)."""
+    power kernel); ``leave_clocks``: see the module notes."""
     if not budget_s > 0 or not min_seconds > 0:
         raise InputError(f"budget_s and min_seconds must be > 0, got {budget_s!r}, {min_seconds!r}")
     if power_stride < 1:
@@ -191,7 +201,7 @@ def validate(device: Device, out: str | Path, *, budget_s: float = 480.0, min_se
                     "steps": step.outcomes}
 
     with step("device") as r:
-        view = device_view(device)
+        view = device_view(device, leave_clocks)
         write_json_atomic(folder / "device.json", view)
         r["file"] = "device.json"
         report["view"] = view
@@ -199,13 +209,15 @@ def validate(device: Device, out: str | Path, *, budget_s: float = 480.0, min_se
             q = subprocess.run(["nvidia-smi", "-q"], capture_output=True, text=True, timeout=60)
             (folder / "nvidia-smi-q.txt").write_text(q.stdout + q.stderr, encoding="utf-8")
     locks = report["view"]["clock_lock"].values() if "view" in report else []
-    lockable = bool(locks) and all(v["ok"] for v in locks)
+    lockable = not leave_clocks and bool(locks) and all(v.get("ok") for v in locks)
     power = suite_workloads("power")[::power_stride]
     timing = suite_workloads("time")
     per_pair = (len(power) + len(timing) + len(apps)) * (min_seconds + OVERHEAD_S)
     n_pairs = max(1, int(0.8 * budget_s // per_pair)) if lockable else 1
-    configs = coarse_grid(device, n_pairs)
-    report["grid"] = {"pairs": [list(c) for c in configs], "lockable": lockable, "power_kernels": len(power)}
+    configs = [] if leave_clocks else coarse_grid(device, n_pairs)
+    report["grid"] = {"pairs": [list(c) for c in configs], "lockable": lockable, "leave_clocks": leave_clocks,
+                      "power_kernels": len(power)}
+    sweep_kw = {"resume": resume, "min_seconds": min_seconds, "lockable": lockable, "leave_clocks": leave_clocks}
 
     if profile and hasattr(device, "ncu_logs"):
         (folder / "ncu").mkdir(exist_ok=True)
@@ -213,40 +225,40 @@ def validate(device: Device, out: str | Path, *, budget_s: float = 480.0, min_se
     files = {"time": folder / "time-suite.csv", "power": folder / "power-suite.csv", "apps": folder / "apps.csv"}
     for suite, workloads in (("time", timing), ("power", power)):
         with step(f"{suite} suite") as r:
-            _sweep(device, workloads, files[suite], configs, r, lockable=lockable, resume=resume,
-                   min_seconds=min_seconds, profile=profile and suite == "power",
-                   progress=_stage(progress, f"{suite} suite"))
+            _sweep(device, workloads, files[suite], configs, r, profile=profile and suite == "power",
+                   progress=_stage(progress, f"{suite} suite"), **sweep_kw)
 
     with step("power sources") as r:
-        if not lockable:
+        can_sweep = lockable or leave_clocks
+        if not can_sweep:
             r["skipped"] = NOT_LOCKABLE
         picks = power[:: max(1, len(power) // SIDE_BY_SIDE)][:SIDE_BY_SIDE]
-        pair = [device.default_clocks()]
+        where = {"leave_clocks": True} if leave_clocks else {"configs": [device.default_clocks()]}
         counter, samples = folder / "power-counter.csv", folder / "power-samples.csv"
         with sampled_power(device) as both:
-            both = both and lockable
+            both = both and can_sweep
             if both:
-                run_sweep(device, picks, samples, configs=pair, resume=resume and samples.exists(),
-                          min_seconds=min_seconds, profile=False)
+                run_sweep(device, picks, samples, resume=resume and samples.exists(), min_seconds=min_seconds,
+                          profile=False, **where)
         if both:
-            run_sweep(device, picks, counter, configs=pair, resume=resume and counter.exists(),
-                      min_seconds=min_seconds, profile=False)
+            run_sweep(device, picks, counter, resume=resume and counter.exists(), min_seconds=min_seconds,
+                      profile=False, **where)
             report["power_sources"] = _compare_sources(counter, samples)
             r["files"] = [counter.name, samples.name]
-        elif lockable:
+        elif can_sweep:
             r["skipped"] = "one power source only"
 
     with step("real workloads") as r:
         if apps:
-            _sweep(device, apps, files["apps"], configs, r, lockable=lockable, resume=resume,
-                   min_seconds=min_seconds, profile=profile, progress=_stage(progress, "real workloads"))
+            _sweep(device, apps, files["apps"], configs, r, profile=profile,
+                   progress=_stage(progress, "real workloads"), **sweep_kw)
         else:
             r["skipped"] = "none given"
 
     model = None
     with step("models") as r:
         if not lockable:
-            r["skipped"] = NOT_LOCKABLE
+            r["skipped"] = LEFT if leave_clocks else NOT_LOCKABLE
         else:
             report["models"], model = _fit_and_score(device, files, profile)
             write_json_atomic(folder / "models.json", report["models"])
@@ -262,32 +274,65 @@ def validate(device: Device, out: str | Path, *, budget_s: float = 480.0, min_se
             report["predict"] = _predict_logs(logs, folder / "predict", device, model)
             r["files"] = [f"predict/{name}.json" for name, v in report["predict"].items() if "error" not in v]
 
+    with step("GPM activities") as r:
+        open_gpm = getattr(device, "gpm", None)
+        gpm = open_gpm() if open_gpm is not None and apps else None
+        if gpm is None:
+            r["skipped"] = "no GPM here (NVML on Hopper and newer)" if apps else "no real workloads given"
+        else:
+            report["gpm"] = _gpm_activities(device, gpm, apps, min_seconds)
+            write_json_atomic(folder / "gpm.json", report["gpm"])
+            r["file"] = "gpm.json"
+
     (folder / "report.md").write_text(render(report), encoding="utf-8")
     write_json_atomic(folder / "report.json", json.loads(json.dumps(report, default=str)))
     return report
 
 
 def _sweep(device: Device, workloads: Sequence[Workload], f: Path, configs, record: dict, *, lockable: bool,
-           resume: bool, min_seconds: float, profile: bool, progress) -> None:
-    if not lockable:
+           leave_clocks: bool, resume: bool, min_seconds: float, profile: bool, progress) -> None:
+    if not (lockable or leave_clocks):
         record["skipped"] = NOT_LOCKABLE
         return
-    res = run_sweep(device, workloads, f, configs=configs, resume=resume and f.exists(), min_seconds=min_seconds,
-                    profile=profile, progress=progress)
+    where = {"leave_clocks": True} if leave_clocks else {"configs": configs}
+    res = run_sweep(device, workloads, f, resume=resume and f.exists(), min_seconds=min_seconds,
+                    profile=profile, progress=progress, **where)
     record.update(file=f.name, measured=res.measured, throttled=res.throttled)
+    if leave_clocks:  # which clocks the driver ran the workloads at is a finding
+        from ..io import read
+
+        g = read(f, "tidy")
+        record["clocks_seen"] = {k: [float(v.min()), float(np.median(v)), float(v.max())]
+                                 for k, v in (("core_mhz", g.core_mhz), ("mem_mhz", g.mem_mhz))}
+
+
+def _gpm_activities(device: Device, gpm, apps: Sequence[Workload], min_seconds: float) -> dict:
+    """(SM, pipe, DRAM) activity of each workload over one measurement of it, from GPM."""
+    out = {}
+    try:
+        for w in apps:
+            gpm.start()
+            m = device.measure(w, min_seconds=min_seconds)
+            sm, pipe, dram = (float(x) for x in gpm.read())
+            out[w.name] = {"sm": sm, "pipe": pipe, "dram": dram, "core_mhz": m.core_mhz, "watts": m.watts}
+    finally:
+        gpm.close()
+    return out
 
 
 def _compare_sources(counter: Path, samples: Path) -> dict:
     from ..io import read
 
+    # One measurement per kernel and file: at the default pair, or at the driver's clocks,
+    # which may differ between the two runs (each row says which).
     a, b = read(counter, "tidy"), read(samples, "tidy")
-    by = {(n, c, m): w for n, c, m, w in zip(b.app.tolist(), b.core_mhz, b.mem_mhz, b.watts)}
-    rows = [(n, w, by[(n, c, m)]) for n, c, m, w in zip(a.app.tolist(), a.core_mhz, a.mem_mhz, a.watts)
-            if (n, c, m) in by]
+    by = {n: (w, c) for n, c, w in zip(b.app.tolist(), b.core_mhz, b.watts)}
+    rows = [(n, w, *by[n], c) for n, c, w in zip(a.app.tolist(), a.core_mhz, a.watts) if n in by]
     if not rows:
         raise InputError("no kernel was measured both ways")
-    diff = np.array([100.0 * (s / w - 1.0) for _, w, s in rows])
-    return {"kernels": [{"workload": n, "counter_w": w, "samples_w": s} for n, w, s in rows],
+    diff = np.array([100.0 * (s / w - 1.0) for _, w, s, _, _ in rows])
+    return {"kernels": [{"workload": n, "counter_w": w, "samples_w": s, "counter_core_mhz": cc, "samples_core_mhz": sc}
+                        for n, w, s, sc, cc in rows],
             "mean_abs_diff_pct": float(np.abs(diff).mean()), "max_abs_diff_pct": float(np.abs(diff).max())}
 
 
@@ -390,6 +435,10 @@ def _predict_logs(logs: list[Path], folder: Path, device: Device, model) -> dict
     return out
 
 
+def _span(values: list[float]) -> str:
+    return " / ".join(f"{v:g}" for v in values)
+
+
 def _time_line(score: dict) -> str:
     return (f"{score['time_mape']:.2f}% calibrated MAPE over {score['kernels']} kernels (two-term scaling "
             f"{score['two_term_mape']:.2f}%, beaten on {score['beats_two_term']})")
@@ -409,21 +458,34 @@ def render(report: dict) -> str:
                   "- memory clocks (core clocks each): "
                   + ", ".join(f"{m} ({c['count']}: {c['min']:g}-{c['max']:g})" for m, c in view["clocks"].items()),
                   f"- throttle reasons at the start: {view['throttle_reasons'] or 'none'}"]
+        if "clock_permissions" in view:
+            lines.append(f"- setting clocks would need (read, not tried): {view['clock_permissions']}")
         for label, lock in view["clock_lock"].items():
+            if not isinstance(lock, dict):
+                lines.append(f"- locking clocks: {label} ({lock})")
+                continue
             asked = f"{lock['asked'][0]:g}/{lock['asked'][1]:g} MHz"
             lines.append(f"- locking {label} clock ({asked}): " + (
                 f"held, read back {lock['read_back']}" if lock["ok"] else f"refused: {lock['error']}"))
         lines.append("")
     grid = report.get("grid")
-    if grid:
+    if grid and grid.get("leave_clocks"):
+        lines += ["## Sweeps", "", f"Clocks left to the driver: each workload measured once at the clocks it ran at "
+                  f"(min / median / max MHz per sweep below); {grid['power_kernels']} power kernels.", ""]
+        lines += [f"- {name}: core {_span(seen['core_mhz'])}, memory {_span(seen['mem_mhz'])}"
+                  for name, r in report["steps"].items() for seen in [r.get("clocks_seen")] if seen]
+        lines.append("")
+    elif grid:
         lockable = "clocks lockable" if grid["lockable"] else "clocks not lockable: default pair only"
         pairs = ", ".join(f"{c:g}/{m:g}" for c, m in grid["pairs"])
         lines += ["## Sweeps", "", f"{len(grid['pairs'])} clock pair(s) ({lockable}): {pairs}; "
                   f"{grid['power_kernels']} power kernels.", ""]
     src = report.get("power_sources")
     if src:
-        lines += ["## Power: energy counter and samples", "", "| kernel | counter (W) | samples (W) |", "|---|---|---|"]
-        lines += [f"| {k['workload']} | {k['counter_w']:.1f} | {k['samples_w']:.1f} |" for k in src["kernels"]]
+        lines += ["## Power: energy counter and samples", "",
+                  "| kernel | counter (W) | samples (W) | core MHz (counter / samples) |", "|---|---|---|---|"]
+        lines += [f"| {k['workload']} | {k['counter_w']:.1f} | {k['samples_w']:.1f} | "
+                  f"{k['counter_core_mhz']:g} / {k['samples_core_mhz']:g} |" for k in src["kernels"]]
         lines += ["", f"Mean |difference| {src['mean_abs_diff_pct']:.2f}%, max {src['max_abs_diff_pct']:.2f}%.", ""]
     models = report.get("models")
     if models:
@@ -464,6 +526,13 @@ def render(report: dict) -> str:
         lines += [f"- {n}: " + (f"failed: {v['error']}" if "error" in v else
                                 f"{len(v['kernels'])} kernel(s) on {v['device']}, chosen {v['chosen']}")
                   for n, v in predicted.items()]
+        lines.append("")
+    gpm = report.get("gpm")
+    if gpm:
+        lines += ["## GPM activities of the real workloads", "", "| workload | SM | pipe | DRAM | core MHz | W |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| {n} | {a['sm']:.2f} | {a['pipe']:.2f} | {a['dram']:.2f} | {a['core_mhz']:g} | {a['watts']:.1f} |"
+                  for n, a in gpm.items()]
         lines.append("")
     lines += ["## Steps", "", "| step | outcome | seconds |", "|---|---|---|"]
     for name, r in report["steps"].items():
