@@ -5,6 +5,7 @@ daemon on the NVML stand-in `fake_pynvml` (no GPU here), including every way out
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -348,6 +349,11 @@ def test_govern_run_command_on_the_simulated_gpu(tmp_path):
     assert r.exit_code == 0, r.output
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     assert 'gpudvfs_governor_decisions_total{gpu="sim0"} 20.0' in text
+    # Without --json a bar follows the run: intervals of the duration, phases, clock changes.
+    r = run(cli, ["govern", "run", "--device", "sim", "--duration", "40", "--sim-phase-s", "10", "--workdir",
+                  str(tmp_path / "work")])
+    assert r.exit_code == 0, r.output
+    assert re.search(r"govern\b.*40/40.*4 phases, \d+ clock changes", r.output), r.output
     for args, message in ((["--device", "sim", "--progress", "p"], "--progress is for"),
                           (["--device", "sim", "--registry", "r"], "calibrates its own"),
                           (["--device", "sim", "--policy", "power-cap"], "--power-cap"),

@@ -11,6 +11,7 @@ from ..io.dcgm_fields import is_dcgm_grid
 from ..measure.devices import DEVICE_KINDS, make_device
 from . import options
 from .output import console, print_json, table, user_errors
+from .progress import progress_bars
 from .time import DEVICE_HELP, _gpu, _pair
 
 
@@ -282,7 +283,10 @@ def run(device_kind, index, registry, time_model, policy, slowdown, power_cap, i
                 console.print(f"governing {device.name} ({policy}) every {interval:g} s; "
                               f"{len(daemon.governor.configs)} pairs; activities: {source}", highlight=False)
             try:
-                stats = daemon.run(duration, stop)
+                with progress_bars(disable=as_json) as update:
+                    stats = daemon.run(duration, stop, progress=lambda s, total: update(
+                        "govern", s.intervals, total,
+                        f"{len(s.phases)} phases, {s.clock_changes} clock changes"))
             except KeyboardInterrupt:
                 stats = daemon.stats
         finally:

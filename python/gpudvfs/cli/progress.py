@@ -11,8 +11,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from .output import console
 
-#: ``update(stage, done, total, label)``: one bar per stage.
-Update = Callable[[str, int, int, str], None]
+#: ``update(stage, done, total, label)``: one bar per stage (``total`` None: open-ended).
+Update = Callable[[str, int, "int | None", str], None]
 
 
 @contextlib.contextmanager
@@ -22,7 +22,7 @@ def progress_bars(disable: bool = False) -> Iterator[Update]:
                     TextColumn("{task.fields[label]}"), console=console, transient=False, disable=disable)
     tasks: dict[str, int] = {}
 
-    def update(stage: str, done: int, total: int, label: str = "") -> None:
+    def update(stage: str, done: int, total: int | None, label: str = "") -> None:
         if not tasks:
             bars.start()
         if stage not in tasks:

@@ -196,9 +196,11 @@ class Daemon:
         self._set(self.governor.decide())
 
     def run(self, duration_s: float | None = None, stop: threading.Event | None = None,
-            progress: Callable[[DaemonStats], None] | None = None) -> DaemonStats:
+            progress: Callable[[DaemonStats, int | None], None] | None = None) -> DaemonStats:
         """Govern until ``duration_s`` (of the monitor's clock) has passed or ``stop`` is set;
-        the clocks are reset on the way out, however it is left."""
+        the clocks are reset on the way out, however it is left. ``progress(stats, intervals)``
+        after every interval: the run so far, and how many intervals it will take (None: until
+        stopped)."""
         if duration_s is not None and not duration_s > 0:
             raise InputError(f"duration must be > 0 s, got {duration_s}")
         steps = None if duration_s is None else max(1, round(duration_s / self.interval_s))
@@ -206,7 +208,7 @@ class Daemon:
             while (steps is None or self.stats.intervals < steps) and not (stop is not None and stop.is_set()):
                 self.step()
                 if progress is not None:
-                    progress(self.stats)
+                    progress(self.stats, steps)
         finally:
             self._set(None)
         return self.stats
