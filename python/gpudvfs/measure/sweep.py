@@ -15,7 +15,9 @@ an exclusive lock on OUT (``flock``), so a second sweep writing the same file is
 
 ``leave_clocks=True`` sweeps a GPU whose clocks are not this process's to set (a shared or
 lent machine): no clock is locked or reset, each workload is measured once at whatever clocks
-the driver runs it at, and each row records the clocks seen during its measurement.
+the driver runs it at, and each row records the clocks seen during its measurement. The
+record's reference clocks are then the driver's defaults, which the profiles need not have
+run at (the driver may boost above them).
 """
 
 from __future__ import annotations
