@@ -47,11 +47,11 @@ def sweep(suite, workload_file, device_kind, seed, out, resume, core_mhz, mem_mh
             raise click.UsageError("--leave-clocks measures at the driver's clocks: it takes no --core-mhz/--mem-mhz")
         workloads = suite_workloads(suite) if suite else read_workloads(workload_file)
         device = make_device(device_kind, seed=seed, leave_clocks=leave_clocks)
-        where = {"leave_clocks": True} if leave_clocks else {"configs": grid(device, core_mhz, mem_mhz)}
+        configs = None if leave_clocks else grid(device, core_mhz, mem_mhz)
         with progress_bars() as update:
-            result = run_sweep(device, workloads, out, resume=resume, min_seconds=min_seconds,
+            result = run_sweep(device, workloads, out, configs=configs, resume=resume, min_seconds=min_seconds,
                                repetitions=repetitions, progress=lambda done, total, label: update(
-                                   "sweep", done, total, label), **where)
+                                   "sweep", done, total, label), leave_clocks=leave_clocks)
         console.print(f"measured {result.measured} rows ({result.skipped} already in {out}); "
                       f"{result.throttled} throttled; plan and profiles in {result.record}")
         if gpmtool_out:

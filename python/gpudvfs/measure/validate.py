@@ -214,10 +214,11 @@ def validate(device: Device, out: str | Path, *, budget_s: float = 480.0, min_se
     timing = suite_workloads("time")
     per_pair = (len(power) + len(timing) + len(apps)) * (min_seconds + OVERHEAD_S)
     n_pairs = max(1, int(0.8 * budget_s // per_pair)) if lockable else 1
-    configs = [] if leave_clocks else coarse_grid(device, n_pairs)
-    report["grid"] = {"pairs": [list(c) for c in configs], "lockable": lockable, "leave_clocks": leave_clocks,
+    configs = None if leave_clocks else coarse_grid(device, n_pairs)  # None: the driver's clocks
+    report["grid"] = {"pairs": [list(c) for c in configs or []], "lockable": lockable, "leave_clocks": leave_clocks,
                       "power_kernels": len(power)}
-    sweep_kw = {"resume": resume, "min_seconds": min_seconds, "lockable": lockable, "leave_clocks": leave_clocks}
+    can_sweep = lockable or leave_clocks
+    sweep_kw = {"resume": resume, "min_seconds": min_seconds, "can_sweep": can_sweep, "leave_clocks": leave_clocks}
 
     if profile and hasattr(device, "ncu_logs"):
         (folder / "ncu").mkdir(exist_ok=True)
@@ -229,20 +230,19 @@ def validate(device: Device, out: str | Path, *, budget_s: float = 480.0, min_se
                    progress=_stage(progress, f"{suite} suite"), **sweep_kw)
 
     with step("power sources") as r:
-        can_sweep = lockable or leave_clocks
         if not can_sweep:
             r["skipped"] = NOT_LOCKABLE
         picks = power[:: max(1, len(power) // SIDE_BY_SIDE)][:SIDE_BY_SIDE]
-        where = {"leave_clocks": True} if leave_clocks else {"configs": [device.default_clocks()]}
+        pair = None if leave_clocks else [device.default_clocks()]
         counter, samples = folder / "power-counter.csv", folder / "power-samples.csv"
         with sampled_power(device) as both:
             both = both and can_sweep
             if both:
-                run_sweep(device, picks, samples, resume=resume and samples.exists(), min_seconds=min_seconds,
-                          profile=False, **where)
+                run_sweep(device, picks, samples, configs=pair, resume=resume and samples.exists(),
+                          min_seconds=min_seconds, profile=False, leave_clocks=leave_clocks)
         if both:
-            run_sweep(device, picks, counter, resume=resume and counter.exists(), min_seconds=min_seconds,
-                      profile=False, **where)
+            run_sweep(device, picks, counter, configs=pair, resume=resume and counter.exists(),
+                      min_seconds=min_seconds, profile=False, leave_clocks=leave_clocks)
             report["power_sources"] = _compare_sources(counter, samples)
             r["files"] = [counter.name, samples.name]
         elif can_sweep:
@@ -289,14 +289,13 @@ def validate(device: Device, out: str | Path, *, budget_s: float = 480.0, min_se
     return report
 
 
-def _sweep(device: Device, workloads: Sequence[Workload], f: Path, configs, record: dict, *, lockable: bool,
+def _sweep(device: Device, workloads: Sequence[Workload], f: Path, configs, record: dict, *, can_sweep: bool,
            leave_clocks: bool, resume: bool, min_seconds: float, profile: bool, progress) -> None:
-    if not (lockable or leave_clocks):
+    if not can_sweep:
         record["skipped"] = NOT_LOCKABLE
         return
-    where = {"leave_clocks": True} if leave_clocks else {"configs": configs}
-    res = run_sweep(device, workloads, f, resume=resume and f.exists(), min_seconds=min_seconds,
-                    profile=profile, progress=progress, **where)
+    res = run_sweep(device, workloads, f, configs=configs, resume=resume and f.exists(), min_seconds=min_seconds,
+                    profile=profile, progress=progress, leave_clocks=leave_clocks)
     record.update(file=f.name, measured=res.measured, throttled=res.throttled)
     if leave_clocks:  # which clocks the driver ran the workloads at is a finding
         from ..io import read
