@@ -1,6 +1,7 @@
 """The device catalog (every figure sourced, lookups, user files), `gpudvfs predict` from a
-profile (real files without counters; the full path on a stand-in record, since no profile
-in ../shared/data has every counter), and `time fit-device` on the GTX 980 grid."""
+profile (real files without counters, and Pascal ones, answered with the command that
+collects them; the full path on stand-in records, since no profile in ../shared/data has
+every counter), and `time fit-device` on the GTX 980 grid."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from gpudvfs.errors import InputError
 from gpudvfs.io import read
 from gpudvfs.io.profilers import CounterReport
 from gpudvfs.io.profilers.records import KernelCounters
-from gpudvfs.measure.counters import required_metrics
-from gpudvfs.select.from_profile import clock_grid, predict_profile
+from gpudvfs.measure.counters import MissingCountersError, nvprof_command, required_metrics
+from gpudvfs.select.from_profile import clock_grid, kernel_inputs, predict_profile, profile_command
 from gpudvfs.time.device import TimeDevice
 from gpudvfs.time.fit_device import fit_device
 
@@ -79,6 +80,72 @@ def test_gtx980_peaks_keep_the_selection_figures(data):
 def test_real_profiles_without_counters_get_the_command(data, name):
     r = CliRunner().invoke(cli, ["predict", str(data / "tool-outputs" / name)])
     assert r.exit_code == 2 and "lack counters the models need" in r.output and "ncu --csv" in r.output
+
+
+@pytest.mark.parametrize("name, counters", [
+    # Nsight Compute 2019 on a GTX 1080: no L2, shared or FLOP counts in its Pascal metric set.
+    ("ncu_gtx1080_microgpusim.txt", "l2_read_transactions, l2_write_transactions, shared_load_transactions"),
+    # nvprof's summary of a GTX 1080 Ti without a warp count: the GPU it names gives the CC.
+    ("nvprof_gtx1080ti_magus.csv", "unique_warps_launched")])
+def test_real_pascal_profiles_get_the_nvprof_command(data, name, counters):
+    r = CliRunner().invoke(cli, ["predict", str(data / "tool-outputs" / name)])
+    assert r.exit_code == 2 and counters in r.output, r.output
+    command = r.output.split("Collect them with:")[1].split()
+    assert command[:3] == ["nvprof", "--csv", "--metrics"] and "unique_warps_launched" in command[3].split(",")
+    assert "ncu" not in command
+
+
+def test_profile_command_by_compute_capability():
+    for cc in ("7.0", "9.0", "12.0"):
+        assert profile_command(cc).startswith("ncu --csv --print-units base --metrics ")
+        assert "--clock-control base ./app" in profile_command(cc)
+    pascal = profile_command("6.1", "./bench --n 4").split()
+    assert pascal[:3] == ["nvprof", "--csv", "--metrics"] and pascal[-3:] == ["./bench", "--n", "4"]
+    # Before Pascal nvprof has no warp-count metric: the event, in the GPU trace (one table).
+    maxwell = profile_command("5.2").split()
+    assert maxwell[:5] == ["nvprof", "--csv", "--print-gpu-trace", "--events", "warps_launched"]
+    assert "unique_warps_launched" not in maxwell[6].split(",")
+    with pytest.raises(InputError, match="unreadable compute capability 'sm_x'"):
+        profile_command("sm_x")
+    for bad, match in [("dram_utilization", "a sequence of names"), ([], "no metrics"),
+                       (["a,b"], "comma or whitespace")]:
+        with pytest.raises(InputError, match=match):
+            nvprof_command(bad, ["./app"])
+    with pytest.raises(InputError, match="target_argv"):
+        nvprof_command(["dram_utilization"], [])
+    with pytest.raises(InputError, match="events must be a sequence"):
+        nvprof_command(["dram_utilization"], ["./app"], events="warps_launched")
+
+
+@pytest.mark.parametrize("cc", ["5.2", "6.1"])
+def test_the_nvprof_command_asks_for_all_predict_reads(cc):
+    """A STAND-IN nvprof record holding exactly what profile_command asks for (values of a
+    plain kernel) passes every check of predict: the command lacks nothing."""
+    words = profile_command(cc).split()
+    names = [n for i, w in enumerate(words) if w in ("--metrics", "--events") for n in words[i + 1].split(",")]
+    metrics = dict.fromkeys(names, 1000.0) | {"achieved_occupancy": 0.5}
+    metrics |= {n: 2.0 for n in names if n.endswith("utilization")}  # nvprof's 0-10 levels
+    k = KernelCounters(name="k", id=1, invocation=0, tool="nvprof", metrics=metrics,
+                       units=dict.fromkeys((n for n in names if n.endswith("utilization")), "level (0-10)"))
+    [(label, scheme, inputs, util, ms)] = kernel_inputs(CounterReport("<stand-in>", "nvprof", "wide", [k]))
+    assert (label, scheme, ms) == ("k", "nvprof", None) and None not in inputs.values()
+    assert util is not None and all(0 <= u <= 1 for u in util.values())
+    del metrics[names[0]]
+    with pytest.raises(MissingCountersError, match="Collect them with"):
+        kernel_inputs(CounterReport("<stand-in>", "nvprof", "wide", [k]))
+
+
+def test_each_launch_of_a_repeated_kernel_is_predicted(data, tmp_path):
+    """The real nvprof trace of a GTX 1080 with its one launch written twice (another
+    correlation id): two predictions, numbered, where one used to overwrite the other."""
+    lines = (data / "tool-outputs/nvprof_gtx1080_microgpusim.txt").read_text().splitlines()
+    again = lines[-1].replace('"_Z6vecAddIfEvPT_S1_S1_i",1,', '"_Z6vecAddIfEvPT_S1_S1_i",2,')
+    assert again != lines[-1]
+    path = tmp_path / "twice.csv"
+    path.write_text("\n".join([*lines, again]) + "\n")
+    r = CliRunner().invoke(cli, ["predict", str(path), "--json"])
+    assert r.exit_code == 0, r.output
+    assert list(json.loads(r.output)["kernels"]) == ["_Z6vecAddIfEvPT_S1_S1_i #1", "_Z6vecAddIfEvPT_S1_S1_i #2"]
 
 
 def _stand_in(cc: str) -> CounterReport:

@@ -362,8 +362,9 @@ def test_nvprof_warps_launched_stands_in_for_warps():
     expected = KernelProfile.from_counters("k", {**base, "warps": 100})
     for name in ("warps_launched", "unique_warps_launched"):
         assert KernelProfile.from_counters("k", {**base, name: 100}) == expected, name
-    # warps, where present, comes first (the table's order).
-    assert KernelProfile.from_counters("k", {**base, "warps": 100, "warps_launched": 7}) == expected
+    # The table's order: the metric, the event, the grid's column (what profile-command asks for first).
+    assert KernelProfile.from_counters("k", {**base, "warps": 7, "warps_launched": 100}) == expected
+    assert KernelProfile.from_counters("k", {**base, "unique_warps_launched": 100, "warps_launched": 7}) == expected
     with pytest.raises(InputError, match="kernel 'k': counter 'warps_launched' is not a number"):
         KernelProfile.from_counters("k", {**base, "warps_launched": "many"})
     with pytest.raises(InputError, match="counter 'warps' is missing"):

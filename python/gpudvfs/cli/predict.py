@@ -63,7 +63,8 @@ def predict(profile, device, model_path, policy, slowdown, reference, clip_utili
 @click.option("--device", required=True, help="Catalog GPU.")
 @click.argument("target", default="./app")
 def profile_command_(device, target) -> None:
-    """The Nsight Compute command that collects what `gpudvfs predict` reads."""
+    """The profiler command that collects what `gpudvfs predict` reads (Nsight Compute from
+    Volta on, nvprof before)."""
     with user_errors():
         click.echo(profile_command(lookup(device).compute_capability, target))
 

@@ -6,13 +6,15 @@ Compute's ``device__attribute_display_name`` or compute capability). The kernels
 profiled at the reference clocks: Nsight Compute locks the GPU to its base clock by default
 (``--clock-control base``), so the reference defaults to the catalog's base core clock and
 default memory clock. A kernel whose counters do not give the model's inputs is an error
-that lists what is missing and the ``ncu`` command that collects it.
+that lists what is missing and the command that collects it: ``ncu`` from Volta on, ``nvprof``
+before (Nsight Compute's Pascal metrics lack counts the time model needs).
 """
 
 from __future__ import annotations
 
 import re
 import shlex
+from collections import Counter
 
 import numpy as np
 
@@ -21,8 +23,10 @@ from ..errors import InputError
 from ..io.profilers import CounterReport, normalize_unit
 from ..measure.counters import (
     COMPONENTS,
+    TIME_INPUTS,
     MissingCountersError,
     ncu_command,
+    nvprof_command,
     power_utilizations,
     required_metrics,
     scheme_of,
@@ -38,12 +42,24 @@ CORE_LEVELS = 12
 
 
 def profile_command(compute_capability: str, target: str = "./app") -> str:
-    """The Nsight Compute command that collects every counter `gpudvfs predict` reads on a GPU
-    of this compute capability."""
-    scheme = "ncu-pascal" if float(compute_capability) < 7 else "ncu"
-    metrics = required_metrics("time", scheme) + required_metrics("power", scheme) + ["gpu__time_duration.sum"]
-    # Base clocks: the reference `predict` assumes; ncu's default, stated so a reader sees it.
-    return shlex.join(ncu_command(metrics, shlex.split(target), extra_args=["--clock-control", "base"]))
+    """The profiler command that collects every counter `gpudvfs predict` reads on a GPU of this
+    compute capability: Nsight Compute from Volta on; nvprof before, since Nsight Compute's
+    Pascal metric set has no L2, shared-memory or FLOP counts and it does not profile Maxwell."""
+    try:
+        cc = float(compute_capability)
+    except ValueError:
+        raise InputError(f"unreadable compute capability {compute_capability!r}") from None
+    argv = shlex.split(target)
+    if cc >= 7:
+        metrics = required_metrics("time", "ncu") + required_metrics("power", "ncu") + ["gpu__time_duration.sum"]
+        # Base clocks: the reference `predict` assumes; ncu's default, stated so a reader sees it.
+        return shlex.join(ncu_command(metrics, argv, extra_args=["--clock-control", "base"]))
+    metrics = required_metrics("time", "nvprof") + required_metrics("power", "nvprof")
+    if cc >= 6:
+        return shlex.join(nvprof_command(metrics, argv))
+    # unique_warps_launched is a metric from Pascal on; before it the warps are an event.
+    metrics.remove("unique_warps_launched")
+    return shlex.join(nvprof_command(metrics, argv, events=["warps_launched"]))
 
 
 def device_of(report: CounterReport, name: str | None) -> DeviceSpec:
@@ -69,13 +85,15 @@ def clock_grid(device: DeviceSpec) -> np.ndarray:
 
 
 def kernel_inputs(report: CounterReport, with_power: bool = True, clip: bool = False):
-    """Per kernel (name, scheme, time inputs, utilizations or None, measured time ms); every
-    missing counter of every kernel gathered into one error with the command that collects
-    them (for the compute capability the profile records, else a Volta-or-newer GPU)."""
+    """Per kernel launch (label, scheme, time inputs, utilizations or None, measured time ms);
+    every missing counter of every kernel gathered into one error with the command that
+    collects them, and counters the profile's tool cannot give at all (Nsight Compute on
+    Pascal) an error naming the tool that can. A kernel launched more than once keeps each
+    launch, numbered (`launch_labels`)."""
     if not isinstance(report, CounterReport) or not report.kernels:
         raise InputError("predict needs Nsight Compute or nvprof output with at least one kernel")
-    out, missing = [], {}
-    for k in report.kernels:
+    out, missing, lacking = [], {}, {}
+    for label, k in zip(launch_labels(report.kernels), report.kernels):
         scheme = scheme_of(k)
         try:
             inputs = time_model_inputs(k)
@@ -84,16 +102,53 @@ def kernel_inputs(report: CounterReport, with_power: bool = True, clip: bool = F
             for need in e.missing.values():
                 missing.update(dict.fromkeys(need))
             continue
+        # Inputs the tool has no counter for come back None without raising.
+        gaps = [t for t in TIME_INPUTS if inputs[t] is None] + [c for c in COMPONENTS if util and util[c] is None]
+        if gaps:
+            lacking.update(dict.fromkeys(gaps))
+            continue
         ms = k.metrics.get("gpu__time_duration.sum")
         factor, base = normalize_unit(k.units.get("gpu__time_duration.sum", "ns"))
-        out.append((k.name, scheme, inputs, util, None if ms is None or base != "ns" else ms * factor * 1e-6))
-    if missing:
-        cc = next((k.info["CC"] for k in report.kernels if k.info.get("CC")), "7.0")
+        out.append((label, scheme, inputs, util, None if ms is None or base != "ns" else ms * factor * 1e-6))
+    if missing or lacking:
+        cc = _compute_capability(report)
+        command = profile_command(cc)
+        bad = len(report.kernels) - len(out)
+        if lacking:
+            raise MissingCountersError(
+                f"{report.path}: {bad} of {len(report.kernels)} kernels were profiled with {report.tool} on a GPU of "
+                f"compute capability {cc}, where it has no counter for {', '.join(lacking)}. Collect them "
+                f"with:\n  {command}", {"counters": tuple(lacking)})
         raise MissingCountersError(
-            f"{report.path}: {len(report.kernels) - len(out)} of {len(report.kernels)} kernels lack counters the "
-            f"models need: {', '.join(missing)}. Collect them with:\n  {profile_command(cc)}",
+            f"{report.path}: {bad} of {len(report.kernels)} kernels lack counters the "
+            f"models need: {', '.join(missing)}. Collect them with:\n  {command}",
             {"counters": tuple(missing)})
     return out
+
+
+def launch_labels(kernels) -> list[str]:
+    """Each kernel's name, numbered ``name #2`` ... where a name repeats (a kernel launched again,
+    perhaps on other input), so that no launch's prediction hides another's."""
+    total = Counter(k.name for k in kernels)
+    seen: Counter[str] = Counter()
+    labels = []
+    for k in kernels:
+        seen[k.name] += 1
+        labels.append(k.name if total[k.name] == 1 else f"{k.name} #{seen[k.name]}")
+    return labels
+
+
+def _compute_capability(report: CounterReport) -> str:
+    """The compute capability the profile records, else that of the GPU it names, else the
+    oldest its tool profiles with what predict needs (nvprof: Pascal; Nsight Compute: Volta)."""
+    for k in report.kernels:
+        major = k.metrics.get("device__attribute_compute_capability_major")
+        if k.info.get("CC") or major is not None:
+            return k.info.get("CC") or f"{major:g}.{k.metrics.get('device__attribute_compute_capability_minor', 0):g}"
+    try:
+        return device_of(report, None).compute_capability
+    except InputError:
+        return "6.0" if report.tool == "nvprof" else "7.0"
 
 
 def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: PowerModel | None = None,

@@ -7,7 +7,7 @@ values map through :func:`power_utilizations`/:func:`time_model_inputs` with
 ``scheme="dcgm"`` from any mapping of field name to value.
 """
 
-from .collect import CounterPermissionError, NcuNotFoundError, NcuTimeoutError, ncu_command, run_ncu
+from .collect import CounterPermissionError, NcuNotFoundError, NcuTimeoutError, ncu_command, nvprof_command, run_ncu
 from .mapping import (
                       COMPONENTS,
                       DOMAIN_SIZES,
@@ -27,6 +27,6 @@ from .mapping import (
 __all__ = [
     "COMPONENTS", "DOMAIN_SIZES", "SCHEMES", "TIME_EXTRAS", "TIME_INPUTS", "CounterPermissionError",
     "Mapped", "MissingCountersError", "NcuNotFoundError", "NcuTimeoutError", "explain", "ncu_command",
-    "power_utilizations", "required_metrics", "run_ncu", "scheme_of", "time_model_extras",
+    "nvprof_command", "power_utilizations", "required_metrics", "run_ncu", "scheme_of", "time_model_extras",
     "time_model_inputs",
 ]

@@ -1,6 +1,7 @@
 """Collecting counters with the Nsight Compute CLI: the exact ``ncu`` command line for a set
 of metrics, and running it with the failures a user meets (not installed, no permission,
-hung application) turned into errors that say what to do."""
+hung application) turned into errors that say what to do. For GPUs before Volta, the exact
+``nvprof`` command line (printed for the user, not run here)."""
 
 from __future__ import annotations
 
@@ -49,6 +50,17 @@ def _check_metric(name: str) -> str:
     return name
 
 
+def _names(names: Sequence[str], what: str, target_argv: Sequence[str]) -> list[str]:
+    """A profiler command's checked ``names`` (metrics or events), each once, and a check of its target."""
+    if isinstance(names, str):
+        raise InputError(f"{what} must be a sequence of names, not one string")
+    if not names:
+        raise InputError(f"no {what} to collect")
+    if isinstance(target_argv, str) or not target_argv:
+        raise InputError("target_argv must be a non-empty sequence: the program and its arguments")
+    return list(dict.fromkeys(map(_check_metric, names)))
+
+
 def ncu_command(metrics: Sequence[str], target_argv: Sequence[str], *, ncu: str = "ncu",
                 target_processes: str = "all", kernel_name: str | None = None,
                 launch_skip: int | None = None, launch_count: int | None = None,
@@ -60,16 +72,10 @@ def ncu_command(metrics: Sequence[str], target_argv: Sequence[str], *, ncu: str 
     ``launch_count`` select launches; ``log_file`` sends ncu's output to a file, keeping the
     application's own stdout out of the CSV.
     """
-    if isinstance(metrics, str):
-        raise InputError("metrics must be a sequence of names, not one string")
-    names = [_check_metric(m) for m in metrics]
-    if not names:
-        raise InputError("no metrics to collect")
-    if isinstance(target_argv, str) or not target_argv:
-        raise InputError("target_argv must be a non-empty sequence: the program and its arguments")
+    names = _names(metrics, "metrics", target_argv)
     if target_processes not in ("all", "application-only"):
         raise InputError(f"target_processes must be 'all' or 'application-only', got {target_processes!r}")
-    cmd = [ncu, "--csv", "--print-units", "base", "--metrics", ",".join(dict.fromkeys(names)),
+    cmd = [ncu, "--csv", "--print-units", "base", "--metrics", ",".join(names),
            "--target-processes", target_processes]
     if kernel_name is not None:
         if not kernel_name:
@@ -86,6 +92,19 @@ def ncu_command(metrics: Sequence[str], target_argv: Sequence[str], *, ncu: str 
     cmd += [str(a) for a in extra_args]
     cmd += [str(a) for a in target_argv]
     return cmd
+
+
+def nvprof_command(metrics: Sequence[str], target_argv: Sequence[str], *, events: Sequence[str] = (),
+                   nvprof: str = "nvprof") -> list[str]:
+    """The exact ``nvprof`` command line that collects ``metrics`` (and ``events``) for every
+    kernel ``target_argv`` launches, as CSV. Metrics alone give the summary form (one record per
+    kernel, averaged over its launches); with events it is the GPU trace (one row per launch),
+    where events and metrics share a row rather than two tables."""
+    names = _names(metrics, "metrics", target_argv)
+    cmd = [nvprof, "--csv"]
+    if events:
+        cmd += ["--print-gpu-trace", "--events", ",".join(_names(events, "events", target_argv))]
+    return cmd + ["--metrics", ",".join(names), *map(str, target_argv)]
 
 
 def _ncu_problem(text: str) -> str | None:
