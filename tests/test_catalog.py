@@ -18,7 +18,7 @@ from gpudvfs.io import read
 from gpudvfs.io.profilers import CounterReport
 from gpudvfs.io.profilers.records import KernelCounters
 from gpudvfs.measure.counters import MissingCountersError, nvprof_command, required_metrics
-from gpudvfs.select.from_profile import clock_grid, kernel_inputs, predict_profile, profile_command
+from gpudvfs.select.from_profile import clock_grid, device_of, kernel_inputs, predict_profile, profile_command
 from gpudvfs.time.device import TimeDevice
 from gpudvfs.time.fit_device import fit_device
 
@@ -99,6 +99,7 @@ def test_profile_command_by_compute_capability():
     for cc in ("7.0", "9.0", "12.0"):
         assert profile_command(cc).startswith("ncu --csv --print-units base --metrics ")
         assert "--clock-control base ./app" in profile_command(cc)
+        assert "device__attribute_display_name" in profile_command(cc).split()[5].split(",")
     pascal = profile_command("6.1", "./bench --n 4").split()
     assert pascal[:3] == ["nvprof", "--csv", "--metrics"] and pascal[-3:] == ["./bench", "--n", "4"]
     # Before Pascal nvprof has no warp-count metric: the event, in the GPU trace (one table).
@@ -158,6 +159,16 @@ def _stand_in(cc: str) -> CounterReport:
     k = KernelCounters(name="stand_in_kernel", id=0, invocation=0, tool="ncu", metrics=metrics,
                        units={"gpu__time_duration.sum": "ns"}, info={"CC": cc})
     return CounterReport(path="<stand-in>", tool="ncu", form="wide", kernels=[k])
+
+
+def test_a_shared_compute_capability_asks_for_the_device():
+    with pytest.raises(InputError, match="8.9 is shared by l4, l40s, rtx4090: name the device: give --device NAME"):
+        device_of(_stand_in("8.9"), None)
+    assert device_of(_stand_in("8.9"), "l40s").key == "l40s" and device_of(_stand_in("12.0"), None).key == "rtx5090"
+    # What profile-command now collects as well: the name settles it.
+    named = _stand_in("9.0")
+    named.kernels[0].text["device__attribute_display_name"] = "NVIDIA H100 80GB HBM3"
+    assert device_of(named, None).key == "h100-sxm"
 
 
 def test_predict_full_path_on_a_stand_in_record():

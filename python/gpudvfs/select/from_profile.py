@@ -51,7 +51,9 @@ def profile_command(compute_capability: str, target: str = "./app") -> str:
         raise InputError(f"unreadable compute capability {compute_capability!r}") from None
     argv = shlex.split(target)
     if cc >= 7:
-        metrics = required_metrics("time", "ncu") + required_metrics("power", "ncu") + ["gpu__time_duration.sum"]
+        # The GPU's name too: a compute capability alone is shared (9.0: H100 SXM, H100 PCIe, H200).
+        metrics = required_metrics("time", "ncu") + required_metrics("power", "ncu") + [
+            "gpu__time_duration.sum", "device__attribute_display_name"]
         # Base clocks: the reference `predict` assumes; ncu's default, stated so a reader sees it.
         return shlex.join(ncu_command(metrics, argv, extra_args=["--clock-control", "base"]))
     metrics = required_metrics("time", "nvprof") + required_metrics("power", "nvprof")
@@ -72,7 +74,10 @@ def device_of(report: CounterReport, name: str | None) -> DeviceSpec:
         if label and not label.isdigit():
             return lookup(label)
         if k.info.get("CC"):
-            return lookup(k.info["CC"])
+            try:
+                return lookup(k.info["CC"])
+            except InputError as e:  # a compute capability several GPUs share
+                raise InputError(f"{report.path}: {e}: give --device NAME") from None
     raise InputError(f"{report.path}: the profile does not name its GPU; give --device NAME")
 
 
