@@ -11,7 +11,7 @@ from ..io import read
 from ..io.profilers import CounterReport
 from ..power import PowerModel
 from ..select import POLICIES
-from ..select.from_profile import device_of, kernel_inputs, predict_profile, profile_command
+from ..select.from_profile import LAUNCH_SCALE_MS, device_of, kernel_inputs, predict_profile, profile_command
 from . import options
 from .output import console, print_json, table, user_errors
 from .power import _optional_pair
@@ -55,6 +55,11 @@ def predict(profile, device, model_path, policy, slowdown, reference, clip_utili
             c = k["chosen"]
             line += f"; {policy}: {c['core_mhz']:g}/{c['mem_mhz']:g} MHz, {c['time_ms']:.4g} ms, {c['watts']:.1f} W"
         console.print(line, highlight=False)
+    if r.get("under_launch_scale"):
+        n = len(r["under_launch_scale"])
+        console.print(f"{n} kernel(s) predicted under {LAUNCH_SCALE_MS * 1e3:g} us without a measured time to "
+                      "calibrate on: a launch's own few microseconds, which the model leaves out, outweigh it "
+                      "there; read those times as lower bounds", highlight=False)
     if "note" in r:
         console.print(r["note"], highlight=False)
 

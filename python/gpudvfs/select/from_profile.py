@@ -39,6 +39,9 @@ from .policies import select
 
 #: Core clock levels of the default grid, between the device's lowest and boost clocks.
 CORE_LEVELS = 12
+#: Below this (ms) a kernel's launch and drain, a few microseconds the model leaves out, outweigh
+#: what it models: an uncalibrated prediction under it is flagged as a lower bound.
+LAUNCH_SCALE_MS = 0.005
 
 
 def profile_command(compute_capability: str, target: str = "./app") -> str:
@@ -182,6 +185,8 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
     out = {"device": device.key, "reference_mhz": list(reference), "configs": configs.tolist(),
            "calibrated_on_measured_time": calibrated,
            "kernels": {n: {"time_ms": t[i].tolist()} for i, (n, *_) in enumerate(kernels)}}
+    if not calibrated:
+        out["under_launch_scale"] = [n for i, (n, *_) in enumerate(kernels) if t[i].min() < LAUNCH_SCALE_MS]
     if power_model is None:
         out["note"] = ("time only: give --power-model (a power model of this GPU on profiler utilizations) "
                        "for power, energy and a chosen pair")
