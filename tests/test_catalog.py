@@ -108,6 +108,14 @@ def test_profile_command_by_compute_capability():
     assert "unique_warps_launched" not in maxwell[6].split(",")
     with pytest.raises(InputError, match="unreadable compute capability 'sm_x'"):
         profile_command("sm_x")
+    r = CliRunner().invoke(cli, ["profile-command", "--device", "h100-sxm", "--kernel-name", "regex:gemm",
+                                 "--launch-count", "3", "python3 train.py"])
+    assert r.exit_code == 0 and "--kernel-name regex:gemm --launch-count 3 --clock-control base python3 train.py" \
+        in r.output, r.output
+    for args, match in [(["--device", "gtx1080", "--launch-count", "3"], "profiles every launch"),
+                        (["--device", "h100-sxm", "--launch-count", "0"], "launch_count must be a whole number >= 1")]:
+        r = CliRunner().invoke(cli, ["profile-command", *args])
+        assert r.exit_code == 2 and match in r.output, r.output
     for bad, match in [("dram_utilization", "a sequence of names"), ([], "no metrics"),
                        (["a,b"], "comma or whitespace")]:
         with pytest.raises(InputError, match=match):

@@ -66,12 +66,15 @@ def predict(profile, device, model_path, policy, slowdown, reference, clip_utili
 
 @click.command("profile-command")
 @click.option("--device", required=True, help="Catalog GPU.")
+@click.option("--kernel-name", help="Profile only kernels of this name (ncu's regex:... allowed).")
+@click.option("--launch-count", type=int, help="Profile at most this many launches.")
 @click.argument("target", default="./app")
-def profile_command_(device, target) -> None:
+def profile_command_(device, kernel_name, launch_count, target) -> None:
     """The profiler command that collects what `gpudvfs predict` reads (Nsight Compute from
     Volta on, nvprof before)."""
     with user_errors():
-        click.echo(profile_command(lookup(device).compute_capability, target))
+        click.echo(profile_command(lookup(device).compute_capability, target, kernel_name=kernel_name,
+                                   launch_count=launch_count))
 
 
 @click.group()

@@ -44,10 +44,13 @@ CORE_LEVELS = 12
 LAUNCH_SCALE_MS = 0.005
 
 
-def profile_command(compute_capability: str, target: str = "./app") -> str:
+def profile_command(compute_capability: str, target: str = "./app", *, kernel_name: str | None = None,
+                    launch_count: int | None = None) -> str:
     """The profiler command that collects every counter `gpudvfs predict` reads on a GPU of this
     compute capability: Nsight Compute from Volta on; nvprof before, since Nsight Compute's
-    Pascal metric set has no L2, shared-memory or FLOP counts and it does not profile Maxwell."""
+    Pascal metric set has no L2, shared-memory or FLOP counts and it does not profile Maxwell.
+    ``kernel_name`` and ``launch_count`` limit what Nsight Compute profiles (each launch is
+    replayed once per counter pass, so a long application profiled whole takes long)."""
     try:
         cc = float(compute_capability)
     except ValueError:
@@ -58,7 +61,11 @@ def profile_command(compute_capability: str, target: str = "./app") -> str:
         metrics = required_metrics("time", "ncu") + required_metrics("power", "ncu") + [
             "gpu__time_duration.sum", "device__attribute_display_name"]
         # Base clocks: the reference `predict` assumes; ncu's default, stated so a reader sees it.
-        return shlex.join(ncu_command(metrics, argv, extra_args=["--clock-control", "base"]))
+        return shlex.join(ncu_command(metrics, argv, kernel_name=kernel_name, launch_count=launch_count,
+                                      extra_args=["--clock-control", "base"]))
+    if kernel_name is not None or launch_count is not None:
+        raise InputError("a kernel name or launch count limits Nsight Compute's profile (compute capability 7.0 "
+                         f"and newer); on {compute_capability} the command is nvprof's, which profiles every launch")
     metrics = required_metrics("time", "nvprof") + required_metrics("power", "nvprof")
     if cc >= 6:
         return shlex.join(nvprof_command(metrics, argv))
