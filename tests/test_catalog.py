@@ -156,7 +156,7 @@ def test_each_launch_of_a_repeated_kernel_is_predicted(data, tmp_path):
     assert r.exit_code == 0, r.output
     out = json.loads(r.output)
     assert list(out["kernels"]) == ["_Z6vecAddIfEvPT_S1_S1_i #1", "_Z6vecAddIfEvPT_S1_S1_i #2"]
-    # 128 threads of a vector addition: nanoseconds of modelled work, no measured time to
+    # A vector addition of 100 floats: nanoseconds of modelled work, no measured time to
     # calibrate on, so both are flagged as lower bounds.
     assert not out["calibrated_on_measured_time"] and out["under_launch_scale"] == list(out["kernels"])
     assert "read those times as lower bounds" in CliRunner().invoke(cli, ["predict", str(path)]).output
