@@ -48,7 +48,7 @@ import numpy as np
 from ..errors import InputError
 from ..io.jsonfile import write_json_atomic
 from .apps import APPS
-from .calibrate import base_time_device, catalog_entry
+from .calibrate import Progress, base_time_device, catalog_entry, stage
 from .device import Device, Workload
 from .sweep import run_sweep, suite_workloads
 
@@ -60,8 +60,6 @@ SIDE_BY_SIDE = 6
 # record whatever clocks the driver chose): without the privilege they do not run.
 NOT_LOCKABLE = "clocks cannot be locked here (see device.json); sweeps need them"
 LEFT = "clocks left to the driver (leave_clocks): the models need several clock pairs"
-
-Progress = Callable[[str, int, int], None]
 
 
 def coarse_grid(device: Device, n_pairs: int) -> list[tuple[float, float]]:
@@ -177,10 +175,6 @@ class _Steps:
             self.progress(name, 1, 1)
 
 
-def _stage(progress: Progress | None, name: str):
-    return None if progress is None else (lambda done, total, label: progress(name, done, total))
-
-
 def validate(device: Device, out: str | Path, *, budget_s: float = 480.0, min_seconds: float = 0.5,
              power_stride: int = 1, profile: bool = True, resume: bool = False,
              apps: Sequence[Workload] = APPS, progress: Progress | None = None, leave_clocks: bool = False) -> dict:
@@ -227,7 +221,7 @@ def validate(device: Device, out: str | Path, *, budget_s: float = 480.0, min_se
     for suite, workloads in (("time", timing), ("power", power)):
         with step(f"{suite} suite") as r:
             _sweep(device, workloads, files[suite], configs, r, profile=profile and suite == "power",
-                   progress=_stage(progress, f"{suite} suite"), **sweep_kw)
+                   progress=stage(progress, f"{suite} suite"), **sweep_kw)
 
     with step("power sources") as r:
         if not can_sweep:
@@ -251,7 +245,7 @@ def validate(device: Device, out: str | Path, *, budget_s: float = 480.0, min_se
     with step("real workloads") as r:
         if apps:
             _sweep(device, apps, files["apps"], configs, r, profile=profile,
-                   progress=_stage(progress, "real workloads"), **sweep_kw)
+                   progress=stage(progress, "real workloads"), **sweep_kw)
         else:
             r["skipped"] = "none given"
 
