@@ -113,10 +113,53 @@ def test_a_grid_as_a_workload_by_pair_table(tmp_path):
     assert g.table(["a"], g.time_ms, mem_mhz=877.0)[0].tolist() == [[1000.0, 877.0], [1500.0, 877.0]]
     with pytest.raises(InputError, match="no memory clock"):
         g.table(["a"], g.time_ms)
-    with pytest.raises(InputError, match="'b' was not measured at 1500/877 MHz"):
+    with pytest.raises(InputError, match="fewer than 2 clock pairs.*'b' was not measured at 1500/877 MHz"):
         g.table(["a", "b"], g.time_ms, mem_mhz=877.0)
     with pytest.raises(InputError, match="'a' has no value at 1500/877 MHz"):
         g.table(["a"], np.array([2.0, np.nan, 4.0]), mem_mhz=877.0)
+
+
+def test_pairs_a_workload_lacks_are_left_out_for_all_with_a_warning(tmp_path):
+    p = tmp_path / "g.csv"
+    p.write_text("bench,core_mhz,mem_mhz,time_ms\n"
+                 "a,1000,877,2.0\na,1500,877,1.5\na,1500,5001,1.2\na,1000,5001,1.8\n"
+                 "b,1500,877,3.0\nb,1000,877,4.0\nb,1500,5001,2.5\n")
+    g = read(p)
+    with pytest.warns(GpudvfsWarning, match="1 of 4 clock pairs are left out.*'b' was not measured at 1000/5001 "
+                                            "MHz and 0 other.*the 3 pairs measured for every workload"):
+        configs, (t,) = g.table(["a", "b"], g.time_ms)
+    assert configs.tolist() == [[1000.0, 877.0], [1500.0, 877.0], [1500.0, 5001.0]]
+    assert t.tolist() == [[2.0, 1.5, 1.2], [4.0, 3.0, 2.5]]
+
+
+def test_selection_on_a_grid_that_lost_its_top_corner(data, tmp_path):
+    """`select eval` on the GTX 980 power grid with one application's 1000/1000 row removed
+    (a failed run): the pair is left out for all, with a warning, and the highest clocks are
+    the next highest pair, 1000/900; the regret is scored over the 35 pairs left."""
+    src = data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv"
+    with open(src, newline="") as f:
+        rows = list(csv.reader(f))
+    head = rows[0]
+    app, core, mem = head.index("appName"), head.index("coreF"), head.index("memF")
+    kept = [r for r in rows[1:] if not (r[app] == "vectorAdd" and r[core] == "1000" and r[mem] == "1000")]
+    assert len(kept) == len(rows) - 2
+    p = tmp_path / "lost.csv"
+    with open(p, "w", newline="") as f:
+        csv.writer(f).writerows([head, *kept])
+    r = run("select", "eval", p, "--device", "gtx980", "--reference", "700,700", "--json")
+    assert r.exit_code == 0, r.output
+    assert "1 of 36 clock pairs are left out" in r.stderr
+    out = json.loads(r.stdout)
+    assert all([1000.0, 1000.0] not in (a["chosen"], a["best"]) for a in out["per_app"].values())
+    energy: dict[str, dict[tuple[str, str], float]] = {}
+    t, w = head.index("time/ms"), head.index("power/W")
+    for r in kept:
+        energy.setdefault(r[app], {})[r[core], r[mem]] = float(r[t]) * float(r[w])
+    common = set.intersection(*(set(e) for e in energy.values()))
+    assert len(common) == 35
+    at_top = np.mean([e["1000", "900"] / min(e[k] for k in common) - 1 for e in energy.values()])
+    assert out["baselines"]["highest_clocks"]["mean"] == pytest.approx(at_top)
+    assert 0 <= out["regret_mean"] < at_top
 
 
 def test_renamed_dcgm_grid_gives_the_same_figures(data, tmp_path):

@@ -30,7 +30,7 @@ from ..io.datasets import MeasurementGrid
 from ..select.choose import fit_power_model, measured_table
 from ..select.dcgm import loo_table
 from ..select.evaluate import regret_table
-from ..select.policies import select
+from ..select.policies import highest_index, select
 from ..time import TimeDevice, TimeModel
 from .governor import POLICIES, Governor
 
@@ -69,8 +69,7 @@ def replay_table(grid: MeasurementGrid, reference: tuple[float, float], device: 
                              "to score each application with a model of the others")
         p_pred = fit_power_model(train, reference, device, spec, clip).predict_grid(util, configs)
     t_pred = TimeModel(device).predict(profiles, configs[:, 0], configs[:, 1], calibrate=True)
-    top = int(np.lexsort((configs[:, 1], configs[:, 0]))[-1])  # highest core clock, then memory
-    return ReplayTable(names, configs, top, t, p, t_pred, p_pred)
+    return ReplayTable(names, configs, highest_index(configs), t, p, t_pred, p_pred)
 
 
 def dcgm_replay_table(grid: MeasurementGrid, reference: tuple[float, float]) -> ReplayTable:

@@ -10,11 +10,12 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..errors import InputError, Problem
+from ..errors import GpudvfsWarning, InputError, Problem
 
 
 def _levels(x: np.ndarray) -> list[float]:
@@ -243,9 +244,11 @@ class MeasurementGrid:
 
     def table(self, names: list[str], *values, mem_mhz: float | None = None) -> tuple[np.ndarray, list[np.ndarray]]:
         """(configs [K x 2], one [W x K] table per array of ``values``): each array's value of
-        every workload of ``names`` at every (core, memory) pair of the grid, each workload
-        measured at every pair (the last row where one repeats). A grid without a memory
-        clock column is at ``mem_mhz``."""
+        every workload of ``names`` at every (core, memory) pair of the grid that all of them
+        were measured at (the last row where one repeats). Pairs some workload lacks (a run
+        that failed) are left out with a warning, since every table compares workloads pair
+        by pair; fewer than two pairs in common is an error. A grid without a memory clock
+        column is at ``mem_mhz``."""
         mem = self.mem_mhz
         if mem is None:
             if mem_mhz is None:
@@ -256,12 +259,10 @@ class MeasurementGrid:
         work = self.workload
         # Per workload, its rows and the pair of each: found once, for every array.
         rows = [np.flatnonzero(work == n) for n in names]
-        for n, r in zip(names, rows):
-            missing = np.setdiff1d(np.arange(len(configs)), config_of[r])
-            if len(missing):
-                c, m = configs[missing[0]]
-                raise InputError(f"{self.path}: {n!r} was not measured at {c:g}/{m:g} MHz ({len(missing)} pairs "
-                                 "missing); this needs every workload at every clock pair")
+        lacking = [(n, np.setdiff1d(np.arange(len(configs)), config_of[r])) for n, r in zip(names, rows)]
+        lacking = [(n, m) for n, m in lacking if len(m)]
+        if lacking:
+            configs, config_of, rows = self._common_pairs(configs, config_of, rows, lacking)
         tables = []
         for v in values:
             v = np.asarray(v, dtype=np.float64)
@@ -273,6 +274,27 @@ class MeasurementGrid:
                 raise InputError(f"{self.path}: {names[a]!r} has no value at {configs[k, 0]:g}/{configs[k, 1]:g} MHz")
             tables.append(out)
         return configs, tables
+
+    def _common_pairs(self, configs: np.ndarray, config_of: np.ndarray, rows: list[np.ndarray],
+                      lacking: list[tuple[str, np.ndarray]]):
+        """``table``'s pairs, index of each row's pair and rows, restricted to the pairs every
+        workload was measured at; warns which pairs went and why."""
+        gone = np.unique(np.concatenate([m for _, m in lacking]))
+        keep = np.setdiff1d(np.arange(len(configs)), gone)
+        worst, missing = max(lacking, key=lambda x: len(x[1]))
+        c, m = configs[missing[0]]
+        why = (f"{len(lacking)} workload(s) lack some; {worst!r} was not measured at {c:g}/{m:g} MHz and "
+               f"{len(missing) - 1} other pair(s)")
+        if len(keep) < 2:
+            raise InputError(f"{self.path}: fewer than 2 clock pairs were measured for every workload ({why}); "
+                             "leave out the workloads that lack most")
+        warnings.warn(GpudvfsWarning(
+            f"{self.path}: {len(gone)} of {len(configs)} clock pairs are left out, since {why}; what follows "
+            f"compares the {len(keep)} pairs measured for every workload"), stacklevel=3)
+        new_index = np.full(len(configs), -1)
+        new_index[keep] = np.arange(len(keep))
+        config_of = new_index[config_of]
+        return configs[keep], config_of, [r[config_of[r] >= 0] for r in rows]
 
     def describe(self) -> dict:
         watts = self.watts

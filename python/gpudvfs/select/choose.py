@@ -26,7 +26,7 @@ from ..power.model import PowerModel
 from ..time.device import TimeDevice
 from ..time.evaluate import profiles_from_grid
 from ..time.model import TimeModel
-from .policies import pareto_front, select
+from .policies import highest_index, pareto_front, select
 
 COMPONENTS = ("SP", "INT", "DP", "SFU", "L2", "Shared", "DRAM")
 DOMAIN_SIZES = (6, 1)
@@ -117,7 +117,7 @@ def choose(grid: MeasurementGrid, reference: tuple[float, float], power_model: P
     t = TimeModel(time_device).predict(profiles, configs[:, 0], configs[:, 1],
                                                               calibrate=True)
     p = power_model.predict_grid(util, configs)
-    fastest = int(np.flatnonzero((configs == configs.max(axis=0)).all(axis=1))[0])
+    fastest = highest_index(configs)
     s = select(t, p, configs, policy, default_index=fastest, slowdown=slowdown, power_cap_w=power_cap_w)
     return {"policy": policy, "configs": configs.tolist(), "workloads": {
         n: {"core_mhz": float(s.core_mhz[a]), "mem_mhz": float(s.mem_mhz[a]), "time_ms": float(s.time_ms[a]),

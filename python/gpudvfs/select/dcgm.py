@@ -14,7 +14,7 @@ from ..errors import InputError
 from ..io.datasets import MeasurementGrid
 from ..power.dcgm import loo_predictions as power_predictions
 from ..time.dcgm import loo_predictions as time_predictions
-from .policies import select
+from .policies import highest_index, select
 
 
 @dataclass(frozen=True, eq=False)
@@ -42,7 +42,7 @@ def loo_table(grid: MeasurementGrid, reference: tuple[float, float], variant: st
     configs, (t, w, t_cv, t_inv, w_pred) = grid.table(
         names, grid.time_ms, grid.watts, t_pred["cv"], t_pred["inverse_f"], p_pred["calibrated"],
         mem_mhz=reference[1])
-    return LooTable(names, configs, int(np.argmax(configs[:, 0] + configs[:, 1])), t, w, t_cv, t_inv, w_pred,
+    return LooTable(names, configs, highest_index(configs), t, w, t_cv, t_inv, w_pred,
                     info["distinct_time_curves"])
 
 

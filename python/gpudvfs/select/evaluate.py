@@ -20,7 +20,7 @@ from ..time.device import TimeDevice
 from ..time.model import TimeModel
 from ..time.profile import KernelProfile
 from .choose import measured_table, training_dataset
-from .policies import select
+from .policies import highest_index, select
 
 
 @dataclass(frozen=True, eq=False)
@@ -93,7 +93,7 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
     tab = regret_table(grid, reference, time_device, spec, clip)
     names, configs, t = tab.names, tab.configs, tab.time_ms
     e = tab.energy
-    hi = tab.index_of(configs.max(axis=0))
+    hi = highest_index(configs)
     t_pred = TimeModel(time_device).predict(tab.profiles, configs[:, 0], configs[:, 1], calibrate=True)
     energy = select(t_pred, tab.watts_pred, configs, "energy")
     deadline = select(t_pred, tab.watts_pred, configs, "deadline", default_index=hi, slowdown=slowdown)

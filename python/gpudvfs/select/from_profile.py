@@ -35,7 +35,7 @@ from ..measure.counters import (
 from ..power.model import PowerModel
 from ..time.model import TimeModel
 from ..time.profile import KernelProfile
-from .policies import select
+from .policies import highest_index, select
 
 #: Core clock levels of the default grid, between the device's lowest and boost clocks.
 CORE_LEVELS = 12
@@ -200,7 +200,7 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
         return out
     util = np.array([[u[c] for c in COMPONENTS] for *_, u, _ in kernels])
     p = power_model.predict_grid(util, configs)
-    default = int(np.flatnonzero((configs == configs.max(axis=0)).all(axis=1))[0])
+    default = highest_index(configs)
     s = select(t, p, configs, policy, default_index=default, slowdown=slowdown)
     for i, (n, *_) in enumerate(kernels):
         out["kernels"][n] |= {"watts": p[i].tolist(), "joules": (t[i] * p[i] / 1e3).tolist(),

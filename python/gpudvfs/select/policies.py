@@ -141,6 +141,12 @@ def _nearest_within_band(objective: np.ndarray, idx: np.ndarray, err: np.ndarray
     return np.argmin(np.where(band, dist[None, :], np.inf), axis=1)
 
 
+def highest_index(configs: np.ndarray) -> int:
+    """Index of the highest pair of [K x 2] configurations: highest core clock, then memory
+    (a grid that lost its top corner to a failed run still has one)."""
+    return int(np.lexsort((configs[:, 1], configs[:, 0]))[-1])
+
+
 def pareto_front(time_ms, joules) -> np.ndarray:
     """Indices of the configurations no other beats in both time and energy, by time."""
     t = np.asarray(time_ms, dtype=np.float64)
