@@ -204,3 +204,60 @@ def test_fit_device_improves_the_absolute_error(data):
     assert r["mape_leave_one_kernel_out"] == pytest.approx(5.70, abs=0.01)
     with pytest.raises(InputError, match="parameter groups"):
         fit_device(grid, (700.0, 700.0), device, groups=("inst_cycle",))
+
+
+def test_many_launches_are_summed_per_name_and_for_the_whole(data, tmp_path):
+    """The real GTX 1080 nvprof trace with its launch written 25 times: the JSON sums the
+    launches per kernel name and over the whole profile; past 20 launches the text has a line
+    per name and one for all launches, and --per-launch brings back a line per launch."""
+    lines = (data / "tool-outputs/nvprof_gtx1080_microgpusim.txt").read_text().splitlines()
+    copies = [lines[-1].replace('"_Z6vecAddIfEvPT_S1_S1_i",1,', f'"_Z6vecAddIfEvPT_S1_S1_i",{i},')
+              for i in range(2, 26)]
+    assert len(set(copies)) == 24 and lines[-1] not in copies
+    path = tmp_path / "many.csv"
+    path.write_text("\n".join([*lines, *copies]) + "\n")
+    r = CliRunner().invoke(cli, ["predict", str(path), "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    per_launch = np.array([k["time_ms"] for k in out["kernels"].values()])
+    assert per_launch.shape[0] == 25
+    assert list(out["by_name"]) == ["_Z6vecAddIfEvPT_S1_S1_i"] and out["by_name"]["_Z6vecAddIfEvPT_S1_S1_i"]["launches"] == 25
+    assert np.allclose(out["by_name"]["_Z6vecAddIfEvPT_S1_S1_i"]["time_ms"], per_launch.sum(axis=0))
+    assert np.allclose(out["application"]["time_ms"], per_launch.sum(axis=0)) and out["application"]["launches"] == 25
+    assert "chosen" not in out["application"]  # no power model: no pair
+    text = CliRunner().invoke(cli, ["predict", str(path)]).output
+    assert "(25 launches, 100% of the time)" in text and "all 25 launches:" in text and " #3:" not in text
+    text = CliRunner().invoke(cli, ["predict", str(path), "--per-launch"]).output
+    assert sum(" #" in line for line in text.splitlines()) == 25
+
+
+@pytest.mark.filterwarnings("ignore::gpudvfs.errors.GpudvfsWarning")  # the fit's notes on synthetic data
+def test_one_pair_is_chosen_for_all_launches_on_their_summed_energy():
+    """STAND-IN records (two kernels, one launched twice) and a power model fitted on synthetic
+    utilizations: the application's pair minimizes the launches' summed predicted energy,
+    which no single launch's choice need do."""
+    from gpudvfs.power import PowerModel
+    from gpudvfs.select.choose import COMPONENTS, training_dataset
+
+    spec = lookup("h100-sxm")
+    configs = clock_grid(spec)
+    rng = np.random.default_rng(0)
+    util = rng.uniform(0.05, 0.9, (8, len(COMPONENTS)))
+    fc, fm = configs[:, 0] / configs[:, 0].max(), configs[:, 1] / configs[:, 1].max()
+    watts = 80 + util[:, :6].sum(axis=1, keepdims=True) * 60 * fc ** 2.5 + util[:, 6:] * 90 * fm
+    model = PowerModel("per-domain").fit(training_dataset(util, configs, watts, tuple(configs[0]),
+                                                          [f"w{i}" for i in range(8)]))
+    report = _stand_in("9.0")
+    heavy = report.kernels[0]
+    light = KernelCounters(name="light", id=1, invocation=0, tool="ncu",
+                           metrics=heavy.metrics | {"gpu__time_duration.sum": 2e4},
+                           units=heavy.units, info=heavy.info)
+    report = CounterReport(path="<stand-in>", tool="ncu", form="wide", kernels=[heavy, light, light])
+    out = predict_profile(report, spec, power_model=model)
+    assert list(out["by_name"]) == ["stand_in_kernel", "light"] and out["by_name"]["light"]["launches"] == 2
+    joules = np.sum([k["joules"] for k in out["kernels"].values()], axis=0)
+    time_ms = np.sum([k["time_ms"] for k in out["kernels"].values()], axis=0)
+    app = out["application"]
+    assert np.allclose(app["joules"], joules) and np.allclose(app["watts"], joules * 1e3 / time_ms)
+    best = int(np.argmin(joules))
+    assert [app["chosen"]["core_mhz"], app["chosen"]["mem_mhz"]] == out["configs"][best]

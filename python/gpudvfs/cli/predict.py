@@ -16,6 +16,9 @@ from . import options
 from .output import console, print_json, table, user_errors
 from .power import _optional_pair
 
+#: Past this many launches, the text output has a line per kernel name instead of per launch.
+PER_LAUNCH_LINES = 20
+
 
 @click.command()
 @click.argument("profile", type=click.Path(dir_okay=False))
@@ -28,10 +31,13 @@ from .power import _optional_pair
               help="Clocks CORE,MEM the profile was taken at (default: the device's base and memory clocks, "
                    "where Nsight Compute locks them).")
 @options.clip_utilization
+@click.option("--per-launch", is_flag=True,
+              help=f"A line per launch even past {PER_LAUNCH_LINES} launches (then: a line per kernel name).")
 @click.option("--json", "as_json", is_flag=True)
-def predict(profile, device, model_path, policy, slowdown, reference, clip_utilization, as_json) -> None:
-    """Time (and power, energy, the chosen pair) of each kernel of PROFILE (ncu or nvprof CSV)
-    over the device's clock grid."""
+def predict(profile, device, model_path, policy, slowdown, reference, clip_utilization, per_launch, as_json) -> None:
+    """Time (and power, energy, the chosen pair) of each kernel launch of PROFILE (ncu or nvprof
+    CSV) over the device's clock grid, summed per kernel name and over the whole profile, with
+    one pair for the whole (a clock change costs milliseconds)."""
     if policy == "power-cap":
         raise click.UsageError("predict takes the energy, edp, ed2p and deadline policies")
     with user_errors():
@@ -47,14 +53,23 @@ def predict(profile, device, model_path, policy, slowdown, reference, clip_utili
     if as_json:
         print_json(r)
         return
-    cfg = r["configs"]
-    for name, k in r["kernels"].items():
-        fastest, slowest = min(k["time_ms"]), max(k["time_ms"])
-        line = f"{name[:60]}: {fastest:.4g}-{slowest:.4g} ms over {len(cfg)} pairs"
-        if "chosen" in k:
-            c = k["chosen"]
-            line += f"; {policy}: {c['core_mhz']:g}/{c['mem_mhz']:g} MHz, {c['time_ms']:.4g} ms, {c['watts']:.1f} W"
-        console.print(line, highlight=False)
+    n_pairs = len(r["configs"])
+    if per_launch or len(r["kernels"]) <= PER_LAUNCH_LINES:
+        for name, k in r["kernels"].items():
+            console.print(_line(name[:60], k, n_pairs, policy), highlight=False, soft_wrap=True)
+    else:
+        total = r["application"]["time_ms"]
+        shown = sorted(r["by_name"].items(), key=lambda kv: -sum(kv[1]["time_ms"]))
+        for name, k in shown[:PER_LAUNCH_LINES]:
+            share = 100 * sum(k["time_ms"]) / sum(total)
+            console.print(f"{_line(name[:60], k, n_pairs, policy)} ({k['launches']} launches, {share:.0f}% of the "
+                          "time)", highlight=False, soft_wrap=True)
+        if len(shown) > PER_LAUNCH_LINES:
+            console.print(f"... {len(shown) - PER_LAUNCH_LINES} more kernel names (--json has them all)",
+                          highlight=False)
+    if len(r["kernels"]) > 1:
+        console.print(_line(f"all {r['application']['launches']} launches", r["application"], n_pairs, policy),
+                      highlight=False, soft_wrap=True)
     if r.get("under_launch_scale"):
         n = len(r["under_launch_scale"])
         console.print(f"{n} kernel(s) predicted under {LAUNCH_SCALE_MS * 1e3:g} us without a measured time to "
@@ -62,6 +77,14 @@ def predict(profile, device, model_path, policy, slowdown, reference, clip_utili
                       "there; read those times as lower bounds", highlight=False)
     if "note" in r:
         console.print(r["note"], highlight=False)
+
+
+def _line(label: str, k: dict, n_pairs: int, policy: str) -> str:
+    line = f"{label}: {min(k['time_ms']):.4g}-{max(k['time_ms']):.4g} ms over {n_pairs} pairs"
+    if "chosen" in k:
+        c = k["chosen"]
+        line += f"; {policy}: {c['core_mhz']:g}/{c['mem_mhz']:g} MHz, {c['time_ms']:.4g} ms, {c['watts']:.1f} W"
+    return line
 
 
 @click.command("profile-command")

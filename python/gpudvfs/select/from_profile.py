@@ -194,18 +194,46 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
            "kernels": {n: {"time_ms": t[i].tolist()} for i, (n, *_) in enumerate(kernels)}}
     if not calibrated:
         out["under_launch_scale"] = [n for i, (n, *_) in enumerate(kernels) if t[i].min() < LAUNCH_SCALE_MS]
+    names = [k.name for k in report.kernels]  # kernel_inputs keeps every launch, in order, or raises
     if power_model is None:
+        out |= _application(names, t, None, configs, policy, slowdown)
         out["note"] = ("time only: give --power-model (a power model of this GPU on profiler utilizations) "
                        "for power, energy and a chosen pair")
         return out
     util = np.array([[u[c] for c in COMPONENTS] for *_, u, _ in kernels])
     p = power_model.predict_grid(util, configs)
-    default = highest_index(configs)
-    s = select(t, p, configs, policy, default_index=default, slowdown=slowdown)
+    s = select(t, p, configs, policy, default_index=highest_index(configs), slowdown=slowdown)
     for i, (n, *_) in enumerate(kernels):
         out["kernels"][n] |= {"watts": p[i].tolist(), "joules": (t[i] * p[i] / 1e3).tolist(),
-                              "chosen": {"core_mhz": float(s.core_mhz[i]), "mem_mhz": float(s.mem_mhz[i]),
-                                         "time_ms": float(s.time_ms[i]), "watts": float(s.watts[i]),
-                                         "feasible": bool(s.feasible[i])}}
+                              "chosen": _chosen(s, i)}
     out["policy"] = policy
-    return out
+    return out | _application(names, t, p, configs, policy, slowdown)
+
+
+def _chosen(s, i: int) -> dict:
+    return {"core_mhz": float(s.core_mhz[i]), "mem_mhz": float(s.mem_mhz[i]), "time_ms": float(s.time_ms[i]),
+            "watts": float(s.watts[i]), "feasible": bool(s.feasible[i])}
+
+
+def _application(names: list[str], t: np.ndarray, p: np.ndarray | None, configs: np.ndarray, policy: str,
+                 slowdown: float) -> dict:
+    """The profiled launches together: per kernel name, its launches and their summed time
+    (and energy) at each pair; for the whole, the summed time, energy and mean power, and
+    with power the one pair chosen for all of them (a clock change costs milliseconds, far
+    more than most launches last, so a governor sets one pair per application or phase)."""
+    names_arr = np.array(names, dtype=object)
+    e = None if p is None else t * p / 1e3
+    by_name = {}
+    for n in dict.fromkeys(names):
+        rows = names_arr == n
+        by_name[n] = {"launches": int(rows.sum()), "time_ms": t[rows].sum(axis=0).tolist()}
+        if e is not None:
+            by_name[n]["joules"] = e[rows].sum(axis=0).tolist()
+    total = t.sum(axis=0)
+    app = {"launches": len(names), "time_ms": total.tolist()}
+    if e is not None:
+        joules = e.sum(axis=0)
+        watts = joules * 1e3 / total
+        s = select(total[None], watts[None], configs, policy, default_index=highest_index(configs), slowdown=slowdown)
+        app |= {"joules": joules.tolist(), "watts": watts.tolist(), "chosen": _chosen(s, 0)}
+    return {"by_name": by_name, "application": app}
