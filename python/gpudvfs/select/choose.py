@@ -21,6 +21,7 @@ from ..errors import InputError
 from ..io.datasets import MeasurementGrid, PowerDataset
 from ..io.grid_csv import SPECS
 from ..io.utilization import bound_utilization
+from ..measure.counters.mapping import COMPONENTS, DOMAIN_SIZES
 from ..power.grid import grid_power_dataset
 from ..power.model import PowerModel
 from ..time.device import TimeDevice
@@ -28,8 +29,7 @@ from ..time.evaluate import profiles_from_grid
 from ..time.model import TimeModel
 from .policies import highest_index, pareto_front, select
 
-COMPONENTS = ("SP", "INT", "DP", "SFU", "L2", "Shared", "DRAM")
-DOMAIN_SIZES = (6, 1)
+
 def rate_utilizations(counters: dict[str, float], time_ms: float, core_mhz: float, mem_mhz: float,
                       peaks) -> np.ndarray:
     """Utilization per component: events / (time x clock x peak events per cycle)."""
