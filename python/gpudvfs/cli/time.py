@@ -224,6 +224,11 @@ def cv(data, device, reference, columns, as_json) -> None:
                         [[Path(f).name, v["kernels"], f"{v['cv_mape']:.2f}", f"{v['in_sample_mape']:.2f}",
                           f"{v['two_term_mape']:.2f}", f"{v['cv_beats_two_term']}/{v['kernels']}"]
                          for f, v in r["files"].items()]))
+    shifted = [[Path(f).name, f"{v['other_files']['mape']:.2f}", f"{v['other_files']['beats_two_term']}/{v['kernels']}",
+                v["other_files"]["chosen"]] for f, v in r["files"].items() if "other_files" in v]
+    if shifted:
+        console.print(table("each file under the settings chosen on the other files alone",
+                            ["file", "MAPE %", "beats two-term", "chosen on the others"], shifted))
     console.print(f"chosen on all kernels (the default): {r['chosen_on_all']}; per held-out kernel: "
                   + "; ".join(f"{k} x{n}" for k, n in r["chosen_per_kernel"].items()), highlight=False)
     console.print(table("each extension under the protocol: CV MAPE % with it / without it",
@@ -238,6 +243,9 @@ def cv(data, device, reference, columns, as_json) -> None:
                             [["cross-validated", f"{100 * s['cv_regret_mean']:.2f}", f"{100 * s['cv_regret_max']:.2f}"],
                              ["in-sample", f"{100 * s['in_sample_regret_mean']:.2f}",
                               f"{100 * s['in_sample_regret_max']:.2f}"],
+                             *([["settings chosen on the other files", f"{100 * s['other_files_regret_mean']:.2f}",
+                                 f"{100 * s['other_files_regret_max']:.2f}"]] if "other_files_regret_max" in s
+                               else []),
                              *[[f"soft-max exponent {p}", f"{100 * v['regret_mean']:.2f}",
                                 f"{100 * v['regret_max']:.2f}"] for p, v in s["over_overlap_p"].items()]]))
     console.print(table("per kernel (calibrated MAPE %)", ["kernel", "CV", "two-term", "chosen settings"],

@@ -137,11 +137,19 @@ def cross_validate(grids: list[MeasurementGrid], reference: tuple[float, float],
     two = two_term_errors(cases, device, reference)
     by_file = _by_file(cases, grids)
     files = {}
+    # With several files, also each file's kernels under the candidate chosen on the other files
+    # alone: a shift of kernel set, as unseen kernels bring.
+    other_files = {path: int(np.argmin(errors[:, ~mask].mean(axis=1))) for path, mask in by_file.items()
+                   if len(by_file) > 1}
     for path, mask in by_file.items():
         files[path] = {"kernels": int(mask.sum()), "cv_mape": float(cv[mask].mean()),
                          "in_sample_mape": float(errors[best, mask].mean()),
                          "two_term_mape": float(two[mask].mean()),
                          "cv_beats_two_term": int((cv[mask] < two[mask]).sum())}
+        if path in other_files:
+            b = other_files[path]
+            files[path]["other_files"] = {"chosen": candidates[b].label, "mape": float(errors[b, mask].mean()),
+                                          "beats_two_term": int((errors[b, mask] < two[mask]).sum())}
     report = {
         "reference_mhz": list(reference), "candidates": len(candidates), "kernels": len(cases),
         "extensions": _extensions(candidates, errors, by_file),
@@ -156,8 +164,8 @@ def cross_validate(grids: list[MeasurementGrid], reference: tuple[float, float],
     }
     power_grids = [g for g in grids if g.watts is not None] if spec is not None else []
     if power_grids:
-        report["selection"] = {g.path: _selection(g, reference, device, spec, cases, candidates, chosen, best)
-                               for g in power_grids}
+        report["selection"] = {g.path: _selection(g, reference, device, spec, cases, candidates, chosen, best,
+                                                  other_files.get(g.path)) for g in power_grids}
     return report
 
 
@@ -226,10 +234,12 @@ def _learned_correction(cases: list[KernelCase], candidates, chosen: np.ndarray,
     return out
 
 
-def _selection(grid: MeasurementGrid, reference, device, spec, cases, candidates, chosen, best) -> dict:
+def _selection(grid: MeasurementGrid, reference, device, spec, cases, candidates, chosen, best,
+               other_files: int | None = None) -> dict:
     """Energy regret of the minimum-energy choice on a grid with power: each application's
-    time from the candidate chosen without it (cross-validated) or on all kernels; and over
-    the soft-max exponents, the rest of the chosen-on-all candidate kept."""
+    time from the candidate chosen without it (cross-validated), on all kernels, or (index
+    ``other_files``) on the other files' kernels alone; and over the soft-max exponents, the
+    rest of the chosen-on-all candidate kept."""
     from ..select.evaluate import regret_table
 
     index = {k.name: j for j, k in enumerate(cases) if k.file == grid.path}
@@ -247,8 +257,12 @@ def _selection(grid: MeasurementGrid, reference, device, spec, cases, candidates
         cand = replace(candidates[best], overlap_p=p)
         r = regrets(lambda n, cand=cand: cand.model(device))
         sensitivity[f"{p:g}"] = {"regret_mean": float(r.mean()), "regret_max": float(r.max())}
-    return {"cv_regret_mean": float(cv.mean()), "cv_regret_max": float(cv.max()),
-            "in_sample_regret_mean": float(in_sample.mean()), "in_sample_regret_max": float(in_sample.max()),
-            "per_app": {n: float(r) for n, r in zip(table.names, cv)},
-            "over_overlap_p": sensitivity}
+    out = {"cv_regret_mean": float(cv.mean()), "cv_regret_max": float(cv.max()),
+           "in_sample_regret_mean": float(in_sample.mean()), "in_sample_regret_max": float(in_sample.max()),
+           "per_app": {n: float(r) for n, r in zip(table.names, cv)},
+           "over_overlap_p": sensitivity}
+    if other_files is not None:
+        r = regrets(lambda n: candidates[other_files].model(device))
+        out["other_files_regret_mean"], out["other_files_regret_max"] = float(r.mean()), float(r.max())
+    return out
 
