@@ -27,6 +27,11 @@ def test_info_json_of_a_sweep(run, tmp_path):
     assert d["format"] == "tidy"
     assert d["rows"] == 4 * 2 and d["workloads"] == 4 and d["configurations"] == 2
     assert d["core_mhz_levels"] == [595.0, 975.0] and d["mem_mhz_levels"] == [3505.0]
+    # The reference clocks come from the sweep's record beside the CSV.
+    assert d["reference_mhz"] == [975.0, 3505.0] and d["reference_from"] == "sweep.csv.sweep.json"
+    assert "975/3505  (from sweep.csv.sweep.json)" in run("data", "info", out).output
+    (tmp_path / "sweep.csv.sweep.json").unlink()
+    assert json.loads(run("data", "info", out, "--json").output)["reference_mhz"] is None
 
 
 def test_info_table_on_real_file(run, data):

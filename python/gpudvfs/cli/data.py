@@ -7,6 +7,7 @@ import warnings
 import click
 
 from ..io import DESCRIPTIONS, FORMATS, read
+from ..measure.sweep import load_record, record_path
 from . import options
 from .output import console, print_json, table, user_errors
 
@@ -57,6 +58,10 @@ def info(file: str, fmt: str | None, skip_invalid: bool, columns: dict, as_json:
         warnings.simplefilter("ignore")  # skipped rows are reported below
         ds = read(file, fmt, on_invalid="skip" if skip_invalid else "raise", columns=columns)
     d = ds.describe()
+    if d.get("reference_mhz") is None and d["format"] == "tidy" and record_path(file).is_file():
+        # A sweep keeps its reference clocks in its record beside the CSV.
+        with user_errors():
+            d |= {"reference_mhz": load_record(file)["reference_mhz"], "reference_from": record_path(file).name}
     if as_json:
         print_json(d)
         return
@@ -67,7 +72,9 @@ def info(file: str, fmt: str | None, skip_invalid: bool, columns: dict, as_json:
     rows = [
         ["format", d["format"]],
         ["rows", d["rows"]],
-        ["reference (MHz)", "/".join(f"{x:g}" for x in ref) if ref else "not recorded"],
+        ["reference (MHz)", "/".join(f"{x:g}" for x in ref) + (f"  (from {d['reference_from']})"
+                                                                  if "reference_from" in d else "")
+         if ref else "not recorded"],
         ["configurations", d.get("configurations", "-")],
         ["core MHz levels", _levels(d.get("core_mhz_levels", []))],
         ["memory MHz levels", _levels(d.get("mem_mhz_levels", []))],
