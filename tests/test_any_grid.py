@@ -337,3 +337,32 @@ def test_commands_warn_of_clocks_the_device_does_not_run(data):
     assert "core clocks 1657, 1784, 1911 MHz lie outside what a GeForce GTX 980 runs" in r.output
     r = run("power", "fit", data / "gpupowermodel/titanxp_micro.csv", "--device", "titan-xp", "--json")
     assert r.exit_code == 0 and "lie outside" not in r.output
+
+
+def test_workloads_without_a_reference_row_are_left_out_with_one_warning(data, tmp_path):
+    """The GTX 980 power grid without srad's 700/700 row: srad cannot be profiled at the
+    reference, so `time cv`, `select eval` and `power fit` leave it out with one warning line
+    each. srad is one of the two FP64 applications: scored without it, backpropBackward is
+    the only one, and the power fitted on the others has no FP64 weight to learn; it gets
+    none (it used to stop the regret table)."""
+    src = data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv"
+    with open(src, newline="") as f:
+        rows = list(csv.reader(f))
+    head = rows[0]
+    app, core, mem = head.index("appName"), head.index("coreF"), head.index("memF")
+    p = tmp_path / "noref.csv"
+    with open(p, "w", newline="") as f:
+        csv.writer(f).writerows([head, *(r for r in rows[1:] if (r[app], r[core], r[mem]) != ("srad", "700", "700"))])
+    note = "1 of 15 workloads have no row at the reference 700/700 MHz and are left out ('srad/srad_cuda_1/input00')"
+    r = run("select", "eval", p, "--device", "gtx980", "--reference", "700,700", "--json")
+    assert r.exit_code == 0, r.output
+    assert r.stderr.count(note) == 1 and "srad/srad_cuda_1/input00" not in json.loads(r.stdout)["per_app"]
+    r = run("time", "cv", data / "nv-dvfs-benchmark/gtx980_time_dev.csv", p, "--device", "gtx980", "--json")
+    assert r.exit_code == 0, r.output
+    assert r.stderr.count(note) == 1 and json.loads(r.stdout)["kernels"] == 24
+    r = run("power", "fit", p, "--device", "gtx980", "--reference", "700,700", "--cv", "3", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["benchmarks"] == 14
+    # A reference no workload was measured at is still an error: most likely the wrong one.
+    r = run("select", "eval", p, "--device", "gtx980", "--reference", "650,700")
+    assert r.exit_code == 2 and "has no row at the reference 650/700 MHz (nor has any other)" in r.output

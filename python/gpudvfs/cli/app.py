@@ -20,21 +20,28 @@ from .sweep import sweep
 from .time import time_
 from .validate import validate
 
+_shown: set[str] = set()
+
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="gpudvfs")
 def cli() -> None:
     """Predict and choose GPU core/memory frequencies from time and power models."""
     warnings.showwarning = _show_warning
+    _shown.clear()  # once per invocation (tests invoke several in one process)
 
 
 _python_show_warning = warnings.showwarning
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    """gpudvfs's own warnings as one line, like its errors; others as Python prints them."""
+    """gpudvfs's own warnings as one line, like its errors, each once (several steps of one
+    command may read the same file and warn alike); others as Python prints them."""
     if issubclass(category, GpudvfsWarning):
-        click.echo(f"gpudvfs: warning: {message}", err=True)
+        text = f"gpudvfs: warning: {message}"
+        if text not in _shown:
+            _shown.add(text)
+            click.echo(text, err=True)
     else:
         _python_show_warning(message, category, filename, lineno, file, line)
 

@@ -223,8 +223,10 @@ class MeasurementGrid:
 
     def reference_rows(self, reference: tuple[float, float | None]) -> tuple[list[str], np.ndarray]:
         """(workload names in file order, the index of each one's first row at the reference
-        clocks). A grid without a memory clock column was measured at one memory clock: only
-        the core clock is matched there."""
+        clocks). Workloads never measured at the reference (a failed run) cannot be profiled
+        there: they are left out with a warning, and if none was measured there it is an
+        error (most likely a wrong reference). A grid without a memory clock column was
+        measured at one memory clock: only the core clock is matched there."""
         at = self.core_mhz == reference[0]
         mem = self.mem_mhz
         if mem is not None:
@@ -232,14 +234,23 @@ class MeasurementGrid:
                 raise InputError(f"{self.path}: the grid varies the memory clock; give the reference as CORE,MEM")
             at &= mem == reference[1]
         work = self.workload
-        names = list(dict.fromkeys(work.tolist()))
-        rows = []
-        for n in names:
+        names, rows, lacking = [], [], []
+        for n in dict.fromkeys(work.tolist()):
             hit = np.flatnonzero(at & (work == n))
-            if len(hit) == 0:
-                where = f"{reference[0]:g}" + ("" if mem is None else f"/{reference[1]:g}")
-                raise InputError(f"{self.path}: workload {n!r} has no row at the reference {where} MHz")
-            rows.append(hit[0])
+            if len(hit):
+                names.append(n)
+                rows.append(hit[0])
+            else:
+                lacking.append(n)
+        if lacking:
+            where = f"{reference[0]:g}" + ("" if mem is None else f"/{reference[1]:g}")
+            if not names:
+                raise InputError(f"{self.path}: workload {lacking[0]!r} has no row at the reference {where} MHz "
+                                 "(nor has any other)")
+            shown = ", ".join(map(repr, lacking[:3])) + (", ..." if len(lacking) > 3 else "")
+            warnings.warn(GpudvfsWarning(
+                f"{self.path}: {len(lacking)} of {len(lacking) + len(names)} workloads have no row at the reference "
+                f"{where} MHz and are left out ({shown})"), stacklevel=3)
         return names, np.array(rows, dtype=np.int64)
 
     def table(self, names: list[str], *values, mem_mhz: float | None = None) -> tuple[np.ndarray, list[np.ndarray]]:
