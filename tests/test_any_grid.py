@@ -366,3 +366,23 @@ def test_workloads_without_a_reference_row_are_left_out_with_one_warning(data, t
     # A reference no workload was measured at is still an error: most likely the wrong one.
     r = run("select", "eval", p, "--device", "gtx980", "--reference", "650,700")
     assert r.exit_code == 2 and "has no row at the reference 650/700 MHz (nor has any other)" in r.output
+
+
+def test_a_repeated_measurement_is_refused_or_skipped_on_request(data, tmp_path):
+    """A grid with one pair measured twice (a rerun): the grid commands refuse it with the way
+    out, and with --skip-invalid keep the first measurement, list the other, and give the
+    figures of the file without it."""
+    src = data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv"
+    lines = src.read_text().splitlines()
+    p = tmp_path / "rerun.csv"
+    p.write_text("\n".join([*lines, lines[6]]) + "\n")
+    args = ["--device", "gtx980", "--reference", "700,700", "--json"]
+    r = run("select", "eval", p, *args)
+    assert r.exit_code == 2 and "duplicate measurement" in r.output and "--skip-invalid leaves out" in r.output
+    r = run("select", "eval", p, *args, "--skip-invalid")
+    assert r.exit_code == 0, r.output
+    assert f"line {len(lines) + 1}: duplicate measurement" in r.stderr
+    assert json.loads(r.stdout) == json.loads(run("select", "eval", src, *args).stdout)
+    for command in (["time", "eval"], ["govern", "replay", "--steps", "50"]):
+        r = run(*command, p, *args, "--skip-invalid")
+        assert r.exit_code == 0 and "skipped 1 invalid row(s)" in r.stderr, r.output

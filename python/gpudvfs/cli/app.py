@@ -28,7 +28,10 @@ _shown: set[str] = set()
 def cli() -> None:
     """Predict and choose GPU core/memory frequencies from time and power models."""
     warnings.showwarning = _show_warning
-    _shown.clear()  # once per invocation (tests invoke several in one process)
+    # Each of gpudvfs's warnings once per invocation: Python's own once-per-line would hide a
+    # second invocation's in one process (tests), and show one text twice from two lines.
+    warnings.simplefilter("always", GpudvfsWarning)
+    _shown.clear()
 
 
 _python_show_warning = warnings.showwarning

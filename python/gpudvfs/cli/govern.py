@@ -21,7 +21,8 @@ def govern() -> None:
 
 
 def _grid(path, columns):
-    return read_measured_grid(path, "the governor's replay", ("nvdvfs", "dcgm", "grid"), columns=columns)
+    return read_measured_grid(path, "the governor's replay", ("nvdvfs", "dcgm", "grid"), options.on_invalid(),
+                              columns)
 
 
 def _table(data, device, reference, train=None, columns=None, clip_utilization=False):
@@ -58,6 +59,7 @@ def _table(data, device, reference, train=None, columns=None, clip_utilization=F
               help="Also choose the governor's constants by leave-one-application-out (slow: 27 replays per "
                    "application) and report that figure and every constant's.")
 @options.columns
+@options.skip_invalid
 @options.clip_utilization
 @click.option("--json", "as_json", is_flag=True)
 def replay_(data, train, device, reference, policy, slowdown, power_cap, steps, phase_steps, noise, seed, run_cv,
@@ -112,6 +114,7 @@ def replay_(data, train, device, reference, policy, slowdown, power_cap, steps, 
 @click.option("--phase-steps", default=200, show_default=True, type=click.IntRange(min=1))
 @click.option("--noise", default=0.01, show_default=True, type=click.FloatRange(0, 0.5, max_open=True))
 @click.option("--seed", default=0, show_default=True, type=int)
+@options.skip_invalid
 @click.option("--json", "as_json", is_flag=True)
 def cv(data, devices, references, policy, slowdown, power_cap, steps, phase_steps, noise, seed, as_json) -> None:
     """Choose the governor's constants by leave-one-application-out over every application

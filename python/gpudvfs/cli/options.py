@@ -23,6 +23,32 @@ columns = click.option(
          "watts; and time_unit=ms|us|s). Without it, common names (coreF, sm_app_clock, time/ms, run_time, "
          "power/W, benchmark, ...) are recognized.")
 
+#: Where --skip-invalid leaves its choice for the grid readers of the command (``ctx.meta``).
+ON_INVALID = "gpudvfs.on_invalid"
+
+
+def _on_invalid(ctx, param, value):
+    ctx.meta[ON_INVALID] = "skip" if value else "raise"
+
+
+skip_invalid = click.option(
+    "--skip-invalid", is_flag=True, expose_value=False, callback=_on_invalid,
+    help="Leave out invalid rows (a repeated measurement of a pair, a bad cell; each is listed) instead of "
+         "stopping at the first.")
+
+
+def on_invalid() -> str:
+    """What the running command's --skip-invalid asks of a reader ("raise" for commands without it)."""
+    ctx = click.get_current_context(silent=True)
+    return ctx.meta.get(ON_INVALID, "raise") if ctx is not None else "raise"
+
+
+def offers_skip() -> bool:
+    """Whether the running command takes --skip-invalid (an invalid row's error then says so)."""
+    ctx = click.get_current_context(silent=True)
+    return ctx is not None and ON_INVALID in ctx.meta
+
+
 clip_utilization = click.option(
     "--clip-utilization", is_flag=True,
     help="Clip utilizations outside [0, 1] (counter noise, or counters of another vendor) into it, with a "

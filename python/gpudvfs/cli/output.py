@@ -16,6 +16,7 @@ from rich.table import Table
 
 from ..errors import GpudvfsError, InvalidRowError
 from ..measure.device import ClockPermissionError
+from .options import offers_skip
 
 console = Console()
 
@@ -47,7 +48,8 @@ def user_errors(skip_option: bool = False):
     try:
         yield
     except InvalidRowError as e:
-        fail(f"{e} (--skip-invalid leaves out invalid rows and lists them)" if skip_option else str(e))
+        offered = skip_option or offers_skip()
+        fail(f"{e} (--skip-invalid leaves out invalid rows and lists them)" if offered else str(e))
     except (GpudvfsError, ClockPermissionError) as e:
         fail(str(e))
     except OSError as e:

@@ -19,7 +19,7 @@ from .time import DEVICE_HELP, _gpu, _pair
 
 def _grid(path: str, columns=None, formats=("nvdvfs", "grid")):
     return read_measured_grid(path, "frequency selection from nvprof profiles or DCGM fields", formats,
-                              columns=columns)
+                              options.on_invalid(), columns)
 
 
 @click.group("select")
@@ -35,6 +35,7 @@ def select_() -> None:
               help="Deadline policy: at most this slower than at the highest clocks.")
 @click.option("--device", required=True, help=DEVICE_HELP)
 @options.columns
+@options.skip_invalid
 @options.clip_utilization
 @click.option("--json", "as_json", is_flag=True)
 def eval_(data, reference, slowdown, device, columns, clip_utilization, as_json) -> None:
@@ -95,6 +96,7 @@ def _eval_dcgm(data, r, as_json) -> None:
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), callback=output_file,
               help="Power model JSON to write.")
 @options.columns
+@options.skip_invalid
 @options.clip_utilization
 def fit_power(data, reference, device, out, columns, clip_utilization) -> None:
     """Fit the power model `select choose` uses on a measured grid (NV-DVFS nvprof CSV with
@@ -119,6 +121,7 @@ def fit_power(data, reference, device, out, columns, clip_utilization) -> None:
               help="Deadline policy: at most this slower than at the highest clocks.")
 @click.option("--power-cap", type=click.FloatRange(min=0, min_open=True), help="Power-cap policy: watts.")
 @options.columns
+@options.skip_invalid
 @options.clip_utilization
 @click.option("--json", "as_json", is_flag=True)
 def choose(data, model_path, reference, device, policy, slowdown, power_cap, columns, clip_utilization,

@@ -63,7 +63,7 @@ DEVICE_HELP = "The GPU the data was measured on: a catalog name (gpudvfs devices
 
 
 def _grid(path, columns=None, formats=("nvdvfs", "grid")):
-    return read_measured_grid(path, "the time model", formats, columns=columns)
+    return read_measured_grid(path, "the time model", formats, options.on_invalid(), columns)
 
 
 def _beyond_grid(grid, cores: list[float], mems: list[float]) -> list[str]:
@@ -91,6 +91,7 @@ def time_() -> None:
 @click.option("--mode", type=click.Choice(MODES), default="default", show_default=True)
 @click.option("--baselines", is_flag=True, help="Also the time-unchanged and two-term scaling baselines.")
 @options.columns
+@options.skip_invalid
 @click.option("--json", "as_json", is_flag=True)
 def eval_(data, device, reference, mode, baselines, columns, as_json) -> None:
     """Errors predicting every clock pair of DATA from the reference pair's counters:
@@ -124,6 +125,7 @@ def eval_(data, device, reference, mode, baselines, columns, as_json) -> None:
 @click.option("--predictor", type=click.Choice(PREDICTORS), default="auto", show_default=True)
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), callback=output_file)
 @options.columns
+@options.skip_invalid
 @click.option("--json", "as_json", is_flag=True)
 def fit_dcgm(grid_path, reference, predictor, out, columns, as_json) -> None:
     """Fit the DCGM time model (core- and memory-bound shares of time from DCGM activities) to
@@ -169,6 +171,7 @@ def _eval_dcgm(data, r, as_json) -> None:
 @click.option("--mode", type=click.Choice(MODES), default="default", show_default=True)
 @click.option("--calibrate", is_flag=True, help="Scale each kernel to its measured reference time.")
 @options.columns
+@options.skip_invalid
 @click.option("--json", "as_json", is_flag=True)
 def predict(data, kernels, device, reference, core_mhz, mem_mhz, mode, calibrate, columns, as_json) -> None:
     """Predicted time (ms) of kernels profiled at the reference pair over a grid of clocks."""
@@ -205,6 +208,7 @@ def predict(data, kernels, device, reference, core_mhz, mem_mhz, mode, calibrate
 @click.option("--device", required=True, help=DEVICE_HELP)
 @click.option("--reference", default="700,700", show_default=True, callback=_pair)
 @options.columns
+@options.skip_invalid
 @click.option("--json", "as_json", is_flag=True)
 def cv(data, device, reference, columns, as_json) -> None:
     """Nested leave-one-kernel-out cross-validation over the kernels of every DATA grid: each
@@ -262,6 +266,7 @@ def cv(data, device, reference, columns, as_json) -> None:
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), callback=output_file,
               help="Device JSON to write (for --device of the other time commands).")
 @options.columns
+@options.skip_invalid
 @click.option("--json", "as_json", is_flag=True)
 def fit_device_(data, base, reference, out, columns, as_json) -> None:
     """Fit the DRAM latency and service-time parameters of a device to a measured grid of its
