@@ -147,13 +147,14 @@ def fit(train, variant, out, folds, skip_invalid, drop_unused, reference, device
 @_REFERENCE
 @_DEVICE
 @options.columns
+@options.skip_invalid
 @options.clip_utilization
 @click.option("--json", "as_json", is_flag=True)
 def eval_(model_path, test, reference, device, columns, clip_utilization, as_json) -> None:
     """Errors of a model on measured power (mean, median and max APE; per config and benchmark)."""
     with user_errors():
         model = _load_model(model_path)
-        r = model.evaluate(_power_data(test, reference, device, columns, clip=clip_utilization))
+        r = model.evaluate(_power_data(test, reference, device, columns, options.on_invalid(), clip_utilization))
     if as_json:
         print_json(r)
         return
