@@ -221,14 +221,22 @@ def _application(names: list[str], t: np.ndarray, p: np.ndarray | None, configs:
     (and energy) at each pair; for the whole, the summed time, energy and mean power, and
     with power the one pair chosen for all of them (a clock change costs milliseconds, far
     more than most launches last, so a governor sets one pair per application or phase)."""
-    names_arr = np.array(names, dtype=object)
+    index = {n: i for i, n in enumerate(dict.fromkeys(names))}
+    of = np.array([index[n] for n in names], dtype=np.int64)
+
+    def per_name(x: np.ndarray) -> np.ndarray:
+        out = np.zeros((len(index), x.shape[1]))
+        np.add.at(out, of, x)
+        return out
+
     e = None if p is None else t * p / 1e3
+    launches, t_sum = np.bincount(of, minlength=len(index)), per_name(t)
+    e_sum = None if e is None else per_name(e)
     by_name = {}
-    for n in dict.fromkeys(names):
-        rows = names_arr == n
-        by_name[n] = {"launches": int(rows.sum()), "time_ms": t[rows].sum(axis=0).tolist()}
-        if e is not None:
-            by_name[n]["joules"] = e[rows].sum(axis=0).tolist()
+    for n, i in index.items():
+        by_name[n] = {"launches": int(launches[i]), "time_ms": t_sum[i].tolist()}
+        if e_sum is not None:
+            by_name[n]["joules"] = e_sum[i].tolist()
     total = t.sum(axis=0)
     app = {"launches": len(names), "time_ms": total.tolist()}
     if e is not None:
