@@ -139,8 +139,8 @@ def cross_validate(grids: list[MeasurementGrid], reference: tuple[float, float],
     files = {}
     # With several files, also each file's kernels under the candidate chosen on the other files
     # alone: a shift of kernel set, as unseen kernels bring.
-    other_files = {path: int(np.argmin(errors[:, ~mask].mean(axis=1))) for path, mask in by_file.items()
-                   if len(by_file) > 1}
+    other_files = ({path: int(np.argmin(errors[:, ~mask].mean(axis=1))) for path, mask in by_file.items()}
+                   if len(by_file) > 1 else {})
     for path, mask in by_file.items():
         files[path] = {"kernels": int(mask.sum()), "cv_mape": float(cv[mask].mean()),
                          "in_sample_mape": float(errors[best, mask].mean()),
