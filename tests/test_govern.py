@@ -205,6 +205,33 @@ def test_govern_replay_command(data, tmp_path):
     assert r.exit_code == 2 and "one --device" in r.output
 
 
+def test_a_train_grid_without_fp64_still_trains(data, tmp_path):
+    """TRAIN without the two FP64 applications (their rows scored as DATA): the power model
+    gives DP weight 0 with one warning, instead of refusing TRAIN; `select fit-power` and
+    `select choose` take the same split."""
+    from click.testing import CliRunner
+
+    from gpudvfs.cli.app import cli
+
+    lines = (data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv").read_text().splitlines(keepends=True)
+    fp64 = [ln for ln in lines[1:] if ln.split(",")[1] in ("srad", "backpropBackward")]
+    train, scored = tmp_path / "train.csv", tmp_path / "fp64.csv"
+    train.write_text("".join([lines[0], *(ln for ln in lines[1:] if ln not in fp64)]))
+    scored.write_text("".join([lines[0], *fp64]))
+    run = CliRunner().invoke
+    r = run(cli, ["govern", "replay", str(scored), "--device", "gtx980", "--train", str(train), "--steps", "400",
+                  "--json"])
+    assert r.exit_code == 0, r.output
+    assert r.stderr.count("['DP'] are zero in every training row") == 1
+    assert json.loads(r.stdout)["regret_mean"] >= 0
+    r = run(cli, ["select", "fit-power", str(train), "--device", "gtx980", "-o", str(tmp_path / "m.json")])
+    assert r.exit_code == 0, r.output
+    r = run(cli, ["select", "choose", str(scored), "--power-model", str(tmp_path / "m.json"), "--device", "gtx980",
+                  "--json"])
+    assert r.exit_code == 0, r.output
+    assert len(json.loads(r.stdout)["workloads"]) == 2
+
+
 def test_every_decision_is_logged_and_counted(tmp_path):
     prometheus = pytest.importorskip("prometheus_client")
     from gpudvfs.govern.governor import jsonl_log

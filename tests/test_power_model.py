@@ -183,6 +183,30 @@ def test_model_file_errors(tmp_path):
         PowerModel.from_gpmtool(tmp_path / "g.csv")
 
 
+def test_a_component_no_row_uses_gets_weight_zero(tmp_path):
+    """``unused="zero"``: the fit is the one without the component, its weight is 0 and said
+    so (warning, ``notes_``, ``untrained_``, kept by save/load), and the model takes the full
+    utilizations: a workload that uses the component is predicted as if it did not."""
+    ds, _ = synthetic(5, noise=0.002)
+    zero_dp = PowerDataset(**{**ds.__dict__, "utilization": ds.utilization * (np.arange(5) != 2)})
+    with pytest.warns(gpudvfs.GpudvfsWarning, match=r"\['DP'\] are zero in every training row"):
+        m = PowerModel("per-domain").fit(zero_dp, unused="zero")
+    without = fit_quietly(zero_dp.without_components(["DP"]), "per-domain")
+    assert m.components_ == COMPONENTS and m.untrained_ == ("DP",) and m.weights_["DP"] == 0.0
+    u = np.array([[0.5, 0.2, 0.7, 0.1, 0.3], [0.1, 0.9, 0.0, 0.4, 0.6]])
+    np.testing.assert_allclose(m.predict_grid(u), without.predict_grid(u[:, [0, 1, 3, 4]]), rtol=1e-12)
+    m.save(tmp_path / "m.json")
+    back = PowerModel.load(tmp_path / "m.json")
+    assert back.untrained_ == ("DP",) and any("DP" in n for n in back.notes_)
+    np.testing.assert_array_equal(back.predict_grid(u), m.predict_grid(u))
+    with pytest.raises(InputError, match="unknown unused"):
+        PowerModel().fit(ds, unused="drop")
+    doc = json.loads((tmp_path / "m.json").read_text())
+    (tmp_path / "bad.json").write_text(json.dumps({**doc, "untrained": ["FP16"]}))
+    with pytest.raises(InputError, match="'untrained' must list"):
+        PowerModel.load(tmp_path / "bad.json")
+
+
 def test_bad_training_and_test_input():
     ds, _ = synthetic(5, noise=0.0)
     one = ds.subset((ds.core_mhz == REF[0]) & (ds.mem_mhz == REF[1]))

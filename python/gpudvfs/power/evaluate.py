@@ -38,11 +38,10 @@ def held_out_predictions(dataset: PowerDataset, folds: int, **model_options
         for k in range(folds):
             test = fold_of[dataset.benchmark] == k
             train_set = dataset.subset(~test)
-            unused = train_set.unused_components()
-            for c in unused:
+            model = PowerModel(**model_options).fit(train_set, unused="zero")
+            for c in model.untrained_:
                 absent[c] = absent.get(c, 0) + 1
-            model = PowerModel(**model_options).fit(train_set.without_components(unused))
-            held = dataset.subset(test).without_components(unused)
+            held = dataset.subset(test)
             pred = model.predict(held.utilization, held.core_mhz, held.mem_mhz)
             preds["model"][test] = pred
             at_ref_pred = np.full(n_b, np.nan)

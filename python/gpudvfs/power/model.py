@@ -46,6 +46,7 @@ from .equations import power_grid
 from .gpmtool import read_gpmtool_model, write_gpmtool_model
 
 VARIANTS = ("default", "per-config", "per-domain", "curve")
+UNUSED = ("error", "zero")
 MODEL_VERSION = 1
 # (variant, relative_error, ridge) of each name
 _SETTINGS = {
@@ -88,22 +89,33 @@ class PowerModel:
         self.v_min, self.v_max = float(v_min), float(v_max)
         self._base = base
         self._fit: _core.PowerFit | None = None
+        #: Components zero in every training row, given weight 0 by ``fit(..., unused="zero")``.
+        self.untrained_: tuple[str, ...] = ()
 
     # ---------------------------------------------------------------- fitting
-    def fit(self, dataset: PowerDataset) -> PowerModel:
+    def fit(self, dataset: PowerDataset, *, unused: str = "error") -> PowerModel:
+        """Estimate the model from ``dataset``. A component zero in every row has no weight
+        to learn: ``unused="error"`` refuses it; ``"zero"`` gives it weight 0 (the model then
+        takes the same utilizations, and predicts no power for that component: noted in
+        ``notes_`` and ``untrained_``)."""
         if not isinstance(dataset, PowerDataset):
             raise InputError(f"fit needs a PowerDataset (gpudvfs.read_power_dataset), got {type(dataset).__name__}")
+        if unused not in UNUSED:
+            raise InputError(f"unknown unused={unused!r}; expected one of {UNUSED}")
         if dataset.n_domains != 2:
             raise InputError(f"{dataset.path}: the power model has a core and a memory domain, "
                              f"the file has {dataset.n_domains} domains")
         check_watts(dataset.watts, dataset.path)
         clock_array(dataset.freqs_mhz, f"{dataset.path}: frequencies")
         zero = dataset.unused_components()
-        if zero:
+        if zero and unused == "error":
             raise InputError(f"{dataset.path}: component(s) {zero} are zero in every row, so their weight "
                              "cannot be estimated; measure benchmarks that use them or leave them out "
                              "(gpudvfs power fit --drop-unused)")
-        self._fit = self._estimate(dataset, self._base)
+        trained = dataset.without_components(zero) if zero else dataset
+        self._fit = self._estimate(trained, self._base)
+        if zero:
+            self._fit = _core.PowerFit.from_state(_with_zero_weights(dict(self._fit.state()), dataset, zero))
         self.components_ = tuple(dataset.components)
         if not self._fit.state()["converged"] and self._base == "per-config":
             # One voltage per clock level has far fewer unknowns than one per pair and settles
@@ -111,8 +123,9 @@ class PowerModel:
             fallback = self._estimate(dataset, "per-domain")
             if fallback.state()["converged"]:
                 self._fit = fallback
+        self.untrained_ = tuple(zero)
         self._set_state()
-        if not self.converged_ or self.on_bound_.any() or self.fallback_:
+        if not self.converged_ or self.on_bound_.any() or self.fallback_ or zero:
             warnings.warn(GpudvfsWarning("; ".join(self.notes_)), stacklevel=2)
         return self
 
@@ -263,7 +276,8 @@ class PowerModel:
     def save(self, path: str | Path) -> None:
         fit = self._require_fit()
         write_json_atomic(path, {"kind": "power-model", "version": MODEL_VERSION, "options": self._options(),
-                                 "components": list(self.components_), "state": dict(fit.state())})
+                                 "components": list(self.components_), "untrained": list(self.untrained_),
+                                 "state": dict(fit.state())})
 
     @classmethod
     def load(cls, path: str | Path) -> PowerModel:
@@ -282,6 +296,11 @@ class PowerModel:
         n_weights = len(state["weights"])
         if len(names) != n_weights:
             raise InputError(f"{path}: {len(names)} component names for {n_weights} weights")
+        untrained = doc.get("untrained", [])
+        if not (isinstance(untrained, list) and all(isinstance(c, str) for c in untrained)
+                and set(untrained) <= set(names)):
+            raise InputError(f"{path}: 'untrained' must list some of the components {names}")
+        model.untrained_ = tuple(untrained)
         model._set_state()
         return model
 
@@ -305,3 +324,14 @@ class PowerModel:
     def __repr__(self) -> str:
         state = "unfitted" if self._fit is None else f"fitted on {len(self.configs_)} configurations"
         return f"PowerModel(variant={self.variant!r}, {state})"
+
+
+def _with_zero_weights(state: dict, dataset: PowerDataset, zero: list[str]) -> dict:
+    """A fit's state over ``dataset``'s components, with weight 0 for those in ``zero`` (fitted
+    without them) and the domain sizes that count them again."""
+    fitted = iter(state["weights"])
+    state["weights"] = [0.0 if c in zero else next(fitted) for c in dataset.components]
+    state["domain_sizes"] = list(dataset.domain_sizes)
+    state["notes"] = [*state["notes"], f"component(s) {zero} are zero in every training row: weight 0, so "
+                      "their power is not predicted"]
+    return state

@@ -99,9 +99,10 @@ def training_dataset(util, configs, watts, reference, names) -> PowerDataset:
 def fit_power_model(grid: MeasurementGrid, reference: tuple[float, float], device: TimeDevice,
                     spec: DeviceSpec, clip: bool = False) -> PowerModel:
     """A `per-domain` power model of every workload of a measured grid, on the utilizations
-    of its reference rows: the model `choose` applies to newly profiled workloads."""
+    of its reference rows: the model `choose` applies to newly profiled workloads. A
+    component no workload of the grid uses gets weight 0, with a warning."""
     names, configs, _, p, util, _ = measured_table(grid, reference, device, spec, clip)
-    return PowerModel("per-domain").fit(training_dataset(util, configs, p, reference, names))
+    return PowerModel("per-domain").fit(training_dataset(util, configs, p, reference, names), unused="zero")
 
 
 def choose(grid: MeasurementGrid, reference: tuple[float, float], power_model: PowerModel, *,

@@ -70,12 +70,10 @@ def regret_table(grid: MeasurementGrid, reference: tuple[float, float], device: 
         train = [i for i in range(len(names)) if i != a]
         data = training_dataset(util[train], configs, p[train], reference, [names[i] for i in train])
         # A component only the held-out application uses has no weight to learn: it gets none.
-        unused = data.unused_components()
-        keep = [j for j, c in enumerate(data.components) if c not in unused]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", GpudvfsWarning)
-            model = PowerModel("per-domain").fit(data.without_components(unused))
-        p_pred[a] = model.predict_grid(util[a:a + 1, keep], configs)[0]
+            model = PowerModel("per-domain").fit(data, unused="zero")
+        p_pred[a] = model.predict_grid(util[a:a + 1], configs)[0]
     return RegretTable(names, configs, t, p, p_pred, profiles)
 
 
