@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import warnings
 from dataclasses import replace
 
 import numpy as np
@@ -24,6 +25,8 @@ from gpudvfs.io.utilization import bound_utilization
 from gpudvfs.measure.counters import power_utilizations
 from gpudvfs.power import PowerModel, cross_validate
 from gpudvfs.power.evaluate import held_out_predictions
+from gpudvfs.select.choose import reference_inputs
+from gpudvfs.time import TimeDevice
 from gpudvfs.time.dcgm import cross_validate as dcgm_time_cv
 
 
@@ -363,6 +366,13 @@ def test_workloads_without_a_reference_row_are_left_out_with_one_warning(data, t
     r = run("power", "fit", p, "--device", "gtx980", "--reference", "700,700", "--cv", "3", "--json")
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["benchmarks"] == 14
+    # A library caller gets one warning too: the steps that each look for the reference rows
+    # (profiles, utilizations) share one search per grid and reference.
+    grid = read(str(p))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", GpudvfsWarning)
+        names, profiles, util = reference_inputs(grid, (700.0, 700.0), TimeDevice.gtx980(), lookup("gtx980"))
+    assert [str(w.message).count(note) for w in caught] == [1] and len(names) == len(profiles) == len(util) == 14
     # A reference no workload was measured at is still an error: most likely the wrong one.
     r = run("select", "eval", p, "--device", "gtx980", "--reference", "650,700")
     assert r.exit_code == 2 and "has no row at the reference 650/700 MHz (nor has any other)" in r.output

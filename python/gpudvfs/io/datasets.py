@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -187,9 +188,10 @@ class MeasurementGrid:
     def app(self) -> np.ndarray:
         return self.columns[self.roles["app"]]
 
-    @property
+    @cached_property
     def workload(self) -> np.ndarray:
-        """Identity of the measured workload: the key columns joined, e.g. app/kernel/args."""
+        """Identity of the measured workload: the key columns joined, e.g. app/kernel/args
+        (computed once: the grid does not change)."""
         keys = [self.columns[k].astype(str) for k in self.key_columns]
         out = keys[0]
         for k in keys[1:]:
@@ -226,7 +228,16 @@ class MeasurementGrid:
         clocks). Workloads never measured at the reference (a failed run) cannot be profiled
         there: they are left out with a warning, and if none was measured there it is an
         error (most likely a wrong reference). A grid without a memory clock column was
-        measured at one memory clock: only the core clock is matched there."""
+        measured at one memory clock: only the core clock is matched there. Computed (and
+        warned about) once per reference: the steps of one command share it."""
+        known = self.__dict__.setdefault("_reference_rows", {})
+        key = tuple(reference)
+        if key not in known:
+            known[key] = self._find_reference_rows(reference)
+        names, rows = known[key]
+        return list(names), rows.copy()
+
+    def _find_reference_rows(self, reference: tuple[float, float | None]) -> tuple[list[str], np.ndarray]:
         at = self.core_mhz == reference[0]
         mem = self.mem_mhz
         if mem is not None:
@@ -250,7 +261,7 @@ class MeasurementGrid:
             shown = ", ".join(map(repr, lacking[:3])) + (", ..." if len(lacking) > 3 else "")
             warnings.warn(GpudvfsWarning(
                 f"{self.path}: {len(lacking)} of {len(lacking) + len(names)} workloads have no row at the reference "
-                f"{where} MHz and are left out ({shown})"), stacklevel=3)
+                f"{where} MHz and are left out ({shown})"), stacklevel=4)
         return names, np.array(rows, dtype=np.int64)
 
     def table(self, names: list[str], *values, mem_mhz: float | None = None) -> tuple[np.ndarray, list[np.ndarray]]:
