@@ -232,22 +232,28 @@ def test_many_launches_are_summed_per_name_and_for_the_whole(data, tmp_path):
     assert sum(" #" in line for line in text.splitlines()) == 25
 
 
-@pytest.mark.filterwarnings("ignore::gpudvfs.errors.GpudvfsWarning")  # the fit's notes on synthetic data
-def test_one_pair_is_chosen_for_all_launches_on_their_summed_energy():
-    """STAND-IN records (two kernels, one launched twice) and a power model fitted on synthetic
-    utilizations: the application's pair minimizes the launches' summed predicted energy,
-    which no single launch's choice need do."""
+def synthetic_power_model(spec):
+    """A STAND-IN power model of a catalog GPU over its clock grid, fitted on synthetic
+    utilizations of 8 workloads (power rising with each clock)."""
     from gpudvfs.power import PowerModel
     from gpudvfs.select.choose import COMPONENTS, training_dataset
 
-    spec = lookup("h100-sxm")
     configs = clock_grid(spec)
     rng = np.random.default_rng(0)
     util = rng.uniform(0.05, 0.9, (8, len(COMPONENTS)))
     fc, fm = configs[:, 0] / configs[:, 0].max(), configs[:, 1] / configs[:, 1].max()
     watts = 80 + util[:, :6].sum(axis=1, keepdims=True) * 60 * fc ** 2.5 + util[:, 6:] * 90 * fm
-    model = PowerModel("per-domain").fit(training_dataset(util, configs, watts, tuple(configs[0]),
-                                                          [f"w{i}" for i in range(8)]))
+    return PowerModel("per-domain").fit(training_dataset(util, configs, watts, tuple(configs[0]),
+                                                         [f"w{i}" for i in range(8)]))
+
+
+@pytest.mark.filterwarnings("ignore::gpudvfs.errors.GpudvfsWarning")  # the fit's notes on synthetic data
+def test_one_pair_is_chosen_for_all_launches_on_their_summed_energy():
+    """STAND-IN records (two kernels, one launched twice) and a power model fitted on synthetic
+    utilizations: the application's pair minimizes the launches' summed predicted energy,
+    which no single launch's choice need do."""
+    spec = lookup("h100-sxm")
+    model = synthetic_power_model(spec)
     report = _stand_in("9.0")
     heavy = report.kernels[0]
     light = KernelCounters(name="light", id=1, invocation=0, tool="ncu",

@@ -7,12 +7,13 @@ from __future__ import annotations
 import csv
 import json
 import time
+import warnings
 
 import pytest
 from click.testing import CliRunner
 
 from gpudvfs.cli.app import cli
-from gpudvfs.errors import InputError
+from gpudvfs.errors import GpudvfsWarning, InputError
 from gpudvfs.io import read
 from gpudvfs.measure.nvml import ClockControlError, NvmlDevice
 from gpudvfs.measure.simulated import SimulatedDevice
@@ -54,8 +55,9 @@ def test_predict_runs_on_each_ncu_csv_and_reports_a_bad_one(tmp_path):
     import types
 
     import numpy as np
-    from test_catalog import _stand_in
+    from test_catalog import _stand_in, synthetic_power_model
 
+    from gpudvfs.catalog import lookup
     from gpudvfs.measure.counters.mapping import POWER_TABLES, TIME_EXTRA_TABLES, TIME_TABLES
     from gpudvfs.measure.validate import _predict_logs
 
@@ -71,11 +73,16 @@ def test_predict_runs_on_each_ncu_csv_and_reports_a_bad_one(tmp_path):
     good.write_text("\n".join(rows) + "\n")
     bad.write_text(head + "\n")
     device = types.SimpleNamespace(name="NVIDIA H100 80GB HBM3", default_clocks=lambda: (1755.0, 2619.0))
-    out = _predict_logs([good, bad], tmp_path / "predict", device, None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", GpudvfsWarning)  # the synthetic fit's notes
+        model = synthetic_power_model(lookup("h100-sxm"))
+    out = _predict_logs([good, bad], tmp_path / "predict", device, model)
     assert "error" not in out["triad"], out["triad"]
     assert out["triad"]["device"] == "h100-sxm" and out["triad"]["kernels"] == [k.name]
     written = json.loads((tmp_path / "predict" / "triad.json").read_text())
     assert written["reference_mhz"] == [1755.0, 2619.0] and np.all(np.isfinite(written["kernels"][k.name]["time_ms"]))
+    # The report keeps the one pair chosen for the whole workload beside each launch's.
+    assert out["triad"]["application_chosen"] == written["application"]["chosen"] is not None
     assert "error" in out["sgemm"] and not (tmp_path / "predict" / "sgemm.json").exists()
 
 

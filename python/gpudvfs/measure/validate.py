@@ -421,7 +421,9 @@ def _predict_logs(logs: list[Path], folder: Path, device: Device, model) -> dict
             spec = device_of(report, device.name)  # ncu names the GPU by its index and a shared CC
             r = predict_profile(report, spec, power_model=model, reference=device.default_clocks())
             write_json_atomic(folder / f"{name}.json", r)
+            # One pair for the whole workload (a governor sets one per application), and each launch's own.
             out[name] = {"device": spec.key, "kernels": list(r["kernels"]),
+                         "application_chosen": r["application"].get("chosen"),
                          "chosen": [k.get("chosen") for k in r["kernels"].values()]}
         except Exception as exc:  # one file's failure is a finding; the others still run
             out[name] = {"error": f"{type(exc).__name__}: {exc}"}
@@ -517,7 +519,8 @@ def render(report: dict) -> str:
     if predicted:
         lines += ["## `gpudvfs predict` on the real workloads' ncu CSVs", ""]
         lines += [f"- {n}: " + (f"failed: {v['error']}" if "error" in v else
-                                f"{len(v['kernels'])} kernel(s) on {v['device']}, chosen {v['chosen']}")
+                                f"{len(v['kernels'])} kernel(s) on {v['device']}, chosen for the whole "
+                                f"{v['application_chosen']}, per launch {v['chosen']}")
                   for n, v in predicted.items()]
         lines.append("")
     gpm = report.get("gpm")
