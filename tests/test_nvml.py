@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 import os
 import random
 import signal
@@ -693,6 +694,22 @@ def test_stand_in_sampled_power_beside_the_energy_counter(instant):
     assert by_counter.power_source == "energy-counter"
     assert sampled.power_source == ("sampled-instant" if instant else "sampled")
     assert sampled.watts == pytest.approx(by_counter.watts, rel=SAMPLED_RTOL)
+
+
+def test_an_instant_power_field_that_stops_answering_gives_way_to_the_average():
+    """The instant field fails mid-run (stand-in: it stops answering): one warning, and from
+    then on the samples, `power_reading` and the row's `power_source` all say average."""
+    fake = FakeNvml(refresh_s=0.005, instant_power=True)
+    load = Timed(fake, busy_s=0.003, idle_s=0.002)
+    with NvmlDevice(pynvml=fake, launcher=load, power="samples") as dev:
+        assert dev.power_reading == "instant"
+        fake.caps.instant_power = False
+        with pytest.warns(GpudvfsWarning, match="instant power field failed") as caught:
+            first = dev.measure(W, min_seconds=0.2)
+            second = dev.measure(W, min_seconds=0.2)
+        assert sum("instant power field" in str(w.message) for w in caught) == 1
+        assert dev.power_reading == "average"
+    assert first.power_source == second.power_source == "sampled" and math.isfinite(first.watts)
 
 
 def test_power_source_choices_are_checked():

@@ -445,6 +445,13 @@ class NvmlDevice:
             value = self._nv.nvmlDeviceGetFieldValues(self._handle, [self._instant_field])[0]
             if value.nvmlReturn == 0:
                 return float(getattr(value.value, _FIELD_VALUE[value.valueType]))
+            # Once the field fails, the average serves from then on, and the samples say so
+            # (`power_reading`, a measurement's `power_source`), instead of mixing the two.
+            warnings.warn(GpudvfsWarning(
+                f"{self.name}: NVML's instant power field failed (return code {value.nvmlReturn}); power "
+                "samples come from nvmlDeviceGetPowerUsage from now on (a one-second average from Ampere on)"),
+                stacklevel=2)
+            self._instant_field = None
         return float(self._nv.nvmlDeviceGetPowerUsage(self._handle))
 
     def power_limits(self) -> dict[str, float | None]:
