@@ -28,6 +28,7 @@ from ..measure.counters import (
     ncu_command,
     nvprof_command,
     power_utilizations,
+    recorded_compute_capability,
     required_metrics,
     scheme_of,
     time_model_inputs,
@@ -157,9 +158,9 @@ def _compute_capability(report: CounterReport) -> str:
     """The compute capability the profile records, else that of the GPU it names, else the
     oldest its tool profiles with what predict needs (nvprof: Pascal; Nsight Compute: Volta)."""
     for k in report.kernels:
-        major = k.metrics.get("device__attribute_compute_capability_major")
-        if k.info.get("CC") or major is not None:
-            return k.info.get("CC") or f"{major:g}.{k.metrics.get('device__attribute_compute_capability_minor', 0):g}"
+        cc = recorded_compute_capability(k)
+        if cc is not None:
+            return cc
     try:
         return device_of(report, None).compute_capability
     except InputError:

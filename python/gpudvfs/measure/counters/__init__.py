@@ -18,6 +18,7 @@ from .mapping import (
                       MissingCountersError,
                       explain,
                       power_utilizations,
+                      recorded_compute_capability,
                       required_metrics,
                       scheme_of,
                       time_model_extras,
@@ -27,6 +28,6 @@ from .mapping import (
 __all__ = [
     "COMPONENTS", "DOMAIN_SIZES", "SCHEMES", "TIME_EXTRAS", "TIME_INPUTS", "CounterPermissionError",
     "Mapped", "MissingCountersError", "NcuNotFoundError", "NcuTimeoutError", "explain", "ncu_command",
-    "nvprof_command", "power_utilizations", "required_metrics", "run_ncu", "scheme_of", "time_model_extras",
-    "time_model_inputs",
+    "nvprof_command", "power_utilizations", "recorded_compute_capability", "required_metrics", "run_ncu",
+    "scheme_of", "time_model_extras", "time_model_inputs",
 ]

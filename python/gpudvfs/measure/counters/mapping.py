@@ -374,14 +374,25 @@ def scheme_of(counters: Counters) -> str:
         return "nvprof"
     if counters.tool != "ncu":
         raise InputError(f"kernel {counters.name!r}: unknown tool {counters.tool!r}; give scheme=")
+    cc = recorded_compute_capability(counters)
+    if cc is None:
+        return "ncu"
+    try:
+        major = float(cc.split(".")[0])
+    except ValueError:
+        raise InputError(f"kernel {counters.name!r}: unreadable compute capability {cc!r}") from None
+    return "ncu-pascal" if major < 7 else "ncu"
+
+
+def recorded_compute_capability(counters: KernelCounters) -> str | None:
+    """The compute capability a record states ("M.m"): Nsight Compute's CC column, else its
+    device attributes; None where it states none (nvprof, a trimmed export)."""
+    if counters.info.get("CC"):
+        return counters.info["CC"]
     major = counters.metrics.get("device__attribute_compute_capability_major")
-    if major is None and counters.info.get("CC"):
-        try:
-            major = float(counters.info["CC"].split(".")[0])
-        except ValueError:
-            raise InputError(f"kernel {counters.name!r}: unreadable compute capability "
-                             f"{counters.info['CC']!r}") from None
-    return "ncu-pascal" if major is not None and major < 7 else "ncu"
+    if major is None:
+        return None
+    return f"{major:g}.{counters.metrics.get('device__attribute_compute_capability_minor', 0):g}"
 
 
 def _lookup(counters: Counters, name: str) -> tuple[float | None, str | None]:
