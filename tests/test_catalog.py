@@ -17,7 +17,7 @@ from gpudvfs.errors import InputError
 from gpudvfs.io import read
 from gpudvfs.io.profilers import CounterReport
 from gpudvfs.io.profilers.records import KernelCounters
-from gpudvfs.measure.counters import MissingCountersError, nvprof_command, required_metrics
+from gpudvfs.measure.counters import MissingCountersError, nvprof_command, required_metrics, time_model_extras
 from gpudvfs.select.from_profile import clock_grid, device_of, kernel_inputs, predict_profile, profile_command
 from gpudvfs.time.device import TimeDevice
 from gpudvfs.time.fit_device import fit_device
@@ -168,9 +168,11 @@ def _stand_in(cc: str) -> CounterReport:
     metrics = dict.fromkeys(required_metrics("time", "ncu") + required_metrics("power", "ncu"), 1e6)
     metrics |= {m: 50.0 for m in metrics if "pct" in m}
     metrics |= {"launch__grid_size": 4096.0, "launch__block_size": 256.0,
-                "smsp__average_inst_executed_per_warp.ratio": 200.0, "gpu__time_duration.sum": 2e5}
+                "smsp__average_inst_executed_per_warp.ratio": 200.0, "gpu__time_duration.sum": 2e5,
+                "smsp__cycles_elapsed.avg.per_second": 1.59e9}  # H100 SXM's base clock
     k = KernelCounters(name="stand_in_kernel", id=0, invocation=0, tool="ncu", metrics=metrics,
-                       units={"gpu__time_duration.sum": "ns"}, info={"CC": cc})
+                       units={"gpu__time_duration.sum": "ns", "smsp__cycles_elapsed.avg.per_second": "cycle/second"},
+                       info={"CC": cc})
     return CounterReport(path="<stand-in>", tool="ncu", form="wide", kernels=[k])
 
 
@@ -194,6 +196,28 @@ def test_predict_full_path_on_a_stand_in_record():
     assert "under_launch_scale" not in r
     base = np.argmin(np.abs(cfg[:, 0] - spec.core_mhz["base"]))
     assert t[base] == pytest.approx(0.2, rel=0.1)  # near the measured 200 us at the base clock
+    assert r["reference_mhz"] == [1590.0, 2619.0] and r["reference_from"].startswith("the profile's SM clock")
+
+
+def test_predict_takes_the_reference_from_the_clock_the_profile_ran_at(data):
+    """STAND-IN record of a launch that ran boosting at 1980 MHz: its measured 200 us belongs to
+    1980 MHz, where the prediction meets it, not to the catalog's 1590 MHz base clock; a given
+    --reference overrides, and without the clock rate the catalog's base clock serves. The
+    metric's name and unit are those of a real A100 Nsight Compute CSV (ncu locked it to 765 MHz,
+    the driver's base clock there)."""
+    spec = lookup("h100-sxm")
+    report = _stand_in("9.0")
+    report.kernels[0].metrics["smsp__cycles_elapsed.avg.per_second"] = 1.98e9
+    r = predict_profile(report, spec)
+    cfg, t = np.array(r["configs"]), np.array(r["kernels"]["stand_in_kernel"]["time_ms"])
+    top = np.flatnonzero(cfg[:, 0] == 1980.0)
+    assert r["reference_mhz"] == [1980.0, 2619.0] and t[top] == pytest.approx(0.2, rel=1e-9)
+    given = predict_profile(report, spec, reference=(1590.0, 2619.0))
+    assert given["reference_from"] == "given" and given["kernels"]["stand_in_kernel"]["time_ms"][top[0]] < 0.19
+    del report.kernels[0].metrics["smsp__cycles_elapsed.avg.per_second"]
+    assert predict_profile(report, spec)["reference_from"] == "the catalog's base clocks"
+    real = read(data / "tool-outputs/ncu_a100_learningnote4dev.csv")
+    assert [round(time_model_extras(k)["sm_clock_mhz"]) for k in real.kernels] == [765, 765, 764]
 
 
 def test_fit_device_improves_the_absolute_error(data):

@@ -80,7 +80,8 @@ def test_predict_runs_on_each_ncu_csv_and_reports_a_bad_one(tmp_path):
     assert "error" not in out["triad"], out["triad"]
     assert out["triad"]["device"] == "h100-sxm" and out["triad"]["kernels"] == [k.name]
     written = json.loads((tmp_path / "predict" / "triad.json").read_text())
-    assert written["reference_mhz"] == [1755.0, 2619.0] and np.all(np.isfinite(written["kernels"][k.name]["time_ms"]))
+    # The clock the profile ran at (1590 MHz), not the driver's default (1755): the GPU may boost.
+    assert written["reference_mhz"] == [1590.0, 2619.0] and np.all(np.isfinite(written["kernels"][k.name]["time_ms"]))
     # The report keeps the one pair chosen for the whole workload beside each launch's.
     assert out["triad"]["application_chosen"] == written["application"]["chosen"] is not None
     assert "error" in out["sgemm"] and not (tmp_path / "predict" / "sgemm.json").exists()

@@ -28,8 +28,9 @@ PER_LAUNCH_LINES = 20
 @click.option("--policy", type=click.Choice(POLICIES), default="energy", show_default=True)
 @click.option("--slowdown", default=0.1, show_default=True, type=click.FloatRange(min=0))
 @click.option("--reference", callback=_optional_pair,
-              help="Clocks CORE,MEM the profile was taken at (default: the device's base and memory clocks, "
-                   "where Nsight Compute locks them).")
+              help="Clocks CORE,MEM the profile was taken at (default: each launch's SM clock as Nsight Compute "
+                   "measured it, else the device's base clock, where Nsight Compute locks it; the catalog's memory "
+                   "clock).")
 @options.clip_utilization
 @click.option("--per-launch", is_flag=True,
               help=f"A line per launch even past {PER_LAUNCH_LINES} launches (then: a line per kernel name).")
@@ -54,6 +55,8 @@ def predict(profile, device, model_path, policy, slowdown, reference, clip_utili
         print_json(r)
         return
     n_pairs = len(r["configs"])
+    ref = r["reference_mhz"]
+    console.print(f"profiled at {ref[0]:.0f}/{ref[1]:.0f} MHz ({r['reference_from']})", highlight=False)
     if per_launch or len(r["kernels"]) <= PER_LAUNCH_LINES:
         for name, k in r["kernels"].items():
             console.print(_line(name[:60], k, n_pairs, policy), highlight=False, soft_wrap=True)

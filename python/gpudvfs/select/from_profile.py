@@ -176,22 +176,18 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
     if power_model is not None and power_model.components_ != COMPONENTS:
         raise InputError(f"the power model's components {list(power_model.components_)} are not the profilers' "
                          f"utilizations {list(COMPONENTS)}: fit it on utilizations from the same tool")
-    if reference is None:
-        if "base" not in device.core_mhz:
-            raise InputError(f"{device.name}: the catalog has no base clock; give --reference CORE,MEM (the clocks "
-                             "the profile was taken at)")
-        reference = (device.core_mhz["base"], device.mem_mhz[0])
     if kernels is None:
         kernels = kernel_inputs(report, power_model is not None, clip)
+    refs, reference_from = _references(kernels, device, reference)
     tdev = device.time_device()
     profiles = [KernelProfile.from_counters(n, {k: v for k, v in inp.items() if v is not None}, tool="nvprof",
-                                            device=tdev, reference_mhz=reference, reference_time_ms=ms)
-                for n, _, inp, _, ms in kernels]
+                                            device=tdev, reference_mhz=tuple(ref), reference_time_ms=ms)
+                for (n, _, inp, _, ms), ref in zip(kernels, refs)]
     configs = power_model.configs_ if power_model is not None else clock_grid(device)
     calibrated = all(ms is not None for *_, ms in kernels)
     t = TimeModel(tdev).predict(profiles, configs[:, 0], configs[:, 1], calibrate=calibrated)
-    out = {"device": device.key, "reference_mhz": list(reference), "configs": configs.tolist(),
-           "calibrated_on_measured_time": calibrated,
+    out = {"device": device.key, "reference_mhz": np.median(refs, axis=0).tolist(), "reference_from": reference_from,
+           "configs": configs.tolist(), "calibrated_on_measured_time": calibrated,
            "kernels": {n: {"time_ms": t[i].tolist()} for i, (n, *_) in enumerate(kernels)}}
     if not calibrated:
         out["under_launch_scale"] = [n for i, (n, *_) in enumerate(kernels) if t[i].min() < LAUNCH_SCALE_MS]
@@ -214,6 +210,26 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
 def _chosen(s, i: int) -> dict:
     return {"core_mhz": float(s.core_mhz[i]), "mem_mhz": float(s.mem_mhz[i]), "time_ms": float(s.time_ms[i]),
             "watts": float(s.watts[i]), "feasible": bool(s.feasible[i])}
+
+
+def _references(kernels: list, device: DeviceSpec, reference: tuple[float, float] | None
+                ) -> tuple[np.ndarray, str]:
+    """Per launch, the (core, memory) clocks its counters and time belong to [n x 2], and where
+    they come from: ``reference`` where given; else each launch's SM clock as Nsight Compute
+    measured it (its clock control may lock the driver's base clock, which can differ from the
+    catalog's, or leave the GPU boosting) with the catalog's memory clock; else the catalog's
+    base and memory clocks, which Nsight Compute locks by default."""
+    n = len(kernels)
+    if reference is not None:
+        return np.tile(np.asarray(reference, dtype=np.float64), (n, 1)), "given"
+    sm = [inp.get("sm_clock_mhz") for _, _, inp, _, _ in kernels]
+    if all(c is not None and c > 0 for c in sm):
+        return (np.column_stack([sm, np.full(n, float(device.mem_mhz[0]))]),
+                "the profile's SM clock, the catalog's memory clock")
+    if "base" not in device.core_mhz:
+        raise InputError(f"{device.name}: the catalog has no base clock and the profile no SM clock rate; give "
+                         "--reference CORE,MEM (the clocks the profile was taken at)")
+    return np.tile([float(device.core_mhz["base"]), float(device.mem_mhz[0])], (n, 1)), "the catalog's base clocks"
 
 
 def _application(names: list[str], t: np.ndarray, p: np.ndarray | None, configs: np.ndarray, policy: str,

@@ -55,9 +55,11 @@ Optional time-model inputs, :data:`TIME_EXTRAS` (added where present, never requ
 | blocks | launch__grid_size | launch__grid_size | unmappable (the launch geometry is printed beside the metrics) | unmappable |
 | threads_per_block | launch__block_size | launch__block_size | unmappable | unmappable |
 | theoretical_occupancy | sm__maximum_warps_per_active_cycle_pct / 100 | sm__maximum_warps_per_active_cycle_pct / 100 | unmappable | unmappable |
+| sm_clock_mhz | smsp__cycles_elapsed.avg.per_second / 1e6 \\| sm__cycles_elapsed.avg.per_second / 1e6 | unmappable | unmappable | unmappable |
 
 The theoretical occupancy includes the register, shared-memory and barrier limits, which the
-launch geometry alone does not tell.
+launch geometry alone does not tell. ``sm_clock_mhz`` is the SM clock the kernel ran at (ncu's
+"SM Frequency"): the reference a profile's time belongs to, whatever clock control ncu used.
 
 The ncu <-> nvprof equivalences follow NVIDIA's nvprof-to-Nsight-Compute metric comparison
 (e.g. ``l2_read_transactions`` = read + atom + red sectors; ``flop_count_sp`` counts an FMA
@@ -106,7 +108,8 @@ TIME_INPUTS = ("warps", "achieved_occupancy", "dram_read_transactions", "dram_wr
                "l2_read_transactions", "l2_write_transactions", "shared_load_transactions",
                "shared_store_transactions", "flop_count_sp", "inst_issued", "inst_per_warp")
 #: Optional time-model inputs: refinements used where a tool reports them, never required.
-TIME_EXTRAS = ("inst_fp_64", "global_requests", "blocks", "threads_per_block", "theoretical_occupancy")
+TIME_EXTRAS = ("inst_fp_64", "global_requests", "blocks", "threads_per_block", "theoretical_occupancy",
+               "sm_clock_mhz")
 COMPONENTS = ("SP", "INT", "DP", "SFU", "L2", "Shared", "DRAM")
 #: How many of COMPONENTS belong to the core domain and to the memory domain.
 DOMAIN_SIZES = (6, 1)
@@ -157,6 +160,11 @@ def weighted_sum(*terms: tuple[float, str]) -> Recipe:
     parts = [n if w == 1 else f"{w:g} * {n}" for w, n in terms]
     return Recipe(tuple(n for _, n in terms),
                   lambda v: sum(w * x for (w, _), x in zip(terms, v)), " + ".join(parts))
+
+
+def megahertz(name: str) -> Recipe:
+    """A rate per second (cycle/second, Hz: the readers convert ncu's printed units) in MHz."""
+    return Recipe((name,), lambda v: v[0] / 1e6, f"{name} / 1e6")
 
 
 def ratio(num: str, den: str) -> Recipe:
@@ -287,6 +295,8 @@ TIME_EXTRA_TABLES: dict[str, Table] = {
         "blocks": [same(_GRID)],
         "threads_per_block": [same(_BLOCK)],
         "theoretical_occupancy": [percent("sm__maximum_warps_per_active_cycle_pct")],
+        "sm_clock_mhz": [megahertz("smsp__cycles_elapsed.avg.per_second"),
+                         megahertz("sm__cycles_elapsed.avg.per_second")],
     },
     "ncu-pascal": {
         "inst_fp_64": _PASCAL_GAP,
@@ -294,6 +304,7 @@ TIME_EXTRA_TABLES: dict[str, Table] = {
         "blocks": [same(_GRID)],
         "threads_per_block": [same(_BLOCK)],
         "theoretical_occupancy": [percent("sm__maximum_warps_per_active_cycle_pct")],
+        "sm_clock_mhz": "the recorded 2019 Pascal metric set has no clock rate",
     },
     "nvprof": {
         "inst_fp_64": [same("inst_fp_64")],
@@ -301,6 +312,7 @@ TIME_EXTRA_TABLES: dict[str, Table] = {
         "blocks": _NVPROF_LAUNCH,
         "threads_per_block": _NVPROF_LAUNCH,
         "theoretical_occupancy": "nvprof has no theoretical-occupancy metric",
+        "sm_clock_mhz": "nvprof records no clock rate",
     },
     "dcgm": {name: _NO_DCGM_COUNTS for name in TIME_EXTRAS},
 }
