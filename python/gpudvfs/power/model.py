@@ -113,16 +113,17 @@ class PowerModel:
                              "cannot be estimated; measure benchmarks that use them or leave them out "
                              "(gpudvfs power fit --drop-unused)")
         trained = dataset.without_components(zero) if zero else dataset
-        self._fit = self._estimate(trained, self._base)
-        if zero:
-            self._fit = _core.PowerFit.from_state(_with_zero_weights(dict(self._fit.state()), dataset, zero))
-        self.components_ = tuple(dataset.components)
-        if not self._fit.state()["converged"] and self._base == "per-config":
+        fit = self._estimate(trained, self._base)
+        if not fit.state()["converged"] and self._base == "per-config":
             # One voltage per clock level has far fewer unknowns than one per pair and settles
             # where the per-pair alternation keeps creeping along its valley.
-            fallback = self._estimate(dataset, "per-domain")
+            fallback = self._estimate(trained, "per-domain")
             if fallback.state()["converged"]:
-                self._fit = fallback
+                fit = fallback
+        if zero:
+            fit = _core.PowerFit.from_state(_with_zero_weights(dict(fit.state()), dataset, zero))
+        self._fit = fit
+        self.components_ = tuple(dataset.components)
         self.untrained_ = tuple(zero)
         self._set_state()
         if not self.converged_ or self.on_bound_.any() or self.fallback_ or zero:
