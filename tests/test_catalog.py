@@ -216,6 +216,8 @@ def test_predict_takes_the_reference_from_the_clock_the_profile_ran_at(data):
     assert given["reference_from"] == "given" and given["kernels"]["stand_in_kernel"]["time_ms"][top[0]] < 0.19
     del report.kernels[0].metrics["smsp__cycles_elapsed.avg.per_second"]
     assert predict_profile(report, spec)["reference_from"] == "the catalog's base clocks"
+    with pytest.raises(InputError, match="no base clock and the profile no SM clock rate"):
+        predict_profile(report, lookup("b200"))  # the catalog has no B200 base clock
     real = read(data / "tool-outputs/ncu_a100_learningnote4dev.csv")
     assert [round(time_model_extras(k)["sm_clock_mhz"]) for k in real.kernels] == [765, 765, 764]
 
