@@ -2,10 +2,11 @@
 power and energy over the device's clock grid, and the chosen pair, per kernel.
 
 The device comes from ``--device`` or from the profile (nvprof's device name, Nsight
-Compute's ``device__attribute_display_name`` or compute capability). The kernels were
-profiled at the reference clocks: Nsight Compute locks the GPU to its base clock by default
-(``--clock-control base``), so the reference defaults to the catalog's base core clock and
-default memory clock. A kernel whose counters do not give the model's inputs is an error
+Compute's ``device__attribute_display_name`` or compute capability). Each launch's counters
+and time belong to the SM clock it ran at, which Nsight Compute measures
+(``smsp__cycles_elapsed.avg.per_second``); where the profile lacks it, the reference is the
+catalog's base clock, which Nsight Compute locks by default (``--clock-control base``); the
+memory clock is the catalog's. A kernel whose counters do not give the model's inputs is an error
 that lists what is missing and the command that collects it: ``ncu`` from Volta on, ``nvprof``
 before (Nsight Compute's Pascal metrics lack counts the time model needs).
 """
@@ -61,7 +62,7 @@ def profile_command(compute_capability: str, target: str = "./app", *, kernel_na
         # The GPU's name too: a compute capability alone is shared (9.0: H100 SXM, H100 PCIe, H200).
         metrics = required_metrics("time", "ncu") + required_metrics("power", "ncu") + [
             "gpu__time_duration.sum", "device__attribute_display_name"]
-        # Base clocks: the reference `predict` assumes; ncu's default, stated so a reader sees it.
+        # ncu's default clock control, stated so a reader sees it; the SM clock it locks is measured too.
         return shlex.join(ncu_command(metrics, argv, kernel_name=kernel_name, launch_count=launch_count,
                                       extra_args=["--clock-control", "base"]))
     if kernel_name is not None or launch_count is not None:
