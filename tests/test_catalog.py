@@ -214,6 +214,11 @@ def test_predict_takes_the_reference_from_the_clock_the_profile_ran_at(data):
     assert r["reference_mhz"] == [1980.0, 2619.0] and t[top] == pytest.approx(0.2, rel=1e-9)
     given = predict_profile(report, spec, reference=(1590.0, 2619.0))
     assert given["reference_from"] == "given" and given["kernels"]["stand_in_kernel"]["time_ms"][top[0]] < 0.19
+    # A rate whose unit is not cycles per second (or not stated) cannot be read as a clock.
+    for unit, said in (("cycle", "is in 'cycle'"), ("", "states no unit")):
+        report.kernels[0].units["smsp__cycles_elapsed.avg.per_second"] = unit
+        with pytest.raises(InputError, match=f"{said}.*sm_clock_mhz needs it in 'cycle/second'"):
+            predict_profile(report, spec)
     del report.kernels[0].metrics["smsp__cycles_elapsed.avg.per_second"]
     assert predict_profile(report, spec)["reference_from"] == "the catalog's base clocks"
     with pytest.raises(InputError, match="no base clock and the profile no SM clock rate"):

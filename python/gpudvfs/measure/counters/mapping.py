@@ -163,8 +163,9 @@ def weighted_sum(*terms: tuple[float, str]) -> Recipe:
 
 
 def megahertz(name: str) -> Recipe:
-    """A rate per second (cycle/second, Hz: the readers convert ncu's printed units) in MHz."""
-    return Recipe((name,), lambda v: v[0] / 1e6, f"{name} / 1e6")
+    """Cycles per second in MHz. The readers convert ncu's printed rates (cycle/nsecond,
+    cycle/usecond) to cycle/second; a value stated in any other unit is refused."""
+    return Recipe((name,), lambda v: v[0] / 1e6, f"{name} / 1e6", ("cycle/second",))
 
 
 def ratio(num: str, den: str) -> Recipe:
@@ -434,7 +435,8 @@ def map_counters(counters: Counters, table: Table, scheme: str) -> Mapped:
                 if not math.isfinite(v):  # type: ignore[arg-type]
                     raise InputError(f"counter {n!r} is not finite: {v!r}")
                 if want and unit is not None and unit != want:
-                    raise InputError(f"counter {n!r} is in {unit!r}; {target} needs it in {want!r}")
+                    stated = f"is in {unit!r}" if unit else "states no unit (an export without its units row)"
+                    raise InputError(f"counter {n!r} {stated}; {target} needs it in {want!r}")
             value = recipe.combine([v for v, _ in found])  # type: ignore[misc]
             out.formulas[target] = recipe.formula
             if value is None:
