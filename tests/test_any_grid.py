@@ -320,6 +320,22 @@ def test_fallback_survives_save_and_load(data, tmp_path):
     assert np.allclose(back.predict(u, ds.core_mhz[:5], ds.mem_mhz[:5]), m.predict(u, ds.core_mhz[:5], ds.mem_mhz[:5]))
 
 
+def test_the_fallback_also_fits_without_an_unused_component(data):
+    """A per-config fit that does not converge on a grid with DP zeroed falls back to the
+    per-domain fit of the other components, and DP keeps weight 0."""
+    ds = gpudvfs.read_power_dataset(data / "gpupowermodel/gtx980_micro.csv")
+    util = ds.utilization.copy()
+    util[:, ds.components.index("DP")] = 0.0
+    zeroed = replace(ds, utilization=util)
+    with pytest.warns(GpudvfsWarning, match="fell back to per-domain.*'DP'"):
+        m = PowerModel(max_iter=150).fit(zeroed, unused="zero")
+    assert m.fallback_ == "per-domain" and m.untrained_ == ("DP",) and m.weights_["DP"] == 0.0
+    rest = zeroed.without_components(("DP",))
+    alone = PowerModel("per-domain", relative_error=m.relative_error, ridge=m.ridge).fit(rest)
+    assert np.allclose(m.predict(zeroed.utilization, ds.core_mhz, ds.mem_mhz),
+                       alone.predict(rest.utilization, ds.core_mhz, ds.mem_mhz), rtol=1e-12, atol=0)
+
+
 # ------------------------------------------------------------------ clocks a GPU does not run
 
 def test_clock_warnings():
