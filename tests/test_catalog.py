@@ -214,11 +214,21 @@ def test_predict_takes_the_reference_from_the_clock_the_profile_ran_at(data):
     assert r["reference_mhz"] == [1980.0, 2619.0] and t[top] == pytest.approx(0.2, rel=1e-9)
     given = predict_profile(report, spec, reference=(1590.0, 2619.0))
     assert given["reference_from"] == "given" and given["kernels"]["stand_in_kernel"]["time_ms"][top[0]] < 0.19
-    # A rate whose unit is not cycles per second (or not stated) cannot be read as a clock.
+    # A rate whose unit is not cycles per second or Hz (or not stated) cannot be read as a clock.
     for unit, said in (("cycle", "is in 'cycle'"), ("", "states no unit")):
         report.kernels[0].units["smsp__cycles_elapsed.avg.per_second"] = unit
-        with pytest.raises(InputError, match=f"{said}.*sm_clock_mhz needs it in 'cycle/second'"):
+        with pytest.raises(InputError, match=f"{said}.*sm_clock_mhz needs it in 'cycle/second' or 'Hz'"):
             predict_profile(report, spec)
+    report.kernels[0].units["smsp__cycles_elapsed.avg.per_second"] = "Hz"  # ncu printing MHz or GHz
+    assert predict_profile(report, spec)["reference_mhz"] == [1980.0, 2619.0]
+    report.kernels[0].metrics["smsp__cycles_elapsed.avg.per_second"] = 1234.0  # '1,234' (Hz) read as a number
+    with pytest.raises(InputError, match="SM clock rate .* 0.001234 MHz cannot be h100-sxm's: no GPU runs below"):
+        predict_profile(report, spec)
+    report.kernels[0].metrics["smsp__cycles_elapsed.avg.per_second"] = 1.98e9
+    report.kernels[0].units["gpu__time_duration.sum"] = "cycle"
+    with pytest.raises(InputError, match="gpu__time_duration.sum is in 'cycle', not a unit of time"):
+        predict_profile(report, spec)
+    report.kernels[0].units["gpu__time_duration.sum"] = "ns"
     del report.kernels[0].metrics["smsp__cycles_elapsed.avg.per_second"]
     assert predict_profile(report, spec)["reference_from"] == "the catalog's base clocks"
     with pytest.raises(InputError, match="no base clock and the profile no SM clock rate"):

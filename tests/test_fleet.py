@@ -234,6 +234,9 @@ def test_fleet_commands_end_to_end(tmp_path):
     assert summary["gpus"] == 2 and summary["voltage_error_max"] < 0.02
     r = run(cli, ["fleet", "check", "--registry", reg, "--gpus", "2", "--sim-aging", "0.05", "--json"])
     assert r.exit_code == 3 and len(json.loads(r.stdout)["flagged"]) == 2
+    # A GPU never calibrated fails its check; rerunning the check cannot help, so no hint says it would.
+    r = run(cli, ["fleet", "check", "--registry", reg, "--gpus", "3", "--min-seconds", "0.1"])
+    assert r.exit_code == 2 and "1 of 3 checks failed:" in r.output and "rerun" not in r.output
     jobs = str(tmp_path / "jobs.json")
     assert run(cli, ["fleet", "sample-jobs", "--registry", reg, "-o", jobs]).exit_code == 0
     r = run(cli, ["fleet", "budget", jobs, "--registry", reg, "--budget-w", "280", "--json"])

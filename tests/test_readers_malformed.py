@@ -42,6 +42,7 @@ class FileModel:
 
 
 num = st.floats(min_value=0.0, max_value=1e4, allow_nan=False).map(lambda x: f"{x:.6g}")
+positive = num.filter(lambda s: float(s) > 0)  # times and power
 util = st.floats(min_value=0.0, max_value=1.0).map(lambda x: f"{x:.5f}")
 clock = st.integers(min_value=100, max_value=2000)
 
@@ -58,7 +59,7 @@ def gpmtool(draw):
         u = [draw(util) for _ in range(ncomp)]
         for fc in fcs:
             for fm in fms:
-                rows.append([f"b{b}", draw(num), str(fc), str(fm), *u])
+                rows.append([f"b{b}", draw(positive), str(fc), str(fm), *u])
     header = ["2", f"{fcs[0]},{fms[0]}", f"{ncomp - 1},1" if ncomp > 1 else "0,1",
               ",".join(f"C{j}" for j in range(ncomp))]
     return FileModel("gpmtool", header, rows, numeric=list(range(1, 4 + ncomp)),
@@ -70,7 +71,7 @@ def nvprof(draw):
     napps = draw(st.integers(1, 3))
     clocks = draw(st.lists(st.tuples(clock, clock), min_size=1, max_size=4, unique=True))
     header = ["abbr.,appName,coreF,memF,time/ms,warps,dram_read_transactions"]
-    rows = [[f"A{a}", f"app{a}", str(fc), str(fm), draw(num.filter(lambda s: float(s) > 0)), draw(num), draw(num)]
+    rows = [[f"A{a}", f"app{a}", str(fc), str(fm), draw(positive), draw(num), draw(num)]
             for a in range(napps) for fc, fm in clocks]
     return FileModel("nvdvfs", header, rows, numeric=[2, 3, 4, 5, 6], nonneg=[2, 3, 4, 5, 6])
 
@@ -84,7 +85,7 @@ def dcgm(draw):
     for a in range(napps):
         for fc in clocks:
             i = str(len(rows))
-            rows.append([i, i, f"app{a}", str(fc), draw(util), draw(num), draw(num.filter(lambda s: float(s) > 0))])
+            rows.append([i, i, f"app{a}", str(fc), draw(util), draw(positive), draw(positive)])
     return FileModel("dcgm", header, rows, numeric=[0, 1, 3, 4, 5, 6], nonneg=[0, 1, 3, 4, 5, 6])
 
 
@@ -95,7 +96,7 @@ def ptx(draw):
     rows, names = [], []
     for b in range(nbench):
         for fm, fc in clocks:
-            rows.append([str(fm), str(fc), draw(num.filter(lambda s: float(s) > 0)), draw(num), draw(num)])
+            rows.append([str(fm), str(fc), draw(positive), draw(positive), draw(num)])
             names.append(f"bench{b}")
     return FileModel("ptx", [], rows, numeric=[0, 1, 2, 3, 4], nonneg=[0, 1, 2, 3, 4], block_names=names)
 

@@ -282,7 +282,7 @@ def test_early_error_in_a_big_file_reads_one_chunk(big_tidy, tmp_path, monkeypat
     lines = big_tidy.read_text().splitlines()
     lines[5] = with_cell(lines[5], COLUMNS.index("watts"), "-3")
     path = write(tmp_path, lines)
-    with pytest.raises(DataFileError, match="expected a value >= 0") as e:
+    with pytest.raises(DataFileError, match="expected a value > 0") as e:
         gpudvfs.read(path, fmt)
     assert e.value.line == 6
     # Told apart first (5 lines) or, with the format given, checked after the error for a hint.

@@ -16,6 +16,9 @@ MAX_WATTS = 10_000.0
 #: No GPU clock reaches this: core clocks stay below 4 GHz; memory clocks as NVML reports
 #: them (GDDR data rates included) below 40 GHz.
 MAX_MHZ = 100_000.0
+#: No count, byte total or time a GPU run measures reaches this in any unit a file uses (a day
+#: at 8 TB/s moves 7e17 bytes); it keeps sums and products of measurements finite.
+MAX_COUNT = 1e18
 
 
 def clock_array(value, name: str) -> np.ndarray:
@@ -32,8 +35,8 @@ def clock_array(value, name: str) -> np.ndarray:
 
 
 def check_watts(watts: np.ndarray, where: str) -> None:
-    """Measured power: finite, >= 0 and at most :data:`MAX_WATTS`."""
-    bad = ~np.isfinite(watts) | (watts < 0) | (watts > MAX_WATTS)
+    """Measured power: finite, > 0 (a GPU at work never draws 0 W) and at most :data:`MAX_WATTS`."""
+    bad = ~np.isfinite(watts) | (watts <= 0) | (watts > MAX_WATTS)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise InputError(f"{where}: row {i + 1} has {float(watts[i])!r} W; a GPU's power is in [0, {MAX_WATTS:g}] W")
+        raise InputError(f"{where}: row {i + 1} has {float(watts[i])!r} W; a GPU's power is in (0, {MAX_WATTS:g}] W")

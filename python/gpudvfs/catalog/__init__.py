@@ -36,6 +36,8 @@ LATENCY_KEYS = ("dram", "l2", "shared")
 _NUMBERS = ("sm_count", "max_warps_per_sm", "max_blocks_per_sm", "registers_per_sm", "shared_kib_per_sm",
             "shared_bytes_per_sm_per_cycle", "l2_bytes_per_cycle", "l2_kib", "dram_bus_bits",
             "dram_transfers_per_clock", "dram_bandwidth_gbs", "tdp_w")
+#: Of those, the ones that count whole things.
+_COUNTS = ("sm_count", "max_warps_per_sm", "max_blocks_per_sm", "registers_per_sm")
 HOW_TO_CALIBRATE = (
     "add the GPU to a catalog file of your own (the schema of `gpudvfs devices show gtx980 --json`, under "
     '{"version": 1, "devices": {KEY: ENTRY}}) and name it in GPUDVFS_CATALOG; then fit its time-model '
@@ -168,6 +170,13 @@ def _entry(key: str, d: dict, where: str) -> DeviceSpec:
         for k in _NUMBERS:
             if not need(k) > 0:
                 raise InputError(f"{where}: device {key!r}: {k} must be > 0")
+            if k in _COUNTS and d[k] != int(d[k]):
+                raise InputError(f"{where}: device {key!r}: {k} counts whole units, got {d[k]!r}")
+        if not need("name", str).strip():
+            raise InputError(f"{where}: device {key!r}: name must not be empty")
+        if not re.fullmatch(r"\d+\.\d+", need("compute_capability", str)):
+            raise InputError(f"{where}: device {key!r}: compute_capability must be MAJOR.MINOR (e.g. 8.0), got "
+                             f"{d['compute_capability']!r}")
         issue, lat, core = need("issue_per_sm_per_cycle", dict), need("latency_cycles", dict), need("core_mhz", dict)
         # A base clock is not published for every part (B200): only the boost clock is required.
         for group, keys in ((issue, ISSUE_KEYS), (lat, LATENCY_KEYS), (core, ("boost", *[k for k in ("base", "min")
@@ -176,6 +185,9 @@ def _entry(key: str, d: dict, where: str) -> DeviceSpec:
                 v = group.get(k)
                 if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
                     raise InputError(f"{where}: device {key!r}: {k} must be a number >= 0, got {v!r}")
+        order = [core[k] for k in ("min", "base", "boost") if k in core]
+        if order != sorted(order):
+            raise InputError(f"{where}: device {key!r}: core_mhz must rise from min to base to boost, got {core}")
         mem = need("mem_mhz", list)
         if not mem or not all(isinstance(m, (int, float)) and m > 0 for m in mem):
             raise InputError(f"{where}: device {key!r}: mem_mhz must list the memory clocks in MHz")
@@ -213,7 +225,13 @@ def catalog(extra: str | Path | None = None) -> dict[str, DeviceSpec]:
     out = dict(_builtin())
     for path in (os.environ.get("GPUDVFS_CATALOG"), extra):
         if path:
-            out |= _read(read_json(path), str(path))
+            added = _read(read_json(path), str(path))
+            out |= added
+            keys = {_norm(k): k for k in out}
+            for d in added.values():  # an alias that is another entry's key would never be found
+                taken = [keys[_norm(a)] for a in d.aliases if keys.get(_norm(a), d.key) != d.key]
+                if taken:
+                    raise InputError(f"{path}: device {d.key!r}: alias {taken[0]!r} is the key of another device")
     return out
 
 

@@ -9,20 +9,20 @@ import numpy as np
 
 from ..demo import plot_demo, run_demo
 from ..measure.devices import DEVICE_KINDS, make_device
+from . import options
 from .output import console, output_dir, print_json, table, user_errors
 from .progress import progress_bars
 
 
 @click.command()
 @click.option("--device", "device_kind", type=click.Choice(DEVICE_KINDS), default="sim", show_default=True)
-@click.option("--seed", default=0, show_default=True, help="Noise seed of the simulated GPU.")
+@options.seed("Noise seed of the simulated GPU.")
 @click.option("--out-dir", default="gpudvfs-demo", show_default=True, type=click.Path(file_okay=False),
               callback=output_dir,
               help="Sweeps and (with the plot extra) figures go here.")
-@click.option("--min-seconds", default=1.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
-              help="Length of each measurement (the power paper's protocol: 1 s).")
-@click.option("--slowdown", default=0.1, show_default=True, type=click.FloatRange(min=0))
-@click.option("--power-cap", type=click.FloatRange(min=0, min_open=True),
+@options.min_seconds(1.0, "Length of each measurement (the power paper's protocol: 1 s).")
+@click.option("--slowdown", default=0.1, show_default=True, type=options.Finite(min=0))
+@click.option("--power-cap", type=options.Finite(min=0, min_open=True),
               help="Power cap (W) of the power-cap policy (default: the median predicted power).")
 @click.option("--resume", is_flag=True, help="Continue the sweeps of an interrupted demo in OUT_DIR.")
 @click.option("--json", "as_json", is_flag=True)

@@ -12,6 +12,7 @@ from ..fleet.whatif import DEFAULT_INTERVAL_S
 from ..fleet.whatif import POLICIES as WHATIF_POLICIES
 from ..measure.devices import DEVICE_KINDS
 from ..power.model import VARIANTS
+from . import options
 from .output import console, output_dir, output_file, print_json, table, user_errors
 from .progress import progress_bars
 
@@ -46,9 +47,8 @@ def _spread(s: dict, fmt: str) -> str:
 @click.option("-o", "--out", required=True, type=click.Path(file_okay=False), callback=output_dir,
               help="Registry folder: one folder per GPU UUID (sweeps, models, gpu.json). On a multi-node "
                    "cluster, a folder every node writes to.")
-@click.option("--seed", default=0, show_default=True, help="Fleet seed of the simulated chips' UUIDs.")
-@click.option("--min-seconds", default=1.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
-              help="Length of each measurement.")
+@options.seed("Fleet seed of the simulated chips' UUIDs.")
+@options.min_seconds()
 @click.option("--variant", default="per-domain", show_default=True, type=click.Choice(VARIANTS),
               help="Power model variant fitted per GPU.")
 @click.option("--json", "as_json", is_flag=True)
@@ -82,13 +82,13 @@ def calibrate(device_kind, gpus, ray_address, out, seed, min_seconds, variant, a
 @click.option("--device", "device_kind", type=click.Choice(DEVICE_KINDS), default="sim", show_default=True)
 @click.option("--gpus", type=click.IntRange(min=1), help="GPUs to check (default: every GPU of the Ray cluster).")
 @click.option("--ray", "ray_address", default="local", show_default=True, help="As for `fleet calibrate`.")
-@click.option("--seed", default=0, show_default=True, help="Fleet seed of the simulated chips' UUIDs.")
-@click.option("--sim-aging", default=0.0, show_default=True, type=click.FloatRange(-0.5, 10, min_open=True),
+@options.seed("Fleet seed of the simulated chips' UUIDs.")
+@click.option("--sim-aging", default=0.0, show_default=True, type=options.Finite(-0.5, 10, min_open=True),
               help="Simulated chips only: their static and idle power grown by this fraction since calibration.")
 @click.option("--pairs", default=4, show_default=True, type=click.IntRange(min=1), help="Clock pairs per GPU.")
 @click.option("--benchmarks", default=3, show_default=True, type=click.IntRange(min=1),
               help="Power-suite benchmarks re-measured at each pair.")
-@click.option("--min-seconds", default=1.0, show_default=True, type=click.FloatRange(min=0, min_open=True))
+@options.min_seconds()
 @click.option("--json", "as_json", is_flag=True)
 def check(registry, device_kind, gpus, ray_address, seed, sim_aging, pairs, benchmarks, min_seconds, as_json) -> None:
     """Re-measure a few pairs on every GPU and flag those whose power has left their model's
@@ -115,11 +115,11 @@ def check(registry, device_kind, gpus, ray_address, seed, sim_aging, pairs, benc
 @fleet.command()
 @click.argument("jobs", required=False, type=click.Path(dir_okay=False))
 @click.option("--registry", type=click.Path(file_okay=False), help="The registry `fleet calibrate` wrote.")
-@click.option("--budget-w", type=click.FloatRange(min=0), help="The cluster's power budget (W).")
+@click.option("--budget-w", type=options.Finite(min=0), help="The cluster's power budget (W).")
 @click.option("--objective", type=click.Choice(OBJECTIVES), default="time", show_default=True,
               help="time: the sum of the jobs' slowdowns; energy: the energy of one default-clock second of "
                    "every job's work.")
-@click.option("--slowdown", type=click.FloatRange(min=0),
+@click.option("--slowdown", type=options.Finite(min=0),
               help="Forbid clock pairs more than this fraction slower than the default clocks.")
 @click.option("--bench", "run_bench", is_flag=True,
               help="Instead: time the solver on random instances and measure its gap to the exact optimum.")
@@ -127,7 +127,7 @@ def check(registry, device_kind, gpus, ray_address, seed, sim_aging, pairs, benc
 @click.option("--pairs", default=1_000, show_default=True, type=click.IntRange(min=1), help="--bench: clock pairs.")
 @click.option("--small", default=50, show_default=True, type=click.IntRange(min=1),
               help="--bench: small random instances scored against the exact solver.")
-@click.option("--seed", default=0, show_default=True, type=int, help="--bench: seed of the random instances.")
+@options.seed("--bench: seed of the random instances.")
 @click.option("--json", "as_json", is_flag=True)
 def budget(jobs, registry, budget_w, objective, slowdown, run_bench, gpus, pairs, small, seed, as_json) -> None:
     """One clock pair per GPU so that the jobs' predicted power stays within the cluster's
@@ -173,10 +173,10 @@ def sample_jobs(registry, out) -> None:
 @click.option("--time-model", "time_model", required=True, type=click.Path(dir_okay=False),
               help="A DCGM time model (`gpudvfs time fit-dcgm`).")
 @click.option("--policy", type=click.Choice(WHATIF_POLICIES), default="energy", show_default=True)
-@click.option("--slowdown", default=0.1, show_default=True, type=click.FloatRange(min=0),
+@click.option("--slowdown", default=0.1, show_default=True, type=options.Finite(min=0),
               help="deadline: the most a job may slow down against the default clocks.")
 @click.option("--interval-s", default=DEFAULT_INTERVAL_S, show_default=True,
-              type=click.FloatRange(min=0, min_open=True),
+              type=options.Finite(min=0, min_open=True),
               help="Seconds each sample stands for (the exporter's collection interval).")
 @click.option("--job-column", help="The column naming each sample's job (default: hpc_job, exported_job, pod, job).")
 @click.option("--ray", "ray_address", default="local", show_default=True, help="As for `fleet calibrate`.")
@@ -207,7 +207,7 @@ def whatif(telemetry, registry, time_model, policy, slowdown, interval_s, job_co
 @fleet.command("sample-telemetry")
 @click.option("--registry", required=True, type=click.Path(file_okay=False), help="A registry of simulated GPUs.")
 @click.option("--rows", default=1_000_000, show_default=True, type=click.IntRange(min=1))
-@click.option("--seed", default=0, show_default=True, type=int)
+@options.seed()
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), callback=output_file,
               help="Telemetry (Parquet).")
 @click.option("--grid", "grid_out", type=click.Path(dir_okay=False), callback=output_file,

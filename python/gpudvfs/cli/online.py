@@ -10,6 +10,7 @@ import click
 from ..online import FORMS, ReplaySettings
 from ..online import replay as run_replay
 from ..online.replay import MOVES, STREAMS
+from . import options
 from .output import console, print_json, table, user_errors
 
 TARGET_RATIO = 0.5  # issue 5: online same-app MAPE at most half the last-value predictor's
@@ -27,7 +28,7 @@ def online() -> None:
                    "default: the even-positioned applications of DATA, scoring the others.")
 @click.option("--steps", default=2000, show_default=True, type=click.IntRange(min=ReplaySettings.start + 2),
               help="Trace length K (training traces have the same length).")
-@click.option("--seed", default=0, show_default=True, type=int)
+@options.seed()
 @click.option("--moves", type=click.Choice(MOVES), default="random", show_default=True,
               help="A clock move goes to a random other level, or one level up or down.")
 @click.option("--form", type=click.Choice(FORMS), default=ReplaySettings.form, show_default=True,

@@ -1,7 +1,9 @@
 """Options that several commands share: how to read a grid's columns, clipping of utilizations,
-comma-separated clocks."""
+comma-separated clocks, seeds, finite numbers."""
 
 from __future__ import annotations
+
+import math
 
 import click
 
@@ -53,6 +55,33 @@ clip_utilization = click.option(
     "--clip-utilization", is_flag=True,
     help="Clip utilizations outside [0, 1] (counter noise, or counters of another vendor) into it, with a "
          "warning that counts them, instead of stopping.")
+
+
+class Finite(click.FloatRange):
+    """click's FloatRange, refusing inf and nan (which a range open above lets through)."""
+
+    name = "finite float range"
+
+    def convert(self, value, param, ctx):
+        v = super().convert(value, param, ctx)
+        if not math.isfinite(v):
+            self.fail(f"{v} is not a finite number", param, ctx)
+        return v
+
+
+#: Longest measurement window (--min-seconds) a command takes: an hour per pair and workload.
+MAX_WINDOW_S = 3600.0
+
+
+def min_seconds(default: float = 1.0, help: str = "Length of each measurement."):
+    """A --min-seconds option: a measurement window, positive and at most :data:`MAX_WINDOW_S`."""
+    return click.option("--min-seconds", default=default, show_default=True,
+                        type=Finite(min=0, min_open=True, max=MAX_WINDOW_S), help=help)
+
+
+def seed(help: str | None = None):
+    """A --seed option: numpy's generators take non-negative integers only."""
+    return click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help=help)
 
 
 def clocks(text: str, what: str, count: int | None = None) -> list[float]:

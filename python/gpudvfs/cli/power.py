@@ -62,14 +62,15 @@ def power() -> None:
 
 
 def _load_model(path: str) -> PowerModel:
-    """A gpudvfs model file (JSON), or a gpmTOOL model file (CSV): told apart by the first
-    character that is not white space."""
+    """A gpmTOOL model file (CSV, opening with its domain count), else a gpudvfs model file
+    (JSON, whose loader names what is wrong with anything else): told apart by the first
+    character that is not white space or a byte-order mark."""
     try:
         with open(path, "rb") as f:
-            head = f.read(4096).lstrip()[:1]
+            head = f.read(4096).removeprefix(b"\xef\xbb\xbf").lstrip()[:1]
     except OSError:
         head = b"{"  # the JSON loader names the problem (missing, a folder, unreadable)
-    return PowerModel.load(path) if head in (b"{", b"[") else PowerModel.from_gpmtool(path)
+    return PowerModel.from_gpmtool(path) if head.isdigit() else PowerModel.load(path)
 
 
 @power.command()
@@ -97,6 +98,8 @@ def fit(train, variant, out, folds, skip_invalid, drop_unused, reference, device
         if dropped:
             ds = ds.without_components(dropped)
         model = PowerModel(variant).fit(ds)
+        if device:
+            model.device_ = _gpu(device)[1].key
         cv = cross_validate(ds, folds, variant=variant) if folds else None
         if out:
             model.save(out)
@@ -154,6 +157,8 @@ def eval_(model_path, test, reference, device, columns, clip_utilization, as_jso
     """Errors of a model on measured power (mean, median and max APE; per config and benchmark)."""
     with user_errors():
         model = _load_model(model_path)
+        if device:
+            model.check_gpu(_gpu(device)[1].key)
         r = model.evaluate(_power_data(test, reference, device, columns, options.on_invalid(), clip_utilization))
     if as_json:
         print_json(r)

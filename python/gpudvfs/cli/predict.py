@@ -26,7 +26,7 @@ PER_LAUNCH_LINES = 20
 @click.option("--power-model", "model_path", type=click.Path(dir_okay=False),
               help="Power model of this GPU on profiler utilizations (power, energy and a chosen pair).")
 @click.option("--policy", type=click.Choice(POLICIES), default="energy", show_default=True)
-@click.option("--slowdown", default=0.1, show_default=True, type=click.FloatRange(min=0))
+@click.option("--slowdown", default=0.1, show_default=True, type=options.Finite(min=0))
 @click.option("--reference", callback=_optional_pair,
               help="Clocks CORE,MEM the profile was taken at (default: each launch's SM clock as Nsight Compute "
                    "measured it, else the device's base clock, where Nsight Compute locks it; the catalog's memory "

@@ -31,7 +31,7 @@ def select_() -> None:
 @click.argument("data", type=click.Path(dir_okay=False))
 @click.option("--reference", default="700,700", show_default=True, callback=_pair,
               help="The one clock pair each application is profiled at.")
-@click.option("--slowdown", default=0.1, show_default=True, type=click.FloatRange(min=0),
+@click.option("--slowdown", default=0.1, show_default=True, type=options.Finite(min=0),
               help="Deadline policy: at most this slower than at the highest clocks.")
 @click.option("--device", required=True, help=DEVICE_HELP)
 @options.columns
@@ -117,9 +117,9 @@ def fit_power(data, reference, device, out, columns, clip_utilization) -> None:
               help="The clock pair DATA's workloads were profiled at (only those rows are read).")
 @click.option("--device", required=True, help=DEVICE_HELP)
 @click.option("--policy", type=click.Choice(POLICIES), default="energy", show_default=True)
-@click.option("--slowdown", default=0.1, show_default=True, type=click.FloatRange(min=0),
+@click.option("--slowdown", default=0.1, show_default=True, type=options.Finite(min=0),
               help="Deadline policy: at most this slower than at the highest clocks.")
-@click.option("--power-cap", type=click.FloatRange(min=0, min_open=True), help="Power-cap policy: watts.")
+@click.option("--power-cap", type=options.Finite(min=0, min_open=True), help="Power-cap policy: watts.")
 @options.columns
 @options.skip_invalid
 @options.clip_utilization

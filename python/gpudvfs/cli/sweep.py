@@ -19,7 +19,7 @@ from .progress import progress_bars
 @click.option("--workloads", "workload_file", type=click.Path(dir_okay=False),
               help="JSON file of user workloads (see gpudvfs.measure.workload_file).")
 @click.option("--device", "device_kind", type=click.Choice(DEVICE_KINDS), default="sim", show_default=True)
-@click.option("--seed", default=0, show_default=True, help="Noise seed of the simulated GPU.")
+@options.seed("Noise seed of the simulated GPU.")
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), callback=output_file,
               help="Tidy CSV of measurements (appended row by row); the sweep's plan and profiles go to "
                    "OUT.sweep.json.")
@@ -27,8 +27,7 @@ from .progress import progress_bars
               help="Continue a partial sweep in OUT, started with the same options (refused otherwise).")
 @click.option("--core-mhz", callback=options.clock_list, help="Restrict to these core clocks (comma-separated).")
 @click.option("--mem-mhz", callback=options.clock_list, help="Restrict to these memory clocks (comma-separated).")
-@click.option("--min-seconds", default=1.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
-              help="Repeat each workload until a measurement spans this long.")
+@options.min_seconds(1.0, "Repeat each workload until a measurement spans this long.")
 @click.option("--repetitions", type=click.IntRange(min=1), help="Repeat exactly this often instead.")
 @click.option("--leave-clocks", is_flag=True,
               help="Never set the GPU's clocks: measure each workload once at the clocks the driver runs "

@@ -8,6 +8,7 @@ import click
 
 from ..measure.devices import DEVICE_KINDS, make_device
 from ..measure.validate import validate as run_validation
+from . import options
 from .output import console, print_json, user_errors
 from .progress import progress_bars
 
@@ -15,13 +16,12 @@ from .progress import progress_bars
 @click.command()
 @click.option("--device", "device_kind", type=click.Choice(DEVICE_KINDS), default="sim", show_default=True)
 @click.option("--index", default=0, show_default=True, help="NVML index of the GPU.")
-@click.option("--seed", default=0, show_default=True, help="Noise seed of the simulated GPU.")
+@options.seed("Noise seed of the simulated GPU.")
 @click.option("-o", "--out", type=click.Path(file_okay=False),
               help="Folder for the raw files and report.md (default: validation/<gpu name>).")
-@click.option("--budget-s", default=480.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+@click.option("--budget-s", default=480.0, show_default=True, type=options.Finite(min=0, min_open=True),
               help="Seconds the sweeps may take: the clock grid gets as many pairs as fit.")
-@click.option("--min-seconds", default=0.5, show_default=True, type=click.FloatRange(min=0, min_open=True),
-              help="Length of each measurement.")
+@options.min_seconds(0.5)
 @click.option("--power-stride", default=1, show_default=True, type=click.IntRange(min=1),
               help="Measure every N-th kernel of the power suite.")
 @click.option("--no-profile", is_flag=True,

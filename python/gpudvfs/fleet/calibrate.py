@@ -76,5 +76,5 @@ def calibrate_fleet(devices: Callable[[int], Device], root: str | Path, *, gpus:
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     per_gpu(calibrate_gpu, devices, (str(root), min_seconds, power_variant), gpus=gpus, ray_address=ray_address,
-            max_retries=max_retries, progress=progress, what="calibrations")
+            max_retries=max_retries, progress=progress, what="calibrations", resumable=True)
     return Registry.load(root)

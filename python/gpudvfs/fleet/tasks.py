@@ -44,14 +44,15 @@ def ray_session(ray_address: str = "local", num_gpus: int | None = None) -> Iter
 
 def per_gpu(fn: Callable, devices: Callable[[int], Device], args: Sequence, *, gpus: int | None = None,
             ray_address: str = "local", max_retries: int = 3, progress: Progress | None = None,
-            what: str = "tasks") -> list:
+            what: str = "tasks", resumable: bool = False) -> list:
     """``fn(devices, slot, *args)`` for slots 0 .. ``gpus``-1 (default: every GPU of the
     cluster), each a Ray task holding one GPU; returns the results by slot. ``fn`` returns a
     dict with the GPU's ``uuid``. ``ray_address``: ``"local"`` starts a cluster on this
     machine (with ``gpus`` logical GPUs where ``devices.logical_gpus``: simulated ones);
     anything else goes to ``ray.init(address=...)`` (``"auto"``, ``"ray://head:10001"``).
     When Ray is already initialised, its cluster is used as it is. A task whose worker dies
-    is retried up to ``max_retries`` times; errors are collected, the other GPUs go on."""
+    is retried up to ``max_retries`` times; errors are collected, the other GPUs go on.
+    ``resumable``: a rerun picks up where the failed tasks stopped (the error says so)."""
     if gpus is not None and gpus < 1:
         raise InputError(f"--gpus must be at least 1, got {gpus}")
     logical = bool(getattr(devices, "logical_gpus", False))
@@ -77,7 +78,8 @@ def per_gpu(fn: Callable, devices: Callable[[int], Device], args: Sequence, *, g
             if progress:
                 progress(gpus - len(pending), gpus, label)
         if failures:
-            raise InputError(f"{len(failures)} of {gpus} {what} failed (rerun to resume them):\n"
+            hint = " (rerun to resume them)" if resumable else ""
+            raise InputError(f"{len(failures)} of {gpus} {what} failed{hint}:\n"
                              + "\n".join(failures))
         return results
 

@@ -25,7 +25,7 @@ from .datasets import MeasurementGrid, PowerDataset, UtilizationTable
 from .gpmtool import read_gpmtool, write_gpmtool
 from .grid_columns import detect_roles, parse_columns
 from .grid_csv import DCGM, NVDVFS, SPECS, TIDY, launch_geometry, read_grid, write_grid
-from .profilers import CounterReport, ProfilerError, SmiLog, read_counters, read_ncu_csv, read_nvprof_csv, read_smi_csv
+from .profilers import CounterReport, SmiLog, counter_tool, read_ncu_csv, read_nvprof_csv, read_smi_csv
 from .ptx import read_ptx, write_ptx
 from .source import UTIL_TOLERANCE, Source
 
@@ -89,17 +89,14 @@ def detect_format(path: str | Path) -> str:
         return "grid"
     except InputError:
         pass
-    try:
-        report = read_counters(path)
-    except ProfilerError:
-        raise  # the tool's output, quoting the error it printed instead of counters
-    except DataFileError:
+    tool = counter_tool(path)  # a file a tool wrote is that tool's: its parser names what is wrong in it
+    if tool is None:
         raise src.error(
             "cannot tell the format: expected a gpmTOOL header (a domain count), a gpuPTXModel "
             "benchmark name, a CSV header with workload, clock and time columns (e.g. benchmark, coreF, "
             "time/ms; name them with --columns workload=...,core_mhz=...,time=...), "
-            f"or Nsight Compute, nvprof or nvidia-smi CSV output; pass format= one of {FORMATS}", 1) from None
-    return "nvidia-smi" if isinstance(report, SmiLog) else report.tool
+            f"or Nsight Compute, nvprof or nvidia-smi CSV output; pass format= one of {FORMATS}", 1)
+    return tool
 
 
 def read(path: str | Path, format: str | None = None, on_invalid: str = "raise",
@@ -187,6 +184,8 @@ def write(ds: Dataset, path: str | Path) -> None:
                          "nvidia-smi files")
     if isinstance(ds, (PowerDataset, UtilizationTable)):
         write_gpmtool(ds, path)
+    elif not isinstance(ds, MeasurementGrid):
+        raise InputError(f"write takes a dataset gpudvfs.read returned, got {type(ds).__name__}")
     elif ds.format == "ptx":
         write_ptx(ds, path)
     else:

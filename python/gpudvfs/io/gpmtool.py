@@ -101,7 +101,7 @@ def _read_power(src: Source, ref, sizes, comps, named: bool, clip: bool) -> Powe
     n_dom = len(sizes)
     off = 1 if named else 0
     fields = ([Field("name", text=True, empty="empty benchmark name")] if named else []) + [
-        Field("P", minimum=0, maximum=MAX_WATTS),
+        Field("P", minimum=0, exclusive=True, maximum=MAX_WATTS),
         *(Field(f"f{d}", minimum=0, exclusive=True, maximum=MAX_MHZ) for d in range(n_dom)),
         *_utilization_fields(comps, clip)]
     freq, util = slice(off + 1, off + 1 + n_dom), slice(off + 1 + n_dom, None)

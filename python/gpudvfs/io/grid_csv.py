@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from ..limits import MAX_MHZ, MAX_WATTS
+from ..limits import MAX_COUNT, MAX_MHZ, MAX_WATTS
 from .datasets import MeasurementGrid
 from .grid_columns import detect_roles
 from .source import Columns, Field, Source, csv_line, format_number
@@ -128,7 +128,7 @@ def read_grid(path: str | Path, spec: GridSpec | None, on_invalid: str = "raise"
         roles = {r: c for r, c in spec.roles.items() if c in header}
         keys = tuple(c for c in spec.key_columns if c in header)
         clocks = [c for c in (roles["core_mhz"], roles.get("mem_mhz")) if c]
-        positive = {*clocks, roles["time"]}
+        positive = {*clocks, roles["time"], roles.get("watts")}  # a GPU at work never draws 0 W
         maxima = {**dict.fromkeys(clocks, MAX_MHZ), roles.get("watts"): MAX_WATTS}
         cols = Columns(src, [_field(spec, name, name in keys, name in positive, maxima.get(name)) for name in header],
                        f"({', '.join(keys)}, clocks)")
@@ -153,10 +153,10 @@ def read_grid(path: str | Path, spec: GridSpec | None, on_invalid: str = "raise"
 
 
 def _field(spec: GridSpec, name: str, key: bool, positive: bool, maximum: float | None) -> Field:
-    """What a column holds: text (a key column not empty), else a number >= 0 (> 0 for clocks
-    and time, at most what a GPU can measure for clocks and power)."""
+    """What a column holds: text (a key column not empty), else a number >= 0 (> 0 for clocks,
+    time and power, at most what a GPU can measure: ``maximum``, else :data:`MAX_COUNT`)."""
     if name not in spec.text_columns:
-        return Field(name, minimum=0, exclusive=positive, maximum=maximum)
+        return Field(name, minimum=0, exclusive=positive, maximum=MAX_COUNT if maximum is None else maximum)
     return Field(name, text=True, empty="expected a non-empty name" if key else None,
                  form=(_GEOMETRY, "launch geometry '(x y z) (x y z)'") if name == spec.geometry_column else None)
 

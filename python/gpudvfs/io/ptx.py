@@ -20,7 +20,7 @@ from .source import Columns, Field, Flagged, KeyPart, Source, Strings, format_nu
 
 COLUMNS = ("fmem", "fcore", "time", "power_W", "energy")
 _MAXIMA = {"fmem": MAX_MHZ, "fcore": MAX_MHZ, "power_W": MAX_WATTS}
-FIELDS = tuple(Field(c, minimum=0, exclusive=c in ("fmem", "fcore", "time"), maximum=_MAXIMA.get(c))
+FIELDS = tuple(Field(c, minimum=0, exclusive=c in ("fmem", "fcore", "time", "power_W"), maximum=_MAXIMA.get(c))
                for c in COLUMNS)
 
 

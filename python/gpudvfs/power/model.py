@@ -68,6 +68,11 @@ def _utilization(u, n_comp: int) -> np.ndarray:
     return a
 
 
+def _require_dataset(dataset, what: str) -> None:
+    if not isinstance(dataset, PowerDataset):
+        raise InputError(f"{what} needs a PowerDataset (gpudvfs.read_power_dataset), got {type(dataset).__name__}")
+
+
 class PowerModel:
     """Power of a GPU at any (core, memory) clock pair from component utilizations.
 
@@ -82,15 +87,22 @@ class PowerModel:
         if variant not in VARIANTS:
             raise InputError(f"unknown variant {variant!r}; expected one of {VARIANTS}")
         base, rel, rid = _SETTINGS[variant]
+        if not isinstance(relative_error, (bool, type(None))):
+            raise InputError(f"relative_error must be True, False or None, got {relative_error!r}")
         self.variant = variant
-        self.relative_error = rel if relative_error is None else bool(relative_error)
+        self.relative_error = rel if relative_error is None else relative_error
         self.ridge = rid if ridge is None else float(ridge)
+        if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
+            raise InputError(f"max_iter must be an integer >= 1, got {max_iter!r}")
         self.max_iter, self.tol_voltage, self.tol_objective = int(max_iter), float(tol_voltage), float(tol_objective)
         self.v_min, self.v_max = float(v_min), float(v_max)
         self._base = base
         self._fit: _core.PowerFit | None = None
         #: Components zero in every training row, given weight 0 by ``fit(..., unused="zero")``.
         self.untrained_: tuple[str, ...] = ()
+        #: The catalog key of the GPU whose measurements it was fitted on, where the fitter knew it
+        #: (`select fit-power`, `power fit --device`): its weights and clocks are that GPU's.
+        self.device_: str | None = None
 
     # ---------------------------------------------------------------- fitting
     def fit(self, dataset: PowerDataset, *, unused: str = "error") -> PowerModel:
@@ -98,8 +110,7 @@ class PowerModel:
         to learn: ``unused="error"`` refuses it; ``"zero"`` gives it weight 0 (the model then
         takes the same utilizations, and predicts no power for that component: noted in
         ``notes_`` and ``untrained_``)."""
-        if not isinstance(dataset, PowerDataset):
-            raise InputError(f"fit needs a PowerDataset (gpudvfs.read_power_dataset), got {type(dataset).__name__}")
+        _require_dataset(dataset, "fit")
         if unused not in UNUSED:
             raise InputError(f"unknown unused={unused!r}; expected one of {UNUSED}")
         if dataset.n_domains != 2:
@@ -107,6 +118,7 @@ class PowerModel:
                              f"the file has {dataset.n_domains} domains")
         check_watts(dataset.watts, dataset.path)
         clock_array(dataset.freqs_mhz, f"{dataset.path}: frequencies")
+        _utilization(dataset.utilization, len(dataset.components))
         zero = dataset.unused_components()
         if zero and unused == "error":
             raise InputError(f"{dataset.path}: component(s) {zero} are zero in every row, so their weight "
@@ -133,8 +145,8 @@ class PowerModel:
     def _estimate(self, dataset: PowerDataset, base: str) -> _core.PowerFit:
         try:
             return _core.PowerFit.fit(
-                np.ascontiguousarray(dataset.watts), np.ascontiguousarray(dataset.core_mhz),
-                np.ascontiguousarray(dataset.mem_mhz), np.ascontiguousarray(dataset.utilization),
+                *(np.ascontiguousarray(a, dtype=np.float64)
+                  for a in (dataset.watts, dataset.core_mhz, dataset.mem_mhz, dataset.utilization)),
                 list(dataset.domain_sizes), float(dataset.reference_mhz[0]), float(dataset.reference_mhz[1]),
                 base, self.max_iter, self.tol_voltage, self.tol_objective, self.v_min, self.v_max,
                 self.relative_error, self.ridge)
@@ -164,6 +176,13 @@ class PowerModel:
         if self.fallback_:
             self.notes_.insert(0, f"the {self._base} fit did not converge in {self.max_iter} iterations: fell back "
                                   f"to {self.fallback_} voltages, which did")
+
+    def check_gpu(self, key: str) -> None:
+        """Refuse to predict ``key``'s power with a model fitted on another GPU's measurements
+        (where the model records which): weights and voltages belong to one GPU."""
+        if self.device_ is not None and self.device_ != key:
+            raise InputError(f"the power model was fitted on {self.device_}'s measurements, not {key}'s: fit one "
+                             f"on this GPU (gpudvfs select fit-power / power fit --device {key})")
 
     def _require_fit(self) -> _core.PowerFit:
         if self._fit is None:
@@ -233,6 +252,7 @@ class PowerModel:
         """One workload's power at one configuration split into the terms of Eq. 6-7:
         ``static:<domain>``, ``idle:<domain>`` (the utilization-independent power of that
         V-F level) and ``dynamic:<component>``; they add up to :meth:`predict`."""
+        self._require_fit()
         u = _utilization(utilization, len(self.components_))
         if u.ndim != 1:
             raise InputError(f"breakdown takes one workload's {len(self.components_)} utilizations")
@@ -254,6 +274,8 @@ class PowerModel:
         """Absolute percentage errors on a measured dataset: mean (MAPE), median, max,
         count, per configuration and per benchmark."""
         self._require_fit()
+        _require_dataset(dataset, "evaluate")
+        check_watts(dataset.watts, dataset.path)
         if tuple(dataset.components) != self.components_:
             raise InputError(f"{dataset.path}: components {list(dataset.components)} differ from the "
                              f"model's {list(self.components_)}")
@@ -278,7 +300,7 @@ class PowerModel:
         fit = self._require_fit()
         write_json_atomic(path, {"kind": "power-model", "version": MODEL_VERSION, "options": self._options(),
                                  "components": list(self.components_), "untrained": list(self.untrained_),
-                                 "state": dict(fit.state())})
+                                 "device": self.device_, "state": dict(fit.state())})
 
     @classmethod
     def load(cls, path: str | Path) -> PowerModel:
@@ -288,6 +310,8 @@ class PowerModel:
                 and all(isinstance(n, str) and n for n in names)):
             raise InputError(f"{path}: a power model file needs 'options' and 'state' objects and a list of "
                              "component names")
+        if len(set(names)) != len(names):
+            raise InputError(f"{path}: component names repeat: {names}")
         try:
             model = cls(**options)
             model._fit = _core.PowerFit.from_state(state)
@@ -302,6 +326,10 @@ class PowerModel:
                 and set(untrained) <= set(names)):
             raise InputError(f"{path}: 'untrained' must list some of the components {names}")
         model.untrained_ = tuple(untrained)
+        device = doc.get("device")
+        if not (device is None or (isinstance(device, str) and device)):
+            raise InputError(f"{path}: 'device' must be a catalog key or null, got {device!r}")
+        model.device_ = device
         model._set_state()
         return model
 

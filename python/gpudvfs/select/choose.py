@@ -90,6 +90,9 @@ def measured_table(grid: MeasurementGrid, reference: tuple[float, float], device
 
 def training_dataset(util, configs, watts, reference, names) -> PowerDataset:
     n, k = watts.shape
+    if n == 0:
+        raise InputError("no training applications: a power model fitted without the application it scores needs a "
+                         "grid of at least 2 applications")
     return PowerDataset(path="<training applications>", reference_mhz=reference, domain_sizes=DOMAIN_SIZES,
                         components=COMPONENTS, watts=watts.reshape(-1), freqs_mhz=np.tile(configs, (n, 1)),
                         utilization=np.repeat(util, k, axis=0), row_names=None,
@@ -102,7 +105,9 @@ def fit_power_model(grid: MeasurementGrid, reference: tuple[float, float], devic
     of its reference rows: the model `choose` applies to newly profiled workloads. A
     component no workload of the grid uses gets weight 0, with a warning."""
     names, configs, _, p, util, _ = measured_table(grid, reference, device, spec, clip)
-    return PowerModel("per-domain").fit(training_dataset(util, configs, p, reference, names), unused="zero")
+    model = PowerModel("per-domain").fit(training_dataset(util, configs, p, reference, names), unused="zero")
+    model.device_ = spec.key
+    return model
 
 
 def choose(grid: MeasurementGrid, reference: tuple[float, float], power_model: PowerModel, *,
@@ -113,6 +118,11 @@ def choose(grid: MeasurementGrid, reference: tuple[float, float], power_model: P
     if power_model.components_ != COMPONENTS:
         raise InputError(f"the power model's components {list(power_model.components_)} are not the nvprof "
                          f"rate utilizations {list(COMPONENTS)}: fit it with `gpudvfs select fit-power`")
+    power_model.check_gpu(spec.key)
+    if tuple(power_model.reference_mhz_) != tuple(map(float, reference)):
+        raise InputError(f"the power model's utilizations were taken at {power_model.reference_mhz_[0]:g}/"
+                         f"{power_model.reference_mhz_[1]:g} MHz, the workloads' at {reference[0]:g}/{reference[1]:g}: "
+                         "fit it on a grid profiled at the same reference (gpudvfs select fit-power --reference)")
     names, profiles, util = reference_inputs(grid, reference, time_device, spec, clip)
     configs = power_model.configs_
     t = TimeModel(time_device).predict(profiles, configs[:, 0], configs[:, 1],

@@ -116,8 +116,12 @@ def kernel_inputs(report: CounterReport, with_power: bool = True, clip: bool = F
             inputs = time_model_inputs(k)
             util = power_utilizations(k, clip=clip) if with_power else None
         except MissingCountersError as e:
-            for need in e.missing.values():
-                missing.update(dict.fromkeys(need))
+            needed = [n for need in e.missing.values() for n in need]
+            printed = [n for n in needed if n in k.text]  # there, but not a number
+            if printed:
+                raise InputError(f"{report.path}, line {k.line}: kernel {k.name!r}: counter {printed[0]!r} is "
+                                 f"{k.text[printed[0]]!r}, not a number") from None
+            missing.update(dict.fromkeys(needed))
             continue
         # Inputs the tool has no counter for come back None without raising.
         gaps = [t for t in TIME_INPUTS if inputs[t] is None] + [c for c in COMPONENTS if util and util[c] is None]
@@ -126,7 +130,10 @@ def kernel_inputs(report: CounterReport, with_power: bool = True, clip: bool = F
             continue
         ms = k.metrics.get("gpu__time_duration.sum")
         factor, base = normalize_unit(k.units.get("gpu__time_duration.sum", "ns"))
-        out.append((label, scheme, inputs, util, None if ms is None or base != "ns" else ms * factor * 1e-6))
+        if ms is not None and base != "ns":
+            raise InputError(f"{report.path}, line {k.line}: kernel {k.name!r}: gpu__time_duration.sum is in "
+                             f"{k.units['gpu__time_duration.sum']!r}, not a unit of time")
+        out.append((label, scheme, inputs, util, None if ms is None else ms * factor * 1e-6))
     if missing or lacking:
         cc = _compute_capability(report)
         command = profile_command(cc)
@@ -177,6 +184,11 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
     if power_model is not None and power_model.components_ != COMPONENTS:
         raise InputError(f"the power model's components {list(power_model.components_)} are not the profilers' "
                          f"utilizations {list(COMPONENTS)}: fit it on utilizations from the same tool")
+    if power_model is not None:
+        power_model.check_gpu(device.key)
+        beyond = device.clock_warnings(power_model.configs_[:, 0], power_model.configs_[:, 1])
+        if beyond:
+            raise InputError(f"the power model's clock pairs are not {device.key}'s: {beyond[0]}")
     if kernels is None:
         kernels = kernel_inputs(report, power_model is not None, clip)
     refs, reference_from = _references(kernels, device, reference)
@@ -224,7 +236,14 @@ def _references(kernels: list, device: DeviceSpec, reference: tuple[float, float
     if reference is not None:
         return np.tile(np.asarray(reference, dtype=np.float64), (n, 1)), "given"
     sm = [inp.get("sm_clock_mhz") for _, _, inp, _, _ in kernels]
-    if all(c is not None and c > 0 for c in sm):
+    for (label, *_), c in zip(kernels, sm):
+        if c is None:
+            continue
+        beyond = device.clock_warnings([c]) if c >= 1 else ["no GPU runs below 1 MHz"]
+        if beyond:
+            raise InputError(f"launch {label!r}: its SM clock rate (sm_clock_mhz) {c:g} MHz cannot be "
+                             f"{device.key}'s: {beyond[0]}; give --reference CORE,MEM")
+    if all(c is not None for c in sm):
         return (np.column_stack([sm, np.full(n, float(device.mem_mhz[0]))]),
                 "the profile's SM clock, the catalog's memory clock")
     if "base" not in device.core_mhz:

@@ -11,6 +11,7 @@ import numpy as np
 from .. import _core
 from ..errors import InputError
 from ..io.jsonfile import read_versioned, write_json_atomic
+from ..limits import clock_array
 
 DEVICE_VERSION = 2  # 2: inst_lat and parallel_queues; max_blocks_per_sm gone
 
@@ -97,6 +98,7 @@ class TimeDevice:
     def dram_busy_ms(self, transactions, mem_mhz):
         """Time the DRAM channels of one SM's share are busy serving ``transactions`` (32-byte,
         the whole kernel's) at ``mem_mhz``: the delay law's memory cycles per transaction."""
+        clock_array(mem_mhz, "mem_mhz")
         return transactions / self.sm_count * (self.dm_del_a / mem_mhz + self.dm_del_b) / (mem_mhz * 1e3)
 
     def params(self) -> dict[str, float | bool]:

@@ -71,6 +71,10 @@ def fit_device(grid: MeasurementGrid, reference: tuple[float, float], base: Time
         raise InputError(f"parameter groups must be among {sorted(GROUPS)}, got {sorted(groups)}")
     if base.dm_del_a == 0 and "dm_del_a" in groups:
         groups = tuple(g for g in groups if g != "dm_del_a")  # a zero stays zero under any factor
+    mems = np.unique(grid.mem_mhz) if grid.mem_mhz is not None else np.empty(0)
+    if len(mems) < 2:  # the delay law a / fm + b, and the latency's memory part, need fm to move
+        raise InputError(f"{grid.path}: fitting a device's memory parameters needs a grid over at least two memory "
+                         f"clocks, got {mems.tolist() or 'none'}")
     profiles = profiles_from_grid(grid, reference, base)
     if len(profiles) < 2:
         raise InputError(f"{grid.path}: fitting a device needs at least two kernels")

@@ -57,6 +57,8 @@ class TimeModel:
             raise InputError(f"unknown mode {mode!r}; expected one of {MODES}")
         if calibration not in CALIBRATIONS:
             raise InputError(f"unknown calibration {calibration!r}; expected one of {CALIBRATIONS}")
+        if not isinstance(device, (str, TimeDevice)):
+            raise InputError(f"device must be a preset name or a TimeDevice, got {type(device).__name__}")
         self.device = TimeDevice.preset(device) if isinstance(device, str) else device
         self.mode = mode
         self.calibration_mode = calibration
@@ -77,6 +79,8 @@ class TimeModel:
         profs = [profiles] if single else list(profiles)
         if not profs:
             raise InputError("no kernel profiles given")
+        if not all(isinstance(p, KernelProfile) for p in profs):
+            raise InputError("predict takes KernelProfile objects (KernelProfile.from_counters)")
         c, m = np.broadcast_arrays(clock_array(core_mhz, "core_mhz"), clock_array(mem_mhz, "mem_mhz"))
         c_flat, m_flat = np.ascontiguousarray(c.ravel()), np.ascontiguousarray(m.ravel())
         if calibrate and self.calibration_mode == "dram-check" and self.mode == "default":
@@ -88,6 +92,10 @@ class TimeModel:
             for i, p in enumerate(profs):
                 if self.mode == "default" and p.block_starved(self.device):
                     self._dispatch_floor(p, c_flat, m_flat, t[i], case[i])
+        if not np.isfinite(t).all():
+            i, j = np.argwhere(~np.isfinite(t))[0]
+            raise InputError(f"kernel {profs[i].name!r}: the model's time at {c_flat[j]:g}/{m_flat[j]:g} MHz is "
+                             f"{t[i, j]}: its counters, the clocks or the device's parameters are out of range")
         t = t.reshape((len(profs),) + c.shape)
         if single:
             t = t[0]
@@ -162,4 +170,10 @@ class TimeModel:
     def calibration(self, profiles: Sequence[KernelProfile]) -> np.ndarray:
         """Per kernel: measured reference time over the model's time at the reference."""
         self._require_reference(profiles)
-        return np.array([p.reference_time_ms for p in profiles]) / self._at_references(profiles)
+        at_ref = self._at_references(profiles)
+        bad = np.flatnonzero(~(np.isfinite(at_ref) & (at_ref > 0)))
+        if len(bad):
+            p = profiles[bad[0]]
+            raise InputError(f"kernel {p.name!r}: the model's time at its reference {p.reference_mhz[0]:g}/"
+                             f"{p.reference_mhz[1]:g} MHz is {at_ref[bad[0]]}, which no measured time can calibrate")
+        return np.array([p.reference_time_ms for p in profiles]) / at_ref

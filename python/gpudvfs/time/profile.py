@@ -114,6 +114,8 @@ class KernelProfile:
         bad = [k for k in (*INPUT_KEYS, "slot_warps") if not _finite(getattr(self, k), allow_none=k == "slot_warps")]
         if bad:
             raise InputError(f"kernel {self.name!r}: {', '.join(bad)} must be finite numbers >= 0")
+        if self.slot_warps == 0:
+            raise InputError(f"kernel {self.name!r}: slot_warps (resident warps the resources allow) must be > 0")
         if self.reference_mhz is not None:
             ref = clock_array(self.reference_mhz, f"kernel {self.name!r}: reference_mhz")
             if ref.shape != (2,):

@@ -26,29 +26,41 @@ from .smi import SmiLog, parse_smi_csv, read_smi_csv
 from .units import normalize_unit
 
 __all__ = [
-    "CounterReport", "KernelCounters", "ProfilerError", "Rule", "SmiLog", "normalize_unit",
+    "CounterReport", "KernelCounters", "ProfilerError", "Rule", "SmiLog", "counter_tool", "normalize_unit",
     "parse_ncu_csv", "parse_nvprof_csv", "parse_smi_csv", "read_counters", "read_ncu_csv",
     "read_nvprof_csv", "read_smi_csv",
 ]
 
 
-def read_counters(path: str | Path) -> CounterReport | SmiLog:
-    """Read an Nsight Compute, nvprof or nvidia-smi CSV, told apart by its header line."""
+_READERS = {"nvidia-smi": read_smi_csv, "ncu": read_ncu_csv, "nvprof": read_nvprof_csv}
+
+
+def counter_tool(path: str | Path) -> str | None:
+    """Which tool wrote a file ("ncu", "nvprof", "nvidia-smi"), told by its header line or,
+    without CSV, by the messages the tool printed; None for anything else."""
     src = Text.from_path(path)
     first = next((ln for ln in src.lines if ln.strip()), "")
     # nvidia-smi: an unquoted header of dotted query names, units in brackets.
     if not first.startswith(('"', "==")) and (first.startswith("timestamp,") or " [" in first):
-        return read_smi_csv(path)
+        return "nvidia-smi"
     for line in src.lines:
         if line.startswith('"ID","Process ID"'):
-            return read_ncu_csv(path)
+            return "ncu"
         if line.startswith(('"Device","Kernel","Invocations"', '"Device","Context","Stream","Kernel"')):
-            return read_nvprof_csv(path)
-    # No CSV: let the parser of the tool that wrote the messages raise ProfilerError quoting them.
+            return "nvprof"
+    # No CSV: the parser of the tool that wrote the messages raises ProfilerError quoting them.
     if any(ln.startswith(("==ERROR==", "==PROF==")) for ln in src.lines):
-        return read_ncu_csv(path)
+        return "ncu"
     if any(ERROR_LINE.match(ln) for ln in src.lines):
-        return read_nvprof_csv(path)
-    raise DataFileError.at(path, "not a recognised counter file: expected an Nsight Compute "
-                           '("ID","Process ID",...), nvprof ("Device","Kernel",... or '
-                           '"Device","Context",...) or nvidia-smi --query-gpu CSV header')
+        return "nvprof"
+    return None
+
+
+def read_counters(path: str | Path) -> CounterReport | SmiLog:
+    """Read an Nsight Compute, nvprof or nvidia-smi CSV, told apart by :func:`counter_tool`."""
+    tool = counter_tool(path)
+    if tool is None:
+        raise DataFileError.at(path, "not a recognised counter file: expected an Nsight Compute "
+                               '("ID","Process ID",...), nvprof ("Device","Kernel",... or '
+                               '"Device","Context",...) or nvidia-smi --query-gpu CSV header')
+    return _READERS[tool](path)

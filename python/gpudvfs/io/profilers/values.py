@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ...limits import MAX_COUNT
 from .records import KernelCounters, Text
 from .units import normalize_unit, parse_number
 
@@ -20,6 +21,9 @@ def store(rec: KernelCounters, name: str, raw: str, unit: str, src: Text, line: 
     factor, base = normalize_unit(unit)
     value = parse_number(raw)
     if value is not None:
+        if abs(value * factor) > MAX_COUNT:
+            raise src.error(f"{raw.strip()!r}{f' {unit}' if unit else ''} is beyond what a GPU measures (at most "
+                            f"{MAX_COUNT:g} in base units)", line, column, name)
         rec.metrics[name] = value * factor
         rec.units[name] = base
         return

@@ -132,12 +132,12 @@ class MissingCountersError(InputError):
 class Recipe:
     """One way to compute an input: ``combine`` of the values of ``needs`` (None: undefined for
     these values, e.g. 0/0). ``units`` are the expected units of ``needs`` when the record
-    states them ('' = any); ``formula`` is what the docs show."""
+    states them ('' = any; a tuple: any of those); ``formula`` is what the docs show."""
 
     needs: tuple[str, ...]
     combine: Callable[[Sequence[float]], float | None]
     formula: str
-    units: tuple[str, ...] = ()
+    units: tuple[str | tuple[str, ...], ...] = ()
 
 
 def same(name: str, unit: str = "") -> Recipe:
@@ -164,8 +164,8 @@ def weighted_sum(*terms: tuple[float, str]) -> Recipe:
 
 def megahertz(name: str) -> Recipe:
     """Cycles per second in MHz. The readers convert ncu's printed rates (cycle/nsecond,
-    cycle/usecond) to cycle/second; a value stated in any other unit is refused."""
-    return Recipe((name,), lambda v: v[0] / 1e6, f"{name} / 1e6", ("cycle/second",))
+    cycle/usecond) to cycle/second and MHz, GHz to Hz; a value in any other unit is refused."""
+    return Recipe((name,), lambda v: v[0] / 1e6, f"{name} / 1e6", (("cycle/second", "Hz"),))
 
 
 def ratio(num: str, den: str) -> Recipe:
@@ -434,9 +434,10 @@ def map_counters(counters: Counters, table: Table, scheme: str) -> Mapped:
             for n, (v, unit), want in zip(recipe.needs, found, recipe.units or ("",) * len(found)):
                 if not math.isfinite(v):  # type: ignore[arg-type]
                     raise InputError(f"counter {n!r} is not finite: {v!r}")
-                if want and unit is not None and unit != want:
+                accepted = (want,) if isinstance(want, str) else want
+                if want and unit is not None and unit not in accepted:
                     stated = f"is in {unit!r}" if unit else "states no unit (an export without its units row)"
-                    raise InputError(f"counter {n!r} {stated}; {target} needs it in {want!r}")
+                    raise InputError(f"counter {n!r} {stated}; {target} needs it in {' or '.join(map(repr, accepted))}")
             value = recipe.combine([v for v, _ in found])  # type: ignore[misc]
             out.formulas[target] = recipe.formula
             if value is None:
