@@ -195,6 +195,11 @@ def test_options_refuse_negative_seeds_and_infinite_numbers(data, run):
     assert r.exit_code == 2 and "'--min-seconds'" in r.output
 
 
+def test_selection_on_a_grid_without_power_says_so(data, run):
+    r = run("select", "eval", data / "nv-dvfs-benchmark/gtx980_time_dev.csv", "--device", "gtx980")
+    assert r.exit_code == 2 and "the grid has no power column" in r.output
+
+
 def test_selection_of_one_application_says_it_needs_two(data, tmp_path, run):
     lines = (data / GRID).read_text().splitlines()
     app = lines[0].split(",").index("appName")

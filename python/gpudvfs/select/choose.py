@@ -81,8 +81,10 @@ def measured_table(grid: MeasurementGrid, reference: tuple[float, float], device
                    clip: bool = False):
     """(workload names, configs [K x 2], time_ms and watts [W x K], utilizations [W x C],
     profiles) with every workload measured at every configuration."""
-    if grid.watts is None or grid.mem_mhz is None:
-        raise InputError(f"{grid.path}: selection is validated on measured time and power over core and memory clocks")
+    lacking = [what for what, v in (("power", grid.watts), ("memory clock", grid.mem_mhz)) if v is None]
+    if lacking:
+        raise InputError(f"{grid.path}: the grid has no {' and no '.join(lacking)} column; selection is validated "
+                         "on measured time and power over core and memory clocks")
     names, profiles, util = reference_inputs(grid, reference, device, spec, clip)
     configs, (t, p) = grid.table(names, grid.time_ms, grid.watts)
     return names, configs, t, p, util, profiles
