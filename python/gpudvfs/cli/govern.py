@@ -3,21 +3,38 @@
 from __future__ import annotations
 
 import click
+from click.core import ParameterSource
 
 from ..govern import POLICIES
+from ..govern.daemon import MIN_INTERVAL_S
 from ..govern.replay import cross_validate, dcgm_replay_table, replay, replay_table
 from ..io import read_measured_grid
 from ..io.dcgm_fields import is_dcgm_grid
 from ..measure.devices import DEVICE_KINDS, make_device
 from . import options
-from .output import console, print_json, table, user_errors
+from .output import console, output_file, print_json, table, user_errors
 from .progress import progress_bars
 from .time import DEVICE_HELP, _gpu, _pair
+
+NOISE_HELP = ("Relative noise of each observed time and power: Gaussian of this standard deviation, truncated "
+              "to (-1, 1) (a draw outside is drawn again) so that every observation stays positive.")
 
 
 @click.group()
 def govern() -> None:
     """The closed-loop frequency governor: predict, measure, settle."""
+
+
+def _policy_options(policy: str, power_cap: float | None) -> None:
+    """--power-cap and --slowdown each belong to one policy: given with another, refused
+    (ignored, they would let the user believe they applied)."""
+    if policy == "power-cap" and power_cap is None:
+        raise click.UsageError("--policy power-cap needs --power-cap W")
+    if policy != "power-cap" and power_cap is not None:
+        raise click.UsageError(f"--power-cap is for --policy power-cap (the {policy} policy has no cap)")
+    ctx = click.get_current_context()
+    if policy != "deadline" and ctx.get_parameter_source("slowdown") is not ParameterSource.DEFAULT:
+        raise click.UsageError(f"--slowdown is for --policy deadline (the {policy} policy has no time bound)")
 
 
 def _grid(path, columns):
@@ -46,15 +63,15 @@ def _table(data, device, reference, train=None, columns=None, clip_utilization=F
 @click.option("--reference", default="700,700", show_default=True, callback=_pair,
               help="The clock pair a new phase is profiled at.")
 @click.option("--policy", type=click.Choice(POLICIES), default="energy", show_default=True)
-@click.option("--slowdown", default=0.1, show_default=True, type=click.FloatRange(min=0),
+@click.option("--slowdown", default=0.1, show_default=True, type=options.Finite(min=0),
               help="deadline: at most this slower than the default (highest) clocks.")
-@click.option("--power-cap", type=click.FloatRange(min=0, min_open=True), help="power-cap: watts.")
+@click.option("--power-cap", type=options.Finite(min=0, min_open=True), help="power-cap: watts.")
 @click.option("--steps", default=4000, show_default=True, type=click.IntRange(min=1))
 @click.option("--phase-steps", default=200, show_default=True, type=click.IntRange(min=1),
               help="The application switches about this often.")
-@click.option("--noise", default=0.01, show_default=True, type=click.FloatRange(0, 0.5, max_open=True),
-              help="Relative noise of each observed time and power.")
-@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--noise", default=0.01, show_default=True, type=options.Finite(0, 0.5, max_open=True),
+              help=NOISE_HELP)
+@options.seed()
 @click.option("--cv", "run_cv", is_flag=True,
               help="Also choose the governor's constants by leave-one-application-out (slow: 27 replays per "
                    "application) and report that figure and every constant's.")
@@ -68,9 +85,17 @@ def replay_(data, train, device, reference, policy, slowdown, power_cap, steps, 
     (NV-DVFS nvprof CSV with power, or a DCGM grid), with the baselines on the same phases
     and noise (default clocks, the models' choice, exhaustive profiling, random search).
     JSON keys: regret_mean, violations, clock_changes, steps_to_settle, decision_us, wasted,
-    baselines (and cv)."""
-    if policy == "power-cap" and power_cap is None:
-        raise click.UsageError("--policy power-cap needs --power-cap W")
+    baselines (and cv).
+
+    \b
+    regret: energy over a phase (exploration included) over that at its
+      best pair, minus 1; the best pair is the policy's choice on the
+      measured grid. power-cap minimizes time: its regret is of time, against
+      the fastest pair under the cap (the lowest-power one where none is).
+    violations: deadline: the fraction of steps whose pair's measured time
+      exceeds (1 + slowdown) x the default clocks'; power-cap: the fraction
+      whose measured power exceeds the cap; absent for energy and edp."""
+    _policy_options(policy, power_cap)
     with user_errors():
         tab = _table(data, device, reference, train, columns, clip_utilization)
         kw = {"policy": policy, "slowdown": slowdown, "power_cap_w": power_cap, "steps": steps,
@@ -85,13 +110,13 @@ def replay_(data, train, device, reference, policy, slowdown, power_cap, steps, 
         print_json(r)
         return
     cols = ["strategy", "regret % (mean)", "max", "wasted %", "clock changes", "steps to settle"]
-    if policy == "deadline":
+    if "violations" in r:
         cols.append("violations %")
 
     def row(name, v):
         out = [name, f"{100 * v['regret_mean']:.2f}", f"{100 * v['regret_max']:.2f}", f"{100 * v['wasted']:.2f}",
                str(v["clock_changes"]), f"{v['steps_to_settle']:.1f}"]
-        return out + ([f"{100 * v['violations']:.2f}"] if policy == "deadline" else [])
+        return out + ([f"{100 * v['violations']:.2f}"] if "violations" in v else [])
 
     console.print(table(f"governor replay, {policy}: {r['phases']} phases of {r['apps']} applications over "
                         f"{r['pairs']} pairs; one decision {r['decision_us']:.0f} us",
@@ -108,12 +133,14 @@ def replay_(data, train, device, reference, policy, slowdown, power_cap, steps, 
 @click.option("--reference", "references", multiple=True,
               help="The reference pair of each DATA, in order (CORE,MEM; default 700,700).")
 @click.option("--policy", type=click.Choice(POLICIES), default="energy", show_default=True)
-@click.option("--slowdown", default=0.1, show_default=True, type=click.FloatRange(min=0))
-@click.option("--power-cap", type=click.FloatRange(min=0, min_open=True), help="power-cap: watts.")
+@click.option("--slowdown", default=0.1, show_default=True, type=options.Finite(min=0),
+              help="deadline: at most this slower than the default (highest) clocks.")
+@click.option("--power-cap", type=options.Finite(min=0, min_open=True), help="power-cap: watts.")
 @click.option("--steps", default=4000, show_default=True, type=click.IntRange(min=1))
 @click.option("--phase-steps", default=200, show_default=True, type=click.IntRange(min=1))
-@click.option("--noise", default=0.01, show_default=True, type=click.FloatRange(0, 0.5, max_open=True))
-@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--noise", default=0.01, show_default=True, type=options.Finite(0, 0.5, max_open=True),
+              help=NOISE_HELP)
+@options.seed()
 @options.skip_invalid
 @click.option("--json", "as_json", is_flag=True)
 def cv(data, devices, references, policy, slowdown, power_cap, steps, phase_steps, noise, seed, as_json) -> None:
@@ -124,9 +151,12 @@ def cv(data, devices, references, policy, slowdown, power_cap, steps, phase_step
     if len(devices) != len(data) or len(references) not in (0, len(data)):
         raise click.UsageError(f"give one --device (and, if any, one --reference) per DATA: {len(data)} DATA, "
                                f"{len(devices)} --device, {len(references)} --reference")
-    if policy == "power-cap" and power_cap is None:
-        raise click.UsageError("--policy power-cap needs --power-cap W")
-    refs = [_pair(None, None, r) for r in references] or [(700.0, 700.0)] * len(data)
+    _policy_options(policy, power_cap)
+    try:
+        refs = [_pair(None, None, r) for r in references] or [(700.0, 700.0)] * len(data)
+    except click.BadParameter as e:
+        e.param_hint = "'--reference'"
+        raise
     with user_errors():
         tables = [_table(d, dev, ref) for d, dev, ref in zip(data, devices, refs)]
         out = cross_validate(tables, policy=policy, slowdown=slowdown, power_cap_w=power_cap, steps=steps,
@@ -210,24 +240,26 @@ def _nvml_daemon_inputs(index, registry, time_model):
 @click.option("--time-model", type=click.Path(dir_okay=False),
               help="DCGM time model (gpudvfs time fit-dcgm); nvml: required.")
 @click.option("--policy", type=click.Choice(POLICIES), default="energy", show_default=True)
-@click.option("--slowdown", default=0.1, show_default=True, type=click.FloatRange(min=0),
+@click.option("--slowdown", default=0.1, show_default=True, type=options.Finite(min=0),
               help="deadline: at most this slower than the default clocks.")
-@click.option("--power-cap", type=click.FloatRange(min=0, min_open=True), help="power-cap: watts.")
-@click.option("--interval", default=1.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
-              help="Seconds per observation (longer than the power sensor's refresh period).")
-@click.option("--duration", type=click.FloatRange(min=0, min_open=True),
+@click.option("--power-cap", type=options.Finite(min=0, min_open=True), help="power-cap: watts.")
+@click.option("--interval", default=1.0, show_default=True, type=options.Finite(min=MIN_INTERVAL_S),
+              help=f"Seconds per observation, at least {MIN_INTERVAL_S:g} (longer than the power sensor's refresh "
+                   "period).")
+@click.option("--duration", type=options.Finite(min=0, min_open=True),
               help="Seconds to run (default: nvml until SIGINT or SIGTERM; sim 1200, virtual).")
 @click.option("--progress", "progress_file", type=click.Path(dir_okay=False),
               help="nvml: a file in which the application keeps the number of work units (steps) done; without "
                    "it the power is learnt and the time is the model's.")
 @click.option("--threshold", default=0.1, show_default=True, type=click.FloatRange(0, 1, min_open=True, max_open=True),
               help="Activity change (largest over the fields) that starts a new phase.")
-@click.option("--log", "log_path", type=click.Path(dir_okay=False), help="Append every decision as a JSON line.")
+@click.option("--log", "log_path", type=click.Path(dir_okay=False), callback=output_file,
+              help="Append every decision as a JSON line.")
 @click.option("--metrics-port", type=click.IntRange(1, 65535), help="Serve Prometheus metrics on this port.")
 @click.option("--sim-phases", default=4, show_default=True, type=click.IntRange(1, 4),
               help="sim: the process cycles through this many of the demo's workloads ...")
-@click.option("--sim-phase-s", default=60.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
-              help="sim: ... each for about this many seconds at the default clocks.")
+@click.option("--sim-phase-s", default=60.0, show_default=True, type=options.Finite(min=0, min_open=True),
+              help="sim: ... each for about this many seconds at the default clocks (at least --interval).")
 @click.option("--workdir", type=click.Path(file_okay=False),
               help="sim: where the simulated GPU's calibration is kept (default: a temporary folder).")
 @click.option("--json", "as_json", is_flag=True)
@@ -236,7 +268,9 @@ def run(device_kind, index, registry, time_model, policy, slowdown, power_cap, i
     """Govern a GPU's clocks while processes run on it: each interval observe its energy,
     activities and (with --progress) work done, detect the phase, and set the clocks the
     governor chooses. The clocks go back to the driver when no process runs and on every
-    exit (SIGINT, SIGTERM, errors); after a SIGKILL, run `gpudvfs govern reset`."""
+    exit (SIGINT, SIGTERM, errors); after a SIGKILL, run `gpudvfs govern reset`. The report's
+    clocks_restored: the (core, memory) MHz the GPU runs at after that last reset, which is
+    not counted among the clock changes."""
     import dataclasses
     import signal
     import tempfile
@@ -248,8 +282,11 @@ def run(device_kind, index, registry, time_model, policy, slowdown, power_cap, i
     from ..govern.simhost import SimulatedHost, calibrated, phased_process
     from ..measure.apps import APPS
 
-    if policy == "power-cap" and power_cap is None:
-        raise click.UsageError("--policy power-cap needs --power-cap W")
+    _policy_options(policy, power_cap)
+    if device_kind == "sim" and sim_phase_s < interval:
+        # A phase shorter than an interval is not one the daemon can see, and a simulated
+        # interval costs a loop turn per phase it spans.
+        raise click.UsageError(f"--sim-phase-s ({sim_phase_s:g}) must be at least --interval ({interval:g})")
     if device_kind == "sim" and progress_file:
         raise click.UsageError("--progress is for --device nvml: the simulated process reports its own")
     logs = [jsonl_log(log_path)] if log_path else []
@@ -309,6 +346,8 @@ def run(device_kind, index, registry, time_model, policy, slowdown, power_cap, i
     rows = [["intervals (governed / observed)", f"{out['intervals']} ({out['governed']} / {out['observed']})"],
             ["phases detected", ", ".join(f"{k}: {v}" for k, v in out["phases"].items()) or "none"],
             ["clock changes", str(out["clock_changes"])], ["energy", f"{out['joules']:.1f} J"]]
+    if out["clocks_restored"] is not None:  # None: reset, but the clocks could not be read back
+        rows.append(["clocks restored to the driver", "{:g}/{:g} MHz".format(*out["clocks_restored"])])
     if host is not None:
         t = out["sim_truth"]
         rows += [["energy over the least-energy pairs (true)", f"{100 * t['energy_over_least']:.2f}%"],

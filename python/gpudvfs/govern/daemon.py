@@ -36,6 +36,11 @@ from ..time.dcgm import DcgmTimeModel
 from .governor import Governor
 from .phases import PhaseDetector
 
+#: The shortest interval `gpudvfs govern run` takes: NVML's power and energy readings refresh
+#: every 20-100 ms, so a shorter one measures the sensor, not the clocks; and a simulated run
+#: takes a step per interval of its (virtual) duration.
+MIN_INTERVAL_S = 0.1
+
 
 class NvmlMonitor:
     """What the daemon reads of an `NvmlDevice`: its compute processes; its activities, from
@@ -93,8 +98,11 @@ class NvmlMonitor:
 @dataclass
 class DaemonStats:
     """What a run did: intervals seen, governed (a process ran), observed, and throttled (the
-    GPU did not hold the clocks set); phases met; clock changes made; joules and work units
-    counted."""
+    GPU did not hold the clocks set); phases met; clock changes made (a pair set, or the
+    driver's clocks given back while no process ran); joules and work units counted; and
+    ``clocks_restored``: (core, memory) MHz the GPU ran at once `Daemon.run` had given its
+    clocks back to the driver on the way out (that reset is not one of the clock changes; None
+    until a run has ended)."""
 
     intervals: int = 0
     governed: int = 0
@@ -104,6 +112,7 @@ class DaemonStats:
     joules: float = 0.0
     work: float = 0.0
     phases: dict[str, int] = field(default_factory=dict)  # phase -> intervals
+    clocks_restored: tuple[float, float] | None = None
 
 
 def phase_name(key: tuple) -> str:
@@ -198,17 +207,32 @@ class Daemon:
     def run(self, duration_s: float | None = None, stop: threading.Event | None = None,
             progress: Callable[[DaemonStats, int | None], None] | None = None) -> DaemonStats:
         """Govern until ``duration_s`` (of the monitor's clock) has passed or ``stop`` is set;
-        the clocks are reset on the way out, however it is left. ``progress(stats, intervals)``
-        after every interval: the run so far, and how many intervals it will take (None: until
-        stopped)."""
-        if duration_s is not None and not duration_s > 0:
-            raise InputError(f"duration must be > 0 s, got {duration_s}")
+        the clocks are reset on the way out, however it is left (``stats.clocks_restored``).
+        ``progress(stats, intervals)`` after every interval: the run so far, and how many
+        intervals it will take (None: until stopped)."""
+        if duration_s is not None and not (np.isfinite(duration_s) and duration_s > 0):
+            raise InputError(f"duration must be finite and > 0 s, got {duration_s}")
         steps = None if duration_s is None else max(1, round(duration_s / self.interval_s))
         try:
             while (steps is None or self.stats.intervals < steps) and not (stop is not None and stop.is_set()):
                 self.step()
                 if progress is not None:
                     progress(self.stats, steps)
-        finally:
-            self._set(None)
+        except BaseException:
+            self._restore(failing=True)
+            raise
+        self._restore()
         return self.stats
+
+    def _restore(self, failing: bool = False) -> None:
+        """Give the clocks back to the driver (the end of governing, not a governor's clock
+        change) and note the clocks the GPU then runs at. ``failing``: an exception is on its
+        way out, which a failed read of the clocks must not replace."""
+        if self._held is not None:
+            self.device.reset_clocks()
+            self._held = None
+        try:
+            self.stats.clocks_restored = tuple(float(x) for x in self.device.clocks)
+        except Exception:
+            if not failing:
+                raise

@@ -42,6 +42,9 @@ PRIOR_SD = 0.2
 EXPLORE = 2.0
 RESIDUAL_SD = 0.06
 RESIDUAL_SCALE = 0.1
+#: What a standard deviation (or a ratio of two) may be: its square, a variance, must be a
+#: finite positive float.
+SD_RANGE = (1e-150, 1e150)
 
 
 @dataclass
@@ -91,21 +94,24 @@ class Governor:
         cfg = clock_array(configs, "configs")
         if cfg.ndim != 2 or cfg.shape[1] != 2 or len(cfg) == 0:
             raise InputError(f"configs must be [K x 2] (core, memory MHz), got shape {cfg.shape}")
-        if not 0 <= default_index < len(cfg):
-            raise InputError(f"default_index must be in [0, {len(cfg)}), got {default_index}")
+        default_index = _index("default_index", default_index, len(cfg))
         if policy not in POLICIES:
             raise InputError(f"unknown policy {policy!r}; expected one of {POLICIES}")
-        if policy == "power-cap" and not (power_cap_w is not None and power_cap_w > 0):
-            raise InputError(f"the power-cap policy needs power_cap_w > 0, got {power_cap_w}")
-        for name, v in (("slowdown", slowdown), ("explore", explore), ("hysteresis", hysteresis),
-                        ("residual_sd", residual_sd)):
-            if not (np.isfinite(v) and v >= 0):
-                raise InputError(f"{name} must be finite and >= 0, got {v}")
-        if not (prior_sd > 0 and noise_sd > 0 and residual_scale > 0):
-            raise InputError(f"prior_sd, noise_sd and residual_scale must be > 0, got {prior_sd}, {noise_sd} and "
-                             f"{residual_scale}")
-        self.configs, self.default_index, self.policy = cfg, int(default_index), policy
-        self.slowdown, self.power_cap_w = float(slowdown), power_cap_w
+        if policy == "power-cap" and power_cap_w is None:
+            raise InputError("the power-cap policy needs power_cap_w > 0, got None")
+        if power_cap_w is not None and not 0 < (power_cap_w := _number("power_cap_w", power_cap_w)) < np.inf:
+            raise InputError(f"power_cap_w must be finite and > 0, got {power_cap_w}")
+        slowdown, explore, hysteresis = (_number(name, v, 0.0) for name, v in (
+            ("slowdown", slowdown), ("explore", explore), ("hysteresis", hysteresis)))
+        residual_sd = _sd("residual_sd", residual_sd, zero=True)
+        prior_sd, noise_sd, residual_scale = (_sd(name, v) for name, v in (
+            ("prior_sd", prior_sd), ("noise_sd", noise_sd), ("residual_scale", residual_scale)))
+        if not SD_RANGE[0] <= prior_sd / noise_sd <= SD_RANGE[1]:
+            # The RLS prior covariance is (prior_sd / noise_sd)^2: it must be a finite positive float.
+            raise InputError(f"prior_sd / noise_sd must be within [{SD_RANGE[0]:g}, {SD_RANGE[1]:g}], got "
+                             f"{prior_sd} / {noise_sd}")
+        self.configs, self.default_index, self.policy = cfg, default_index, policy
+        self.slowdown, self.power_cap_w = slowdown, power_cap_w
         self.prior_sd, self.noise_sd, self.explore, self.hysteresis = prior_sd, noise_sd, explore, hysteresis
         self._phi = np.column_stack([np.ones(len(cfg)), np.log(cfg / cfg[default_index])])
         # phi_i^T C phi_i for every pair i as one product with the covariance's 9 entries.
@@ -126,9 +132,7 @@ class Governor:
         if key in self._phases:
             self._phase = self._phases[key]
             return
-        t, p = (np.asarray(x, dtype=np.float64) for x in (time_ms, watts))
-        if t.shape != (len(self.configs),) or p.shape != t.shape or not (np.all(t > 0) and np.all(p > 0)):
-            raise InputError(f"phase {key!r}: time_ms and watts must be {len(self.configs)} positive values")
+        t, p = (_prediction(key, name, x, len(self.configs)) for name, x in (("time_ms", time_ms), ("watts", watts)))
         k = len(self.configs)
         # RLS covariance is in units of the noise variance: the prior on the correction is prior_sd.
         cov = (self.prior_sd / self.noise_sd) ** 2
@@ -178,8 +182,10 @@ class Governor:
             score = lt
             allowed = allowed & (lp <= np.log(self.power_cap_w))
         if not allowed.any():  # violate least: fastest for a deadline, least power for a cap
+            # Among the pairs the GPU can hold (every pair, where it can hold none).
+            held = ~self._phase.excluded if not self._phase.excluded.all() else np.ones_like(allowed)
             allowed = np.zeros_like(allowed)
-            allowed[np.argmin(lt if self.policy == "deadline" else lp)] = True
+            allowed[np.argmin(np.where(held, lt if self.policy == "deadline" else lp, np.inf))] = True
         masked = np.where(allowed, score, np.inf)
         best = int(np.argmin(masked))
         # The objective's variance: log time for a cap, 2 log time + log watts for EDP.
@@ -215,21 +221,24 @@ class Governor:
                  "mem_mhz": float(self.configs[k, 1]), "explored": bool(explored), "changed": bool(changed),
                  "predicted_saving": float(-np.expm1(log_energy[k] - log_energy[d])), "observed": self._last}
         if self._last is not None and self._last["time_ms"] is not None:
-            energy = self._last["time_ms"] * self._last["watts"]
-            entry["realized_saving"] = float(1.0 - energy / np.exp(log_energy[d]))
+            # In log space, as the estimates are: a product of two large values may overflow.
+            log_e = np.log(self._last["time_ms"]) + np.log(self._last["watts"])
+            entry["realized_saving"] = float(-np.expm1(log_e - log_energy[d]))
         return entry
 
     def exclude(self, index: int) -> None:
         """The GPU did not hold pair ``index`` for the current phase (its power or thermal limit
         pulled the clocks down): the phase is not run there again, nor explored."""
-        self._require().excluded[self._pair_index(index)] = True
+        self._require().excluded[_index("index", index, len(self.configs))] = True
 
     def observe(self, index: int, time_ms: float | None, watts: float) -> None:
         """What one interval at pair ``index`` measured: time per unit of work and power.
         ``time_ms=None``: the work done was not measured (a daemon without a progress
         signal): the power is learnt, the time stays the prediction."""
         ph = self._require()
-        self._pair_index(index)
+        index = _index("index", index, len(self.configs))
+        watts = _number("watts", watts)
+        time_ms = None if time_ms is None else _number("time_ms", time_ms)
         if not (np.isfinite(watts) and watts > 0 and (time_ms is None or (np.isfinite(time_ms) and time_ms > 0))):
             raise InputError(f"observed time and watts must be positive and finite, got {time_ms} and {watts}")
         lp = np.log(watts)
@@ -248,11 +257,6 @@ class Governor:
         if lt is not None:
             self._update(ph.t, index, lt)
 
-    def _pair_index(self, index: int) -> int:
-        if not 0 <= index < len(self.configs):
-            raise InputError(f"pair index must be in [0, {len(self.configs)}), got {index}")
-        return index
-
     def _update(self, s: _Stream, index: int, value: float) -> None:
         if s.n[index] == 0 and self.residual_sd > 0:
             # Where pair ``index`` is the most correlated measured pair, each pair's residual
@@ -266,6 +270,55 @@ class Governor:
         s.n[index] += 1
         s.measured[index] += (value - s.measured[index]) / s.n[index]
         s.rls.update(self._phi[index], value - s.prior[index])
+
+
+def _number(name: str, value, low: float | None = None) -> float:
+    """``value`` as a float (a number, not a string or a bool), >= ``low`` and finite where
+    ``low`` is given."""
+    if isinstance(value, (str, bytes, bool, np.bool_)) or value is None:
+        raise InputError(f"{name} must be a number, got {value!r}")
+    try:
+        x = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise InputError(f"{name} must be a number, got {value!r}") from None
+    if low is not None and not (np.isfinite(x) and x >= low):
+        raise InputError(f"{name} must be finite and >= {low:g}, got {value}")
+    return x
+
+
+def _sd(name: str, value, zero: bool = False) -> float:
+    """A standard deviation (or length scale) whose square is a finite float, positive unless
+    ``zero``."""
+    x = _number(name, value)
+    if not ((zero and x == 0) or SD_RANGE[0] <= x <= SD_RANGE[1]):
+        raise InputError(f"{name} must be {'0 or ' if zero else ''}within [{SD_RANGE[0]:g}, {SD_RANGE[1]:g}] "
+                         f"(its square is a variance), got {value}")
+    return x
+
+
+def _prediction(key, name: str, values, k: int) -> np.ndarray:
+    """A phase's offline prediction of ``name``: ``k`` finite positive values."""
+    try:
+        x = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError):
+        raise InputError(f"phase {key!r}: {name} must be {k} positive finite numbers") from None
+    if x.shape != (k,):
+        raise InputError(f"phase {key!r}: {name} must be {k} positive finite values (one per pair), got shape "
+                         f"{x.shape}")
+    bad = ~(np.isfinite(x) & (x > 0))
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise InputError(f"phase {key!r}: {name} must be positive and finite, got {x[i]} at pair {i}")
+    return x
+
+
+def _index(name: str, value, k: int) -> int:
+    """An integer (Python's or numpy's; not a bool) in [0, k)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise InputError(f"{name} must be an integer pair index, got {value!r}")
+    if not 0 <= value < k:
+        raise InputError(f"{name} must be in [0, {k}), got {value}")
+    return int(value)
 
 
 def jsonl_log(path) -> Callable[[dict], None]:
