@@ -156,14 +156,15 @@ class Daemon:
         p = predict_samples(one, {"gpu": self.table}, self.model)[0]
         return time_ms * p.ratio[0, self.pairs], p.watts[0, self.pairs]
 
-    def _set(self, k: int | None) -> None:
+    def _set(self, k: int | None, counted: bool = True) -> None:
+        """Hold pair ``k`` (None: the driver's clocks); ``counted``: a clock change of the run's."""
         if k == self._held:
             return
         if k is None:
             self.device.reset_clocks()
         else:
             self.device.lock_clocks(*(float(x) for x in self.governor.configs[k]))
-        self.stats.clock_changes += 1
+        self.stats.clock_changes += counted
         self._held = k
 
     def step(self) -> None:
@@ -228,9 +229,7 @@ class Daemon:
         """Give the clocks back to the driver (the end of governing, not a governor's clock
         change) and note the clocks the GPU then runs at. ``failing``: an exception is on its
         way out, which a failed read of the clocks must not replace."""
-        if self._held is not None:
-            self.device.reset_clocks()
-            self._held = None
+        self._set(None, counted=False)
         try:
             self.stats.clocks_restored = tuple(float(x) for x in self.device.clocks)
         except Exception:

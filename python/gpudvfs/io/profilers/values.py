@@ -21,10 +21,11 @@ def store(rec: KernelCounters, name: str, raw: str, unit: str, src: Text, line: 
     factor, base = normalize_unit(unit)
     value = parse_number(raw)
     if value is not None:
-        if abs(value * factor) > MAX_COUNT:
+        value *= factor
+        if abs(value) > MAX_COUNT:
             raise src.error(f"{raw.strip()!r}{f' {unit}' if unit else ''} is beyond what a GPU measures (at most "
                             f"{MAX_COUNT:g} in base units)", line, column, name)
-        rec.metrics[name] = value * factor
+        rec.metrics[name] = value
         rec.units[name] = base
         return
     if ";" in raw:
