@@ -26,8 +26,11 @@ __version__: str
 # Stub-only aliases (private, so not expected at run time). Array arguments typed _F64 must
 # be C-contiguous float64 numpy arrays: the bindings read them in place and convert nothing.
 _F64: TypeAlias = npt.NDArray[np.float64]
-# One feature vector: a float64 1-D array (read in place), a list or tuple of numbers, or
-# anything numpy converts to a 1-D float64 array.
+# One feature vector of n_features real numbers: a float64 1-D array (read in place), a list
+# or tuple of numbers, or anything numpy converts to a 1-D float64 array. Another shape is a
+# ValueError naming the shape expected and the shape given; complex numbers are a TypeError.
+# (The bank's array arguments are checked the same way.) Sizes whose buffers cannot be
+# allocated (a bank, a power or time grid) raise MemoryError.
 _Features: TypeAlias = npt.ArrayLike
 
 def budget_solve(

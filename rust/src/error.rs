@@ -1,5 +1,6 @@
-//! The one error type of the core. The bindings turn it into a Python `ValueError`;
-//! nothing in the core panics on bad input.
+//! The one error type of the core. The bindings turn it into a Python `ValueError` (an
+//! allocation that fails, `Memory`, into a `MemoryError`); nothing in the core panics or
+//! aborts on bad input.
 
 use std::fmt;
 
@@ -9,6 +10,8 @@ pub enum CoreError {
     Shape(String),
     /// A value outside what the model accepts (NaN, infinity, negative, out of range).
     Value(String),
+    /// A buffer of a size the input asks for could not be allocated.
+    Memory(String),
 }
 
 impl fmt::Display for CoreError {
@@ -16,6 +19,7 @@ impl fmt::Display for CoreError {
         match self {
             CoreError::Shape(m) => write!(f, "shape mismatch: {m}"),
             CoreError::Value(m) => write!(f, "invalid value: {m}"),
+            CoreError::Memory(m) => write!(f, "out of memory: {m}"),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! gpudvfs core: the numerical hot paths of the GPU DVFS models. Pure Rust; the Python
 //! bindings live in `bindings` behind the `python` feature so `cargo test` needs no Python.
 
+mod alloc;
 pub mod budget;
 pub mod error;
 pub mod online;

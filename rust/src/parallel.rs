@@ -4,6 +4,11 @@
 /// Work items (outputs) below which a kernel stays on the calling thread.
 const MIN_ITEMS_PER_THREAD: usize = 1 << 16;
 
+/// Most threads one batch call spawns, whatever the caller asks for: these kernels are
+/// bound by the cores, and a spawn that fails (too many threads, or their stacks beyond an
+/// address-space limit) would panic.
+pub const MAX_THREADS: usize = 256;
+
 pub fn threads_for(items: usize) -> usize {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     (items / MIN_ITEMS_PER_THREAD).clamp(1, cores)

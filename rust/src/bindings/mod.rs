@@ -1,6 +1,7 @@
 //! The Python module `gpudvfs._core`: thin PyO3 wrappers over the pure-Rust core, one file
 //! per model. Arrays arrive as contiguous float64 numpy arrays (the Python layer converts),
-//! batch work runs with the GIL released, and every core error becomes a Python ValueError.
+//! batch work runs with the GIL released, and every core error becomes a Python ValueError
+//! (a refused allocation a MemoryError).
 
 mod budget;
 mod online;
@@ -8,7 +9,7 @@ mod power;
 mod time;
 
 use numpy::PyReadonlyArray;
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyMemoryError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -16,7 +17,10 @@ use crate::error::CoreError;
 
 impl From<CoreError> for PyErr {
     fn from(e: CoreError) -> PyErr {
-        PyValueError::new_err(e.to_string())
+        match e {
+            CoreError::Memory(_) => PyMemoryError::new_err(e.to_string()),
+            _ => PyValueError::new_err(e.to_string()),
+        }
     }
 }
 

@@ -5,15 +5,21 @@
 //! `predict`/`update` keep the GIL (releasing it costs more than the update) and read the
 //! features without allocating: a float64 numpy array in place, a list or tuple into a
 //! stack buffer. The bank releases the GIL for its batch work.
+//!
+//! Any other argument goes through numpy (`real_array`): an argument of the wrong shape is
+//! a ValueError naming it with the shape expected and the shape given, and complex numbers
+//! are a TypeError (a cast to float64 would silently drop their imaginary parts).
 
-use numpy::ndarray::{Array2, Array3};
+use numpy::ndarray::{Array2, Array3, Dimension, Ix1, Ix2};
 use numpy::{
-    AllowTypeChange, IntoPyArray, PyArray1, PyArray2, PyArray3, PyArrayLike1, PyArrayLike2,
-    PyArrayLike3, PyArrayMethods, PyUntypedArrayMethods,
+    AllowTypeChange, Element, IntoPyArray, PyArray, PyArray1, PyArray2, PyArray3,
+    PyArrayDescrMethods, PyArrayLike1, PyArrayLike2, PyArrayLike3, PyArrayMethods, PyReadonlyArray,
+    PyUntypedArray, PyUntypedArrayMethods,
 };
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyComplex, PyDict, PyFloat, PyInt, PyList, PyTuple};
 
 use super::item;
 use crate::error::CoreError;
@@ -66,38 +72,154 @@ fn take_config(d: &Bound<'_, PyDict>) -> PyResult<RlsConfig> {
     )
 }
 
-/// Calls `f` with the numbers of a feature vector: a float64 numpy array is read in place,
-/// a list or tuple of up to STACK_FEATURES numbers through a stack buffer, anything else
-/// (other dtypes, other sequences) through a converted copy.
-fn with_features<R>(obj: &Bound<'_, PyAny>, f: impl FnOnce(&[f64]) -> PyResult<R>) -> PyResult<R> {
+/// A shape as Python writes it: (4,), (5, 4), ().
+fn py_shape(shape: &[usize]) -> String {
+    match shape {
+        [one] => format!("({one},)"),
+        _ => format!(
+            "({})",
+            shape
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+fn shape_error(name: &str, expected: &[usize], got: &[usize]) -> PyErr {
+    CoreError::Shape(format!(
+        "{name} must have shape {}, got {}",
+        py_shape(expected),
+        py_shape(got)
+    ))
+    .into()
+}
+
+/// `obj` as an array of `T` (float64, or bool for a mask) of shape `expected`: a numpy
+/// array of that dtype as it is, anything else (lists, scalars, other dtypes) through
+/// `numpy.asarray` and a cast. Errors name the argument: a ValueError saying which shape was
+/// expected and which came, a TypeError for complex numbers (a cast would drop their
+/// imaginary parts).
+fn real_array<'py, T: Element, D: Dimension>(
+    obj: &Bound<'py, PyAny>,
+    name: &str,
+    expected: &[usize],
+) -> PyResult<PyReadonlyArray<'py, T, D>> {
+    let py = obj.py();
+    let arr = match obj.cast::<PyUntypedArray>() {
+        Ok(a) => a.clone(),
+        Err(_) => {
+            static ASARRAY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+            ASARRAY
+                .import(py, "numpy", "asarray")?
+                .call1((obj,))
+                .map_err(|e| named(py, e, name))?
+                .cast_into::<PyUntypedArray>()?
+        }
+    };
+    if arr.shape() != expected {
+        return Err(shape_error(name, expected, arr.shape()));
+    }
+    let dtype = arr.dtype();
+    if dtype.kind() == b'c' {
+        return Err(PyTypeError::new_err(format!(
+            "{name} must be real numbers, got complex values (dtype {dtype})"
+        )));
+    }
+    let want = numpy::dtype::<T>(py);
+    let arr = if dtype.is_equiv_to(&want) {
+        arr.into_any()
+    } else {
+        arr.call_method1("astype", (want,))
+            .map_err(|e| named(py, e, name))?
+    };
+    arr.cast_into::<PyArray<T, D>>()?
+        .try_readonly()
+        .map_err(|e| PyValueError::new_err(format!("{name}: {e}")))
+}
+
+/// `e` with the argument's name in front of its message, of the same exception type.
+fn named(py: Python<'_>, e: PyErr, name: &str) -> PyErr {
+    PyErr::from_type(e.get_type(py), format!("{name}: {}", e.value(py)))
+}
+
+/// A real number: a float (or int) as it is; complex numbers, Python's or numpy's, are a
+/// TypeError rather than their real part.
+fn real(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<f64> {
+    if let Ok(f) = obj.cast::<PyFloat>() {
+        return Ok(f.value());
+    }
+    if obj.is_instance_of::<PyInt>() {
+        return obj.extract::<f64>().map_err(|e| named(obj.py(), e, name));
+    }
+    let complex_dtype = || -> PyResult<bool> {
+        Ok(obj.hasattr("dtype")? && obj.getattr("dtype")?.getattr("kind")?.eq("c")?)
+    };
+    if obj.is_instance_of::<PyComplex>() || complex_dtype().unwrap_or(false) {
+        return Err(PyTypeError::new_err(format!(
+            "{name} must be a real number, got {}",
+            obj.repr()?
+        )));
+    }
+    obj.extract::<f64>().map_err(|e| named(obj.py(), e, name))
+}
+
+/// Calls `f` with the numbers of a feature vector of `n` features: a float64 numpy array is
+/// read in place, a list or tuple of up to STACK_FEATURES floats or ints through a stack
+/// buffer, anything else (other dtypes, other sequences, other numbers) through `real_array`.
+/// A vector of another length, or of another shape, is a ValueError that says so.
+fn with_features<R>(
+    obj: &Bound<'_, PyAny>,
+    n: usize,
+    f: impl FnOnce(&[f64]) -> PyResult<R>,
+) -> PyResult<R> {
+    const NAME: &str = "features";
     if let Ok(a) = obj.cast::<PyArray1<f64>>() {
         let r = a
             .try_readonly()
-            .map_err(|e| PyValueError::new_err(format!("features: {e}")))?;
+            .map_err(|e| PyValueError::new_err(format!("{NAME}: {e}")))?;
+        if r.len() != n {
+            return Err(shape_error(NAME, &[n], r.shape()));
+        }
         return match r.as_slice() {
             Ok(s) => f(s),
             Err(_) => f(&r.as_array().to_vec()),
         };
     }
     let mut buf = [0.0f64; STACK_FEATURES];
-    if let Ok(l) = obj.cast::<PyList>() {
-        if l.len() <= STACK_FEATURES {
-            for (b, v) in buf.iter_mut().zip(l.iter()) {
-                *b = v.extract()?;
-            }
-            return f(&buf[..l.len()]);
-        }
+    let read = if n > STACK_FEATURES {
+        false
+    } else if let Ok(l) = obj.cast::<PyList>() {
+        l.len() == n && fill(&mut buf, l.iter())?
     } else if let Ok(t) = obj.cast::<PyTuple>() {
-        if t.len() <= STACK_FEATURES {
-            for (b, v) in buf.iter_mut().zip(t.iter()) {
-                *b = v.extract()?;
-            }
-            return f(&buf[..t.len()]);
-        }
+        t.len() == n && fill(&mut buf, t.iter())?
+    } else {
+        false
+    };
+    if read {
+        return f(&buf[..n]);
     }
-    let a: PyArrayLike1<'_, f64, AllowTypeChange> = obj.extract()?;
+    let a = real_array::<f64, Ix1>(obj, NAME, &[n])?;
     let v = a.as_array().to_vec();
     f(&v)
+}
+
+/// The items as numbers into `buf`: true when every one is a float (numpy's float64 too) or
+/// an int; false at the first that is not (complex numbers, numpy's other scalars, nested
+/// lists), which then take the checked way through numpy.
+fn fill<'py>(buf: &mut [f64], items: impl Iterator<Item = Bound<'py, PyAny>>) -> PyResult<bool> {
+    for (b, v) in buf.iter_mut().zip(items) {
+        *b = if let Ok(x) = v.cast::<PyFloat>() {
+            x.value()
+        } else if v.is_instance_of::<PyInt>() {
+            v.extract::<f64>()
+                .map_err(|e| named(v.py(), e, "features"))?
+        } else {
+            return Ok(false);
+        };
+    }
+    Ok(true)
 }
 
 /// One online time predictor: covariance-form recursive least squares (Gupta et al.
@@ -133,15 +255,20 @@ impl OnlinePredictor {
     }
 
     /// The predicted target for a feature vector: features . coef.
+    /// A prediction that overflows (finite features far too large) is a ValueError, as
+    /// their update is.
     fn predict(&self, features: &Bound<'_, PyAny>) -> PyResult<f64> {
-        with_features(features, |x| Ok(self.inner.predict(x)?))
+        with_features(features, self.inner.n_features(), |x| {
+            Ok(self.inner.predict(x)?)
+        })
     }
 
     /// Learn from one observation. A NaN or infinite value is a ValueError and changes
     /// nothing; a feature vector without excitation (all zero) changes nothing either.
-    fn update(&mut self, features: &Bound<'_, PyAny>, observed: f64) -> PyResult<()> {
+    fn update(&mut self, features: &Bound<'_, PyAny>, observed: &Bound<'_, PyAny>) -> PyResult<()> {
+        let observed = real(observed, "observed")?;
         let inner = &mut self.inner;
-        with_features(features, |x| {
+        with_features(features, inner.n_features(), |x| {
             inner.update(x, observed)?;
             Ok(())
         })
@@ -302,8 +429,10 @@ impl OnlinePredictorBank {
     fn predict<'py>(
         &self,
         py: Python<'py>,
-        features: PyArrayLike2<'py, f64, AllowTypeChange>,
+        features: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        let (s, n) = (self.inner.n_streams(), self.inner.n_features());
+        let features = real_array::<f64, Ix2>(features, "features", &[s, n])?;
         let x = features.as_array();
         let x = x.as_standard_layout();
         let xs = x
@@ -323,18 +452,16 @@ impl OnlinePredictorBank {
     fn update<'py>(
         &mut self,
         py: Python<'py>,
-        features: PyArrayLike2<'py, f64, AllowTypeChange>,
-        observed: PyArrayLike1<'py, f64, AllowTypeChange>,
-        mask: Option<PyArrayLike1<'py, bool, AllowTypeChange>>,
+        features: &Bound<'py, PyAny>,
+        observed: &Bound<'py, PyAny>,
+        mask: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let (s, n) = (self.inner.n_streams(), self.inner.n_features());
-        if features.shape() != [s, n] {
-            return Err(CoreError::Shape(format!(
-                "features has shape {:?}, expected ({s}, {n})",
-                features.shape()
-            ))
-            .into());
-        }
+        let features = real_array::<f64, Ix2>(features, "features", &[s, n])?;
+        let observed = real_array::<f64, Ix1>(observed, "observed", &[s])?;
+        let mask = mask
+            .map(|m| real_array::<bool, Ix1>(m, "mask", &[s]))
+            .transpose()?;
         let x = features.as_array();
         let x = x.as_standard_layout();
         let y = observed.as_array();
@@ -442,7 +569,7 @@ impl OnlinePredictorBank {
     /// The whole bank: configuration as plain values, coef [S x n], covariance [S x n x n]
     /// and updates [S] as numpy arrays (`.tolist()` them for JSON).
     fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let s = self.inner.state();
+        let s = self.inner.state()?;
         let (ns, n) = (s.n_streams, s.n_features);
         let err = |e: numpy::ndarray::ShapeError| PyValueError::new_err(e.to_string());
         let d = PyDict::new(py);

@@ -37,6 +37,8 @@ fn power_grid<'py>(
         idle_coef: slice("idle_coef", &idle_coef)?.to_vec(),
         weights: slice("weights", &weights)?.to_vec(),
     };
+    // Before the sizes are used: domain sizes that overflow are refused here.
+    coef.validate()?;
     let nd = coef.n_domains();
     let (n_work, n_comp) = (util.shape()[0], util.shape()[1]);
     if n_comp != coef.n_components() {
@@ -59,7 +61,7 @@ fn power_grid<'py>(
         slice("freq", &freq)?,
         slice("volt", &volt)?,
     );
-    let out = py.detach(|| power_grid_core(&coef, u, f, v))?;
+    let out = py.detach(|| power_grid_core(&coef, u, n_work, f, v))?;
     let arr = Array2::from_shape_vec((n_work, n_conf), out)
         .map_err(|e| PyValueError::new_err(e.to_string()))?;
     Ok(arr.into_pyarray(py))

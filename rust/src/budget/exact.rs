@@ -8,6 +8,11 @@ use crate::error::{CoreError, CoreResult};
 
 /// States kept per stage before the instance counts as too large for the exact solver.
 const MAX_STATES: usize = 1 << 20;
+/// Candidate states of one stage (the front times the group's allowed options) before the
+/// instance counts as too large: they are built before the front is pruned, so without a cap
+/// a few groups of many options asked for more memory than exists and aborted the process.
+/// 2^25 candidates of 32 bytes: 1 GiB at most.
+const MAX_CANDIDATES: usize = 1 << 25;
 
 #[derive(Clone, Copy)]
 struct State {
@@ -21,7 +26,8 @@ pub fn solve_exact(inst: &Instance) -> CoreResult<Solution> {
     inst.validate()?;
     pareto_dp(inst, MAX_STATES, None).ok_or_else(|| {
         CoreError::Value(format!(
-            "the exact solver's Pareto front passed {MAX_STATES} states: too large an instance"
+            "too large an instance for the exact solver: its Pareto front passed \
+             {MAX_STATES} states, or a stage {MAX_CANDIDATES} candidates"
         ))
     })
 }
@@ -59,6 +65,10 @@ pub(super) fn pareto_dp(
         parent: 0,
     }];
     for i in 0..n {
+        let candidates = front.len().checked_mul(inst.options(i).count());
+        if candidates.is_none_or(|c| c > MAX_CANDIDATES) {
+            return None;
+        }
         let mut next: Vec<State> = front
             .iter()
             .enumerate()

@@ -138,3 +138,20 @@ fn bad_instances_are_refused() {
     let neg = vec![-1.0, 2.0];
     assert!(solve_exact(&instance(&neg, &v, 1, 2, 9.0)).is_err());
 }
+
+/// Two GPUs of 65,536 options each, every option on the Pareto front: the exact solver's
+/// second stage has 2^32 candidate states (128 GiB), which it built before pruning and so
+/// aborted the process. It is refused as too large at once.
+#[test]
+fn exact_refuses_an_instance_whose_candidates_do_not_fit() {
+    let k = 1 << 16;
+    let cost: Vec<f64> = (0..2 * k).map(|j| (j % k) as f64).collect();
+    let value: Vec<f64> = (0..2 * k).map(|j| (k - j % k) as f64).collect();
+    let inst = instance(&cost, &value, 2, k, 1e12);
+    let e = solve_exact(&inst).unwrap_err();
+    assert!(matches!(e, CoreError::Value(_)), "{e}");
+    assert!(e.to_string().contains("too large"), "{e}");
+    // The heuristic solves it: both GPUs at their option of least value.
+    let h = solve(&inst).unwrap();
+    assert_eq!(h.choice, vec![k - 1, k - 1]);
+}

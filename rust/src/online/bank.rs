@@ -6,6 +6,7 @@ use super::kernel::{
     all_finite, check_finite, dot, init_packed, pack_checked, step, unpack, Params, Scratch, Step,
 };
 use super::RlsConfig;
+use crate::alloc;
 use crate::error::{CoreError, CoreResult};
 
 /// Below this many streams a batch runs on the calling thread: spawning costs ~10-50 us.
@@ -59,21 +60,26 @@ impl RlsBank {
     pub fn new(streams: usize, n_features: usize, config: RlsConfig) -> CoreResult<Self> {
         let p = Params::new(n_features, &config)?;
         let m = p.packed_len();
-        let total_cov = streams.checked_mul(m).ok_or_else(|| {
-            CoreError::Value(format!(
-                "{streams} streams x {n_features} features is too large"
-            ))
-        })?;
-        let mut cov = vec![0.0; total_cov];
-        for s in 0..streams {
-            init_packed(n_features, p.delta, &mut cov[s * m..(s + 1) * m]);
+        let what = format!("{streams} streams x {n_features} features");
+        // Sizes from the caller: allocated fallibly (a refused allocation is an error, not
+        // an abort of the process).
+        let total_cov = alloc::product(&[streams, m], &what)?;
+        let mut cov = alloc::filled(total_cov, 0.0, &format!("the covariances of {what}"))?;
+        for pc in cov.chunks_exact_mut(m) {
+            init_packed(n_features, p.delta, pc);
         }
+        let coef = alloc::filled(
+            streams * n_features,
+            0.0,
+            &format!("the coefficients of {what}"),
+        )?;
+        let updates = alloc::filled(streams, 0, &format!("the update counts of {what}"))?;
         Ok(RlsBank {
             p,
             streams,
-            coef: vec![0.0; streams * n_features],
+            coef,
             cov,
-            updates: vec![0; streams],
+            updates,
             threads: 0,
         })
     }
@@ -90,7 +96,8 @@ impl RlsBank {
         self.p.config()
     }
 
-    /// Threads for batch calls; 0 (the default) means one per core.
+    /// Threads for batch calls; 0 (the default) means one per core, and more than
+    /// `parallel::MAX_THREADS` count as that many.
     pub fn set_threads(&mut self, threads: usize) {
         self.threads = threads;
     }
@@ -182,7 +189,7 @@ impl RlsBank {
         let p = self.p;
         let wanted = match self.threads {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-            t => t,
+            t => t.min(crate::parallel::MAX_THREADS),
         };
         let threads = wanted.min((s / MIN_STREAMS_PER_THREAD).max(1));
         if threads <= 1 {
@@ -241,11 +248,20 @@ impl RlsBank {
         for (s, o) in out.iter_mut().enumerate() {
             *o = dot(&self.coef[s * n..(s + 1) * n], &x[s * n..(s + 1) * n], n);
         }
+        // As `Rls::predict`: finite features whose prediction overflows are an error (the
+        // update of such a stream is rejected too), not an infinite prediction.
+        if !all_finite(out) {
+            let s = out.iter().position(|v| !v.is_finite()).unwrap_or(0);
+            return Err(CoreError::Value(format!(
+                "the prediction of stream {s} is {}: x[{s}] . coef overflows",
+                out[s]
+            )));
+        }
         Ok(())
     }
 
     pub fn predict_many(&self, x: &[f64]) -> CoreResult<Vec<f64>> {
-        let mut out = vec![0.0; self.streams];
+        let mut out = alloc::filled(self.streams, 0.0, "the predictions")?;
         self.predict_many_into(x, &mut out)?;
         Ok(out)
     }
@@ -262,24 +278,23 @@ impl RlsBank {
         Ok(())
     }
 
-    pub fn state(&self) -> BankState {
+    /// The whole state; its full covariances take about twice the memory of the packed
+    /// ones, so a bank that fits may still fail here (a `Memory` error).
+    pub fn state(&self) -> CoreResult<BankState> {
         let (n, m) = (self.p.n, self.p.packed_len());
-        let mut full = vec![0.0; self.streams * n * n];
-        for s in 0..self.streams {
-            unpack(
-                n,
-                &self.cov[s * m..(s + 1) * m],
-                &mut full[s * n * n..(s + 1) * n * n],
-            );
+        let what = format!("the state of {} streams x {n} features", self.streams);
+        let mut full = alloc::filled(alloc::product(&[self.streams, n, n], &what)?, 0.0, &what)?;
+        for (pc, fc) in self.cov.chunks_exact(m).zip(full.chunks_exact_mut(n * n)) {
+            unpack(n, pc, fc);
         }
-        BankState {
+        Ok(BankState {
             n_streams: self.streams,
             n_features: n,
             config: self.p.config(),
-            coef: self.coef.clone(),
+            coef: alloc::copied(&self.coef, &what)?,
             covariance: full,
-            updates: self.updates.clone(),
-        }
+            updates: alloc::copied(&self.updates, &what)?,
+        })
     }
 
     /// Rebuilds a bank from saved state; every stream's covariance is checked (symmetric,
@@ -287,13 +302,20 @@ impl RlsBank {
     pub fn from_state(state: &BankState) -> CoreResult<Self> {
         let p = Params::new(state.n_features, &state.config)?;
         let (s, n, m) = (state.n_streams, p.n, p.packed_len());
-        if state.coef.len() != s * n {
+        // Checked: the sizes come from saved data (the lengths below are real, so a product
+        // that overflows cannot match them).
+        let what = "state";
+        let (sn, snn) = (
+            alloc::product(&[s, n], what)?,
+            alloc::product(&[s, n, n], what)?,
+        );
+        if state.coef.len() != sn {
             return Err(CoreError::Shape(format!(
                 "state: coef has {} values, expected {s} x {n}",
                 state.coef.len()
             )));
         }
-        if state.covariance.len() != s * n * n {
+        if state.covariance.len() != snn {
             return Err(CoreError::Shape(format!(
                 "state: covariance has {} values, expected {s} x {n} x {n}",
                 state.covariance.len()
@@ -306,7 +328,7 @@ impl RlsBank {
             )));
         }
         check_finite(&state.coef, "state.coef")?;
-        let mut cov = vec![0.0; s * m];
+        let mut cov = alloc::filled(s * m, 0.0, "the covariances of the state")?;
         for k in 0..s {
             let packed = pack_checked(
                 &p,
@@ -422,7 +444,7 @@ mod tests {
         let mut bank = RlsBank::new(5, 2, RlsConfig::default()).unwrap();
         let x = vec![0.5; 10];
         bank.update_many(&x, &[1.0; 5], None).unwrap();
-        let before = bank.state();
+        let before = bank.state().unwrap();
         let mut xb = x.clone();
         xb[9] = f64::NAN;
         assert!(matches!(
@@ -448,13 +470,55 @@ mod tests {
         assert!(bank.covariance(5).is_err());
         assert!(bank.reset_stream(5).is_err());
         assert!(bank.predict_many(&xb).is_err());
-        assert_eq!(bank.state(), before);
+        assert_eq!(bank.state().unwrap(), before);
         // An overflowing stream is rejected alone; the others are updated.
         let mut xo = x.clone();
         xo[0] = 1e200;
         let r = bank.update_many(&xo, &[1.0; 5], None).unwrap();
         assert_eq!((r.applied, r.rejected), (4, 1));
-        assert_eq!(&bank.state().coef[..2], &before.coef[..2]);
+        assert_eq!(&bank.state().unwrap().coef[..2], &before.coef[..2]);
+    }
+
+    /// Sizes the memory cannot hold are errors (`vec!` aborted the process): a refused
+    /// allocation is `Memory`, a byte count that overflows `Value`.
+    #[test]
+    fn a_bank_too_large_is_an_error_not_an_abort() {
+        let cfg = RlsConfig::default();
+        // 2^54 streams x 10 packed values x 8 bytes: 2^60.3 bytes, more than any address space.
+        match RlsBank::new(1 << 54, 4, cfg) {
+            Err(CoreError::Memory(m)) => {
+                assert!(m.contains("18014398509481984 streams x 4 features"), "{m}")
+            }
+            other => panic!("{:?}", other.map(|b| b.n_streams())),
+        }
+        // 2^40 streams x 4096 features: 2^63 packed values, whose bytes overflow.
+        assert!(matches!(
+            RlsBank::new(1 << 40, 4096, cfg),
+            Err(CoreError::Value(_))
+        ));
+        assert!(matches!(
+            RlsBank::new(1 << 62, 4, cfg),
+            Err(CoreError::Value(_))
+        ));
+    }
+
+    /// Finite features whose prediction overflows are an error naming the stream, as
+    /// `Rls::predict`; the update of that stream is rejected.
+    #[test]
+    fn overflowing_prediction_is_an_error() {
+        let mut bank = RlsBank::new(3, 2, RlsConfig::default()).unwrap();
+        bank.update_many(&[1.0, 1.0, 1.0, -1.0, 0.5, 0.5], &[2.0, 4.0, 1.0], None)
+            .unwrap();
+        let mut x = vec![1.0; 6];
+        assert!(bank.predict_many(&x).unwrap().iter().all(|v| v.is_finite()));
+        x[2] = 1e308;
+        x[3] = -1e308;
+        match bank.predict_many(&x) {
+            Err(CoreError::Value(m)) => assert!(m.contains("stream 1"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        let r = bank.update_many(&x, &[1.0; 3], None).unwrap();
+        assert_eq!((r.applied, r.rejected), (2, 1));
     }
 
     #[test]
@@ -462,9 +526,9 @@ mod tests {
         let mut bank = RlsBank::new(3, 2, RlsConfig::new(0.8, 2.0)).unwrap();
         bank.update_many(&[1.0, 2.0, 0.0, 1.0, -1.0, 0.5], &[1.0, 2.0, 3.0], None)
             .unwrap();
-        let s = bank.state();
+        let s = bank.state().unwrap();
         let b2 = RlsBank::from_state(&s).unwrap();
-        assert_eq!(b2.state(), s);
+        assert_eq!(b2.state().unwrap(), s);
         let mut bad = s.clone();
         bad.covariance[4 + 1] = 7.0; // asymmetric in stream 1
         assert!(RlsBank::from_state(&bad).is_err());

@@ -88,10 +88,17 @@ impl Rls {
         check_finite(x, "x")
     }
 
-    /// h^T a.
+    /// h^T a. Finite features whose prediction overflows (to an infinity, or NaN from
+    /// infinities of both signs) are an error, as `update` rejects such features.
     pub fn predict(&self, x: &[f64]) -> CoreResult<f64> {
         self.check_x(x)?;
-        Ok(dot(&self.coef, x, self.p.n))
+        let y = dot(&self.coef, x, self.p.n);
+        if !y.is_finite() {
+            return Err(CoreError::Value(format!(
+                "the prediction is {y}: x . coef overflows (features far too large)"
+            )));
+        }
+        Ok(y)
     }
 
     /// Learns from one sample. Returns Ok(true) if applied, Ok(false) if skipped for
@@ -308,6 +315,24 @@ mod tests {
         ));
         assert!(r.predict(&[f64::NEG_INFINITY, 0.0, 0.0]).is_err());
         assert_eq!(r.state(), before);
+    }
+
+    /// Finite features whose prediction overflows are an error, as their update is.
+    #[test]
+    fn overflowing_prediction_is_an_error() {
+        let mut r = Rls::new(4, RlsConfig::default()).unwrap();
+        r.update(&[1.0, 1.0, 1.0, -1.0], 4.0).unwrap();
+        assert!(r.predict(&[1.0; 4]).unwrap().is_finite());
+        let big = [1e308; 4];
+        assert!(r.update(&big, 1.0).is_err());
+        match r.predict(&big) {
+            Err(CoreError::Value(m)) => assert!(m.contains("overflows"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        // Overflow on the way, though the last term would pull the sum back.
+        assert!(r.predict(&[1e308, 1e308, 0.0, 1e308]).is_err());
+        // The state is untouched by all of it.
+        assert!(r.predict(&[1.0; 4]).unwrap().is_finite());
     }
 
     #[test]

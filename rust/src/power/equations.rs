@@ -4,6 +4,7 @@
 //! and P = sum_d P_d, over a [workloads x components] utilization matrix and a list of
 //! configurations, each with one frequency and one normalized voltage per domain.
 
+use crate::alloc;
 use crate::error::{CoreError, CoreResult};
 
 /// Coefficients of the power equations. Components are grouped by domain in order:
@@ -24,14 +25,29 @@ impl PowerCoefficients {
         self.domain_sizes.len()
     }
 
+    /// The number of components, sum of the domain sizes (saturating: sizes from a damaged
+    /// file may overflow; `validate` refuses them).
     pub fn n_components(&self) -> usize {
-        self.domain_sizes.iter().sum()
+        self.domain_sizes
+            .iter()
+            .fold(0usize, |a, &s| a.saturating_add(s))
     }
 
     pub fn validate(&self) -> CoreResult<()> {
         let d = self.n_domains();
         if d == 0 {
             return Err(CoreError::Shape("at least one domain is required".into()));
+        }
+        if self
+            .domain_sizes
+            .iter()
+            .try_fold(0usize, |a, &s| a.checked_add(s))
+            .is_none()
+        {
+            return Err(CoreError::Shape(format!(
+                "domain sizes {:?} add up to more components than can exist",
+                self.domain_sizes
+            )));
         }
         if self.static_coef.len() != d || self.idle_coef.len() != d {
             return Err(CoreError::Shape(format!(
@@ -94,19 +110,22 @@ fn check_finite(name: &str, xs: &[f64]) -> CoreResult<()> {
 ///
 /// `util` is [n_workloads x n_components]; `freq` and `volt` are [n_configs x n_domains].
 /// Each configuration reduces to P = a_k + sum_d b_dk * A_d(w) with A_d the workload's
-/// domain activity, so the inner loop is n_domains multiply-adds per output.
+/// domain activity, so the inner loop is n_domains multiply-adds per output. The workload
+/// count is given, not inferred from `util`: a model without utilization components (every
+/// domain size 0: static and idle power only) has an empty `util` for any number of them.
 pub fn power_grid(
     coef: &PowerCoefficients,
     util: &[f64],
+    n_work: usize,
     freq: &[f64],
     volt: &[f64],
 ) -> CoreResult<Vec<f64>> {
     coef.validate()?;
     let nd = coef.n_domains();
     let nc = coef.n_components();
-    if util.len() % nc != 0 {
+    if n_work.checked_mul(nc) != Some(util.len()) {
         return Err(CoreError::Shape(format!(
-            "utilization has {} values, not a multiple of {nc} components",
+            "utilization has {} values, expected {n_work} workloads x {nc} components",
             util.len()
         )));
     }
@@ -120,8 +139,10 @@ pub fn power_grid(
     check_finite("utilization", util)?;
     check_finite("frequency", freq)?;
     check_finite("voltage", volt)?;
-    let n_work = util.len() / nc;
     let n_conf = freq.len() / nd;
+    // The output's size comes from the caller: allocated fallibly (an error, not an abort).
+    let what = format!("the power of {n_work} workloads x {n_conf} configurations");
+    let mut out = alloc::filled(alloc::product(&[n_work, n_conf], &what)?, 0.0, &what)?;
 
     // Per configuration: constant part a_k and per-domain slope b_dk = V^2 f.
     let mut a = vec![0.0; n_conf];
@@ -136,7 +157,6 @@ pub fn power_grid(
     }
 
     // Workload rows are independent: split them across threads for large grids.
-    let mut out = vec![0.0; n_work * n_conf];
     let threads = crate::parallel::threads_for(n_work * n_conf);
     let rows_per_chunk = n_work.div_ceil(threads).max(1);
     std::thread::scope(|scope| {
@@ -176,7 +196,7 @@ mod tests {
         let coef = two_domain();
         let util = [0.5, 0.2, 0.8];
         let (fc, fm, vc, vm) = (0.8, 0.5, 0.9, 1.0);
-        let p = power_grid(&coef, &util, &[fc, fm], &[vc, vm]).unwrap();
+        let p = power_grid(&coef, &util, 1, &[fc, fm], &[vc, vm]).unwrap();
         let core = 30.0 * vc + vc * vc * fc * (20.0 + 40.0 * 0.5 + 25.0 * 0.2);
         let mem = 10.0 * vm + vm * vm * fm * (5.0 + 60.0 * 0.8);
         assert!((p[0] - (core + mem)).abs() < 1e-12);
@@ -188,7 +208,7 @@ mod tests {
         let util = [0.0, 0.0, 0.0, 1.0, 1.0, 1.0];
         let freq = [1.0, 1.0, 0.5, 1.0, 0.5, 0.5];
         let volt = [1.0; 6];
-        let p = power_grid(&coef, &util, &freq, &volt).unwrap();
+        let p = power_grid(&coef, &util, 2, &freq, &volt).unwrap();
         assert_eq!(p.len(), 6);
         // Idle workload at the reference: s + i per domain.
         assert!((p[0] - (30.0 + 20.0 + 10.0 + 5.0)).abs() < 1e-12);
@@ -202,19 +222,98 @@ mod tests {
     fn rejects_bad_shapes_and_values() {
         let coef = two_domain();
         assert!(matches!(
-            power_grid(&coef, &[0.1, 0.2], &[1.0, 1.0], &[1.0, 1.0]),
+            power_grid(&coef, &[0.1, 0.2], 1, &[1.0, 1.0], &[1.0, 1.0]),
             Err(CoreError::Shape(_))
         ));
         assert!(matches!(
-            power_grid(&coef, &[0.1; 3], &[1.0, 1.0], &[1.0]),
+            power_grid(&coef, &[0.1; 3], 1, &[1.0, 1.0], &[1.0]),
             Err(CoreError::Shape(_))
         ));
         assert!(matches!(
-            power_grid(&coef, &[0.1, f64::NAN, 0.1], &[1.0, 1.0], &[1.0, 1.0]),
+            power_grid(&coef, &[0.1, f64::NAN, 0.1], 1, &[1.0, 1.0], &[1.0, 1.0]),
             Err(CoreError::Value(_))
         ));
         let mut bad = two_domain();
         bad.weights.pop();
         assert!(matches!(bad.validate(), Err(CoreError::Shape(_))));
+        // The utilization must hold exactly the workloads it is said to.
+        assert!(matches!(
+            power_grid(&coef, &[0.1; 6], 1, &[1.0, 1.0], &[1.0, 1.0]),
+            Err(CoreError::Shape(_))
+        ));
+    }
+
+    /// Every domain size 0: no utilization component, static and idle power only, for any
+    /// number of workloads (their utilization rows are empty). This divided by zero.
+    #[test]
+    fn a_model_without_components_is_static_and_idle_power() {
+        let coef = PowerCoefficients {
+            domain_sizes: vec![0, 0],
+            static_coef: vec![30.0, 10.0],
+            idle_coef: vec![20.0, 5.0],
+            weights: vec![],
+        };
+        let (freq, volt) = ([1.0, 0.5, 0.8, 1.0], [1.0, 0.9, 0.95, 1.0]);
+        let p = power_grid(&coef, &[], 3, &freq, &volt).unwrap();
+        let at = |f: &[f64], v: &[f64]| {
+            30.0 * v[0] + v[0] * v[0] * f[0] * 20.0 + 10.0 * v[1] + v[1] * v[1] * f[1] * 5.0
+        };
+        let want = [at(&freq[..2], &volt[..2]), at(&freq[2..], &volt[2..])];
+        assert_eq!(p.len(), 6);
+        for (i, row) in p.chunks(2).enumerate() {
+            for (k, got) in row.iter().enumerate() {
+                assert!(
+                    (got - want[k]).abs() < 1e-12,
+                    "workload {i}, configuration {k}"
+                );
+            }
+        }
+        assert!(power_grid(&coef, &[], 0, &freq, &volt).unwrap().is_empty());
+        assert!(matches!(
+            power_grid(&coef, &[0.5], 1, &freq, &volt),
+            Err(CoreError::Shape(_))
+        ));
+    }
+
+    /// Domain sizes whose sum overflows (from a damaged file, or the extension called
+    /// directly) are refused; wrapping to a small sum indexed past the weights.
+    #[test]
+    fn overflowing_domain_sizes_are_refused() {
+        let coef = PowerCoefficients {
+            domain_sizes: vec![usize::MAX, 1],
+            static_coef: vec![1.0, 1.0],
+            idle_coef: vec![1.0, 1.0],
+            weights: vec![],
+        };
+        assert!(matches!(coef.validate(), Err(CoreError::Shape(_))));
+        assert!(power_grid(&coef, &[], 1, &[1.0, 1.0], &[1.0, 1.0]).is_err());
+        let half = 1usize << (usize::BITS - 1);
+        let wraps = PowerCoefficients {
+            domain_sizes: vec![half, half],
+            ..coef
+        };
+        assert!(matches!(wraps.validate(), Err(CoreError::Shape(_))));
+    }
+
+    /// An output too large to allocate is an error (it aborted the process).
+    #[test]
+    fn an_output_too_large_is_an_error_not_an_abort() {
+        let coef = PowerCoefficients {
+            domain_sizes: vec![0],
+            static_coef: vec![1.0],
+            idle_coef: vec![1.0],
+            weights: vec![],
+        };
+        let (freq, volt) = (vec![1.0; 1 << 14], vec![1.0; 1 << 14]);
+        // 2^43 x 2^14 values: 2^60 bytes.
+        assert!(matches!(
+            power_grid(&coef, &[], 1 << 43, &freq, &volt),
+            Err(CoreError::Memory(_))
+        ));
+        // 2^60 x 2^14 values: the count overflows.
+        assert!(matches!(
+            power_grid(&coef, &[], 1 << 60, &freq, &volt),
+            Err(CoreError::Value(_))
+        ));
     }
 }

@@ -8,6 +8,7 @@ use super::layout::{Chain, Layout, N_DOMAINS};
 use super::nnls::{nnls, NormalEq};
 use super::voltage::{isotonic_quartic, Quartic};
 use super::{FitOptions, FittedPower, PowerData, Variant};
+use crate::alloc;
 use crate::error::CoreResult;
 use crate::power::equations::PowerCoefficients;
 
@@ -30,7 +31,8 @@ struct Problem<'a> {
     /// (row-major, dim x dim). Within a configuration V and f are constant, so every quantity
     /// the alternation needs (normal equations, voltage quartics, objective) is a quadratic form
     /// in these moments: an iteration costs O(configs * dim^2), independent of the row count.
-    moments: Vec<Vec<f64>>,
+    /// One buffer, configuration after configuration (dim^2 values each).
+    moments: Vec<f64>,
     dim: usize,
     /// Voltage parameter of every configuration, per domain.
     config_param: [Vec<usize>; N_DOMAINS],
@@ -63,11 +65,18 @@ fn quad(m: &[f64], x: &[f64], y: &[f64]) -> f64 {
 }
 
 impl<'a> Problem<'a> {
-    fn new(lay: Layout, data: &'a PowerData<'a>, opts: &'a FitOptions) -> Self {
+    fn new(lay: Layout, data: &'a PowerData<'a>, opts: &'a FitOptions) -> CoreResult<Self> {
         let variant = opts.variant;
         let nc = lay.n_comp;
         let dim = nc + 2;
-        let mut moments = vec![vec![0.0; dim * dim]; lay.configs.len()];
+        // configurations x (components + 2)^2: many configurations of many components ask
+        // for more than the input holds, so allocated fallibly (an error, not an abort).
+        let what = format!(
+            "the moments of {} configurations x {nc} components",
+            lay.configs.len()
+        );
+        let size = alloc::product(&[lay.configs.len(), dim, dim], &what)?;
+        let mut moments = alloc::filled(size, 0.0, &what)?;
         let mut y = vec![0.0; dim];
         for r in 0..lay.n_rows {
             let p = data.watts[r];
@@ -79,7 +88,8 @@ impl<'a> Problem<'a> {
             y[0] = 1.0;
             y[1..=nc].copy_from_slice(&data.util[r * nc..(r + 1) * nc]);
             y[dim - 1] = p;
-            let m = &mut moments[lay.row_config[r]];
+            let k = lay.row_config[r];
+            let m = &mut moments[k * dim * dim..(k + 1) * dim * dim];
             for i in 0..dim {
                 let wi = w * y[i];
                 for j in i..dim {
@@ -87,7 +97,7 @@ impl<'a> Problem<'a> {
                 }
             }
         }
-        for m in &mut moments {
+        for m in moments.chunks_exact_mut(dim * dim) {
             for i in 0..dim {
                 for j in 0..i {
                     m[i * dim + j] = m[j * dim + i];
@@ -100,7 +110,7 @@ impl<'a> Problem<'a> {
                 .collect()
         });
         let chains = std::array::from_fn(|d| lay.chains(variant, d));
-        Problem {
+        Ok(Problem {
             lay,
             data,
             variant,
@@ -109,7 +119,7 @@ impl<'a> Problem<'a> {
             config_param,
             chains,
             opts,
-        }
+        })
     }
 
     fn volt(&self, vp: &[Vec<f64>; N_DOMAINS], k: usize) -> [f64; N_DOMAINS] {
@@ -140,7 +150,7 @@ impl<'a> Problem<'a> {
         }
         basis[3][dim - 1] = 1.0;
         self.moments
-            .iter()
+            .chunks_exact(dim * dim)
             .map(|m| {
                 let mut g = [[0.0; 4]; 4];
                 for i in 0..4 {
@@ -214,7 +224,7 @@ impl<'a> Problem<'a> {
         let nc = self.lay.n_comp;
         let n = WEIGHTS + nc;
         let dim = self.dim;
-        let mut eq = NormalEq::zeros(n);
+        let mut eq = NormalEq::try_zeros(n)?;
         // Each design column is (scale) * y[index]: static and idle columns scale y[0] = 1,
         // weight columns scale their utilization.
         let mut index = vec![0usize; n];
@@ -239,7 +249,7 @@ impl<'a> Problem<'a> {
                 index[WEIGHTS + c] = 1 + c;
                 scale[WEIGHTS + c] = v[d] * v[d] * x[d];
             }
-            let m = &self.moments[k];
+            let m = &self.moments[k * dim * dim..(k + 1) * dim * dim];
             for i in 0..n {
                 if scale[i] == 0.0 {
                     continue;
@@ -414,7 +424,7 @@ pub fn fit(data: &PowerData, opts: &FitOptions) -> CoreResult<FittedPower> {
     let mut vp: [Vec<f64>; N_DOMAINS] =
         std::array::from_fn(|d| vec![1.0; lay.n_params(variant, d)]);
     let mut curves = [VoltageCurve::FLAT; N_DOMAINS];
-    let prob = Problem::new(lay, data, opts);
+    let prob = Problem::new(lay, data, opts)?;
 
     // Step 1: reference configuration and its neighbours, all voltages 1.
     let init_configs = prob.lay.initial_configs();

@@ -56,6 +56,13 @@ fn check_finite(name: &str, xs: &[f64], width: usize) -> CoreResult<()> {
     }
 }
 
+/// Index of the configuration at `levels` in `configs` (sorted by mem then core level).
+fn config_of(configs: &[[usize; N_DOMAINS]], levels: [usize; N_DOMAINS]) -> Option<usize> {
+    configs
+        .binary_search_by_key(&(levels[1], levels[0]), |c| (c[1], c[0]))
+        .ok()
+}
+
 /// Index of `x` in the sorted `levels` (exact match: clocks are read from the same files).
 pub(crate) fn level_of(levels: &[f64], x: f64) -> Option<usize> {
     levels.binary_search_by(|l| l.total_cmp(&x)).ok()
@@ -154,24 +161,20 @@ impl Layout {
                 ))
             })?;
         }
-        let n_lev = [levels[0].len(), levels[1].len()];
-        let mut config_id = vec![usize::MAX; n_lev[0] * n_lev[1]];
-        let mut row_level = Vec::with_capacity(n);
-        for r in 0..n {
-            let l0 = level_of(&levels[0], data.core_mhz[r]).expect("level of own clock");
-            let l1 = level_of(&levels[1], data.mem_mhz[r]).expect("level of own clock");
-            config_id[l1 * n_lev[0] + l0] = 0;
-            row_level.push([l0, l1]);
-        }
-        let mut configs = Vec::new();
-        for l1 in 0..n_lev[1] {
-            for l0 in 0..n_lev[0] {
-                if config_id[l1 * n_lev[0] + l0] == 0 {
-                    config_id[l1 * n_lev[0] + l0] = configs.len();
-                    configs.push([l0, l1]);
-                }
-            }
-        }
+        // The distinct (core, mem) level pairs, sorted by mem then core level, by sorting the
+        // rows' pairs: a dense table over all level pairs would take levels^2 memory, which
+        // rows at clocks all different (read from telemetry) make more than exists.
+        let row_level: Vec<[usize; N_DOMAINS]> = (0..n)
+            .map(|r| {
+                [
+                    level_of(&levels[0], data.core_mhz[r]).expect("level of own clock"),
+                    level_of(&levels[1], data.mem_mhz[r]).expect("level of own clock"),
+                ]
+            })
+            .collect();
+        let mut configs = row_level.clone();
+        configs.sort_unstable_by_key(|c| (c[1], c[0]));
+        configs.dedup();
         if configs.len() < 2 {
             return Err(CoreError::Value(
                 "all rows are at a single frequency configuration: voltages and the \
@@ -179,16 +182,15 @@ impl Layout {
                     .into(),
             ));
         }
-        let ref_config = config_id[ref_level[1] * n_lev[0] + ref_level[0]];
-        if ref_config == usize::MAX {
-            return Err(CoreError::Value(format!(
+        let ref_config = config_of(&configs, ref_level).ok_or_else(|| {
+            CoreError::Value(format!(
                 "no row at the reference configuration ({} MHz, {} MHz)",
                 refs[0], refs[1]
-            )));
-        }
+            ))
+        })?;
         let row_config = row_level
             .iter()
-            .map(|l| config_id[l[1] * n_lev[0] + l[0]])
+            .map(|&l| config_of(&configs, l).expect("config of own levels"))
             .collect();
         let mut comp_domain = Vec::with_capacity(n_comp);
         for (d, &size) in data.domain_sizes.iter().enumerate() {
@@ -199,7 +201,7 @@ impl Layout {
             n_comp,
             comp_domain,
             ref_mhz: refs,
-            folded: [n_lev[0] == 1, n_lev[1] == 1],
+            folded: [levels[0].len() == 1, levels[1].len() == 1],
             levels,
             ref_level,
             configs,
@@ -230,17 +232,21 @@ impl Layout {
     pub fn chains(&self, variant: Variant, d: usize) -> Vec<Chain> {
         match variant {
             Variant::PerConfig => {
+                // One pass into a chain per level of the other domain (not a scan of every
+                // configuration per level: levels x configurations).
                 let o = 1 - d;
-                (0..self.levels[o].len())
-                    .map(|lo| {
-                        let mut ks: Vec<usize> = (0..self.configs.len())
-                            .filter(|&k| self.configs[k][o] == lo)
-                            .collect();
+                let mut by_other = vec![Vec::new(); self.levels[o].len()];
+                for (k, c) in self.configs.iter().enumerate() {
+                    by_other[c[o]].push(k);
+                }
+                by_other
+                    .into_iter()
+                    .filter(|ks| !ks.is_empty())
+                    .map(|mut ks| {
                         ks.sort_by_key(|&k| self.configs[k][d]);
                         let anchor = ks.iter().position(|&k| k == self.ref_config);
                         Chain { params: ks, anchor }
                     })
-                    .filter(|c| !c.params.is_empty())
                     .collect()
             }
             Variant::PerDomain | Variant::Curve => vec![Chain {
@@ -262,12 +268,101 @@ impl Layout {
             for l in order {
                 let mut want = self.configs[self.ref_config];
                 want[d] = l;
-                if let Some(k) = self.configs.iter().position(|c| *c == want) {
+                if let Some(k) = config_of(&self.configs, want) {
                     out.push(k);
                     break;
                 }
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Rows at clocks all different (as telemetry reads them): 2^17 levels per domain. The
+    /// dense table over every pair of levels took 2^34 entries (128 GiB) and aborted the
+    /// process; the configurations are the rows' distinct pairs, in the same order.
+    #[test]
+    fn many_distinct_clocks_need_no_table_of_every_pair() {
+        let n = 1usize << 17;
+        let core: Vec<f64> = (0..n).map(|i| 500.0 + 0.01 * i as f64).collect();
+        let mem: Vec<f64> = (0..n).map(|i| 800.0 + 0.01 * (n - i) as f64).collect();
+        let (util, watts) = (vec![0.5; n], vec![100.0; n]);
+        let data = PowerData {
+            watts: &watts,
+            core_mhz: &core,
+            mem_mhz: &mem,
+            util: &util,
+            n_comp: 1,
+            domain_sizes: &[1, 0],
+            ref_core_mhz: core[7],
+            ref_mem_mhz: mem[7],
+        };
+        let lay = Layout::new(&data).unwrap();
+        assert_eq!(lay.configs.len(), n);
+        // Sorted by memory clock, which falls as the row index rises.
+        assert_eq!(lay.row_config[0], n - 1);
+        assert_eq!(lay.row_config[n - 1], 0);
+        assert_eq!(lay.ref_config, n - 1 - 7);
+        assert_eq!(lay.configs[lay.ref_config], [7, n - 1 - 7]);
+        // Per configuration, every chain holds one configuration (no two share a clock).
+        let chains = lay.chains(Variant::PerConfig, 0);
+        assert_eq!(chains.len(), n);
+        assert!(chains.iter().all(|c| c.params.len() == 1));
+        // No other configuration shares a clock with the reference: step 1 uses it alone.
+        assert_eq!(lay.initial_configs(), vec![lay.ref_config]);
+    }
+
+    /// The configurations, chains and initial configurations of a small grid with a
+    /// missing pair, as the dense table gave them.
+    #[test]
+    fn configurations_of_a_grid_with_a_gap() {
+        // (core, mem) rows; (900, 3000) is missing, (700, 800) measured twice.
+        let rows = [
+            (700.0, 800.0),
+            (900.0, 800.0),
+            (700.0, 3000.0),
+            (700.0, 800.0),
+            (1100.0, 3000.0),
+            (1100.0, 800.0),
+        ];
+        let core: Vec<f64> = rows.iter().map(|r| r.0).collect();
+        let mem: Vec<f64> = rows.iter().map(|r| r.1).collect();
+        let (util, watts) = (vec![0.5; rows.len()], vec![100.0; rows.len()]);
+        let data = PowerData {
+            watts: &watts,
+            core_mhz: &core,
+            mem_mhz: &mem,
+            util: &util,
+            n_comp: 1,
+            domain_sizes: &[1, 0],
+            ref_core_mhz: 700.0,
+            ref_mem_mhz: 3000.0,
+        };
+        let lay = Layout::new(&data).unwrap();
+        assert_eq!(lay.configs, vec![[0, 0], [1, 0], [2, 0], [0, 1], [2, 1]]);
+        assert_eq!(lay.row_config, vec![0, 1, 3, 0, 4, 2]);
+        assert_eq!(lay.ref_config, 3);
+        // The next higher core clock at the reference memory clock is missing: 1100 MHz.
+        assert_eq!(lay.initial_configs(), vec![3, 4, 0]);
+        let core_chains: Vec<Vec<usize>> = lay
+            .chains(Variant::PerConfig, 0)
+            .into_iter()
+            .map(|c| c.params)
+            .collect();
+        assert_eq!(core_chains, vec![vec![0, 1, 2], vec![3, 4]]);
+        let mem_chains = lay.chains(Variant::PerConfig, 1);
+        let anchors: Vec<Option<usize>> = mem_chains.iter().map(|c| c.anchor).collect();
+        assert_eq!(
+            mem_chains
+                .iter()
+                .map(|c| c.params.clone())
+                .collect::<Vec<_>>(),
+            vec![vec![0, 3], vec![1], vec![2, 4]]
+        );
+        assert_eq!(anchors, vec![Some(1), None, None]);
     }
 }

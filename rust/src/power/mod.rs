@@ -285,7 +285,7 @@ impl FittedPower {
     pub fn predict(&self, util: &[f64], core_mhz: &[f64], mem_mhz: &[f64]) -> CoreResult<Vec<f64>> {
         let nc = self.coef.n_components();
         let n = core_mhz.len();
-        if mem_mhz.len() != n || util.len() != n * nc {
+        if mem_mhz.len() != n || n.checked_mul(nc) != Some(util.len()) {
             return Err(CoreError::Shape(format!(
                 "predict: {n} core clocks, {} mem clocks, {} utilizations for {nc} components",
                 mem_mhz.len(),

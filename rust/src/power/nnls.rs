@@ -6,6 +6,7 @@
 //! that the normal equations stay well conditioned (utilizations in [0,1] and normalized
 //! frequencies keep the raw scales within a few orders of magnitude anyway).
 
+use crate::alloc;
 use crate::error::{CoreError, CoreResult};
 
 /// Normal equations of a (weighted) least-squares problem: G (row-major n x n, symmetric) and g.
@@ -23,6 +24,17 @@ impl NormalEq {
             gram: vec![0.0; n * n],
             rhs: vec![0.0; n],
         }
+    }
+
+    /// `zeros` for an n that comes from the input (the component count): n x n allocated
+    /// fallibly, an error instead of an abort.
+    pub fn try_zeros(n: usize) -> CoreResult<Self> {
+        let what = format!("the normal equations of {n} unknowns");
+        Ok(NormalEq {
+            n,
+            gram: alloc::filled(alloc::product(&[n, n], &what)?, 0.0, &what)?,
+            rhs: alloc::filled(n, 0.0, &what)?,
+        })
     }
 
     /// Adds one row `a` with target `b` and weight `w` (upper triangle only; see `symmetrize`).
@@ -122,7 +134,7 @@ pub fn nnls(eq: &NormalEq) -> CoreResult<Vec<f64>> {
             }
         })
         .collect();
-    let mut gram = vec![0.0; n * n];
+    let mut gram = alloc::filled(n * n, 0.0, "the scaled normal equations")?;
     for i in 0..n {
         for j in 0..n {
             gram[i * n + j] = eq.gram[i * n + j] * scale[i] * scale[j];

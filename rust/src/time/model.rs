@@ -181,7 +181,8 @@ fn clocks(dev: &TimeDevice, core_mhz: &[f64], mem_mhz: &[f64]) -> CoreResult<Vec
 }
 
 /// Predicts kernel time (ms) and case for every kernel x configuration pair.
-/// `threads` = 0 picks by problem size (`crate::parallel`); work is split by kernels.
+/// `threads` = 0 picks by problem size (`crate::parallel`), more than
+/// `parallel::MAX_THREADS` counts as that many; work is split by kernels.
 pub fn predict(
     kernels: &[KernelInputs],
     core_mhz: &[f64],
@@ -199,8 +200,11 @@ pub fn predict(
     }
     let clk = clocks(dev, core_mhz, mem_mhz)?;
     let (nk, nc) = (kernels.len(), clk.len());
-    let mut time_ms = vec![0.0; nk * nc];
-    let mut case = vec![0u8; nk * nc];
+    // Sizes from the caller: allocated fallibly (an error, not an abort of the process).
+    let what = format!("the predictions of {nk} kernels x {nc} clock pairs");
+    let cells = crate::alloc::product(&[nk, nc], &what)?;
+    let mut time_ms = crate::alloc::filled(cells, 0.0, &what)?;
+    let mut case = crate::alloc::filled(cells, 0u8, &what)?;
     if nk == 0 || nc == 0 {
         return Ok(TimePrediction {
             n_kernels: nk,
@@ -210,9 +214,9 @@ pub fn predict(
         });
     }
     let threads = if threads == 0 {
-        crate::parallel::threads_for(nk * nc)
+        crate::parallel::threads_for(cells)
     } else {
-        threads
+        threads.min(crate::parallel::MAX_THREADS)
     };
     let per = nk.div_ceil(threads.min(nk));
     std::thread::scope(|s| {
@@ -250,11 +254,10 @@ pub fn predict_rows(
     mode: TimeMode,
     threads: usize,
 ) -> CoreResult<TimePrediction> {
-    if inputs.len() != n_kernels * N_INPUTS {
+    if n_kernels.checked_mul(N_INPUTS) != Some(inputs.len()) {
         return Err(CoreError::Shape(format!(
-            "inputs has {} values, expected n_kernels * {N_INPUTS} = {}",
+            "inputs has {} values, expected n_kernels * {N_INPUTS} = {n_kernels} * {N_INPUTS}",
             inputs.len(),
-            n_kernels * N_INPUTS
         )));
     }
     let kernels = inputs
