@@ -195,6 +195,42 @@ def test_options_refuse_negative_seeds_and_infinite_numbers(data, run):
     assert r.exit_code == 2 and "'--min-seconds'" in r.output
 
 
+def test_policy_options_given_to_another_policy_are_refused_everywhere(data, tmp_path, run):
+    """--slowdown belongs to the deadline policy, --power-cap to the power-cap one: given with
+    another policy, select choose and predict refuse them as govern does (before, ignored)."""
+    grid = data / GRID
+    sp = tmp_path / "sp.json"
+    assert run("select", "fit-power", grid, "--device", "gtx980", "-o", sp).exit_code == 0
+    choose = ("select", "choose", grid, "--power-model", sp, "--device", "gtx980")
+    for args, said in ((["--slowdown", "0.2"], "--slowdown is for --policy deadline (the energy policy"),
+                       (["--power-cap", "80"], "--power-cap is for --policy power-cap"),
+                       (["--policy", "power-cap"], "--policy power-cap needs --power-cap")):
+        r = run(*choose, *args)
+        assert r.exit_code == 2 and said in r.output, (args, r.output)
+    assert run(*choose, "--policy", "deadline", "--slowdown", "0.2").exit_code == 0
+    r = run("predict", data / NVPROF, "--policy", "edp", "--slowdown", "0.2")
+    assert r.exit_code == 2 and "--slowdown is for --policy deadline (the edp policy" in r.output
+
+
+def test_the_simulated_gpu_has_index_0_only(tmp_path, run):
+    r = run("govern", "reset", "--device", "sim", "--index", "5")
+    assert r.exit_code == 2 and "the simulated GPU is the only one: index 0, not 5" in r.output
+    r = run("sweep", "--device", "sim", "--index", "1", "--suite", "time", "-o", tmp_path / "s.csv")
+    assert r.exit_code == 2 and "index 0, not 1" in r.output
+    assert not (tmp_path / "s.csv").exists()
+    assert run("govern", "reset", "--device", "sim").exit_code == 0
+
+
+def test_online_replay_of_one_clock_pair_says_it_needs_two(data, tmp_path, run):
+    lines = (data / GRID).read_text().splitlines()
+    head = lines[0].split(",")
+    core, mem = head.index("coreF"), head.index("memF")
+    one = [ln for ln in lines[1:] if ln.split(",")[core] == "700" and ln.split(",")[mem] == "700"]
+    (tmp_path / "one.csv").write_text("\n".join([lines[0], *one]) + "\n")
+    r = run("online", "replay", tmp_path / "one.csv")
+    assert r.exit_code == 2 and "every row is at one clock configuration" in r.output, r.output
+
+
 def test_selection_on_a_grid_without_power_says_so(data, run):
     r = run("select", "eval", data / "nv-dvfs-benchmark/gtx980_time_dev.csv", "--device", "gtx980")
     assert r.exit_code == 2 and "the grid has no power column" in r.output

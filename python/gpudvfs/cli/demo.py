@@ -16,6 +16,7 @@ from .progress import progress_bars
 
 @click.command()
 @click.option("--device", "device_kind", type=click.Choice(DEVICE_KINDS), default="sim", show_default=True)
+@options.gpu_index()
 @options.seed("Noise seed of the simulated GPU.")
 @click.option("--out-dir", default="gpudvfs-demo", show_default=True, type=click.Path(file_okay=False),
               callback=output_dir,
@@ -26,12 +27,12 @@ from .progress import progress_bars
               help="Power cap (W) of the power-cap policy (default: the median predicted power).")
 @click.option("--resume", is_flag=True, help="Continue the sweeps of an interrupted demo in OUT_DIR.")
 @click.option("--json", "as_json", is_flag=True)
-def demo(device_kind, seed, out_dir, min_seconds, slowdown, power_cap, resume, as_json) -> None:
+def demo(device_kind, index, seed, out_dir, min_seconds, slowdown, power_cap, resume, as_json) -> None:
     """Sweep the microbenchmark suites, fit both models, profile four real workloads (SGEMM,
     STREAM triad, Jacobi stencil, histogram) at the default clocks and choose their
     frequencies (energy, EDP, ED2P, deadline, power cap)."""
     with user_errors(), progress_bars(disable=as_json) as progress:
-        device = make_device(device_kind, seed=seed)
+        device = make_device(device_kind, seed=seed, index=index)
         result = run_demo(device, workdir=out_dir, min_seconds=min_seconds, slowdown=slowdown,
                           power_cap_w=power_cap, resume=resume, progress=progress)
     plots = plot_demo(result, out_dir) if importlib.util.find_spec("matplotlib") else []

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import click
-from click.core import ParameterSource
 
 from ..govern import POLICIES
 from ..govern.daemon import MIN_INTERVAL_S
@@ -23,18 +22,6 @@ NOISE_HELP = ("Relative noise of each observed time and power: Gaussian of this 
 @click.group()
 def govern() -> None:
     """The closed-loop frequency governor: predict, measure, settle."""
-
-
-def _policy_options(policy: str, power_cap: float | None) -> None:
-    """--power-cap and --slowdown each belong to one policy: given with another, refused
-    (ignored, they would let the user believe they applied)."""
-    if policy == "power-cap" and power_cap is None:
-        raise click.UsageError("--policy power-cap needs --power-cap W")
-    if policy != "power-cap" and power_cap is not None:
-        raise click.UsageError(f"--power-cap is for --policy power-cap (the {policy} policy has no cap)")
-    ctx = click.get_current_context()
-    if policy != "deadline" and ctx.get_parameter_source("slowdown") is not ParameterSource.DEFAULT:
-        raise click.UsageError(f"--slowdown is for --policy deadline (the {policy} policy has no time bound)")
 
 
 def _grid(path, columns):
@@ -95,7 +82,7 @@ def replay_(data, train, device, reference, policy, slowdown, power_cap, steps, 
     violations: deadline: the fraction of steps whose pair's measured time
       exceeds (1 + slowdown) x the default clocks'; power-cap: the fraction
       whose measured power exceeds the cap; absent for energy and edp."""
-    _policy_options(policy, power_cap)
+    options.policy_options(policy, power_cap)
     with user_errors():
         tab = _table(data, device, reference, train, columns, clip_utilization)
         kw = {"policy": policy, "slowdown": slowdown, "power_cap_w": power_cap, "steps": steps,
@@ -151,7 +138,7 @@ def cv(data, devices, references, policy, slowdown, power_cap, steps, phase_step
     if len(devices) != len(data) or len(references) not in (0, len(data)):
         raise click.UsageError(f"give one --device (and, if any, one --reference) per DATA: {len(data)} DATA, "
                                f"{len(devices)} --device, {len(references)} --reference")
-    _policy_options(policy, power_cap)
+    options.policy_options(policy, power_cap)
     try:
         refs = [_pair(None, None, r) for r in references] or [(700.0, 700.0)] * len(data)
     except click.BadParameter as e:
@@ -175,7 +162,7 @@ def cv(data, devices, references, policy, slowdown, power_cap, steps, phase_step
 
 @govern.command()
 @click.option("--device", "device_kind", type=click.Choice(DEVICE_KINDS), default="nvml", show_default=True)
-@click.option("--index", default=0, show_default=True, type=click.IntRange(min=0), help="NVML device index.")
+@options.gpu_index()
 @click.option("--socket", "socket_path", required=True, type=click.Path(dir_okay=False),
               help="The Unix socket unprivileged governors connect to (e.g. /run/gpudvfs/gpu0.sock).")
 @click.option("--mode", default="660", show_default=True, help="The socket's permissions (octal): who may connect.")
@@ -205,7 +192,7 @@ def clockd(device_kind, index, socket_path, mode) -> None:
 
 @govern.command()
 @click.option("--device", "device_kind", type=click.Choice(DEVICE_KINDS), default="nvml", show_default=True)
-@click.option("--index", default=0, show_default=True, type=click.IntRange(min=0), help="NVML device index.")
+@options.gpu_index()
 def reset(device_kind, index) -> None:
     """Give a GPU's clocks back to the driver (what a governor killed by SIGKILL left locked)."""
     with user_errors():
@@ -234,7 +221,7 @@ def _nvml_daemon_inputs(index, registry, time_model):
 @govern.command("run")
 @click.option("--device", "device_kind", type=click.Choice(DEVICE_KINDS), default="nvml", show_default=True,
               help="sim: a simulated GPU running a process of --sim-phases phases, on a virtual clock.")
-@click.option("--index", default=0, show_default=True, type=click.IntRange(min=0), help="NVML device index.")
+@options.gpu_index()
 @click.option("--registry", type=click.Path(file_okay=False),
               help="The fleet registry with this GPU (gpudvfs fleet calibrate); nvml: required.")
 @click.option("--time-model", type=click.Path(dir_okay=False),
@@ -282,7 +269,7 @@ def run(device_kind, index, registry, time_model, policy, slowdown, power_cap, i
     from ..govern.simhost import SimulatedHost, calibrated, phased_process
     from ..measure.apps import APPS
 
-    _policy_options(policy, power_cap)
+    options.policy_options(policy, power_cap)
     if device_kind == "sim" and sim_phase_s < interval:
         # A phase shorter than an interval is not one the daemon can see, and a simulated
         # interval costs a loop turn per phase it spans.

@@ -1,11 +1,12 @@
 """Options that several commands share: how to read a grid's columns, clipping of utilizations,
-comma-separated clocks, seeds, finite numbers."""
+comma-separated clocks, seeds, finite numbers, the GPU's index, the options of one policy."""
 
 from __future__ import annotations
 
 import math
 
 import click
+from click.core import ParameterSource
 
 from ..errors import InputError
 from ..io import parse_columns
@@ -101,3 +102,19 @@ def clocks(text: str, what: str, count: int | None = None) -> list[float]:
 def clock_list(ctx, param, value):
     """Click callback: a comma-separated list of clocks, or None."""
     return None if value is None else clocks(value, f"--{param.name.replace('_', '-')}")
+
+
+def gpu_index(help: str = "NVML index of the GPU (nvml; the simulated GPU is index 0)."):
+    return click.option("--index", default=0, show_default=True, type=click.IntRange(min=0), help=help)
+
+
+def policy_options(policy: str, power_cap: float | None) -> None:
+    """--power-cap and --slowdown each belong to one policy: given with another, refused
+    (ignored, they would let the user believe they applied)."""
+    if policy == "power-cap" and power_cap is None:
+        raise click.UsageError("--policy power-cap needs --power-cap WATTS (the cap to stay under)")
+    if policy != "power-cap" and power_cap is not None:
+        raise click.UsageError(f"--power-cap is for --policy power-cap (the {policy} policy has no cap)")
+    ctx = click.get_current_context()
+    if policy != "deadline" and ctx.get_parameter_source("slowdown") is not ParameterSource.DEFAULT:
+        raise click.UsageError(f"--slowdown is for --policy deadline (the {policy} policy has no time bound)")

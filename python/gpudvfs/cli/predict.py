@@ -41,6 +41,7 @@ def predict(profile, device, model_path, policy, slowdown, reference, clip_utili
     one pair for the whole (a clock change costs milliseconds)."""
     if policy == "power-cap":
         raise click.UsageError("predict takes the energy, edp, ed2p and deadline policies")
+    options.policy_options(policy, None)
     with user_errors():
         report = read(profile)
         if not isinstance(report, CounterReport):

@@ -127,8 +127,7 @@ def fit_power(data, reference, device, out, columns, clip_utilization) -> None:
 def choose(data, model_path, reference, device, policy, slowdown, power_cap, columns, clip_utilization,
            as_json) -> None:
     """Choose frequencies for workloads profiled once at the reference pair."""
-    if policy == "power-cap" and power_cap is None:
-        raise click.UsageError("--policy power-cap needs --power-cap WATTS (the cap each workload must stay under)")
+    options.policy_options(policy, power_cap)
     with user_errors():
         grid = _grid(data, columns)
         time_device, spec = _gpu(device, grid)

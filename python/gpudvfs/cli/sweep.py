@@ -19,6 +19,7 @@ from .progress import progress_bars
 @click.option("--workloads", "workload_file", type=click.Path(dir_okay=False),
               help="JSON file of user workloads (see gpudvfs.measure.workload_file).")
 @click.option("--device", "device_kind", type=click.Choice(DEVICE_KINDS), default="sim", show_default=True)
+@options.gpu_index()
 @options.seed("Noise seed of the simulated GPU.")
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), callback=output_file,
               help="Tidy CSV of measurements (appended row by row); the sweep's plan and profiles go to "
@@ -34,7 +35,7 @@ from .progress import progress_bars
                    "(no root needed; each row records the clocks seen).")
 @click.option("--gpmtool", "gpmtool_out", type=click.Path(dir_okay=False), callback=output_file,
               help="Also write the result as a gpmTOOL power CSV (input of `gpudvfs power fit`).")
-def sweep(suite, workload_file, device_kind, seed, out, resume, core_mhz, mem_mhz, min_seconds, repetitions,
+def sweep(suite, workload_file, device_kind, index, seed, out, resume, core_mhz, mem_mhz, min_seconds, repetitions,
           leave_clocks, gpmtool_out) -> None:
     """Measure workloads at every (core, memory) clock pair of a device: a microbenchmark
     suite (power: input of `gpudvfs power fit` via --gpmtool; time: the latency suite) or
@@ -45,7 +46,7 @@ def sweep(suite, workload_file, device_kind, seed, out, resume, core_mhz, mem_mh
         if leave_clocks and (core_mhz or mem_mhz):
             raise click.UsageError("--leave-clocks measures at the driver's clocks: it takes no --core-mhz/--mem-mhz")
         workloads = suite_workloads(suite) if suite else read_workloads(workload_file)
-        device = make_device(device_kind, seed=seed, leave_clocks=leave_clocks)
+        device = make_device(device_kind, seed=seed, index=index, leave_clocks=leave_clocks)
         configs = None if leave_clocks else grid(device, core_mhz, mem_mhz)
         with progress_bars() as update:
             result = run_sweep(device, workloads, out, configs=configs, resume=resume, min_seconds=min_seconds,

@@ -15,7 +15,7 @@ from .progress import progress_bars
 
 @click.command()
 @click.option("--device", "device_kind", type=click.Choice(DEVICE_KINDS), default="sim", show_default=True)
-@click.option("--index", default=0, show_default=True, help="NVML index of the GPU.")
+@options.gpu_index()
 @options.seed("Noise seed of the simulated GPU.")
 @click.option("-o", "--out", type=click.Path(file_okay=False),
               help="Folder for the raw files and report.md (default: validation/<gpu name>).")

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..limits import MAX_MHZ, MAX_WATTS
 from .datasets import PowerDataset, UtilizationTable
-from .source import Columns, Field, Source, Strings, csv_line, format_number
+from .source import Columns, Field, Source, Strings, csv_line, format_number, repeated_at
 from .utilization import bound_utilization
 
 HEADER_LINES = 4
@@ -55,11 +55,10 @@ def _header(src: Source) -> tuple[tuple[float, ...], tuple[int, ...], tuple[str,
         raise src.error("expected at least one component", 3, 1)
     src.expect_fields(rec[4], 4, sum(sizes))
     names = tuple(n.strip() for n in rec[4])
-    for j, n in enumerate(names):
-        if not n:
-            raise src.error("empty component name", 4, j + 1)
-        if names.index(n) != j:
-            raise src.error(f"component name {n!r} repeated", 4, j + 1)
+    if "" in names:
+        raise src.error("empty component name", 4, names.index("") + 1)
+    if (j := repeated_at(names)) is not None:
+        raise src.error(f"component name {names[j]!r} repeated", 4, j + 1)
     return ref, tuple(sizes), names
 
 

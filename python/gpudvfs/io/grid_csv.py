@@ -17,7 +17,7 @@ from ..errors import InputError
 from ..limits import MAX_COUNT, MAX_MHZ, MAX_WATTS
 from .datasets import MeasurementGrid
 from .grid_columns import detect_roles
-from .source import Columns, Field, Source, csv_line, format_number
+from .source import Columns, Field, Source, csv_line, format_number, repeated_at
 
 # Launch geometry as nvprof printed it: "(grid x y z) (block x y z)".
 _GEOMETRY = re.compile(r"^\s*\((\d+) (\d+) (\d+)\) \((\d+) (\d+) (\d+)\)\s*$")
@@ -122,9 +122,8 @@ def read_grid(path: str | Path, spec: GridSpec | None, on_invalid: str = "raise"
             if c not in header:
                 raise src.error(f"header lacks the column {c!r} ({spec.format} format needs "
                                 f"{', '.join(spec.required)})", hline)
-        for j, h in enumerate(header):
-            if h in header[:j]:
-                raise src.error(f"column name {h!r} repeated", hline, j + 1)
+        if (j := repeated_at(header)) is not None:
+            raise src.error(f"column name {header[j]!r} repeated", hline, j + 1)
         roles = {r: c for r, c in spec.roles.items() if c in header}
         keys = tuple(c for c in spec.key_columns if c in header)
         clocks = [c for c in (roles["core_mhz"], roles.get("mem_mhz")) if c]

@@ -294,6 +294,17 @@ def _split(texts: list[str]) -> list[list[str]]:
     return rows
 
 
+def repeated_at(names: Sequence[str]) -> int | None:
+    """0-based position of the first name seen before, or None (in one pass: a header may
+    have a hundred thousand columns)."""
+    seen: set[str] = set()
+    for j, name in enumerate(names):
+        if name in seen:
+            return j
+        seen.add(name)
+    return None
+
+
 def _field_number(before: str) -> int | None:
     """1-based CSV field of the character that follows ``before`` on its line."""
     try:
@@ -478,6 +489,10 @@ class Columns:
         """Why a flagged row is invalid: its width, else its first bad cell."""
         [row] = _split([text])
         try:
+            if len(row) != len(self.fields) and text.count('"') % 2:
+                raise self.src.error(f"expected {len(self.fields)} fields, found {len(row)}: a quoted field opened "
+                                     "here is not closed on this line (a field may not hold a line break)",
+                                     line, len(row))
             self.src.expect_fields(row, line, len(self.fields))
             for j, (f, cell) in enumerate(zip(self.fields, row), start=1):
                 f.check(self.src, cell, line, j)

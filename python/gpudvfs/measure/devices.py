@@ -12,6 +12,8 @@ def make_device(kind: str, seed: int = 0, index: int = 0, leave_clocks: bool = F
     """A device of ``kind``; ``leave_clocks``: one that refuses to set clocks (a simulated GPU
     as one without the permission)."""
     if kind == "sim":
+        if index != 0:
+            raise InputError(f"the simulated GPU is the only one: index 0, not {index}")
         from .simulated import SimulatedDevice
 
         return SimulatedDevice(seed=seed, permission=not leave_clocks)

@@ -40,6 +40,9 @@ class GridTable:
             lv, i = np.unique(f, return_inverse=True)
             levels.append(lv.astype(np.float64))
             idx.append(i)
+        if all(len(lv) == 1 for lv in levels):
+            raise InputError(f"{grid.path}: every row is at one clock configuration; the online model learns how "
+                             "time changes between configurations and needs at least 2")
         names = tuple(k for k in grid.metrics if not is_target_readout(k))
         if not names:
             raise InputError(f"{grid.path}: the file has no counters; the online model needs them")

@@ -765,6 +765,22 @@ mod tests {
         assert!(err.contains("must be >= 0"), "{err}");
     }
 
+    /// A per-domain model's levels are found by binary search: a saved model whose levels do
+    /// not rise (a hand-edited file) is refused, not read with the wrong voltages.
+    #[test]
+    fn per_domain_levels_out_of_order_are_refused() {
+        let s = synthetic(20, 0.005, &MEM, 3);
+        let mut m = fit(&data(&s), &exact_opts(Variant::PerDomain)).unwrap();
+        assert!(m.validate().is_ok());
+        m.levels_mhz[0].swap(0, 1);
+        let err = m.validate().unwrap_err().to_string();
+        assert!(err.contains("must rise strictly"), "{err}");
+        m.levels_mhz[0].swap(0, 1);
+        let dup = m.levels_mhz[1][0];
+        m.levels_mhz[1][1] = dup;
+        assert!(m.validate().is_err());
+    }
+
     #[test]
     fn single_memory_clock_is_folded_and_converges_quickly() {
         let s = synthetic(40, 0.002, &[3500.0], 4);

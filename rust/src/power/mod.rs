@@ -208,6 +208,14 @@ impl FittedPower {
                             "per-domain model: bad clock levels or voltages of domain {d}"
                         ));
                     }
+                    // Levels are looked up by binary search: unsorted ones would find no
+                    // level, or the wrong voltage.
+                    if l.windows(2).any(|w| w[0] >= w[1]) {
+                        return bad(format!(
+                            "per-domain model: the clock levels of domain {d} must rise \
+                             strictly, got {l:?}"
+                        ));
+                    }
                 }
             }
             Variant::Curve => match &self.curves {

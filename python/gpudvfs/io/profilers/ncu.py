@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..source import repeated_at
 from .records import CounterReport, KernelCounters, Rule, Text
 from .units import parse_number
 from .values import store
@@ -52,9 +53,8 @@ def parse_ncu_csv(text: str, source: str = "<ncu output>") -> CounterReport:
 def _parse(src: Text) -> CounterReport:
     h = src.find_header((HEADER_START,), "Nsight Compute")
     header = [c.strip() for c in src.fields(h)]
-    for j, name in enumerate(header):
-        if header.index(name) != j:
-            raise src.error(f"column name {name!r} repeated", h + 1, j + 1)
+    if (j := repeated_at(header)) is not None:
+        raise src.error(f"column name {header[j]!r} repeated", h + 1, j + 1)
     messages, other = src.split_preamble(h)
     long = all(c in header for c in LONG_COLUMNS)
     rows = []
