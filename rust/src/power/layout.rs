@@ -282,6 +282,22 @@ impl Layout {
 mod tests {
     use super::*;
 
+    /// The layout of rows at these clocks (one core-domain component, constant power).
+    fn layout_of(core: &[f64], mem: &[f64], reference: (f64, f64)) -> Layout {
+        let (util, watts) = (vec![0.5; core.len()], vec![100.0; core.len()]);
+        Layout::new(&PowerData {
+            watts: &watts,
+            core_mhz: core,
+            mem_mhz: mem,
+            util: &util,
+            n_comp: 1,
+            domain_sizes: &[1, 0],
+            ref_core_mhz: reference.0,
+            ref_mem_mhz: reference.1,
+        })
+        .unwrap()
+    }
+
     /// Rows at clocks all different (as telemetry reads them): 2^17 levels per domain. The
     /// dense table over every pair of levels took 2^34 entries (128 GiB) and aborted the
     /// process; the configurations are the rows' distinct pairs, in the same order.
@@ -290,18 +306,7 @@ mod tests {
         let n = 1usize << 17;
         let core: Vec<f64> = (0..n).map(|i| 500.0 + 0.01 * i as f64).collect();
         let mem: Vec<f64> = (0..n).map(|i| 800.0 + 0.01 * (n - i) as f64).collect();
-        let (util, watts) = (vec![0.5; n], vec![100.0; n]);
-        let data = PowerData {
-            watts: &watts,
-            core_mhz: &core,
-            mem_mhz: &mem,
-            util: &util,
-            n_comp: 1,
-            domain_sizes: &[1, 0],
-            ref_core_mhz: core[7],
-            ref_mem_mhz: mem[7],
-        };
-        let lay = Layout::new(&data).unwrap();
+        let lay = layout_of(&core, &mem, (core[7], mem[7]));
         assert_eq!(lay.configs.len(), n);
         // Sorted by memory clock, which falls as the row index rises.
         assert_eq!(lay.row_config[0], n - 1);
@@ -331,18 +336,7 @@ mod tests {
         ];
         let core: Vec<f64> = rows.iter().map(|r| r.0).collect();
         let mem: Vec<f64> = rows.iter().map(|r| r.1).collect();
-        let (util, watts) = (vec![0.5; rows.len()], vec![100.0; rows.len()]);
-        let data = PowerData {
-            watts: &watts,
-            core_mhz: &core,
-            mem_mhz: &mem,
-            util: &util,
-            n_comp: 1,
-            domain_sizes: &[1, 0],
-            ref_core_mhz: 700.0,
-            ref_mem_mhz: 3000.0,
-        };
-        let lay = Layout::new(&data).unwrap();
+        let lay = layout_of(&core, &mem, (700.0, 3000.0));
         assert_eq!(lay.configs, vec![[0, 0], [1, 0], [2, 0], [0, 1], [2, 1]]);
         assert_eq!(lay.row_config, vec![0, 1, 3, 0, 4, 2]);
         assert_eq!(lay.ref_config, 3);
