@@ -116,7 +116,7 @@ def test_a_grid_as_a_workload_by_pair_table(tmp_path):
     assert g.table(["a"], g.time_ms, mem_mhz=877.0)[0].tolist() == [[1000.0, 877.0], [1500.0, 877.0]]
     with pytest.raises(InputError, match="no memory clock"):
         g.table(["a"], g.time_ms)
-    with pytest.raises(InputError, match="fewer than 2 clock pairs.*'b' was not measured at 1500/877 MHz"):
+    with pytest.raises(InputError, match="fewer than 2 clock pairs.*'b' has no row at 1500/877 MHz"):
         g.table(["a", "b"], g.time_ms, mem_mhz=877.0)
     with pytest.raises(InputError, match="'a' has no value at 1500/877 MHz"):
         g.table(["a"], np.array([2.0, np.nan, 4.0]), mem_mhz=877.0)
@@ -128,7 +128,7 @@ def test_pairs_a_workload_lacks_are_left_out_for_all_with_a_warning(tmp_path):
                  "a,1000,877,2.0\na,1500,877,1.5\na,1500,5001,1.2\na,1000,5001,1.8\n"
                  "b,1500,877,3.0\nb,1000,877,4.0\nb,1500,5001,2.5\n")
     g = read(p)
-    with pytest.warns(GpudvfsWarning, match="1 of 4 clock pairs are left out.*'b' was not measured at 1000/5001 "
+    with pytest.warns(GpudvfsWarning, match="1 of 4 clock pairs are left out.*'b' has no row at 1000/5001 "
                                             "MHz and 0 other.*the 3 pairs measured for every workload"):
         configs, (t,) = g.table(["a", "b"], g.time_ms)
     assert configs.tolist() == [[1000.0, 877.0], [1500.0, 877.0], [1500.0, 5001.0]]

@@ -181,6 +181,26 @@ def test_replay_on_the_v100_dcgm_grid_beats_the_models_choice(data):
     assert np.mean([r["wasted"] for r in runs]) < np.mean([r["baselines"]["exhaustive"]["wasted"] for r in runs])
 
 
+def test_replay_on_the_v100_grid_without_its_spikes_meets_the_target(data):
+    """The V100 grid's eleven power spikes (`gpudvfs data spikes`; bfs's minimum-energy pair
+    is one) left out, with them the ten pairs some application lacks then: over three seeds
+    the governor's energy regret is under the issue's 1.5% on every seed, against 1.4-2.5%
+    with the spikes in."""
+    from gpudvfs.govern.replay import dcgm_replay_table
+    from gpudvfs.io.spikes import drop_spikes
+
+    grid = read_measured_grid(data / "nsfcac/v100_spec_dev.csv", "test", ("dcgm",))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tab = dcgm_replay_table(drop_spikes(grid, 0.1), (1245.0, 877.0))
+    assert tab.time_ms.shape == (11, 107)
+    runs = [replay(tab, seed=seed) for seed in (0, 1, 2)]
+    assert max(r["regret_mean"] for r in runs) <= 0.01
+    for r in runs:
+        b = r["baselines"]
+        assert r["wasted"] < b["exhaustive"]["wasted"] / 3 and r["regret_mean"] < b["model_only"]["regret_mean"] / 5
+
+
 def test_govern_replay_command(data, tmp_path):
     from click.testing import CliRunner
 

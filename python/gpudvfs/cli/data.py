@@ -6,7 +6,8 @@ import warnings
 
 import click
 
-from ..io import DESCRIPTIONS, FORMATS, read
+from ..io import DESCRIPTIONS, FORMATS, read, read_measured_grid
+from ..io.spikes import find_spikes
 from ..measure.sweep import load_record, record_path
 from . import options
 from .output import console, print_json, table, user_errors
@@ -91,3 +92,31 @@ def info(file: str, fmt: str | None, skip_invalid: bool, columns: dict, as_json:
                         [[k, _fmt_range(v)] for k, v in d["ranges"].items()]))
     for p in d["skipped"]:
         console.print(f"[yellow]skipped[/yellow] {p}", highlight=False)
+
+
+@data.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--threshold", default=0.1, show_default=True, type=options.Finite(min=0, min_open=True),
+              help="A spike is more than a factor 1 + THRESHOLD from both neighbours, which agree within it.")
+@options.skip_invalid
+@options.columns
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def spikes(file: str, threshold: float, columns: dict, as_json: bool) -> None:
+    """Cells of a measured grid whose time or power departs from both neighbours along the
+    core clock while those agree: sensor glitches, which --drop-spikes leaves out of the
+    commands that score or fit on a grid."""
+    with user_errors(skip_option=True):
+        grid = read_measured_grid(file, "the spike check", tuple(f for f in FORMATS if f not in PROFILER_FORMATS
+                                                                   and not f.startswith("gpmtool")),
+                                  options.on_invalid(), columns)
+        found = find_spikes(grid, threshold)
+    if as_json:
+        print_json({"path": file, "threshold": threshold, "rows": len(grid), "spikes": [
+            {"row": s.row, "workload": s.workload, "core_mhz": s.core_mhz, "mem_mhz": s.mem_mhz,
+             "quantity": s.quantity, "value": s.value, "neighbours": list(s.neighbours),
+             "neighbour_mhz": list(s.neighbour_mhz), "deviation": s.deviation} for s in found]})
+        return
+    console.print(f"{file}: {len(found)} spike(s) in {len(grid)} rows (a factor {1 + threshold:g} from both "
+                  "neighbours along the core clock, which agree)", highlight=False)
+    for s in found:
+        console.print(f"  {s}", highlight=False)

@@ -26,7 +26,7 @@ def govern() -> None:
 
 def _grid(path, columns):
     return read_measured_grid(path, "the governor's replay", ("nvdvfs", "dcgm", "grid"), options.on_invalid(),
-                              columns)
+                              columns, options.spike_threshold())
 
 
 def _table(data, device, reference, train=None, columns=None, clip_utilization=False):
@@ -64,6 +64,7 @@ def _table(data, device, reference, train=None, columns=None, clip_utilization=F
                    "application) and report that figure and every constant's.")
 @options.columns
 @options.skip_invalid
+@options.drop_spikes
 @options.clip_utilization
 @click.option("--json", "as_json", is_flag=True)
 def replay_(data, train, device, reference, policy, slowdown, power_cap, steps, phase_steps, noise, seed, run_cv,
@@ -129,6 +130,7 @@ def replay_(data, train, device, reference, policy, slowdown, power_cap, steps, 
               help=NOISE_HELP)
 @options.seed()
 @options.skip_invalid
+@options.drop_spikes
 @click.option("--json", "as_json", is_flag=True)
 def cv(data, devices, references, policy, slowdown, power_cap, steps, phase_steps, noise, seed, as_json) -> None:
     """Choose the governor's constants by leave-one-application-out over every application

@@ -70,6 +70,28 @@ class Finite(click.FloatRange):
         return v
 
 
+#: Where --drop-spikes leaves its threshold for the grid readers of the command (``ctx.meta``).
+DROP_SPIKES = "gpudvfs.drop_spikes"
+
+
+def _drop_spikes(ctx, param, value):
+    ctx.meta[DROP_SPIKES] = value
+
+
+drop_spikes = click.option(
+    "--drop-spikes", type=Finite(min=0, min_open=True), metavar="FRACTION", expose_value=False,
+    callback=_drop_spikes,
+    help="Leave out spikes: cells whose time or power is more than a factor 1 + FRACTION from both neighbours "
+         "along the core clock while those agree (a sensor glitch; each is named; `gpudvfs data spikes` lists "
+         "them). Default: every row counts.")
+
+
+def spike_threshold() -> float | None:
+    """The running command's --drop-spikes threshold (None: keep every row)."""
+    ctx = click.get_current_context(silent=True)
+    return ctx.meta.get(DROP_SPIKES) if ctx is not None else None
+
+
 #: Longest measurement window (--min-seconds) a command takes: an hour per pair and workload.
 MAX_WINDOW_S = 3600.0
 

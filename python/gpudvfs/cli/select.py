@@ -19,7 +19,7 @@ from .time import DEVICE_HELP, _gpu, _pair
 
 def _grid(path: str, columns=None, formats=("nvdvfs", "grid")):
     return read_measured_grid(path, "frequency selection from nvprof profiles or DCGM fields", formats,
-                              options.on_invalid(), columns)
+                              options.on_invalid(), columns, options.spike_threshold())
 
 
 @click.group("select")
@@ -36,6 +36,7 @@ def select_() -> None:
 @click.option("--device", required=True, help=DEVICE_HELP)
 @options.columns
 @options.skip_invalid
+@options.drop_spikes
 @options.clip_utilization
 @click.option("--json", "as_json", is_flag=True)
 def eval_(data, reference, slowdown, device, columns, clip_utilization, as_json) -> None:
@@ -97,6 +98,7 @@ def _eval_dcgm(data, r, as_json) -> None:
               help="Power model JSON to write.")
 @options.columns
 @options.skip_invalid
+@options.drop_spikes
 @options.clip_utilization
 def fit_power(data, reference, device, out, columns, clip_utilization) -> None:
     """Fit the power model `select choose` uses on a measured grid (NV-DVFS nvprof CSV with
@@ -122,6 +124,7 @@ def fit_power(data, reference, device, out, columns, clip_utilization) -> None:
 @click.option("--power-cap", type=options.Finite(min=0, min_open=True), help="Power-cap policy: watts.")
 @options.columns
 @options.skip_invalid
+@options.drop_spikes
 @options.clip_utilization
 @click.option("--json", "as_json", is_flag=True)
 def choose(data, model_path, reference, device, policy, slowdown, power_cap, columns, clip_utilization,

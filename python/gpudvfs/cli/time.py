@@ -63,7 +63,8 @@ DEVICE_HELP = "The GPU the data was measured on: a catalog name (gpudvfs devices
 
 
 def _grid(path, columns=None, formats=("nvdvfs", "grid")):
-    return read_measured_grid(path, "the time model", formats, options.on_invalid(), columns)
+    return read_measured_grid(path, "the time model", formats, options.on_invalid(), columns,
+                              options.spike_threshold())
 
 
 def _beyond_grid(grid, cores: list[float], mems: list[float]) -> list[str]:
@@ -92,6 +93,7 @@ def time_() -> None:
 @click.option("--baselines", is_flag=True, help="Also the time-unchanged and two-term scaling baselines.")
 @options.columns
 @options.skip_invalid
+@options.drop_spikes
 @click.option("--json", "as_json", is_flag=True)
 def eval_(data, device, reference, mode, baselines, columns, as_json) -> None:
     """Errors predicting every clock pair of DATA from the reference pair's counters:
@@ -126,6 +128,7 @@ def eval_(data, device, reference, mode, baselines, columns, as_json) -> None:
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), callback=output_file)
 @options.columns
 @options.skip_invalid
+@options.drop_spikes
 @click.option("--json", "as_json", is_flag=True)
 def fit_dcgm(grid_path, reference, predictor, out, columns, as_json) -> None:
     """Fit the DCGM time model (core- and memory-bound shares of time from DCGM activities) to
@@ -172,6 +175,7 @@ def _eval_dcgm(data, r, as_json) -> None:
 @click.option("--calibrate", is_flag=True, help="Scale each kernel to its measured reference time.")
 @options.columns
 @options.skip_invalid
+@options.drop_spikes
 @click.option("--json", "as_json", is_flag=True)
 def predict(data, kernels, device, reference, core_mhz, mem_mhz, mode, calibrate, columns, as_json) -> None:
     """Predicted time (ms) of kernels profiled at the reference pair over a grid of clocks."""
@@ -209,6 +213,7 @@ def predict(data, kernels, device, reference, core_mhz, mem_mhz, mode, calibrate
 @click.option("--reference", default="700,700", show_default=True, callback=_pair)
 @options.columns
 @options.skip_invalid
+@options.drop_spikes
 @click.option("--json", "as_json", is_flag=True)
 def cv(data, device, reference, columns, as_json) -> None:
     """Nested leave-one-kernel-out cross-validation over the kernels of every DATA grid: each
@@ -267,6 +272,7 @@ def cv(data, device, reference, columns, as_json) -> None:
               help="Device JSON to write (for --device of the other time commands).")
 @options.columns
 @options.skip_invalid
+@options.drop_spikes
 @click.option("--json", "as_json", is_flag=True)
 def fit_device_(data, base, reference, out, columns, as_json) -> None:
     """Fit the DRAM latency and service-time parameters of a device to a measured grid of its

@@ -21,6 +21,7 @@ import warnings
 from pathlib import Path
 
 from ..errors import DataFileError, GpudvfsWarning, InputError
+from . import spikes
 from .datasets import MeasurementGrid, PowerDataset, UtilizationTable
 from .gpmtool import read_gpmtool, write_gpmtool
 from .grid_columns import detect_roles, parse_columns
@@ -154,15 +155,17 @@ def _with_hint(error: DataFileError, path: str | Path, asked: str) -> DataFileEr
 
 
 def read_measured_grid(path: str | Path, needs: str, formats: tuple[str, ...] = (*SPECS, "ptx", "grid"),
-                       on_invalid: str = "raise", columns: dict[str, str] | None = None) -> MeasurementGrid:
+                       on_invalid: str = "raise", columns: dict[str, str] | None = None,
+                       drop_spikes: float | None = None) -> MeasurementGrid:
     """A grid of measured times over clock pairs in one of ``formats``, or a clear error that
-    says what the file is and what ``needs`` (the command or model) reads instead."""
+    says what the file is and what ``needs`` (the command or model) reads instead. With
+    ``drop_spikes`` (a threshold), its spikes' rows are left out (:mod:`gpudvfs.io.spikes`)."""
     ds = read(path, on_invalid=on_invalid, columns=columns)
     if not isinstance(ds, MeasurementGrid) or ds.format not in formats:
         wanted = ", ".join(f"{f} ({DESCRIPTIONS[f]})" for f in formats)
         raise DataFileError.at(path, f"this is {DESCRIPTIONS[ds.format]} (format {ds.format!r}); {needs} reads "
                                      f"{wanted}")
-    return ds
+    return ds if drop_spikes is None else spikes.drop_spikes(ds, drop_spikes)
 
 
 def read_power_dataset(path: str | Path, on_invalid: str = "raise", clip_utilization: bool = False) -> PowerDataset:

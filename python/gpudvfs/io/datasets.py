@@ -305,7 +305,7 @@ class MeasurementGrid:
         keep = np.setdiff1d(np.arange(len(configs)), gone)
         worst, missing = max(lacking, key=lambda x: len(x[1]))
         c, m = configs[missing[0]]
-        why = (f"{len(lacking)} workload(s) lack some; {worst!r} was not measured at {c:g}/{m:g} MHz and "
+        why = (f"{len(lacking)} workload(s) lack some; {worst!r} has no row at {c:g}/{m:g} MHz and "
                f"{len(missing) - 1} other pair(s)")
         if len(keep) < 2:
             raise InputError(f"{self.path}: fewer than 2 clock pairs were measured for every workload ({why}); "
