@@ -160,6 +160,8 @@ def test_the_spikes_command_and_the_option(data, tmp_path):
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
     assert out["threshold"] == 0.1 and out["rows"] == 1287 and len(out["spikes"]) == 11
+    r = run(cli, ["data", "info", v100, "--json"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["spikes"] == 11
     r = run(cli, ["data", "spikes", v100, "--threshold", "0.25"])
     assert r.exit_code == 0 and "2 spike(s) in 1287 rows" in r.output and "'bfs' at 1200 MHz" in r.output
     r = run(cli, ["data", "spikes", v100, "--threshold", "0"])

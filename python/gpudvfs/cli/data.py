@@ -7,6 +7,7 @@ import warnings
 import click
 
 from ..io import DESCRIPTIONS, FORMATS, read, read_measured_grid
+from ..io.datasets import MeasurementGrid
 from ..io.spikes import find_spikes
 from ..measure.sweep import load_record, record_path
 from . import options
@@ -59,6 +60,8 @@ def info(file: str, fmt: str | None, skip_invalid: bool, columns: dict, as_json:
         warnings.simplefilter("ignore")  # skipped rows are reported below
         ds = read(file, fmt, on_invalid="skip" if skip_invalid else "raise", columns=columns)
     d = ds.describe()
+    if isinstance(ds, MeasurementGrid):
+        d["spikes"] = len(find_spikes(ds))
     if d.get("reference_mhz") is None and d["format"] == "tidy" and record_path(file).is_file():
         # A sweep keeps its reference clocks in its record beside the CSV.
         with user_errors():
@@ -85,6 +88,9 @@ def info(file: str, fmt: str | None, skip_invalid: bool, columns: dict, as_json:
     if "metrics" in d:
         rows.append(["counters", f"{len(d['metrics'])}: " + ", ".join(d["metrics"][:8])
                      + (", ..." if len(d["metrics"]) > 8 else "")])
+    if "spikes" in d:
+        rows.append(["spikes (a factor 1.1)", f"{d['spikes']}" + ("  (gpudvfs data spikes lists them)"
+                                                                    if d["spikes"] else "")])
     names = d["benchmark_names"]
     rows.append(["benchmarks", f"{len(names)}: " + ", ".join(names[:10]) + (", ..." if len(names) > 10 else "")])
     console.print(table(f"{file}", ["", ""], rows))
