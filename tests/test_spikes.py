@@ -67,8 +67,9 @@ def test_on_a_coarse_grid_a_neighbour_of_a_spike_is_not_taken_for_it(tmp_path):
     grid_cells = cells()
     t, p = grid_cells[("a", 800.0, 700.0)]
     grid_cells[("a", 800.0, 700.0)] = (t, 0.75 * p)
-    assert find_spikes(write_grid(tmp_path / "g.csv", grid_cells)) == []
-    assert [s.core_mhz for s in find_spikes(write_grid(tmp_path / "g.csv", grid_cells), 0.3)] == [800.0]
+    grid = write_grid(tmp_path / "g.csv", grid_cells)
+    assert find_spikes(grid) == []
+    assert [s.core_mhz for s in find_spikes(grid, 0.3)] == [800.0]
 
 
 def test_steps_ends_and_other_series_are_not_spikes(tmp_path):

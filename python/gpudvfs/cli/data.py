@@ -112,9 +112,7 @@ def spikes(file: str, threshold: float, columns: dict, as_json: bool) -> None:
     core clock while those agree: sensor glitches, which --drop-spikes leaves out of the
     commands that score or fit on a grid."""
     with user_errors(skip_option=True):
-        grid = read_measured_grid(file, "the spike check", tuple(f for f in FORMATS if f not in PROFILER_FORMATS
-                                                                   and not f.startswith("gpmtool")),
-                                  options.on_invalid(), columns)
+        grid = read_measured_grid(file, "the spike check", on_invalid=options.on_invalid(), columns=columns)
         found = find_spikes(grid, threshold)
     if as_json:
         print_json({"path": file, "threshold": threshold, "rows": len(grid), "spikes": [

@@ -77,7 +77,8 @@ def find_spikes(grid: MeasurementGrid, threshold: float = 0.1) -> list[Spike]:
         with np.errstate(divide="ignore", invalid="ignore"):
             x = np.log(np.where(values > 0, values, np.nan))
         # Departure from the neighbours' geometric mean; 0 where a cell has not two in its series.
-        d = np.abs(np.where(same, x[mid] - (x[prev] + x[nxt]) / 2, 0.0))
+        dev = np.where(same, x[mid] - (x[prev] + x[nxt]) / 2, 0.0)
+        d = np.abs(dev)
         # The largest departure of its neighbourhood: a cell beside a spike departs too (by half
         # as much, or more where a coarse grid's slope adds to it), and is not the glitch.
         largest = (d > np.concatenate([[0.0], d[:-1]])) & (d > np.concatenate([d[1:], [0.0]]))
@@ -86,8 +87,7 @@ def find_spikes(grid: MeasurementGrid, threshold: float = 0.1) -> list[Spike]:
             r, a, b = int(mid[i]), int(prev[i]), int(nxt[i])
             found.append(Spike(r, str(work[r]), float(core[r]), None if mem is None else float(mem[r]), quantity,
                                float(values[r]), (float(values[a]), float(values[b])),
-                               (float(core[a]), float(core[b])),
-                               float(np.expm1(x[r] - (x[a] + x[b]) / 2))))
+                               (float(core[a]), float(core[b])), float(np.expm1(dev[i]))))
     return sorted(found, key=lambda s: (s.row, s.quantity))
 
 
