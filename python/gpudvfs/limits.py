@@ -7,6 +7,8 @@ whole power model.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .errors import InputError
@@ -19,6 +21,27 @@ MAX_MHZ = 100_000.0
 #: No count, byte total or time a GPU run measures reaches this in any unit a file uses (a day
 #: at 8 TB/s moves 7e17 bytes); it keeps sums and products of measurements finite.
 MAX_COUNT = 1e18
+
+
+def is_number(v) -> bool:
+    """A real number as JSON, a CLI or numpy gives one (numpy scalars included); a bool,
+    which Python counts as an int, is not."""
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+
+
+def is_finite_number(v, least: float = -math.inf) -> bool:
+    """:func:`is_number`, finite and at least ``least``; an int beyond any float is not."""
+    if not is_number(v):
+        return False
+    try:
+        return least <= float(v) < math.inf
+    except OverflowError:
+        return False
+
+
+def is_count(v, least: int = 0) -> bool:
+    """A whole number (numpy integers included, bools not) of at least ``least``."""
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and bool(v >= least)
 
 
 def clock_array(value, name: str) -> np.ndarray:

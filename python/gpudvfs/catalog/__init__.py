@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..io.jsonfile import read_json
+from ..limits import is_number
 
 CATALOG_VERSION = 1
 #: GPU Boost runs above the rated boost clock (a Titan Xp at 1911 MHz, 1.21x its rated 1582), and
@@ -183,13 +184,13 @@ def _entry(key: str, d: dict, where: str) -> DeviceSpec:
                                                                                         if k in core]))):
             for k in keys:
                 v = group.get(k)
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+                if not (is_number(v) and v >= 0):
                     raise InputError(f"{where}: device {key!r}: {k} must be a number >= 0, got {v!r}")
         order = [core[k] for k in ("min", "base", "boost") if k in core]
         if order != sorted(order):
             raise InputError(f"{where}: device {key!r}: core_mhz must rise from min to base to boost, got {core}")
         mem = need("mem_mhz", list)
-        if not mem or not all(isinstance(m, (int, float)) and m > 0 for m in mem):
+        if not mem or not all(is_number(m) and m > 0 for m in mem):
             raise InputError(f"{where}: device {key!r}: mem_mhz must list the memory clocks in MHz")
         if issue["fp32"] <= 0:
             raise InputError(f"{where}: device {key!r}: issue_per_sm_per_cycle.fp32 must be > 0")

@@ -18,7 +18,6 @@ default-clock second of every job's work (watts x relative time).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +25,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..io.jsonfile import read_json, write_json_atomic
+from ..limits import is_finite_number, is_number
 from ..time import KernelProfile, TimeModel
 from .budget import solve_budget
 from .registry import Registry
@@ -52,10 +52,9 @@ def read_jobs(path: str | Path) -> list[Job]:
         if not isinstance(item, dict) or not all(isinstance(item.get(k), str) and item[k] for k in ("gpu", "name")):
             raise InputError(f"{where}: expected an object with a non-empty 'gpu' (UUID) and 'name'")
         counters, t = item.get("counters"), item.get("time_ms")
-        if not isinstance(counters, dict) or not counters or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) for v in counters.values()):
+        if not isinstance(counters, dict) or not counters or not all(is_number(v) for v in counters.values()):
             raise InputError(f"{where}: 'counters' must be a non-empty object of numbers")
-        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t < math.inf):
+        if t is not None and not (is_finite_number(t) and t > 0):
             raise InputError(f"{where}: 'time_ms' must be a positive number, got {t!r}")
         if item["gpu"] in seen:
             raise InputError(f"{where}: GPU {item['gpu']} already runs jobs[{seen[item['gpu']]}]; one job per GPU")

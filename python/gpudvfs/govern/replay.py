@@ -37,6 +37,7 @@ import numpy as np
 from ..catalog import DeviceSpec
 from ..errors import GpudvfsWarning, InputError
 from ..io.datasets import MeasurementGrid
+from ..limits import is_count
 from ..select.choose import fit_power_model, measured_table
 from ..select.dcgm import loo_table
 from ..select.evaluate import regret_table
@@ -237,7 +238,7 @@ def _setup(table: ReplayTable, policy, slowdown, power_cap_w, steps, phase_steps
         raise InputError(f"steps and phase_steps must be at least 1, got {steps} and {phase_steps}")
     if not 0 <= noise < 0.5:
         raise InputError(f"noise must be in [0, 0.5), got {noise}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+    if not is_count(seed):
         raise InputError(f"seed must be an integer >= 0, got {seed!r}")
     if policy == "power-cap" and not (power_cap_w is not None and power_cap_w > 0):
         raise InputError(f"the power-cap policy needs power_cap_w > 0, got {power_cap_w}")

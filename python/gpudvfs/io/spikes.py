@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..errors import GpudvfsWarning, InputError, Problem
+from ..limits import is_finite_number
 from .datasets import MeasurementGrid
 
 
@@ -53,8 +54,7 @@ class Spike:
 
 
 def _check_threshold(threshold: float) -> float:
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.integer, np.floating)) \
-            or not 0 < threshold < np.inf:
+    if not (is_finite_number(threshold) and threshold > 0):
         raise InputError(f"the spike threshold must be a number > 0 (0.1: a factor 1.1 from the neighbours), "
                          f"got {threshold!r}")
     return float(threshold)

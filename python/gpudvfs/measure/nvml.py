@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import GpudvfsError, GpudvfsWarning, InputError
+from ..limits import is_count, is_finite_number
 from .device import ClockPermissionError, Measurement, Workload
 
 __all__ = [
@@ -359,7 +360,7 @@ class NvmlDevice:
         self._nvml_open = True
         try:
             count = nv.nvmlDeviceGetCount()
-            if not isinstance(index, int) or not 0 <= index < count:
+            if not is_count(index) or index >= count:
                 raise InputError(f"index: expected a GPU index in 0..{count - 1}, got {index!r}")
             self.index = index
             self._handle = nv.nvmlDeviceGetHandleByIndex(index)
@@ -887,10 +888,9 @@ class NvmlDevice:
         locked ones, or, when nothing is locked, the median of those NVML reported meanwhile.
         """
         if repetitions is None:
-            if not (isinstance(min_seconds, (int, float)) and math.isfinite(min_seconds)
-                    and min_seconds > 0):
+            if not (is_finite_number(min_seconds) and min_seconds > 0):
                 raise InputError(f"min_seconds: expected a positive duration, got {min_seconds!r}")
-        elif isinstance(repetitions, bool) or not isinstance(repetitions, int) or repetitions < 1:
+        elif not is_count(repetitions, 1):
             raise InputError(f"repetitions: expected a positive integer, got {repetitions!r}")
         launch = self._launcher(workload)
         launch()

@@ -38,6 +38,7 @@ from ..io import read
 from ..io.datasets import PowerDataset
 from ..io.jsonfile import read_versioned, write_json_atomic
 from ..io.source import csv_line, format_number
+from ..limits import is_number
 from ..time.device import TimeDevice
 from .counters.mapping import COMPONENTS, DOMAIN_SIZES
 from .device import Device, Measurement, Workload
@@ -160,7 +161,7 @@ def load_record(out: str | Path) -> dict:
 
 def _numbers(values, n: int) -> bool:
     return (isinstance(values, list) and len(values) == n
-            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values))
+            and all(is_number(v) for v in values))
 
 
 def _save_record(out: Path, plan: dict, device: Device, profiles: dict[str, dict[str, float]]) -> None:

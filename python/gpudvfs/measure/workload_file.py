@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..io.jsonfile import read_json
+from ..limits import is_number
 from .device import Workload
 
 
@@ -46,8 +47,7 @@ def read_workloads(path: str | Path) -> list[Workload]:
         if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"]:
             raise InputError(f"{where}: expected an object with a non-empty 'name'")
         counters = item.get("counters", {})
-        if not isinstance(counters, dict) or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) for v in counters.values()):
+        if not isinstance(counters, dict) or not all(is_number(v) for v in counters.values()):
             raise InputError(f"{where}: 'counters' must map names to numbers")
         if "callable" not in item and not counters:
             raise InputError(f"{where}: give 'callable' (real GPU) or 'counters' (simulated GPU)")

@@ -41,7 +41,7 @@ from ..errors import GpudvfsWarning, InputError
 from ..io.datasets import PowerDataset
 from ..io.jsonfile import read_versioned, write_json_atomic
 from ..io.source import UTIL_TOLERANCE
-from ..limits import check_watts, clock_array
+from ..limits import check_watts, clock_array, is_count
 from .equations import power_grid
 from .gpmtool import read_gpmtool_model, write_gpmtool_model
 
@@ -92,7 +92,7 @@ class PowerModel:
         self.variant = variant
         self.relative_error = rel if relative_error is None else relative_error
         self.ridge = rid if ridge is None else float(ridge)
-        if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
+        if not is_count(max_iter, 1):
             raise InputError(f"max_iter must be an integer >= 1, got {max_iter!r}")
         self.max_iter, self.tol_voltage, self.tol_objective = int(max_iter), float(tol_voltage), float(tol_objective)
         self.v_min, self.v_max = float(v_min), float(v_max)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
@@ -11,18 +10,9 @@ import numpy as np
 from .. import _core
 from ..errors import InputError
 from ..io.jsonfile import read_versioned, write_json_atomic
-from ..limits import clock_array
+from ..limits import clock_array, is_finite_number
 
 DEVICE_VERSION = 2  # 2: inst_lat and parallel_queues; max_blocks_per_sm gone
-
-
-def _finite_non_negative(v) -> bool:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return False
-    try:
-        return 0 <= float(v) < math.inf
-    except OverflowError:  # an int beyond any float
-        return False
 
 
 @dataclass(frozen=True)
@@ -62,7 +52,7 @@ class TimeDevice:
             elif f.name == "parallel_queues":
                 if not isinstance(v, bool):
                     raise InputError(f"TimeDevice.parallel_queues must be true or false, got {v!r}")
-            elif not _finite_non_negative(v):
+            elif not is_finite_number(v, 0):
                 raise InputError(f"TimeDevice.{f.name} must be a finite number >= 0, got {str(v)[:40]}")
         if self.sm_count < 1 or self.max_warps_per_sm < 1:
             raise InputError("TimeDevice needs sm_count and max_warps_per_sm >= 1")

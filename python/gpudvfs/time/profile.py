@@ -27,10 +27,8 @@ import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-import numpy as np
-
 from ..errors import InputError
-from ..limits import clock_array
+from ..limits import clock_array, is_finite_number
 from .device import TimeDevice
 
 INPUT_KEYS = ("warps_total", "active_warps", "warps_per_block", "gld_trans", "trans_per_req",
@@ -57,15 +55,8 @@ def _counter(counters: Mapping[str, float], name: str, kernel: str) -> float:
 
 
 def _finite(v, allow_none: bool = False) -> bool:
-    """A number in [0, inf) (numpy scalars included); an int beyond any float is not."""
-    if v is None:
-        return allow_none
-    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
-        return False
-    try:
-        return 0 <= float(v) < math.inf
-    except OverflowError:
-        return False
+    """A number in [0, inf) (numpy scalars included); None where ``allow_none``."""
+    return allow_none if v is None else is_finite_number(v, 0)
 
 
 class _Checked(Mapping[str, float]):

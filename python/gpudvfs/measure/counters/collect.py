@@ -17,6 +17,7 @@ from pathlib import Path
 from ...errors import GpudvfsError, GpudvfsWarning, InputError
 from ...io.profilers.ncu import parse_ncu_csv
 from ...io.profilers.records import CounterReport, ProfilerError
+from ...limits import is_count
 
 
 class NcuNotFoundError(GpudvfsError, FileNotFoundError):
@@ -83,7 +84,7 @@ def ncu_command(metrics: Sequence[str], target_argv: Sequence[str], *, ncu: str 
         cmd += ["--kernel-name", kernel_name]
     for flag, value, least in (("--launch-skip", launch_skip, 0), ("--launch-count", launch_count, 1)):
         if value is not None:
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            if not is_count(value, least):
                 raise InputError(f"{flag[2:].replace('-', '_')} must be a whole number >= {least}, "
                                  f"got {value!r}")
             cmd += [flag, str(value)]

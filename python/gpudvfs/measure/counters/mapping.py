@@ -103,6 +103,7 @@ from ...errors import InputError
 from ...io.profilers.records import KernelCounters
 from ...io.profilers.units import LEVEL_UNIT
 from ...io.utilization import bound_utilization
+from ...limits import is_number
 
 TIME_INPUTS = ("warps", "achieved_occupancy", "dram_read_transactions", "dram_write_transactions",
                "l2_read_transactions", "l2_write_transactions", "shared_load_transactions",
@@ -414,7 +415,7 @@ def _lookup(counters: Counters, name: str) -> tuple[float | None, str | None]:
     value = counters.get(name)
     if value is None:
         return None, None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not is_number(value):
         raise InputError(f"counter {name!r} must be a number, got {value!r}")
     return float(value), None
 

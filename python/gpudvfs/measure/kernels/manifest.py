@@ -13,6 +13,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from ...limits import is_count, is_number
 from ..counters.mapping import COMPONENTS
 from .errors import ManifestError
 from .sass import MEMORY_CLASSES, WORK_CLASSES
@@ -262,7 +263,7 @@ def _parse_benchmark(entry: Any, where: str, sources: Mapping[str, SourceSpec],
     if not isinstance(launch, dict) or launch.get("policy") not in POLICIES:
         raise fail(f"{where}.launch", f"expected an object with 'policy' in {list(POLICIES)}")
     for k, v in launch.items():
-        if k != "policy" and not (isinstance(v, (int, float, str)) and not isinstance(v, bool)):
+        if k != "policy" and not (is_number(v) or isinstance(v, str)):
             raise fail(f"{where}.launch.{k}", f"expected a number or string, got {v!r}")
 
     need = _POLICY_KEYS[launch["policy"]] - set(launch)
@@ -286,8 +287,7 @@ def _parse_benchmark(entry: Any, where: str, sources: Mapping[str, SourceSpec],
             raise fail(f"{where}.template",
                        f"expected the parameters {list(spec.template)} in that order, got {template!r}")
         for k, v in template.items():
-            ok = (isinstance(v, bool) or (isinstance(v, int) and v >= 0)
-                  or (isinstance(v, str) and v in _TYPES))
+            ok = isinstance(v, bool) or is_count(v) or (isinstance(v, str) and v in _TYPES)
             if not ok:
                 raise fail(f"{where}.template.{k}",
                            f"expected a type in {sorted(_TYPES)}, a non-negative integer or a bool, got {v!r}")
@@ -302,7 +302,7 @@ def _parse_benchmark(entry: Any, where: str, sources: Mapping[str, SourceSpec],
     if not isinstance(stresses, dict) or set(stresses) != set(COMPONENTS):
         raise fail(f"{where}.stresses", f"expected exactly the components {list(COMPONENTS)}")
     for c, v in stresses.items():
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0.0 <= v <= 1.0):
+        if not (is_number(v) and 0.0 <= v <= 1.0):
             raise fail(f"{where}.stresses.{c}", f"expected a number in [0, 1], got {v!r}")
 
     sass = entry["sass"]
@@ -345,7 +345,7 @@ def _validate_sass(sass: dict, where: str, fail: Callable[[str, str], ManifestEr
                        "denominator: [<memory classes>]}")
     if "min_counts" in sass:
         mc = sass["min_counts"]
-        if not (isinstance(mc, dict) and all(isinstance(v, int) and v >= 0 for v in mc.values())):
+        if not (isinstance(mc, dict) and all(is_count(v) for v in mc.values())):
             raise fail(f"{where}.min_counts", "expected {class or opcode: minimum count}")
     if "opcodes" in sass:
         ops = sass["opcodes"]
