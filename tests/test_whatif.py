@@ -157,8 +157,9 @@ def test_bad_telemetry_is_refused_with_what_is_wrong(registry3, time_model, tmp_
     pd.DataFrame(base | {"UUID": ["GPU-elsewhere"]}).to_csv(path, index=False)
     with pytest.raises(InputError, match="GPU-elsewhere is not in the registry"):
         wi.whatif(str(path), registry3, time_model)
-    with pytest.raises(InputError, match="interval"):
-        wi.whatif(str(path), registry3, time_model, interval_s=0)
+    for interval in (0, 1e-320, float("nan"), float("inf")):
+        with pytest.raises(InputError, match="interval"):
+            wi.whatif(str(path), registry3, time_model, interval_s=interval)
 
 
 def test_fleet_whatif_commands(registry3, tmp_path):
@@ -177,6 +178,9 @@ def test_fleet_whatif_commands(registry3, tmp_path):
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
     assert out["cluster"]["samples"] == 3000 and out["policy"] == "edp" and len(out["jobs"]) == 3
+    r = run(cli, ["fleet", "whatif", str(tel), "--registry", str(registry3.root), "--time-model", str(model),
+                  "--interval-s", "1e-4"])
+    assert r.exit_code == 2 and "--interval-s" in r.output
 
 
 def _export(frame, path):

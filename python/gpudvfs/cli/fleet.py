@@ -8,7 +8,7 @@ import click
 from ..fleet.budget import bench
 from ..fleet.jobs import OBJECTIVES, plan_budget, read_jobs, simulated_jobs, write_jobs
 from ..fleet.registry import Registry
-from ..fleet.whatif import DEFAULT_INTERVAL_S
+from ..fleet.whatif import DEFAULT_INTERVAL_S, MIN_INTERVAL_S
 from ..fleet.whatif import POLICIES as WHATIF_POLICIES
 from ..measure.devices import DEVICE_KINDS
 from ..power.model import VARIANTS
@@ -176,7 +176,7 @@ def sample_jobs(registry, out) -> None:
 @click.option("--slowdown", default=0.1, show_default=True, type=options.Finite(min=0),
               help="deadline: the most a job may slow down against the default clocks.")
 @click.option("--interval-s", default=DEFAULT_INTERVAL_S, show_default=True,
-              type=options.Finite(min=0, min_open=True),
+              type=options.Finite(min=MIN_INTERVAL_S),
               help="Seconds each sample stands for (the exporter's collection interval).")
 @click.option("--job-column", help="The column naming each sample's job (default: hpc_job, exported_job, pod, job).")
 @click.option("--ray", "ray_address", default="local", show_default=True, help="As for `fleet calibrate`.")

@@ -33,6 +33,9 @@ from .registry import Registry
 POLICIES = ("energy", "edp", "deadline")
 #: dcgm-exporter's default collection interval (its -c option, 30,000 ms).
 DEFAULT_INTERVAL_S = 30.0
+#: The exporter collects in whole milliseconds; shorter intervals would only push the sums
+#: towards denormal joules, whose ratios overflow.
+MIN_INTERVAL_S = 1e-3
 UUID_COLUMNS = ("uuid", "gpu_uuid")
 #: A Prometheus export's `job` label names the scrape job, not the workload: the labels the
 #: DCGM exporter attaches for Slurm and Kubernetes come first.
@@ -242,8 +245,9 @@ def whatif(telemetry: str, registry: Registry, model: DcgmTimeModel, *, policy: 
     for `tasks.ray_session` (no GPUs are needed)."""
     from .tasks import ray_session
 
-    if not interval_s > 0:
-        raise InputError(f"interval must be > 0 s, got {interval_s}")
+    if not MIN_INTERVAL_S <= interval_s < np.inf:
+        raise InputError(f"interval must be a finite number of seconds >= {MIN_INTERVAL_S:g} (the exporter collects "
+                         f"in whole milliseconds), got {interval_s}")
     if policy not in POLICIES:
         raise InputError(f"unknown policy {policy!r}; expected one of {POLICIES}")
     tables = gpu_tables(registry)
