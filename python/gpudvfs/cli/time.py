@@ -13,12 +13,13 @@ from ..io import read_measured_grid
 from ..io.dcgm_fields import is_dcgm_grid
 from ..io.grid_csv import SPECS
 from ..time import MODES, TimeDevice, TimeModel, evaluate, profiles_from_grid
-from ..time.crossval import cross_validate
+from ..time.crossval import constant_sensitivity, cross_validate
 from ..time.dcgm import PREDICTORS, DcgmTimeModel
 from ..time.dcgm import cross_validate as dcgm_cross_validate
 from ..time.fit_device import fit_device
 from . import options
 from .output import console, output_file, print_json, table, user_errors
+from .progress import progress_bars
 
 
 def _pair(ctx, param, value):
@@ -214,8 +215,11 @@ def predict(data, kernels, device, reference, core_mhz, mem_mhz, mode, calibrate
 @options.columns
 @options.skip_invalid
 @options.drop_spikes
+@click.option("--sensitivity", is_flag=True,
+              help="Also re-run the whole protocol with each device constant (latencies, L2 service time, "
+                   "FP64 issue) scaled by 0.5-1.5: how the cross-validated figures move with it (about a minute).")
 @click.option("--json", "as_json", is_flag=True)
-def cv(data, device, reference, columns, as_json) -> None:
+def cv(data, device, reference, columns, sensitivity, as_json) -> None:
     """Nested leave-one-kernel-out cross-validation over the kernels of every DATA grid: each
     kernel scored with the settings (soft-max exponent, dependent latency, calibration)
     chosen on the others; for grids with power, the energy regret scored the same way."""
@@ -223,7 +227,13 @@ def cv(data, device, reference, columns, as_json) -> None:
         grids = [_grid(path, columns) for path in data]
         for g in grids[1:]:
             _resolve(device, g)
-        r = cross_validate(grids, reference, *_resolve(device, grids[0]))
+        time_device, spec = _resolve(device, grids[0])
+        r = cross_validate(grids, reference, time_device, spec)
+        if sensitivity:
+            with progress_bars(disable=as_json) as update:
+                r["over_device_constants"] = constant_sensitivity(
+                    grids, reference, time_device, spec,
+                    progress=lambda done, total, label: update("device constants", done, total, label))
     if as_json:
         print_json(r)
         return
@@ -260,7 +270,24 @@ def cv(data, device, reference, columns, as_json) -> None:
     console.print(table("per kernel (calibrated MAPE %)", ["kernel", "CV", "two-term", "chosen settings"],
                         [[k, f"{v['cv_mape']:.2f}", f"{v['two_term_mape']:.2f}", v["chosen"]]
                          for k, v in r["per_kernel"].items()]))
+    if "over_device_constants" in r:
+        _print_sensitivity(r)
 
+
+def _print_sensitivity(r: dict) -> None:
+    files = list(r["files"])
+    regret_files = list(r.get("selection", {}))
+    rows = [["as preset", "x1", *[f"{r['files'][f]['cv_mape']:.2f}" for f in files],
+             *[f"{100 * r['selection'][f]['cv_regret_mean']:.2f} ({100 * r['selection'][f]['cv_regret_max']:.1f})"
+               for f in regret_files]]]
+    for name, by_scale in r["over_device_constants"].items():
+        for x, v in by_scale.items():
+            rows.append([name, f"x{x}", *[f"{v['cv_mape'][f]:.2f}" for f in files],
+                         *[f"{100 * v['cv_regret'][f]['mean']:.2f} ({100 * v['cv_regret'][f]['max']:.1f})"
+                           for f in regret_files]])
+    console.print(table("the protocol with one device constant scaled: CV MAPE % and CV regret % (max)",
+                        ["constant", "scale", *[f"MAPE {Path(f).name}" for f in files],
+                         *[f"regret {Path(f).name}" for f in regret_files]], rows))
 
 
 @time_.command("fit-device")

@@ -14,12 +14,14 @@ candidate chosen without it, its power from a model fitted on the other applicat
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
 from ..errors import InputError
 from ..io.datasets import MeasurementGrid
+from ..limits import is_finite_number
 from .device import TimeDevice
 from .evaluate import core_share, mape, profiles_from_grid, two_term
 from .model import TimeModel
@@ -29,6 +31,12 @@ from .profile import KernelProfile
 OVERLAP_PS = (4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 12.0)
 #: Ridge strengths of the learned correction tried (on standardized features).
 CORRECTION_RIDGES = (0.1, 1.0, 10.0)
+#: Device constants `constant_sensitivity` scales: hardware figures from microbenchmarks and
+#: papers (rust/src/time/mod.rs), none fitted on the grids: a dependent instruction's latency,
+#: shared-memory and L2 latency, an L2 transaction's service time, the core-clock part of the
+#: DRAM latency and a warp's FP64 instruction.
+DEVICE_CONSTANTS = ("inst_lat", "sh_lat", "l2_lat", "l2_del", "dm_lat_b", "dp_inst_cycle")
+CONSTANT_SCALES = (0.5, 0.75, 1.25, 1.5)
 
 
 @dataclass(frozen=True)
@@ -121,6 +129,15 @@ def nested_choice(errors: np.ndarray) -> np.ndarray:
     return np.argmin((totals - errors) / (n - 1), axis=0)
 
 
+def _protocol(grids: list[MeasurementGrid], reference: tuple[float, float], device: TimeDevice, candidates):
+    """(kernel cases, errors [candidates x kernels], candidate chosen per held-out kernel, its
+    cross-validated MAPE per kernel)."""
+    cases = kernel_cases(grids, reference, device)
+    errors = error_matrix(cases, candidates, device)
+    chosen = nested_choice(errors)
+    return cases, errors, chosen, errors[chosen, np.arange(len(cases))]
+
+
 def cross_validate(grids: list[MeasurementGrid], reference: tuple[float, float], device: TimeDevice,
                    spec=None, candidates=CANDIDATES) -> dict:
     """The protocol over ``grids`` (their kernels pooled). Per file: the cross-validated
@@ -129,10 +146,7 @@ def cross_validate(grids: list[MeasurementGrid], reference: tuple[float, float],
     with power, the energy regret of the minimum-energy choice, cross-validated and in-sample,
     and how both move with the soft-max exponent (with ``spec``, the catalog entry whose peak
     rates give the power model's utilizations)."""
-    cases = kernel_cases(grids, reference, device)
-    errors = error_matrix(cases, candidates, device)
-    chosen = nested_choice(errors)
-    cv = errors[chosen, np.arange(len(cases))]
+    cases, errors, chosen, cv = _protocol(grids, reference, device, candidates)
     best = int(np.argmin(errors.mean(axis=1)))
     two = two_term_errors(cases, device, reference)
     by_file = _by_file(cases, grids)
@@ -242,27 +256,70 @@ def _selection(grid: MeasurementGrid, reference, device, spec, cases, candidates
     rest of the chosen-on-all candidate kept."""
     from ..select.evaluate import regret_table
 
-    index = {k.name: j for j, k in enumerate(cases) if k.file == grid.path}
     table = regret_table(grid, reference, device, spec)
 
     def regrets(model_of) -> np.ndarray:
-        t = np.vstack([model_of(n).predict(cases[index[n]].profile, table.configs[:, 0], table.configs[:, 1],
-                                           calibrate=True) for n in table.names])
-        return table.regrets(t)
+        return _regrets(table, grid.path, cases, model_of)
 
-    cv = regrets(lambda n: candidates[chosen[index[n]]].model(device))
-    in_sample = regrets(lambda n: candidates[best].model(device))
+    cv = regrets(lambda j: candidates[chosen[j]].model(device))
+    in_sample = regrets(lambda j: candidates[best].model(device))
     sensitivity = {}
     for p in OVERLAP_PS:
         cand = replace(candidates[best], overlap_p=p)
-        r = regrets(lambda n, cand=cand: cand.model(device))
+        r = regrets(lambda j, cand=cand: cand.model(device))
         sensitivity[f"{p:g}"] = {"regret_mean": float(r.mean()), "regret_max": float(r.max())}
     out = {"cv_regret_mean": float(cv.mean()), "cv_regret_max": float(cv.max()),
            "in_sample_regret_mean": float(in_sample.mean()), "in_sample_regret_max": float(in_sample.max()),
            "per_app": {n: float(r) for n, r in zip(table.names, cv)},
            "over_overlap_p": sensitivity}
     if other_files is not None:
-        r = regrets(lambda n: candidates[other_files].model(device))
+        r = regrets(lambda j: candidates[other_files].model(device))
         out["other_files_regret_mean"], out["other_files_regret_max"] = float(r.mean()), float(r.max())
     return out
 
+
+
+def _regrets(table, path: str, cases: list[KernelCase], model_of: Callable[[int], TimeModel]) -> np.ndarray:
+    """Minimum-energy regret per application of ``table`` (of the grid at ``path``), each
+    application's time from ``model_of(j)``, j its index among ``cases``."""
+    index = {k.name: j for j, k in enumerate(cases) if k.file == path}
+    t = np.vstack([model_of(index[n]).predict(cases[index[n]].profile, table.configs[:, 0], table.configs[:, 1],
+                                              calibrate=True) for n in table.names])
+    return table.regrets(t)
+
+
+def constant_sensitivity(grids: list[MeasurementGrid], reference: tuple[float, float], device: TimeDevice,
+                         spec=None, constants=DEVICE_CONSTANTS, scales=CONSTANT_SCALES, candidates=CANDIDATES,
+                         progress: Callable[[int, int, str], None] | None = None) -> dict:
+    """How the protocol's cross-validated figures move when one device constant moves: for
+    each constant and scale, the whole protocol re-run (every candidate, nested
+    leave-one-kernel-out) on ``device`` with that constant times the scale. Per variant, the
+    CV MAPE per file and, for grids with power (with ``spec``), the CV regret mean and max.
+    ``progress(done, total, label)`` is called after each variant."""
+    from ..select.evaluate import regret_table
+
+    # The soft-max exponent is not a device constant here: every candidate sets its own.
+    numeric = {f.name for f in fields(TimeDevice) if f.type in ("float", float)} - {"overlap_p"}
+    unknown = [c for c in constants if c not in numeric]
+    if unknown or not constants:
+        raise InputError(f"constants must be numeric TimeDevice fields ({sorted(numeric)}), got {list(constants)}")
+    if not scales or not all(is_finite_number(x) and x > 0 for x in scales):
+        raise InputError(f"scales must be finite numbers > 0, got {list(scales)}")
+    tables = ({g.path: regret_table(g, reference, device, spec) for g in grids if g.watts is not None}
+              if spec is not None else {})
+    out: dict = {}
+    total, done = len(constants) * len(scales), 0
+    for name in constants:
+        out[name] = {}
+        for x in scales:
+            dev = replace(device, **{name: getattr(device, name) * x})
+            cases, _, chosen, cv = _protocol(grids, reference, dev, candidates)
+            row: dict = {"cv_mape": {path: float(cv[m].mean()) for path, m in _by_file(cases, grids).items()}}
+            for path, table in tables.items():
+                r = _regrets(table, path, cases, lambda j, dev=dev, chosen=chosen: candidates[chosen[j]].model(dev))
+                row.setdefault("cv_regret", {})[path] = {"mean": float(r.mean()), "max": float(r.max())}
+            out[name][f"{x:g}"] = row
+            done += 1
+            if progress is not None:
+                progress(done, total, f"{name} x{x:g}")
+    return out
