@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from gpudvfs.cli.app import cli
 from gpudvfs.demo import run_demo
 from gpudvfs.measure import SimulatedDevice
+from gpudvfs.power import PowerModel
 from gpudvfs.time import TimeDevice
 
 
@@ -85,6 +86,9 @@ def test_select_eval_beats_the_baselines(data):
     assert a["measured_time"]["mean"] == pytest.approx(0.0044, abs=0.0001)
     assert a["measured_power"]["mean"] == pytest.approx(0.0519, abs=0.0001)
     u = d["uncertainty"]
+    # The error bars are honest: 68% of measured energies lie within them (one normal sigma: 68.3%).
+    assert u["energy_error_mean"] == pytest.approx(0.130, abs=0.001)
+    assert u["within_error"] == pytest.approx(0.680, abs=0.001)
     assert u["worst_case"]["mean"] == pytest.approx(0.0434, abs=0.0001)
     assert u["near_ties_to_highest"]["mean"] == pytest.approx(0.1196, abs=0.0001)
 
@@ -118,6 +122,16 @@ def test_select_fit_power_then_choose(data, tmp_path):
     assert len(d["workloads"]) == 15 and len(d["configs"]) == 36
     for w in d["workloads"].values():
         assert [w["core_mhz"], w["mem_mhz"]] in w["pareto"] and w["feasible"]
+    # fit-power stores the error of a predicted energy at each pair (the root mean square over
+    # the grid's workloads, each with power from a model fitted without it); choose reports it.
+    saved = PowerModel.load(model)
+    assert saved.energy_error_.shape == (36,) and 0.08 < saved.energy_error_.min() < saved.energy_error_.max() < 0.2
+    pairs = [list(c) for c in saved.configs_.tolist()]
+    for w in d["workloads"].values():
+        assert w["energy_error"] == saved.energy_error_[pairs.index([w["core_mhz"], w["mem_mhz"]])]
+    r = run(cli, ["select", "choose", "--device", "gtx980", path, "--power-model", str(model)],
+            env={"COLUMNS": "200"})
+    assert "energy error" in r.output and "%" in r.output
     r = run(cli, ["select", "choose", "--device", "gtx980", path, "--power-model", str(model), "--policy", "power-cap",
                   "--power-cap", "50", "--json"])
     capped = json.loads(r.output)["workloads"]

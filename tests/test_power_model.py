@@ -152,6 +152,22 @@ def test_save_load_and_gpmtool_round_trip(tmp_path):
         fit_quietly(ds, "curve").to_gpmtool(tmp_path / "c.csv")
 
 
+def test_an_energy_error_per_configuration_round_trips(tmp_path):
+    ds, _ = synthetic(3, noise=0.01)
+    m = fit_quietly(ds, "per-domain")
+    m.save(tmp_path / "plain.json")
+    assert PowerModel.load(tmp_path / "plain.json").energy_error_ is None  # nobody measured it
+    m.energy_error_ = np.linspace(0.05, 0.2, len(m.configs_))
+    m.save(tmp_path / "m.json")
+    np.testing.assert_array_equal(PowerModel.load(tmp_path / "m.json").energy_error_, m.energy_error_)
+    doc = json.loads((tmp_path / "m.json").read_text())
+    for bad in (doc["energy_error"][:-1], [-0.1] * len(m.configs_), ["5%"] * len(m.configs_),
+                [True] * len(m.configs_), 0.1):
+        (tmp_path / "b.json").write_text(json.dumps({**doc, "energy_error": bad}))
+        with pytest.raises(InputError, match="energy_error"):
+            PowerModel.load(tmp_path / "b.json")
+
+
 def test_model_file_errors(tmp_path):
     ds, _ = synthetic(4, noise=0.0)
     m = fit_quietly(ds)

@@ -105,10 +105,12 @@ def fit_power(data, reference, device, out, columns, clip_utilization) -> None:
     power): utilizations from each workload's reference-row counters."""
     with user_errors():
         grid = _grid(data, columns)
-        model = fit_power_model(grid, reference, *_gpu(device, grid), clip=clip_utilization)
+        model = fit_power_model(grid, reference, *_gpu(device, grid), clip=clip_utilization, with_error=True)
         model.save(out)
     console.print(f"power model (per-domain) on {len(model.configs_)} configurations: training MAPE "
-                  f"{model.train_mape_:.2f}%; wrote {out}")
+                  f"{model.train_mape_:.2f}%; error of a predicted energy (workloads held out) "
+                  f"{100 * model.energy_error_.min():.1f}-{100 * model.energy_error_.max():.1f}% over the "
+                  f"configurations; wrote {out}")
 
 
 @select_.command()
@@ -140,7 +142,9 @@ def choose(data, model_path, reference, device, policy, slowdown, power_cap, col
         print_json(r)
         return
     rows = [[n, f"{w['core_mhz']:g}/{w['mem_mhz']:g}" + ("" if w["feasible"] else " (infeasible)"),
-             f"{w['time_ms']:.4g}", f"{w['watts']:.1f}", f"{1e3 * w['joules']:.4g}", len(w["pareto"])]
+             f"{w['time_ms']:.4g}", f"{w['watts']:.1f}", f"{1e3 * w['joules']:.4g}",
+             "-" if w["energy_error"] is None else f"{100 * w['energy_error']:.0f}%", len(w["pareto"])]
             for n, w in r["workloads"].items()]
-    columns = ["workload", "core/memory MHz", "time (ms)", "power (W)", "energy (mJ)", "Pareto points"]
+    columns = ["workload", "core/memory MHz", "time (ms)", "power (W)", "energy (mJ)", "energy error",
+               "Pareto points"]
     console.print(table(f"{policy}: predicted at the chosen configuration", columns, rows))

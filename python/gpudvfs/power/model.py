@@ -41,7 +41,7 @@ from ..errors import GpudvfsWarning, InputError
 from ..io.datasets import PowerDataset
 from ..io.jsonfile import read_versioned, write_json_atomic
 from ..io.source import UTIL_TOLERANCE
-from ..limits import check_watts, clock_array, is_count
+from ..limits import check_watts, clock_array, is_count, is_finite_number
 from .equations import power_grid
 from .gpmtool import read_gpmtool_model, write_gpmtool_model
 
@@ -103,6 +103,10 @@ class PowerModel:
         #: The catalog key of the GPU whose measurements it was fitted on, where the fitter knew it
         #: (`select fit-power`, `power fit --device`): its weights and clocks are that GPU's.
         self.device_: str | None = None
+        #: Relative error of an energy predicted with this model and the time model at each of
+        #: ``configs_``, from applications held out of the power fit (`select fit-power` sets
+        #: it: `gpudvfs.select.evaluate.energy_errors`); None where nobody measured it.
+        self.energy_error_: np.ndarray | None = None
 
     # ---------------------------------------------------------------- fitting
     def fit(self, dataset: PowerDataset, *, unused: str = "error") -> PowerModel:
@@ -298,9 +302,12 @@ class PowerModel:
 
     def save(self, path: str | Path) -> None:
         fit = self._require_fit()
-        write_json_atomic(path, {"kind": "power-model", "version": MODEL_VERSION, "options": self._options(),
-                                 "components": list(self.components_), "untrained": list(self.untrained_),
-                                 "device": self.device_, "state": dict(fit.state())})
+        doc = {"kind": "power-model", "version": MODEL_VERSION, "options": self._options(),
+               "components": list(self.components_), "untrained": list(self.untrained_), "device": self.device_,
+               "state": dict(fit.state())}
+        if self.energy_error_ is not None:
+            doc["energy_error"] = self.energy_error_.tolist()
+        write_json_atomic(path, doc)
 
     @classmethod
     def load(cls, path: str | Path) -> PowerModel:
@@ -331,6 +338,13 @@ class PowerModel:
             raise InputError(f"{path}: 'device' must be a catalog key or null, got {device!r}")
         model.device_ = device
         model._set_state()
+        error = doc.get("energy_error")
+        if error is not None:
+            if not (isinstance(error, list) and len(error) == len(model.configs_)
+                    and all(is_finite_number(e, 0) for e in error)):
+                raise InputError(f"{path}: 'energy_error' must list a finite relative error >= 0 for each of the "
+                                 f"{len(model.configs_)} configurations")
+            model.energy_error_ = np.array(error, dtype=np.float64)
         return model
 
     def to_gpmtool(self, path: str | Path) -> None:

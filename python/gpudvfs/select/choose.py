@@ -102,13 +102,21 @@ def training_dataset(util, configs, watts, reference, names) -> PowerDataset:
 
 
 def fit_power_model(grid: MeasurementGrid, reference: tuple[float, float], device: TimeDevice,
-                    spec: DeviceSpec, clip: bool = False) -> PowerModel:
+                    spec: DeviceSpec, clip: bool = False, with_error: bool = False) -> PowerModel:
     """A `per-domain` power model of every workload of a measured grid, on the utilizations
     of its reference rows: the model `choose` applies to newly profiled workloads. A
-    component no workload of the grid uses gets weight 0, with a warning."""
+    component no workload of the grid uses gets weight 0, with a warning. ``with_error``
+    also sets its ``energy_error_`` (`gpudvfs.select.evaluate.energy_errors`: one more
+    power fit per workload)."""
     names, configs, _, p, util, _ = measured_table(grid, reference, device, spec, clip)
     model = PowerModel("per-domain").fit(training_dataset(util, configs, p, reference, names), unused="zero")
     model.device_ = spec.key
+    if with_error:
+        from .evaluate import energy_errors  # evaluate builds on this module
+
+        pairs, error = energy_errors(grid, reference, time_device=device, spec=spec, clip=clip)
+        at = {pair: i for i, pair in enumerate(map(tuple, pairs.tolist()))}
+        model.energy_error_ = error[[at[pair] for pair in map(tuple, model.configs_.tolist())]]
     return model
 
 
@@ -132,8 +140,10 @@ def choose(grid: MeasurementGrid, reference: tuple[float, float], power_model: P
     p = power_model.predict_grid(util, configs)
     fastest = highest_index(configs)
     s = select(t, p, configs, policy, default_index=fastest, slowdown=slowdown, power_cap_w=power_cap_w)
+    err = power_model.energy_error_
     return {"policy": policy, "configs": configs.tolist(), "workloads": {
         n: {"core_mhz": float(s.core_mhz[a]), "mem_mhz": float(s.mem_mhz[a]), "time_ms": float(s.time_ms[a]),
-            "watts": float(s.watts[a]), "joules": float(s.joules[a]), "feasible": bool(s.feasible[a]),
+            "watts": float(s.watts[a]), "joules": float(s.joules[a]),
+            "energy_error": None if err is None else float(err[s.index[a]]), "feasible": bool(s.feasible[a]),
             "pareto": [configs[k].tolist() for k in pareto_front(t[a], t[a] * p[a] / 1e3)]}
         for a, n in enumerate(names)}}

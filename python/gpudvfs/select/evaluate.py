@@ -52,14 +52,21 @@ class RegretTable:
         watts = self.watts_pred if watts_pred is None else watts_pred
         return self.regret(select(time_pred, watts, self.configs, "energy", **rules).index)
 
+    def _squared_log_errors(self, time_pred: np.ndarray) -> np.ndarray:
+        """Per application and pair, the squared log errors of predicted time and of the
+        held-out power, summed: [A x K]."""
+        return np.log(time_pred / self.time_ms) ** 2 + np.log(self.watts_pred / self.watts) ** 2
+
     def energy_error(self, time_pred: np.ndarray) -> np.ndarray:
         """Relative error of each predicted energy, from the other applications' residuals
         at the same pair (time and power errors combined): [A x K]."""
-        log_t = np.log(time_pred / self.time_ms) ** 2
-        log_p = np.log(self.watts_pred / self.watts) ** 2
-        n = len(self.names)
-        others = (log_t.sum(axis=0) - log_t + log_p.sum(axis=0) - log_p) / (n - 1)
-        return np.expm1(np.sqrt(others))
+        sq = self._squared_log_errors(time_pred)
+        return np.expm1(np.sqrt((sq.sum(axis=0) - sq) / (len(self.names) - 1)))
+
+    def pair_error(self, time_pred: np.ndarray) -> np.ndarray:
+        """Relative error of an energy predicted at each pair for an application that is none
+        of these, from all their residuals: [K]."""
+        return np.expm1(np.sqrt(self._squared_log_errors(time_pred).mean(axis=0)))
 
 
 def regret_table(grid: MeasurementGrid, reference: tuple[float, float], device: TimeDevice,
@@ -77,6 +84,16 @@ def regret_table(grid: MeasurementGrid, reference: tuple[float, float], device: 
     return RegretTable(names, configs, t, p, p_pred, profiles)
 
 
+def energy_errors(grid: MeasurementGrid, reference: tuple[float, float], *, time_device: TimeDevice,
+                  spec: DeviceSpec, clip: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(configs [K x 2], relative error of a predicted energy at each [K]): the root mean
+    square over the grid's applications of the log errors of their calibrated time and of
+    their power from a model fitted without them. The error bar `select choose` reports."""
+    tab = regret_table(grid, reference, time_device, spec, clip)
+    t_pred = TimeModel(time_device).predict(tab.profiles, tab.configs[:, 0], tab.configs[:, 1], calibrate=True)
+    return tab.configs, tab.pair_error(t_pred)
+
+
 def _summary(r: np.ndarray) -> dict:
     return {"mean": float(r.mean()), "max": float(r.max())}
 
@@ -88,9 +105,10 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
     highest clocks), and of three baselines: the highest clocks, the reference pair and the
     single pair best for these applications in hindsight. ``attribution`` is the
     minimum-energy regret with measured time (or power) in place of the prediction: how
-    much of the regret each model leaves. ``uncertainty``: the regret when the choice uses
-    each energy's error (from the other applications' residuals): the worst case within it,
-    or the pair nearest the highest clocks within the chosen one's error band."""
+    much of the regret each model leaves. ``uncertainty``: each energy's error (from the
+    other applications' residuals), the share of measured energies within it, and the regret
+    when the choice uses it: the worst case within it, or the pair nearest the highest clocks
+    within the chosen one's error band."""
     tab = regret_table(grid, reference, time_device, spec, clip)
     names, configs, t = tab.names, tab.configs, tab.time_ms
     e = tab.energy
@@ -117,6 +135,8 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
         "attribution": {"measured_time": _summary(tab.regrets(t)),
                         "measured_power": _summary(tab.regrets(t_pred, tab.watts))},
         "uncertainty": {"energy_error_mean": float(err.mean()),
+                        # How often a measured energy lies within its predicted one's error band.
+                        "within_error": float(np.mean(np.abs(np.log(t_pred * tab.watts_pred / e)) <= np.log1p(err))),
                         "worst_case": _summary(tab.regrets(t_pred, error=err, rule="worst")),
                         "near_ties_to_highest": _summary(tab.regrets(t_pred, error=err, near_ties=True,
                                                                      default_index=hi))},
