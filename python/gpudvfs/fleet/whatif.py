@@ -27,6 +27,7 @@ import numpy as np
 from ..errors import InputError
 from ..io.dcgm_fields import FIELDS, PIPES
 from ..io.prometheus import read_range_export
+from ..limits import is_finite_number
 from ..time.dcgm import DcgmTimeModel
 from .registry import Registry
 
@@ -245,7 +246,7 @@ def whatif(telemetry: str, registry: Registry, model: DcgmTimeModel, *, policy: 
     for `tasks.ray_session` (no GPUs are needed)."""
     from .tasks import ray_session
 
-    if not MIN_INTERVAL_S <= interval_s < np.inf:
+    if not is_finite_number(interval_s, MIN_INTERVAL_S):
         raise InputError(f"interval must be a finite number of seconds >= {MIN_INTERVAL_S:g} (the exporter collects "
                          f"in whole milliseconds), got {interval_s}")
     if policy not in POLICIES:

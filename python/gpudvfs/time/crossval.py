@@ -10,6 +10,8 @@ headline figures; a figure of the candidate chosen on all kernels, scored on the
 kernels, is in-sample and comes second. The candidate chosen on all kernels is the default.
 Selection regret is scored the same way: each held-out application's time comes from the
 candidate chosen without it, its power from a model fitted on the other applications.
+`constant_sensitivity` re-runs the whole protocol with one hardware constant of the device
+scaled: how the figures move when a constant moves.
 """
 
 from __future__ import annotations
@@ -276,7 +278,6 @@ def _selection(grid: MeasurementGrid, reference, device, spec, cases, candidates
         r = regrets(lambda j: candidates[other_files].model(device))
         out["other_files_regret_mean"], out["other_files_regret_max"] = float(r.mean()), float(r.max())
     return out
-
 
 
 def _regrets(table, path: str, cases: list[KernelCase], model_of: Callable[[int], TimeModel]) -> np.ndarray:
