@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpudvfs.errors import InputError
-from gpudvfs.limits import MAX_MHZ, clock_array, is_count, is_finite_number, is_number
+from gpudvfs.limits import MAX_MHZ, clock_array, is_count, is_finite_number, is_integer, is_number
 
 
 @pytest.mark.parametrize("v", [0, -3, 2.5, np.float32(1.5), np.int64(7), np.uint8(3), math.inf, math.nan])
@@ -35,6 +35,12 @@ def test_finite_numbers_at_least_a_bound(v, least, ok):
 ])
 def test_counts_are_whole_numbers(v, least, ok):
     assert is_count(v, least) is ok
+
+
+@pytest.mark.parametrize("v,ok", [(0, True), (-7, True), (np.int8(-1), True), (2.0, False), (True, False),
+                                  (np.bool_(False), False), ("3", False)])
+def test_integers_are_ints_of_python_or_numpy(v, ok):
+    assert is_integer(v) is ok
 
 
 @given(st.floats(allow_nan=True, allow_infinity=True), st.floats(min_value=-1e6, max_value=1e6))

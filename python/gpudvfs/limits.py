@@ -39,9 +39,14 @@ def is_finite_number(v, least: float = -math.inf) -> bool:
         return False
 
 
+def is_integer(v) -> bool:
+    """An int or a numpy integer; a bool is not."""
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
 def is_count(v, least: int = 0) -> bool:
-    """A whole number (numpy integers included, bools not) of at least ``least``."""
-    return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and bool(v >= least)
+    """:func:`is_integer` and at least ``least``."""
+    return is_integer(v) and bool(v >= least)
 
 
 def clock_array(value, name: str) -> np.ndarray:

@@ -31,7 +31,7 @@ import numpy as np
 
 from .._core import OnlinePredictor
 from ..errors import InputError
-from ..limits import clock_array
+from ..limits import clock_array, is_integer
 
 POLICIES = ("energy", "edp", "deadline", "power-cap")
 #: The prior's relative error, the residual's (relative) and its correlation length (in
@@ -314,7 +314,7 @@ def _prediction(key, name: str, values, k: int) -> np.ndarray:
 
 def _index(name: str, value, k: int) -> int:
     """An integer (Python's or numpy's; not a bool) in [0, k)."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+    if not is_integer(value):
         raise InputError(f"{name} must be an integer pair index, got {value!r}")
     if not 0 <= value < k:
         raise InputError(f"{name} must be in [0, {k}), got {value}")
