@@ -135,8 +135,7 @@ def choose(grid: MeasurementGrid, reference: tuple[float, float], power_model: P
                          "fit it on a grid profiled at the same reference (gpudvfs select fit-power --reference)")
     names, profiles, util = reference_inputs(grid, reference, time_device, spec, clip)
     configs = power_model.configs_
-    t = TimeModel(time_device).predict(profiles, configs[:, 0], configs[:, 1],
-                                                              calibrate=True)
+    t = TimeModel(time_device).predict(profiles, configs[:, 0], configs[:, 1], calibrate=True)
     p = power_model.predict_grid(util, configs)
     fastest = highest_index(configs)
     s = select(t, p, configs, policy, default_index=fastest, slowdown=slowdown, power_cap_w=power_cap_w)

@@ -39,6 +39,11 @@ class RegretTable:
     def energy(self) -> np.ndarray:
         return self.time_ms * self.watts
 
+    def calibrated_time(self, device: TimeDevice) -> np.ndarray:
+        """Each application's time at every pair predicted by the time model on ``device``,
+        calibrated on its reference time: [A x K]."""
+        return TimeModel(device).predict(self.profiles, self.configs[:, 0], self.configs[:, 1], calibrate=True)
+
     def index_of(self, pair) -> int:
         return int(np.flatnonzero((self.configs == np.asarray(pair)).all(axis=1))[0])
 
@@ -90,8 +95,7 @@ def energy_errors(grid: MeasurementGrid, reference: tuple[float, float], *, time
     square over the grid's applications of the log errors of their calibrated time and of
     their power from a model fitted without them. The error bar `select choose` reports."""
     tab = regret_table(grid, reference, time_device, spec, clip)
-    t_pred = TimeModel(time_device).predict(tab.profiles, tab.configs[:, 0], tab.configs[:, 1], calibrate=True)
-    return tab.configs, tab.pair_error(t_pred)
+    return tab.configs, tab.pair_error(tab.calibrated_time(time_device))
 
 
 def _summary(r: np.ndarray) -> dict:
@@ -113,7 +117,7 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
     names, configs, t = tab.names, tab.configs, tab.time_ms
     e = tab.energy
     hi = highest_index(configs)
-    t_pred = TimeModel(time_device).predict(tab.profiles, configs[:, 0], configs[:, 1], calibrate=True)
+    t_pred = tab.calibrated_time(time_device)
     energy = select(t_pred, tab.watts_pred, configs, "energy")
     deadline = select(t_pred, tab.watts_pred, configs, "deadline", default_index=hi, slowdown=slowdown)
     rows = np.arange(len(names))
