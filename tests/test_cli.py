@@ -220,3 +220,28 @@ def test_power_no_gpu_draws_is_refused_where_read(run, tmp_path, data):
     (tmp_path / "t.csv").write_text("\n".join(lines) + "\n")
     r = run("power", "fit", tmp_path / "t.csv")
     assert r.exit_code == 2 and "line 11, column 2" in r.output and "no GPU measures more" in r.output
+
+
+@pytest.mark.parametrize("columns", [None, "40"])
+def test_tables_reach_a_pipe_whole(columns):
+    """Piped into a file, a table is as wide as it needs (a long workload name on one line);
+    at a narrow COLUMNS its cells fold onto more lines, never cut short with an ellipsis."""
+    import os
+    import subprocess
+    import sys
+
+    name = "kernel/" + "x" * 140
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    if columns:
+        env["COLUMNS"] = columns
+    script = ("from gpudvfs.cli.output import console, table; "
+              f"console.print(table('t', ['workload', 'MHz'], [[{name!r}, '1000/1000']]))")
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "…" not in r.stdout
+    if columns:
+        assert max(map(len, r.stdout.splitlines())) <= 40
+        cells = re.sub(r"[│\s]", "", r.stdout)
+        assert r.stdout.count("x") == 140 and "1000/1000" in cells
+    else:
+        assert name in r.stdout and "1000/1000" in r.stdout

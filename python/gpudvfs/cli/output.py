@@ -18,7 +18,11 @@ from ..errors import GpudvfsError, InvalidRowError
 from ..measure.device import ClockPermissionError
 from .options import offers_skip
 
-console = Console()
+#: Output that goes to a file or a pipe is read whole, not at a terminal's width: without a
+#: terminal (and no COLUMNS), tables take the width they need up to this many characters.
+PIPE_WIDTH = 200
+
+console = Console(width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else PIPE_WIDTH)
 
 
 def print_json(obj) -> None:
@@ -28,7 +32,8 @@ def print_json(obj) -> None:
 def table(title: str, columns: list[str], rows: list[list]) -> Table:
     t = Table(title=title, title_justify="left")
     for c in columns:
-        t.add_column(c)
+        # Fold, not cut: a long workload name or pair must reach a file or a pipe whole.
+        t.add_column(c, overflow="fold")
     for r in rows:
         t.add_row(*[str(x) for x in r])
     return t
