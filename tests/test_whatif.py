@@ -5,6 +5,7 @@ simulated chips' truth, and on bad input."""
 from __future__ import annotations
 
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -124,7 +125,8 @@ def test_sums_do_not_depend_on_how_samples_are_partitioned(registry3, time_model
     parts = wi.summarize(pd.concat([wi.whatif_frame(frame.iloc[:cut], tables, time_model, cols, policy=policy),
                                     wi.whatif_frame(frame.iloc[cut:], tables, time_model, cols, policy=policy)]))
     for key, value in whole["cluster"].items():
-        assert parts["cluster"][key] == pytest.approx(value, rel=1e-12, abs=1e-9), key
+        assert (parts["cluster"][key] is None if value is None
+                else parts["cluster"][key] == pytest.approx(value, rel=1e-12, abs=1e-9)), key
     # Each sample's choice scores no worse than the pair it ran at (which every policy allows
     # when it ran at the default clocks; the energy policy always).
     s = wi.parse_samples(frame, cols)
@@ -132,6 +134,25 @@ def test_sums_do_not_depend_on_how_samples_are_partitioned(registry3, time_model
         k = wi.choose(p, time_model, "energy", 0.1)
         i = np.arange(len(p.rows))
         assert np.all(p.watts[i, k] * p.ratio[i, k] <= p.watts[i, p.at] * p.ratio[i, p.at] + 1e-9)
+
+
+def test_a_job_that_measured_no_energy_has_no_energy_change(registry3, time_model):
+    """A job whose power reads 0 W, or so little that the ratio overflows (5e-324 W), has no
+    relative change to report: None (JSON null), not 0 and not inf, and no overflow warning."""
+    uuid = next(iter(registry3.entries))
+    frame = pd.DataFrame({"UUID": [uuid] * 3, "job": ["zero", "denormal", "real"],
+                          "DCGM_FI_DEV_POWER_USAGE": [0.0, 5e-324, 150.0], "DCGM_FI_DEV_SM_CLOCK": [975.0] * 3,
+                          "DCGM_FI_DEV_MEM_CLOCK": [3505.0] * 3, "DCGM_FI_PROF_SM_ACTIVE": [0.5] * 3,
+                          "DCGM_FI_PROF_DRAM_ACTIVE": [0.5] * 3})
+    sums = wi.whatif_frame(frame, wi.gpu_tables(registry3), time_model, wi.resolve_columns(list(frame.columns)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = wi.summarize(sums)
+    assert r["jobs"]["zero"]["energy_change"] is None and r["jobs"]["denormal"]["energy_change"] is None
+    assert isinstance(r["jobs"]["real"]["energy_change"], float) and np.isfinite(r["jobs"]["real"]["energy_change"])
+    assert all(isinstance(j["time_change"], float) for j in r["jobs"].values())
+    # The cluster measured 150 W in one sample: its change is finite, not swamped by the others.
+    assert np.isfinite(r["cluster"]["energy_change"])
 
 
 def test_bad_telemetry_is_refused_with_what_is_wrong(registry3, time_model, tmp_path):

@@ -195,11 +195,11 @@ def whatif(telemetry, registry, time_model, policy, slowdown, interval_s, job_co
     if as_json:
         print_json(r)
         return
-    rows = [[j, str(v["samples"]), f"{v['joules'] / 3.6e6:.4g}", f"{100 * v['energy_change']:+.1f}%",
-             f"{100 * v['time_change']:+.1f}%"] for j, v in r["jobs"].items()]
-    c = r["cluster"]
-    rows.append(["cluster", str(c["samples"]), f"{c['joules'] / 3.6e6:.4g}", f"{100 * c['energy_change']:+.1f}%",
-                 f"{100 * c['time_change']:+.1f}%"])
+    def change(x: float | None) -> str:
+        return "n/a" if x is None else f"{100 * x:+.1f}%"
+
+    rows = [[j, str(v["samples"]), f"{v['joules'] / 3.6e6:.4g}", change(v["energy_change"]), change(v["time_change"])]
+            for j, v in [*r["jobs"].items(), ("cluster", r["cluster"])]]
     console.print(table(f"what if the {policy} policy had chosen the clocks", ["job", "samples", "kWh as run",
                                                                               "energy", "time"], rows))
 

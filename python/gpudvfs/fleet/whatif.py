@@ -226,15 +226,23 @@ def whatif_frame(frame, tables: Mapping[str, GpuTable], model: DcgmTimeModel, co
                          "whatif_joules": np.bincount(s.job_of, joules, minlength=n)})
 
 
+def _change(new: float, old: float) -> float | None:
+    """``new / old - 1``, or None where it has no meaning: nothing measured, or so little
+    (denormal watts) that the ratio overflows."""
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        ratio = np.float64(new) / np.float64(old)
+    return float(ratio - 1.0) if old > 0 and np.isfinite(ratio) else None
+
+
 def summarize(sums) -> dict:
     """Per-job and cluster totals from (partial) per-job sums."""
     total = sums.groupby("job").sum()
     jobs = {str(j): {k: (int(r[k]) if k == "samples" else float(r[k])) for k in SUMS} | {
-        "energy_change": float(r["whatif_joules"] / r["joules"] - 1.0) if r["joules"] > 0 else 0.0,
-        "time_change": float(r["whatif_time_s"] / r["time_s"] - 1.0)} for j, r in total.iterrows()}
+        "energy_change": _change(r["whatif_joules"], r["joules"]),
+        "time_change": _change(r["whatif_time_s"], r["time_s"])} for j, r in total.iterrows()}
     cluster = {k: float(total[k].sum()) for k in SUMS if k != "samples"} | {"samples": int(total["samples"].sum())}
-    cluster["energy_change"] = cluster["whatif_joules"] / cluster["joules"] - 1.0 if cluster["joules"] > 0 else 0.0
-    cluster["time_change"] = cluster["whatif_time_s"] / cluster["time_s"] - 1.0
+    cluster["energy_change"] = _change(cluster["whatif_joules"], cluster["joules"])
+    cluster["time_change"] = _change(cluster["whatif_time_s"], cluster["time_s"])
     return {"jobs": jobs, "cluster": cluster}
 
 
