@@ -144,14 +144,27 @@ fn named(py: Python<'_>, e: PyErr, name: &str) -> PyErr {
     PyErr::from_type(e.get_type(py), format!("{name}: {}", e.value(py)))
 }
 
+/// A Python float (numpy's float64 too) or int as f64: the way that needs no checks; None
+/// for anything else. An int too large for a float is an OverflowError naming the argument.
+#[inline]
+fn plain_number(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<Option<f64>> {
+    if let Ok(f) = obj.cast::<PyFloat>() {
+        return Ok(Some(f.value()));
+    }
+    if obj.is_instance_of::<PyInt>() {
+        return obj
+            .extract::<f64>()
+            .map(Some)
+            .map_err(|e| named(obj.py(), e, name));
+    }
+    Ok(None)
+}
+
 /// A real number: a float (or int) as it is; complex numbers, Python's or numpy's, are a
 /// TypeError rather than their real part.
 fn real(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<f64> {
-    if let Ok(f) = obj.cast::<PyFloat>() {
-        return Ok(f.value());
-    }
-    if obj.is_instance_of::<PyInt>() {
-        return obj.extract::<f64>().map_err(|e| named(obj.py(), e, name));
+    if let Some(x) = plain_number(obj, name)? {
+        return Ok(x);
     }
     let complex_dtype = || -> PyResult<bool> {
         Ok(obj.hasattr("dtype")? && obj.getattr("dtype")?.getattr("kind")?.eq("c")?)
@@ -210,14 +223,10 @@ fn with_features<R>(
 /// lists), which then take the checked way through numpy.
 fn fill<'py>(buf: &mut [f64], items: impl Iterator<Item = Bound<'py, PyAny>>) -> PyResult<bool> {
     for (b, v) in buf.iter_mut().zip(items) {
-        *b = if let Ok(x) = v.cast::<PyFloat>() {
-            x.value()
-        } else if v.is_instance_of::<PyInt>() {
-            v.extract::<f64>()
-                .map_err(|e| named(v.py(), e, "features"))?
-        } else {
-            return Ok(false);
-        };
+        match plain_number(&v, "features")? {
+            Some(x) => *b = x,
+            None => return Ok(false),
+        }
     }
     Ok(true)
 }
