@@ -125,6 +125,20 @@ def test_complex_observations_and_bank_arguments_are_refused(p, bank):
         bank.update(np.ones((5, 4)), np.ones(5, dtype=complex))
 
 
+def test_ints_too_large_for_a_float_name_the_argument(p):
+    """A Python int past the float range is an OverflowError that names what it was given as,
+    in a list, a tuple or alone, and leaves the predictor as it was."""
+    before = p.state()
+    for x in ([1.0, 2.0, 3.0, 10 ** 400], (10 ** 400, 2.0, 3.0, 4.0)):
+        with pytest.raises(OverflowError, match="features"):
+            p.predict(x)
+        with pytest.raises(OverflowError, match="features"):
+            p.update(x, 1.0)
+    with pytest.raises(OverflowError, match="observed"):
+        p.update([1.0, 2.0, 3.0, 4.0], 10 ** 400)
+    assert p.state() == before
+
+
 def test_real_inputs_of_any_container_and_dtype_still_agree(p, bank):
     x = [0.3, -0.2, 1.5, 2.0]
     want = p.predict(x)
