@@ -23,7 +23,8 @@ def test_bools_strings_and_containers_are_not_numbers(v):
 
 @pytest.mark.parametrize("v,least,ok", [
     (0, 0, True), (-1e-300, 0, False), (5, 5, True), (4.999, 5, False), (math.inf, 0, False),
-    (math.nan, -math.inf, False), (10**400, 0, False), (-(10**400), -math.inf, False), (True, 0, False),
+    (math.nan, -math.inf, False), (-math.inf, -math.inf, False), (10**400, 0, False),
+    (-(10**400), -math.inf, False), (True, 0, False),
 ])
 def test_finite_numbers_at_least_a_bound(v, least, ok):
     assert is_finite_number(v, least) is ok

@@ -34,9 +34,10 @@ def is_finite_number(v, least: float = -math.inf) -> bool:
     if not is_number(v):
         return False
     try:
-        return least <= float(v) < math.inf
+        x = float(v)
     except OverflowError:
         return False
+    return math.isfinite(x) and x >= least
 
 
 def is_integer(v) -> bool:
