@@ -163,6 +163,32 @@ def test_the_constants_chosen_leaving_each_application_out(gtx980: ReplayTable):
     assert set(r["per_application"]) <= set(gtx980.names) and max(r["per_application"].values()) <= 0.04
 
 
+def test_the_readmes_cross_validated_governor_figures(data):
+    """The README's headline governor figures, through the command it names (about two
+    minutes): leave-one-application-out over both development grids with the 27 sets of
+    constants, energy policy, seed 0. GTX 980 0.62% (max 3.88%), V100 2.16% (max 9.20%),
+    each over 20 phases; the in-sample spread over the 27 sets is 0.23-2.25% and
+    1.74-5.84%."""
+    from click.testing import CliRunner
+
+    from gpudvfs.cli.app import cli
+
+    r = CliRunner().invoke(cli, ["govern", "cv", str(data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv"),
+                                 str(data / "nsfcac/v100_spec_dev.csv"), "--device", "gtx980", "--device", "v100-pcie",
+                                 "--reference", "700,700", "--reference", "1245,877", "--json"])
+    assert r.exit_code == 0, r.output
+    gtx980, v100 = json.loads(r.stdout)
+    for grid, mean, worst, spread in ((gtx980, 0.0062, 0.0388, (0.0023, 0.0225)),
+                                      (v100, 0.0216, 0.0920, (0.0174, 0.0584))):
+        assert grid["phases"] == 20 and len(grid["sensitivity"]) == 27
+        assert grid["cv_regret_mean"] == pytest.approx(mean, abs=5e-5)
+        assert grid["cv_regret_max"] == pytest.approx(worst, abs=5e-5)
+        in_sample = [s["regret_mean"] for s in grid["sensitivity"]]
+        assert (min(in_sample), max(in_sample)) == pytest.approx(spread, abs=5e-5)
+        # Held out, each application was given one of the 27 sets.
+        assert all(c in [{k: s[k] for k in c} for s in grid["sensitivity"]] for c in grid["chosen"].values())
+
+
 def test_replay_on_the_v100_dcgm_grid_beats_the_models_choice(data):
     """An independent check (the governor was designed on the GTX 980 grid): the V100 DCGM
     grid, time and power each predicted with the application left out of the fits. Its

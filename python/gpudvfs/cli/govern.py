@@ -19,6 +19,25 @@ NOISE_HELP = ("Relative noise of each observed time and power: Gaussian of this 
               "to (-1, 1) (a draw outside is drawn again) so that every observation stays positive.")
 
 
+def _replay_settings(f):
+    """The options of a replay (`govern replay`, `govern cv`): the policy and its bound, the
+    phases, the noise and the seed."""
+    for option in reversed([
+        click.option("--policy", type=click.Choice(POLICIES), default="energy", show_default=True),
+        click.option("--slowdown", default=0.1, show_default=True, type=options.Finite(min=0),
+                     help="deadline: at most this slower than the default (highest) clocks."),
+        click.option("--power-cap", type=options.Finite(min=0, min_open=True), help="power-cap: watts."),
+        click.option("--steps", default=4000, show_default=True, type=click.IntRange(min=1)),
+        click.option("--phase-steps", default=200, show_default=True, type=click.IntRange(min=1),
+                     help="The application switches about this often."),
+        click.option("--noise", default=0.01, show_default=True, type=options.Finite(0, 0.5, max_open=True),
+                     help=NOISE_HELP),
+        options.seed(),
+    ]):
+        f = option(f)
+    return f
+
+
 @click.group()
 def govern() -> None:
     """The closed-loop frequency governor: predict, measure, settle."""
@@ -49,16 +68,7 @@ def _table(data, device, reference, train=None, columns=None, clip_utilization=F
 @click.option("--device", required=True, help=DEVICE_HELP)
 @click.option("--reference", default="700,700", show_default=True, callback=_pair,
               help="The clock pair a new phase is profiled at.")
-@click.option("--policy", type=click.Choice(POLICIES), default="energy", show_default=True)
-@click.option("--slowdown", default=0.1, show_default=True, type=options.Finite(min=0),
-              help="deadline: at most this slower than the default (highest) clocks.")
-@click.option("--power-cap", type=options.Finite(min=0, min_open=True), help="power-cap: watts.")
-@click.option("--steps", default=4000, show_default=True, type=click.IntRange(min=1))
-@click.option("--phase-steps", default=200, show_default=True, type=click.IntRange(min=1),
-              help="The application switches about this often.")
-@click.option("--noise", default=0.01, show_default=True, type=options.Finite(0, 0.5, max_open=True),
-              help=NOISE_HELP)
-@options.seed()
+@_replay_settings
 @click.option("--cv", "run_cv", is_flag=True,
               help="Also choose the governor's constants by leave-one-application-out (slow: 27 replays per "
                    "application) and report that figure and every constant's.")
@@ -120,15 +130,7 @@ def replay_(data, train, device, reference, policy, slowdown, power_cap, steps, 
               help="The GPU of each DATA, in the same order (a catalog name or a device JSON file).")
 @click.option("--reference", "references", multiple=True,
               help="The reference pair of each DATA, in order (CORE,MEM; default 700,700).")
-@click.option("--policy", type=click.Choice(POLICIES), default="energy", show_default=True)
-@click.option("--slowdown", default=0.1, show_default=True, type=options.Finite(min=0),
-              help="deadline: at most this slower than the default (highest) clocks.")
-@click.option("--power-cap", type=options.Finite(min=0, min_open=True), help="power-cap: watts.")
-@click.option("--steps", default=4000, show_default=True, type=click.IntRange(min=1))
-@click.option("--phase-steps", default=200, show_default=True, type=click.IntRange(min=1))
-@click.option("--noise", default=0.01, show_default=True, type=options.Finite(0, 0.5, max_open=True),
-              help=NOISE_HELP)
-@options.seed()
+@_replay_settings
 @options.skip_invalid
 @options.drop_spikes
 @click.option("--json", "as_json", is_flag=True)
