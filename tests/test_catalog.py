@@ -66,6 +66,32 @@ def test_unknown_and_ambiguous_gpus_and_a_user_file(tmp_path, monkeypatch):
         lookup("gtx980")
 
 
+def test_the_devices_commands_and_a_user_file_made_from_their_json(tmp_path, monkeypatch):
+    """`devices list` and `devices show`; the unknown-GPU error tells users to start a file of
+    their own from `devices show ... --json`: that output, renamed and edited, is a catalog."""
+    run = CliRunner().invoke
+    r = run(cli, ["devices", "list", "--json"])
+    assert r.exit_code == 0, r.output
+    listed = json.loads(r.stdout)
+    assert set(REQUIRED) <= set(listed) and listed["gtx980"] == "GeForce GTX 980"
+    assert "NVIDIA H100 80GB HBM3" in run(cli, ["devices", "list"]).output
+    r = run(cli, ["devices", "show", "H100 SXM", "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    [(key, entry)] = doc["devices"].items()
+    assert key == "h100-sxm" and entry["sources"]["sm_count"] == "nv-h100-wp"
+    mine = entry | {"name": "My H100 NVL", "aliases": ["h100nvl"], "sm_count": 114}
+    user = tmp_path / "mine.json"
+    user.write_text(json.dumps({"version": doc["version"], "devices": {"my-h100": mine}}))
+    monkeypatch.setenv("GPUDVFS_CATALOG", str(user))
+    d = lookup("h100nvl")
+    assert (d.key, d.sm_count, d.tdp_w) == ("my-h100", 114, lookup("h100-sxm").tdp_w)
+    text = run(cli, ["devices", "show", "my-h100"]).output
+    assert "My H100 NVL" in text and "nv-h100-wp" in text
+    r = run(cli, ["devices", "show", "Radeon VII"])
+    assert r.exit_code == 2 and "not in the device catalog" in r.output and "devices show gtx980 --json" in r.output
+
+
 def test_gtx980_peaks_keep_the_selection_figures(data):
     """Utilizations from the catalog's peaks (NV-DVFS memory clocks are Inspector's, half of
     NVML's) give the selection figures of the README."""

@@ -128,6 +128,27 @@ def test_ctrl_c_during_start_up_exits_130_with_one_line(tmp_path, module):
     assert [ln for ln in r.stderr.splitlines() if ln.strip()] == ["gpudvfs: interrupted"]
 
 
+@pytest.mark.parametrize("module", ["click", "rich"])
+def test_without_the_cli_extra_the_command_names_it_and_the_core_still_works(module):
+    """A governor embeds the numpy-only core: without click or rich, the command says which
+    extra to install (status 2, one line) and the models still import and predict."""
+    import subprocess
+    import sys
+
+    code = (f"import sys; sys.modules[{module!r}] = None\n"  # what an install without the extra gives
+            "import gpudvfs\n"
+            "print(gpudvfs.TimeModel('gtx980').predict(gpudvfs.KernelProfile.from_counters('k', {\n"
+            "    'warps': 64, 'achieved_occupancy': 0.5, 'l2_read_transactions': 1e4, 'l2_write_transactions': 0,\n"
+            "    'dram_read_transactions': 1e4, 'dram_write_transactions': 0, 'shared_load_transactions': 0,\n"
+            "    'shared_store_transactions': 0, 'inst_issued': 1e5}), 700.0, 700.0) > 0)\n"
+            "from gpudvfs.cli import main\n"
+            "main(['data', 'info', 'x.csv'])\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and r.stdout.strip() == "True", r.stderr
+    assert r.stderr.strip().splitlines() == [f"gpudvfs: the command line needs the 'cli' extra ({module} is missing): "
+                                             "pip install 'gpudvfs[cli]'"]
+
+
 def test_ctrl_c_during_a_sweep_exits_130_with_one_line(tmp_path):
     import signal
     import subprocess

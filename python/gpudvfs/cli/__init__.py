@@ -26,7 +26,8 @@ def _run(argv: list[str] | None) -> int:
 
         from .app import cli
     except ImportError as e:  # the core package works without the CLI's dependencies
-        print(f"gpudvfs: the command line needs the 'cli' extra ({e.name} is missing): "
+        package = (e.name or "a package").partition(".")[0]  # rich, not rich.console
+        print(f"gpudvfs: the command line needs the 'cli' extra ({package} is missing): "
               "pip install 'gpudvfs[cli]'", file=sys.stderr)
         return 2
     try:
