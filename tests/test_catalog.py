@@ -269,8 +269,11 @@ def test_fit_device_improves_the_absolute_error(data):
     assert r["mape_leave_one_kernel_out"] < r["mape_before"]
     assert r["mape_before"] == pytest.approx(6.10, abs=0.01)
     assert r["mape_leave_one_kernel_out"] == pytest.approx(5.70, abs=0.01)
+    assert r["mape_in_sample"] == pytest.approx(5.44, abs=0.01)
     with pytest.raises(InputError, match="parameter groups"):
         fit_device(grid, (700.0, 700.0), device, groups=("inst_cycle",))
+    _, r = fit_device(read(data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv"), (700.0, 700.0), TimeDevice.gtx980())
+    assert (r["mape_before"], r["mape_leave_one_kernel_out"]) == pytest.approx((11.66, 8.98), abs=0.01)
 
 
 def test_many_launches_are_summed_per_name_and_for_the_whole(data, tmp_path):

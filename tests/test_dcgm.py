@@ -132,7 +132,12 @@ def test_v100_time_figures(v100):
     assert r["distinct_time_curves"] == 2  # ten applications share one run_time curve
     assert r["cv_mape"] == pytest.approx(7.46, abs=0.01)
     assert r["cv_mape"] < r["baselines"]["unchanged"] < r["baselines"]["inverse_f"]
+    assert (r["baselines"]["inverse_f"], r["baselines"]["unchanged"]) == pytest.approx((23.85, 11.54), abs=0.01)
+    assert r["own_fit_mape"] == pytest.approx(3.98, abs=0.01)
     assert r["fields"] == ["gr_engine_active", "fp64_active", "fp32_active", "dram_active"]
+    # Over the reference clock.
+    for core, mape in ((510.0, 9.41), (945.0, 5.98), (1380.0, 10.50)):
+        assert cross_validate(v100, (core, 877.0))["cv_mape"] == pytest.approx(mape, abs=0.01), core
 
 
 def test_v100_power_figures(v100):
@@ -141,13 +146,22 @@ def test_v100_power_figures(v100):
     assert r["mape"] == pytest.approx(27.56, abs=0.01)
     assert r["calibrated_mape"] == pytest.approx(4.89, abs=0.01)
     assert r["calibrated_mape"] < r["reference_scaled_mape"] == pytest.approx(6.12, abs=0.01)
+    for core, figures in ((1245.0, (29.16, 6.86, 8.57)), (1380.0, (29.59, 10.17, 12.62))):
+        r = power_cv(dcgm_power_dataset(v100, (core, 877.0)), 11)
+        assert (r["mape"], r["calibrated_mape"], r["reference_scaled_mape"]) == pytest.approx(figures, abs=0.01)
 
 
 def test_v100_selection_beats_highest_clocks_and_inverse_f(v100):
     r = evaluate_selection(v100, (1245.0, 877.0))
-    assert r["model"]["mean"] == pytest.approx(0.1078, abs=1e-3)
+    assert r["model"]["mean"] == pytest.approx(0.1078, abs=1e-4) and r["model"]["max"] == pytest.approx(0.321, abs=1e-3)
     b = r["baselines"]
     assert r["model"]["mean"] < min(b["highest_clocks"]["mean"], b["inverse_f_time"]["mean"], b["reference"]["mean"])
+    assert ((b["highest_clocks"]["mean"], b["reference"]["mean"], b["inverse_f_time"]["mean"])
+            == pytest.approx((0.4507, 0.2331, 0.2342), abs=1e-4))
+    # Profiled at 945 MHz the model's regret is about the same, but there the reference clocks
+    # themselves are a near-optimal choice.
+    r = evaluate_selection(v100, (945.0, 877.0))
+    assert (r["model"]["mean"], r["baselines"]["reference"]["mean"]) == pytest.approx((0.1081, 0.0664), abs=1e-4)
 
 
 def test_v100_cli(data):

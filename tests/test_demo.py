@@ -80,6 +80,8 @@ def test_select_eval_beats_the_baselines(data):
     assert d["regret_mean"] == pytest.approx(0.0381, abs=0.0001) and d["regret_max"] == pytest.approx(0.189, abs=0.001)
     assert d["regret_mean"] < min(v["mean"] for v in b.values())
     assert d["deadline"]["mean"] < b["best_single_pair"]["mean"] and len(d["per_app"]) == 15
+    # The 10%-slowdown policy: 3.61%, 14 of the 15 deadlines met.
+    assert d["deadline"]["mean"] == pytest.approx(0.0361, abs=0.0001) and d["deadline"]["deadline_met"] == 14
     # With measured time the power model alone leaves 0.44%; with measured power the time
     # model alone leaves 5.19%.
     a = d["attribution"]
@@ -164,6 +166,7 @@ def test_cross_validation_over_both_gtx980_files(data):
     assert (dev["kernels"], tp["kernels"], d["candidates"]) == (10, 15, 128)
     assert dev["cv_mape"] == pytest.approx(3.38, abs=0.01) and tp["cv_mape"] == pytest.approx(3.27, abs=0.01)
     assert (dev["cv_beats_two_term"], tp["cv_beats_two_term"]) == (8, 13)
+    assert (dev["two_term_mape"], tp["two_term_mape"]) == pytest.approx((8.44, 6.44), abs=0.01)
     # The preset is the protocol's choice on all kernels.
     assert d["chosen_on_all"] == "p=7, dependent latency, queues in series, FP64 rate, scale"
     assert (TimeDevice.gtx980().overlap_p, TimeDevice.gtx980().parallel_queues) == (7.0, False)
@@ -174,14 +177,16 @@ def test_cross_validation_over_both_gtx980_files(data):
         assert per_file[str(data / "nv-dvfs-benchmark/gtx980_time_dev.csv")] > 4.5
         assert per_file[str(data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv")] > 3.7
     s = next(iter(d["selection"].values()))
-    assert s["cv_regret_mean"] == pytest.approx(0.0381, abs=0.0001) and s["cv_regret_max"] < 0.19
+    assert s["cv_regret_mean"] == pytest.approx(0.0381, abs=0.0001)
+    assert s["cv_regret_max"] == pytest.approx(0.189, abs=0.001)
     regret = [v["regret_mean"] for v in s["over_overlap_p"].values()]
     assert min(regret) == pytest.approx(0.0315, abs=0.0001) and max(regret) == pytest.approx(0.0438, abs=0.0001)
     # Each file under the settings chosen on the other file alone (a shift of kernel set):
     # the time figures hold (3.40% / 3.53%), the regret does not (4.79%, max 30.1%).
     assert dev["other_files"]["mape"] == pytest.approx(3.40, abs=0.01) and dev["other_files"]["beats_two_term"] == 8
     assert tp["other_files"]["mape"] == pytest.approx(3.53, abs=0.01) and tp["other_files"]["beats_two_term"] == 13
-    assert s["other_files_regret_mean"] == pytest.approx(0.0479, abs=0.0001) and s["other_files_regret_max"] > 0.3
+    assert s["other_files_regret_mean"] == pytest.approx(0.0479, abs=0.0001)
+    assert s["other_files_regret_max"] == pytest.approx(0.301, abs=0.001)
 
 
 def _gtx980_grids(data):

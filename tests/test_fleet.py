@@ -112,9 +112,9 @@ class KillingFleet(SimFleet):
 
 
 def test_eight_gpus_on_ray_with_a_worker_killed_mid_sweep(reference, tmp_path):
-    """8 simulated GPUs on a local Ray cluster each recover their own voltages within 2%; the
-    worker of slot 3 is killed 700 rows into its power sweep, and the retried task's registry
-    entry, models and sweeps equal those of an uninterrupted calibration."""
+    """8 simulated GPUs on a local Ray cluster each recover their own voltages within 0.3%
+    (asked: 2%); the worker of slot 3 is killed 700 rows into its power sweep, and the retried
+    task's registry entry, models and sweeps equal those of an uninterrupted calibration."""
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import the tests
     marker = tmp_path / "killed"
     root = tmp_path / "registry"
@@ -131,7 +131,7 @@ def test_eight_gpus_on_ray_with_a_worker_killed_mid_sweep(reference, tmp_path):
     ref_root, entry = reference
     assert _read_all(root / entry["uuid"]) == _read_all(ref_root / entry["uuid"])
     summary = registry.summary()
-    assert summary["gpus"] == 8 and summary["voltage_error_max"] < 0.02
+    assert summary["gpus"] == 8 and summary["voltage_error_max"] < 0.003  # README: within 0.3% (asked: 2%)
     # The chips differ: their fitted static powers spread as their simulated truths do.
     fitted = np.array([registry.power_model(u).static_w_[0] for u in registry.entries])
     true = np.array([chip_device(u).gpu.static_w[0] for u in registry.entries])
