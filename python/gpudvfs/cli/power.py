@@ -110,6 +110,8 @@ def fit(train, variant, out, folds, skip_invalid, drop_unused, reference, device
         "cv_calibrated_mape": cv["calibrated_mape"] if cv else None,
         "cv_reference_scaled_mape": cv["reference_scaled_mape"] if cv else None,
         "cv_zero_weight_folds": cv["zero_weight_folds"] if cv else None,
+        "cv_fallback_folds": cv["fallback_folds"] if cv else None,
+        "cv_unconverged_folds": cv["unconverged_folds"] if cv else None,
         "iterations": model.iterations_, "converged": model.converged_, "fallback": model.fallback_,
         "voltages_on_bound": int(model.on_bound_.sum()), "skipped_rows": len(ds.skipped),
         "dropped_components": dropped, "notes": model.notes_,
@@ -129,6 +131,9 @@ def fit(train, variant, out, folds, skip_invalid, drop_unused, reference, device
         if cv["zero_weight_folds"]:
             rows.append(["  zero weight where no training benchmark uses it (folds)",
                          ", ".join(f"{c}: {n}" for c, n in cv["zero_weight_folds"].items())])
+        if cv["fallback_folds"] or cv["unconverged_folds"]:
+            rows.append(["  folds whose fit fell back to per-domain voltages / did not converge",
+                         f"{cv['fallback_folds']} / {cv['unconverged_folds']} of {folds}"])
     rows += [["iterations", f"{model.iterations_} ({'converged' if model.converged_ else 'NOT converged'})"],
              ["rows / benchmarks / configs", f"{len(ds)} / {len(ds.benchmarks)} / {len(model.configs_)}"]]
     if dropped:

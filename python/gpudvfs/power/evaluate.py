@@ -12,15 +12,17 @@ from .model import PowerModel
 
 
 def held_out_predictions(dataset: PowerDataset, folds: int, **model_options
-                         ) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+                         ) -> tuple[dict[str, np.ndarray], dict]:
     """Per row, power predicted by a model fitted without the row's benchmark (benchmarks dealt
     to ``folds`` folds in file order): from its utilizations alone (``model``); scaled to its
     measured power at the reference configuration (``calibrated``: what a user who measured
     that one point gets); and the baseline that scales its reference power by the training
     benchmarks' mean power relative to their own reference power per configuration
     (``reference_scaled``). The calibrated and baseline rows are NaN for a benchmark with no
-    row at the reference. A component no training benchmark of a fold uses gets a zero weight
-    there (it is left out of that fold's fit); ``absent`` counts the folds per component."""
+    row at the reference. The second value says how the folds' fits went, since their warnings
+    are held back: ``zero_weight``, per component no training benchmark of a fold uses, the
+    folds where it got a zero weight (it is left out of the fit); ``fell_back``, the folds whose
+    fit fell back to per-domain voltages; ``not_converged``, those that stopped unconverged."""
     n_b = len(dataset.benchmarks)
     if not 2 <= folds <= n_b:
         raise InputError(f"folds must be between 2 and the number of benchmarks ({n_b}), got {folds}")
@@ -33,6 +35,7 @@ def held_out_predictions(dataset: PowerDataset, folds: int, **model_options
     config_of = config_of.ravel()
     preds = {k: np.full(len(dataset), np.nan) for k in ("model", "calibrated", "reference_scaled")}
     absent: dict[str, int] = {}
+    fell_back = not_converged = 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", GpudvfsWarning)  # bound hits are reported by the full fit
         for k in range(folds):
@@ -41,6 +44,8 @@ def held_out_predictions(dataset: PowerDataset, folds: int, **model_options
             model = PowerModel(**model_options).fit(train_set, unused="zero")
             for c in model.untrained_:
                 absent[c] = absent.get(c, 0) + 1
+            fell_back += model.fallback_ is not None
+            not_converged += not model.converged_
             held = dataset.subset(test)
             pred = model.predict(held.utilization, held.core_mhz, held.mem_mhz)
             preds["model"][test] = pred
@@ -52,18 +57,20 @@ def held_out_predictions(dataset: PowerDataset, folds: int, **model_options
             mean_ratio = np.bincount(config_of[train], ratio[train], minlength=len(counts)) / np.maximum(counts, 1)
             mean_ratio[counts == 0] = np.nan
             preds["reference_scaled"][test] = (ref_watts[dataset.benchmark] * mean_ratio[config_of])[test]
-    return preds, absent
+    return preds, {"zero_weight": absent, "fell_back": fell_back, "not_converged": not_converged}
 
 
 def cross_validate(dataset: PowerDataset, folds: int = 6, **model_options) -> dict:
     """Grouped k-fold cross-validation: each benchmark (all its configurations) is held out
     once, benchmarks dealt to folds in file order. Returns the MAPE over all held-out rows and
     per fold, and the calibrated and baseline figures of :func:`held_out_predictions` (over the
-    benchmarks measured at the reference)."""
-    preds, absent = held_out_predictions(dataset, folds, **model_options)
+    benchmarks measured at the reference), and how the folds' fits went (``zero_weight_folds``,
+    ``fallback_folds``, ``unconverged_folds``: see :func:`held_out_predictions`)."""
+    preds, fits = held_out_predictions(dataset, folds, **model_options)
     ape = {k: 100.0 * np.abs(v - dataset.watts) / dataset.watts for k, v in preds.items()}
     fold_of = (np.arange(len(dataset.benchmarks)) % folds)[dataset.benchmark]
-    out = {"mape": float(np.mean(ape["model"])), "folds": folds, "zero_weight_folds": absent,
+    out = {"mape": float(np.mean(ape["model"])), "folds": folds, "zero_weight_folds": fits["zero_weight"],
+           "fallback_folds": fits["fell_back"], "unconverged_folds": fits["not_converged"],
            "per_fold": [float(np.mean(ape["model"][fold_of == k])) for k in range(folds)]}
     known = np.isfinite(ape["calibrated"])
     out["calibrated_benchmarks"] = len(np.unique(dataset.benchmark[known]))
