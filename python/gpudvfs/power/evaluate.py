@@ -37,7 +37,7 @@ def held_out_predictions(dataset: PowerDataset, folds: int, **model_options
     absent: dict[str, int] = {}
     fell_back = not_converged = 0
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", GpudvfsWarning)  # bound hits are reported by the full fit
+        warnings.simplefilter("ignore", GpudvfsWarning)  # the full fit warns; folds that fall back are counted
         for k in range(folds):
             test = fold_of[dataset.benchmark] == k
             train_set = dataset.subset(~test)
