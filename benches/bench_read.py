@@ -1,5 +1,7 @@
 """Reading a ~100 MB tidy sweep file (what `gpudvfs sweep` writes): gpudvfs.read against
-pandas.read_csv (C engine) and pyarrow.csv.read_csv, same run and file; the peak memory of
+the same reader with numpy's loadtxt in place of the Rust core's split and conversion
+(`csv_columns_reference.py`, what it replaced), pandas.read_csv (C engine) and
+pyarrow.csv.read_csv, same run and file; the peak memory of
 gpudvfs.read (growth of the resident set, in a fresh process) relative to the arrays it
 returns; and the time to refuse a file of the same size whose line 6 is bad.
 
@@ -17,16 +19,19 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from itertools import islice
 from pathlib import Path
 
 import numpy as np
 
 import gpudvfs
+from gpudvfs.io import source
 from gpudvfs.io.source import csv_line
 from gpudvfs.measure.device import Measurement
 from gpudvfs.measure.sweep import COLUMNS, _row
 
+import csv_columns_reference
 from _timing import best_of, report
 
 CORE_MHZ = range(600, 2000, 15)
@@ -88,9 +93,20 @@ def peak_memory(path: Path) -> tuple[int, int]:
     return peak, arrays
 
 
+def with_numpy_split(path: Path) -> Callable[[], object]:
+    """gpudvfs.read with the fast path it had before the Rust core's (numpy's loadtxt)."""
+    def read():
+        saved, source._fast_columns = source._fast_columns, csv_columns_reference.fast_columns
+        try:
+            return gpudvfs.read(path, "tidy")
+        finally:
+            source._fast_columns = saved
+    return read
+
+
 def baselines(path: Path) -> dict:
     """The readers to compare against, where installed."""
-    out = {}
+    out = {"gpudvfs.read, numpy loadtxt split (before)": with_numpy_split(path)}
     try:
         pd = importlib.import_module("pandas")
         out["pandas.read_csv (C engine)"] = lambda: pd.read_csv(path, engine="c")

@@ -1,8 +1,8 @@
 """Streaming readers: a file is read a block of bytes and a chunk of lines at a time
 (source.BLOCK_BYTES, source.CHUNK_LINES, made small here), so a bad row at a chunk's edge,
 duplicates in different chunks, unreadable bytes anywhere and an early error in a big file
-must behave as if the file were read whole; and the numpy fast path must read as the csv
-module does."""
+must behave as if the file were read whole; and the fast path (the Rust core's split and
+conversion) must read as the csv module does."""
 
 from __future__ import annotations
 
@@ -315,7 +315,7 @@ number_text = st.one_of(
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cells=st.lists(number_text, min_size=1, max_size=6), data=st.data())
-def test_numpy_fast_path_reads_as_the_csv_module(tmp_path, cells, data):
+def test_the_fast_path_reads_as_the_csv_module(tmp_path, cells, data):
     """The same rows, with and without a quoted field (which sends a chunk to the csv module):
     the same arrays, or the same error."""
     lines, where, col = build("tidy", 12)
@@ -340,6 +340,52 @@ def test_numpy_fast_path_reads_as_the_csv_module(tmp_path, cells, data):
 
     for on_invalid in ("raise", "skip"):
         assert outcome("a.csv", lines, on_invalid) == outcome("b.csv", quoted, on_invalid)
+
+
+#: Characters of a text cell: any but the comma, the quote and what str.splitlines ends a
+#: line at (a chunk's lines hold none); Python's white space among them, non-BMP ones too.
+text_cell = st.text(st.characters(blacklist_characters=',"\0\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029',
+                                  blacklist_categories=("Cs",)), max_size=6)
+#: Numbers in the forms files hold them, padded with Python's white space (Unicode's too), so
+#: that most chunks take the fast path; `number_text` brings the forms that do not.
+plain_number = st.one_of(
+    st.floats().map(repr), st.integers(-10 ** 30, 10 ** 30).map(str),
+    st.from_regex(r"\A[ \t\x1f\u00a0]?[+-]?([0-9]{1,25}\.?[0-9]{0,25}|\.[0-9]{1,25})([eE][+-]?[0-9]{1,3})?"
+                  r"[ \u3000]?\Z"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=st.lists(st.tuples(text_cell, plain_number, text_cell, st.one_of(plain_number, number_text)),
+                     min_size=1, max_size=8))
+def test_the_fast_columns_are_the_csv_modules(rows):
+    """Cell by cell: where the Rust core reads a chunk, its columns are those the csv module
+    and float() give: the same values, bit for bit, and the same str dtype. (Where it does not
+    read one, the csv module does: `test_the_fast_path_reads_as_the_csv_module`.)"""
+    fields = [source.Field(text=True), source.Field(), source.Field(text=True), source.Field()]
+    texts = [",".join(r) for r in rows]
+    slow, bad = source._csv_columns(source._split(texts), fields)
+    fast = source._fast_columns(texts, fields)
+    if fast is None:
+        return
+    assert not bad.any() and not fast[1].any()
+    for got, want in zip(fast[0], slow):
+        assert got.dtype == want.dtype
+        if got.dtype.kind == "f":
+            nan = np.isnan(want)
+            assert np.isnan(got).tolist() == nan.tolist()
+            assert got[~nan].view(np.int64).tolist() == want[~nan].view(np.int64).tolist()
+        else:
+            assert got.tolist() == want.tolist()
+
+
+def test_ordinary_chunks_take_the_fast_path(tmp_path, small_chunks, monkeypatch):
+    """A file as `gpudvfs sweep` writes it is read by the Rust core, every chunk of it."""
+    read = source._core.csv_columns
+    calls = []
+    monkeypatch.setattr(source._core, "csv_columns", lambda *a: calls.append(read(*a) is not None) or read(*a))
+    lines, _, _ = build("tidy", 40)
+    assert len(gpudvfs.read(write(tmp_path, lines), "tidy").time_ms) == 40
+    assert len(calls) == -(-len(lines) // CHUNK) and all(calls)  # header and rows, CHUNK lines a chunk
 
 
 def test_quoted_and_unquoted_files_read_alike(tmp_path, small_chunks):

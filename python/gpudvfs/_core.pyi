@@ -14,6 +14,7 @@ __all__ = [
     "PowerFit",
     "__version__",
     "budget_solve",
+    "csv_columns",
     "power_grid",
     "time_device_gtx980",
     "time_fit_dm_del",
@@ -36,6 +37,9 @@ _Features: TypeAlias = npt.ArrayLike
 def budget_solve(
     cost: _F64, value: _F64, budget: float, exact: bool = False
 ) -> tuple[npt.NDArray[np.uintp], float, float, float]: ...
+def csv_columns(
+    text: str, numeric: Sequence[bool]
+) -> tuple[list[npt.NDArray[np.float64]], list[npt.NDArray[np.uint32]]] | None: ...
 def power_grid(
     util: _F64, domain_sizes: Sequence[int], static_coef: _F64, idle_coef: _F64, weights: _F64, freq: _F64, volt: _F64
 ) -> _F64: ...

@@ -3,6 +3,7 @@
 
 mod alloc;
 pub mod budget;
+pub mod csv_columns;
 pub mod error;
 pub mod online;
 pub mod parallel;

@@ -24,11 +24,12 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
-from itertools import compress, repeat
+from itertools import compress
 from pathlib import Path
 
 import numpy as np
 
+from .. import _core
 from ..errors import DataFileError, GpudvfsWarning, InvalidRowError, Problem
 
 ON_INVALID = ("raise", "skip")
@@ -525,24 +526,22 @@ def _csv_columns(rows: list[list[str]], fields: Sequence[Field]) -> Read:
 
 
 def _fast_columns(texts: list[str], fields: Sequence[Field]) -> Read | None:
-    """The same columns read by numpy's C parser, without a Python object per field. It splits
-    lines as the csv module does only where there are no quotes, and parses a subset of what
-    float() takes, to the same values; so None (read them with the csv module) where a line has
-    a quote or the wrong width, or a number does not parse."""
-    n = len(texts)
-    if not n or any(map(operator.contains, texts, repeat('"'))):
+    """The same columns split and converted in the Rust core, without a Python object per
+    field (`rust/src/csv_columns.rs`). It reads only lines without a quote and of the right
+    width, and numbers that Rust reads as float() does, to the same values; so None (read them
+    with the csv module) where a line or a number is anything else."""
+    if not texts:
         return None
-    if np.any(np.fromiter(map(str.count, texts, repeat(",")), np.int64, n) != len(fields) - 1):
+    read = _core.csv_columns("\n".join(texts), [not f.text for f in fields])
+    if read is None:
         return None
-    numeric = [j for j, f in enumerate(fields) if not f.text]
-    text = [j for j, f in enumerate(fields) if f.text]
-    read = partial(np.loadtxt, texts, delimiter=",", comments=None, quotechar=None, ndmin=2)
-    try:
-        numbers = iter(read(dtype=np.float64, usecols=numeric).T if numeric else ())
-    except ValueError:
-        return None
-    strings = iter(np.char.strip(read(dtype=str, usecols=text).T) if text else ())
-    return [next(strings) if f.text else next(numbers) for f in fields], np.zeros(n, bool)
+    numbers, chars = map(iter, read)
+    return [_unicode(next(chars)) if f.text else next(numbers) for f in fields], np.zeros(len(texts), bool)
+
+
+def _unicode(chars: np.ndarray) -> np.ndarray:
+    """A text column from its code points [lines x width]: the buffer of a U<width> array."""
+    return chars.view(f"U{chars.shape[1]}")[:, 0]
 
 
 def _narrow(strings: np.ndarray) -> np.ndarray:

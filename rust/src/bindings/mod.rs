@@ -4,6 +4,7 @@
 //! (a refused allocation a MemoryError).
 
 mod budget;
+mod io;
 mod online;
 mod power;
 mod time;
@@ -48,6 +49,7 @@ fn item<'py, T: for<'a> FromPyObject<'a, 'py>>(d: &Bound<'py, PyDict>, key: &str
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     budget::register(m)?;
+    io::register(m)?;
     online::register(m)?;
     power::register(m)?;
     time::register(m)?;
