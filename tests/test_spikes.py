@@ -1,5 +1,5 @@
 """Spikes of measured grids (`gpudvfs.io.spikes`): single cells that depart from both
-neighbours along the core clock while those agree, found, listed and left out."""
+neighbours along the core or the memory clock while those agree, found, listed and left out."""
 
 from __future__ import annotations
 
@@ -58,6 +58,30 @@ def test_a_spike_in_power_and_one_in_time_are_found_with_their_neighbours(tmp_pa
     assert power.deviation == pytest.approx(0.75 * smooth(800.0, 700.0)[1] / np.sqrt(np.prod(power.neighbours)) - 1)
     assert "25% below" in str(power) and "'a' at 800/700 MHz" in str(power)
     assert "above" in str(found[1])
+
+
+#: Memory clocks 50 MHz apart: a memory series fine enough to judge.
+MEMS = [float(m) for m in range(700, 1101, 50)]
+
+
+def test_a_cell_at_the_edge_of_its_core_series_is_judged_along_the_memory_clock(tmp_path):
+    """The highest core clock has one neighbour along the core clock; along the memory clock
+    it has two. A cell inside both series is a spike along both and is listed once."""
+    grid_cells = cells(workloads=("a",), mems=MEMS)
+    edge, inner = ("a", 1000.0, 900.0), ("a", 700.0, 900.0)
+    t, p = grid_cells[edge]
+    grid_cells[edge] = (t, 1.3 * p)
+    t, p = grid_cells[inner]
+    grid_cells[inner] = (0.7 * t, p)
+    found = find_spikes(write_grid(tmp_path / "g.csv", grid_cells), 0.25)
+    assert [(s.core_mhz, s.mem_mhz, s.quantity, s.axis) for s in found] == [
+        (700.0, 900.0, "time", "core"), (1000.0, 900.0, "power", "memory")]
+    assert found[1].neighbour_mhz == (850.0, 950.0)
+    assert found[1].neighbours == (pytest.approx(smooth(1000.0, 850.0)[1]), pytest.approx(smooth(1000.0, 950.0)[1]))
+    assert "30% above" in str(found[1]) and "(at 850 and 950 MHz memory)" in str(found[1])
+    # Two memory clocks make no series: the edge cell is not judged at all, the inner one still is.
+    two = {k: v for k, v in grid_cells.items() if k[2] in (850.0, 900.0)}
+    assert [(s.core_mhz, s.axis) for s in find_spikes(write_grid(tmp_path / "h.csv", two), 0.25)] == [(700.0, "core")]
 
 
 def test_on_a_coarse_grid_a_neighbour_of_a_spike_is_not_taken_for_it(tmp_path):
@@ -151,7 +175,8 @@ def test_the_spikes_of_the_public_grids(data):
     assert [s.core_mhz for s in find_spikes(v100, 0.25)] == [1200.0, 1350.0]
     assert find_spikes(read(data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv"), 0.1) == []
     [q] = find_spikes(read(data / "nv-dvfs-benchmark/gtx980_time_dev.csv"), 0.1)
-    assert (q.workload, q.core_mhz, q.mem_mhz, q.quantity) == ("quasirandomGenerator", 700.0, 600.0, "time")
+    assert (q.workload, q.core_mhz, q.mem_mhz, q.quantity, q.axis) == (
+        "quasirandomGenerator", 700.0, 600.0, "time", "core")
 
 
 def test_the_spikes_command_and_the_option(data, tmp_path):
@@ -161,6 +186,8 @@ def test_the_spikes_command_and_the_option(data, tmp_path):
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
     assert out["threshold"] == 0.1 and out["rows"] == 1287 and len(out["spikes"]) == 11
+    # One memory clock: every spike is judged along the core clock.
+    assert {s["axis"] for s in out["spikes"]} == {"core"}
     r = run(cli, ["data", "info", v100, "--json"])
     assert r.exit_code == 0 and json.loads(r.stdout)["spikes"] == 11
     r = run(cli, ["data", "spikes", v100, "--threshold", "0.25"])

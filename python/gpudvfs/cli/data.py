@@ -109,18 +109,18 @@ def info(file: str, fmt: str | None, skip_invalid: bool, columns: dict, as_json:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def spikes(file: str, threshold: float, columns: dict, as_json: bool) -> None:
     """Cells of a measured grid whose time or power departs from both neighbours along the
-    core clock while those agree: sensor glitches, which --drop-spikes leaves out of the
-    commands that score or fit on a grid."""
+    core or the memory clock while those agree: sensor glitches, which --drop-spikes leaves
+    out of the commands that score or fit on a grid."""
     with user_errors(skip_option=True):
         grid = read_measured_grid(file, "the spike check", on_invalid=options.on_invalid(), columns=columns)
         found = find_spikes(grid, threshold)
     if as_json:
         print_json({"path": file, "threshold": threshold, "rows": len(grid), "spikes": [
             {"row": s.row, "workload": s.workload, "core_mhz": s.core_mhz, "mem_mhz": s.mem_mhz,
-             "quantity": s.quantity, "value": s.value, "neighbours": list(s.neighbours),
+             "quantity": s.quantity, "value": s.value, "axis": s.axis, "neighbours": list(s.neighbours),
              "neighbour_mhz": list(s.neighbour_mhz), "deviation": s.deviation} for s in found]})
         return
     console.print(f"{file}: {len(found)} spike(s) in {len(grid)} rows (a factor {1 + threshold:g} from both "
-                  "neighbours along the core clock, which agree)", highlight=False)
+                  "neighbours along a clock, which agree)", highlight=False)
     for s in found:
         console.print(f"  {s}", highlight=False)

@@ -82,8 +82,8 @@ drop_spikes = click.option(
     "--drop-spikes", type=Finite(min=0, min_open=True), metavar="FRACTION", expose_value=False,
     callback=_drop_spikes,
     help="Leave out spikes: cells whose time or power is more than a factor 1 + FRACTION from both neighbours "
-         "along the core clock while those agree (a sensor glitch; each is named; `gpudvfs data spikes` lists "
-         "them). Default: every row counts.")
+         "along the core or the memory clock while those agree (a sensor glitch; each is named; "
+         "`gpudvfs data spikes` lists them). Default: every row counts.")
 
 
 def spike_threshold() -> float | None:
