@@ -68,6 +68,36 @@ def reference(tmp_path_factory):
     return root, entry
 
 
+def test_the_registry_counts_the_power_cv_folds_that_fell_back(reference, tmp_path):
+    """A GPU's entry records how many of its power CV folds fell back or did not converge (the
+    simulated chip's fits all converge); the fleet's summary adds them up and its table names
+    them only where some did. An entry edited to say 2 stands in for a fit that fell back; one
+    written before the counts were recorded says nothing of them."""
+    import shutil
+
+    from gpudvfs.cli.fleet import summary_rows
+
+    ref_root, entry = reference
+    assert (entry["power"]["cv_fallback_folds"], entry["power"]["cv_unconverged_folds"]) == (0, 0)
+    root = tmp_path / "reg"
+    shutil.copytree(ref_root / entry["uuid"], root / entry["uuid"])
+    summary = Registry.load(root).summary()
+    assert (summary["power_cv_fallback_folds"], summary["power_cv_unconverged_folds"]) == (0, 0)
+    assert not any("folds" in label for label, _ in summary_rows(summary))
+    f = root / entry["uuid"] / ENTRY_FILE
+    edited = json.loads(f.read_text())
+    edited["power"]["cv_fallback_folds"] = 2
+    f.write_text(json.dumps(edited))
+    rows = dict(summary_rows(Registry.load(root).summary()))
+    assert rows["power CV folds that fell back to per-domain voltages"] == "2 (6 per GPU)"
+    assert "power CV folds that did not converge" not in rows
+    for key in ("cv_fallback_folds", "cv_unconverged_folds"):
+        del edited["power"][key]
+    f.write_text(json.dumps(edited))
+    summary = Registry.load(root).summary()
+    assert "power_cv_fallback_folds" not in summary and summary["gpus"] == 1
+
+
 def test_a_resumed_calibration_equals_an_uninterrupted_one(reference, tmp_path):
     ref_root, entry = reference
     uuid = entry["uuid"]

@@ -7,7 +7,7 @@ import click
 
 from ..fleet.budget import bench
 from ..fleet.jobs import OBJECTIVES, plan_budget, read_jobs, simulated_jobs, write_jobs
-from ..fleet.registry import Registry
+from ..fleet.registry import CV_FOLDS, Registry
 from ..fleet.whatif import DEFAULT_INTERVAL_S, MIN_INTERVAL_S
 from ..fleet.whatif import POLICIES as WHATIF_POLICIES
 from ..measure.devices import DEVICE_KINDS
@@ -32,6 +32,20 @@ def _devices(device_kind: str, seed: int, aging: float = 0.0):
 
 def _spread(s: dict, fmt: str) -> str:
     return f"{s['min']:{fmt}} / {s['median']:{fmt}} / {s['max']:{fmt}}"
+
+
+def summary_rows(summary: dict) -> list[list[str]]:
+    """The table of a fleet's `Registry.summary`; the power CV's folds that fell back or did
+    not converge only where there are some."""
+    rows = [[f"static power, domain {d} (W)", _spread(s, ".2f")] for d, s in enumerate(summary["static_w"])]
+    rows += [["core voltage at the lowest clock", _spread(summary["core_voltage_at_lowest_clock"], ".3f")],
+             ["power CV MAPE (%)", _spread(summary["power_cv_mape"], ".2f")]]
+    folds = [(summary.get(f"power_cv_{k}_folds", 0), label) for k, label in
+             (("fallback", "fell back to per-domain voltages"), ("unconverged", "did not converge"))]
+    rows += [[f"power CV folds that {label}", f"{n} ({CV_FOLDS} per GPU)"] for n, label in folds if n]
+    if "voltage_error_max" in summary:
+        rows.append(["worst voltage error against the simulated truth", f"{100 * summary['voltage_error_max']:.2f}%"])
+    return rows
 
 
 @fleet.command()
@@ -69,12 +83,7 @@ def calibrate(device_kind, gpus, ray_address, out, seed, min_seconds, variant, a
                               "per_gpu": {u: {"power": e["power"], "truth": e.get("truth")}
                                           for u, e in registry.entries.items()}})
         return
-    rows = [[f"static power, domain {d} (W)", _spread(s, ".2f")] for d, s in enumerate(summary["static_w"])]
-    rows += [["core voltage at the lowest clock", _spread(summary["core_voltage_at_lowest_clock"], ".3f")],
-             ["power CV MAPE (%)", _spread(summary["power_cv_mape"], ".2f")]]
-    if "voltage_error_max" in summary:
-        rows.append(["worst voltage error against the simulated truth", f"{100 * summary['voltage_error_max']:.2f}%"])
-    console.print(table(f"{summary['gpus']} GPUs in {out} (min / median / max)", ["", ""], rows))
+    console.print(table(f"{summary['gpus']} GPUs in {out} (min / median / max)", ["", ""], summary_rows(summary)))
 
 
 @fleet.command()

@@ -13,13 +13,12 @@ is a calibration still running or interrupted: rerunning it resumes the sweeps.
 from __future__ import annotations
 
 import re
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import GpudvfsWarning, InputError
+from ..errors import InputError
 from ..io.jsonfile import read_versioned, write_json_atomic
 from ..measure.calibrate import POWER_CSV, Calibration
 from ..measure.simulated import SimulatedDevice
@@ -53,16 +52,15 @@ def device_uuid(device) -> str:
 def power_errors(cal: Calibration, power_csv: Path) -> dict:
     """The power model's in-sample MAPE and its grouped cross-validated errors: the mean and
     the 95th percentile of the held-out absolute percentage errors (the error band `check`
-    holds re-measurements to)."""
+    holds re-measurements to), and how many folds' fits fell back or did not converge."""
     ds = to_power_dataset(power_csv)
     pm = cal.power_model
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", GpudvfsWarning)  # a fold's fit notes are not the GPU's
-        preds, _ = held_out_predictions(ds, CV_FOLDS, variant=pm.variant)
+    preds, fits = held_out_predictions(ds, CV_FOLDS, variant=pm.variant)
     ape = 100.0 * np.abs(preds["model"] / ds.watts - 1.0)
     return {"variant": pm.variant, "train_mape": float(pm.train_mape_), "cv_mape": float(ape.mean()),
             "cv_ape_p95": float(np.percentile(ape, 95)), "cv_folds": CV_FOLDS, "converged": bool(pm.converged_),
-            "fallback": pm.fallback_}
+            "fallback": pm.fallback_, "cv_fallback_folds": fits["fell_back"],
+            "cv_unconverged_folds": fits["not_converged"]}
 
 
 def sim_truth(device: SimulatedDevice, model: PowerModel) -> dict:
@@ -143,6 +141,11 @@ class Registry:
 
         out = {"gpus": len(uuids), "static_w": [spread(static[:, d]) for d in range(static.shape[1])],
                "core_voltage_at_lowest_clock": spread(low), "power_cv_mape": spread(cv)}
+        # Entries written before the fold counts were recorded say nothing of them.
+        for key in ("cv_fallback_folds", "cv_unconverged_folds"):
+            counts = [self.entries[u]["power"][key] for u in uuids if key in self.entries[u]["power"]]
+            if counts:
+                out[f"power_{key}"] = int(sum(counts))
         truth = [self.entries[u]["truth"]["voltage_error_max"] for u in uuids if "truth" in self.entries[u]]
         if truth:
             out["voltage_error_max"] = float(max(truth))
