@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import warnings
+from decimal import Decimal
 
 import numpy as np
 import pytest
@@ -85,6 +86,11 @@ def test_indices_and_numbers_must_be_what_they_say():
                         (lambda: g.exclude(4), r"index must be in \[0, 4\)"),
                         (lambda: g.observe(1, 5.0, None), "watts must be a number, got None"),
                         (lambda: g.observe(1, "5", 100.0), "time_ms must be a number"),
+                        # As everywhere numbers enter (limits.is_number): no arrays, Decimals or numpy bools.
+                        (lambda: g.observe(1, np.array(5.0), 100.0), "time_ms must be a number"),
+                        (lambda: g.observe(1, 5.0, Decimal("100")), "watts must be a number"),
+                        (lambda: g.observe(1, 5.0, np.bool_(True)), "watts must be a number"),
+                        (lambda: g.observe(1, 5.0, 10 ** 400), "must be positive and finite, got 5.0 and inf"),
                         (lambda: Governor(CFG, 1, slowdown="0.1"), "slowdown must be a number"),
                         (lambda: Governor(CFG, 1, slowdown=None), "slowdown must be a number"),
                         (lambda: Governor(CFG, 1, policy="power-cap", power_cap_w="60"),

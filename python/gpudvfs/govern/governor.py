@@ -24,6 +24,7 @@ measurement, far from it the bound stays wide however many pairs the linear part
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -31,7 +32,7 @@ import numpy as np
 
 from .._core import OnlinePredictor
 from ..errors import InputError
-from ..limits import clock_array, is_integer
+from ..limits import clock_array, is_finite_number, is_integer, is_number
 
 POLICIES = ("energy", "edp", "deadline", "power-cap")
 #: The prior's relative error, the residual's (relative) and its correlation length (in
@@ -273,15 +274,15 @@ class Governor:
 
 
 def _number(name: str, value, low: float | None = None) -> float:
-    """``value`` as a float (a number, not a string or a bool), >= ``low`` and finite where
-    ``low`` is given."""
-    if isinstance(value, (str, bytes, bool, np.bool_)) or value is None:
+    """``value`` as a float (a number as :func:`~gpudvfs.limits.is_number` says: not a string,
+    a bool, an array or a Decimal), >= ``low`` and finite where ``low`` is given."""
+    if not is_number(value):
         raise InputError(f"{name} must be a number, got {value!r}")
     try:
         x = float(value)
-    except (TypeError, ValueError, OverflowError):
-        raise InputError(f"{name} must be a number, got {value!r}") from None
-    if low is not None and not (np.isfinite(x) and x >= low):
+    except OverflowError:  # an int beyond any float
+        x = math.inf if value > 0 else -math.inf
+    if low is not None and not is_finite_number(value, low):
         raise InputError(f"{name} must be finite and >= {low:g}, got {value}")
     return x
 
