@@ -308,10 +308,11 @@ def test_a_sigterm_ends_the_daemon_with_its_clocks_reset(sim, tmp_path):
         for _ in range(3):  # three decisions made
             assert proc.stdout.readline().strip().isdigit(), said()
         # Locked (a change of pairs resets, then locks: the file may show the moment between).
+        # One read both ends the wait and is asserted on: a second read could land between.
         end = time.monotonic() + 10
-        while json.loads(state.read_text())["locked_gpu"] is None and time.monotonic() < end:
+        while (seen := json.loads(state.read_text()))["locked_gpu"] is None and time.monotonic() < end:
             time.sleep(0.005)
-        assert json.loads(state.read_text())["locked_gpu"] is not None, (state.read_text(), said())
+        assert seen["locked_gpu"] is not None, (seen, said())
         proc.send_signal(signal.SIGTERM)
         assert proc.stdout.read().strip().endswith("done"), said()
         assert proc.wait(20) == 0, said()
