@@ -148,6 +148,7 @@ def test_replay_on_the_gtx980_grid_beats_every_baseline(gtx980: ReplayTable):
             assert r["wasted"] < b["exhaustive"]["wasted"] / 4
             assert r["regret_mean"] < b["model_only"]["regret_mean"] / 4
             assert r["regret_mean"] < b["random_search"]["regret_mean"] / 4
+            assert r["regret_mean"] < b["one_pair_for_all"]["regret_mean"] / 4
             if policy == "deadline":
                 assert r["violations"] <= 0.005 < b["model_only"]["violations"]
 
@@ -194,7 +195,8 @@ def test_replay_on_the_v100_dcgm_grid_beats_the_models_choice(data):
     grid, time and power each predicted with the application left out of the fits. Its
     measured energies jump from pair to pair (2-5% between neighbouring clocks), so its best
     pair is often one that only measuring finds: exhaustive profiling is a strong baseline
-    there. Over three seeds the governor stays under both it and the models' choice."""
+    there. Over three seeds the governor stays under both it and the models' choice, and under
+    one pair for all (chosen on the other applications), which beats the models' choice here."""
     from gpudvfs.govern.replay import dcgm_replay_table
 
     grid = read_measured_grid(data / "nsfcac/v100_spec_dev.csv", "test", ("dcgm",))
@@ -204,6 +206,7 @@ def test_replay_on_the_v100_dcgm_grid_beats_the_models_choice(data):
     mean = {k: np.mean([r["baselines"][k]["regret_mean"] for r in runs]) for k in runs[0]["baselines"]}
     ours = np.mean([r["regret_mean"] for r in runs])
     assert ours < 0.035 and ours < mean["exhaustive"] and ours < mean["model_only"] / 3
+    assert ours < mean["one_pair_for_all"] < mean["model_only"]
     assert np.mean([r["wasted"] for r in runs]) < np.mean([r["baselines"]["exhaustive"]["wasted"] for r in runs])
 
 
@@ -227,6 +230,22 @@ def test_replay_on_the_v100_grid_without_its_spikes_meets_the_target(data):
         assert r["wasted"] < b["exhaustive"]["wasted"] / 3 and r["regret_mean"] < b["model_only"]["regret_mean"] / 5
 
 
+def test_one_pair_for_all_is_chosen_without_the_application_and_meets_the_others_constraints():
+    """Two applications, three pairs: each is given the pair best for the other; under a power
+    cap only pairs under it for the other qualify."""
+    from gpudvfs.govern.replay import _one_pair_for_all
+
+    configs = np.array([[500.0, 877.0], [700.0, 877.0], [900.0, 877.0]])
+    time_ms = np.array([[2.0, 1.0, 0.9], [1.0, 1.0, 1.0]])
+    watts = np.array([[100.0, 100.0, 150.0], [50.0, 100.0, 200.0]])
+    tab = ReplayTable(["a", "b"], configs, 2, time_ms, watts, time_ms, watts)
+    best = np.array([1, 0])  # least energy: a at 700, b at 500
+    assert _one_pair_for_all(tab, best, "energy", 0.1, None).tolist() == [0, 1]
+    # Fastest under a 120 W cap: b is given a's 700 (a's 900 is faster but over the cap),
+    # a the first of b's equal times.
+    assert _one_pair_for_all(tab, np.array([1, 0]), "power-cap", 0.1, 120.0).tolist() == [0, 1]
+
+
 def test_govern_replay_command(data, tmp_path):
     from click.testing import CliRunner
 
@@ -239,7 +258,7 @@ def test_govern_replay_command(data, tmp_path):
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
     assert {"regret_mean", "violations", "clock_changes", "steps_to_settle", "decision_us"} <= set(out)
-    assert set(out["baselines"]) == {"default_clocks", "model_only", "exhaustive", "random_search"}
+    assert set(out["baselines"]) == {"default_clocks", "model_only", "one_pair_for_all", "exhaustive", "random_search"}
     r = run(cli, ["govern", "replay", grid, "--device", "gtx980", "--train", grid])
     assert r.exit_code == 2 and "must not be in TRAIN" in r.output
     r = run(cli, ["govern", "replay", grid, "--device", "gtx980", "--policy", "power-cap"])

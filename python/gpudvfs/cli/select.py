@@ -61,8 +61,7 @@ def eval_(data, reference, slowdown, device, columns, clip_utilization, as_json)
              f"{100 * d['mean']:.2f}", f"{100 * d['max']:.2f}"],
             *[[f"baseline: {label}", f"{100 * b[key]['mean']:.2f}", f"{100 * b[key]['max']:.2f}"]
               for label, key in (("highest clocks", "highest_clocks"), ("reference pair", "reference"))],
-            [f"baseline: best single pair {b['best_single_pair']['pair']} (hindsight)",
-             f"{100 * b['best_single_pair']['mean']:.2f}", f"{100 * b['best_single_pair']['max']:.2f}"]]
+            *_single_pair_rows(b["single_pair"], lambda v: [f"{100 * v['mean']:.2f}", f"{100 * v['max']:.2f}"])]
     rows += [[f"attribution: minimum energy with measured {k.removeprefix('measured_')}",
               f"{100 * v['mean']:.2f}", f"{100 * v['max']:.2f}"] for k, v in r["attribution"].items()]
     u = r["uncertainty"]
@@ -76,6 +75,12 @@ def eval_(data, reference, slowdown, device, columns, clip_utilization, as_json)
                         [[k, v["chosen"], v["best"], f"{100 * v['regret']:.2f}"] for k, v in r["per_app"].items()]))
 
 
+def _single_pair_rows(single, cells) -> list[list[str]]:
+    """The one-pair-for-all baseline's rows: chosen on the other applications, then in hindsight."""
+    return [["baseline: one pair for all, chosen without the application", *cells(single["cross_validated"])],
+            ["baseline: one pair for all, in hindsight", *cells(single["hindsight"])]]
+
+
 def _eval_dcgm(data, r, as_json) -> None:
     if as_json:
         print_json(r)
@@ -85,6 +90,9 @@ def _eval_dcgm(data, r, as_json) -> None:
     rows = [[labels[k], *[f"{100 * r[p][k]['mean'] if k == 'model' else 100 * r[p]['baselines'][k]['mean']:.2f}"
                           for p in r]]
             for k in labels]
+    rows += _single_pair_rows({k: [r[p]["baselines"]["single_pair"][k] for p in r]
+                               for k in ("cross_validated", "hindsight")},
+                              lambda per_policy: [f"{100 * v['mean']:.2f}" for v in per_policy])
     met = r["deadline"]["deadline_met"]
     console.print(table(f"mean regret % on {data}, leave-one-workload-out over {r['energy']['workloads']} workloads "
                         f"(deadline met by {met})", ["predictor", *r], rows))

@@ -20,9 +20,10 @@ under the cap (the lowest-power pair where none is under it, with a warning).
 default clocks' (`deadline`), or whose measured power exceeds the cap (`power-cap`); absent
 for `energy` and `edp`. The
 governor also reports ``decision_us``, the median time of one decision. Baselines in the
-same run, on the same phases and noise: the default clocks, the models' choice alone,
-exhaustive profiling (every pair once per phase, then the best measured) and random search
-(RANDOM_PAIRS pairs, then the best measured).
+same run, on the same phases and noise: the default clocks, the models' choice alone, one
+pair for all (chosen on the other applications' measurements), exhaustive profiling (every
+pair once per phase, then the best measured) and random search (RANDOM_PAIRS pairs, then the
+best measured).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from ..io.datasets import MeasurementGrid
 from ..limits import is_count
 from ..select.choose import fit_power_model, measured_table
 from ..select.dcgm import loo_table
-from ..select.evaluate import regret_table
+from ..select.evaluate import regret_table, single_pair_indices
 from ..select.policies import highest_index, select
 from ..time import TimeDevice, TimeModel
 from .governor import POLICIES, Governor
@@ -97,16 +98,14 @@ def _policy_index(t, p, table: ReplayTable, policy: str, slowdown: float, cap: f
 
 
 class _Fixed:
-    """Default clocks, or the models' choice: one pair per phase, no learning."""
+    """One pair per application, ``pairs[a]``, no learning: the default clocks, the models'
+    choice, one pair for all."""
 
-    def __init__(self, table: ReplayTable, use_model: bool, policy: str, slowdown: float, cap: float | None):
-        self.table, self.use_model, self.args = table, use_model, (policy, slowdown, cap)
-        self.k = table.default_index
+    def __init__(self, pairs: np.ndarray):
+        self.pairs = pairs
 
     def phase(self, a: int) -> None:
-        t = self.table
-        if self.use_model:
-            self.k = int(_policy_index(t.time_pred[a], t.watts_pred[a], t, *self.args)[0])
+        self.k = int(self.pairs[a])
 
     def decide(self) -> int:
         return self.k
@@ -273,6 +272,19 @@ def _best_index(table: ReplayTable, plan, policy, slowdown, power_cap_w, warn: b
     return best
 
 
+def _one_pair_for_all(table: ReplayTable, best_k: np.ndarray, policy: str, slowdown: float,
+                      cap: float | None) -> np.ndarray:
+    """Each application's pair when one pair serves all: the pair with the least mean regret on
+    the measured grid over the *other* applications (under a deadline or cap, among the
+    pairs that meet it for them), so that it is chosen without the application."""
+    t, w = table.time_ms, table.watts
+    objective = {"edp": t * t * w, "power-cap": t}.get(policy, t * w)
+    allowed = (t <= (1 + slowdown) * t[:, [table.default_index]] * (1 + 1e-9) if policy == "deadline"
+               else w <= cap * (1 + 1e-9) if policy == "power-cap" else None)
+    regret = objective / objective[np.arange(len(t)), best_k][:, None] - 1.0
+    return single_pair_indices(regret, allowed)[1]
+
+
 def _governed(table: ReplayTable, setup: _Setup, policy, slowdown, power_cap_w, noise, governor: dict):
     gov = _Governed(Governor(table.configs, table.default_index, policy=policy, slowdown=slowdown,
                              power_cap_w=power_cap_w, noise_sd=max(noise, 1e-3), **governor), table)
@@ -290,8 +302,9 @@ def replay(table: ReplayTable, *, policy: str = "energy", slowdown: float = 0.1,
     order = np.random.default_rng(seed + 1)
     others = [k for k in range(k_all) if k != table.default_index]
     baselines = {
-        "default_clocks": _Fixed(table, False, *args),
-        "model_only": _Fixed(table, True, *args),
+        "default_clocks": _Fixed(np.full(len(table.names), table.default_index)),
+        "model_only": _Fixed(_policy_index(table.time_pred, table.watts_pred, table, *args)),
+        "one_pair_for_all": _Fixed(_one_pair_for_all(table, setup.best_k, *args)),
         "exhaustive": _Search(table, lambda a: [table.default_index] + others, *args),
         "random_search": _Search(table, lambda a: [table.default_index] + [
             int(k) for k in order.choice(others, min(RANDOM_PAIRS, len(others)), replace=False)], *args),

@@ -14,6 +14,7 @@ from ..errors import InputError
 from ..io.datasets import MeasurementGrid
 from ..power.dcgm import loo_predictions as power_predictions
 from ..time.dcgm import loo_predictions as time_predictions
+from .evaluate import single_pair
 from .policies import highest_index, select
 
 
@@ -49,8 +50,9 @@ def loo_table(grid: MeasurementGrid, reference: tuple[float, float], variant: st
 def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *, policy: str = "energy",
                        slowdown: float = 0.1, variant: str = "default") -> dict:
     """Energy regret (measured energy at the chosen clocks over the measured minimum, minus
-    1) per workload, against the highest clocks, the reference clocks and 1/f time scaling
-    with the calibrated power (what a governor without the time model would do)."""
+    1) per workload, against the highest clocks, the reference clocks, 1/f time scaling
+    with the calibrated power (what a governor without the time model would do) and one
+    pair for all (:func:`~gpudvfs.select.evaluate.single_pair`)."""
     if policy not in ("energy", "edp", "deadline"):
         raise InputError(f"policy must be energy, edp or deadline on a DCGM grid, got {policy!r}")
     tab = loo_table(grid, reference, variant)
@@ -65,9 +67,11 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
     # measured times allow.
     best = chosen(t, w)
     objective = e if policy != "edp" else e * t
+    regret = objective / objective[np.arange(len(names)), best][:, None] - 1.0
+    meets = t <= (1 + slowdown) * t[:, [fastest]] * (1 + 1e-12)  # the deadline, measured
 
     def score(index):
-        r = objective[np.arange(len(names)), index] / objective[np.arange(len(names)), best] - 1.0
+        r = regret[np.arange(len(names)), index]
         return {"mean": float(r.mean()), "max": float(r.max()), "per_workload": dict(zip(names, r.tolist()))}
 
     model = chosen(tab.time_cv, tab.watts_pred)
@@ -78,8 +82,9 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
                "highest_clocks": score(np.full(len(names), fastest)),
                "reference": score(np.full(len(names), ref)),
                "inverse_f_time": score(chosen(tab.time_inverse_f, tab.watts_pred)),
+               # Under a deadline a fixed pair must meet it for the applications it is chosen on.
+               "single_pair": single_pair(regret, configs, meets if policy == "deadline" else None),
            }}
     if policy == "deadline":
-        met = t[np.arange(len(names)), model] <= (1 + slowdown) * t[:, fastest] * (1 + 1e-12)
-        out["deadline_met"] = int(met.sum())
+        out["deadline_met"] = int(meets[np.arange(len(names)), model].sum())
     return out
