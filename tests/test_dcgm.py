@@ -169,6 +169,7 @@ def test_v100_selection_beats_highest_clocks_and_inverse_f_but_not_one_pair_for_
     r = evaluate_selection(v100, (1245.0, 877.0), policy="deadline")
     cv = r["baselines"]["single_pair"]["cross_validated"]
     assert (r["model"]["mean"], cv["mean"]) == pytest.approx((0.0822, 0.1788), abs=1e-4)
+    assert (r["deadline_met"], cv["met"]) == (10, 10)
     # Profiled at 945 MHz the model's regret is about the same, but there the reference clocks
     # themselves are a near-optimal choice.
     r = evaluate_selection(v100, (945.0, 877.0))

@@ -141,3 +141,5 @@ def test_one_pair_is_chosen_without_the_application_and_among_pairs_the_others_a
     assert out["hindsight"]["pair"] == [900.0, 877.0]
     assert out["cross_validated"]["pairs"] == [[900.0, 877.0], [900.0, 877.0], [500.0, 877.0]]
     assert out["cross_validated"]["mean"] == pytest.approx(0.9 / 3)
+    assert (out["hindsight"]["met"], out["cross_validated"]["met"]) == (3, 2)
+    assert "met" not in single_pair(r, cfg)["cross_validated"]

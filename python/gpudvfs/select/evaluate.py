@@ -122,11 +122,16 @@ def single_pair_indices(regret: np.ndarray, allowed: np.ndarray | None = None) -
 
 def single_pair(regret: np.ndarray, configs: np.ndarray, allowed: np.ndarray | None = None) -> dict:
     """:func:`single_pair_indices` scored: ``hindsight`` and ``cross_validated`` regrets, with
-    their pairs."""
+    their pairs; with ``allowed``, how many applications each meets its constraint for
+    (``met``: a pair chosen without an application need not meet it)."""
     hindsight, held_out = single_pair_indices(regret, allowed)
     rows = np.arange(len(regret))
-    return {"hindsight": {**_summary(regret[:, hindsight]), "pair": configs[hindsight].tolist()},
-            "cross_validated": {**_summary(regret[rows, held_out]), "pairs": configs[held_out].tolist()}}
+    out = {"hindsight": {**_summary(regret[:, hindsight]), "pair": configs[hindsight].tolist()},
+           "cross_validated": {**_summary(regret[rows, held_out]), "pairs": configs[held_out].tolist()}}
+    if allowed is not None:
+        out["hindsight"]["met"] = int(allowed[:, hindsight].sum())
+        out["cross_validated"]["met"] = int(allowed[rows, held_out].sum())
+    return out
 
 
 def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *, time_device: TimeDevice,
