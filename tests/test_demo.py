@@ -112,11 +112,11 @@ def test_a_slowdown_cap_chosen_without_the_application_is_worse_than_none(data):
     runs = [evaluate_selection(grid, (700.0, 700.0), time_device=TimeDevice.preset("gtx980"), spec=lookup("gtx980"),
                                slowdown=s) for s in (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0)]
     apps = list(runs[0]["per_app"])
-    capped = np.array([[r["per_app"][a]["deadline_regret"] for a in apps] for r in runs])
-    r = np.vstack([[runs[0]["per_app"][a]["regret"] for a in apps], capped])  # [no cap, caps...] x apps
+    capped = np.array([[run["per_app"][a]["deadline_regret"] for a in apps] for run in runs])
+    regret = np.vstack([[runs[0]["per_app"][a]["regret"] for a in apps], capped])  # [no cap, caps...] x apps
     assert (capped.mean(axis=1).min(), capped.mean(axis=1).max()) == pytest.approx((0.0318, 0.0445), abs=1e-4)
-    held_out = [r[np.argmin(np.delete(r, a, axis=1).mean(axis=1)), a] for a in range(len(apps))]
-    assert np.mean(held_out) == pytest.approx(0.0415, abs=1e-4) and np.mean(held_out) > r[0].mean()
+    held_out = [regret[np.argmin(np.delete(regret, a, axis=1).mean(axis=1)), a] for a in range(len(apps))]
+    assert np.mean(held_out) == pytest.approx(0.0415, abs=1e-4) and np.mean(held_out) > regret[0].mean()
 
 
 def test_demo_on_nvml_without_a_driver_says_so():
