@@ -82,14 +82,14 @@ def find_spikes(grid: MeasurementGrid, threshold: float = 0.1) -> list[Spike]:
     axes = [("core", core, np.zeros(len(grid)) if mem is None else mem)]
     if mem is not None and len(np.unique(mem)) > 2:
         axes.append(("memory", mem, core))
+    series = [(axis, along, *_series(work, along, other)) for axis, along, other in axes]
     found = {}
-    for axis, along, other in axes:
-        prev, mid, nxt, same = _series(work, along, other)
-        for quantity, values in (("time", grid.time_ms), ("power", grid.watts)):
-            if values is None:
-                continue
-            with np.errstate(divide="ignore", invalid="ignore"):
-                x = np.log(np.where(values > 0, values, np.nan))
+    for quantity, values in (("time", grid.time_ms), ("power", grid.watts)):
+        if values is None:
+            continue
+        with np.errstate(divide="ignore", invalid="ignore"):
+            x = np.log(np.where(values > 0, values, np.nan))
+        for axis, along, prev, mid, nxt, same in series:
             # Departure from the neighbours' geometric mean; 0 where a cell has not two in its series.
             dev = np.where(same, x[mid] - (x[prev] + x[nxt]) / 2, 0.0)
             d = np.abs(dev)

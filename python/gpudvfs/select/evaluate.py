@@ -47,10 +47,15 @@ class RegretTable:
     def index_of(self, pair) -> int:
         return int(np.flatnonzero((self.configs == np.asarray(pair)).all(axis=1))[0])
 
-    def regret(self, idx: np.ndarray) -> np.ndarray:
-        """Measured energy at the chosen pair over the measured minimum, minus 1, per application."""
+    @property
+    def regret_at_every_pair(self) -> np.ndarray:
+        """Measured energy at each pair over the application's measured minimum, minus 1: [A x K]."""
         e = self.energy
-        return e[np.arange(len(self.names)), idx] / e.min(axis=1) - 1.0
+        return e / e.min(axis=1, keepdims=True) - 1.0
+
+    def regret(self, idx: np.ndarray) -> np.ndarray:
+        """:attr:`regret_at_every_pair` at the chosen pair, per application."""
+        return self.regret_at_every_pair[np.arange(len(self.names)), idx]
 
     def regrets(self, time_pred: np.ndarray, watts_pred: np.ndarray | None = None, **rules) -> np.ndarray:
         """Regret of the minimum-energy choice on predicted time (and the fitted power)."""
@@ -163,7 +168,7 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
         "baselines": {
             "highest_clocks": _summary(tab.regret(np.full(len(names), hi))),
             "reference": _summary(tab.regret(np.full(len(names), tab.index_of(reference)))),
-            "single_pair": single_pair(e / e.min(axis=1)[:, None] - 1.0, configs),
+            "single_pair": single_pair(tab.regret_at_every_pair, configs),
         },
         # Which model the regret comes from: choose with one of them replaced by the measurement.
         "attribution": {"measured_time": _summary(tab.regrets(t)),
