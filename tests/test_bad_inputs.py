@@ -263,3 +263,15 @@ def test_a_catalog_entry_that_cannot_be_right_is_refused(tmp_path, change, said)
     ok = lookup("gtx980").to_dict() | {"aliases": ["my gpu"]}
     path.write_text(json.dumps({"version": 1, "devices": {"mygpu": ok}}))
     assert catalog(path)["mygpu"].sm_count == 16
+
+
+def test_power_cv_needs_two_gpus_and_matching_applications(data, run):
+    d = data / "gpupowermodel"
+    r = run("power", "cv", d / "gtx980_micro.csv")
+    assert r.exit_code == 2 and "at least two microbenchmark files" in r.output, r.output
+    r = run("power", "cv", d / "gtx980_micro.csv", d / "titanxp_micro.csv", "--apps", d / "titanx_micro.csv",
+            d / "titanx_real_dev.csv")
+    assert r.exit_code == 2 and "must be one of the microbenchmark files" in r.output, r.output
+    r = run("power", "cv", d / "titanx_hpca18_micro.csv", d / "titanxp_micro.csv", "--apps",
+            d / "titanx_hpca18_micro.csv", d / "titanx_real_dev.csv")
+    assert r.exit_code == 2 and "differ from the model's" in r.output, r.output

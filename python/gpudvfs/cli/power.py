@@ -11,10 +11,12 @@ from ..io import DESCRIPTIONS, detect_format, read, read_measured_grid, read_pow
 from ..io.datasets import PowerDataset, UtilizationTable
 from ..io.dcgm_fields import is_dcgm_grid
 from ..power import VARIANTS, PowerModel, cross_validate
+from ..power.crossval import choose_settings
 from ..power.dcgm import dcgm_power_dataset
 from ..select.choose import counter_power_dataset
 from . import options
 from .output import console, figure_file, output_file, print_json, table, user_errors
+from .progress import progress_bars
 from .time import _gpu, _pair, check_clocks
 
 
@@ -173,6 +175,46 @@ def eval_(model_path, test, reference, device, columns, clip_utilization, as_jso
                         [[k, f"{v:.2f}"] for k, v in r["per_benchmark"].items()]))
     console.print(table("per configuration (core/memory MHz)", ["config", "MAPE %"],
                         [[k, f"{v:.2f}"] for k, v in r["per_config"].items()]))
+
+
+@power.command("cv")
+@click.argument("micro", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--apps", "apps", nargs=2, multiple=True, type=click.Path(dir_okay=False), metavar="MICRO APPS",
+              help="Also score every setting fitted on MICRO (one of the files) on APPS, applications measured on "
+                   "the same GPU: the chosen setting's figure there is unseen. Repeatable.")
+@click.option("--folds", default=6, show_default=True, type=click.IntRange(min=2),
+              help="Folds of the grouped CV on each microbenchmark file.")
+@options.skip_invalid
+@click.option("--json", "as_json", is_flag=True)
+def cv(micro, apps, folds, as_json) -> None:
+    """Choose the power fit's setting (voltage structure, objective, ridge) by grouped CV over the
+    microbenchmark files MICRO... of several GPUs: no application has a say in it."""
+    with user_errors(skip_option=True):
+        sets = {p: read_power_dataset(p, options.on_invalid()) for p in dict.fromkeys(micro)}
+        tests = {t: read_power_dataset(t, options.on_invalid()) for _, t in apps}
+    with user_errors(), progress_bars(disable=as_json) as update:
+        r = choose_settings(sets, list(apps), tests, folds,
+                            progress=lambda done, total, label: update("settings", done, total, label))
+    if as_json:
+        print_json(r)
+        return
+    console.print(f"chosen on all {len(sets)} files: [bold]{r['chosen']['label']}[/bold] "
+                  f"(mean grouped {folds}-fold CV MAPE {r['chosen_cv_mean']:.2f}% over {r['settings']} settings)",
+                  highlight=False)
+    console.print(table(f"grouped {folds}-fold CV MAPE % per file (leave-one-GPU-out mean "
+                        f"{r['leave_one_gpu_out_mean']:.2f}%)",
+                        ["file", "chosen", "chosen on the other files", "its MAPE", "best in hindsight"],
+                        [[p, f"{v['cv_mape']:.2f}", v["chosen_on_others"], f"{v['cv_mape_chosen_on_others']:.2f}",
+                          f"{v['best_in_hindsight']:.2f}"] for p, v in r["files"].items()]))
+    for a in r["apps"]:
+        console.print(table(f"fitted on {a['train']}, MAPE % on the applications of {a['test']}",
+                            ["", ""],
+                            [["chosen setting (unseen)", f"{a['mape']:.2f}"],
+                             *([["setting chosen on the other applications", f"{a['chosen_on_other_apps']:.2f}"]]
+                               if a["chosen_on_other_apps"] is not None else []),
+                             [f"best in hindsight ({a['best_in_hindsight']['label']})",
+                              f"{a['best_in_hindsight']['mape']:.2f}"],
+                             *[[f"chosen, ridge {k}", f"{v:.2f}"] for k, v in a["over_ridge"].items()]]))
 
 
 @power.command()

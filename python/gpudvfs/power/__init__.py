@@ -6,6 +6,7 @@
 | `equations` | the model's equations over a grid (`power_grid`, Rust) and in numpy |
 | `gpmtool`   | gpmTOOL model files, read and written                             |
 | `evaluate`  | grouped cross-validation                                          |
+| `crossval`  | the fit's setting chosen by grouped CV across GPUs' microbenchmarks |
 """
 
 from .equations import power_grid, power_grid_numpy

@@ -21,7 +21,9 @@ Variants:
 `default` was chosen among the variants x {squared watts, squared relative error} x ridge
 {0, 0.002, ..., 1} by grouped cross-validation over the microbenchmarks of
 `titanx_micro.csv` (keeping settings within 0.1 point of the best CV error) and then the
-error on the unseen applications of `titanx_real_dev.csv` (see the README for figures).
+error on the applications of `titanx_real_dev.csv`, so its figure there is not an unseen
+one. The protocol of :mod:`gpudvfs.power.crossval`, which no application informs, chooses
+`per-config`, relative errors, no ridge; `default` is not switched to it yet (see the README).
 
 A domain measured at a single clock (K40c and Titan V files: one memory clock) cannot
 separate its static from its idle term: that domain's voltage is fixed at 1 and its idle
