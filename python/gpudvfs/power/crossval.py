@@ -5,13 +5,13 @@ A *setting* is the voltage structure (``per-config``, ``per-domain``, ``curve``)
 (squared watts or squared relative errors) and the ridge on the component weights
 (:data:`SETTINGS`). Each is scored on each microbenchmark file by grouped k-fold
 cross-validation (every benchmark held out once, :func:`gpudvfs.power.cross_validate`); the
-setting with the lowest mean over the files is chosen, and it is the ``default`` variant of
-:class:`~gpudvfs.power.PowerModel`. How well that rule carries to a GPU it did not see: each
-file scored under the setting chosen on the *other* files alone (leave-one-GPU-out). Where
-applications were measured on a GPU whose microbenchmarks are among the files, the chosen
-setting's error on them is an unseen figure; every setting's error on them comes alongside,
-to show how far the choice is from the best in hindsight and how the figure moves with the
-ridge.
+setting with the lowest mean over the files is chosen (the ``default`` variant of
+:class:`~gpudvfs.power.PowerModel` is not switched to it yet: the README says why). How well
+that rule carries to a GPU it did not see: each file scored under the setting chosen on the
+*other* files alone (leave-one-GPU-out). Where applications were measured on a GPU whose
+microbenchmarks are among the files, the chosen setting's error on them is an unseen figure;
+every setting's error on them comes alongside, to show how far the choice is from the best in
+hindsight and how the figure moves with the ridge.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from ..time.crossval import nested_choice
 from .evaluate import cross_validate
 from .model import PowerModel
 
-#: Ridge strengths tried (on the component weights, in watts at U=1 over the reference watts).
+#: Ridge strengths tried on the component weights (``PowerModel(ridge=...)``).
 RIDGES = (0.0, 0.001, 0.003, 0.01, 0.03, 0.1)
 
 
@@ -44,8 +44,8 @@ class Setting:
     def label(self) -> str:
         return f"{self.variant}, {'relative' if self.relative_error else 'watts'}, ridge {self.ridge:g}"
 
-    def model(self, **options) -> PowerModel:
-        return PowerModel(self.variant, relative_error=self.relative_error, ridge=self.ridge, **options)
+    def model(self) -> PowerModel:
+        return PowerModel(self.variant, relative_error=self.relative_error, ridge=self.ridge)
 
     def as_dict(self) -> dict:
         return {"variant": self.variant, "relative_error": self.relative_error, "ridge": self.ridge}
@@ -101,7 +101,7 @@ def choose_settings(micro: dict[str, PowerDataset], apps: list[tuple[str, str]] 
         "files": {p: {"cv_mape": float(cv[best, j]), "chosen_on_others": settings[others[j]].label,
                       "cv_mape_chosen_on_others": float(cv[others[j], j]),
                       "best_in_hindsight": float(cv[:, j].min())} for j, p in enumerate(paths)},
-        "leave_one_gpu_out_mean": float(np.mean([cv[others[j], j] for j in range(len(paths))])),
+        "leave_one_gpu_out_mean": float(cv[others, np.arange(len(paths))].mean()),
         "apps": [{"train": train, "test": test, "mape": float(unseen[best, j]),
                   "chosen_on_other_apps": _chosen_on_other_apps(per_app[j]),
                   "best_in_hindsight": {"label": settings[int(np.argmin(unseen[:, j]))].label,
@@ -112,7 +112,6 @@ def choose_settings(micro: dict[str, PowerDataset], apps: list[tuple[str, str]] 
         "per_setting": {s.label: {"cv_mean": float(cv[i].mean()), "cv": dict(zip(paths, map(float, cv[i]))),
                                   "apps": [float(x) for x in unseen[i]]} for i, s in enumerate(settings)},
     }
-
 
 
 def _chosen_on_other_apps(errors: np.ndarray) -> float | None:
