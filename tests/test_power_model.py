@@ -386,7 +386,7 @@ def test_choosing_settings_refuses_bad_input():
         choose_settings({"a": ds, "b": ds}, [("a", "t")], {"t": other}, folds=2)
 
 
-def test_power_settings_chosen_on_five_gpus_microbenchmarks(data, tmp_path):
+def test_power_settings_chosen_on_five_gpus_microbenchmarks(data):
     """`gpudvfs power cv` on the five microbenchmark files (README): per-config voltages,
     relative errors and no ridge win on all of them and on each one's other four; fitted on
     titanx_micro.csv, that setting's error on the unseen applications of titanx_real_dev.csv
