@@ -239,3 +239,27 @@ def test_bad_prometheus_exports_are_refused(tmp_path):
         (tmp_path / "e.json").write_text(json.dumps(doc))
         with pytest.raises(InputError, match=match):
             read_range_export(tmp_path / "e.json")
+
+
+def test_what_ray_prints_while_it_runs_stays_off_the_json(monkeypatch, tmp_path):
+    """Ray's driver prints its raylet's warnings to stdout from a thread of its own (CI once got
+    "(raylet) WARNING: 8 PYTHON worker processes have been started" ahead of the JSON). A
+    stand-in for the what-if prints the same way while it runs: the JSON stays alone on stdout."""
+    from click.testing import CliRunner
+
+    import gpudvfs.fleet.whatif as whatif_module
+    from gpudvfs.cli.app import cli
+
+    def stand_in(*args, **kwargs):
+        print("(raylet) WARNING: 8 PYTHON worker processes have been started")
+        return {"jobs": {}}
+
+    monkeypatch.setattr(whatif_module, "whatif", stand_in)
+    for f in ("t.parquet", "m.json"):
+        (tmp_path / f).write_text("")  # the options check they exist; the loaders are stood in for
+    monkeypatch.setattr("gpudvfs.fleet.registry.Registry.load", staticmethod(lambda path: None))
+    monkeypatch.setattr("gpudvfs.time.dcgm.DcgmTimeModel.load", classmethod(lambda cls, path: None))
+    r = CliRunner().invoke(cli, ["fleet", "whatif", str(tmp_path / "t.parquet"), "--registry", str(tmp_path),
+                                 "--time-model", str(tmp_path / "m.json"), "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout) == {"jobs": {}} and "(raylet) WARNING" in r.stderr

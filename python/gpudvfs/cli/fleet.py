@@ -3,6 +3,9 @@ cluster power budgets, what-ifs over DCGM telemetry."""
 
 from __future__ import annotations
 
+import contextlib
+import sys
+
 import click
 
 from ..fleet.budget import bench
@@ -21,6 +24,13 @@ from .progress import progress_bars
 def fleet() -> None:
     """Fleet scale: per-GPU calibration on Ray, drift checks, cluster power budgets, what-ifs
     over telemetry."""
+
+
+def _ray_prints_to_stderr():
+    """Ray prints its raylet's warnings ("N worker processes have been started ...") to
+    stdout from a thread of its own, whatever ``log_to_driver`` says; stdout is for the
+    command's result (under --json, the JSON alone), so while Ray runs they go to stderr."""
+    return contextlib.redirect_stdout(sys.stderr)
 
 
 def _devices(device_kind: str, seed: int, aging: float = 0.0):
@@ -73,7 +83,7 @@ def calibrate(device_kind, gpus, ray_address, out, seed, min_seconds, variant, a
     fleet's spread."""
     from ..fleet.calibrate import calibrate_fleet
 
-    with user_errors(), progress_bars(disable=as_json) as update:
+    with user_errors(), _ray_prints_to_stderr(), progress_bars(disable=as_json) as update:
         registry = calibrate_fleet(_devices(device_kind, seed), out, gpus=gpus, ray_address=ray_address,
                                    min_seconds=min_seconds, power_variant=variant,
                                    progress=lambda done, total, label: update("GPUs calibrated", done, total, label))
@@ -106,7 +116,7 @@ def check(registry, device_kind, gpus, ray_address, seed, sim_aging, pairs, benc
 
     if sim_aging and device_kind != "sim":
         raise click.UsageError("--sim-aging is for --device sim")
-    with user_errors(), progress_bars(disable=as_json) as update:
+    with user_errors(), _ray_prints_to_stderr(), progress_bars(disable=as_json) as update:
         r = check_fleet(_devices(device_kind, seed, sim_aging), registry, gpus=gpus, ray_address=ray_address,
                         pairs=pairs, benchmarks=benchmarks, min_seconds=min_seconds,
                         progress=lambda done, total, label: update("GPUs checked", done, total, label))
@@ -198,7 +208,7 @@ def whatif(telemetry, registry, time_model, policy, slowdown, interval_s, job_co
     from ..fleet.whatif import whatif as run_whatif
     from ..time.dcgm import DcgmTimeModel
 
-    with user_errors():
+    with user_errors(), _ray_prints_to_stderr():
         r = run_whatif(telemetry, Registry.load(registry), DcgmTimeModel.load(time_model), policy=policy,
                        slowdown=slowdown, interval_s=interval_s, job_column=job_column, ray_address=ray_address)
     if as_json:
