@@ -214,12 +214,21 @@ def _score(table: ReplayTable, plan, energy, chosen, phase_of, best_k, policy, s
     out = {"regret_mean": float(np.mean(regrets)), "regret_max": float(np.max(regrets)), "per_phase": regrets,
            "clock_changes": int((chosen[1:] != chosen[:-1]).sum()), "steps_to_settle": float(np.mean(settle)),
            "wasted": wasted / base}
-    if policy == "deadline":
-        t_def = table.time_ms[apps, table.default_index]
-        out["violations"] = float(np.mean(table.time_ms[apps, chosen] > (1 + slowdown) * t_def * (1 + 1e-9)))
-    elif policy == "power-cap":
-        out["violations"] = float(np.mean(table.watts[apps, chosen] > power_cap_w * (1 + 1e-9)))
+    allowed = _allowed(table, policy, slowdown, power_cap_w)
+    if allowed is not None:
+        out["violations"] = float(np.mean(~allowed[apps, chosen]))
     return out
+
+
+def _allowed(table: ReplayTable, policy: str, slowdown: float, cap: float | None) -> np.ndarray | None:
+    """[A x K]: where a pair meets the policy's constraint on the measured grid (1e-9 of slack
+    for rounding); None for a policy without one."""
+    t = table.time_ms
+    if policy == "deadline":
+        return t <= (1 + slowdown) * t[:, [table.default_index]] * (1 + 1e-9)
+    if policy == "power-cap":
+        return table.watts <= cap * (1 + 1e-9)
+    return None
 
 
 @dataclass(frozen=True)
@@ -279,10 +288,8 @@ def _one_pair_for_all(table: ReplayTable, best_k: np.ndarray, policy: str, slowd
     pairs that meet it for them), so that it is chosen without the application."""
     t, w = table.time_ms, table.watts
     objective = {"edp": t * t * w, "power-cap": t}.get(policy, t * w)
-    allowed = (t <= (1 + slowdown) * t[:, [table.default_index]] * (1 + 1e-9) if policy == "deadline"
-               else w <= cap * (1 + 1e-9) if policy == "power-cap" else None)
     regret = objective / objective[np.arange(len(t)), best_k][:, None] - 1.0
-    return single_pair_indices(regret, allowed)[1]
+    return single_pair_indices(regret, _allowed(table, policy, slowdown, cap))[1]
 
 
 def _governed(table: ReplayTable, setup: _Setup, policy, slowdown, power_cap_w, noise, governor: dict):
