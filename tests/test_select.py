@@ -61,8 +61,9 @@ def test_pareto_front_is_the_non_dominated_set(t, data):
 @settings(max_examples=200, deadline=None)
 @given(g=grids(), policy=st.sampled_from(("energy", "edp", "ed2p")), data=st.data())
 def test_error_aware_choices(g, policy, data):
-    """worst: the minimum of the objective's upper error bound; near ties: the configuration
-    nearest the default among those within the point choice's error band."""
+    """worst: the minimum of the objective's upper error bound; expected: the minimum of its
+    log-normal mean; near ties: the configuration nearest the default among those within the
+    point choice's error band."""
     t, p, cfg = g
     err = data.draw(hnp.arrays(np.float64, t.shape, elements=st.floats(0, 0.3)))
     default = data.draw(st.integers(0, t.shape[1] - 1))
@@ -77,6 +78,13 @@ def test_error_aware_choices(g, policy, data):
         assert upper[worst[w]] == upper.min()
         band = obj[w] <= obj[w, point[w]] * (1 + err[w, point[w]])
         assert band[near[w]] and dist[near[w]] == dist[band].min()
+    # Expected energy: the prediction times exp(log(1 + error)^2 / 2); a uniform error changes nothing.
+    expected = select(t, p, cfg, policy, error=err, rule="expected").index
+    uniform = select(t, p, cfg, policy, error=np.full_like(t, 0.2), rule="expected").index
+    for w in range(t.shape[0]):
+        mean = obj[w] * np.exp(np.log1p(err[w]) ** 2 / 2)
+        assert mean[expected[w]] == mean.min()
+        assert obj[w, uniform[w]] == obj[w, point[w]]
     # No error: still a minimum, exact ties going to the configuration nearest the default.
     exact = select(t, p, cfg, policy, error=np.zeros_like(t), near_ties=True, default_index=default).index
     rows = np.arange(t.shape[0])
@@ -87,6 +95,7 @@ def test_error_aware_choices(g, policy, data):
     (dict(policy="fastest"), "unknown policy"),
     (dict(rule="best"), "unknown rule"),
     (dict(rule="worst"), "need error="),
+    (dict(rule="expected"), "need error="),
     (dict(near_ties=True, error=0.1), "default_index"),
     (dict(rule="worst", error=[-0.1, 0.1]), "finite and >= 0"),
     (dict(rule="worst", error=[0.1, 0.1, 0.1]), "broadcast"),

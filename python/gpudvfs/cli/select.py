@@ -67,8 +67,14 @@ def eval_(data, reference, slowdown, device, columns, clip_utilization, as_json)
     u = r["uncertainty"]
     rows += [[f"with the energy error ({100 * u['energy_error_mean']:.1f}% mean): {label}",
               f"{100 * u[k]['mean']:.2f}", f"{100 * u[k]['max']:.2f}"]
-             for label, k in (("worst case within it", "worst_case"),
+             for label, k in (("worst case within it", "worst_case"), ("its expectation", "expected"),
                               ("nearest the highest clocks within it", "near_ties_to_highest"))]
+    ties = r["near_ties"]
+    over = [v["mean"] for v in ties["over_tolerance"].values()]
+    tols = [100 * float(k) for k in ties["over_tolerance"]]
+    rows.append([f"nearest the highest clocks within a tie tolerance chosen without the application "
+                 f"({100 * min(over):.2f}-{100 * max(over):.2f}% over tolerances {min(tols):g}-{max(tols):g}%)",
+                 f"{100 * ties['cross_validated']['mean']:.2f}", f"{100 * ties['cross_validated']['max']:.2f}"])
     console.print(table(f"energy regret on {data} (time MAPE {r['time_mape']:.2f}%, power MAPE "
                         f"{r['power_mape']:.2f}%, leave-one-application-out)", ["policy", "mean %", "max %"], rows))
     console.print(table("per application (pairs: core, memory MHz)", ["application", "chosen", "best", "regret %"],

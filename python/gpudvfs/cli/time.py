@@ -262,6 +262,8 @@ def cv(data, device, reference, columns, sensitivity, as_json) -> None:
                             [["cross-validated", f"{100 * s['cv_regret_mean']:.2f}", f"{100 * s['cv_regret_max']:.2f}"],
                              ["in-sample", f"{100 * s['in_sample_regret_mean']:.2f}",
                               f"{100 * s['in_sample_regret_max']:.2f}"],
+                             ["settings chosen by the regret on the other applications",
+                              *[f"{100 * s['chosen_by_regret'][k]:.2f}" for k in ("mean", "max")]],
                              *([["settings chosen on the other files", f"{100 * s['other_files_regret_mean']:.2f}",
                                  f"{100 * s['other_files_regret_max']:.2f}"]] if "other_files_regret_max" in s
                                else []),

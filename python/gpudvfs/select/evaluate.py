@@ -16,11 +16,15 @@ from ..catalog import DeviceSpec
 from ..errors import GpudvfsWarning
 from ..io.datasets import MeasurementGrid
 from ..power.model import PowerModel
+from ..time.crossval import nested_choice
 from ..time.device import TimeDevice
 from ..time.model import TimeModel
 from ..time.profile import KernelProfile
 from .choose import measured_table, training_dataset
 from .policies import highest_index, select
+
+#: Tie tolerances tried for the near-ties rule (a relative energy difference): 0 is no rule.
+TIE_TOLERANCES = (0.0, 0.0025, 0.005, 0.01, 0.02, 0.03, 0.05, 0.1)
 
 
 @dataclass(frozen=True, eq=False)
@@ -139,6 +143,20 @@ def single_pair(regret: np.ndarray, configs: np.ndarray, allowed: np.ndarray | N
     return out
 
 
+def near_ties_by_tolerance(tab: RegretTable, time_pred: np.ndarray, default_index: int,
+                           tolerances=TIE_TOLERANCES) -> dict:
+    """The near-ties rule with a fixed tolerance: among pairs whose predicted energy is within
+    ``1 + tolerance`` of the predicted minimum, the one nearest ``default_index``. The regret
+    at each tolerance (how the figure moves with it), and cross-validated: each application
+    scored at the tolerance with the least mean regret over the other applications."""
+    regret = np.array([tab.regrets(time_pred, error=tol, near_ties=True, default_index=default_index)
+                       for tol in tolerances])
+    chosen = nested_choice(regret)
+    return {"cross_validated": {**_summary(regret[chosen, np.arange(regret.shape[1])]),
+                                "tolerances": [tolerances[c] for c in chosen]},
+            "over_tolerance": {f"{tol:g}": _summary(r) for tol, r in zip(tolerances, regret)}}
+
+
 def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *, time_device: TimeDevice,
                        spec: DeviceSpec, slowdown: float = 0.1, clip: bool = False) -> dict:
     """Energy regret (measured energy of the chosen pair over the measured minimum, minus 1)
@@ -148,8 +166,10 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
     minimum-energy regret with measured time (or power) in place of the prediction: how
     much of the regret each model leaves. ``uncertainty``: each energy's error (from the
     other applications' residuals), the share of measured energies within it, and the regret
-    when the choice uses it: the worst case within it, or the pair nearest the highest clocks
-    within the chosen one's error band."""
+    when the choice uses it: the worst case within it, its expectation, or the pair nearest
+    the highest clocks within the chosen one's error band; and ``near_ties``, the pair nearest
+    the highest clocks within a fixed tolerance of the predicted minimum, the tolerance (0:
+    none) chosen for each application on the others (:func:`near_ties_by_tolerance`)."""
     tab = regret_table(grid, reference, time_device, spec, clip)
     names, configs, t = tab.names, tab.configs, tab.time_ms
     e = tab.energy
@@ -177,8 +197,10 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
                         # How often a measured energy lies within its predicted one's error band.
                         "within_error": float(np.mean(np.abs(np.log(t_pred * tab.watts_pred / e)) <= np.log1p(err))),
                         "worst_case": _summary(tab.regrets(t_pred, error=err, rule="worst")),
+                        "expected": _summary(tab.regrets(t_pred, error=err, rule="expected")),
                         "near_ties_to_highest": _summary(tab.regrets(t_pred, error=err, near_ties=True,
                                                                      default_index=hi))},
+        "near_ties": near_ties_by_tolerance(tab, t_pred, hi),
         "time_mape": float(100 * np.mean(np.abs(t_pred - t) / t)),
         "power_mape": float(100 * np.mean(np.abs(tab.watts_pred - tab.watts) / tab.watts)),
         "per_app": {n: {"chosen": configs[energy.index[a]].tolist(), "best": configs[np.argmin(e[a])].tolist(),

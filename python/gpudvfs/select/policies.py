@@ -17,7 +17,9 @@ lowest-power one for `power-cap`) and marks that workload infeasible.
 
 Uncertainty (``error``: the relative error of each predicted energy, e.g. from
 cross-validated residuals): ``rule="worst"`` minimizes the upper end of each energy's error
-band instead of the prediction; ``near_ties=True`` takes, among the configurations whose
+band instead of the prediction; ``rule="expected"`` minimizes its expectation, the error read
+as one standard deviation of a log-normal (the prediction times exp(log(1 + error)^2 / 2));
+``near_ties=True`` takes, among the configurations whose
 objective lies within the chosen one's error band, the one nearest the default
 configuration (distance in log-clock space), so a flat surface cannot move a workload far
 from the default on a difference smaller than the error.
@@ -33,7 +35,7 @@ from ..errors import InputError
 from ..limits import clock_array
 
 POLICIES = ("energy", "edp", "ed2p", "deadline", "power-cap")
-RULES = ("point", "worst")
+RULES = ("point", "worst", "expected")
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,7 @@ def select(time_ms, watts, configs, policy: str = "energy", *, default_index: in
     [n_workloads x n_configs] (a 1-D row is one workload); ``configs`` is [n_configs x 2]
     (core, memory MHz); ``default_index`` is the default configuration (for `deadline`, and
     for ``near_ties``); ``error`` (broadcast to the same shape) is the relative error of each
-    predicted energy, used by ``rule="worst"`` and ``near_ties``."""
+    predicted energy, used by ``rule="worst"`` or ``"expected"`` and ``near_ties``."""
     if policy not in POLICIES:
         raise InputError(f"unknown policy {policy!r}; expected one of {POLICIES}")
     if rule not in RULES:
@@ -79,7 +81,7 @@ def select(time_ms, watts, configs, policy: str = "energy", *, default_index: in
         raise InputError(f"time_ms {t.shape} and watts {p.shape} must have the same shape")
     if cfg.shape != (t.shape[1], 2):
         raise InputError(f"configs must be [{t.shape[1]} x 2] (core, memory MHz), got {cfg.shape}")
-    err = _error(error, t.shape, needed=rule == "worst" or near_ties)
+    err = _error(error, t.shape, needed=rule != "point" or near_ties)
     if (policy == "deadline" or near_ties) and (default_index is None or not 0 <= default_index < t.shape[1]):
         raise InputError(f"the {'deadline policy' if policy == 'deadline' else 'near_ties rule'} needs "
                          f"default_index in [0, {t.shape[1]}), got {default_index}")
@@ -104,6 +106,8 @@ def select(time_ms, watts, configs, policy: str = "energy", *, default_index: in
         ok = p <= power_cap_w
     if rule == "worst":
         objective = objective * (1.0 + err)
+    elif rule == "expected":
+        objective = objective * np.exp(np.log1p(err) ** 2 / 2)
     masked = np.where(ok, objective, np.inf)
     idx = np.argmin(masked, axis=1)
     if near_ties:
@@ -119,7 +123,8 @@ def select(time_ms, watts, configs, policy: str = "energy", *, default_index: in
 def _error(error, shape: tuple[int, int], needed: bool) -> np.ndarray:
     if error is None:
         if needed:
-            raise InputError("rule='worst' and near_ties need error= (relative error of each predicted energy)")
+            raise InputError("rule='worst', rule='expected' and near_ties need error= (relative error of each "
+                             "predicted energy)")
         return np.zeros(shape)
     try:
         err = np.broadcast_to(np.asarray(error, dtype=np.float64), shape)
