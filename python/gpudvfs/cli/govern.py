@@ -6,7 +6,7 @@ import click
 
 from ..govern import POLICIES
 from ..govern.daemon import MIN_INTERVAL_S
-from ..govern.replay import cross_validate, dcgm_replay_table, replay, replay_table
+from ..govern.replay import DEFAULT_SEEDS, choose_defaults, cross_validate, dcgm_replay_table, replay, replay_table
 from ..io import read_measured_grid
 from ..io.dcgm_fields import is_dcgm_grid
 from ..measure.devices import DEVICE_KINDS, make_device
@@ -124,12 +124,34 @@ def replay_(data, train, device, reference, policy, slowdown, power_cap, steps, 
                       f"(max {100 * r['cv']['cv_regret_max']:.2f}%)", highlight=False)
 
 
+def _grids(f):
+    """DATA... with a --device (and a --reference) for each: `govern cv`, `govern defaults`."""
+    for option in reversed([
+        click.argument("data", nargs=-1, required=True, type=click.Path(dir_okay=False)),
+        click.option("--device", "devices", multiple=True, required=True,
+                     help="The GPU of each DATA, in the same order (a catalog name or a device JSON file)."),
+        click.option("--reference", "references", multiple=True,
+                     help="The reference pair of each DATA, in order (CORE,MEM; default 700,700)."),
+    ]):
+        f = option(f)
+    return f
+
+
+def _tables(data, devices, references) -> list:
+    """The replay table of each DATA (inside `user_errors`)."""
+    if len(devices) != len(data) or len(references) not in (0, len(data)):
+        raise click.UsageError(f"give one --device (and, if any, one --reference) per DATA: {len(data)} DATA, "
+                               f"{len(devices)} --device, {len(references)} --reference")
+    try:
+        refs = [_pair(None, None, r) for r in references] or [(700.0, 700.0)] * len(data)
+    except click.BadParameter as e:
+        e.param_hint = "'--reference'"
+        raise
+    return [_table(d, dev, ref) for d, dev, ref in zip(data, devices, refs)]
+
+
 @govern.command("cv")
-@click.argument("data", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("--device", "devices", multiple=True, required=True,
-              help="The GPU of each DATA, in the same order (a catalog name or a device JSON file).")
-@click.option("--reference", "references", multiple=True,
-              help="The reference pair of each DATA, in order (CORE,MEM; default 700,700).")
+@_grids
 @_replay_settings
 @options.skip_invalid
 @options.drop_spikes
@@ -139,17 +161,9 @@ def cv(data, devices, references, policy, slowdown, power_cap, steps, phase_step
     of every DATA (each held out, the constants with the least regret on the others of its
     grid and on the other grids), and report each grid's held-out regret with every set of
     constants' in-sample regret."""
-    if len(devices) != len(data) or len(references) not in (0, len(data)):
-        raise click.UsageError(f"give one --device (and, if any, one --reference) per DATA: {len(data)} DATA, "
-                               f"{len(devices)} --device, {len(references)} --reference")
     options.policy_options(policy, power_cap)
-    try:
-        refs = [_pair(None, None, r) for r in references] or [(700.0, 700.0)] * len(data)
-    except click.BadParameter as e:
-        e.param_hint = "'--reference'"
-        raise
     with user_errors():
-        tables = [_table(d, dev, ref) for d, dev, ref in zip(data, devices, refs)]
+        tables = _tables(data, devices, references)
         out = cross_validate(tables, policy=policy, slowdown=slowdown, power_cap_w=power_cap, steps=steps,
                              phase_steps=phase_steps, seed=seed, noise=noise)
     out = [{"data": d} | r for d, r in zip(data, out)]
@@ -162,6 +176,41 @@ def cv(data, devices, references, policy, slowdown, power_cap, steps, phase_step
                       f"{100 * r['cv_regret_max']:.2f}%) over {r['phases']} phases; in-sample over the "
                       f"{len(spread)} sets of constants {100 * min(spread):.2f}-{100 * max(spread):.2f}%",
                       highlight=False)
+
+
+@govern.command("defaults")
+@_grids
+@click.option("--seeds", default=len(DEFAULT_SEEDS), show_default=True, type=click.IntRange(min=1),
+              help="Replay seeds 0..N-1 of every grid and policy.")
+@click.option("--slowdown", default=0.1, show_default=True, type=options.Finite(min=0),
+              help="deadline: at most this slower than the default (highest) clocks.")
+@click.option("--steps", default=4000, show_default=True, type=click.IntRange(min=1))
+@click.option("--phase-steps", default=200, show_default=True, type=click.IntRange(min=1),
+              help="The application switches about this often.")
+@click.option("--noise", default=0.01, show_default=True, type=options.Finite(0, 0.5, max_open=True), help=NOISE_HELP)
+@options.skip_invalid
+@options.drop_spikes
+@click.option("--json", "as_json", is_flag=True)
+def defaults(data, devices, references, seeds, slowdown, steps, phase_steps, noise, as_json) -> None:
+    """Choose the governor's default constants over DATA: the set with the least mean regret
+    over the grids, the energy, EDP and deadline policies and the seeds, among those whose
+    deadline replays keep the steps over the bound at or under 5% on every grid. (The
+    built-in defaults are this command's choice on the two development grids.)"""
+    with user_errors():
+        tables = _tables(data, devices, references)
+        with progress_bars(disable=as_json) as update:
+            r = choose_defaults(tables, seeds=tuple(range(seeds)), slowdown=slowdown, steps=steps,
+                                phase_steps=phase_steps, noise=noise,
+                                progress=lambda done, total, label: update("replays", done, total, label))
+    if as_json:
+        print_json(r)
+        return
+    rows = [[f"{s['prior_sd']:g}", f"{s['explore']:g}", f"{s['residual_sd']:g}", f"{100 * s['regret_mean']:.3f}",
+             f"{100 * s['violations_max']:.2f}" + ("" if s["feasible"] else " (over)")]
+            for s in sorted(r["sets"], key=lambda s: s["regret_mean"])]
+    console.print(table(f"the governor's constants over {len(tables)} grid(s), {', '.join(r['policies'])}, "
+                        f"seeds 0-{seeds - 1}; chosen: " + ", ".join(f"{k} {v:g}" for k, v in r["chosen"].items()),
+                        ["prior_sd", "explore", "residual_sd", "mean regret %", "deadline steps over %"], rows))
 
 
 @govern.command()

@@ -31,6 +31,7 @@ from __future__ import annotations
 import itertools
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -336,6 +337,17 @@ PRIOR_SDS = (0.05, 0.1, 0.2)
 EXPLORES = (2.0, 4.0, 6.0)
 RESIDUAL_SDS = (0.0, 0.03, 0.06)
 CONSTANTS = ("prior_sd", "explore", "residual_sd")
+#: The policies and seeds the default constants are chosen over (`choose_defaults`).
+DEFAULT_POLICIES = ("energy", "edp", "deadline")
+DEFAULT_SEEDS = (0, 1, 2, 3, 4)
+#: The most steps a constrained policy's defaults may spend over its constraint, on any grid
+#: (mean over the seeds): issue 14's bound for the deadline policy.
+MAX_VIOLATIONS = 0.05
+
+
+def constant_sets(prior_sds=PRIOR_SDS, explores=EXPLORES, residual_sds=RESIDUAL_SDS) -> list[dict]:
+    """Every combination of the constants cross-validation chooses among."""
+    return [dict(zip(CONSTANTS, c)) for c in itertools.product(prior_sds, explores, residual_sds)]
 
 
 def cross_validate(tables: list[ReplayTable], *, policy: str = "energy", slowdown: float = 0.1,
@@ -349,7 +361,7 @@ def cross_validate(tables: list[ReplayTable], *, policy: str = "energy", slowdow
     Per grid: the held-out regret (over its phases, and per application) and the constants
     each application got; and every set of constants' in-sample regret per grid (the
     sensitivity)."""
-    grid = [dict(zip(CONSTANTS, c)) for c in itertools.product(prior_sds, explores, residual_sds)]
+    grid = constant_sets(prior_sds, explores, residual_sds)
     kw = {"policy": policy, "slowdown": slowdown, "power_cap_w": power_cap_w, "noise": noise}
 
     def setup(table, warn=True):
@@ -377,3 +389,44 @@ def cross_validate(tables: list[ReplayTable], *, policy: str = "energy", slowdow
                     "sensitivity": [c | {"regret_mean": r["regret_mean"], "regret_max": r["regret_max"]}
                                     for c, r in zip(grid, runs[g])]})
     return out
+
+
+def choose_defaults(tables: list[ReplayTable], *, policies=DEFAULT_POLICIES, seeds=DEFAULT_SEEDS,
+                    slowdown: float = 0.1, steps: int = 4000, phase_steps: int = 200, noise: float = 0.01,
+                    sets: list[dict] | None = None,
+                    progress: Callable[[int, int, str], None] | None = None) -> dict:
+    """The governor's default constants: among ``sets`` (default: every set cross-validation
+    chooses among) whose replays keep the steps over a constraint at or under MAX_VIOLATIONS
+    on every grid (mean over the seeds; a set none meets is out), the one with the least mean
+    regret over the grids, policies and seeds. More seeds than cross-validation's one, since
+    20 phases of one seed cannot show a violation rate: a deadline met by a point estimate
+    is missed on the steps of a pair within the noise of the bound. Returns the chosen set and,
+    per set, its mean regret and its worst grid's violations. ``progress(done, total, label)``
+    is called after each grid, policy and seed."""
+    grid = constant_sets() if sets is None else list(sets)
+    if not grid or not tables or not policies or not seeds:
+        raise InputError("choosing the defaults needs at least one set of constants, grid, policy and seed")
+    regret = np.zeros((len(grid), len(tables), len(policies), len(seeds)))
+    violations = np.zeros_like(regret)  # 0 under a policy without a constraint
+    total, done = len(tables) * len(policies) * len(seeds), 0
+    for g, table in enumerate(tables):
+        for p, policy in enumerate(policies):
+            for s, seed in enumerate(seeds):
+                setup = _setup(table, policy, slowdown, None, steps, phase_steps, seed, noise, warn=False)
+                for c, constants in enumerate(grid):
+                    r = _governed(table, setup, policy, slowdown, None, noise, constants)
+                    regret[c, g, p, s] = r["regret_mean"]
+                    violations[c, g, p, s] = r.get("violations", 0.0)
+                done += 1
+                if progress is not None:
+                    progress(done, total, f"{policy}, seed {seed}")
+    mean, worst = regret.mean(axis=(1, 2, 3)), violations.mean(axis=3).max(axis=(1, 2))
+    feasible = worst <= MAX_VIOLATIONS
+    if not feasible.any():
+        raise InputError(f"no set of constants keeps the steps over a constraint at or under {MAX_VIOLATIONS:.0%} "
+                         "on every grid")
+    best = int(np.argmin(np.where(feasible, mean, np.inf)))
+    return {"chosen": grid[best], "seeds": list(seeds), "policies": list(policies),
+            "max_violations": MAX_VIOLATIONS,
+            "sets": [c | {"regret_mean": float(m), "violations_max": float(v), "feasible": bool(f)}
+                     for c, m, v, f in zip(grid, mean, worst, feasible)]}

@@ -5,8 +5,8 @@ A *setting* is the voltage structure (``per-config``, ``per-domain``, ``curve``)
 (squared watts or squared relative errors) and the ridge on the component weights
 (:data:`SETTINGS`). Each is scored on each microbenchmark file by grouped k-fold
 cross-validation (every benchmark held out once, :func:`gpudvfs.power.cross_validate`); the
-setting with the lowest mean over the files is chosen (the ``default`` variant of
-:class:`~gpudvfs.power.PowerModel` is not switched to it yet: the README says why). How well
+setting with the lowest mean over the files is chosen, and it is the ``default`` variant of
+:class:`~gpudvfs.power.PowerModel` (a test holds the two together). How well
 that rule carries to a GPU it did not see: each file scored under the setting chosen on the
 *other* files alone (leave-one-GPU-out). Where applications were measured on a GPU whose
 microbenchmarks are among the files, the chosen setting's error on them is an unseen figure;
