@@ -19,23 +19,36 @@ NOISE_HELP = ("Relative noise of each observed time and power: Gaussian of this 
               "to (-1, 1) (a draw outside is drawn again) so that every observation stays positive.")
 
 
+def _apply(f, decorators):
+    """``f`` under ``decorators``, the first outermost (as if stacked in that order)."""
+    for option in reversed(decorators):
+        f = option(f)
+    return f
+
+
+#: The deadline's bound, the phases and the noise: options of every replay command.
+_PHASES = [
+    click.option("--slowdown", default=0.1, show_default=True, type=options.Finite(min=0),
+                 help="deadline: at most this slower than the default (highest) clocks."),
+    click.option("--steps", default=4000, show_default=True, type=click.IntRange(min=1)),
+    click.option("--phase-steps", default=200, show_default=True, type=click.IntRange(min=1),
+                 help="The application switches about this often."),
+    click.option("--noise", default=0.01, show_default=True, type=options.Finite(0, 0.5, max_open=True),
+                 help=NOISE_HELP),
+]
+
+
+def _phase_settings(f):
+    """The deadline's bound, the phases and the noise (`govern defaults`)."""
+    return _apply(f, _PHASES)
+
+
 def _replay_settings(f):
     """The options of a replay (`govern replay`, `govern cv`): the policy and its bound, the
     phases, the noise and the seed."""
-    for option in reversed([
-        click.option("--policy", type=click.Choice(POLICIES), default="energy", show_default=True),
-        click.option("--slowdown", default=0.1, show_default=True, type=options.Finite(min=0),
-                     help="deadline: at most this slower than the default (highest) clocks."),
-        click.option("--power-cap", type=options.Finite(min=0, min_open=True), help="power-cap: watts."),
-        click.option("--steps", default=4000, show_default=True, type=click.IntRange(min=1)),
-        click.option("--phase-steps", default=200, show_default=True, type=click.IntRange(min=1),
-                     help="The application switches about this often."),
-        click.option("--noise", default=0.01, show_default=True, type=options.Finite(0, 0.5, max_open=True),
-                     help=NOISE_HELP),
-        options.seed(),
-    ]):
-        f = option(f)
-    return f
+    return _apply(f, [click.option("--policy", type=click.Choice(POLICIES), default="energy", show_default=True),
+                      click.option("--power-cap", type=options.Finite(min=0, min_open=True), help="power-cap: watts."),
+                      *_PHASES, options.seed()])
 
 
 @click.group()
@@ -126,15 +139,13 @@ def replay_(data, train, device, reference, policy, slowdown, power_cap, steps, 
 
 def _grids(f):
     """DATA... with a --device (and a --reference) for each: `govern cv`, `govern defaults`."""
-    for option in reversed([
+    return _apply(f, [
         click.argument("data", nargs=-1, required=True, type=click.Path(dir_okay=False)),
         click.option("--device", "devices", multiple=True, required=True,
                      help="The GPU of each DATA, in the same order (a catalog name or a device JSON file)."),
         click.option("--reference", "references", multiple=True,
                      help="The reference pair of each DATA, in order (CORE,MEM; default 700,700)."),
-    ]):
-        f = option(f)
-    return f
+    ])
 
 
 def _tables(data, devices, references) -> list:
@@ -182,12 +193,7 @@ def cv(data, devices, references, policy, slowdown, power_cap, steps, phase_step
 @_grids
 @click.option("--seeds", default=len(DEFAULT_SEEDS), show_default=True, type=click.IntRange(min=1),
               help="Replay seeds 0..N-1 of every grid and policy.")
-@click.option("--slowdown", default=0.1, show_default=True, type=options.Finite(min=0),
-              help="deadline: at most this slower than the default (highest) clocks.")
-@click.option("--steps", default=4000, show_default=True, type=click.IntRange(min=1))
-@click.option("--phase-steps", default=200, show_default=True, type=click.IntRange(min=1),
-              help="The application switches about this often.")
-@click.option("--noise", default=0.01, show_default=True, type=options.Finite(0, 0.5, max_open=True), help=NOISE_HELP)
+@_phase_settings
 @options.skip_invalid
 @options.drop_spikes
 @click.option("--json", "as_json", is_flag=True)
