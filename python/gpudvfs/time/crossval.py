@@ -265,10 +265,14 @@ def _selection(grid: MeasurementGrid, reference, device, spec, cases, candidates
     def regrets(model_of) -> np.ndarray:
         return _regrets(table, grid.path, cases, model_of)
 
-    cv = regrets(lambda j: candidates[chosen[j]].model(device))
-    in_sample = regrets(lambda j: candidates[best].model(device))
+    # Every candidate's regret per application [candidates x applications]: the cross-validated,
+    # in-sample and other-files figures are rows of it.
     every = np.array([regrets(lambda j, c=c: c.model(device)) for c in candidates])
-    by_regret = every[nested_choice(every), np.arange(every.shape[1])]
+    apps = np.arange(every.shape[1])
+    case_of = {k.name: j for j, k in enumerate(cases) if k.file == grid.path}
+    cv = every[[chosen[case_of[n]] for n in table.names], apps]
+    in_sample = every[best]
+    by_regret = every[nested_choice(every), apps]
     sensitivity = {}
     for p in OVERLAP_PS:
         cand = replace(candidates[best], overlap_p=p)
@@ -280,7 +284,7 @@ def _selection(grid: MeasurementGrid, reference, device, spec, cases, candidates
            "per_app": {n: float(r) for n, r in zip(table.names, cv)},
            "over_overlap_p": sensitivity}
     if other_files is not None:
-        r = regrets(lambda j: candidates[other_files].model(device))
+        r = every[other_files]
         out["other_files_regret_mean"], out["other_files_regret_max"] = float(r.mean()), float(r.max())
     return out
 
