@@ -386,9 +386,11 @@ def test_govern_run_on_nvml_needs_this_gpus_registry_entry(sim, tmp_path, monkey
 
 
 def test_pairs_the_gpu_cannot_hold_are_left(sim):
-    """A simulated power limit below what the compute-bound workload draws at the high clocks:
-    intervals the GPU reports throttled are not learnt from, their pairs are left for the
-    phase, and the daemon settles among the pairs under the limit (no endless re-trying)."""
+    """A simulated power limit below what the compute-bound workload draws at the high clocks,
+    under a deadline (whose phase runs the default, highest clocks first, over the limit; an
+    energy governor never goes near them): intervals the GPU reports throttled are not
+    learnt from, their pairs are left for the phase, and the daemon settles among the pairs
+    under the limit (no endless re-trying)."""
     device, table, model = sim
     limited = SimulatedDevice(device.gpu, power_limit_w=0.0)
     sgemm = APPS[0]
@@ -396,7 +398,7 @@ def test_pairs_the_gpu_cannot_hold_are_left(sim):
     limited.power_limit_w = float(np.percentile(watts, 60))
     host = SimulatedHost(limited)
     host.start(phased_process(limited, APPS[:1], 400.0, repeat=1))
-    daemon = Daemon(limited, host, table, model)
+    daemon = Daemon(limited, host, table, model, policy="deadline")
     stats = daemon.run(300.0)
     assert stats.throttled >= 1 and stats.throttled + stats.observed <= stats.governed
     last = daemon.governor.configs[daemon.governor.current]

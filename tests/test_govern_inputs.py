@@ -174,6 +174,19 @@ def test_power_cap_regret_is_of_time_against_the_fastest_pair_under_the_cap(gtx9
     assert "violations" not in replay(gtx980, steps=200)  # energy: no constraint to violate
 
 
+def test_edp_regret_is_of_energy_times_time():
+    """Under EDP a pair with less energy but more time than the best pair is a loss, not a
+    gain: the models here send the fixed choice to the slow, frugal pair (80 J x 2 ms against
+    the best pair's 100 J x 1 ms), whose regret is 160 / 100 - 1, where energy alone would
+    score it -0.2."""
+    configs = np.array([[500.0, 1000.0], [1000.0, 1000.0]])
+    t, w = np.array([[2.0, 1.0]]), np.array([[40.0, 100.0]])
+    table = rp.ReplayTable(["app"], configs, 1, t, w, np.ones_like(t), w)
+    r = replay(table, policy="edp", steps=50, phase_steps=50, noise=0.0)
+    assert r["baselines"]["model_only"]["regret_mean"] == pytest.approx(0.6, rel=1e-12)
+    assert r["baselines"]["default_clocks"]["regret_mean"] == 0.0 and r["regret_mean"] >= 0
+
+
 def test_a_cap_no_pair_can_meet_is_warned_about(gtx980):
     cap = 0.5 * float(gtx980.watts.min())  # under every pair of every application
     setup = rp._setup(gtx980, "power-cap", 0.1, cap, 1000, 200, 0, 0.01, warn=False)

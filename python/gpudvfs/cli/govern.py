@@ -83,8 +83,8 @@ def _table(data, device, reference, train=None, columns=None, clip_utilization=F
               help="The clock pair a new phase is profiled at.")
 @_replay_settings
 @click.option("--cv", "run_cv", is_flag=True,
-              help="Also choose the governor's constants by leave-one-application-out (slow: 27 replays per "
-                   "application) and report that figure and every constant's.")
+              help="Also choose the governor's constants by leave-one-application-out (slow: 63 replays per "
+                   "application, over every core) and report that figure and every constant's.")
 @options.columns
 @options.skip_invalid
 @options.drop_spikes
@@ -101,8 +101,9 @@ def replay_(data, train, device, reference, policy, slowdown, power_cap, steps, 
     \b
     regret: energy over a phase (exploration included) over that at its
       best pair, minus 1; the best pair is the policy's choice on the
-      measured grid. power-cap minimizes time: its regret is of time, against
-      the fastest pair under the cap (the lowest-power one where none is).
+      measured grid. edp: of the phase's energy x its time. power-cap
+      minimizes time: its regret is of time, against the fastest pair under
+      the cap (the lowest-power one where none is).
     violations: deadline: the fraction of steps whose pair's measured time
       exceeds (1 + slowdown) x the default clocks'; power-cap: the fraction
       whose measured power exceeds the cap; absent for energy and edp."""
@@ -164,10 +165,12 @@ def _tables(data, devices, references) -> list:
 @govern.command("cv")
 @_grids
 @_replay_settings
+@options.workers()
 @options.skip_invalid
 @options.drop_spikes
 @click.option("--json", "as_json", is_flag=True)
-def cv(data, devices, references, policy, slowdown, power_cap, steps, phase_steps, noise, seed, as_json) -> None:
+def cv(data, devices, references, policy, slowdown, power_cap, steps, phase_steps, noise, seed, workers,
+       as_json) -> None:
     """Choose the governor's constants by leave-one-application-out over every application
     of every DATA (each held out, the constants with the least regret on the others of its
     grid and on the other grids), and report each grid's held-out regret with every set of
@@ -176,7 +179,7 @@ def cv(data, devices, references, policy, slowdown, power_cap, steps, phase_step
     with user_errors():
         tables = _tables(data, devices, references)
         out = cross_validate(tables, policy=policy, slowdown=slowdown, power_cap_w=power_cap, steps=steps,
-                             phase_steps=phase_steps, seed=seed, noise=noise)
+                             phase_steps=phase_steps, seed=seed, noise=noise, workers=workers)
     out = [{"data": d} | r for d, r in zip(data, out)]
     if as_json:
         print_json(out)
@@ -194,10 +197,11 @@ def cv(data, devices, references, policy, slowdown, power_cap, steps, phase_step
 @click.option("--seeds", default=len(DEFAULT_SEEDS), show_default=True, type=click.IntRange(min=1),
               help="Replay seeds 0..N-1 of every grid and policy.")
 @_phase_settings
+@options.workers()
 @options.skip_invalid
 @options.drop_spikes
 @click.option("--json", "as_json", is_flag=True)
-def defaults(data, devices, references, seeds, slowdown, steps, phase_steps, noise, as_json) -> None:
+def defaults(data, devices, references, seeds, slowdown, steps, phase_steps, noise, workers, as_json) -> None:
     """Choose the governor's default constants over DATA: the set with the least mean regret
     over the grids, the energy, EDP and deadline policies and the seeds, among those whose
     deadline replays keep the steps over the bound at or under 5% on every grid. (The
@@ -206,17 +210,19 @@ def defaults(data, devices, references, seeds, slowdown, steps, phase_steps, noi
         tables = _tables(data, devices, references)
         with progress_bars(disable=as_json) as update:
             r = choose_defaults(tables, seeds=tuple(range(seeds)), slowdown=slowdown, steps=steps,
-                                phase_steps=phase_steps, noise=noise,
+                                phase_steps=phase_steps, noise=noise, workers=workers,
                                 progress=lambda done, total, label: update("replays", done, total, label))
     if as_json:
         print_json(r)
         return
-    rows = [[f"{s['prior_sd']:g}", f"{s['explore']:g}", f"{s['residual_sd']:g}", f"{100 * s['regret_mean']:.3f}",
+    rows = [[f"{s['prior_sd']:g}", f"{s['explore']:g}", f"{s['residual_sd']:g}", f"{s['residual_scale']:g}",
+             f"{100 * s['regret_mean']:.3f}",
              f"{100 * s['violations_max']:.2f}" + ("" if s["feasible"] else " (over)")]
             for s in sorted(r["sets"], key=lambda s: s["regret_mean"])]
     console.print(table(f"the governor's constants over {len(tables)} grid(s), {', '.join(r['policies'])}, "
                         f"seeds 0-{seeds - 1}; chosen: " + ", ".join(f"{k} {v:g}" for k, v in r["chosen"].items()),
-                        ["prior_sd", "explore", "residual_sd", "mean regret %", "deadline steps over %"], rows))
+                        ["prior_sd", "explore", "residual_sd", "residual_scale", "mean regret %",
+                         "deadline steps over %"], rows))
 
 
 @govern.command()

@@ -107,6 +107,12 @@ def seed(help: str | None = None):
     return click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help=help)
 
 
+def workers():
+    """A --workers option: processes for independent replays (default: one per core)."""
+    return click.option("--workers", type=click.IntRange(min=1),
+                        help="Worker processes for the replays (default: one per core; 1: in this process).")
+
+
 def clocks(text: str, what: str, count: int | None = None) -> list[float]:
     """Comma-separated clocks in MHz (``count`` of them, if given), each checked as a clock."""
     shape = "CORE,MEM: two clocks in MHz" if count == 2 else "comma-separated clocks in MHz"

@@ -36,14 +36,14 @@ from ..limits import clock_array, is_finite_number, is_integer, is_number
 
 POLICIES = ("energy", "edp", "deadline", "power-cap")
 #: The prior's relative error, the bound's width, the residual's (relative) and its
-#: correlation length (in log-frequency). The first three are `gpudvfs govern defaults` on the
-#: GTX 980 and V100 grids (the least mean regret over the energy, EDP and deadline policies and
-#: seeds 0-4, deadline steps over the bound at most 5%; a test holds them to it); the README
-#: gives the held-out figures of `gpudvfs govern cv` and how they move with each constant.
-PRIOR_SD = 0.1
+#: correlation length (in log-frequency): `gpudvfs govern defaults` on the GTX 980 and V100
+#: grids (the least mean regret over the energy, EDP and deadline policies and seeds 0-4,
+#: deadline steps over the bound at most 5%; a test holds them to it); the README gives the
+#: held-out figures of `gpudvfs govern cv` and how they move with each constant.
+PRIOR_SD = 0.05
 EXPLORE = 4.0
 RESIDUAL_SD = 0.03
-RESIDUAL_SCALE = 0.1
+RESIDUAL_SCALE = 0.4
 #: What a standard deviation (or a ratio of two) may be: its square, a variance, must be a
 #: finite positive float.
 SD_RANGE = (1e-150, 1e150)

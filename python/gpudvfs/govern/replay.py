@@ -13,9 +13,11 @@ Scores per strategy: ``regret_mean`` (energy spent over a phase, exploration inc
 the energy at the phase's best pair, minus 1; averaged over phases), ``violations``,
 ``clock_changes``, ``steps_to_settle`` (steps into a phase until its last change, averaged)
 and ``wasted`` (energy spent beyond the best pair's, over the total at the best pairs). The
-best pair of a phase is the policy's choice on the measured grid. `power-cap` minimizes time,
-not energy, so its regret and waste are of time: time spent over the time at the fastest pair
-under the cap (the lowest-power pair where none is under it, with a warning).
+best pair of a phase is the policy's choice on the measured grid. `edp` minimizes energy x
+time, so its regret is of that product over the phase (energy spent times time taken, over
+the best pair's; its waste stays of energy). `power-cap` minimizes time, not energy, so its
+regret and waste are of time: time spent over the time at the fastest pair under the cap
+(the lowest-power pair where none is under it, with a warning).
 ``violations``: the fraction of steps whose pair's measured time exceeds (1 + slowdown) x the
 default clocks' (`deadline`), or whose measured power exceeds the cap (`power-cap`); absent
 for `energy` and `edp`. The
@@ -28,10 +30,13 @@ best measured).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import os
 import time
 import warnings
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -199,14 +204,17 @@ def _run(strategy, table: ReplayTable, plan, noise: np.ndarray):
 
 def _score(table: ReplayTable, plan, energy, chosen, phase_of, best_k, policy, slowdown, power_cap_w) -> dict:
     apps = np.array([a for a, n in plan for _ in range(n)])
-    # What the policy minimizes: energy, but time under a power cap.
+    # What a step spends: energy, but time under a power cap.
     truth, spent = ((table.time_ms, table.time_ms[apps, chosen]) if policy == "power-cap"
                     else (table.time_ms * table.watts, energy))
     regrets, settle, wasted, base = [], [], 0.0, 0.0
     for ph, (a, _) in enumerate(plan):
         rows = phase_of == ph
         best = truth[a, best_k[a]]
-        regrets.append(spent[rows].mean() / best - 1.0)
+        regret = spent[rows].mean() / best
+        if policy == "edp":  # the phase's energy x its time, over the best pair's
+            regret *= table.time_ms[a, chosen[rows]].mean() / table.time_ms[a, best_k[a]]
+        regrets.append(regret - 1.0)
         wasted += float((spent[rows] - best).sum())
         base += best * rows.sum()
         ks = chosen[rows]
@@ -331,12 +339,14 @@ def subset(table: ReplayTable, apps: list[int]) -> ReplayTable:
 
 
 #: The governor's constants cross-validation chooses among: the prior's relative error and
-#: the confidence bound's width (their product sets how far a prediction is doubted), and the
-#: residual's standard deviation (how far an unmeasured pair may differ from its neighbours).
+#: the confidence bound's width (their product sets how far a prediction is doubted), the
+#: residual's standard deviation (how far an unmeasured pair may differ from its neighbours)
+#: and its correlation length in log-frequency (how far a measured pair's residual carries).
 PRIOR_SDS = (0.05, 0.1, 0.2)
 EXPLORES = (2.0, 4.0, 6.0)
 RESIDUAL_SDS = (0.0, 0.03, 0.06)
-CONSTANTS = ("prior_sd", "explore", "residual_sd")
+RESIDUAL_SCALES = (0.1, 0.2, 0.4)
+CONSTANTS = ("prior_sd", "explore", "residual_sd", "residual_scale")
 #: The policies and seeds the default constants are chosen over (`choose_defaults`).
 DEFAULT_POLICIES = ("energy", "edp", "deadline")
 DEFAULT_SEEDS = (0, 1, 2, 3, 4)
@@ -345,39 +355,80 @@ DEFAULT_SEEDS = (0, 1, 2, 3, 4)
 MAX_VIOLATIONS = 0.05
 
 
-def constant_sets(prior_sds=PRIOR_SDS, explores=EXPLORES, residual_sds=RESIDUAL_SDS) -> list[dict]:
-    """Every combination of the constants cross-validation chooses among."""
-    return [dict(zip(CONSTANTS, c)) for c in itertools.product(prior_sds, explores, residual_sds)]
+def constant_sets(prior_sds=PRIOR_SDS, explores=EXPLORES, residual_sds=RESIDUAL_SDS,
+                  residual_scales=RESIDUAL_SCALES) -> list[dict]:
+    """Every combination of the constants cross-validation chooses among; without a residual
+    there is nothing to correlate, so those sets take the first correlation length only."""
+    return [dict(zip(CONSTANTS, (p, e, r, s))) for p, e, r in itertools.product(prior_sds, explores, residual_sds)
+            for s in (residual_scales if r > 0 else residual_scales[:1])]
+
+
+@dataclass(frozen=True)
+class _Job:
+    """Replays of one table under one policy and seed, one per set of constants: the unit of
+    work `cross_validate` and `choose_defaults` hand to worker processes."""
+
+    table: ReplayTable
+    policy: str
+    slowdown: float
+    power_cap_w: float | None
+    steps: int
+    phase_steps: int
+    seed: int
+    noise: float
+    sets: list
+
+
+def _replays(job: _Job) -> list[dict]:
+    setup = _setup(job.table, job.policy, job.slowdown, job.power_cap_w, job.steps, job.phase_steps, job.seed,
+                   job.noise, warn=False)  # the caller's own setup warned
+    return [_governed(job.table, setup, job.policy, job.slowdown, job.power_cap_w, job.noise, c) for c in job.sets]
+
+
+def _run_jobs(jobs: list[_Job], workers: int | None, done: Callable[[int], None] | None = None) -> list[list[dict]]:
+    """Every job's replays, in order, over ``workers`` processes (default: one per core; 1:
+    in this process). ``done(i)`` is called as job i's results come back, in order."""
+    workers = (os.cpu_count() or 1) if workers is None else workers
+    if not is_count(workers) or workers < 1:
+        raise InputError(f"workers must be an integer >= 1, got {workers!r}")
+    out = []
+    with contextlib.ExitStack() as stack:
+        results = map(_replays, jobs) if workers == 1 or len(jobs) < 2 else stack.enter_context(
+            ProcessPoolExecutor(min(workers, len(jobs)))).map(_replays, jobs)
+        for i, r in enumerate(results):
+            out.append(r)
+            if done is not None:
+                done(i)
+    return out
 
 
 def cross_validate(tables: list[ReplayTable], *, policy: str = "energy", slowdown: float = 0.1,
                    power_cap_w: float | None = None, steps: int = 4000, phase_steps: int = 200, seed: int = 0,
-                   noise: float = 0.01, prior_sds=PRIOR_SDS, explores=EXPLORES,
-                   residual_sds=RESIDUAL_SDS) -> list[dict]:
+                   noise: float = 0.01, prior_sds=PRIOR_SDS, explores=EXPLORES, residual_sds=RESIDUAL_SDS,
+                   residual_scales=RESIDUAL_SCALES, workers: int | None = None) -> list[dict]:
     """Leave-one-application-out over the tables of one grid or several: for each
     application, the constants with the least regret on the replays without it (its grid's
     others, and every other grid whole; each grid's mean regret weighs the same), then the
     phases of that application in the replay of its whole grid, run with those constants.
     Per grid: the held-out regret (over its phases, and per application) and the constants
     each application got; and every set of constants' in-sample regret per grid (the
-    sensitivity)."""
-    grid = constant_sets(prior_sds, explores, residual_sds)
-    kw = {"policy": policy, "slowdown": slowdown, "power_cap_w": power_cap_w, "noise": noise}
+    sensitivity). The replays run over ``workers`` processes (default: one per core)."""
+    grid = constant_sets(prior_sds, explores, residual_sds, residual_scales)
+    fulls = [_setup(t, policy, slowdown, power_cap_w, steps, phase_steps, seed, noise) for t in tables]
 
-    def setup(table, warn=True):
-        return _setup(table, policy, slowdown, power_cap_w, steps, phase_steps, seed, noise, warn)
+    def job(table):
+        return _Job(table, policy, slowdown, power_cap_w, steps, phase_steps, seed, noise, grid)
 
-    fulls = [setup(t) for t in tables]
-    runs = [[_governed(t, full, governor=c, **kw) for c in grid] for t, full in zip(tables, fulls)]
+    held_out = [[subset(t, [i for i in range(len(t.names)) if i != a]) for a in range(len(t.names))] for t in tables]
+    results = iter(_run_jobs([job(t) for t in tables] + [job(s) for subs in held_out for s in subs], workers))
+    runs = [next(results) for _ in tables]
     out = []
     for g, (table, full) in enumerate(zip(tables, fulls)):
         others = np.array([[r["regret_mean"] for r in runs[h]] for h in range(len(tables)) if h != g])
         app_of_phase = np.array([a for a, _ in full.plan])
         held, chosen, per_app = [], {}, {}
         for a, name in enumerate(table.names):
-            sub = subset(table, [i for i in range(len(table.names)) if i != a])
-            s = setup(sub, warn=False)  # its grid's warning said it
-            score = np.array([_governed(sub, s, governor=c, **kw)["regret_mean"] for c in grid])
+            score = np.array([r["regret_mean"] for r in next(results)])
             best = int(np.argmin((score + others.sum(axis=0)) / (1 + len(others))))
             chosen[name] = grid[best]
             mine = [runs[g][best]["per_phase"][i] for i in np.flatnonzero(app_of_phase == a)]
@@ -393,7 +444,7 @@ def cross_validate(tables: list[ReplayTable], *, policy: str = "energy", slowdow
 
 def choose_defaults(tables: list[ReplayTable], *, policies=DEFAULT_POLICIES, seeds=DEFAULT_SEEDS,
                     slowdown: float = 0.1, steps: int = 4000, phase_steps: int = 200, noise: float = 0.01,
-                    sets: list[dict] | None = None,
+                    sets: list[dict] | None = None, workers: int | None = None,
                     progress: Callable[[int, int, str], None] | None = None) -> dict:
     """The governor's default constants: among ``sets`` (default: every set cross-validation
     chooses among) whose replays keep the steps over a constraint at or under MAX_VIOLATIONS
@@ -401,25 +452,27 @@ def choose_defaults(tables: list[ReplayTable], *, policies=DEFAULT_POLICIES, see
     regret over the grids, policies and seeds. More seeds than cross-validation's one, since
     20 phases of one seed cannot show a violation rate: a deadline met by a point estimate
     is missed on the steps of a pair within the noise of the bound. Returns the chosen set and,
-    per set, its mean regret and its worst grid's violations. ``progress(done, total, label)``
-    is called after each grid, policy and seed."""
+    per set, its mean regret and its worst grid's violations. The replays run over
+    ``workers`` processes (default: one per core); ``progress(done, total, label)`` is called
+    after each grid, policy and seed."""
     grid = constant_sets() if sets is None else list(sets)
     if not grid or not tables or not policies or not seeds:
         raise InputError("choosing the defaults needs at least one set of constants, grid, policy and seed")
+    for policy, seed in itertools.product(policies, seeds):  # bad input: refused before any replay runs
+        _setup(tables[0], policy, slowdown, None, steps, phase_steps, seed, noise, warn=False)
+    keys = list(itertools.product(range(len(tables)), range(len(policies)), range(len(seeds))))
+    jobs = [_Job(tables[g], policies[p], slowdown, None, steps, phase_steps, seeds[s], noise, grid) for g, p, s in keys]
+
+    def done(i):
+        if progress is not None:
+            progress(i + 1, len(jobs), f"{policies[keys[i][1]]}, seed {seeds[keys[i][2]]}")
+
     regret = np.zeros((len(grid), len(tables), len(policies), len(seeds)))
     violations = np.zeros_like(regret)  # 0 under a policy without a constraint
-    total, done = len(tables) * len(policies) * len(seeds), 0
-    for g, table in enumerate(tables):
-        for p, policy in enumerate(policies):
-            for s, seed in enumerate(seeds):
-                setup = _setup(table, policy, slowdown, None, steps, phase_steps, seed, noise, warn=False)
-                for c, constants in enumerate(grid):
-                    r = _governed(table, setup, policy, slowdown, None, noise, constants)
-                    regret[c, g, p, s] = r["regret_mean"]
-                    violations[c, g, p, s] = r.get("violations", 0.0)
-                done += 1
-                if progress is not None:
-                    progress(done, total, f"{policy}, seed {seed}")
+    for (g, p, s), runs in zip(keys, _run_jobs(jobs, workers, done)):
+        for c, r in enumerate(runs):
+            regret[c, g, p, s] = r["regret_mean"]
+            violations[c, g, p, s] = r.get("violations", 0.0)
     mean, worst = regret.mean(axis=(1, 2, 3)), violations.mean(axis=3).max(axis=(1, 2))
     feasible = worst <= MAX_VIOLATIONS
     if not feasible.any():
