@@ -168,8 +168,13 @@ def test_the_constants_chosen_leaving_each_application_out(gtx980: ReplayTable):
     """Leave-one-application-out over 2 x 2 x 3 sets of (prior_sd, explore, residual and its
     correlation length; no residual has one length): the held-out regret stays at the
     in-sample level."""
+    calls = []
     [r] = cross_validate([gtx980], steps=4000, phase_steps=200, prior_sds=(0.1, 0.2), explores=(2.0, 4.0),
-                         residual_sds=(0.0, 0.03), residual_scales=(0.1, 0.4))
+                         residual_sds=(0.0, 0.03), residual_scales=(0.1, 0.4),
+                         progress=lambda *a: calls.append(a))
+    # One report per replayed table, in order: the grid whole, then each application held out.
+    assert calls == [(i + 1, 16, label) for i, label in
+                     enumerate(["grid 1 whole", *(f"without {n}" for n in gtx980.names)])]
     assert r["cv_regret_mean"] <= 0.01 and r["cv_regret_max"] <= 0.04
     assert len(r["sensitivity"]) == 12 and r["phases"] == 20
     assert set(r["chosen"]["gaussian/Fan2/input00"]) == {"prior_sd", "explore", "residual_sd", "residual_scale"}

@@ -114,7 +114,9 @@ def replay_(data, train, device, reference, policy, slowdown, power_cap, steps, 
               "phase_steps": phase_steps, "seed": seed, "noise": noise}
         r = replay(tab, **kw)
         if run_cv:
-            [r["cv"]] = cross_validate([tab], **kw)
+            with progress_bars(disable=as_json) as update:
+                [r["cv"]] = cross_validate([tab], **kw, progress=lambda done, total, label: update(
+                    "replays", done, total, label))
     r.pop("per_phase")
     for b in r["baselines"].values():
         b.pop("per_phase")
@@ -178,8 +180,10 @@ def cv(data, devices, references, policy, slowdown, power_cap, steps, phase_step
     options.policy_options(policy, power_cap)
     with user_errors():
         tables = _tables(data, devices, references)
-        out = cross_validate(tables, policy=policy, slowdown=slowdown, power_cap_w=power_cap, steps=steps,
-                             phase_steps=phase_steps, seed=seed, noise=noise, workers=workers)
+        with progress_bars(disable=as_json) as update:
+            out = cross_validate(tables, policy=policy, slowdown=slowdown, power_cap_w=power_cap, steps=steps,
+                                 phase_steps=phase_steps, seed=seed, noise=noise, workers=workers,
+                                 progress=lambda done, total, label: update("replays", done, total, label))
     out = [{"data": d} | r for d, r in zip(data, out)]
     if as_json:
         print_json(out)

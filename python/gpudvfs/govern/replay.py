@@ -405,14 +405,17 @@ def _run_jobs(jobs: list[_Job], workers: int | None, done: Callable[[int], None]
 def cross_validate(tables: list[ReplayTable], *, policy: str = "energy", slowdown: float = 0.1,
                    power_cap_w: float | None = None, steps: int = 4000, phase_steps: int = 200, seed: int = 0,
                    noise: float = 0.01, prior_sds=PRIOR_SDS, explores=EXPLORES, residual_sds=RESIDUAL_SDS,
-                   residual_scales=RESIDUAL_SCALES, workers: int | None = None) -> list[dict]:
+                   residual_scales=RESIDUAL_SCALES, workers: int | None = None,
+                   progress: Callable[[int, int, str], None] | None = None) -> list[dict]:
     """Leave-one-application-out over the tables of one grid or several: for each
     application, the constants with the least regret on the replays without it (its grid's
     others, and every other grid whole; each grid's mean regret weighs the same), then the
     phases of that application in the replay of its whole grid, run with those constants.
     Per grid: the held-out regret (over its phases, and per application) and the constants
     each application got; and every set of constants' in-sample regret per grid (the
-    sensitivity). The replays run over ``workers`` processes (default: one per core)."""
+    sensitivity). The replays run over ``workers`` processes (default: one per core);
+    ``progress(done, total, label)`` is called after each grid whole and each application
+    held out."""
     grid = constant_sets(prior_sds, explores, residual_sds, residual_scales)
     fulls = [_setup(t, policy, slowdown, power_cap_w, steps, phase_steps, seed, noise) for t in tables]
 
@@ -420,7 +423,13 @@ def cross_validate(tables: list[ReplayTable], *, policy: str = "energy", slowdow
         return _Job(table, policy, slowdown, power_cap_w, steps, phase_steps, seed, noise, grid)
 
     held_out = [[subset(t, [i for i in range(len(t.names)) if i != a]) for a in range(len(t.names))] for t in tables]
-    results = iter(_run_jobs([job(t) for t in tables] + [job(s) for subs in held_out for s in subs], workers))
+    labels = [f"grid {g + 1} whole" for g in range(len(tables))] + [f"without {n}" for t in tables for n in t.names]
+
+    def done(i):
+        if progress is not None:
+            progress(i + 1, len(labels), labels[i])
+
+    results = iter(_run_jobs([job(t) for t in tables] + [job(s) for subs in held_out for s in subs], workers, done))
     runs = [next(results) for _ in tables]
     out = []
     for g, (table, full) in enumerate(zip(tables, fulls)):
