@@ -365,29 +365,29 @@ def constant_sets(prior_sds=PRIOR_SDS, explores=EXPLORES, residual_sds=RESIDUAL_
 
 @dataclass(frozen=True)
 class _Job:
-    """Replays of one table under one policy and seed, one per set of constants: the unit of
-    work `cross_validate` and `choose_defaults` hand to worker processes."""
+    """Replays of one table on one sequence of phases (its setup, drawn in the caller, which
+    checks the input and warns once), one per set of constants: the unit of work
+    `cross_validate` and `choose_defaults` hand to worker processes."""
 
     table: ReplayTable
+    setup: _Setup
     policy: str
     slowdown: float
     power_cap_w: float | None
-    steps: int
-    phase_steps: int
-    seed: int
     noise: float
     sets: list
 
 
 def _replays(job: _Job) -> list[dict]:
-    setup = _setup(job.table, job.policy, job.slowdown, job.power_cap_w, job.steps, job.phase_steps, job.seed,
-                   job.noise, warn=False)  # the caller's own setup warned
-    return [_governed(job.table, setup, job.policy, job.slowdown, job.power_cap_w, job.noise, c) for c in job.sets]
+    return [_governed(job.table, job.setup, job.policy, job.slowdown, job.power_cap_w, job.noise, c)
+            for c in job.sets]
 
 
-def _run_jobs(jobs: list[_Job], workers: int | None, done: Callable[[int], None] | None = None) -> list[list[dict]]:
+def _run_jobs(jobs: list[_Job], workers: int | None, labels: list[str],
+              progress: Callable[[int, int, str], None] | None) -> list[list[dict]]:
     """Every job's replays, in order, over ``workers`` processes (default: one per core; 1:
-    in this process). ``done(i)`` is called as job i's results come back, in order."""
+    in this process). ``progress(done, total, labels[i])`` is called as job i's results come
+    back, in order."""
     workers = (os.cpu_count() or 1) if workers is None else workers
     if not is_count(workers) or workers < 1:
         raise InputError(f"workers must be an integer >= 1, got {workers!r}")
@@ -397,8 +397,8 @@ def _run_jobs(jobs: list[_Job], workers: int | None, done: Callable[[int], None]
             ProcessPoolExecutor(min(workers, len(jobs)))).map(_replays, jobs)
         for i, r in enumerate(results):
             out.append(r)
-            if done is not None:
-                done(i)
+            if progress is not None:
+                progress(i + 1, len(jobs), labels[i])
     return out
 
 
@@ -417,24 +417,20 @@ def cross_validate(tables: list[ReplayTable], *, policy: str = "energy", slowdow
     ``progress(done, total, label)`` is called after each grid whole and each application
     held out."""
     grid = constant_sets(prior_sds, explores, residual_sds, residual_scales)
-    fulls = [_setup(t, policy, slowdown, power_cap_w, steps, phase_steps, seed, noise) for t in tables]
 
-    def job(table):
-        return _Job(table, policy, slowdown, power_cap_w, steps, phase_steps, seed, noise, grid)
+    def job(table, warn=False):  # a held-out table's warning is its grid's
+        return _Job(table, _setup(table, policy, slowdown, power_cap_w, steps, phase_steps, seed, noise, warn),
+                    policy, slowdown, power_cap_w, noise, grid)
 
-    held_out = [[subset(t, [i for i in range(len(t.names)) if i != a]) for a in range(len(t.names))] for t in tables]
+    fulls = [job(t, warn=True) for t in tables]
+    held_out = [job(subset(t, [i for i in range(len(t.names)) if i != a])) for t in tables for a in range(len(t.names))]
     labels = [f"grid {g + 1} whole" for g in range(len(tables))] + [f"without {n}" for t in tables for n in t.names]
-
-    def done(i):
-        if progress is not None:
-            progress(i + 1, len(labels), labels[i])
-
-    results = iter(_run_jobs([job(t) for t in tables] + [job(s) for subs in held_out for s in subs], workers, done))
+    results = iter(_run_jobs(fulls + held_out, workers, labels, progress))
     runs = [next(results) for _ in tables]
     out = []
     for g, (table, full) in enumerate(zip(tables, fulls)):
         others = np.array([[r["regret_mean"] for r in runs[h]] for h in range(len(tables)) if h != g])
-        app_of_phase = np.array([a for a, _ in full.plan])
+        app_of_phase = np.array([a for a, _ in full.setup.plan])
         held, chosen, per_app = [], {}, {}
         for a, name in enumerate(table.names):
             score = np.array([r["regret_mean"] for r in next(results)])
@@ -467,18 +463,13 @@ def choose_defaults(tables: list[ReplayTable], *, policies=DEFAULT_POLICIES, see
     grid = constant_sets() if sets is None else list(sets)
     if not grid or not tables or not policies or not seeds:
         raise InputError("choosing the defaults needs at least one set of constants, grid, policy and seed")
-    for policy, seed in itertools.product(policies, seeds):  # bad input: refused before any replay runs
-        _setup(tables[0], policy, slowdown, None, steps, phase_steps, seed, noise, warn=False)
     keys = list(itertools.product(range(len(tables)), range(len(policies)), range(len(seeds))))
-    jobs = [_Job(tables[g], policies[p], slowdown, None, steps, phase_steps, seeds[s], noise, grid) for g, p, s in keys]
-
-    def done(i):
-        if progress is not None:
-            progress(i + 1, len(jobs), f"{policies[keys[i][1]]}, seed {seeds[keys[i][2]]}")
-
+    jobs = [_Job(tables[g], _setup(tables[g], policies[p], slowdown, None, steps, phase_steps, seeds[s], noise,
+                                   warn=False), policies[p], slowdown, None, noise, grid) for g, p, s in keys]
+    labels = [f"{policies[p]}, seed {seeds[s]}" for _, p, s in keys]
     regret = np.zeros((len(grid), len(tables), len(policies), len(seeds)))
     violations = np.zeros_like(regret)  # 0 under a policy without a constraint
-    for (g, p, s), runs in zip(keys, _run_jobs(jobs, workers, done)):
+    for (g, p, s), runs in zip(keys, _run_jobs(jobs, workers, labels, progress)):
         for c, r in enumerate(runs):
             regret[c, g, p, s] = r["regret_mean"]
             violations[c, g, p, s] = r.get("violations", 0.0)
