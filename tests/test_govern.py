@@ -21,6 +21,7 @@ from gpudvfs.govern.replay import (
     cross_validate,
     replay,
     replay_table,
+    subset,
 )
 from gpudvfs.io import read_measured_grid
 from gpudvfs.time import TimeDevice
@@ -227,7 +228,14 @@ def test_the_defaults_are_the_least_regret_that_keeps_deadlines(data):
     4, residual 0.03 over a correlation length of 0.4: 1.191%, 0.63% of steps over. How the
     least regret moves with the correlation length: 1.294 / 1.211 / 1.191% at 0.1 / 0.2 /
     0.4, 1.705% without a residual; the defaults before the length was chosen (0.1, 4,
-    0.03, length 0.1) 1.322%. 7 of the 63 sets spend more than 5% of steps over."""
+    0.03, length 0.1) 1.322%. 7 of the 63 sets spend more than 5% of steps over.
+
+    The same choice held out (``--cv``, the README's headline governor figures): 1.316%;
+    24 of the 26 applications get the defaults, gaussian and bfs another set each. Per grid
+    and policy, held out (max) / in-sample, % (deadline: steps over, held out / in-sample):
+    GTX 980 energy 0.33 (1.60) / 0.34, EDP 1.07 (17.84) / 0.46, deadline 0.30 (1.36) / 0.31,
+    0.16 / 0.18 over; V100 energy 1.76 (12.96) / 1.74, EDP 2.68 (21.98) / 2.53, deadline
+    1.76 (13.49) / 1.77, 0.62 / 0.63 over."""
     from click.testing import CliRunner
 
     from gpudvfs.cli.app import cli
@@ -235,7 +243,7 @@ def test_the_defaults_are_the_least_regret_that_keeps_deadlines(data):
 
     r = CliRunner().invoke(cli, ["govern", "defaults", str(data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv"),
                                  str(data / "nsfcac/v100_spec_dev.csv"), "--device", "gtx980", "--device", "v100-pcie",
-                                 "--reference", "700,700", "--reference", "1245,877", "--json"])
+                                 "--reference", "700,700", "--reference", "1245,877", "--cv", "--json"])
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert d["chosen"] == {"prior_sd": governor.PRIOR_SD, "explore": governor.EXPLORE,
@@ -256,6 +264,25 @@ def test_the_defaults_are_the_least_regret_that_keeps_deadlines(data):
                 (0.1, 4.0, 0.03, 0.1)]
     assert before["regret_mean"] == pytest.approx(0.01322, abs=5e-5)
 
+    cv = d["cv"]
+    assert cv["regret_mean"] == pytest.approx(0.01316, abs=5e-6)
+    gtx980, v100 = cv["grids"]
+    assert (gtx980["same_as_chosen_on_all"], len(gtx980["chosen"]), v100["same_as_chosen_on_all"],
+            len(v100["chosen"])) == (14, 15, 10, 11)
+    assert [n for g in cv["grids"] for n, c in g["chosen"].items() if c != d["chosen"]] == \
+        ["gaussian/Fan2/input00", "bfs"]
+    figures = {"energy": ((0.00332, 0.01599, 0.00335), (0.01756, 0.12957, 0.01744)),
+               "edp": ((0.01072, 0.17840, 0.00459), (0.02676, 0.21984, 0.02534)),
+               "deadline": ((0.00297, 0.01364, 0.00308), (0.01764, 0.13489, 0.01765))}
+    for policy, expected in figures.items():
+        for g, (mean, worst, in_sample) in zip((gtx980, v100), expected):
+            v = g["policies"][policy]
+            assert (v["regret_mean"], v["regret_max"], v["in_sample"]) == pytest.approx((mean, worst, in_sample),
+                                                                                        abs=5e-6)
+    for g, over in ((gtx980, (0.00160, 0.00175)), (v100, (0.00615, 0.00630))):
+        v = g["policies"]["deadline"]
+        assert (v["violations"], v["in_sample_violations"]) == pytest.approx(over, abs=5e-6)
+
 
 def test_choose_defaults_keeps_only_sets_that_meet_the_constraint(gtx980: ReplayTable, monkeypatch):
     """On a short replay: without a constrained policy every set qualifies and the least regret
@@ -273,6 +300,77 @@ def test_choose_defaults_keeps_only_sets_that_meet_the_constraint(gtx980: Replay
         replay_module.choose_defaults([gtx980], policies=("deadline",), seeds=(0,), steps=400, sets=sets)
     with pytest.raises(InputError, match="at least one"):
         replay_module.choose_defaults([gtx980], seeds=())
+
+
+def _scripted(regret_of, over_of=lambda c, a: False):
+    """A stand-in for the replay of one set of constants: each phase's regret, and under a
+    deadline whether all its steps or none are over the bound, as ``regret_of(prior_sd, app)``
+    and ``over_of`` say, so that the choice and its cross-validation can be worked out by hand."""
+    def governed(table, setup, policy, slowdown, power_cap_w, noise, governor):
+        c = governor["prior_sd"]
+        per = [regret_of(c, a) for a, _ in setup.plan]
+        out = {"per_phase": per, "regret_mean": float(np.mean(per))}
+        if policy == "deadline":
+            out["per_phase_over"] = [n if over_of(c, a) else 0 for a, n in setup.plan]
+        return out
+    return governed
+
+
+SETS = [{"prior_sd": 0.1, "explore": 2.0, "residual_sd": 0.0}, {"prior_sd": 0.2, "explore": 4.0, "residual_sd": 0.0}]
+
+
+def test_the_defaults_cross_validated_choose_without_the_application(gtx980: ReplayTable, monkeypatch):
+    """One application (x) is all that speaks for the second set: its phases cost 1.0 under
+    the first and nothing under the second, every other phase 0.01 against 0.02. On all
+    applications the second set wins; held out, x gets the first and pays 1.0 per phase,
+    while every other application, x's phases in its choice, gets the second."""
+    from gpudvfs.govern import replay as replay_module
+
+    x = replay_module._setup(gtx980, "energy", 0.1, None, 4000, 200, 0, 0.01).plan[0][0]
+    monkeypatch.setattr(replay_module, "_governed", _scripted(
+        lambda c, a: (1.0 if c == 0.1 else 0.0) if a == x else (0.01 if c == 0.1 else 0.02)))
+    r = replay_module.choose_defaults([gtx980], policies=("energy",), seeds=(0, 1), sets=SETS, cv=True, workers=1)
+    assert r["chosen"] == SETS[1]
+    plans = [replay_module._setup(gtx980, "energy", 0.1, None, 4000, 200, s, 0.01).plan for s in (0, 1)]
+    drawn = {gtx980.names[a] for plan in plans for a, _ in plan}
+    [g] = r["cv"]["grids"]
+    assert set(g["chosen"]) == drawn and g["same_as_chosen_on_all"] == len(drawn) - 1
+    assert g["chosen"][gtx980.names[x]] == SETS[0]
+    held = [np.mean([1.0 if a == x else 0.02 for a, _ in plan]) for plan in plans]
+    in_sample = [np.mean([0.0 if a == x else 0.02 for a, _ in plan]) for plan in plans]
+    assert g["policies"]["energy"] == pytest.approx({"regret_mean": np.mean(held), "regret_max": 1.0,
+                                                     "in_sample": np.mean(in_sample)}, rel=1e-12)
+    assert r["cv"]["regret_mean"] == pytest.approx(np.mean(held), rel=1e-12)
+
+
+def test_the_defaults_cross_validated_keep_the_bound_without_the_application(gtx980: ReplayTable, monkeypatch):
+    """Under a deadline the first set is cheaper but runs over the bound on every step of one
+    application (x), a third of the steps: on all applications it is out. Held out, x's
+    choice sees no violation and takes it, and x's steps over are what its held-out figure
+    counts; the others keep to the second set and the bound."""
+    from gpudvfs.govern import replay as replay_module
+
+    three = subset(gtx980, [0, 1, 2])
+    x = replay_module._setup(three, "deadline", 0.1, None, 600, 50, 0, 0.01).plan[0][0]
+    monkeypatch.setattr(replay_module, "_governed", _scripted(lambda c, a: 0.01 if c == 0.1 else 0.02,
+                                                              lambda c, a: c == 0.1 and a == x))
+    r = replay_module.choose_defaults([three], policies=("deadline",), seeds=(0,), steps=600, phase_steps=50,
+                                      sets=SETS, cv=True, workers=1)
+    assert r["chosen"] == SETS[1] and not r["sets"][0]["feasible"]
+    plan = replay_module._setup(three, "deadline", 0.1, None, 600, 50, 0, 0.01).plan
+    [g] = r["cv"]["grids"]
+    assert g["chosen"] == {three.names[a]: SETS[0] if a == x else SETS[1] for a in {a for a, _ in plan}}
+    share_x = sum(n for a, n in plan if a == x) / 600
+    assert 0.05 < share_x < 1
+    assert g["policies"]["deadline"] == pytest.approx({
+        "regret_mean": np.mean([0.01 if a == x else 0.02 for a, _ in plan]), "regret_max": 0.02, "in_sample": 0.02,
+        "violations": share_x, "in_sample_violations": 0.0}, rel=1e-12)
+    # One application has no others to be held out from; a replay too short to draw another has none to
+    # choose on.
+    for apps, steps, error in (([0], 600, "at least 2 applications"), ([0, 1], 30, "no phase of another")):
+        with pytest.raises(InputError, match=error):
+            replay_module.choose_defaults([subset(gtx980, apps)], policies=("energy",), seeds=(0,), steps=steps,
+                                          phase_steps=50, sets=SETS, cv=True, workers=1)
 
 
 def test_replay_on_the_v100_dcgm_grid_beats_the_models_choice(data):

@@ -171,6 +171,9 @@ def test_power_cap_regret_is_of_time_against_the_fastest_pair_under_the_cap(gtx9
     t = gtx980.time_ms
     expected = [t[a, gtx980.default_index] / t[a, setup.best_k[a]] - 1 for a, _ in setup.plan]
     assert default["per_phase"] == pytest.approx(expected, rel=1e-12)
+    # Each phase's steps over the cap, which add up to the share over all steps.
+    assert len(default["per_phase_over"]) == len(setup.plan)
+    assert sum(default["per_phase_over"]) == round(default["violations"] * len(apps))
     assert "violations" not in replay(gtx980, steps=200)  # energy: no constraint to violate
 
 

@@ -381,3 +381,44 @@ def test_profile_from_real_nvprof_output(data):
     p = KernelProfile.from_counters(kernel.name, kernel.metrics)
     assert p.warps_total == 32 and p.comp_inst == pytest.approx(408 / 32)
     assert p.gld_trans == pytest.approx((66 + 26) / 32)
+
+
+def test_an_application_is_held_out_with_every_kernel_of_it():
+    """The protocol's groups: a name's application is its first '/'-part without case and
+    punctuation, one beginning another joins them (NV-DVFS's 'scan' in one file, its kernels
+    in the other), and the joining is transitive."""
+    from gpudvfs.time.crossval import application_groups
+
+    names = ["scan", "scanScanExclusiveShared/scanExclusiveShared/input00", "scanUniformUpdate/uniformUpdate/input00",
+             "matrixMul(Global)", "matrixMulGlobal/matrixMulCUDA/input00", "gaussian/Fan2/input00", "srad", "SRAD/k"]
+    g = application_groups(names)
+    assert g[0] == g[1] == g[2] and g[3] == g[4] and g[6] == g[7]
+    assert len(set(g.tolist())) == 4
+    assert application_groups(["a", "b"]).tolist() == [0, 1]
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(2, 8), st.integers(2, 12), st.integers(0, 2**32 - 1))
+def test_the_nested_choice_never_sees_the_held_out_group(n_candidates, n_columns, seed):
+    """Each column's candidate is the least mean error over the columns outside its group:
+    changing a column's group mates' errors never changes its choice, and with every column
+    its own group the choice is the plain leave-one-out."""
+    from gpudvfs.time.crossval import nested_choice
+
+    rng = np.random.default_rng(seed)
+    errors = rng.random((n_candidates, n_columns))
+    groups = rng.integers(0, max(2, n_columns // 2), n_columns)
+    groups[0], groups[-1] = 0, 1  # at least two groups
+    chosen = nested_choice(errors, groups)
+    for j in range(n_columns):
+        outside = groups != groups[j]
+        assert chosen[j] == np.argmin(errors[:, outside].mean(axis=1))
+        moved = errors.copy()
+        moved[:, ~outside] = rng.random((n_candidates, int((~outside).sum())))
+        assert nested_choice(moved, groups)[j] == chosen[j]
+    loo = [np.argmin(np.delete(errors, j, axis=1).mean(axis=1)) for j in range(n_columns)]
+    assert nested_choice(errors).tolist() == loo
+    with pytest.raises(InputError, match="at least 2"):
+        nested_choice(errors, np.zeros(n_columns, dtype=int))
+    with pytest.raises(InputError, match="group labels"):
+        nested_choice(errors, groups[:-1])

@@ -117,9 +117,9 @@ def replay_(data, train, device, reference, policy, slowdown, power_cap, steps, 
             with progress_bars(disable=as_json) as update:
                 [r["cv"]] = cross_validate([tab], **kw, progress=lambda done, total, label: update(
                     "replays", done, total, label))
-    r.pop("per_phase")
-    for b in r["baselines"].values():
-        b.pop("per_phase")
+    for scores in (r, *r["baselines"].values()):  # per phase: for the callers of `replay`, not the report
+        scores.pop("per_phase")
+        scores.pop("per_phase_over", None)
     if as_json:
         print_json(r)
         return
@@ -201,11 +201,15 @@ def cv(data, devices, references, policy, slowdown, power_cap, steps, phase_step
 @click.option("--seeds", default=len(DEFAULT_SEEDS), show_default=True, type=click.IntRange(min=1),
               help="Replay seeds 0..N-1 of every grid and policy.")
 @_phase_settings
+@click.option("--cv", "run_cv", is_flag=True,
+              help="Also the choice cross-validated: each application held out, the same choice made on the "
+                   "other applications' phases of the same replays, and its phases scored with the set it got.")
 @options.workers()
 @options.skip_invalid
 @options.drop_spikes
 @click.option("--json", "as_json", is_flag=True)
-def defaults(data, devices, references, seeds, slowdown, steps, phase_steps, noise, workers, as_json) -> None:
+def defaults(data, devices, references, seeds, slowdown, steps, phase_steps, noise, run_cv, workers,
+             as_json) -> None:
     """Choose the governor's default constants over DATA: the set with the least mean regret
     over the grids, the energy, EDP and deadline policies and the seeds, among those whose
     deadline replays keep the steps over the bound at or under 5% on every grid. (The
@@ -214,7 +218,7 @@ def defaults(data, devices, references, seeds, slowdown, steps, phase_steps, noi
         tables = _tables(data, devices, references)
         with progress_bars(disable=as_json) as update:
             r = choose_defaults(tables, seeds=tuple(range(seeds)), slowdown=slowdown, steps=steps,
-                                phase_steps=phase_steps, noise=noise, workers=workers,
+                                phase_steps=phase_steps, noise=noise, workers=workers, cv=run_cv,
                                 progress=lambda done, total, label: update("replays", done, total, label))
     if as_json:
         print_json(r)
@@ -227,6 +231,27 @@ def defaults(data, devices, references, seeds, slowdown, steps, phase_steps, noi
                         f"seeds 0-{seeds - 1}; chosen: " + ", ".join(f"{k} {v:g}" for k, v in r["chosen"].items()),
                         ["prior_sd", "explore", "residual_sd", "residual_scale", "mean regret %",
                          "deadline steps over %"], rows))
+    if run_cv:
+        _print_defaults_cv(data, r, seeds)
+
+
+def _print_defaults_cv(data, r: dict, seeds: int) -> None:
+    """`govern defaults --cv`: per grid and policy, the held-out figures beside the in-sample ones."""
+    cv, rows = r["cv"], []
+    for path, g in zip(data, cv["grids"]):
+        for policy, v in g["policies"].items():
+            over = (f"{100 * v['violations']:.2f} / {100 * v['in_sample_violations']:.2f}" if "violations" in v
+                    else "")
+            rows.append([path, policy, f"{100 * v['regret_mean']:.2f}", f"{100 * v['regret_max']:.2f}",
+                         f"{100 * v['in_sample']:.2f}", over])
+    in_sample = next(x["regret_mean"] for x in r["sets"] if all(x[k] == v for k, v in r["chosen"].items()))
+    console.print(table(f"the choice held out (leave-one-application-out), seeds 0-{seeds - 1}: mean regret "
+                        f"{100 * cv['regret_mean']:.3f}% (in-sample {100 * in_sample:.3f}%)",
+                        ["data", "policy", "held-out regret %", "max %", "in-sample %",
+                         "steps over % (held out / in-sample)"], rows))
+    for path, g in zip(data, cv["grids"]):
+        console.print(f"{path}: {g['same_as_chosen_on_all']} of the {len(g['chosen'])} applications held out got "
+                      "the set chosen on all", highlight=False)
 
 
 @govern.command()

@@ -220,9 +220,10 @@ def predict(data, kernels, device, reference, core_mhz, mem_mhz, mode, calibrate
                    "FP64 issue) scaled by 0.5-1.5: how the cross-validated figures move with it (about a minute).")
 @click.option("--json", "as_json", is_flag=True)
 def cv(data, device, reference, columns, sensitivity, as_json) -> None:
-    """Nested leave-one-kernel-out cross-validation over the kernels of every DATA grid: each
-    kernel scored with the settings (soft-max exponent, dependent latency, calibration)
-    chosen on the others; for grids with power, the energy regret scored the same way."""
+    """Nested leave-one-application-out cross-validation over the kernels of every DATA grid:
+    each kernel scored with the settings (soft-max exponent, dependent latency, calibration)
+    chosen on the kernels of the other applications (an application's kernels in every file
+    held out together); for grids with power, the energy regret scored the same way."""
     with user_errors():
         grids = [_grid(path, columns) for path in data]
         for g in grids[1:]:
@@ -237,12 +238,15 @@ def cv(data, device, reference, columns, sensitivity, as_json) -> None:
     if as_json:
         print_json(r)
         return
-    console.print(table(f"time model, nested leave-one-kernel-out over {r['kernels']} kernels "
+    console.print(table(f"time model, nested leave-one-application-out over {r['kernels']} kernels "
                         f"({r['candidates']} candidate settings)",
                         ["file", "kernels", "CV MAPE %", "in-sample %", "two-term %", "CV beats two-term"],
                         [[Path(f).name, v["kernels"], f"{v['cv_mape']:.2f}", f"{v['in_sample_mape']:.2f}",
                           f"{v['two_term_mape']:.2f}", f"{v['cv_beats_two_term']}/{v['kernels']}"]
                          for f, v in r["files"].items()]))
+    if r["applications"]:
+        console.print("held out together, as one application: " + "; ".join(
+            f"{name} ({len(kernels)} kernels)" for name, kernels in r["applications"].items()), highlight=False)
     shifted = [[Path(f).name, f"{v['other_files']['mape']:.2f}", f"{v['other_files']['beats_two_term']}/{v['kernels']}",
                 v["other_files"]["chosen"]] for f, v in r["files"].items() if "other_files" in v]
     if shifted:
@@ -264,6 +268,9 @@ def cv(data, device, reference, columns, sensitivity, as_json) -> None:
                               f"{100 * s['in_sample_regret_max']:.2f}"],
                              ["settings chosen by the regret on the other applications",
                               *[f"{100 * s['chosen_by_regret'][k]:.2f}" for k in ("mean", "max")]],
+                             [f"criterion (time error or regret) chosen on the other applications (regret "
+                              f"{s['criterion_chosen']['regret_chosen']} times)",
+                              *[f"{100 * s['criterion_chosen'][k]:.2f}" for k in ("mean", "max")]],
                              *([["settings chosen on the other files", f"{100 * s['other_files_regret_mean']:.2f}",
                                  f"{100 * s['other_files_regret_max']:.2f}"]] if "other_files_regret_max" in s
                                else []),

@@ -39,7 +39,8 @@ POLICIES = ("energy", "edp", "deadline", "power-cap")
 #: correlation length (in log-frequency): `gpudvfs govern defaults` on the GTX 980 and V100
 #: grids (the least mean regret over the energy, EDP and deadline policies and seeds 0-4,
 #: deadline steps over the bound at most 5%; a test holds them to it); the README gives the
-#: held-out figures of `gpudvfs govern cv` and how they move with each constant.
+#: held-out figures of `gpudvfs govern defaults --cv` (this choice with each application left
+#: out) and how they move with each constant.
 PRIOR_SD = 0.05
 EXPLORE = 4.0
 RESIDUAL_SD = 0.03

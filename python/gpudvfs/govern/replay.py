@@ -20,7 +20,8 @@ regret and waste are of time: time spent over the time at the fastest pair under
 (the lowest-power pair where none is under it, with a warning).
 ``violations``: the fraction of steps whose pair's measured time exceeds (1 + slowdown) x the
 default clocks' (`deadline`), or whose measured power exceeds the cap (`power-cap`); absent
-for `energy` and `edp`. The
+for `energy` and `edp`. Per phase: ``per_phase`` (its regret) and, with a constraint,
+``per_phase_over`` (its steps over it). The
 governor also reports ``decision_us``, the median time of one decision. Baselines in the
 same run, on the same phases and noise: the default clocks, the models' choice alone, one
 pair for all (chosen on the other applications' measurements), exhaustive profiling (every
@@ -225,7 +226,10 @@ def _score(table: ReplayTable, plan, energy, chosen, phase_of, best_k, policy, s
            "wasted": wasted / base}
     allowed = _allowed(table, policy, slowdown, power_cap_w)
     if allowed is not None:
-        out["violations"] = float(np.mean(~allowed[apps, chosen]))
+        over = ~allowed[apps, chosen]
+        out["violations"] = float(np.mean(over))
+        # Per phase, for a share over the phases of some applications (`choose_defaults(cv=True)`).
+        out["per_phase_over"] = [int(over[phase_of == ph].sum()) for ph in range(len(plan))]
     return out
 
 
@@ -449,7 +453,7 @@ def cross_validate(tables: list[ReplayTable], *, policy: str = "energy", slowdow
 
 def choose_defaults(tables: list[ReplayTable], *, policies=DEFAULT_POLICIES, seeds=DEFAULT_SEEDS,
                     slowdown: float = 0.1, steps: int = 4000, phase_steps: int = 200, noise: float = 0.01,
-                    sets: list[dict] | None = None, workers: int | None = None,
+                    sets: list[dict] | None = None, workers: int | None = None, cv: bool = False,
                     progress: Callable[[int, int, str], None] | None = None) -> dict:
     """The governor's default constants: among ``sets`` (default: every set cross-validation
     chooses among) whose replays keep the steps over a constraint at or under MAX_VIOLATIONS
@@ -457,29 +461,116 @@ def choose_defaults(tables: list[ReplayTable], *, policies=DEFAULT_POLICIES, see
     regret over the grids, policies and seeds. More seeds than cross-validation's one, since
     20 phases of one seed cannot show a violation rate: a deadline met by a point estimate
     is missed on the steps of a pair within the noise of the bound. Returns the chosen set and,
-    per set, its mean regret and its worst grid's violations. The replays run over
-    ``workers`` processes (default: one per core); ``progress(done, total, label)`` is called
-    after each grid, policy and seed."""
+    per set, its mean regret and its worst grid's violations.
+
+    ``cv``: also this choice cross-validated (``cv`` in the result), the figure that says what
+    the defaults give an application they were not chosen on: for each application, the same
+    choice made on the phases of the other applications alone, and that application's phases
+    scored with the set it got. Both come from the same replays (a phase's learning is its own;
+    what it shares with the phase before it is the pair it starts from), so this costs no
+    replay more than the choice.
+
+    The replays run over ``workers`` processes (default: one per core); ``progress(done,
+    total, label)`` is called after each grid, policy and seed."""
     grid = constant_sets() if sets is None else list(sets)
     if not grid or not tables or not policies or not seeds:
         raise InputError("choosing the defaults needs at least one set of constants, grid, policy and seed")
     keys = list(itertools.product(range(len(tables)), range(len(policies)), range(len(seeds))))
-    jobs = [_Job(tables[g], _setup(tables[g], policies[p], slowdown, None, steps, phase_steps, seeds[s], noise,
-                                   warn=False), policies[p], slowdown, None, noise, grid) for g, p, s in keys]
+    setups = [_setup(tables[g], policies[p], slowdown, None, steps, phase_steps, seeds[s], noise, warn=False)
+              for g, p, s in keys]
+    jobs = [_Job(tables[g], setup, policies[p], slowdown, None, noise, grid) for (g, p, _), setup in zip(keys, setups)]
     labels = [f"{policies[p]}, seed {seeds[s]}" for _, p, s in keys]
-    regret = np.zeros((len(grid), len(tables), len(policies), len(seeds)))
-    violations = np.zeros_like(regret)  # 0 under a policy without a constraint
-    for (g, p, s), runs in zip(keys, _run_jobs(jobs, workers, labels, progress)):
-        for c, r in enumerate(runs):
-            regret[c, g, p, s] = r["regret_mean"]
-            violations[c, g, p, s] = r.get("violations", 0.0)
-    mean, worst = regret.mean(axis=(1, 2, 3)), violations.mean(axis=3).max(axis=(1, 2))
+    scores = {key: _PhaseScores.of(setup, runs)
+              for key, setup, runs in zip(keys, setups, _run_jobs(jobs, workers, labels, progress))}
+    shape = (len(grid), len(tables), len(policies), len(seeds))
+    mean, worst = _fold(scores, shape, lambda key: True)
+    best = _least(mean, worst, "")
+    out = {"chosen": grid[best], "seeds": list(seeds), "policies": list(policies), "max_violations": MAX_VIOLATIONS,
+           "sets": [c | {"regret_mean": float(m), "violations_max": float(v), "feasible": bool(v <= MAX_VIOLATIONS)}
+                    for c, m, v in zip(grid, mean, worst)]}
+    if cv:
+        out["cv"] = _cross_validated(scores, shape, tables, policies, grid, best)
+    return out
+
+
+@dataclass(frozen=True)
+class _PhaseScores:
+    """One replay (grid, policy, seed) under every set of constants, per phase: its application
+    and steps, and per set its regret and its steps over the constraint (None without one)."""
+
+    apps: np.ndarray           # [phases]
+    steps: np.ndarray          # [phases]
+    regret: np.ndarray         # [sets x phases]
+    over: np.ndarray | None    # [sets x phases]
+
+    @classmethod
+    def of(cls, setup: _Setup, runs: list[dict]) -> _PhaseScores:
+        constrained = "per_phase_over" in runs[0]
+        return cls(np.array([a for a, _ in setup.plan]), np.array([n for _, n in setup.plan]),
+                   np.array([r["per_phase"] for r in runs]),
+                   np.array([r["per_phase_over"] for r in runs]) if constrained else None)
+
+
+def _fold(scores: dict, shape: tuple, keep: Callable) -> tuple[np.ndarray, np.ndarray]:
+    """Per set, over the phases ``keep(key)`` of each replay (a replay with none left has no
+    say): the mean regret over the grids, policies and seeds, and the worst grid and policy's
+    share of steps over its constraint (mean over the seeds; 0 without a constraint)."""
+    regret, violations = np.zeros(shape), np.zeros(shape)
+    used = np.zeros(shape[1:], dtype=bool)
+    for key, sc in scores.items():
+        m = np.ones(len(sc.apps), dtype=bool) & keep(key)
+        if not m.any():
+            continue
+        used[key] = True
+        regret[(slice(None), *key)] = sc.regret[:, m].mean(axis=1)
+        if sc.over is not None:
+            violations[(slice(None), *key)] = sc.over[:, m].sum(axis=1) / sc.steps[m].sum()
+    if not used.any():
+        raise InputError("no phase of another application to choose on: replay more steps")
+    seeds = np.maximum(used.sum(axis=2), 1)
+    return regret.sum(axis=(1, 2, 3)) / used.sum(), (violations.sum(axis=3) / seeds).max(axis=(1, 2))
+
+
+def _least(mean: np.ndarray, worst: np.ndarray, without: str) -> int:
+    """The set with the least mean regret among those within MAX_VIOLATIONS."""
     feasible = worst <= MAX_VIOLATIONS
     if not feasible.any():
         raise InputError(f"no set of constants keeps the steps over a constraint at or under {MAX_VIOLATIONS:.0%} "
-                         "on every grid")
-    best = int(np.argmin(np.where(feasible, mean, np.inf)))
-    return {"chosen": grid[best], "seeds": list(seeds), "policies": list(policies),
-            "max_violations": MAX_VIOLATIONS,
-            "sets": [c | {"regret_mean": float(m), "violations_max": float(v), "feasible": bool(f)}
-                     for c, m, v, f in zip(grid, mean, worst, feasible)]}
+                         f"on every grid{without}")
+    return int(np.argmin(np.where(feasible, mean, np.inf)))
+
+
+def _cross_validated(scores: dict, shape: tuple, tables: list[ReplayTable], policies, grid: list[dict],
+                     best: int) -> dict:
+    """`choose_defaults(cv=True)`'s ``cv``: per grid, each application's set chosen without it,
+    and per policy the regret of every phase under its application's set (mean over the
+    phases, then the seeds; max over both) and, under a constraint, the share of steps over
+    it; beside each, the set chosen on every application (in-sample)."""
+    if sum(len(t.names) for t in tables) < 2:
+        raise InputError("cross-validating the defaults needs at least 2 applications")
+    n_seeds = shape[3]
+    out, total = [], []
+    for g, table in enumerate(tables):
+        held = {}  # application -> index of its set
+        for a, name in enumerate(table.names):
+            if not any((sc.apps == a).any() for (h, _, _), sc in scores.items() if h == g):
+                continue  # no phase of it was drawn: nothing to score
+            mean, worst = _fold(scores, shape, lambda key, g=g, a=a: scores[key].apps != a if key[0] == g else True)
+            held[a] = _least(mean, worst, f" without {name}")
+        per_policy = {}
+        for p, policy in enumerate(policies):
+            runs = [scores[g, p, s] for s in range(n_seeds)]
+            sets = [np.array([held[a] for a in sc.apps]) for sc in runs]
+            regrets = [sc.regret[k, np.arange(len(k))] for sc, k in zip(runs, sets)]
+            row = {"regret_mean": float(np.mean([r.mean() for r in regrets])),
+                   "regret_max": float(max(r.max() for r in regrets)),
+                   "in_sample": float(np.mean([sc.regret[best].mean() for sc in runs]))}
+            if runs[0].over is not None:
+                row["violations"] = float(np.mean([sc.over[k, np.arange(len(k))].sum() / sc.steps.sum()
+                                                   for sc, k in zip(runs, sets)]))
+                row["in_sample_violations"] = float(np.mean([sc.over[best].sum() / sc.steps.sum() for sc in runs]))
+            per_policy[policy] = row
+            total.append(row["regret_mean"])
+        out.append({"policies": per_policy, "chosen": {table.names[a]: grid[k] for a, k in held.items()},
+                    "same_as_chosen_on_all": sum(k == best for k in held.values())})
+    return {"regret_mean": float(np.mean(total)), "grids": out}

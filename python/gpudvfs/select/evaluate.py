@@ -84,11 +84,15 @@ class RegretTable:
 
 
 def regret_table(grid: MeasurementGrid, reference: tuple[float, float], device: TimeDevice,
-                 spec: DeviceSpec, clip: bool = False) -> RegretTable:
+                 spec: DeviceSpec, clip: bool = False, groups: dict | None = None) -> RegretTable:
+    """The grid's applications with their power from a model fitted without them; with
+    ``groups`` (application name -> label), without every application of their label (an
+    application's kernels left out together, `gpudvfs.time.crossval.application_groups`)."""
     names, configs, t, p, util, profiles = measured_table(grid, reference, device, spec, clip)
+    label = [(groups or {}).get(n, ("own", n)) for n in names]
     p_pred = np.empty_like(p)
     for a in range(len(names)):
-        train = [i for i in range(len(names)) if i != a]
+        train = [i for i in range(len(names)) if label[i] != label[a]]
         data = training_dataset(util[train], configs, p[train], reference, [names[i] for i in train])
         # A component only the held-out application uses has no weight to learn: it gets none.
         with warnings.catch_warnings():

@@ -6,7 +6,7 @@
 | `profile`  | `KernelProfile`: a kernel's inputs from counters at a reference pair   |
 | `model`    | `TimeModel`: time at any (fc, fm), batched in the Rust core           |
 | `evaluate` | profiles from measured grids, errors against them and baselines      |
-| `crossval` | the protocol: settings chosen by nested leave-one-kernel-out          |
+| `crossval` | the protocol: settings chosen by nested leave-one-application-out     |
 """
 
 from .device import TimeDevice

@@ -4,18 +4,22 @@ hold on kernels nobody tuned them on.
 The protocol (README, "How figures are chosen"): every structural choice, extension and
 hyper-parameter of the time model is a *candidate* (:data:`CANDIDATES`). A candidate is scored
 on each kernel by its calibrated MAPE over that kernel's measured grid. For each kernel in
-turn, the candidate with the lowest mean score over all *other* kernels, of every file, is
-chosen and the kernel is scored with it: nested leave-one-kernel-out. Those scores are the
-headline figures; a figure of the candidate chosen on all kernels, scored on the same
-kernels, is in-sample and comes second. The candidate chosen on all kernels is the default.
-Selection regret is scored the same way: each held-out application's time comes from the
-candidate chosen without it, its power from a model fitted on the other applications.
+turn, the candidate with the lowest mean score over the kernels of all *other* applications,
+of every file, is chosen and the kernel is scored with it: nested leave-one-application-out
+(:func:`application_groups`: the same application measured in two files, or its kernels
+named apart, is held out whole, since an unseen kernel brings none of them along). Those
+scores are the headline figures; a figure of the candidate chosen on all kernels, scored on
+the same kernels, is in-sample and comes second. The candidate chosen on all kernels is the
+default. Selection regret is scored the same way: each held-out application's time comes
+from the candidate chosen without it, its power from a model fitted without its kernels.
 `constant_sensitivity` re-runs the whole protocol with one hardware constant of the device
 scaled: how the figures move when a constant moves.
 """
 
 from __future__ import annotations
 
+import itertools
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 
@@ -122,22 +126,48 @@ def two_term_errors(cases: list[KernelCase], device: TimeDevice, reference: tupl
     return np.array([mape(two_term(k.profile, device, reference, k.core_mhz, k.mem_mhz), k.time_ms) for k in cases])
 
 
-def nested_choice(errors: np.ndarray) -> np.ndarray:
-    """Per kernel, the candidate with the lowest mean error over the other kernels."""
+def application_groups(names: list[str]) -> np.ndarray:
+    """A group label per workload name: one per application, so that cross-validation holds
+    out an application's every kernel, in every file, together. A name's application is its
+    first '/'-part, compared without case and punctuation; two are one application where one
+    begins the other (the NV-DVFS files name an application in one file, 'scan', and its
+    kernels in the other, 'scanScanExclusiveShared', 'scanUniformUpdate')."""
+    keys = [re.sub(r"[^0-9a-z]", "", n.split("/")[0].lower()) for n in names]
+    label = list(range(len(names)))
+
+    def root(i: int) -> int:
+        while label[i] != i:
+            i = label[i]
+        return i
+
+    for i, j in itertools.combinations(range(len(names)), 2):
+        if keys[i] and keys[j] and (keys[i].startswith(keys[j]) or keys[j].startswith(keys[i])):
+            label[root(j)] = root(i)
+    return np.array([root(i) for i in range(len(names))])
+
+
+def nested_choice(errors: np.ndarray, groups: np.ndarray | None = None) -> np.ndarray:
+    """Per column (a kernel, an application), the candidate with the lowest mean error over the
+    columns of the other groups (default: every column its own group)."""
     n = errors.shape[1]
-    if n < 2:
-        raise InputError("cross-validation needs at least 2 kernels")
-    totals = errors.sum(axis=1, keepdims=True)
-    return np.argmin((totals - errors) / (n - 1), axis=0)
+    groups = np.arange(n) if groups is None else np.asarray(groups)
+    if len(groups) != n:
+        raise InputError(f"{len(groups)} group labels for {n} columns")
+    if len(np.unique(groups)) < 2:
+        raise InputError("cross-validation needs at least 2 kernels (of 2 applications)")
+    same = groups[:, None] == groups[None, :]
+    # Per held-out column j, the mean over the columns outside j's group.
+    return np.argmin(errors @ ~same / (~same).sum(axis=0), axis=0)
 
 
 def _protocol(grids: list[MeasurementGrid], reference: tuple[float, float], device: TimeDevice, candidates):
-    """(kernel cases, errors [candidates x kernels], candidate chosen per held-out kernel, its
-    cross-validated MAPE per kernel)."""
+    """(kernel cases, their application groups, errors [candidates x kernels], candidate chosen
+    per held-out kernel (its application held out), its cross-validated MAPE per kernel)."""
     cases = kernel_cases(grids, reference, device)
+    groups = application_groups([k.name for k in cases])
     errors = error_matrix(cases, candidates, device)
-    chosen = nested_choice(errors)
-    return cases, errors, chosen, errors[chosen, np.arange(len(cases))]
+    chosen = nested_choice(errors, groups)
+    return cases, groups, errors, chosen, errors[chosen, np.arange(len(cases))]
 
 
 def cross_validate(grids: list[MeasurementGrid], reference: tuple[float, float], device: TimeDevice,
@@ -148,7 +178,7 @@ def cross_validate(grids: list[MeasurementGrid], reference: tuple[float, float],
     with power, the energy regret of the minimum-energy choice, cross-validated and in-sample,
     and how both move with the soft-max exponent (with ``spec``, the catalog entry whose peak
     rates give the power model's utilizations)."""
-    cases, errors, chosen, cv = _protocol(grids, reference, device, candidates)
+    cases, groups, errors, chosen, cv = _protocol(grids, reference, device, candidates)
     best = int(np.argmin(errors.mean(axis=1)))
     two = two_term_errors(cases, device, reference)
     by_file = _by_file(cases, grids)
@@ -168,8 +198,9 @@ def cross_validate(grids: list[MeasurementGrid], reference: tuple[float, float],
                                           "beats_two_term": int((errors[b, mask] < two[mask]).sum())}
     report = {
         "reference_mhz": list(reference), "candidates": len(candidates), "kernels": len(cases),
-        "extensions": _extensions(candidates, errors, by_file),
-        "learned_correction": _learned_correction(cases, candidates, chosen, device, reference, by_file),
+        "applications": _shared_applications(cases, groups),
+        "extensions": _extensions(candidates, errors, by_file, groups),
+        "learned_correction": _learned_correction(cases, groups, candidates, chosen, device, reference, by_file),
         "chosen_on_all": candidates[best].label,
         "chosen_per_kernel": {label: int(n) for label, n in zip(
             *np.unique([candidates[c].label for c in chosen], return_counts=True))},
@@ -180,12 +211,28 @@ def cross_validate(grids: list[MeasurementGrid], reference: tuple[float, float],
     }
     power_grids = [g for g in grids if g.watts is not None] if spec is not None else []
     if power_grids:
-        report["selection"] = {g.path: _selection(g, reference, device, spec, cases, candidates, chosen, best,
-                                                  other_files.get(g.path)) for g in power_grids}
+        report["selection"] = {g.path: _selection(g, reference, device, spec, cases, groups, errors, candidates,
+                                                  chosen, best, other_files.get(g.path)) for g in power_grids}
     return report
 
 
-def _extensions(candidates, errors: np.ndarray, by_file: dict[str, np.ndarray]) -> dict:
+def _labels(cases: list[KernelCase], groups: np.ndarray) -> dict[str, int]:
+    """Kernel name -> its application's group label."""
+    return {k.name: int(g) for k, g in zip(cases, groups)}
+
+
+def _shared_applications(cases: list[KernelCase], groups: np.ndarray) -> dict[str, list[str]]:
+    """The applications with more than one kernel among the cases, by their shortest name:
+    what the protocol holds out together."""
+    out = {}
+    for g in np.unique(groups):
+        names = [k.name for k, h in zip(cases, groups) if h == g]
+        if len(names) > 1:
+            out[min(names, key=len)] = names
+    return out
+
+
+def _extensions(candidates, errors: np.ndarray, by_file: dict[str, np.ndarray], groups: np.ndarray) -> dict:
     """What each extension does under the protocol: the cross-validated MAPE per file with the
     candidates restricted to those with it, and to those without."""
     out = {}
@@ -194,7 +241,7 @@ def _extensions(candidates, errors: np.ndarray, by_file: dict[str, np.ndarray]) 
         for state in (True, False):
             keep = np.array([on(c) == state for c in candidates])
             sub = errors[keep]
-            cv = sub[nested_choice(sub), np.arange(sub.shape[1])]
+            cv = sub[nested_choice(sub, groups), np.arange(sub.shape[1])]
             out[name]["with" if state else "without"] = {path: float(cv[m].mean()) for path, m in by_file.items()}
     return out
 
@@ -213,12 +260,13 @@ def _interactions(phi: np.ndarray, x: np.ndarray) -> np.ndarray:
     return np.einsum("ni,j->nij", phi, x).reshape(len(phi), -1)
 
 
-def _learned_correction(cases: list[KernelCase], candidates, chosen: np.ndarray, device: TimeDevice,
-                        reference: tuple[float, float], by_file: dict[str, np.ndarray]) -> dict:
+def _learned_correction(cases: list[KernelCase], groups: np.ndarray, candidates, chosen: np.ndarray,
+                        device: TimeDevice, reference: tuple[float, float], by_file: dict[str, np.ndarray]) -> dict:
     """A hybrid of the model and the data: each prediction times exp(phi(f) . B x), where x
     are a kernel's standardized counter ratios (and 1), phi(f) the log clock ratios to the
-    reference, and B a ridge fit of the other kernels' log residuals. Scored like the rest:
-    for each kernel, B fitted without it on the candidate chosen without it. Returns the
+    reference, and B a ridge fit of the other applications' log residuals. Scored like the
+    rest: for each kernel, B fitted without its application on the candidate chosen without
+    it. Returns the
     cross-validated MAPE per file for each ridge strength."""
     feats = np.array([_kernel_features(k, device, reference) for k in cases])
     # phi(f) per kernel; predictions per (candidate, kernel), made once across held-out kernels.
@@ -230,7 +278,7 @@ def _learned_correction(cases: list[KernelCase], candidates, chosen: np.ndarray,
         cv = np.empty(len(cases))
         for h in range(len(cases)):
             model = candidates[chosen[h]].model(device)
-            train = [j for j in range(len(cases)) if j != h]
+            train = [j for j in range(len(cases)) if groups[j] != groups[h]]
             mu, sd = feats[train].mean(axis=0), feats[train].std(axis=0) + 1e-12
             x = np.column_stack([np.ones(len(cases)), (feats - mu) / sd])
             rows, targets = [], []
@@ -239,7 +287,7 @@ def _learned_correction(cases: list[KernelCase], candidates, chosen: np.ndarray,
                 if key not in preds:
                     k = cases[j]
                     preds[key] = model.predict(k.profile, k.core_mhz, k.mem_mhz, calibrate=True)
-                if j != h:
+                if groups[j] != groups[h]:
                     rows.append(_interactions(designs[j], x[j]))
                     targets.append(np.log(cases[j].time_ms / preds[key]))
             a, b = np.vstack(rows), np.concatenate(targets)
@@ -250,17 +298,20 @@ def _learned_correction(cases: list[KernelCase], candidates, chosen: np.ndarray,
     return out
 
 
-def _selection(grid: MeasurementGrid, reference, device, spec, cases, candidates, chosen, best,
+def _selection(grid: MeasurementGrid, reference, device, spec, cases, groups, errors, candidates, chosen, best,
                other_files: int | None = None) -> dict:
     """Energy regret of the minimum-energy choice on a grid with power: each application's
     time from the candidate chosen without it (cross-validated), on all kernels, or (index
     ``other_files``) on the other files' kernels alone; with the candidate chosen by the
     regret itself instead of the time error (the least mean regret over the other
-    applications: ``chosen_by_regret``); and over the soft-max exponents, the rest of the
-    chosen-on-all candidate kept."""
+    applications: ``chosen_by_regret``), and with that criterion or the time error itself
+    chosen for each application on the others (``criterion_chosen``, :func:`_criterion_chosen`);
+    and over the soft-max exponents, the rest of the
+    chosen-on-all candidate kept. An application's power comes from a model fitted without
+    its group, as its time does."""
     from ..select.evaluate import regret_table
 
-    table = regret_table(grid, reference, device, spec)
+    table = regret_table(grid, reference, device, spec, groups=_labels(cases, groups))
 
     def regrets(model_of) -> np.ndarray:
         return _regrets(table, grid.path, cases, model_of)
@@ -272,7 +323,9 @@ def _selection(grid: MeasurementGrid, reference, device, spec, cases, candidates
     case_of = {k.name: j for j, k in enumerate(cases) if k.file == grid.path}
     cv = every[[chosen[case_of[n]] for n in table.names], apps]
     in_sample = every[best]
-    by_regret = every[nested_choice(every), apps]
+    app_groups = np.array([groups[case_of[n]] for n in table.names])
+    by_regret = every[nested_choice(every, app_groups), apps]
+    by_criterion, regret_picked = _criterion_chosen(errors, groups, every, app_groups)
     sensitivity = {}
     for p in OVERLAP_PS:
         cand = replace(candidates[best], overlap_p=p)
@@ -281,12 +334,35 @@ def _selection(grid: MeasurementGrid, reference, device, spec, cases, candidates
     out = {"cv_regret_mean": float(cv.mean()), "cv_regret_max": float(cv.max()),
            "in_sample_regret_mean": float(in_sample.mean()), "in_sample_regret_max": float(in_sample.max()),
            "chosen_by_regret": {"mean": float(by_regret.mean()), "max": float(by_regret.max())},
+           "criterion_chosen": {"mean": float(by_criterion.mean()), "max": float(by_criterion.max()),
+                                "regret_chosen": int(regret_picked.sum())},
            "per_app": {n: float(r) for n, r in zip(table.names, cv)},
            "over_overlap_p": sensitivity}
     if other_files is not None:
         r = every[other_files]
         out["other_files_regret_mean"], out["other_files_regret_max"] = float(r.mean()), float(r.max())
     return out
+
+
+def _criterion_chosen(errors: np.ndarray, groups: np.ndarray, every: np.ndarray, app_groups: np.ndarray):
+    """Per application (columns of ``every``, regret [candidates x applications]), its regret
+    when the criterion that chooses the time settings, the time error over the kernels
+    (``errors``, [candidates x kernels]) or the regret over the applications, is itself chosen
+    on the other applications: the one whose settings, chosen without each other application
+    in turn, gave that application the lower mean regret (the time error on a tie). Returns
+    the regrets and where the regret criterion was picked."""
+    def chosen(criterion: str, left_out) -> int:
+        if criterion == "time":
+            return int(np.argmin(errors[:, ~np.isin(groups, left_out)].mean(axis=1)))
+        return int(np.argmin(every[:, ~np.isin(app_groups, left_out)].mean(axis=1)))
+
+    out, picked = np.empty(len(app_groups)), np.zeros(len(app_groups), dtype=bool)
+    for a, ga in enumerate(app_groups):
+        others = [b for b in range(len(app_groups)) if app_groups[b] != ga]
+        inner = {c: np.mean([every[chosen(c, [ga, app_groups[b]]), b] for b in others]) for c in ("time", "regret")}
+        picked[a] = inner["regret"] < inner["time"]
+        out[a] = every[chosen("regret" if picked[a] else "time", [ga]), a]
+    return out, picked
 
 
 def _regrets(table, path: str, cases: list[KernelCase], model_of: Callable[[int], TimeModel]) -> np.ndarray:
@@ -303,7 +379,7 @@ def constant_sensitivity(grids: list[MeasurementGrid], reference: tuple[float, f
                          progress: Callable[[int, int, str], None] | None = None) -> dict:
     """How the protocol's cross-validated figures move when one device constant moves: for
     each constant and scale, the whole protocol re-run (every candidate, nested
-    leave-one-kernel-out) on ``device`` with that constant times the scale. Per variant, the
+    leave-one-application-out) on ``device`` with that constant times the scale. Per variant, the
     CV MAPE per file and, for grids with power (with ``spec``), the CV regret mean and max.
     ``progress(done, total, label)`` is called after each variant."""
     from ..select.evaluate import regret_table
@@ -315,7 +391,10 @@ def constant_sensitivity(grids: list[MeasurementGrid], reference: tuple[float, f
         raise InputError(f"constants must be numeric TimeDevice fields ({sorted(numeric)}), got {list(constants)}")
     if not scales or not all(is_finite_number(x) and x > 0 for x in scales):
         raise InputError(f"scales must be finite numbers > 0, got {list(scales)}")
-    tables = ({g.path: regret_table(g, reference, device, spec) for g in grids if g.watts is not None}
+    if spec is not None:
+        names = [k.name for k in kernel_cases(grids, reference, device)]
+        labels = dict(zip(names, application_groups(names).tolist()))
+    tables = ({g.path: regret_table(g, reference, device, spec, groups=labels) for g in grids if g.watts is not None}
               if spec is not None else {})
     out: dict = {}
     total, done = len(constants) * len(scales), 0
@@ -323,7 +402,7 @@ def constant_sensitivity(grids: list[MeasurementGrid], reference: tuple[float, f
         out[name] = {}
         for x in scales:
             dev = replace(device, **{name: getattr(device, name) * x})
-            cases, _, chosen, cv = _protocol(grids, reference, dev, candidates)
+            cases, _, _, chosen, cv = _protocol(grids, reference, dev, candidates)
             row: dict = {"cv_mape": {path: float(cv[m].mean()) for path, m in _by_file(cases, grids).items()}}
             for path, table in tables.items():
                 r = _regrets(table, path, cases, lambda j, dev=dev, chosen=chosen: candidates[chosen[j]].model(dev))

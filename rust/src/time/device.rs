@@ -54,7 +54,7 @@ impl TimeDevice {
     /// paper's ref. 31); 4 warp schedulers -> 0.25 cycle per warp instruction; a dependent
     /// FP32 instruction waits 6 cycles on Maxwell (Mei & Chu; Jia et al.). The settings
     /// (overlap_p = 7, the dependent latency, queues in series, the FP64 rate) are the
-    /// protocol's choice: nested leave-one-kernel-out over both GTX 980 grids
+    /// protocol's choice: nested leave-one-application-out over both GTX 980 grids
     /// (`gpudvfs time cv`).
     pub fn gtx980() -> Self {
         TimeDevice {
