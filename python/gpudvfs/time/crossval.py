@@ -184,7 +184,7 @@ def cross_validate(grids: list[MeasurementGrid], reference: tuple[float, float],
     by_file = _by_file(cases, grids)
     files = {}
     # With several files, also each file's kernels under the candidate chosen on the other files
-    # alone: a shift of kernel set, as unseen kernels bring.
+    # alone: a shift of kernel set (files may share applications: not an unseen-application figure).
     other_files = ({path: int(np.argmin(errors[:, ~mask].mean(axis=1))) for path, mask in by_file.items()}
                    if len(by_file) > 1 else {})
     for path, mask in by_file.items():
