@@ -13,7 +13,7 @@ from ..io import read_measured_grid
 from ..io.dcgm_fields import is_dcgm_grid
 from ..io.grid_csv import SPECS
 from ..time import MODES, TimeDevice, TimeModel, evaluate, profiles_from_grid
-from ..time.crossval import constant_sensitivity, cross_validate
+from ..time.crossval import HOLD_OUTS, constant_sensitivity, cross_validate
 from ..time.dcgm import PREDICTORS, DcgmTimeModel
 from ..time.dcgm import cross_validate as dcgm_cross_validate
 from ..time.fit_device import fit_device
@@ -218,8 +218,11 @@ def predict(data, kernels, device, reference, core_mhz, mem_mhz, mode, calibrate
 @click.option("--sensitivity", is_flag=True,
               help="Also re-run the whole protocol with each device constant (latencies, L2 service time, "
                    "FP64 issue) scaled by 0.5-1.5: how the cross-validated figures move with it (about a minute).")
+@click.option("--hold-out", type=click.Choice(HOLD_OUTS), default="application", show_default=True,
+              help="What is held out together: an application's kernels in every DATA (names compared without "
+                   "case and punctuation, one beginning another), or each kernel alone.")
 @click.option("--json", "as_json", is_flag=True)
-def cv(data, device, reference, columns, sensitivity, as_json) -> None:
+def cv(data, device, reference, columns, sensitivity, hold_out, as_json) -> None:
     """Nested leave-one-application-out cross-validation over the kernels of every DATA grid:
     each kernel scored with the settings (soft-max exponent, dependent latency, calibration)
     chosen on the kernels of the other applications (an application's kernels in every file
@@ -229,16 +232,16 @@ def cv(data, device, reference, columns, sensitivity, as_json) -> None:
         for g in grids[1:]:
             _resolve(device, g)
         time_device, spec = _resolve(device, grids[0])
-        r = cross_validate(grids, reference, time_device, spec)
+        r = cross_validate(grids, reference, time_device, spec, hold_out=hold_out)
         if sensitivity:
             with progress_bars(disable=as_json) as update:
                 r["over_device_constants"] = constant_sensitivity(
-                    grids, reference, time_device, spec,
+                    grids, reference, time_device, spec, hold_out=hold_out,
                     progress=lambda done, total, label: update("device constants", done, total, label))
     if as_json:
         print_json(r)
         return
-    console.print(table(f"time model, nested leave-one-application-out over {r['kernels']} kernels "
+    console.print(table(f"time model, nested leave-one-{hold_out}-out over {r['kernels']} kernels "
                         f"({r['candidates']} candidate settings)",
                         ["file", "kernels", "CV MAPE %", "in-sample %", "two-term %", "CV beats two-term"],
                         [[Path(f).name, v["kernels"], f"{v['cv_mape']:.2f}", f"{v['in_sample_mape']:.2f}",

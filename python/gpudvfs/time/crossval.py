@@ -43,6 +43,8 @@ CORRECTION_RIDGES = (0.1, 1.0, 10.0)
 #: DRAM latency and a warp's FP64 instruction.
 DEVICE_CONSTANTS = ("inst_lat", "sh_lat", "l2_lat", "l2_del", "dm_lat_b", "dp_inst_cycle")
 CONSTANT_SCALES = (0.5, 0.75, 1.25, 1.5)
+#: What the protocol holds out together: an application's kernels (the default), or each kernel.
+HOLD_OUTS = ("application", "kernel")
 
 
 @dataclass(frozen=True)
@@ -160,25 +162,35 @@ def nested_choice(errors: np.ndarray, groups: np.ndarray | None = None) -> np.nd
     return np.argmin(errors @ ~same / (~same).sum(axis=0), axis=0)
 
 
-def _protocol(grids: list[MeasurementGrid], reference: tuple[float, float], device: TimeDevice, candidates):
-    """(kernel cases, their application groups, errors [candidates x kernels], candidate chosen
-    per held-out kernel (its application held out), its cross-validated MAPE per kernel)."""
+def _groups(names: list[str], hold_out: str) -> np.ndarray:
+    """What cross-validation holds out together: an application's kernels, or each kernel."""
+    if hold_out not in HOLD_OUTS:
+        raise InputError(f"hold_out must be one of {HOLD_OUTS}, got {hold_out!r}")
+    return application_groups(names) if hold_out == "application" else np.arange(len(names))
+
+
+def _protocol(grids: list[MeasurementGrid], reference: tuple[float, float], device: TimeDevice, candidates,
+              hold_out: str):
+    """(kernel cases, their groups, errors [candidates x kernels], candidate chosen per held-out
+    kernel (its group held out), its cross-validated MAPE per kernel)."""
     cases = kernel_cases(grids, reference, device)
-    groups = application_groups([k.name for k in cases])
+    groups = _groups([k.name for k in cases], hold_out)
     errors = error_matrix(cases, candidates, device)
     chosen = nested_choice(errors, groups)
     return cases, groups, errors, chosen, errors[chosen, np.arange(len(cases))]
 
 
 def cross_validate(grids: list[MeasurementGrid], reference: tuple[float, float], device: TimeDevice,
-                   spec=None, candidates=CANDIDATES) -> dict:
+                   spec=None, candidates=CANDIDATES, hold_out: str = "application") -> dict:
     """The protocol over ``grids`` (their kernels pooled). Per file: the cross-validated
     calibrated MAPE, the in-sample one of the candidate chosen on all kernels, the two-term
     baseline and how many kernels the model beats it on; the chosen candidates; for grids
     with power, the energy regret of the minimum-energy choice, cross-validated and in-sample,
     and how both move with the soft-max exponent (with ``spec``, the catalog entry whose peak
-    rates give the power model's utilizations)."""
-    cases, groups, errors, chosen, cv = _protocol(grids, reference, device, candidates)
+    rates give the power model's utilizations). ``hold_out="kernel"`` holds out each kernel
+    alone, its application's other kernels left in (lower figures where files share
+    applications)."""
+    cases, groups, errors, chosen, cv = _protocol(grids, reference, device, candidates, hold_out)
     best = int(np.argmin(errors.mean(axis=1)))
     two = two_term_errors(cases, device, reference)
     by_file = _by_file(cases, grids)
@@ -197,7 +209,7 @@ def cross_validate(grids: list[MeasurementGrid], reference: tuple[float, float],
             files[path]["other_files"] = {"chosen": candidates[b].label, "mape": float(errors[b, mask].mean()),
                                           "beats_two_term": int((errors[b, mask] < two[mask]).sum())}
     report = {
-        "reference_mhz": list(reference), "candidates": len(candidates), "kernels": len(cases),
+        "reference_mhz": list(reference), "candidates": len(candidates), "kernels": len(cases), "hold_out": hold_out,
         "applications": _shared_applications(cases, groups),
         "extensions": _extensions(candidates, errors, by_file, groups),
         "learned_correction": _learned_correction(cases, groups, candidates, chosen, device, reference, by_file),
@@ -376,7 +388,8 @@ def _regrets(table, path: str, cases: list[KernelCase], model_of: Callable[[int]
 
 def constant_sensitivity(grids: list[MeasurementGrid], reference: tuple[float, float], device: TimeDevice,
                          spec=None, constants=DEVICE_CONSTANTS, scales=CONSTANT_SCALES, candidates=CANDIDATES,
-                         progress: Callable[[int, int, str], None] | None = None) -> dict:
+                         hold_out: str = "application", progress: Callable[[int, int, str], None] | None = None
+                         ) -> dict:
     """How the protocol's cross-validated figures move when one device constant moves: for
     each constant and scale, the whole protocol re-run (every candidate, nested
     leave-one-application-out) on ``device`` with that constant times the scale. Per variant, the
@@ -393,7 +406,7 @@ def constant_sensitivity(grids: list[MeasurementGrid], reference: tuple[float, f
         raise InputError(f"scales must be finite numbers > 0, got {list(scales)}")
     if spec is not None:
         names = [k.name for k in kernel_cases(grids, reference, device)]
-        labels = dict(zip(names, application_groups(names).tolist()))
+        labels = dict(zip(names, _groups(names, hold_out).tolist()))
     tables = ({g.path: regret_table(g, reference, device, spec, groups=labels) for g in grids if g.watts is not None}
               if spec is not None else {})
     out: dict = {}
@@ -402,7 +415,7 @@ def constant_sensitivity(grids: list[MeasurementGrid], reference: tuple[float, f
         out[name] = {}
         for x in scales:
             dev = replace(device, **{name: getattr(device, name) * x})
-            cases, _, _, chosen, cv = _protocol(grids, reference, dev, candidates)
+            cases, _, _, chosen, cv = _protocol(grids, reference, dev, candidates, hold_out)
             row: dict = {"cv_mape": {path: float(cv[m].mean()) for path, m in _by_file(cases, grids).items()}}
             for path, table in tables.items():
                 r = _regrets(table, path, cases, lambda j, dev=dev, chosen=chosen: candidates[chosen[j]].model(dev))
