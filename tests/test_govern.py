@@ -266,6 +266,7 @@ def test_the_defaults_are_the_least_regret_that_keeps_deadlines(data):
 
     cv = d["cv"]
     assert cv["regret_mean"] == pytest.approx(0.01316, abs=5e-6)
+    assert cv["in_sample_regret_mean"] == pytest.approx(chosen["regret_mean"], rel=1e-12)
     gtx980, v100 = cv["grids"]
     assert (gtx980["same_as_chosen_on_all"], len(gtx980["chosen"]), v100["same_as_chosen_on_all"],
             len(v100["chosen"])) == (14, 15, 10, 11)
@@ -341,6 +342,7 @@ def test_the_defaults_cross_validated_choose_without_the_application(gtx980: Rep
     assert g["policies"]["energy"] == pytest.approx({"regret_mean": np.mean(held), "regret_max": 1.0,
                                                      "in_sample": np.mean(in_sample)}, rel=1e-12)
     assert r["cv"]["regret_mean"] == pytest.approx(np.mean(held), rel=1e-12)
+    assert r["cv"]["in_sample_regret_mean"] == pytest.approx(np.mean(in_sample), rel=1e-12)
 
 
 def test_the_defaults_cross_validated_keep_the_bound_without_the_application(gtx980: ReplayTable, monkeypatch):

@@ -244,9 +244,8 @@ def _print_defaults_cv(data, r: dict, seeds: int) -> None:
                     else "")
             rows.append([path, policy, f"{100 * v['regret_mean']:.2f}", f"{100 * v['regret_max']:.2f}",
                          f"{100 * v['in_sample']:.2f}", over])
-    in_sample = next(x["regret_mean"] for x in r["sets"] if all(x[k] == v for k, v in r["chosen"].items()))
     console.print(table(f"the choice held out (leave-one-application-out), seeds 0-{seeds - 1}: mean regret "
-                        f"{100 * cv['regret_mean']:.3f}% (in-sample {100 * in_sample:.3f}%)",
+                        f"{100 * cv['regret_mean']:.3f}% (in-sample {100 * cv['in_sample_regret_mean']:.3f}%)",
                         ["data", "policy", "held-out regret %", "max %", "in-sample %",
                          "steps over % (held out / in-sample)"], rows))
     for path, g in zip(data, cv["grids"]):

@@ -549,7 +549,7 @@ def _cross_validated(scores: dict, shape: tuple, tables: list[ReplayTable], poli
     if sum(len(t.names) for t in tables) < 2:
         raise InputError("cross-validating the defaults needs at least 2 applications")
     n_seeds = shape[3]
-    out, total = [], []
+    out, total, in_sample = [], [], []
     for g, table in enumerate(tables):
         held = {}  # application -> index of its set
         for a, name in enumerate(table.names):
@@ -571,6 +571,7 @@ def _cross_validated(scores: dict, shape: tuple, tables: list[ReplayTable], poli
                 row["in_sample_violations"] = float(np.mean([sc.over[best].sum() / sc.steps.sum() for sc in runs]))
             per_policy[policy] = row
             total.append(row["regret_mean"])
+            in_sample.append(row["in_sample"])
         out.append({"policies": per_policy, "chosen": {table.names[a]: grid[k] for a, k in held.items()},
                     "same_as_chosen_on_all": sum(k == best for k in held.values())})
-    return {"regret_mean": float(np.mean(total)), "grids": out}
+    return {"regret_mean": float(np.mean(total)), "in_sample_regret_mean": float(np.mean(in_sample)), "grids": out}
