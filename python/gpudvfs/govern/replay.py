@@ -229,7 +229,7 @@ def _score(table: ReplayTable, plan, energy, chosen, phase_of, best_k, policy, s
         over = ~allowed[apps, chosen]
         out["violations"] = float(np.mean(over))
         # Per phase, for a share over the phases of some applications (`choose_defaults(cv=True)`).
-        out["per_phase_over"] = [int(over[phase_of == ph].sum()) for ph in range(len(plan))]
+        out["per_phase_over"] = np.bincount(phase_of, weights=over, minlength=len(plan)).astype(int).tolist()
     return out
 
 

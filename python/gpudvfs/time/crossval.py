@@ -278,8 +278,7 @@ def _learned_correction(cases: list[KernelCase], groups: np.ndarray, candidates,
     are a kernel's standardized counter ratios (and 1), phi(f) the log clock ratios to the
     reference, and B a ridge fit of the other applications' log residuals. Scored like the
     rest: for each kernel, B fitted without its application on the candidate chosen without
-    it. Returns the
-    cross-validated MAPE per file for each ridge strength."""
+    it. Returns the cross-validated MAPE per file for each ridge strength."""
     feats = np.array([_kernel_features(k, device, reference) for k in cases])
     # phi(f) per kernel; predictions per (candidate, kernel), made once across held-out kernels.
     designs = [np.column_stack([np.log(k.core_mhz / reference[0]), np.log(k.mem_mhz / reference[1])])
@@ -318,9 +317,8 @@ def _selection(grid: MeasurementGrid, reference, device, spec, cases, groups, er
     regret itself instead of the time error (the least mean regret over the other
     applications: ``chosen_by_regret``), and with that criterion or the time error itself
     chosen for each application on the others (``criterion_chosen``, :func:`_criterion_chosen`);
-    and over the soft-max exponents, the rest of the
-    chosen-on-all candidate kept. An application's power comes from a model fitted without
-    its group, as its time does."""
+    and over the soft-max exponents, the rest of the chosen-on-all candidate kept. An
+    application's power comes from a model fitted without its group, as its time does."""
     from ..select.evaluate import regret_table
 
     table = regret_table(grid, reference, device, spec, groups=_labels(cases, groups))
@@ -404,11 +402,11 @@ def constant_sensitivity(grids: list[MeasurementGrid], reference: tuple[float, f
         raise InputError(f"constants must be numeric TimeDevice fields ({sorted(numeric)}), got {list(constants)}")
     if not scales or not all(is_finite_number(x) and x > 0 for x in scales):
         raise InputError(f"scales must be finite numbers > 0, got {list(scales)}")
+    tables = {}
     if spec is not None:
-        names = [k.name for k in kernel_cases(grids, reference, device)]
-        labels = dict(zip(names, _groups(names, hold_out).tolist()))
-    tables = ({g.path: regret_table(g, reference, device, spec, groups=labels) for g in grids if g.watts is not None}
-              if spec is not None else {})
+        cases = kernel_cases(grids, reference, device)
+        labels = _labels(cases, _groups([k.name for k in cases], hold_out))
+        tables = {g.path: regret_table(g, reference, device, spec, groups=labels) for g in grids if g.watts is not None}
     out: dict = {}
     total, done = len(constants) * len(scales), 0
     for name in constants:
