@@ -28,9 +28,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
+import types
 from collections import defaultdict
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from gpudvfs.measure import kernels as K
@@ -182,6 +184,26 @@ def test_load_checks_parameters_before_touching_a_gpu():
         K.load("sp_ops001", {"bogus": 1})
     with pytest.raises(ValueError, match=r"policy 'chase' takes"):
         K.load("time_dram_latency", {"reps": 3})
+
+
+def test_reps_refused_for_a_kernel_that_takes_none_before_touching_a_gpu():
+    with pytest.raises(ValueError, match="takes no 'reps'"):
+        K.load("sp_ops001", {"reps": 3})
+
+
+def test_grid_stride_benchmark_reports_the_bytes_it_reads_and_writes():
+    """The bandwidth benchmark's traffic, which the time device's DRAM delay is fitted from:
+    NumPy stands in for CuPy's array module (the buffers only; nothing is launched)."""
+    from gpudvfs.measure.kernels.gpu import _grid_stride
+
+    cp = types.SimpleNamespace(random=np.random, empty_like=np.empty_like)
+    b = K.benchmark("time_dram_bandwidth")
+    settings = {**{k: v for k, v in b.launch.items() if k != "policy"}, "elements": 10_000, "reps": 3}
+    grid, block, values, sizes, result = _grid_stride(cp, b, settings, 4, 1 << 20)
+    n = int(values["n"])
+    assert n == 8192  # whole tiles of 256 threads x 8 float4 each
+    assert sizes == {"elements": n, "bytes": 16 * n}
+    assert result() == {"bytes": 2.0 * 16 * n * 3}
 
 
 def test_idle_benchmark_launches_nothing_and_waits():

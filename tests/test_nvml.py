@@ -422,6 +422,36 @@ def test_refresh_period_estimate_survives_a_starved_poller():
     assert naive_off >= 2  # the scenario is hard: a plain median goes wrong in some seeds
 
 
+H100_CHANGES = Path(__file__).parent.parent / "validation" / "nvidia-h100-80gb-hbm3" / "power-reading-changes.json"
+
+
+def test_refresh_period_of_a_real_h100_instant_field_whose_updates_land_in_two_steps():
+    """Real data (validation/, five 4 s traces of NVML's instant power field, idle and under a
+    DRAM stream): about one update in four changes the value twice, 0.1 ms apart. Those
+    pairs are one update: the period is 0.1 s in every trace."""
+    runs = json.loads(H100_CHANGES.read_text())["runs"]
+    for run in runs:
+        ends = [b for _, b, _ in run["changes"]]
+        assert min(y - x for x, y in zip(ends, ends[1:])) < 0.001  # the file holds such pairs
+        assert refresh_period_from_changes([(a, b) for a, b, _ in run["changes"]]) == pytest.approx(0.1, rel=0.005)
+    assert [r["load"] for r in runs].count(True) == 3
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_refresh_period_estimate_merges_updates_landing_in_two_steps(seed):
+    """Synthetic: a 20 ms sensor, polls 10 us wide, and half of the updates followed by a second
+    change 0.5 ms later (up to half: beyond, the upper quartile of the intervals is no longer a
+    period)."""
+    rng = random.Random(seed)
+    changes = []
+    for k in range(1, 60):
+        t = 0.02 * k + rng.uniform(0, 1e-5)
+        changes.append((t - 1e-5, t))
+        if rng.random() < 0.5:
+            changes.append((t + 5e-4 - 1e-5, t + 5e-4))
+    assert refresh_period_from_changes(changes) == pytest.approx(0.02, rel=0.01)
+
+
 def test_refresh_period_estimate_refuses_too_few_changes():
     with pytest.raises(ValueError, match="at least 6"):
         refresh_period_from_changes([(0.0, 0.001), (0.004, 0.005)])
@@ -516,6 +546,27 @@ def test_stand_in_short_sampled_measurement_warns():
     assert m.power_source == "sampled" and m.watts > 0
 
 
+def test_stand_in_sampling_goes_on_at_5_ms_where_the_refresh_period_cannot_be_inferred(monkeypatch):
+    """An H100's instant power field once changed more often than any period allows (see
+    validation/): the measurement still samples, every 5 ms, says so once, and does not try
+    again at every measurement."""
+    fake = FakeNvml(energy_counter=False, refresh_s=0.02)
+    tries = []
+
+    def fail(self, **kw):
+        tries.append(kw)
+        raise GpudvfsError("could not infer the refresh period")
+
+    monkeypatch.setattr(NvmlDevice, "infer_refresh_period", fail)
+    with NvmlDevice(pynvml=fake, launcher=Timed(fake, 0.002)) as dev:
+        with pytest.warns(GpudvfsWarning, match="sampled every 5 ms"):
+            m = dev.measure(W, repetitions=40)
+        again = dev.measure(W, repetitions=40)
+    assert len(tries) == 1 and dev.refresh_period_s is None
+    for x in (m, again):
+        assert x.power_source == "sampled" and math.isfinite(x.watts) and x.watts > 0
+
+
 # -- throttling --------------------------------------------------------------------------------
 
 
@@ -600,11 +651,50 @@ def test_stand_in_default_launcher_loads_and_runs_kernel_on_the_nvml_gpu(monkeyp
     assert log[1:4] == ["enter", ("load", "fma_chain", {"n": 4}), "exit"]
     # warm-up + 2 launches, each inside the device context
     assert log[4:] == ["enter", "run", "exit"] * 3
+    assert m.result == {}  # the stand-in benchmark has no readings
     # A user callable (CuPy code) runs on that GPU too.
     log.clear()
     with NvmlDevice(pynvml=fake) as dev:
         dev.measure(Workload(name="c", fn=lambda: log.append("call")), repetitions=2)
     assert log == [("device", "0000:3b:00.0")] + ["enter", "call", "exit"] * 3
+
+
+def test_stand_in_default_launcher_records_what_the_last_launch_measured(monkeypatch):
+    """A latency benchmark's in-kernel readings reach the measurement (and so the sweep's
+    result column, which the time device is fitted from); they are read once, after the last
+    launch, on the GPU the kernel ran on."""
+    log: list = []
+
+    class Device:
+        @classmethod
+        def from_pci_bus_id(cls, bus_id):
+            return cls()
+
+        def __enter__(self):
+            log.append("enter")
+
+        def __exit__(self, *exc):
+            log.append("exit")
+
+    class Chase:
+        measures = True
+        launches = 0
+
+        def __call__(self):
+            self.launches += 1
+
+        def result(self):
+            log.append("read")
+            return {"cycles_per_access": 500.0 + self.launches}
+
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=types.SimpleNamespace(Device=Device)))
+    kernels = types.ModuleType("gpudvfs.measure.kernels")
+    kernels.load = lambda name, params: Chase()
+    monkeypatch.setitem(sys.modules, "gpudvfs.measure.kernels", kernels)
+    with NvmlDevice(pynvml=FakeNvml()) as dev:
+        m = dev.measure(Workload(name="time_dram_latency", kernel="time_dram_latency"), repetitions=3)
+    assert m.result == {"cycles_per_access": 504.0}  # warm-up + 3 launches, then one read
+    assert log.count("read") == 1 and log[-3:] == ["enter", "read", "exit"]
 
 
 # -- counters through Nsight Compute (run_ncu replaced by a stand-in: no ncu, no GPU) --------
@@ -635,9 +725,11 @@ def test_profile_runs_ncu_on_a_launcher_process_for_this_gpu(monkeypatch, tmp_pa
     metrics, argv, options = calls[0]
     assert set(counters.required_metrics("power", "ncu")) <= set(metrics)
     assert argv[1:4] == ["-m", "gpudvfs.measure.launch", "--kernel"] and argv[4] == "sp_ops008"
-    # The first kernel, at the clocks this object locked (ncu would lock the base clock).
+    # The benchmark's own kernel, by its function's name: on an H100 the first kernel was CuPy's
+    # random-number setup (validation/); at the clocks this object locked (ncu would lock the
+    # base clock).
     assert argv[argv.index("--pci") + 1] == "0000:3b:00.0" and options == {
-        "launch_count": 1, "keep": None, "kernel_name": None, "extra_args": ["--clock-control", "none"]}
+        "launch_count": 1, "keep": None, "kernel_name": "arith", "extra_args": ["--clock-control", "none"]}
     # With ncu_logs set, each raw ncu CSV is kept there, named by the workload.
     dev.ncu_logs = tmp_path
     with pytest.raises(MissingCountersError):
@@ -648,6 +740,9 @@ def test_profile_runs_ncu_on_a_launcher_process_for_this_gpu(monkeypatch, tmp_pa
         dev.profile(Workload("mm", fn=print, spec="mymod:run", profile_kernel="regex:gemm"))
     _, argv, options = calls[2]
     assert argv[3:] == ["--callable", "mymod:run", "--pci", "0000:3b:00.0"] and options["kernel_name"] == "regex:gemm"
+    # The idle benchmark launches no kernel: all components idle, and ncu is not run.
+    assert dev.profile(Workload("idle", kernel="idle")) == dict.fromkeys(counters.COMPONENTS, 0.0)
+    assert len(calls) == 3
 
 
 def test_launcher_argv_for_callables_and_unlaunchable_workloads():

@@ -8,7 +8,9 @@ import csv
 import json
 import time
 import warnings
+from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -208,3 +210,65 @@ def test_cli_leave_clocks_on_the_simulated_gpu(tmp_path):
     report = json.loads(res.output)
     assert report["grid"]["leave_clocks"] and report["power_sources"]["kernels"]
     assert [n for n, s in report["steps"].items() if not s["ok"]] == []
+
+
+# -- what an H100 measured (validation/nvidia-h100-80gb-hbm3, issue 16): real data --------------
+
+H100 = Path(__file__).parent.parent / "validation" / "nvidia-h100-80gb-hbm3"
+
+
+def test_h100_sweeps_read_as_gpudvfs_data_info_reads_them():
+    for name in ("time-suite.csv", "power-suite.csv", "apps.csv", "power-counter.csv", "power-samples.csv"):
+        res = CliRunner().invoke(cli, ["data", "info", str(H100 / name)])
+        assert res.exit_code == 0, (name, res.output)
+        assert "1980/2619" in res.output  # the driver's clocks, recorded as the reference
+
+
+def test_h100_profiles_are_of_each_benchmarks_own_kernel():
+    """The first run profiled CuPy's random-number setup kernel for every benchmark (the first
+    kernel launched): each raw ncu CSV now names the benchmark's own kernel function, and each
+    benchmark's profile loads the unit it was designed to stress."""
+    from gpudvfs.io.profilers import read_ncu_csv
+    from gpudvfs.measure.kernels import benchmark
+
+    profiles = json.loads((H100 / "power-suite.csv.sweep.json").read_text())["profiles"]
+    assert len(profiles) == 28
+    for name in profiles:
+        [kernel] = read_ncu_csv(H100 / "ncu" / f"{name}.ncu.csv").kernels
+        assert kernel.name.split("<")[0].removeprefix("void ") == benchmark(name).kernel, name
+    # Each sweep loads its unit more as its intensity grows, and most at its end; the L2 and
+    # DRAM streams load theirs most. (Hopper issues integer multiply-adds to the FMA pipe: the
+    # INT sweep loads SP, so it is left out.)
+    units = ("SP", "DP", "SFU", "L2", "Shared", "DRAM")
+    for prefix, unit in (("sp_ops", "SP"), ("dp_ops", "DP"), ("sf_ops", "SFU"), ("shared_it", "Shared")):
+        sweep = [profiles[n][unit] for n in sorted(n for n in profiles if n.startswith(prefix))]
+        assert sweep == sorted(sweep) and len(sweep) >= 3, prefix
+        last = max(n for n in profiles if n.startswith(prefix))
+        assert max(units, key=profiles[last].get) == unit, last
+    for name in profiles:
+        if name.startswith(("l2_ops", "dram_ops")):
+            assert max(units, key=profiles[name].get) == {"l2": "L2", "dram": "DRAM"}[name.split("_")[0]], name
+    assert profiles["dp_ops032"]["DP"] > 0.8 and profiles["sf_ops064"]["SFU"] > 0.9
+
+
+def test_h100_latency_suite_against_the_catalog():
+    """The DRAM chase continues where the last launch stopped, so it times DRAM, not L2 hits
+    (on the first run both read 276 cycles); the figures of `validation/absolute_time.py`."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("absolute_time", H100.parent / "absolute_time.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    from gpudvfs.catalog import lookup
+
+    device = lookup("h100-sxm").time_device()
+    lat = script.latencies(H100, device)
+    dram, l2 = lat["dram latency (core cycles)"], lat["L2 latency (core cycles)"]
+    assert dram[0] > 2 * l2[0]
+    assert dram[0] == pytest.approx(595.67, abs=0.01) and dram[1] == pytest.approx(605.29, abs=0.01)
+    assert l2[0] == pytest.approx(276.04, abs=0.01)
+    assert lat["DRAM delay (memory cycles per SM transaction)"][0] == pytest.approx(4.38, abs=0.005)
+    errors = script.time_errors(H100, device)
+    assert len(errors) == 32
+    e = np.abs(list(errors.values()))
+    assert e.mean() == pytest.approx(34.3, abs=0.05) and np.median(e) == pytest.approx(21.9, abs=0.05)

@@ -7,7 +7,11 @@
 // traversed once untimed first (`warm` steps), measures L2. A warm pass also fills the TLB,
 // which is the case the paper measures. Latency = cycles / steps, in SM clock cycles.
 // The final pointer is stored, so the chain cannot be dropped; only the last load's latency
-// may overlap the closing clock read (an error of one step in `steps`).
+// may overlap the closing clock read (an error of one step in `steps`). A launch continues
+// from where the previous one stopped (`sink`, zero before the first): were each launch to
+// restart at `start`, the DRAM ring's first `steps` slots would stay in a large L2 (8192 x
+// 512 B = 4 MiB, inside an H100's 50 MB), and the "DRAM" chase would time L2 hits from the
+// second launch on.
 //
 // shared_chase: the same for shared memory. The block copies a ring of byte offsets from
 // global memory (contents unknown to the compiler) into shared memory, then one thread
@@ -18,7 +22,7 @@ template <int UNROLL>
 __global__ void global_chase(const unsigned long long* start, unsigned int warm, unsigned int steps,
                              unsigned long long* sink, long long* cycles)
 {
-    const unsigned long long* p = start;
+    const unsigned long long* p = *sink ? (const unsigned long long*)*sink : start;
     for (unsigned int i = 0; i < warm; ++i) {
         p = (const unsigned long long*)__ldcg(p);
     }

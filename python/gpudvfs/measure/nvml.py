@@ -6,7 +6,10 @@ Kernels are launched through a *launcher*: a callable that takes a `Workload` an
 zero-argument function that launches the work once and waits for it. The default launcher
 loads microbenchmarks with `gpudvfs.measure.kernels` on CuPy and calls ``workload.fn`` as is.
 A launch function may return the launch's GPU time in milliseconds (e.g. from CUDA events);
-`measure` then uses it instead of the wall clock around the launch.
+`measure` then uses it instead of the wall clock around the launch. One with a ``result()``
+method (the default launcher's, for microbenchmarks) gives what its last launch measured, which
+`measure` records as `Measurement.result`: the latency suite's cycles per access, from which
+the time device is fitted.
 
 Clock control, by capability:
 
@@ -20,7 +23,10 @@ Power, by source (``power=``): the energy counter (Volta and newer) where the GP
 readings sampled through the measurement and integrated. ``power="samples"`` samples even where
 a counter exists, to compare the two. Samples read NVML's instantaneous power field
 (``NVML_FI_DEV_POWER_INSTANT``) where the driver answers it: from Ampere on,
-``nvmlDeviceGetPowerUsage`` is a one-second average, too slow for short windows.
+``nvmlDeviceGetPowerUsage`` is a one-second average, too slow for short windows. Samples are
+taken at half the reading's refresh period, inferred from the first sampled measurement; where
+it cannot be inferred (an H100's instant field once changed more often than its period allows),
+every 5 ms, with a warning.
 
 ``leave_clocks=True`` is for a GPU whose clocks are not this process's to change (a shared or
 lent machine, even where the process is root): `lock_clocks` then refuses, nothing is set or
@@ -91,6 +97,9 @@ _MONITOR_INTERVAL_S = 0.01
 _MIN_SAMPLE_INTERVAL_S = 0.001
 # A sampled average needs several sensor updates to mean anything.
 _MIN_REFRESH_PERIODS = 10
+# Where the sensor's period could not be inferred: well under the 0.1 s an H100's instant
+# field was seen to update at (validation/), so no update is missed.
+_UNKNOWN_PERIOD_INTERVAL_S = 0.005
 #: Where `NvmlDevice.measure` takes power from: the energy counter where the GPU has one
 #: ("auto"), always the counter, or always sampled readings.
 POWER_SOURCES = ("auto", "energy-counter", "samples")
@@ -149,7 +158,10 @@ def refresh_period_from_changes(changes: list[tuple[float, float]]) -> float:
     """The update period of a sensor from the times its value was seen to change.
 
     Each change is a bracket ``(start of the last poll that saw the old value, end of the first
-    poll that saw the new one)``: the update happened inside it. Brackets much wider than usual (the poller was
+    poll that saw the new one)``: the update happened inside it. A change within a twentieth of
+    the usual interval after the one before is the same update landing in two steps (an H100's
+    instant power field does this at about one update in four, 0.1 ms apart: see validation/),
+    and is merged into it. Brackets much wider than usual (the poller was
     descheduled) are dropped, since their update time is vague. The intervals between the
     remaining changes are whole multiples of the period (more than one where an update
     repeated the previous value or fell in a dropped bracket), so the period is taken as the
@@ -158,9 +170,20 @@ def refresh_period_from_changes(changes: list[tuple[float, float]]) -> float:
     refined as those intervals' total time over their total count of periods.
     Raises ValueError with fewer than 5 usable intervals.
     """
+    if len(changes) < 6:
+        raise ValueError(f"{len(changes)} changes seen, at least 6 needed")
+    # The upper quartile of the intervals is a whole period even where half the updates land
+    # in two steps (or where some repeat the value: then a multiple, still far above a step).
+    gaps = sorted(b2 - b1 for (_, b1), (_, b2) in zip(changes, changes[1:]))
+    split = gaps[3 * len(gaps) // 4] / 20
+    merged = changes[:1]
+    for a, b in changes[1:]:
+        if b - merged[-1][1] >= split:
+            merged.append((a, b))
+    changes = merged
     widths = [b - a for a, b in changes]
     if len(widths) < 6:
-        raise ValueError(f"{len(widths)} changes seen, at least 6 needed")
+        raise ValueError(f"{len(widths)} distinct updates seen, at least 6 needed")
     # A precise bracket is one poll wide; a quarter of them at least are, even when the
     # poller is descheduled often, so the lower quartile measures a poll.
     limit = 3 * sorted(widths)[len(widths) // 4]
@@ -332,6 +355,24 @@ class _Monitor:
             raise self._error
 
 
+class _OnDevice:
+    """A loaded benchmark launched on its GPU (CuPy's current device while it runs)."""
+
+    def __init__(self, run: Any, cuda_device: Any):
+        self._run, self._device = run, cuda_device
+
+    def __call__(self) -> None:
+        with self._device:
+            self._run()  # a loaded benchmark launches once and waits for its stream
+
+    def result(self) -> dict[str, float]:
+        """What the last launch measured (empty for a benchmark that measures nothing)."""
+        if not getattr(self._run, "measures", False):
+            return {}
+        with self._device:
+            return dict(self._run.result())
+
+
 class NvmlDevice:
     """GPU ``index`` through NVML, satisfying the `Device` protocol.
 
@@ -379,6 +420,7 @@ class NvmlDevice:
         self._launcher: Launcher = launcher if launcher is not None else self._default_launcher
         self._default_override = default_clocks
         self.refresh_period_s: float | None = None
+        self._refresh_failed = False  # inferring it failed once: not tried again
         #: Where `profile` keeps each raw ncu CSV (``<workload>.ncu.csv``); None keeps none.
         self.ncu_logs: Path | None = None
         self._state = threading.RLock()
@@ -796,19 +838,29 @@ class NvmlDevice:
     def profile(self, workload: Workload) -> dict[str, float]:
         """Counters of one launch at the current clocks, from Nsight Compute (NVML has
         none): ``ncu`` wraps a process that launches the workload once on this GPU, reads its
-        first kernel (or the first that ``workload.profile_kernel`` names), and its metrics map
-        onto the power model's utilizations and the time model's inputs.
+        kernel named ``workload.profile_kernel`` (a microbenchmark's: its kernel function; else
+        the first kernel launched), and its metrics map onto the power model's utilizations and
+        the time model's inputs. The idle benchmark launches nothing: every component idles.
         Needs ``ncu`` on PATH and permission to read GPU counters (see run_ncu's errors)."""
-        from .counters import power_utilizations, required_metrics, run_ncu, time_model_inputs
+        from .counters import COMPONENTS, power_utilizations, required_metrics, run_ncu, time_model_inputs
         from .launch import target_argv
 
+        name = workload.profile_kernel
+        if workload.kernel is not None and name is None:
+            from .kernels import benchmark
+
+            # By name: setting a benchmark up launches other kernels first (CuPy's random
+            # generator fills its buffers), and an H100 profiled those (validation/).
+            name = benchmark(workload.kernel).kernel
+            if name is None:
+                return dict.fromkeys(COMPONENTS, 0.0)
         metrics = required_metrics("power", "ncu") + required_metrics("time", "ncu")
         keep = None if self.ncu_logs is None else Path(self.ncu_logs) / f"{workload.name}.ncu.csv"
         # The clocks stay as this object locked them: ncu's default would lock the base clock.
         report = run_ncu(metrics, target_argv(workload, self._pci_bus_id()), launch_count=1, keep=keep,
-                         kernel_name=workload.profile_kernel, extra_args=["--clock-control", "none"])
+                         kernel_name=name, extra_args=["--clock-control", "none"])
         if not report.kernels:
-            which = f" matching {workload.profile_kernel!r}" if workload.profile_kernel else ""
+            which = f" matching {name!r}" if name else ""
             raise ValueError(f"ncu recorded no kernel launch{which} of {workload.name!r}")
         kernel = report.kernels[0]
         util = power_utilizations(kernel)
@@ -868,12 +920,7 @@ class NvmlDevice:
         cuda_device = cupy.cuda.Device.from_pci_bus_id(self._pci_bus_id())
         with cuda_device:  # kernels.load compiles and allocates on the current device
             run = kernels.load(workload.kernel, dict(workload.params))
-
-        def launch() -> None:
-            with cuda_device:
-                run()  # a loaded benchmark launches once and waits for its stream
-
-        return launch
+        return _OnDevice(run, cuda_device)
 
     def measure(self, workload: Workload, min_seconds: float = 1.0,
                 repetitions: int | None = None) -> Measurement:
@@ -895,9 +942,19 @@ class NvmlDevice:
         launch = self._launcher(workload)
         launch()
         sampled = not self._has_energy or self.power == "samples"
-        if sampled and self.refresh_period_s is None:
-            self.infer_refresh_period(launch=launch)
-        interval = max(self.refresh_period_s / 2, _MIN_SAMPLE_INTERVAL_S) if sampled else _MONITOR_INTERVAL_S
+        if sampled and self.refresh_period_s is None and not self._refresh_failed:
+            try:
+                self.infer_refresh_period(launch=launch)
+            except GpudvfsError as exc:  # the sensor's period is unknown; the power is not
+                self._refresh_failed = True
+                warnings.warn(f"{exc}. Power is sampled every {1e3 * _UNKNOWN_PERIOD_INTERVAL_S:g} ms from now "
+                              "on, and no measurement is checked against the sensor's period",
+                              GpudvfsWarning, stacklevel=2)
+        period = self.refresh_period_s
+        if not sampled:
+            interval = _MONITOR_INTERVAL_S
+        else:
+            interval = _UNKNOWN_PERIOD_INTERVAL_S if period is None else max(period / 2, _MIN_SAMPLE_INTERVAL_S)
         locked = self._locked
         monitor = _Monitor(self, interval, power=sampled, clocks=locked is None)
         monitor.poll()
@@ -921,16 +978,19 @@ class NvmlDevice:
             monitor.stop()
         monitor.poll()
         duration = end - t0
+        # The latency suite's readings (cycles per access), from the last launch.
+        readings = getattr(launch, "result", None)
+        result = readings() if readings is not None else {}
 
         if sampled:
             span = monitor.times[-1] - monitor.times[0]
             watts = _trapezoid(monitor.times, monitor.watts) / span
             joules = watts * duration
-            if duration < _MIN_REFRESH_PERIODS * self.refresh_period_s:
+            if period is not None and duration < _MIN_REFRESH_PERIODS * period:
                 warnings.warn(
                     f"{workload.name}: the measurement lasted {duration:.3g} s, under "
                     f"{_MIN_REFRESH_PERIODS} refresh periods of the power sensor "
-                    f"({self.refresh_period_s:.3g} s); its power is mostly the surrounding "
+                    f"({period:.3g} s); its power is mostly the surrounding "
                     "readings'", GpudvfsWarning, stacklevel=2)
         else:
             assert e0 is not None and e1 is not None
@@ -966,4 +1026,5 @@ class NvmlDevice:
             throttled=bool(reasons),
             throttle_reasons=reasons,
             temperature_c=statistics.fmean(monitor.temps),
+            result=result,
         )

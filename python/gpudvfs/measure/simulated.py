@@ -161,9 +161,9 @@ def _time_suite(name: str, gpu: SimulatedGpu, fc: float, fm: float) -> tuple[flo
         else:
             cycles = d.dm_lat_a * fc / fm + d.dm_lat_b
         return steps * cycles / (fc * 1e3), {"cycles_per_access": cycles}
-    # Bandwidth: every 32-byte transaction takes the DRAM delay, in memory cycles.
-    transactions = BANDWIDTH_BYTES / 32
-    return transactions * (d.dm_del_a / fm + d.dm_del_b) / (fm * 1e3), {"bytes": float(BANDWIDTH_BYTES)}
+    # Bandwidth: the DRAM busy time of the time model (each SM's share of the transactions
+    # served one DRAM delay apart).
+    return float(d.dram_busy_ms(BANDWIDTH_BYTES / 32, fm)), {"bytes": float(BANDWIDTH_BYTES)}
 
 
 def _is_time_suite(kernel: str) -> bool:

@@ -39,8 +39,14 @@ class LoadedBenchmark:
     def __call__(self) -> None:
         self.launch_once()
 
+    @property
+    def measures(self) -> bool:
+        """Whether `result` has readings: every benchmark but idle."""
+        return self._result is not None
+
     def result(self) -> dict[str, float]:
-        """What the last launch measured in-kernel (latency benchmarks: cycles per access)."""
+        """What the last launch measured: in-kernel, cycles per access (latency benchmarks);
+        by construction, the bytes it read and wrote (grid-stride benchmarks)."""
         if self._result is None:
             raise ValueError(f"{self.name} measures nothing in-kernel; time its launches instead")
         return self._result()
@@ -62,6 +68,9 @@ def load(b: str | Benchmark, params: Mapping[str, Any] | None = None,
     settings = {**{k: v for k, v in b.launch.items() if k != "policy"}, **params}
     if policy == "idle":
         return _load_idle(b, settings)
+    spec = m.kernel_spec(b)
+    if "reps" in params and "reps" not in spec.arg_names:
+        raise ValueError(f"{b.name}: its kernel takes no 'reps' (it reads and writes its buffers once a launch)")
     try:
         cp = importlib.import_module("cupy")
     except ImportError:
@@ -72,7 +81,6 @@ def load(b: str | Benchmark, params: Mapping[str, Any] | None = None,
     dev = cp.cuda.Device()
     sms = int(dev.attributes["MultiProcessorCount"])
     l2 = int(dev.attributes["L2CacheSize"])
-    spec = m.kernel_spec(b)
     builder = {"grid_stride": _grid_stride, "chase": _chase, "shared_chase": _shared_chase}[policy]
     grid, block, values, sizes, result = builder(cp, b, settings, sms, l2)
     missing = [a for a in spec.arg_names if a not in values]
@@ -128,9 +136,13 @@ def _grid_stride(cp, b: Benchmark, s: Mapping[str, Any], sms: int, l2: int):
     src = (src * 1000).astype(dtype) if dtype == "int32" else src.astype(dtype)
     dst = cp.empty_like(src)
     grid = (sms * int(s["blocks_per_sm"]), 1, 1)
-    values = {"in": src, "out": dst, "n": np.uint32(n), "reps": np.uint32(int(s.get("reps", 1))),
+    reps = int(s.get("reps", 1))
+    values = {"in": src, "out": dst, "n": np.uint32(n), "reps": np.uint32(reps),
               "a": np.dtype(dtype).type(s.get("a", -1))}
-    return grid, (block, 1, 1), values, {"elements": n, "bytes": n * size}, None
+    # Each repetition reads every element of `in` and writes every element of `out` once: the
+    # bandwidth benchmark's DRAM traffic, from which the time device's DRAM delay is fitted.
+    moved = {"bytes": float(2 * n * size * reps)}
+    return grid, (block, 1, 1), values, {"elements": n, "bytes": n * size}, lambda: dict(moved)
 
 
 def _chase(cp, b: Benchmark, s: Mapping[str, Any], sms: int, l2: int):
