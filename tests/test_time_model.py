@@ -236,6 +236,16 @@ def test_dram_check_calibration(p, slower, fc, fm, up):
         assert t == pytest.approx(scale.predict(k, fc, fm, calibrate=True), rel=1e-9)
 
 
+@given(st.floats(1.0, 1e9), st.floats(100.0, 20000.0), st.sampled_from([16.0, 80.0, 132.0]))
+def test_a_bandwidth_measurement_gives_back_the_delay_law_per_sm(transactions, fm, sms):
+    """`dram_delay_of` inverts `dram_busy_ms`: the delay a bandwidth benchmark measures is the
+    law's value for one SM's share, whatever the SM count (an H100's was fitted 132 times too
+    small when it was taken per device)."""
+    dev = dataclasses.replace(DEV, sm_count=sms)
+    busy = dev.dram_busy_ms(transactions, fm)
+    assert dev.dram_delay_of(busy, transactions, fm) == pytest.approx(dev.dm_del_a / fm + dev.dm_del_b, rel=1e-12)
+
+
 def test_dram_check_moves_unexplained_time_to_the_core_clock():
     """A memory-heavy kernel whose DRAM transfers fill half its measured time, which the model
     finds 40% faster: scaled, it stays memory-bound (the core clock barely matters); with the

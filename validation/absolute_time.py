@@ -25,8 +25,7 @@ def latencies(folder: Path, device) -> dict[str, tuple[float, float]]:
     row = {n: i for i, n in enumerate(g.app.tolist())}
     fc, fm = g.core_mhz[row["time_dram_latency"]], g.mem_mhz[row["time_dram_latency"]]
     bw = row["time_dram_bandwidth"]
-    # Memory cycles per 32-byte transaction of one SM's share, as sweep.to_time_device.
-    delay = g.time_ms[bw] * g.mem_mhz[bw] * 1e3 * device.sm_count / (res["time_dram_bandwidth"]["bytes"] / 32)
+    delay = device.dram_delay_of(g.time_ms[bw], res["time_dram_bandwidth"]["bytes"] / 32, g.mem_mhz[bw])
     return {"dram latency (core cycles)": (res["time_dram_latency"]["cycles_per_access"],
                                            device.dm_lat_a + device.dm_lat_b * fc / fm),
             "L2 latency (core cycles)": (res["time_l2_latency"]["cycles_per_access"], device.l2_lat),

@@ -393,9 +393,7 @@ def to_time_device(out: str | Path, base: TimeDevice) -> tuple[TimeDevice, dict]
     bw = rows("time_dram_bandwidth")
     try:
         cycles = np.array([res[i]["cycles_per_access"] for i in lat])
-        # Memory cycles per 32-byte transaction of one SM's share (the delay law's unit, see
-        # TimeDevice.dram_busy_ms) = time x memory clock / (transactions / SMs).
-        delay = np.array([g.time_ms[i] * g.mem_mhz[i] * 1e3 * base.sm_count / (res[i]["bytes"] / 32) for i in bw])
+        delay = np.array([base.dram_delay_of(g.time_ms[i], res[i]["bytes"] / 32, g.mem_mhz[i]) for i in bw])
         l2 = [res[i]["cycles_per_access"] for i in rows("time_l2_latency")]
         sh = [res[i]["cycles_per_access"] for i in rows("time_shared_latency")]
     except KeyError as e:

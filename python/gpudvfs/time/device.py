@@ -91,6 +91,13 @@ class TimeDevice:
         clock_array(mem_mhz, "mem_mhz")
         return transactions / self.sm_count * (self.dm_del_a / mem_mhz + self.dm_del_b) / (mem_mhz * 1e3)
 
+    def dram_delay_of(self, busy_ms, transactions, mem_mhz):
+        """The inverse of `dram_busy_ms`: the memory cycles per transaction of one SM's share
+        (the delay law's value) that keep DRAM busy ``busy_ms`` for ``transactions`` (32-byte,
+        the whole kernel's) at ``mem_mhz``: what a bandwidth benchmark measures."""
+        clock_array(mem_mhz, "mem_mhz")
+        return busy_ms * mem_mhz * 1e3 * self.sm_count / transactions
+
     def params(self) -> dict[str, float | bool]:
         return {k: v if isinstance(v, bool) else float(v) for k, v in asdict(self).items() if k != "name"}
 
