@@ -138,7 +138,15 @@ def test_profile_command_by_compute_capability():
                                  "--launch-count", "3", "python3 train.py"])
     assert r.exit_code == 0 and "--kernel-name regex:gemm --launch-count 3 --clock-control base python3 train.py" \
         in r.output, r.output
+    # Clocks left to the driver, for a GPU whose settings are not the profiler's to change.
+    r = CliRunner().invoke(cli, ["profile-command", "--device", "h100-sxm", "--clock-control", "none"])
+    assert r.exit_code == 0 and r.output.split().count("--clock-control") == 1
+    assert "--clock-control none ./app" in r.output
+    with pytest.raises(InputError, match="clock_control must be one of"):
+        profile_command("9.0", clock_control="max")
     for args, match in [(["--device", "gtx1080", "--launch-count", "3"], "profiles every launch"),
+                        (["--device", "gtx980", "--clock-control", "none"], "leaves the clocks to the driver"),
+                        (["--device", "h100-sxm", "--clock-control", "boost"], "Invalid value for '--clock-control'"),
                         (["--device", "h100-sxm", "--launch-count", "0"], "launch_count must be a whole number >= 1")]:
         r = CliRunner().invoke(cli, ["profile-command", *args])
         assert r.exit_code == 2 and match in r.output, r.output

@@ -272,3 +272,16 @@ def test_h100_latency_suite_against_the_catalog():
     assert len(errors) == 32
     e = np.abs(list(errors.values()))
     assert e.mean() == pytest.approx(34.3, abs=0.05) and np.median(e) == pytest.approx(21.9, abs=0.05)
+
+
+def test_h100_report_is_its_json_rendered_and_says_no_pair_without_a_power_model():
+    """report.md is render(report.json); with one clock pair no power model was fitted, so each
+    workload's `predict` line gives times alone, not a chosen pair of None."""
+    from gpudvfs.measure.validate import render
+
+    report = json.loads((H100 / "report.json").read_text())
+    text = render(report)
+    assert text == (H100 / "report.md").read_text()
+    lines = [line for line in text.splitlines() if line.startswith("- ") and "kernel(s) on h100-sxm" in line]
+    assert len(lines) == len(report["predict"]) == 4
+    assert all("times only: no power model was fitted" in line and "None" not in line for line in lines)

@@ -11,7 +11,14 @@ from ..io import read
 from ..io.profilers import CounterReport
 from ..power import PowerModel
 from ..select import POLICIES
-from ..select.from_profile import LAUNCH_SCALE_MS, device_of, kernel_inputs, predict_profile, profile_command
+from ..select.from_profile import (
+    CLOCK_CONTROLS,
+    LAUNCH_SCALE_MS,
+    device_of,
+    kernel_inputs,
+    predict_profile,
+    profile_command,
+)
 from . import options
 from .output import console, print_json, table, user_errors
 from .power import _optional_pair
@@ -95,13 +102,16 @@ def _line(label: str, k: dict, n_pairs: int, policy: str) -> str:
 @click.option("--device", required=True, help="Catalog GPU.")
 @click.option("--kernel-name", help="Profile only kernels of this name (ncu's regex:... allowed).")
 @click.option("--launch-count", type=int, help="Profile at most this many launches.")
+@click.option("--clock-control", type=click.Choice(CLOCK_CONTROLS),
+              help="Nsight Compute's clock control: base (its default) locks the base clock; none leaves the "
+                   "clocks to the driver, for a GPU whose settings are not yours to change.")
 @click.argument("target", default="./app")
-def profile_command_(device, kernel_name, launch_count, target) -> None:
+def profile_command_(device, kernel_name, launch_count, clock_control, target) -> None:
     """The profiler command that collects what `gpudvfs predict` reads (Nsight Compute from
     Volta on, nvprof before)."""
     with user_errors():
         click.echo(profile_command(lookup(device).compute_capability, target, kernel_name=kernel_name,
-                                   launch_count=launch_count))
+                                   launch_count=launch_count, clock_control=clock_control))
 
 
 @click.group()

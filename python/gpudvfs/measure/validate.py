@@ -432,6 +432,17 @@ def _predict_logs(logs: list[Path], folder: Path, device: Device, model) -> dict
     return out
 
 
+def _predicted_line(v: dict) -> str:
+    """One workload's `predict` outcome: its error, its times alone where no power model was
+    fitted (no pair can be chosen then), or the pair chosen for the whole and per launch."""
+    if "error" in v:
+        return f"failed: {v['error']}"
+    head = f"{len(v['kernels'])} kernel(s) on {v['device']}"
+    if v["application_chosen"] is None:
+        return f"{head}, times only: no power model was fitted, so no pair is chosen"
+    return f"{head}, chosen for the whole {v['application_chosen']}, per launch {v['chosen']}"
+
+
 def _span(values: list[float]) -> str:
     return " / ".join(f"{v:g}" for v in values)
 
@@ -520,10 +531,7 @@ def render(report: dict) -> str:
     predicted = report.get("predict")
     if predicted:
         lines += ["## `gpudvfs predict` on the real workloads' ncu CSVs", ""]
-        lines += [f"- {n}: " + (f"failed: {v['error']}" if "error" in v else
-                                f"{len(v['kernels'])} kernel(s) on {v['device']}, chosen for the whole "
-                                f"{v['application_chosen']}, per launch {v['chosen']}")
-                  for n, v in predicted.items()]
+        lines += [f"- {n}: {_predicted_line(v)}" for n, v in predicted.items()]
         lines.append("")
     gpm = report.get("gpm")
     if gpm:

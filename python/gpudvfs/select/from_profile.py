@@ -44,30 +44,40 @@ CORE_LEVELS = 12
 #: Below this (ms) a kernel's launch and drain, a few microseconds the model leaves out, outweigh
 #: what it models: an uncalibrated prediction under it is flagged as a lower bound.
 LAUNCH_SCALE_MS = 0.005
+#: Nsight Compute's clock control: ``base`` (its default) locks the driver's base clock while
+#: profiling; ``none`` leaves the clocks to the driver, for a GPU whose settings are not yours to
+#: change (a shared or lent machine). Either way the SM clock each launch ran at is measured.
+CLOCK_CONTROLS = ("base", "none")
 
 
 def profile_command(compute_capability: str, target: str = "./app", *, kernel_name: str | None = None,
-                    launch_count: int | None = None) -> str:
+                    launch_count: int | None = None, clock_control: str | None = None) -> str:
     """The profiler command that collects every counter `gpudvfs predict` reads on a GPU of this
     compute capability: Nsight Compute from Volta on; nvprof before, since Nsight Compute's
     Pascal metric set has no L2, shared-memory or FLOP counts and it does not profile Maxwell.
     ``kernel_name`` and ``launch_count`` limit what Nsight Compute profiles (each launch is
-    replayed once per counter pass, so a long application profiled whole takes long)."""
+    replayed once per counter pass, so a long application profiled whole takes long);
+    ``clock_control`` is Nsight Compute's (:data:`CLOCK_CONTROLS`; ``base`` where not given)."""
     try:
         cc = float(compute_capability)
     except ValueError:
         raise InputError(f"unreadable compute capability {compute_capability!r}") from None
+    if clock_control is not None and clock_control not in CLOCK_CONTROLS:
+        raise InputError(f"clock_control must be one of {CLOCK_CONTROLS}, got {clock_control!r}")
     argv = shlex.split(target)
     if cc >= 7:
         # The GPU's name too: a compute capability alone is shared (9.0: H100 SXM, H100 PCIe, H200).
         metrics = required_metrics("time", "ncu") + required_metrics("power", "ncu") + [
             "gpu__time_duration.sum", "device__attribute_display_name"]
-        # ncu's default clock control, stated so a reader sees it; the SM clock it locks is measured too.
+        # Stated even where it is ncu's default, so a reader sees it; the SM clock is measured too.
         return shlex.join(ncu_command(metrics, argv, kernel_name=kernel_name, launch_count=launch_count,
-                                      extra_args=["--clock-control", "base"]))
+                                      extra_args=["--clock-control", clock_control or "base"]))
     if kernel_name is not None or launch_count is not None:
         raise InputError("a kernel name or launch count limits Nsight Compute's profile (compute capability 7.0 "
                          f"and newer); on {compute_capability} the command is nvprof's, which profiles every launch")
+    if clock_control is not None:
+        raise InputError(f"clock control is Nsight Compute's (compute capability 7.0 and newer); on "
+                         f"{compute_capability} the command is nvprof's, which leaves the clocks to the driver")
     metrics = required_metrics("time", "nvprof") + required_metrics("power", "nvprof")
     if cc >= 6:
         return shlex.join(nvprof_command(metrics, argv))
