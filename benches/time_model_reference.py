@@ -58,12 +58,17 @@ def predict_reference(inputs_arrays, device_dict, core_mhz, mem_mhz, mode="defau
         terms = (l2q, dramq, comp + shm, chain)
         soft = safe * sum((x / safe) ** p for x in terms) ** (1.0 / p)
         soft = np.where(top > 0, soft, 0.0)
-        t_active = soft + lat
+        exposed = lat                                        # one round's latency left bare
+        t_active = soft
         case = np.where(chain >= np.maximum(mem, comp + shm), FEW_WARPS_SHORT,
                         np.where(mem >= comp + shm, MEMORY, np.where(shm > comp, SHARED_INTENSIVE, COMPUTE)))
     else:
         raise ValueError(f"mode must be 'paper' or 'default', got {mode!r}")
     rounds = g["warps_total"] / (aw * dev["sm_count"])      # Eq. 6, #Wpb*#B = total warps
+    if mode == "default":
+        # overlapped rounds: the bare latency once per kernel (pipeline fill), else per round
+        t_active = t_active * rounds + (exposed if dev["overlapped_rounds"] else exposed * rounds)
+        rounds = 1.0
     time_ms = t_active * rounds / (fc * 1e3)
     return time_ms, case.astype(np.uint8)
 

@@ -98,7 +98,7 @@ def test_gtx980_peaks_keep_the_selection_figures(data):
     from gpudvfs.select.evaluate import evaluate_selection
     grid = read(data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv")
     r = evaluate_selection(grid, (700.0, 700.0), time_device=TimeDevice.gtx980(), spec=lookup("gtx980"))
-    assert r["regret_mean"] == pytest.approx(0.0381, abs=1e-4)
+    assert r["regret_mean"] == pytest.approx(0.0379, abs=1e-4)
 
 
 @pytest.mark.parametrize("name", ["ncu_a100_learningnote4dev.csv", "ncu_b200_roofline-analysis.csv",
@@ -271,17 +271,20 @@ def test_predict_takes_the_reference_from_the_clock_the_profile_ran_at(data):
     assert [round(time_model_extras(k)["sm_clock_mhz"]) for k in real.kernels] == [765, 765, 764]
 
 
-def test_fit_device_improves_the_absolute_error(data):
+def test_fit_device_on_each_grid_and_left_out(data):
+    """The memory parameters fitted to a grid's absolute times (README): on
+    gtx980_time_dev.csv 6.64% -> 6.60% leave-one-kernel-out (6.30% in-sample); on
+    gtx980_time_power_dev.csv the fit does not carry to the kernel left out: 9.51% -> 10.17%."""
     grid = read(data / "nv-dvfs-benchmark/gtx980_time_dev.csv")
     device, r = fit_device(grid, (700.0, 700.0), TimeDevice.gtx980())
     assert r["mape_leave_one_kernel_out"] < r["mape_before"]
-    assert r["mape_before"] == pytest.approx(6.10, abs=0.01)
-    assert r["mape_leave_one_kernel_out"] == pytest.approx(5.70, abs=0.01)
-    assert r["mape_in_sample"] == pytest.approx(5.44, abs=0.01)
+    assert r["mape_before"] == pytest.approx(6.64, abs=0.01)
+    assert r["mape_leave_one_kernel_out"] == pytest.approx(6.60, abs=0.01)
+    assert r["mape_in_sample"] == pytest.approx(6.30, abs=0.01)
     with pytest.raises(InputError, match="parameter groups"):
         fit_device(grid, (700.0, 700.0), device, groups=("inst_cycle",))
     _, r = fit_device(read(data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv"), (700.0, 700.0), TimeDevice.gtx980())
-    assert (r["mape_before"], r["mape_leave_one_kernel_out"]) == pytest.approx((11.66, 8.98), abs=0.01)
+    assert (r["mape_before"], r["mape_leave_one_kernel_out"]) == pytest.approx((9.51, 10.17), abs=0.01)
 
 
 def test_many_launches_are_summed_per_name_and_for_the_whole(data, tmp_path):

@@ -140,6 +140,7 @@ class DeviceSpec:
             inst_cycle=32 / self.issue_per_sm_per_cycle["fp32"],
             dp_inst_cycle=32 / max(self.issue_per_sm_per_cycle["fp64"], 1e-9),
             overlap_p=base.overlap_p, inst_lat=base.inst_lat, parallel_queues=base.parallel_queues,
+            overlapped_rounds=base.overlapped_rounds,
             name=self.key)
 
     def to_dict(self) -> dict:

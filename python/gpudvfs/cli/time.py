@@ -274,6 +274,8 @@ def cv(data, device, reference, columns, sensitivity, hold_out, as_json) -> None
                              [f"criterion (time error or regret) chosen on the other applications (regret "
                               f"{s['criterion_chosen']['regret_chosen']} times)",
                               *[f"{100 * s['criterion_chosen'][k]:.2f}" for k in ("mean", "max")]],
+                             ["near-ties rule, its tolerance chosen on the other applications",
+                              *[f"{100 * s['near_ties'][k]:.2f}" for k in ("mean", "max")]],
                              *([["settings chosen on the other files", f"{100 * s['other_files_regret_mean']:.2f}",
                                  f"{100 * s['other_files_regret_max']:.2f}"]] if "other_files_regret_max" in s
                                else []),

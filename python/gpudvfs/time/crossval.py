@@ -60,25 +60,29 @@ class Candidate:
     parallel_queues: bool
     fp64_rate: bool
     calibration: str
+    overlapped_rounds: bool = False
 
     @property
     def label(self) -> str:
         return ", ".join([f"p={self.overlap_p:g}", "dependent latency" if self.dependent_latency else "issue only",
                           "parallel queues" if self.parallel_queues else "queues in series",
-                          "FP64 rate" if self.fp64_rate else "one issue rate", self.calibration])
+                          "FP64 rate" if self.fp64_rate else "one issue rate", self.calibration]
+                         + (["overlapped rounds"] if self.overlapped_rounds else []))
 
     def model(self, base: TimeDevice) -> TimeModel:
         dev = replace(base, overlap_p=self.overlap_p, inst_lat=base.inst_lat if self.dependent_latency else 0.0,
-                      parallel_queues=self.parallel_queues,
+                      parallel_queues=self.parallel_queues, overlapped_rounds=self.overlapped_rounds,
                       dp_inst_cycle=base.dp_inst_cycle if self.fp64_rate else base.inst_cycle)
         return TimeModel(dev, calibration=self.calibration)
 
 
-CANDIDATES = tuple(Candidate(p, lat, par, fp64, cal) for p in OVERLAP_PS for lat in (False, True)
-                   for par in (False, True) for fp64 in (False, True) for cal in ("scale", "dram-check"))
+CANDIDATES = tuple(Candidate(p, lat, par, fp64, cal, rounds) for p in OVERLAP_PS for lat in (False, True)
+                   for par in (False, True) for fp64 in (False, True) for cal in ("scale", "dram-check")
+                   for rounds in (False, True))
 #: The switches of a candidate, for the report of what each does under the protocol.
 EXTENSIONS = {"dependent latency": lambda c: c.dependent_latency, "parallel queues": lambda c: c.parallel_queues,
-              "FP64 rate": lambda c: c.fp64_rate, "DRAM check": lambda c: c.calibration == "dram-check"}
+              "FP64 rate": lambda c: c.fp64_rate, "DRAM check": lambda c: c.calibration == "dram-check",
+              "overlapped rounds": lambda c: c.overlapped_rounds}
 
 
 @dataclass(frozen=True)
@@ -317,14 +321,17 @@ def _selection(grid: MeasurementGrid, reference, device, spec, cases, groups, er
     regret itself instead of the time error (the least mean regret over the other
     applications: ``chosen_by_regret``), and with that criterion or the time error itself
     chosen for each application on the others (``criterion_chosen``, :func:`_criterion_chosen`);
-    and over the soft-max exponents, the rest of the chosen-on-all candidate kept. An
+    and over the soft-max exponents, the rest of the chosen-on-all candidate kept; and with
+    the near-ties rule (``near_ties``: the pair nearest the highest clocks within a tolerance
+    of the predicted minimum energy), its tolerance chosen on the other applications. An
     application's power comes from a model fitted without its group, as its time does."""
-    from ..select.evaluate import regret_table
+    from ..select.evaluate import TIE_TOLERANCES, regret_table
+    from ..select.policies import highest_index
 
     table = regret_table(grid, reference, device, spec, groups=_labels(cases, groups))
 
-    def regrets(model_of) -> np.ndarray:
-        return _regrets(table, grid.path, cases, model_of)
+    def regrets(model_of, **rules) -> np.ndarray:
+        return _regrets(table, grid.path, cases, model_of, **rules)
 
     # Every candidate's regret per application [candidates x applications]: the cross-validated,
     # in-sample and other-files figures are rows of it.
@@ -336,6 +343,13 @@ def _selection(grid: MeasurementGrid, reference, device, spec, cases, groups, er
     app_groups = np.array([groups[case_of[n]] for n in table.names])
     by_regret = every[nested_choice(every, app_groups), apps]
     by_criterion, regret_picked = _criterion_chosen(errors, groups, every, app_groups)
+    # The near-ties rule on the cross-validated times, its tolerance chosen without the
+    # application's group (backprop's two kernels held out together, as for its time).
+    hi = highest_index(table.configs)
+    ties = np.array([regrets(lambda j: candidates[chosen[j]].model(device), error=tol, near_ties=True,
+                             default_index=hi) for tol in TIE_TOLERANCES])
+    tol_picked = nested_choice(ties, app_groups)
+    near_ties = ties[tol_picked, apps]
     sensitivity = {}
     for p in OVERLAP_PS:
         cand = replace(candidates[best], overlap_p=p)
@@ -346,6 +360,8 @@ def _selection(grid: MeasurementGrid, reference, device, spec, cases, groups, er
            "chosen_by_regret": {"mean": float(by_regret.mean()), "max": float(by_regret.max())},
            "criterion_chosen": {"mean": float(by_criterion.mean()), "max": float(by_criterion.max()),
                                 "regret_chosen": int(regret_picked.sum())},
+           "near_ties": {"mean": float(near_ties.mean()), "max": float(near_ties.max()),
+                         "tolerances": [TIE_TOLERANCES[t] for t in tol_picked]},
            "per_app": {n: float(r) for n, r in zip(table.names, cv)},
            "over_overlap_p": sensitivity}
     if other_files is not None:
@@ -375,13 +391,15 @@ def _criterion_chosen(errors: np.ndarray, groups: np.ndarray, every: np.ndarray,
     return out, picked
 
 
-def _regrets(table, path: str, cases: list[KernelCase], model_of: Callable[[int], TimeModel]) -> np.ndarray:
+def _regrets(table, path: str, cases: list[KernelCase], model_of: Callable[[int], TimeModel], **rules
+             ) -> np.ndarray:
     """Minimum-energy regret per application of ``table`` (of the grid at ``path``), each
-    application's time from ``model_of(j)``, j its index among ``cases``."""
+    application's time from ``model_of(j)``, j its index among ``cases`` (``rules``: the
+    selection's, as `gpudvfs.select.select` takes them)."""
     index = {k.name: j for j, k in enumerate(cases) if k.file == path}
     t = np.vstack([model_of(index[n]).predict(cases[index[n]].profile, table.configs[:, 0], table.configs[:, 1],
                                               calibrate=True) for n in table.names])
-    return table.regrets(t)
+    return table.regrets(t, **rules)
 
 
 def constant_sensitivity(grids: list[MeasurementGrid], reference: tuple[float, float], device: TimeDevice,

@@ -12,7 +12,9 @@ from ..errors import InputError
 from ..io.jsonfile import read_versioned, write_json_atomic
 from ..limits import clock_array, is_finite_number
 
-DEVICE_VERSION = 2  # 2: inst_lat and parallel_queues; max_blocks_per_sm gone
+# 2: inst_lat and parallel_queues; max_blocks_per_sm gone. overlapped_rounds came later and
+# defaults to False, the rounds one after another that files without it were written under.
+DEVICE_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,9 @@ class TimeDevice:
     #: L2 hits and DRAM misses queue in parallel (True) or one after the other, as the
     #: paper's Eq. 5b has it (False).
     parallel_queues: bool = False
+    #: Consecutive rounds of resident warps overlap: a round's exposed latency is paid once
+    #: per kernel (the pipeline's fill), not once per round as the paper's Eq. 9/11/17.
+    overlapped_rounds: bool = False
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -49,9 +54,9 @@ class TimeDevice:
             if f.name == "name":
                 if not isinstance(v, str):
                     raise InputError(f"TimeDevice.name must be text, got {v!r}")
-            elif f.name == "parallel_queues":
+            elif f.name in ("parallel_queues", "overlapped_rounds"):
                 if not isinstance(v, bool):
-                    raise InputError(f"TimeDevice.parallel_queues must be true or false, got {v!r}")
+                    raise InputError(f"TimeDevice.{f.name} must be true or false, got {v!r}")
             elif not is_finite_number(v, 0):
                 raise InputError(f"TimeDevice.{f.name} must be a finite number >= 0, got {str(v)[:40]}")
         if self.sm_count < 1 or self.max_warps_per_sm < 1:

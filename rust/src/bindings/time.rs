@@ -27,6 +27,7 @@ fn device(d: &Bound<'_, PyDict>) -> PyResult<TimeDevice> {
         overlap_p: item(d, "overlap_p")?,
         inst_lat: item(d, "inst_lat")?,
         parallel_queues: item(d, "parallel_queues")?,
+        overlapped_rounds: item(d, "overlapped_rounds")?,
     })
 }
 
@@ -54,6 +55,7 @@ fn time_device_gtx980(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
         d.set_item(k, v)?;
     }
     d.set_item("parallel_queues", t.parallel_queues)?;
+    d.set_item("overlapped_rounds", t.overlapped_rounds)?;
     Ok(d)
 }
 

@@ -38,6 +38,10 @@ pub struct TimeDevice {
     /// L2 hits and DRAM misses queue in parallel (every transaction passes an L2 slice, a miss
     /// also a DRAM channel), or, as the paper's Eq. 5b has it, one after the other.
     pub parallel_queues: bool,
+    /// Consecutive rounds of resident warps overlap (warps retire and others start while they
+    /// wait), so a round's exposed latency is paid once per kernel, the pipeline's fill, not
+    /// once per round as Eq. 9/11/17 have it.
+    pub overlapped_rounds: bool,
 }
 
 /// Result of a least-squares fit `y = a * x + b` with its coefficient of determination.
@@ -53,9 +57,9 @@ impl TimeDevice {
     /// Sec. IV-B for L2 (222 cycles, 1 cycle); 28-cycle Maxwell shared latency (Mei & Chu, the
     /// paper's ref. 31); 4 warp schedulers -> 0.25 cycle per warp instruction; a dependent
     /// FP32 instruction waits 6 cycles on Maxwell (Mei & Chu; Jia et al.). The settings
-    /// (overlap_p = 7, the dependent latency, queues in series, the FP64 rate) are the
-    /// protocol's choice: nested leave-one-application-out over both GTX 980 grids
-    /// (`gpudvfs time cv`).
+    /// (overlap_p = 6, the dependent latency, queues in series, the FP64 rate, overlapped
+    /// rounds) are the protocol's choice: nested leave-one-application-out over both GTX 980
+    /// grids (`gpudvfs time cv`).
     pub fn gtx980() -> Self {
         TimeDevice {
             sm_count: 16.0,
@@ -71,9 +75,10 @@ impl TimeDevice {
             inst_cycle: 0.25,
             // GM204: 4 FP64 units per SM (1/32 of the FP32 rate), so 32 / 4 cycles.
             dp_inst_cycle: 8.0,
-            overlap_p: 7.0,
+            overlap_p: 6.0,
             inst_lat: 6.0,
             parallel_queues: false,
+            overlapped_rounds: true,
         }
     }
 

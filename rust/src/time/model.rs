@@ -405,7 +405,14 @@ fn default_row_with<O: Overlap>(
         let mem = l2_queue.max(dram);
         let chain = nreq * lat + chain_sh + chain_ci;
         let soft = soft_max4(l2_queue, dram, cs, chain, o);
-        *tj = (soft + lat) * rounds * cl.inv_fc_khz;
+        // Overlapped rounds (resolution 17): warps retire and others start while the rest
+        // wait, so only the kernel's first round leaves its latency bare.
+        let exposed = if dev.overlapped_rounds {
+            lat
+        } else {
+            lat * rounds
+        };
+        *tj = (soft * rounds + exposed) * cl.inv_fc_khz;
         // Selects, not branches: the label follows the largest term.
         let mem_or_sm = if mem >= cs {
             TimeCase::Memory as u8
@@ -603,23 +610,44 @@ mod tests {
     }
 
     #[test]
-    fn linear_in_blocks() {
+    fn blocks_add_time_per_round() {
+        // Rounds one after another (and Paper mode): three times the blocks, three times the
+        // time. Overlapped (the preset): the exposed latency is paid once, so the time is
+        // affine in the blocks, each added batch costing the same.
         let (c, m) = grid();
-        let dev = TimeDevice::gtx980();
-        for mode in [TimeMode::Default, TimeMode::Paper] {
-            let ks = kernels(50);
-            let tripled: Vec<KernelInputs> = ks
+        let serial = TimeDevice {
+            overlapped_rounds: false,
+            ..TimeDevice::gtx980()
+        };
+        let ks = kernels(50);
+        let times = |n: f64, dev: &TimeDevice, mode: TimeMode| {
+            let scaled: Vec<KernelInputs> = ks
                 .iter()
                 .map(|k| KernelInputs {
-                    warps_total: 3.0 * k.warps_total,
+                    warps_total: n * k.warps_total,
                     ..*k
                 })
                 .collect();
-            let a = predict(&ks, &c, &m, &dev, mode, 2).unwrap();
-            let b = predict(&tripled, &c, &m, &dev, mode, 2).unwrap();
-            for (x, y) in a.time_ms.iter().zip(&b.time_ms) {
+            predict(&scaled, &c, &m, dev, mode, 2).unwrap().time_ms
+        };
+        for (dev, mode) in [
+            (&serial, TimeMode::Default),
+            (&TimeDevice::gtx980(), TimeMode::Paper),
+        ] {
+            for (x, y) in times(1.0, dev, mode).iter().zip(&times(3.0, dev, mode)) {
                 assert!((y / x - 3.0).abs() < 1e-12);
             }
+        }
+        let dev = TimeDevice::gtx980();
+        assert!(dev.overlapped_rounds);
+        let (t1, t3, t5) = (
+            times(1.0, &dev, TimeMode::Default),
+            times(3.0, &dev, TimeMode::Default),
+            times(5.0, &dev, TimeMode::Default),
+        );
+        for ((a, b), c) in t1.iter().zip(&t3).zip(&t5) {
+            assert!(b / a < 3.0);
+            assert!(((c - b) / (b - a) - 1.0).abs() < 1e-9);
         }
     }
 
