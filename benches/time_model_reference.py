@@ -65,11 +65,11 @@ def predict_reference(inputs_arrays, device_dict, core_mhz, mem_mhz, mode="defau
     else:
         raise ValueError(f"mode must be 'paper' or 'default', got {mode!r}")
     rounds = g["warps_total"] / (aw * dev["sm_count"])      # Eq. 6, #Wpb*#B = total warps
+    cycles = t_active * rounds
     if mode == "default":
         # overlapped rounds: the bare latency once per kernel (pipeline fill), else per round
-        t_active = t_active * rounds + (exposed if dev["overlapped_rounds"] else exposed * rounds)
-        rounds = 1.0
-    time_ms = t_active * rounds / (fc * 1e3)
+        cycles = cycles + (exposed if dev["overlapped_rounds"] else exposed * rounds)
+    time_ms = cycles / (fc * 1e3)
     return time_ms, case.astype(np.uint8)
 
 

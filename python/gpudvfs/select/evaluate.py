@@ -148,14 +148,15 @@ def single_pair(regret: np.ndarray, configs: np.ndarray, allowed: np.ndarray | N
 
 
 def near_ties_by_tolerance(tab: RegretTable, time_pred: np.ndarray, default_index: int,
-                           tolerances=TIE_TOLERANCES) -> dict:
+                           tolerances=TIE_TOLERANCES, groups: np.ndarray | None = None) -> dict:
     """The near-ties rule with a fixed tolerance: among pairs whose predicted energy is within
     ``1 + tolerance`` of the predicted minimum, the one nearest ``default_index``. The regret
     at each tolerance (how the figure moves with it), and cross-validated: each application
-    scored at the tolerance with the least mean regret over the other applications."""
+    scored at the tolerance with the least mean regret over the other applications (with
+    ``groups``, a label per application: over those of the other groups)."""
     regret = np.array([tab.regrets(time_pred, error=tol, near_ties=True, default_index=default_index)
                        for tol in tolerances])
-    chosen = nested_choice(regret)
+    chosen = nested_choice(regret, groups)
     return {"cross_validated": {**_summary(regret[chosen, np.arange(regret.shape[1])]),
                                 "tolerances": [tolerances[c] for c in chosen]},
             "over_tolerance": {f"{tol:g}": _summary(r) for tol, r in zip(tolerances, regret)}}

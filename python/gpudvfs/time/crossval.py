@@ -325,13 +325,13 @@ def _selection(grid: MeasurementGrid, reference, device, spec, cases, groups, er
     the near-ties rule (``near_ties``: the pair nearest the highest clocks within a tolerance
     of the predicted minimum energy), its tolerance chosen on the other applications. An
     application's power comes from a model fitted without its group, as its time does."""
-    from ..select.evaluate import TIE_TOLERANCES, regret_table
+    from ..select.evaluate import near_ties_by_tolerance, regret_table
     from ..select.policies import highest_index
 
     table = regret_table(grid, reference, device, spec, groups=_labels(cases, groups))
 
-    def regrets(model_of, **rules) -> np.ndarray:
-        return _regrets(table, grid.path, cases, model_of, **rules)
+    def regrets(model_of) -> np.ndarray:
+        return _regrets(table, grid.path, cases, model_of)
 
     # Every candidate's regret per application [candidates x applications]: the cross-validated,
     # in-sample and other-files figures are rows of it.
@@ -345,11 +345,8 @@ def _selection(grid: MeasurementGrid, reference, device, spec, cases, groups, er
     by_criterion, regret_picked = _criterion_chosen(errors, groups, every, app_groups)
     # The near-ties rule on the cross-validated times, its tolerance chosen without the
     # application's group (backprop's two kernels held out together, as for its time).
-    hi = highest_index(table.configs)
-    ties = np.array([regrets(lambda j: candidates[chosen[j]].model(device), error=tol, near_ties=True,
-                             default_index=hi) for tol in TIE_TOLERANCES])
-    tol_picked = nested_choice(ties, app_groups)
-    near_ties = ties[tol_picked, apps]
+    t_cv = _times(table, grid.path, cases, lambda j: candidates[chosen[j]].model(device))
+    near_ties = near_ties_by_tolerance(table, t_cv, highest_index(table.configs), groups=app_groups)
     sensitivity = {}
     for p in OVERLAP_PS:
         cand = replace(candidates[best], overlap_p=p)
@@ -360,8 +357,7 @@ def _selection(grid: MeasurementGrid, reference, device, spec, cases, groups, er
            "chosen_by_regret": {"mean": float(by_regret.mean()), "max": float(by_regret.max())},
            "criterion_chosen": {"mean": float(by_criterion.mean()), "max": float(by_criterion.max()),
                                 "regret_chosen": int(regret_picked.sum())},
-           "near_ties": {"mean": float(near_ties.mean()), "max": float(near_ties.max()),
-                         "tolerances": [TIE_TOLERANCES[t] for t in tol_picked]},
+           "near_ties": near_ties["cross_validated"],
            "per_app": {n: float(r) for n, r in zip(table.names, cv)},
            "over_overlap_p": sensitivity}
     if other_files is not None:
@@ -391,15 +387,18 @@ def _criterion_chosen(errors: np.ndarray, groups: np.ndarray, every: np.ndarray,
     return out, picked
 
 
-def _regrets(table, path: str, cases: list[KernelCase], model_of: Callable[[int], TimeModel], **rules
-             ) -> np.ndarray:
-    """Minimum-energy regret per application of ``table`` (of the grid at ``path``), each
-    application's time from ``model_of(j)``, j its index among ``cases`` (``rules``: the
-    selection's, as `gpudvfs.select.select` takes them)."""
+def _times(table, path: str, cases: list[KernelCase], model_of: Callable[[int], TimeModel]) -> np.ndarray:
+    """Calibrated time of each application of ``table`` (of the grid at ``path``) at every pair
+    [applications x pairs], from ``model_of(j)``, j its index among ``cases``."""
     index = {k.name: j for j, k in enumerate(cases) if k.file == path}
-    t = np.vstack([model_of(index[n]).predict(cases[index[n]].profile, table.configs[:, 0], table.configs[:, 1],
-                                              calibrate=True) for n in table.names])
-    return table.regrets(t, **rules)
+    return np.vstack([model_of(index[n]).predict(cases[index[n]].profile, table.configs[:, 0], table.configs[:, 1],
+                                                 calibrate=True) for n in table.names])
+
+
+def _regrets(table, path: str, cases: list[KernelCase], model_of: Callable[[int], TimeModel]) -> np.ndarray:
+    """Minimum-energy regret per application of ``table``, each application's time from
+    ``model_of`` (as :func:`_times`)."""
+    return table.regrets(_times(table, path, cases, model_of))
 
 
 def constant_sensitivity(grids: list[MeasurementGrid], reference: tuple[float, float], device: TimeDevice,
