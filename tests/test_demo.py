@@ -260,6 +260,23 @@ def test_cross_validation_over_both_gtx980_files(data):
     assert {a.split("/")[0] for a, t in zip(apps, ties["tolerances"]) if t != 0.01} == {"backpropBackward",
                                                                                       "backpropForward"}
     assert s["per_app"]["quasirandomGenerator/quasirandomGeneratorKernel/input00"] == 0.0
+    # The baselines on the same applications: two-term times 4.66% (max 14.7%), one pair for
+    # all chosen on the other applications 5.34% (32.8%), the highest clocks 12.60%.
+    b = s["baselines"]
+    assert (b["two_term"]["mean"], b["single_pair"]["mean"], b["highest_clocks"]["mean"]) == pytest.approx(
+        (0.0466, 0.0534, 0.1260), abs=1e-4)
+    # How far the figures could move with other applications of these kinds (cluster bootstrap
+    # over the held-out groups, 95%): time 2.08-5.25% / 1.27-5.39%, and below two-term on
+    # both files (the paired difference's interval is below 0); the regret 1.28-7.30%, its
+    # difference from two-term times -3.74..2.31 points and from one pair for all
+    # -6.77..2.80: 2.5% lies within it and neither baseline is told apart from the model.
+    assert dev["intervals"]["cv_mape"] == pytest.approx((2.08, 5.25), abs=0.01)
+    assert tp["intervals"]["cv_mape"] == pytest.approx((1.27, 5.39), abs=0.01)
+    assert dev["intervals"]["minus_two_term"][1] < 0 and tp["intervals"]["minus_two_term"][1] < 0
+    ci = s["intervals"]
+    assert ci["cv_regret_mean"] == pytest.approx((0.0128, 0.0730), abs=1e-4)
+    assert ci["minus_two_term"] == pytest.approx((-0.0374, 0.0231), abs=1e-4)
+    assert ci["minus_single_pair"] == pytest.approx((-0.0677, 0.0280), abs=1e-4)
 
 
 def test_cross_validation_by_kernel_alone(data):

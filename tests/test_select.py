@@ -152,3 +152,16 @@ def test_one_pair_is_chosen_without_the_application_and_among_pairs_the_others_a
     assert out["cross_validated"]["mean"] == pytest.approx(0.9 / 3)
     assert (out["hindsight"]["met"], out["cross_validated"]["met"]) == (3, 2)
     assert "met" not in single_pair(r, cfg)["cross_validated"]
+
+
+def test_one_pair_is_chosen_without_the_applications_whole_group():
+    """Applications 0 and 1 are one group (two kernels of one application): each is scored at
+    the pair application 2 alone chooses (900), not one its group mate helped choose."""
+    from gpudvfs.select.evaluate import single_pair_indices
+
+    r = np.array([[0.0, 0.4, 0.4],
+                  [0.3, 0.0, 0.2],
+                  [0.3, 0.1, 0.0]])
+    assert single_pair_indices(r)[1].tolist() == [1, 0, 0]
+    hindsight, held_out = single_pair_indices(r, groups=np.array(["a", "a", "b"]))
+    assert hindsight == 1 and held_out.tolist() == [2, 2, 0]

@@ -226,7 +226,9 @@ def cv(data, device, reference, columns, sensitivity, hold_out, as_json) -> None
     """Nested leave-one-application-out cross-validation over the kernels of every DATA grid:
     each kernel scored with the settings (soft-max exponent, dependent latency, calibration)
     chosen on the kernels of the other applications (an application's kernels in every file
-    held out together); for grids with power, the energy regret scored the same way."""
+    held out together); for grids with power, the energy regret scored the same way, beside
+    its baselines. 95% intervals (cluster bootstrap over the held-out groups) say how far each
+    figure could move with other kernels of these kinds."""
     with user_errors():
         grids = [_grid(path, columns) for path in data]
         for g in grids[1:]:
@@ -243,10 +245,14 @@ def cv(data, device, reference, columns, sensitivity, hold_out, as_json) -> None
         return
     console.print(table(f"time model, nested leave-one-{hold_out}-out over {r['kernels']} kernels "
                         f"({r['candidates']} candidate settings)",
-                        ["file", "kernels", "CV MAPE %", "in-sample %", "two-term %", "CV beats two-term"],
-                        [[Path(f).name, v["kernels"], f"{v['cv_mape']:.2f}", f"{v['in_sample_mape']:.2f}",
-                          f"{v['two_term_mape']:.2f}", f"{v['cv_beats_two_term']}/{v['kernels']}"]
+                        ["file", "kernels", "CV MAPE %", "95% interval", "in-sample %", "two-term %",
+                         "CV - two-term, 95%", "CV beats two-term"],
+                        [[Path(f).name, v["kernels"], f"{v['cv_mape']:.2f}", _interval(v["intervals"]["cv_mape"]),
+                          f"{v['in_sample_mape']:.2f}", f"{v['two_term_mape']:.2f}",
+                          _interval(v["intervals"]["minus_two_term"]), f"{v['cv_beats_two_term']}/{v['kernels']}"]
                          for f, v in r["files"].items()]))
+    console.print("95% intervals: cluster bootstrap over the held-out groups, what another set of as many "
+                  "kernels of these kinds could give", highlight=False)
     if r["applications"]:
         console.print("held out together, as one application: " + "; ".join(
             f"{name} ({len(kernels)} kernels)" for name, kernels in r["applications"].items()), highlight=False)
@@ -280,12 +286,24 @@ def cv(data, device, reference, columns, sensitivity, hold_out, as_json) -> None
                                  f"{100 * s['other_files_regret_max']:.2f}"]] if "other_files_regret_max" in s
                                else []),
                              *[[f"soft-max exponent {p}", f"{100 * v['regret_mean']:.2f}",
-                                f"{100 * v['regret_max']:.2f}"] for p, v in s["over_overlap_p"].items()]]))
+                                f"{100 * v['regret_max']:.2f}"] for p, v in s["over_overlap_p"].items()],
+                             *[[f"baseline: {label}", *[f"{100 * s['baselines'][key][k]:.2f}" for k in ("mean", "max")]]
+                               for key, label in (("two_term", "two-term times"),
+                                                  ("single_pair", "one pair for all, chosen on the other applications"),
+                                                  ("highest_clocks", "highest clocks"))]]))
+        ci = s["intervals"]
+        console.print(f"95% intervals over the applications (cluster bootstrap), %: cross-validated mean "
+                      f"{_interval(ci['cv_regret_mean'], 100)}; minus two-term {_interval(ci['minus_two_term'], 100)}; "
+                      f"minus one pair for all {_interval(ci['minus_single_pair'], 100)}", highlight=False)
     console.print(table("per kernel (calibrated MAPE %)", ["kernel", "CV", "two-term", "chosen settings"],
                         [[k, f"{v['cv_mape']:.2f}", f"{v['two_term_mape']:.2f}", v["chosen"]]
                          for k, v in r["per_kernel"].items()]))
     if "over_device_constants" in r:
         _print_sensitivity(r)
+
+
+def _interval(ends, scale: float = 1.0) -> str:
+    return f"[{scale * ends[0]:.2f}, {scale * ends[1]:.2f}]"
 
 
 def _print_sensitivity(r: dict) -> None:

@@ -115,22 +115,25 @@ def _summary(r: np.ndarray) -> dict:
     return {"mean": float(r.mean()), "max": float(r.max())}
 
 
-def single_pair_indices(regret: np.ndarray, allowed: np.ndarray | None = None) -> tuple[int, np.ndarray]:
+def single_pair_indices(regret: np.ndarray, allowed: np.ndarray | None = None,
+                        groups: np.ndarray | None = None) -> tuple[int, np.ndarray]:
     """The baseline of one pair for every application, from ``regret`` [A x K] (each
     application's regret at each pair; ``allowed`` [A x K]: where a pair meets its
     constraint): the pair with the least mean regret over all applications (hindsight, a
     bound on any fixed choice), and for each application the pair with the least mean regret
-    over the *other* applications (a fixed pair chosen without measuring it), each among the
-    pairs all of them allow. Where no pair is allowed for them all (a power cap some exceed
-    everywhere), the pairs allowed for the most of them are the candidates."""
+    over the *other* applications (with ``groups``, a label per application: over those of
+    the other groups; a fixed pair chosen without measuring it), each among the pairs all of
+    them allow. Where no pair is allowed for them all (a power cap some exceed everywhere),
+    the pairs allowed for the most of them are the candidates."""
     ok = np.ones(regret.shape, dtype=bool) if allowed is None else allowed
     rows = np.arange(len(regret))
+    labels = rows if groups is None else np.asarray(groups)
 
     def best(apps) -> int:
         count = ok[apps].sum(axis=0)
         return int(np.argmin(np.where(count == count.max(), regret[apps].mean(axis=0), np.inf)))
 
-    return best(rows), np.array([best(rows != a) for a in rows])
+    return best(rows), np.array([best(labels != labels[a]) for a in rows])
 
 
 def single_pair(regret: np.ndarray, configs: np.ndarray, allowed: np.ndarray | None = None) -> dict:

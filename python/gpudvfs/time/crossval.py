@@ -13,7 +13,8 @@ the same kernels, is in-sample and comes second. The candidate chosen on all ker
 default. Selection regret is scored the same way: each held-out application's time comes
 from the candidate chosen without it, its power from a model fitted without its kernels.
 `constant_sensitivity` re-runs the whole protocol with one hardware constant of the device
-scaled: how the figures move when a constant moves.
+scaled: how the figures move when a constant moves; the cluster-bootstrap intervals
+(`gpudvfs.bootstrap`) say how far they could move with other kernels of the same kinds.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
+from ..bootstrap import mean_interval
 from ..errors import InputError
 from ..io.datasets import MeasurementGrid
 from ..limits import is_finite_number
@@ -188,7 +190,9 @@ def cross_validate(grids: list[MeasurementGrid], reference: tuple[float, float],
                    spec=None, candidates=CANDIDATES, hold_out: str = "application") -> dict:
     """The protocol over ``grids`` (their kernels pooled). Per file: the cross-validated
     calibrated MAPE, the in-sample one of the candidate chosen on all kernels, the two-term
-    baseline and how many kernels the model beats it on; the chosen candidates; for grids
+    baseline and how many kernels the model beats it on, and 95% cluster-bootstrap intervals
+    (over the held-out groups) of the first and of its paired difference from the last; the
+    chosen candidates; for grids
     with power, the energy regret of the minimum-energy choice, cross-validated and in-sample,
     and how both move with the soft-max exponent (with ``spec``, the catalog entry whose peak
     rates give the power model's utilizations). ``hold_out="kernel"`` holds out each kernel
@@ -207,7 +211,9 @@ def cross_validate(grids: list[MeasurementGrid], reference: tuple[float, float],
         files[path] = {"kernels": int(mask.sum()), "cv_mape": float(cv[mask].mean()),
                          "in_sample_mape": float(errors[best, mask].mean()),
                          "two_term_mape": float(two[mask].mean()),
-                         "cv_beats_two_term": int((cv[mask] < two[mask]).sum())}
+                         "cv_beats_two_term": int((cv[mask] < two[mask]).sum()),
+                         "intervals": {"cv_mape": mean_interval(cv[mask], groups[mask]),
+                                       "minus_two_term": mean_interval(cv[mask] - two[mask], groups[mask])}}
         if path in other_files:
             b = other_files[path]
             files[path]["other_files"] = {"chosen": candidates[b].label, "mape": float(errors[b, mask].mean()),
@@ -324,8 +330,12 @@ def _selection(grid: MeasurementGrid, reference, device, spec, cases, groups, er
     and over the soft-max exponents, the rest of the chosen-on-all candidate kept; and with
     the near-ties rule (``near_ties``: the pair nearest the highest clocks within a tolerance
     of the predicted minimum energy), its tolerance chosen on the other applications. An
-    application's power comes from a model fitted without its group, as its time does."""
-    from ..select.evaluate import near_ties_by_tolerance, regret_table
+    application's power comes from a model fitted without its group, as its time does.
+    ``baselines``: the regret with two-term times, of one pair for all chosen on the other
+    applications' groups, and of the highest clocks; ``intervals``: 95% cluster-bootstrap
+    intervals (over the application groups) of the cross-validated mean and of its paired
+    differences from the first two baselines."""
+    from ..select.evaluate import near_ties_by_tolerance, regret_table, single_pair_indices
     from ..select.policies import highest_index
 
     table = regret_table(grid, reference, device, spec, groups=_labels(cases, groups))
@@ -337,7 +347,7 @@ def _selection(grid: MeasurementGrid, reference, device, spec, cases, groups, er
     # in-sample and other-files figures are rows of it.
     every = np.array([regrets(lambda j, c=c: c.model(device)) for c in candidates])
     apps = np.arange(every.shape[1])
-    case_of = {k.name: j for j, k in enumerate(cases) if k.file == grid.path}
+    case_of = _case_index(cases, grid.path)
     cv = every[[chosen[case_of[n]] for n in table.names], apps]
     in_sample = every[best]
     app_groups = np.array([groups[case_of[n]] for n in table.names])
@@ -346,7 +356,14 @@ def _selection(grid: MeasurementGrid, reference, device, spec, cases, groups, er
     # The near-ties rule on the cross-validated times, its tolerance chosen without the
     # application's group (backprop's two kernels held out together, as for its time).
     t_cv = _times(table, grid.path, cases, lambda j: candidates[chosen[j]].model(device))
-    near_ties = near_ties_by_tolerance(table, t_cv, highest_index(table.configs), groups=app_groups)
+    hi = highest_index(table.configs)
+    near_ties = near_ties_by_tolerance(table, t_cv, hi, groups=app_groups)
+    t_two = np.vstack([two_term(cases[case_of[n]].profile, device, reference, table.configs[:, 0],
+                                table.configs[:, 1]) for n in table.names])
+    at_pairs = table.regret_at_every_pair
+    baselines = {"two_term": table.regrets(t_two),
+                 "single_pair": at_pairs[apps, single_pair_indices(at_pairs, groups=app_groups)[1]],
+                 "highest_clocks": at_pairs[:, hi]}
     sensitivity = {}
     for p in OVERLAP_PS:
         cand = replace(candidates[best], overlap_p=p)
@@ -358,6 +375,10 @@ def _selection(grid: MeasurementGrid, reference, device, spec, cases, groups, er
            "criterion_chosen": {"mean": float(by_criterion.mean()), "max": float(by_criterion.max()),
                                 "regret_chosen": int(regret_picked.sum())},
            "near_ties": near_ties["cross_validated"],
+           "baselines": {k: {"mean": float(r.mean()), "max": float(r.max())} for k, r in baselines.items()},
+           "intervals": {"cv_regret_mean": mean_interval(cv, app_groups),
+                         "minus_two_term": mean_interval(cv - baselines["two_term"], app_groups),
+                         "minus_single_pair": mean_interval(cv - baselines["single_pair"], app_groups)},
            "per_app": {n: float(r) for n, r in zip(table.names, cv)},
            "over_overlap_p": sensitivity}
     if other_files is not None:
@@ -390,9 +411,14 @@ def _criterion_chosen(errors: np.ndarray, groups: np.ndarray, every: np.ndarray,
 def _times(table, path: str, cases: list[KernelCase], model_of: Callable[[int], TimeModel]) -> np.ndarray:
     """Calibrated time of each application of ``table`` (of the grid at ``path``) at every pair
     [applications x pairs], from ``model_of(j)``, j its index among ``cases``."""
-    index = {k.name: j for j, k in enumerate(cases) if k.file == path}
+    index = _case_index(cases, path)
     return np.vstack([model_of(index[n]).predict(cases[index[n]].profile, table.configs[:, 0], table.configs[:, 1],
                                                  calibrate=True) for n in table.names])
+
+
+def _case_index(cases: list[KernelCase], path: str) -> dict[str, int]:
+    """Each kernel of the grid at ``path`` by name: its index among ``cases``."""
+    return {k.name: j for j, k in enumerate(cases) if k.file == path}
 
 
 def _regrets(table, path: str, cases: list[KernelCase], model_of: Callable[[int], TimeModel]) -> np.ndarray:
