@@ -192,10 +192,9 @@ def cross_validate(grids: list[MeasurementGrid], reference: tuple[float, float],
     calibrated MAPE, the in-sample one of the candidate chosen on all kernels, the two-term
     baseline and how many kernels the model beats it on, and 95% cluster-bootstrap intervals
     (over the held-out groups) of the first and of its paired difference from the last; the
-    chosen candidates; for grids
-    with power, the energy regret of the minimum-energy choice, cross-validated and in-sample,
-    and how both move with the soft-max exponent (with ``spec``, the catalog entry whose peak
-    rates give the power model's utilizations). ``hold_out="kernel"`` holds out each kernel
+    chosen candidates; for grids with power, the energy regret of the minimum-energy choice,
+    cross-validated and in-sample, and how both move with the soft-max exponent (with
+    ``spec``, the catalog entry whose peak rates give the power model's utilizations). ``hold_out="kernel"`` holds out each kernel
     alone, its application's other kernels left in (lower figures where files share
     applications)."""
     cases, groups, errors, chosen, cv = _protocol(grids, reference, device, candidates, hold_out)
