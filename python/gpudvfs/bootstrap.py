@@ -15,7 +15,7 @@ import numpy as np
 from .errors import InputError
 from .limits import is_count, is_number
 
-#: Resamples drawn, and the seed, by default: at 4000 the interval's ends move by about 1% of
+#: Resamples drawn, and the seed, by default: at 4000 the interval's ends move by 1-2% of
 #: its width from seed to seed.
 RESAMPLES = 4000
 SEED = 0
