@@ -377,6 +377,12 @@ def test_time_cv_sensitivity_table(data, monkeypatch):
     assert r.exit_code == 0, r.output
     row = next(line for line in r.output.splitlines() if "inst_lat" in line and "ETA" not in line)  # not the bar
     assert "x1.5" in row and "3.46" in row and "3.21" in row and "4.56 (30.1)" in row
+    # The text carries the intervals and the regret's baselines too.
+    dev_row = next(line for line in r.output.splitlines() if "gtx980_time_dev.csv" in line and "8/10" in line)
+    assert "[2.08, 5.25]" in dev_row and "[-7.39, -2.32]" in dev_row
+    assert "cross-validated mean [1.28, 7.30]; minus two-term [-3.74, 2.31]; minus one pair for all [-6.77, 2.80]" in (
+        r.output.replace("\n", " "))
+    assert any("two-term times" in line and "4.66" in line and "14.69" in line for line in r.output.splitlines())
     r = CliRunner().invoke(cli, ["time", "cv", "--device", "gtx980", *files, "--sensitivity", "--json"])
     d = json.loads(r.output)["over_device_constants"]
     assert list(d) == ["inst_lat"] and d["inst_lat"]["1.5"]["cv_mape"][files[0]] == pytest.approx(3.46, abs=0.01)
