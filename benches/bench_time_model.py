@@ -33,6 +33,7 @@ def main() -> None:
         "trans_per_req": np.full(n, 4.0), "l2_hit_rate": rng.uniform(0, 1, n),
         "comp_inst": rng.uniform(10, 2000, n), "shared_trans": rng.uniform(0, 50, n) * (rng.uniform(size=n) < 0.5),
         "dp_inst": rng.uniform(0, 10, n) * (rng.uniform(size=n) < 0.3),
+        "sf_inst": rng.uniform(0, 10, n) * (rng.uniform(size=n) < 0.3),
         "extra_chain": rng.uniform(0, 5000, n) * (rng.uniform(size=n) < 0.3),
     }
     profiles = [KernelProfile("k", *(float(cols[k][i]) for k in INPUT_KEYS)) for i in range(n)]

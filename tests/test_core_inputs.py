@@ -34,7 +34,7 @@ def vm_bytes():
             if line.startswith("VmSize:"):
                 return int(line.split()[1]) * 1024
 
-ROW = np.array([6400, 32, 8, 10, 4, 0.5, 100, 0, 0, 0], dtype=float)  # a valid kernel
+ROW = np.array([6400, 32, 8, 10, 4, 0.5, 100, 0, 0, 0, 0], dtype=float)  # a valid kernel
 
 def budget_exact():
     # Two GPUs of 65,536 options, all on the Pareto front: 2^32 candidate states.

@@ -62,15 +62,15 @@ def test_demo_table(tmp_path):
 
 def test_select_eval_beats_the_baselines(data):
     """GTX 980, 15 applications x 36 pairs, profiled at 700/700, power model fitted on the
-    other applications: the minimum-energy policy's mean regret is 3.79% (in-sample: the time
-    model's settings were chosen with these kernels among others; cross-validated 4.01%,
+    other applications: the minimum-energy policy's mean regret is 3.36% (in-sample: the time
+    model's settings were chosen with these kernels among others; cross-validated 3.76%,
     see test_cross_validation_over_both_gtx980_files), below the highest clocks (12.6%),
     the reference pair (24.2%) and one pair for all (5.34%, chosen on the other
     applications). The error-aware choices (worst case within each energy's error, its
-    expectation, or the pair nearest the highest clocks within it) do no better: 4.23%, 3.79%
+    expectation, or the pair nearest the highest clocks within it) do no better: 4.23%, 3.36%
     and 11.71%. The pair nearest the highest clocks within a tie tolerance chosen without
-    the application gives 2.76%, every application choosing 1%; but backprop's two kernels
-    each choose it for the other (held out together, as `time cv` holds them, 4.18%)."""
+    the application gives 3.49%, every application choosing 1% but backpropBackward, which
+    chooses none (held out with backpropForward, as `time cv` holds them, 3.64%)."""
     r = CliRunner().invoke(cli, ["select", "eval", "--device", "gtx980",
                                  str(data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv"),
                                  "--reference", "700,700", "--json"])
@@ -84,38 +84,39 @@ def test_select_eval_beats_the_baselines(data):
     assert single["hindsight"]["mean"] == pytest.approx(0.0534, abs=0.0001) and single["hindsight"]["pair"] == [
         700.0, 1000.0]
     assert single["cross_validated"]["mean"] == pytest.approx(0.0534, abs=0.0001)
-    assert d["regret_mean"] == pytest.approx(0.0379, abs=0.0001) and d["regret_max"] == pytest.approx(0.189, abs=0.001)
+    assert d["regret_mean"] == pytest.approx(0.0336, abs=0.0001) and d["regret_max"] == pytest.approx(0.189, abs=0.001)
     assert d["regret_mean"] < min(b["highest_clocks"]["mean"], b["reference"]["mean"],
                                   single["cross_validated"]["mean"])
     assert d["deadline"]["mean"] < single["cross_validated"]["mean"] and len(d["per_app"]) == 15
-    # The 10%-slowdown policy: 3.59%, 14 of the 15 deadlines met.
-    assert d["deadline"]["mean"] == pytest.approx(0.0359, abs=0.0001) and d["deadline"]["deadline_met"] == 14
+    # The 10%-slowdown policy: 3.36%, 14 of the 15 deadlines met.
+    assert d["deadline"]["mean"] == pytest.approx(0.0336, abs=0.0001) and d["deadline"]["deadline_met"] == 14
     # With measured time the power model alone leaves 0.44%; with measured power the time
-    # model alone leaves 4.70%.
+    # model alone leaves 4.24%.
     a = d["attribution"]
     assert a["measured_time"]["mean"] == pytest.approx(0.0044, abs=0.0001)
-    assert a["measured_power"]["mean"] == pytest.approx(0.0470, abs=0.0001)
+    assert a["measured_power"]["mean"] == pytest.approx(0.0424, abs=0.0001)
     u = d["uncertainty"]
     # The error bars are honest: 68% of measured energies lie within them (one normal sigma: 68.3%).
     assert u["energy_error_mean"] == pytest.approx(0.129, abs=0.001)
-    assert u["within_error"] == pytest.approx(0.676, abs=0.001)
+    assert u["within_error"] == pytest.approx(0.680, abs=0.001)
     assert u["worst_case"]["mean"] == pytest.approx(0.0423, abs=0.0001)
     assert u["near_ties_to_highest"]["mean"] == pytest.approx(0.1171, abs=0.0001)
-    assert u["expected"]["mean"] == pytest.approx(0.0379, abs=0.0001)
-    # Near ties within a fixed tolerance: 2.76% at 1% (in hindsight the best), and each
-    # application held out alone chooses 1% too.
+    assert u["expected"]["mean"] == pytest.approx(0.0336, abs=0.0001)
+    # Near ties within a fixed tolerance: 2.76% at 1% (in hindsight the best); held out alone,
+    # each application chooses 1% but backpropBackward, which chooses none: 3.49%.
     ties = d["near_ties"]
     over = {k: v["mean"] for k, v in ties["over_tolerance"].items()}
     assert over["0"] == d["regret_mean"] and min(over.values()) == pytest.approx(over["0.01"])
-    assert (over["0.01"], max(over.values())) == pytest.approx((0.0276, 0.0822), abs=0.0001)
-    assert ties["cross_validated"]["mean"] == pytest.approx(0.0276, abs=0.0001)
-    assert set(ties["cross_validated"]["tolerances"]) == {0.01}
+    assert (over["0.01"], max(over.values())) == pytest.approx((0.0276, 0.0853), abs=0.0001)
+    assert ties["cross_validated"]["mean"] == pytest.approx(0.0349, abs=0.0001)
+    assert [a for a, t in zip(d["per_app"], ties["cross_validated"]["tolerances"]) if t != 0.01] == [
+        "backpropBackward/bpnn_adjust_weights_cuda/input00"]
 
 
 def test_a_slowdown_cap_chosen_without_the_application_is_worse_than_none(data):
     """README: capping the minimum-energy choice at a slowdown (2-100% of the highest clocks'
-    predicted time) moves the regret between 3.41% and 4.04%; a cap chosen (or none) by the
-    least mean regret over the other applications gives 4.56%, worse than no cap (3.79%)."""
+    predicted time) moves the regret between 3.36% and 4.41%; a cap chosen (or none) by the
+    least mean regret over the other applications gives 4.13%, worse than no cap (3.36%)."""
     from gpudvfs.catalog import lookup
     from gpudvfs.io import read_measured_grid
     from gpudvfs.select.evaluate import evaluate_selection
@@ -126,9 +127,9 @@ def test_a_slowdown_cap_chosen_without_the_application_is_worse_than_none(data):
     apps = list(runs[0]["per_app"])
     capped = np.array([[run["per_app"][a]["deadline_regret"] for a in apps] for run in runs])
     regret = np.vstack([[runs[0]["per_app"][a]["regret"] for a in apps], capped])  # [no cap, caps...] x apps
-    assert (capped.mean(axis=1).min(), capped.mean(axis=1).max()) == pytest.approx((0.0341, 0.0404), abs=1e-4)
+    assert (capped.mean(axis=1).min(), capped.mean(axis=1).max()) == pytest.approx((0.0336, 0.0441), abs=1e-4)
     held_out = [regret[np.argmin(np.delete(regret, a, axis=1).mean(axis=1)), a] for a in range(len(apps))]
-    assert np.mean(held_out) == pytest.approx(0.0456, abs=1e-4) and np.mean(held_out) > regret[0].mean()
+    assert np.mean(held_out) == pytest.approx(0.0413, abs=1e-4) and np.mean(held_out) > regret[0].mean()
 
 
 def test_demo_on_nvml_without_a_driver_says_so():
@@ -185,13 +186,14 @@ def test_select_fit_power_then_choose(data, tmp_path):
 
 def test_cross_validation_over_both_gtx980_files(data):
     """The protocol (README): 256 candidate settings (soft-max exponent 4-12, dependent
-    instruction latency on or off, L2 and DRAM queues in parallel or in series, FP64 rate
-    or not, calibration by scale or with the DRAM check, rounds overlapped or one after
-    another), nested leave-one-application-out over the 25 kernels of both GTX 980 files (15
-    applications: the ten in both files, and backprop's and scan's two kernels, are held out
-    together). Cross-validated calibrated MAPE 3.51% / 3.08%, the model beating two-term
-    scaling on 8 of 10 and 13 of 15 kernels; minimum-energy regret 4.01% (max 18.9%;
-    in-sample 3.79%), moving between 3.13% and 5.32% over the exponents. Parallel queues,
+    instruction latency on or off, L2 and DRAM queues in parallel or in series, FP64 and
+    special-function instructions at their pipes' rates or not, calibration by scale or with
+    the DRAM check, rounds overlapped or one after another), nested leave-one-application-out
+    over the 25 kernels of both GTX 980 files (15 applications: the ten in both files, and
+    backprop's and scan's two kernels, are held out together). Cross-validated calibrated
+    MAPE 3.50% / 3.10%, the model beating two-term scaling on 8 of 10 and 13 of 15 kernels;
+    minimum-energy regret 3.76% (max 18.9%; in-sample 3.36%), moving between 2.70% and 5.31%
+    over the exponents. Parallel queues,
     chosen on one file two changes ago, lose under the protocol; so does the DRAM check.
     Each file scored under the settings chosen on the other one alone, the settings chosen
     by the selection regret instead of the time error, and the near-ties rule."""
@@ -203,40 +205,42 @@ def test_cross_validation_over_both_gtx980_files(data):
     dev, tp = (d["files"][str(data / f"nv-dvfs-benchmark/{f}")] for f in ("gtx980_time_dev.csv",
                                                                           "gtx980_time_power_dev.csv"))
     assert (dev["kernels"], tp["kernels"], d["candidates"]) == (10, 15, 256)
-    assert dev["cv_mape"] == pytest.approx(3.51, abs=0.01) and tp["cv_mape"] == pytest.approx(3.08, abs=0.01)
-    assert (dev["in_sample_mape"], tp["in_sample_mape"]) == pytest.approx((3.04, 3.01), abs=0.01)
+    # The first file 0.005 over the 3.5% issue 13 asks.
+    assert dev["cv_mape"] == pytest.approx(3.505, abs=0.001) and tp["cv_mape"] == pytest.approx(3.10, abs=0.01)
+    assert (dev["in_sample_mape"], tp["in_sample_mape"]) == pytest.approx((3.04, 2.96), abs=0.01)
     assert d["applications"]["backprop"] == ["backprop", "backpropBackward/bpnn_adjust_weights_cuda/input00",
                                              "backpropForward/bpnn_layerforward_CUDA/input00"]
     assert len(d["applications"]) == 10 and sum(map(len, d["applications"].values())) == 22
     assert (dev["cv_beats_two_term"], tp["cv_beats_two_term"]) == (8, 13)
-    assert (dev["two_term_mape"], tp["two_term_mape"]) == pytest.approx((8.44, 6.44), abs=0.01)
+    assert (dev["two_term_mape"], tp["two_term_mape"]) == pytest.approx((8.44, 6.49), abs=0.01)
     # The preset is the protocol's choice on all kernels.
-    assert d["chosen_on_all"] == "p=6, dependent latency, queues in series, FP64 rate, scale, overlapped rounds"
+    assert d["chosen_on_all"] == "p=6, dependent latency, queues in series, pipe rates, scale, overlapped rounds"
     preset = TimeDevice.gtx980()
     assert (preset.overlap_p, preset.parallel_queues, preset.overlapped_rounds) == (6.0, False, True)
+    assert (preset.dp_inst_cycle, preset.sf_inst_cycle) == (8.0, 1.0)
     for name in ("parallel queues", "DRAM check"):  # worse under the protocol: left out
         ext = d["extensions"][name]
         assert np.mean(list(ext["with"].values())) > np.mean(list(ext["without"].values()))
     files = [str(data / "nv-dvfs-benchmark" / f) for f in ("gtx980_time_dev.csv", "gtx980_time_power_dev.csv")]
     # The README's table of extensions: CV MAPE per file with each, and without it.
-    for name, with_it, without in (("dependent latency", (3.19, 3.06), (3.52, 2.91)),
-                                   ("FP64 rate", (3.51, 3.08), (3.49, 3.19)),
-                                   ("parallel queues", (3.43, 3.37), (3.51, 3.08)),
-                                   ("DRAM check", (3.51, 3.26), (3.51, 3.08)),
-                                   ("overlapped rounds", (3.51, 3.08), (3.49, 3.29))):
+    for name, with_it, without in (("dependent latency", (3.19, 3.07), (3.58, 2.92)),
+                                   ("pipe rates", (3.50, 3.10), (3.49, 3.19)),
+                                   ("parallel queues", (3.39, 3.46), (3.50, 3.10)),
+                                   ("DRAM check", (3.54, 3.27), (3.50, 3.10)),
+                                   ("overlapped rounds", (3.50, 3.10), (3.49, 3.26))):
         ext = d["extensions"][name]
         assert [ext["with"][f] for f in files] == pytest.approx(with_it, abs=0.01), name
         assert [ext["without"][f] for f in files] == pytest.approx(without, abs=0.01), name
-    # So is the learned correction: 5.13-5.81% / 4.03-4.48% over the ridge strengths.
+    # So is the learned correction: 5.18-5.88% / 4.14-4.58% over the ridge strengths.
     correction = np.array([[per_file[f] for f in files] for per_file in d["learned_correction"].values()])
-    assert correction.min(axis=0) == pytest.approx([5.13, 4.03], abs=0.01)
-    assert correction.max(axis=0) == pytest.approx([5.81, 4.48], abs=0.01)
+    assert correction.min(axis=0) == pytest.approx([5.18, 4.14], abs=0.01)
+    assert correction.max(axis=0) == pytest.approx([5.88, 4.58], abs=0.01)
     s = next(iter(d["selection"].values()))
-    assert s["cv_regret_mean"] == pytest.approx(0.0401, abs=0.0001)
+    assert s["cv_regret_mean"] == pytest.approx(0.0376, abs=0.0001)
     assert s["cv_regret_max"] == pytest.approx(0.189, abs=0.001)
-    assert (s["in_sample_regret_mean"], s["in_sample_regret_max"]) == pytest.approx((0.0379, 0.189), abs=0.0001)
+    assert (s["in_sample_regret_mean"], s["in_sample_regret_max"]) == pytest.approx((0.0336, 0.189), abs=0.0001)
     regret = [v["regret_mean"] for v in s["over_overlap_p"].values()]
-    assert min(regret) == pytest.approx(0.0313, abs=0.0001) and max(regret) == pytest.approx(0.0532, abs=0.0001)
+    assert min(regret) == pytest.approx(0.0270, abs=0.0001) and max(regret) == pytest.approx(0.0531, abs=0.0001)
     # Each file under the settings chosen on the other file alone (a shift of kernel set):
     # the time figures hold (3.38% / 3.53%), the regret does not (4.79%, max 30.1%).
     assert dev["other_files"]["mape"] == pytest.approx(3.38, abs=0.01) and dev["other_files"]["beats_two_term"] == 8
@@ -244,56 +248,58 @@ def test_cross_validation_over_both_gtx980_files(data):
     assert s["other_files_regret_mean"] == pytest.approx(0.0479, abs=0.0001)
     assert s["other_files_regret_max"] == pytest.approx(0.301, abs=0.001)
     # Choosing the settings by the regret itself (least mean over the other applications)
-    # instead of the time error: 3.76% (max 18.9%); held out by kernel alone it is the other
-    # way round (3.95% against 3.79%).
-    assert s["chosen_by_regret"]["mean"] == pytest.approx(0.0376, abs=1e-4)
-    assert s["chosen_by_regret"]["max"] == pytest.approx(0.189, abs=1e-3)
-    # With the criterion itself chosen for each application on the others: the regret for 11
-    # of the 15, 3.95%.
-    assert s["criterion_chosen"]["mean"] == pytest.approx(0.0395, abs=1e-4)
-    assert s["criterion_chosen"]["regret_chosen"] == 11
-    # The near-ties rule, its tolerance chosen without the application's group: 4.18%, worse
-    # than none. Held out together, backprop's kernels choose no rule; every other application 1%.
+    # instead of the time error: 4.92% (max 30.1%), worse; held out by kernel alone too (3.52%
+    # against 3.36%).
+    assert s["chosen_by_regret"]["mean"] == pytest.approx(0.0492, abs=1e-4)
+    assert s["chosen_by_regret"]["max"] == pytest.approx(0.301, abs=1e-3)
+    # With the criterion itself chosen for each application on the others: the regret for 2
+    # of the 15, 3.62%.
+    assert s["criterion_chosen"]["mean"] == pytest.approx(0.0362, abs=1e-4)
+    assert s["criterion_chosen"]["regret_chosen"] == 2
+    # The near-ties rule, its tolerance chosen without the application's group: 3.64%, 0.12
+    # points under none (three applications move, two of them up). Held out together,
+    # backprop's kernels choose 0.5%; every other application 1%.
     ties = s["near_ties"]
-    assert ties["mean"] == pytest.approx(0.0418, abs=1e-4) and ties["max"] == pytest.approx(0.189, abs=1e-3)
+    assert ties["mean"] == pytest.approx(0.0364, abs=1e-4) and ties["max"] == pytest.approx(0.189, abs=1e-3)
     apps = list(s["per_app"])
     assert {a.split("/")[0] for a, t in zip(apps, ties["tolerances"]) if t != 0.01} == {"backpropBackward",
                                                                                       "backpropForward"}
-    assert s["per_app"]["quasirandomGenerator/quasirandomGeneratorKernel/input00"] == 0.0
+    assert s["per_app"]["mergeSort/mergeSortSharedKernel/input00"] == 0.0
     # The baselines on the same applications: two-term times 4.66% (max 14.7%), one pair for
     # all chosen on the other applications 5.34% (32.8%), the highest clocks 12.60%.
     b = s["baselines"]
     assert (b["two_term"]["mean"], b["single_pair"]["mean"], b["highest_clocks"]["mean"]) == pytest.approx(
         (0.0466, 0.0534, 0.1260), abs=1e-4)
     # How far the figures could move with other applications of these kinds (cluster bootstrap
-    # over the held-out groups, 95%): time 2.08-5.25% / 1.27-5.39%, and below two-term on
-    # both files (the paired difference's interval is below 0); the regret 1.28-7.30%, its
-    # difference from two-term times -3.74..2.31 points and from one pair for all
-    # -6.77..2.80: 2.5% lies within it and neither baseline is told apart from the model.
-    assert dev["intervals"]["cv_mape"] == pytest.approx((2.08, 5.25), abs=0.01)
-    assert tp["intervals"]["cv_mape"] == pytest.approx((1.27, 5.39), abs=0.01)
+    # over the held-out groups, 95%): time 2.04-5.25% / 1.31-5.40%, and below two-term on
+    # both files (the paired difference's interval is below 0); the regret 1.37-6.60%, its
+    # difference from two-term times -4.15..2.05 points and from one pair for all
+    # -7.29..2.94: 2.5% lies within it and neither baseline is told apart from the model.
+    assert dev["intervals"]["cv_mape"] == pytest.approx((2.04, 5.25), abs=0.01)
+    assert tp["intervals"]["cv_mape"] == pytest.approx((1.31, 5.40), abs=0.01)
     assert dev["intervals"]["minus_two_term"][1] < 0 and tp["intervals"]["minus_two_term"][1] < 0
     ci = s["intervals"]
-    assert ci["cv_regret_mean"] == pytest.approx((0.0128, 0.0730), abs=1e-4)
-    assert ci["minus_two_term"] == pytest.approx((-0.0374, 0.0231), abs=1e-4)
-    assert ci["minus_single_pair"] == pytest.approx((-0.0677, 0.0280), abs=1e-4)
+    assert ci["cv_regret_mean"] == pytest.approx((0.0137, 0.0660), abs=1e-4)
+    assert ci["minus_two_term"] == pytest.approx((-0.0415, 0.0205), abs=1e-4)
+    assert ci["minus_single_pair"] == pytest.approx((-0.0729, 0.0294), abs=1e-4)
 
 
 def test_cross_validation_by_kernel_alone(data):
     """`time cv --hold-out kernel`: each kernel held out alone, its application's kernel in
-    the other file left in: 3.51% / 3.06% time, 3.79% regret; there the settings chosen by
-    the regret do worse (3.95%), and the nested choice of criterion keeps the time error for
-    all but one application, at no cost."""
+    the other file left in: 3.41% / 3.02% time, 3.36% regret; there the settings chosen by
+    the regret do worse (3.52%), and the nested choice of criterion keeps the time error for
+    all but one application (3.45%)."""
     files = [str(data / f"nv-dvfs-benchmark/{f}") for f in ("gtx980_time_dev.csv", "gtx980_time_power_dev.csv")]
     r = CliRunner().invoke(cli, ["time", "cv", "--device", "gtx980", *files, "--hold-out", "kernel", "--json"])
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
     assert d["hold_out"] == "kernel" and d["applications"] == {}
-    assert [d["files"][f]["cv_mape"] for f in files] == pytest.approx([3.51, 3.06], abs=0.01)
+    assert [d["files"][f]["cv_mape"] for f in files] == pytest.approx([3.41, 3.02], abs=0.01)
     s = d["selection"][files[1]]
-    assert s["cv_regret_mean"] == pytest.approx(0.0379, abs=1e-4)
-    assert s["chosen_by_regret"]["mean"] == pytest.approx(0.0395, abs=1e-4)
-    assert s["criterion_chosen"]["regret_chosen"] == 1 and s["criterion_chosen"]["mean"] == s["cv_regret_mean"]
+    assert s["cv_regret_mean"] == pytest.approx(0.0336, abs=1e-4)
+    assert s["chosen_by_regret"]["mean"] == pytest.approx(0.0352, abs=1e-4)
+    assert s["criterion_chosen"]["regret_chosen"] == 1 and s["criterion_chosen"]["mean"] == pytest.approx(0.0345,
+                                                                                                         abs=1e-4)
     r = CliRunner().invoke(cli, ["time", "cv", "--device", "gtx980", *files, "--hold-out", "app"])
     assert r.exit_code == 2 and "--hold-out" in r.output
     from gpudvfs.errors import InputError
@@ -313,19 +319,20 @@ def _gtx980_grids(data):
 #: The README's table of the protocol over the device constants: per constant, at x0.5,
 #: x0.75, x1.25 and x1.5, the CV time MAPE on both files and the CV regret mean (%).
 CONSTANT_TABLE = {
-    "inst_lat": [(3.52, 3.01, 4.01), (3.53, 3.07, 4.01), (3.40, 3.13, 3.59), (3.46, 3.21, 4.56)],
-    "sh_lat": [(3.51, 3.08, 4.01), (3.51, 3.08, 4.01), (3.52, 3.08, 4.01), (3.52, 3.08, 4.01)],
-    "l2_lat": [(3.70, 3.23, 4.27), (3.57, 3.01, 4.01), (3.31, 3.14, 3.79), (3.35, 3.22, 3.96)],
-    "l2_del": [(3.22, 3.20, 4.01), (3.38, 3.33, 4.48), (3.51, 3.04, 4.01), (3.56, 3.03, 4.41)],
-    "dm_lat_b": [(3.52, 3.04, 4.01), (3.51, 3.08, 4.01), (3.43, 3.10, 3.79), (3.03, 3.12, 3.59)],
-    "dp_inst_cycle": [(3.42, 3.10, 4.75), (3.51, 3.05, 3.79), (3.53, 3.20, 4.97), (3.49, 3.33, 5.73)],
+    "inst_lat": [(3.58, 3.02, 3.98), (3.58, 3.07, 3.98), (3.42, 3.10, 3.76), (3.54, 3.17, 5.16)],
+    "sh_lat": [(3.50, 3.09, 3.76), (3.50, 3.10, 3.76), (3.51, 3.10, 3.76), (3.51, 3.10, 3.76)],
+    "l2_lat": [(3.59, 3.15, 4.02), (3.65, 3.00, 3.76), (3.37, 3.16, 3.76), (3.36, 3.23, 3.72)],
+    "l2_del": [(3.26, 3.21, 3.76), (3.39, 3.36, 4.24), (3.58, 3.04, 3.76), (3.59, 3.03, 4.19)],
+    "dm_lat_b": [(3.55, 3.01, 3.76), (3.61, 3.05, 3.98), (3.43, 3.08, 3.76), (3.02, 3.08, 3.36)],
+    "dp_inst_cycle": [(3.53, 3.07, 4.33), (3.47, 3.02, 3.14), (3.52, 3.30, 5.16), (3.49, 3.37, 5.73)],
+    "sf_inst_cycle": [(3.44, 3.05, 3.59), (3.47, 3.08, 3.36), (3.54, 3.10, 3.76), (3.59, 3.14, 3.76)],
 }
 
 
 def test_the_protocol_figures_over_the_device_constants(data):
     """How the cross-validated figures move when one hardware constant of the gtx980 preset
-    moves (the whole protocol re-run each time; about two minutes): the time figures stay
-    within 3.0-3.7%, the regret within 3.6-5.8%; no constant fixes the worst application
+    moves (the whole protocol re-run each time; about three minutes): the time figures stay
+    within 3.0-3.7%, the regret within 3.1-5.8%; no constant fixes the worst application
     (gaussian, 18.2-18.9%), and four settings send another to 30.1% (the FP64 instruction
     at x0.5, x1.25 or x1.5, the dependent latency at x1.5): the time figures do not hang on
     one constant, the selection figure does, and no constant was shaped to them."""
@@ -376,13 +383,13 @@ def test_time_cv_sensitivity_table(data, monkeypatch):
                            env={"COLUMNS": "200"})
     assert r.exit_code == 0, r.output
     row = next(line for line in r.output.splitlines() if "inst_lat" in line and "ETA" not in line)  # not the bar
-    assert "x1.5" in row and "3.46" in row and "3.21" in row and "4.56 (30.1)" in row
+    assert "x1.5" in row and "3.54" in row and "3.17" in row and "5.16 (30.1)" in row
     # The text carries the intervals and the regret's baselines too.
     dev_row = next(line for line in r.output.splitlines() if "gtx980_time_dev.csv" in line and "8/10" in line)
-    assert "[2.08, 5.25]" in dev_row and "[-7.39, -2.32]" in dev_row
-    assert "cross-validated mean [1.28, 7.30]; minus two-term [-3.74, 2.31]; minus one pair for all [-6.77, 2.80]" in (
+    assert "[2.04, 5.25]" in dev_row and "[-7.48, -2.28]" in dev_row
+    assert "cross-validated mean [1.37, 6.60]; minus two-term [-4.15, 2.05]; minus one pair for all [-7.29, 2.94]" in (
         r.output.replace("\n", " "))
     assert any("two-term times" in line and "4.66" in line and "14.69" in line for line in r.output.splitlines())
     r = CliRunner().invoke(cli, ["time", "cv", "--device", "gtx980", *files, "--sensitivity", "--json"])
     d = json.loads(r.output)["over_device_constants"]
-    assert list(d) == ["inst_lat"] and d["inst_lat"]["1.5"]["cv_mape"][files[0]] == pytest.approx(3.46, abs=0.01)
+    assert list(d) == ["inst_lat"] and d["inst_lat"]["1.5"]["cv_mape"][files[0]] == pytest.approx(3.54, abs=0.01)

@@ -139,6 +139,7 @@ class DeviceSpec:
             sh_lat=lat["shared"], sh_del=SHARED_WAVEFRONT_BYTES / self.shared_bytes_per_sm_per_cycle,
             inst_cycle=32 / self.issue_per_sm_per_cycle["fp32"],
             dp_inst_cycle=32 / max(self.issue_per_sm_per_cycle["fp64"], 1e-9),
+            sf_inst_cycle=32 / self.issue_per_sm_per_cycle["sfu"],
             overlap_p=base.overlap_p, inst_lat=base.inst_lat, parallel_queues=base.parallel_queues,
             overlapped_rounds=base.overlapped_rounds,
             name=self.key)

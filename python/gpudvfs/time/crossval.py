@@ -42,8 +42,8 @@ CORRECTION_RIDGES = (0.1, 1.0, 10.0)
 #: Device constants `constant_sensitivity` scales: hardware figures from microbenchmarks and
 #: papers (rust/src/time/mod.rs), none fitted on the grids: a dependent instruction's latency,
 #: shared-memory and L2 latency, an L2 transaction's service time, the core-clock part of the
-#: DRAM latency and a warp's FP64 instruction.
-DEVICE_CONSTANTS = ("inst_lat", "sh_lat", "l2_lat", "l2_del", "dm_lat_b", "dp_inst_cycle")
+#: DRAM latency, a warp's FP64 instruction and its special-function instruction.
+DEVICE_CONSTANTS = ("inst_lat", "sh_lat", "l2_lat", "l2_del", "dm_lat_b", "dp_inst_cycle", "sf_inst_cycle")
 CONSTANT_SCALES = (0.5, 0.75, 1.25, 1.5)
 #: What the protocol holds out together: an application's kernels (the default), or each kernel.
 HOLD_OUTS = ("application", "kernel")
@@ -54,13 +54,14 @@ class Candidate:
     """One setting of the time model: the soft-max exponent; whether a warp's chain waits the
     device's dependent-instruction latency (the base device's ``inst_lat``); whether L2 hits
     and DRAM misses queue in parallel or in series (Eq. 5b); whether FP64 instructions issue
-    at the FP64 rate (the base device's ``dp_inst_cycle``) or like any other; and how a
-    calibrated prediction meets the reference time (``TimeModel(calibration=...)``)."""
+    and special-function ones at their pipe's rate (the base device's ``dp_inst_cycle`` and
+    ``sf_inst_cycle``) or like any other; and how a calibrated prediction meets the reference
+    time (``TimeModel(calibration=...)``)."""
 
     overlap_p: float
     dependent_latency: bool
     parallel_queues: bool
-    fp64_rate: bool
+    pipe_rates: bool
     calibration: str
     overlapped_rounds: bool = False
 
@@ -68,22 +69,23 @@ class Candidate:
     def label(self) -> str:
         return ", ".join([f"p={self.overlap_p:g}", "dependent latency" if self.dependent_latency else "issue only",
                           "parallel queues" if self.parallel_queues else "queues in series",
-                          "FP64 rate" if self.fp64_rate else "one issue rate", self.calibration]
+                          "pipe rates" if self.pipe_rates else "one issue rate", self.calibration]
                          + (["overlapped rounds"] if self.overlapped_rounds else []))
 
     def model(self, base: TimeDevice) -> TimeModel:
         dev = replace(base, overlap_p=self.overlap_p, inst_lat=base.inst_lat if self.dependent_latency else 0.0,
                       parallel_queues=self.parallel_queues, overlapped_rounds=self.overlapped_rounds,
-                      dp_inst_cycle=base.dp_inst_cycle if self.fp64_rate else base.inst_cycle)
+                      dp_inst_cycle=base.dp_inst_cycle if self.pipe_rates else base.inst_cycle,
+                      sf_inst_cycle=base.sf_inst_cycle if self.pipe_rates else base.inst_cycle)
         return TimeModel(dev, calibration=self.calibration)
 
 
-CANDIDATES = tuple(Candidate(p, lat, par, fp64, cal, rounds) for p in OVERLAP_PS for lat in (False, True)
-                   for par in (False, True) for fp64 in (False, True) for cal in ("scale", "dram-check")
+CANDIDATES = tuple(Candidate(p, lat, par, pipes, cal, rounds) for p in OVERLAP_PS for lat in (False, True)
+                   for par in (False, True) for pipes in (False, True) for cal in ("scale", "dram-check")
                    for rounds in (False, True))
 #: The switches of a candidate, for the report of what each does under the protocol.
 EXTENSIONS = {"dependent latency": lambda c: c.dependent_latency, "parallel queues": lambda c: c.parallel_queues,
-              "FP64 rate": lambda c: c.fp64_rate, "DRAM check": lambda c: c.calibration == "dram-check",
+              "pipe rates": lambda c: c.pipe_rates, "DRAM check": lambda c: c.calibration == "dram-check",
               "overlapped rounds": lambda c: c.overlapped_rounds}
 
 
@@ -194,9 +196,9 @@ def cross_validate(grids: list[MeasurementGrid], reference: tuple[float, float],
     (over the held-out groups) of the first and of its paired difference from the last; the
     chosen candidates; for grids with power, the energy regret of the minimum-energy choice,
     cross-validated and in-sample, and how both move with the soft-max exponent (with
-    ``spec``, the catalog entry whose peak rates give the power model's utilizations). ``hold_out="kernel"`` holds out each kernel
-    alone, its application's other kernels left in (lower figures where files share
-    applications)."""
+    ``spec``, the catalog entry whose peak rates give the power model's utilizations).
+    ``hold_out="kernel"`` holds out each kernel alone, its application's other kernels left
+    in (lower figures where files share applications)."""
     cases, groups, errors, chosen, cv = _protocol(grids, reference, device, candidates, hold_out)
     best = int(np.argmin(errors.mean(axis=1)))
     two = two_term_errors(cases, device, reference)

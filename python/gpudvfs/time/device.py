@@ -12,8 +12,9 @@ from ..errors import InputError
 from ..io.jsonfile import read_versioned, write_json_atomic
 from ..limits import clock_array, is_finite_number
 
-# 2: inst_lat and parallel_queues; max_blocks_per_sm gone. overlapped_rounds came later and
-# defaults to False, the rounds one after another that files without it were written under.
+# 2: inst_lat and parallel_queues; max_blocks_per_sm gone. overlapped_rounds and sf_inst_cycle
+# came later and default to what files without them were written under: rounds one after
+# another, special-function instructions at the issue rate.
 DEVICE_VERSION = 2
 
 
@@ -47,6 +48,9 @@ class TimeDevice:
     #: Consecutive rounds of resident warps overlap: a round's exposed latency is paid once
     #: per kernel (the pipeline's fill), not once per round as the paper's Eq. 9/11/17.
     overlapped_rounds: bool = False
+    #: Issue cost of one special-function warp instruction on one SM (32 threads over its SFU
+    #: lanes); at or below ``inst_cycle`` (0: files written before it) it costs the issue rate.
+    sf_inst_cycle: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -34,7 +34,8 @@ def core_share(profile: KernelProfile, device: TimeDevice, reference: tuple[floa
     """Share of the core-clock cycles in core + DRAM cycles at the reference, from the
     counters: the split of the two-term baseline T = T_ref (s fc_ref/fc + (1-s) fm_ref/fm)."""
     p, d = profile, device
-    issue = p.comp_inst * d.inst_cycle + p.dp_inst * max(d.dp_inst_cycle - d.inst_cycle, 0.0)
+    issue = (p.comp_inst * d.inst_cycle + p.dp_inst * max(d.dp_inst_cycle - d.inst_cycle, 0.0)
+             + p.sf_inst * max(d.sf_inst_cycle - d.inst_cycle, 0.0))
     core = issue + p.shared_trans * d.sh_del + p.gld_trans * p.l2_hit_rate * d.l2_del
     dram = p.gld_trans * (1.0 - p.l2_hit_rate) * (d.dm_del_a / reference[1] + d.dm_del_b)
     total = core + dram

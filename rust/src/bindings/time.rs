@@ -24,6 +24,7 @@ fn device(d: &Bound<'_, PyDict>) -> PyResult<TimeDevice> {
         sh_del: item(d, "sh_del")?,
         inst_cycle: item(d, "inst_cycle")?,
         dp_inst_cycle: item(d, "dp_inst_cycle")?,
+        sf_inst_cycle: item(d, "sf_inst_cycle")?,
         overlap_p: item(d, "overlap_p")?,
         inst_lat: item(d, "inst_lat")?,
         parallel_queues: item(d, "parallel_queues")?,
@@ -49,6 +50,7 @@ fn time_device_gtx980(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
         ("sh_del", t.sh_del),
         ("inst_cycle", t.inst_cycle),
         ("dp_inst_cycle", t.dp_inst_cycle),
+        ("sf_inst_cycle", t.sf_inst_cycle),
         ("overlap_p", t.overlap_p),
         ("inst_lat", t.inst_lat),
     ] {

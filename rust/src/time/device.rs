@@ -29,6 +29,9 @@ pub struct TimeDevice {
     /// Issue cost of one FP64 warp instruction on one SM: 32 threads over the SM's FP64
     /// units (core cycles).
     pub dp_inst_cycle: f64,
+    /// Issue cost of one special-function warp instruction on one SM: 32 threads over the
+    /// SM's SFU lanes (core cycles). At or below `inst_cycle` it costs the issue rate alone.
+    pub sf_inst_cycle: f64,
     /// Exponent of the soft maximum that overlaps the memory queue with SM work (default mode).
     pub overlap_p: f64,
     /// Latency of a dependent warp instruction: in one warp's own chain an instruction waits
@@ -57,7 +60,7 @@ impl TimeDevice {
     /// Sec. IV-B for L2 (222 cycles, 1 cycle); 28-cycle Maxwell shared latency (Mei & Chu, the
     /// paper's ref. 31); 4 warp schedulers -> 0.25 cycle per warp instruction; a dependent
     /// FP32 instruction waits 6 cycles on Maxwell (Mei & Chu; Jia et al.). The settings
-    /// (overlap_p = 6, the dependent latency, queues in series, the FP64 rate, overlapped
+    /// (overlap_p = 6, the dependent latency, queues in series, the pipe rates, overlapped
     /// rounds) are the protocol's choice: nested leave-one-application-out over both GTX 980
     /// grids (`gpudvfs time cv`).
     pub fn gtx980() -> Self {
@@ -75,6 +78,9 @@ impl TimeDevice {
             inst_cycle: 0.25,
             // GM204: 4 FP64 units per SM (1/32 of the FP32 rate), so 32 / 4 cycles.
             dp_inst_cycle: 8.0,
+            // GM204: 32 SFU lanes per SM (CUDA C Programming Guide, arithmetic throughput of
+            // compute capability 5.x), so 32 / 32 cycles.
+            sf_inst_cycle: 1.0,
             overlap_p: 6.0,
             inst_lat: 6.0,
             parallel_queues: false,
@@ -97,6 +103,7 @@ impl TimeDevice {
             ("sh_del", self.sh_del),
             ("inst_cycle", self.inst_cycle),
             ("dp_inst_cycle", self.dp_inst_cycle),
+            ("sf_inst_cycle", self.sf_inst_cycle),
             ("overlap_p", self.overlap_p),
             ("inst_lat", self.inst_lat),
         ];

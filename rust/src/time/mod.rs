@@ -50,18 +50,22 @@
 //!     ref. 31), sh_del = 1 cycle per transaction (32 banks x 4 B per cycle), max 64 warps/SM.
 //!     None were tuned on the dev file.
 //!
-//! 12. **FP64 instructions issue at the FP64 rate** (beyond the paper, which costs every
-//!     instruction `inst_cycle`): a GM204 SM has 4 FP64 units, so a warp's FP64 instruction
-//!     takes 32 / 4 = 8 cycles (`dp_inst_cycle`, a hardware figure, not fitted). Counted from
-//!     nvprof's `inst_fp_64` (thread instructions / 32 per warp) where the profile has it;
-//!     gtx980_time_dev.csv does not, so it changes nothing there. Kept by the protocol (CV
-//!     3.51 / 3.08% with it, 3.49 / 3.19% without).
+//! 12. **Pipe rates: FP64 and special-function instructions issue at their pipe's rate**
+//!     (beyond the paper, which costs every instruction `inst_cycle`): a GM204 SM has 4 FP64
+//!     units, so a warp's FP64 instruction takes 32 / 4 = 8 cycles (`dp_inst_cycle`), and 32
+//!     SFU lanes, so a special-function one (exp, log, sin, rsqrt...) takes 32 / 32 = 1 cycle
+//!     (`sf_inst_cycle`; 2 on Volta and later, 16 lanes): hardware figures (CUDA C
+//!     Programming Guide's throughput table), not fitted. Counted from nvprof's `inst_fp_64`
+//!     and `flop_count_sp_special` (thread operations / 32 per warp) where the profile has
+//!     them; gtx980_time_dev.csv has neither, so they change nothing there. Kept by the
+//!     protocol (CV 3.50 / 3.10% with them, 3.49 / 3.19% without; the FP64 rate alone gave
+//!     3.51 / 3.08% and regret 4.01%, with the SFU rate 3.50 / 3.10% and 3.76%).
 //! 13. **L2 and DRAM queues in parallel or in series** (`parallel_queues`): Eq. 5b averages
 //!     one delay over hits and misses, i.e. queues them one after the other; in parallel,
 //!     every transaction occupies an L2 slice for `l2_del`, a miss also a DRAM channel for
 //!     `dm_del`, as separate terms of the soft maximum. Chosen on gtx980_time_dev.csv alone
 //!     (3.40 -> 3.19%, before 17), parallel queues lose under the protocol over both files
-//!     (CV 3.43 / 3.37% in parallel, 3.51 / 3.08% in series): the preset queues in series.
+//!     (CV 3.39 / 3.46% in parallel, 3.50 / 3.10% in series): the preset queues in series.
 //! 14. **Block-starved kernels** (calibrated predictions, `python/gpudvfs/time/model.py`):
 //!     a kernel whose achieved occupancy stays below 0.75 of its theoretical occupancy, over
 //!     at least 4 waves, waited for blocks to arrive, at a rate no clock moves. Its time is the
@@ -74,19 +78,19 @@
 //! 15. **Dependent instruction latency** (`inst_lat`): in one warp's chain (P of 7) an
 //!     instruction waits for its operand, 6 cycles on Maxwell (Mei & Chu; Jia et al.), not
 //!     the issue cost: P's instruction part is comp_inst * inst_lat. Kept by the protocol
-//!     (CV 3.19 / 3.06% with it, 3.52 / 2.91% without, on the two GTX 980 files: 3.11%
-//!     against 3.15% over their 25 kernels).
+//!     (CV 3.19 / 3.07% with it, 3.58 / 2.92% without, on the two GTX 980 files: 3.12%
+//!     against 3.18% over their 25 kernels).
 //! 16. **Latency no counter shows** (`extra_chain`, core cycles per warp): 0 from counters;
 //!     the "dram-check" calibration sets it when a kernel's DRAM transfers fill less than
 //!     0.8 of its reference time and the model finds it faster than measured (memory-bound
 //!     classification checked against the bandwidth the delay law gives). Not the default:
-//!     the protocol leaves it out (3.51 / 3.26% with it, 3.51 / 3.08% without).
+//!     the protocol leaves it out (3.54 / 3.27% with it, 3.50 / 3.10% without).
 //! 17. **Overlapped rounds** (`overlapped_rounds`): Eq. 9/11/17 leave one latency bare per
 //!     round of resident warps, as if each round waited for the last to drain. Warps retire
 //!     and others start while the rest wait (Little's law), so the latency is bare once per
 //!     kernel, the pipeline's fill: T = (T_round * rounds + latency) / fc, affine in the
-//!     blocks where the paper's is linear. Kept by the protocol (CV 3.51 / 3.08% with it,
-//!     3.49 / 3.29% without).
+//!     blocks where the paper's is linear. Kept by the protocol (CV 3.50 / 3.10% with it,
+//!     3.49 / 3.26% without).
 //!
 //! Monotonicity: in Default every term divided by fc is non-increasing in fc and in fm and
 //! the soft max is increasing and 1-homogeneous, so time never increases when a clock rises
@@ -102,6 +106,7 @@
 //! | l2_hit_rate | 1 - (dram_read+dram_write)/(l2_read+l2_write), clipped to 0..=1 | dram__sectors_{read,write}.sum | none |
 //! | comp_inst | inst_issued / W (all issued warp instructions, replays included) | smsp__inst_issued.sum / W | none |
 //! | dp_inst | inst_fp_64 / 32 / W (thread instructions to warp instructions; 0 if absent) | smsp__sass_thread_inst_executed_op_dfma/dadd/dmul sums / 32 / W | none |
+//! | sf_inst | flop_count_sp_special / 32 / W (0 if absent) | smsp__inst_executed_pipe_xu.sum / W (the XU pipe's warp instructions) | none |
 //! | shared_trans | (shared_load + shared_store transactions)/W | l1tex__data_pipe_lsu_wavefronts_mem_shared_op_{ld,st}.sum / W | none |
 //! | warps_per_block | not a counter: the launch's block size/32 where known, else 8 (256 threads) | ceil(launch__block_size/32) | none |
 //! | trans_per_req | L2 transactions / (gld + gst requests, each `g*_transactions` / `g*_transactions_per_request`) where counted, else 4 (coalesced 32-bit) | smsp__inst_executed_op_global_{ld,st}.sum requests | - |
@@ -112,9 +117,9 @@
 //! metrics cover reads only; DCGM has no per-kernel counts, so it cannot drive this model.
 //!
 //! # Accuracy (inputs from the 700/700 row; `gpudvfs time cv`, `gpudvfs time eval`)
-//! Calibrated MAPE, nested leave-one-application-out over both GTX 980 grids: 3.51%
-//! (gtx980_time_dev.csv, 10 kernels x 49 pairs) and 3.08% (gtx980_time_power_dev.csv, 15 x
-//! 36); in-sample 3.04 / 3.01%. gtx980_time_dev.csv: Default 6.64% absolute, Paper 30.95%
+//! Calibrated MAPE, nested leave-one-application-out over both GTX 980 grids: 3.50%
+//! (gtx980_time_dev.csv, 10 kernels x 49 pairs) and 3.10% (gtx980_time_power_dev.csv, 15 x
+//! 36); in-sample 3.04 / 2.96%. gtx980_time_dev.csv: Default 6.64% absolute, Paper 30.95%
 //! absolute / 16.17% calibrated, two-term fc/fm scaling 8.44%, time unchanged 24.69%.
 pub mod device;
 pub mod model;

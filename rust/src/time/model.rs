@@ -6,7 +6,7 @@ use crate::error::{CoreError, CoreResult};
 
 /// Number of `f64` columns of one kernel row in [`predict_rows`], in the field order of
 /// [`KernelInputs`].
-pub const N_INPUTS: usize = 10;
+pub const N_INPUTS: usize = 11;
 
 /// Model inputs of one kernel, all derived from counters at the reference configuration
 /// (per-warp quantities are totals over the kernel divided by the kernel's warp count).
@@ -32,6 +32,9 @@ pub struct KernelInputs {
     /// FP64 warp instructions per warp (part of `comp_inst`); they issue at the device's
     /// FP64 rate (default mode only; 0 where the counters do not tell).
     pub dp_inst: f64,
+    /// Special-function (SFU) warp instructions per warp (part of `comp_inst`); they issue at
+    /// the device's SFU rate (default mode only; 0 where the counters do not tell).
+    pub sf_inst: f64,
     /// Latency in one warp's chain that no counter shows (core cycles per warp; default mode):
     /// what a calibration attributes to it, 0 otherwise.
     pub extra_chain: f64,
@@ -90,7 +93,8 @@ impl KernelInputs {
             comp_inst: row[6],
             shared_trans: row[7],
             dp_inst: row[8],
-            extra_chain: row[9],
+            sf_inst: row[9],
+            extra_chain: row[10],
         })
     }
 
@@ -106,6 +110,7 @@ impl KernelInputs {
             ("comp_inst", self.comp_inst),
             ("shared_trans", self.shared_trans),
             ("dp_inst", self.dp_inst),
+            ("sf_inst", self.sf_inst),
             ("extra_chain", self.extra_chain),
         ];
         for (name, v) in fields {
@@ -373,9 +378,11 @@ fn default_row_with<O: Overlap>(
     let hr = k.l2_hit_rate;
     let miss = 1.0 - hr;
     let aw_ng = k.active_warps * k.gld_trans;
-    // One warp's issue time: every instruction at the issue rate, FP64 ones at the FP64 rate.
-    let issue =
-        k.comp_inst * dev.inst_cycle + k.dp_inst * (dev.dp_inst_cycle - dev.inst_cycle).max(0.0);
+    // One warp's issue time: every instruction at the issue rate, FP64 and special-function
+    // ones at their pipe's rate.
+    let issue = k.comp_inst * dev.inst_cycle
+        + k.dp_inst * (dev.dp_inst_cycle - dev.inst_cycle).max(0.0)
+        + k.sf_inst * (dev.sf_inst_cycle - dev.inst_cycle).max(0.0);
     let comp = k.active_warps * issue;
     let shm = k.active_warps * k.shared_trans * dev.sh_del;
     let cs = comp + shm;
@@ -486,6 +493,7 @@ mod tests {
             comp_inst: 21.05,
             shared_trans: 0.0,
             dp_inst: 0.0,
+            sf_inst: 0.0,
             extra_chain: 0.0,
         }
     }
@@ -518,6 +526,11 @@ mod tests {
                     10f64.powf(4.0 * u())
                 },
                 dp_inst: if u() < 0.7 {
+                    0.0
+                } else {
+                    10f64.powf(3.0 * u())
+                },
+                sf_inst: if u() < 0.7 {
                     0.0
                 } else {
                     10f64.powf(3.0 * u())
@@ -758,6 +771,48 @@ mod tests {
     }
 
     #[test]
+    fn special_function_instructions_cost_their_pipe_rate() {
+        // n SFU instructions at sf_inst_cycle cost what n FP64 ones do at that FP64 rate; at or
+        // below the issue rate they cost nothing more.
+        let dev = TimeDevice::gtx980();
+        let clocks = [500.0, 700.0, 1000.0];
+        let run = |k: KernelInputs, d: &TimeDevice| {
+            predict(&[k], &clocks, &clocks, d, TimeMode::Default, 1)
+                .unwrap()
+                .time_ms
+        };
+        for k in kernels(40) {
+            let plain = KernelInputs {
+                dp_inst: 0.0,
+                sf_inst: 0.0,
+                ..k
+            };
+            let (sf7, dp7) = (
+                KernelInputs {
+                    sf_inst: 7.0,
+                    ..plain
+                },
+                KernelInputs {
+                    dp_inst: 7.0,
+                    ..plain
+                },
+            );
+            let as_dp = TimeDevice {
+                dp_inst_cycle: dev.sf_inst_cycle,
+                ..dev.clone()
+            };
+            let at_issue = TimeDevice {
+                sf_inst_cycle: dev.inst_cycle,
+                ..dev.clone()
+            };
+            let sf = run(sf7, &dev);
+            assert_eq!(sf, run(dp7, &as_dp));
+            assert_eq!(run(sf7, &at_issue), run(plain, &dev));
+            assert!(sf.iter().zip(run(plain, &dev)).all(|(a, b)| *a >= b));
+        }
+    }
+
+    #[test]
     fn integer_root_matches_powf() {
         fn check<const N: u32>() {
             for i in 0..=1000 {
@@ -831,6 +886,10 @@ mod tests {
                 extra_chain: -1.0,
                 ..ok
             },
+            KernelInputs {
+                sf_inst: f64::NAN,
+                ..ok
+            },
         ] {
             assert!(matches!(run(bad), Err(CoreError::Value(_))), "{bad:?}");
         }
@@ -850,7 +909,9 @@ mod tests {
             predict_rows(&[1.0; 8], 1, &[700.0], &[700.0], &dev, TimeMode::Default, 1),
             Err(CoreError::Shape(_))
         ));
-        let row = [32768.0, 61.0, 8.0, 12.0, 4.0, 0.03, 21.0, 0.0, 0.0, 0.0];
+        let row = [
+            32768.0, 61.0, 8.0, 12.0, 4.0, 0.03, 21.0, 0.0, 0.0, 0.0, 0.0,
+        ];
         assert!(predict_rows(&row, 1, &[700.0], &[700.0], &dev, TimeMode::Default, 1).is_ok());
     }
 }
