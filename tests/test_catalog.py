@@ -61,6 +61,12 @@ def test_unknown_and_ambiguous_gpus_and_a_user_file(tmp_path, monkeypatch):
     user.write_text(json.dumps({"version": 1, "devices": {"mine": entry}}))
     monkeypatch.setenv("GPUDVFS_CATALOG", str(user))
     assert lookup("my gpu").sm_count == 20 and lookup("gtx980").sm_count == 16
+    assert lookup("my gpu").time_device().sf_inst_cycle == 1.0  # 32 SFU lanes per SM
+    # The catalog accepts 0 SFU lanes (unpublished): special-function instructions then cost
+    # the issue rate, not a division by zero.
+    unpublished = entry | {"issue_per_sm_per_cycle": entry["issue_per_sm_per_cycle"] | {"sfu": 0}}
+    user.write_text(json.dumps({"version": 1, "devices": {"mine": unpublished}}))
+    assert lookup("my gpu").time_device().sf_inst_cycle == 0.0
     user.write_text(json.dumps({"version": 1, "devices": {"mine": entry | {"sm_count": -1}}}))
     with pytest.raises(InputError, match="sm_count must be > 0"):
         lookup("gtx980")

@@ -130,6 +130,9 @@ class DeviceSpec:
         base = base or TimeDevice.gtx980()
         lat = self.latency_cycles
         share_a = base.dm_lat_a / (base.dm_lat_a + base.dm_lat_b)  # Eq. 4's split at fc = fm
+        # An entry may leave its SFU lanes at 0 (unpublished): special-function instructions
+        # then cost the issue rate (sf_inst_cycle 0), as before the SFU rate existed.
+        sfu = self.issue_per_sm_per_cycle["sfu"]
         return TimeDevice(
             sm_count=float(self.sm_count), max_warps_per_sm=float(self.max_warps_per_sm),
             dm_lat_a=lat["dram"] * share_a, dm_lat_b=lat["dram"] * (1 - share_a),
@@ -139,7 +142,7 @@ class DeviceSpec:
             sh_lat=lat["shared"], sh_del=SHARED_WAVEFRONT_BYTES / self.shared_bytes_per_sm_per_cycle,
             inst_cycle=32 / self.issue_per_sm_per_cycle["fp32"],
             dp_inst_cycle=32 / max(self.issue_per_sm_per_cycle["fp64"], 1e-9),
-            sf_inst_cycle=32 / self.issue_per_sm_per_cycle["sfu"],
+            sf_inst_cycle=32 / sfu if sfu > 0 else 0.0,
             overlap_p=base.overlap_p, inst_lat=base.inst_lat, parallel_queues=base.parallel_queues,
             overlapped_rounds=base.overlapped_rounds,
             name=self.key)
