@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpudvfs.bootstrap import mean_interval
+from gpudvfs.bootstrap import mean_interval, paired_intervals
 from gpudvfs.errors import InputError
 
 values = st.lists(st.floats(-1e3, 1e3), min_size=1, max_size=20)
@@ -43,6 +43,50 @@ def test_two_groups_resampled_give_every_mix_of_them():
     assert mean_interval([0.0, 1.0], level=0.01) == pytest.approx((0.5, 0.5))
 
 
+@settings(max_examples=50, deadline=None)
+@given(v=values, scale=st.floats(1e-3, 1e3), data=st.data())
+def test_equal_weights_are_no_weights_and_one_group_gives_its_weighted_mean(v, scale, data):
+    """Weights all alike give the unweighted interval, whatever their size; with every value
+    in one group, each resample is the whole set, so the interval is the weighted mean."""
+    groups = data.draw(st.lists(st.integers(0, 4), min_size=len(v), max_size=len(v)))
+    assert mean_interval(v, groups, weights=[scale] * len(v), resamples=200) == pytest.approx(
+        mean_interval(v, groups, resamples=200), abs=1e-6)
+    w = data.draw(st.lists(st.floats(1e-3, 1e3), min_size=len(v), max_size=len(v)))
+    expected = np.dot(w, v) / np.sum(w)
+    assert mean_interval(v, [0] * len(v), weights=w, resamples=50) == pytest.approx((expected, expected), abs=1e-6)
+
+
+def test_weights_make_a_mean_of_means():
+    """Two replays, one of two phases (0, 1) and one of four (all 1): the mean of their means
+    is 0.75, which weights of 1/2 and 1/4 give and the plain mean (5/6) does not. Each
+    replay its own group: the resamples are both the first (0.5), both the second (1) or one
+    of each (0.75)."""
+    v, replay = [0.0, 1.0, 1.0, 1.0, 1.0, 1.0], [0, 0, 1, 1, 1, 1]
+    w = [0.5, 0.5, 0.25, 0.25, 0.25, 0.25]
+    assert mean_interval(v, replay, weights=w) == (0.5, 1.0)
+    assert mean_interval(v, replay, weights=w, level=0.01) == pytest.approx((0.75, 0.75))
+    assert mean_interval(v, replay, level=0.01) == pytest.approx((5 / 6, 5 / 6))
+
+
+@settings(max_examples=50, deadline=None)
+@given(v=values, data=st.data())
+def test_paired_intervals_resample_the_same_groups(v, data):
+    """Each difference's interval is the interval of the differences; a baseline equal to the
+    values gives a difference of 0 at both ends."""
+    b = data.draw(st.lists(st.floats(-1e3, 1e3), min_size=len(v), max_size=len(v)))
+    groups = data.draw(st.lists(st.integers(0, 3), min_size=len(v), max_size=len(v)))
+    out = paired_intervals(v, {"b": b, "same": v}, groups, resamples=200)
+    assert set(out) == {"mean", "minus_b", "minus_same"}
+    assert out["mean"] == mean_interval(v, groups, resamples=200)
+    assert out["minus_b"] == mean_interval(np.subtract(v, b), groups, resamples=200)
+    assert out["minus_same"] == (0.0, 0.0)
+
+
+def test_paired_intervals_refuse_a_baseline_of_other_workloads():
+    with pytest.raises(InputError, match="baseline 'b' has shape"):
+        paired_intervals([1.0, 2.0], {"b": [1.0, 2.0, 3.0]})
+
+
 @pytest.mark.parametrize("kwargs,match", [
     ({"values": []}, "non-empty 1-D"),
     ({"values": [[1.0, 2.0]]}, "non-empty 1-D"),
@@ -59,6 +103,11 @@ def test_two_groups_resampled_give_every_mix_of_them():
     ({"values": [1.0, 2.0], "resamples": 10.0}, "resamples"),
     ({"values": [1.0, 2.0], "resamples": True}, "resamples"),
     ({"values": [1.0, 2.0], "seed": -1}, "seed"),
+    ({"values": [1.0, 2.0], "weights": [1.0]}, "weights must be 2 numbers > 0"),
+    ({"values": [1.0, 2.0], "weights": [1.0, 0.0]}, "weights must be 2 numbers > 0"),
+    ({"values": [1.0, 2.0], "weights": [1.0, -1.0]}, "weights must be 2 numbers > 0"),
+    ({"values": [1.0, 2.0], "weights": [1.0, np.nan]}, "weights must be finite"),
+    ({"values": [1.0, 2.0], "weights": ["a", "b"]}, "weights must be a non-empty"),
 ])
 def test_bad_input_is_refused(kwargs, match):
     with pytest.raises(InputError, match=match):

@@ -5,7 +5,8 @@ measured. Resampling the applications (whole groups: an application's kernels go
 as the cross-validation holds them out) with replacement and taking the mean of each resample
 gives the spread a different set of the same kind would show; the percentile interval of those
 means is what :func:`mean_interval` returns. For a paired comparison (model against a
-baseline on the same workloads) pass the per-workload differences.
+baseline on the same workloads) pass the per-workload differences, or the baselines to
+:func:`paired_intervals`, which resamples the same groups for each.
 """
 
 from __future__ import annotations
@@ -21,18 +22,27 @@ RESAMPLES = 4000
 SEED = 0
 
 
-def mean_interval(values, groups=None, *, level: float = 0.95, resamples: int = RESAMPLES,
+def _finite_vector(x, name: str) -> np.ndarray:
+    v = np.asarray(x)
+    if v.dtype.kind not in "iuf" or v.ndim != 1 or v.size == 0:
+        raise InputError(f"{name} must be a non-empty 1-D sequence of numbers, got {v.dtype} of shape {v.shape}")
+    v = v.astype(float)
+    if not np.isfinite(v).all():
+        raise InputError(f"{name} must be finite, got {int((~np.isfinite(v)).sum())} that are not")
+    return v
+
+
+def mean_interval(values, groups=None, *, weights=None, level: float = 0.95, resamples: int = RESAMPLES,
                   seed: int = SEED) -> tuple[float, float]:
     """Percentile interval (``level``, two-sided) of the mean of ``values`` over resamples of
     its groups with replacement (``groups``: a label per value; by default each value is its
     own group). A resample's mean weighs every value alike, so a group of three counts three
-    times as much as a group of one, as in the figure itself."""
-    v = np.asarray(values)
-    if v.dtype.kind not in "iuf" or v.ndim != 1 or v.size == 0:
-        raise InputError(f"values must be a non-empty 1-D sequence of numbers, got {v.dtype} of shape {v.shape}")
-    v = v.astype(float)
-    if not np.isfinite(v).all():
-        raise InputError(f"values must be finite, got {int((~np.isfinite(v)).sum())} that are not")
+    times as much as a group of one, as in the figure itself; or by ``weights`` (> 0, one per
+    value), for a figure that is a mean of means (replays of unequal lengths)."""
+    v = _finite_vector(values, "values")
+    w = np.ones_like(v) if weights is None else _finite_vector(weights, "weights")
+    if w.shape != v.shape or not (w > 0).all():
+        raise InputError(f"weights must be {v.size} numbers > 0, one per value")
     if not (is_number(level) and 0 < level < 1):
         raise InputError(f"level must be in (0, 1), got {level!r}")
     if not is_count(resamples, 1):
@@ -43,8 +53,22 @@ def mean_interval(values, groups=None, *, level: float = 0.95, resamples: int = 
     if labels.shape != v.shape:
         raise InputError(f"groups must give one label per value ({v.size}), got shape {labels.shape}")
     _, index = np.unique(labels, return_inverse=True)
-    sums, counts = np.bincount(index, weights=v), np.bincount(index).astype(float)
+    sums, counts = np.bincount(index, weights=w * v), np.bincount(index, weights=w)
     picks = np.random.default_rng(seed).integers(0, sums.size, size=(resamples, sums.size))
     means = sums[picks].sum(axis=1) / counts[picks].sum(axis=1)
     lo, hi = np.percentile(means, [50 * (1 - level), 50 * (1 + level)])
     return float(lo), float(hi)
+
+
+def paired_intervals(values, baselines: dict | None = None, groups=None, **options) -> dict:
+    """:func:`mean_interval` of ``values`` (``mean``) and of its paired difference from each
+    baseline (``minus_<name>``; ``baselines``: name -> its values on the same workloads), all
+    over the same resamples (``options`` as for :func:`mean_interval`)."""
+    v = np.asarray(values)
+    out = {"mean": mean_interval(v, groups, **options)}
+    for name, base in (baselines or {}).items():
+        b = np.asarray(base)
+        if b.shape != v.shape:
+            raise InputError(f"baseline {name!r} has shape {b.shape}, the values {v.shape}: one per workload")
+        out[f"minus_{name}"] = mean_interval(v - b, groups, **options)
+    return out

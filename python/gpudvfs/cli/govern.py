@@ -11,7 +11,7 @@ from ..io import read_measured_grid
 from ..io.dcgm_fields import is_dcgm_grid
 from ..measure.devices import DEVICE_KINDS, make_device
 from . import options
-from .output import console, output_file, print_json, table, user_errors
+from .output import console, interval, output_file, print_json, table, user_errors
 from .progress import progress_bars
 from .time import DEVICE_HELP, _gpu, _pair
 
@@ -137,7 +137,8 @@ def replay_(data, train, device, reference, policy, slowdown, power_cap, steps, 
                         cols, [row("governor", r), *[row(k, v) for k, v in r["baselines"].items()]]))
     if run_cv:
         console.print(f"leave-one-application-out: regret {100 * r['cv']['cv_regret_mean']:.2f}% "
-                      f"(max {100 * r['cv']['cv_regret_max']:.2f}%)", highlight=False)
+                      f"(95% interval over the applications {interval(r['cv']['interval'], 100)}, "
+                      f"max {100 * r['cv']['cv_regret_max']:.2f}%)", highlight=False)
 
 
 def _grids(f):
@@ -190,8 +191,9 @@ def cv(data, devices, references, policy, slowdown, power_cap, steps, phase_step
         return
     for r in out:
         spread = [s["regret_mean"] for s in r["sensitivity"]]
-        console.print(f"{r['data']}: held-out regret {100 * r['cv_regret_mean']:.2f}% (max "
-                      f"{100 * r['cv_regret_max']:.2f}%) over {r['phases']} phases; in-sample over the "
+        console.print(f"{r['data']}: held-out regret {100 * r['cv_regret_mean']:.2f}% (95% interval over the "
+                      f"applications {interval(r['interval'], 100)}, max {100 * r['cv_regret_max']:.2f}%) "
+                      f"over {r['phases']} phases; in-sample over the "
                       f"{len(spread)} sets of constants {100 * min(spread):.2f}-{100 * max(spread):.2f}%",
                       highlight=False)
 
@@ -242,11 +244,12 @@ def _print_defaults_cv(data, r: dict, seeds: int) -> None:
         for policy, v in g["policies"].items():
             over = (f"{100 * v['violations']:.2f} / {100 * v['in_sample_violations']:.2f}" if "violations" in v
                     else "")
-            rows.append([path, policy, f"{100 * v['regret_mean']:.2f}", f"{100 * v['regret_max']:.2f}",
-                         f"{100 * v['in_sample']:.2f}", over])
+            rows.append([path, policy, f"{100 * v['regret_mean']:.2f}", interval(v["interval"], 100),
+                         f"{100 * v['regret_max']:.2f}", f"{100 * v['in_sample']:.2f}", over])
     console.print(table(f"the choice held out (leave-one-application-out), seeds 0-{seeds - 1}: mean regret "
-                        f"{100 * cv['regret_mean']:.3f}% (in-sample {100 * cv['in_sample_regret_mean']:.3f}%)",
-                        ["data", "policy", "held-out regret %", "max %", "in-sample %",
+                        f"{100 * cv['regret_mean']:.3f}% (95% interval over the applications "
+                        f"{interval(cv['interval'], 100)}; in-sample {100 * cv['in_sample_regret_mean']:.3f}%)",
+                        ["data", "policy", "held-out regret %", "95% interval", "max %", "in-sample %",
                          "steps over % (held out / in-sample)"], rows))
     for path, g in zip(data, cv["grids"]):
         console.print(f"{path}: {g['same_as_chosen_on_all']} of the {len(g['chosen'])} applications held out got "

@@ -39,6 +39,11 @@ def table(title: str, columns: list[str], rows: list[list]) -> Table:
     return t
 
 
+def interval(ends, scale: float = 1.0) -> str:
+    """A bootstrap interval's ends (``gpudvfs.bootstrap``), times ``scale`` (100 for a percent)."""
+    return f"[{scale * ends[0]:.2f}, {scale * ends[1]:.2f}]"
+
+
 def fail(message: str) -> NoReturn:
     click.echo(f"gpudvfs: error: {message}", err=True)
     sys.exit(2)

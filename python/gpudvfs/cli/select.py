@@ -13,7 +13,7 @@ from ..select.choose import fit_power_model
 from ..select.dcgm import evaluate_selection as evaluate_dcgm
 from ..select.evaluate import evaluate_selection
 from . import options
-from .output import console, output_file, print_json, table, user_errors
+from .output import console, interval, output_file, print_json, table, user_errors
 from .time import DEVICE_HELP, _gpu, _pair
 
 
@@ -77,8 +77,23 @@ def eval_(data, reference, slowdown, device, columns, clip_utilization, as_json)
                  f"{100 * ties['cross_validated']['mean']:.2f}", f"{100 * ties['cross_validated']['max']:.2f}"])
     console.print(table(f"energy regret on {data} (time MAPE {r['time_mape']:.2f}%, power MAPE "
                         f"{r['power_mape']:.2f}%, leave-one-application-out)", ["policy", "mean %", "max %"], rows))
+    ci = r["intervals"]
+    console.print("95% intervals over the applications (bootstrap), %: minimum energy "
+                  f"{_intervals(ci['minimum_energy'])}; within the slowdown {_intervals(ci['deadline'])}",
+                  highlight=False)
     console.print(table("per application (pairs: core, memory MHz)", ["application", "chosen", "best", "regret %"],
                         [[k, v["chosen"], v["best"], f"{100 * v['regret']:.2f}"] for k, v in r["per_app"].items()]))
+
+
+#: How a paired interval's baseline reads.
+BASELINES = {"highest_clocks": "the highest clocks", "single_pair": "one pair for all",
+             "inverse_f_time": "1/f time"}
+
+
+def _intervals(ci: dict) -> str:
+    """The mean's interval, then its paired difference from each baseline (in %)."""
+    return ", ".join([interval(ci["mean"], 100)] + [f"minus {BASELINES[k.removeprefix('minus_')]} {interval(v, 100)}"
+                                                    for k, v in ci.items() if k != "mean"])
 
 
 def _single_pair_rows(single, cells) -> list[list[str]]:
@@ -103,6 +118,8 @@ def _eval_dcgm(data, r, as_json) -> None:
     console.print(table(f"mean regret % on {data}, leave-one-workload-out over {r['energy']['workloads']} workloads "
                         f"(deadline met by the models' choice for {met}, by one pair for all for {fixed})",
                         ["predictor", *r], rows))
+    console.print("95% intervals over the workloads (bootstrap), %: " + "; ".join(
+        f"{policy} {_intervals(v['intervals'])}" for policy, v in r.items()), highlight=False)
 
 
 @select_.command("fit-power")

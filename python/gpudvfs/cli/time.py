@@ -18,7 +18,7 @@ from ..time.dcgm import PREDICTORS, DcgmTimeModel
 from ..time.dcgm import cross_validate as dcgm_cross_validate
 from ..time.fit_device import fit_device
 from . import options
-from .output import console, output_file, print_json, table, user_errors
+from .output import console, interval, output_file, print_json, table, user_errors
 from .progress import progress_bars
 
 
@@ -247,9 +247,9 @@ def cv(data, device, reference, columns, sensitivity, hold_out, as_json) -> None
                         f"({r['candidates']} candidate settings)",
                         ["file", "kernels", "CV MAPE %", "95% interval", "in-sample %", "two-term %",
                          "CV - two-term, 95%", "CV beats two-term"],
-                        [[Path(f).name, v["kernels"], f"{v['cv_mape']:.2f}", _interval(v["intervals"]["cv_mape"]),
+                        [[Path(f).name, v["kernels"], f"{v['cv_mape']:.2f}", interval(v["intervals"]["mean"]),
                           f"{v['in_sample_mape']:.2f}", f"{v['two_term_mape']:.2f}",
-                          _interval(v["intervals"]["minus_two_term"]), f"{v['cv_beats_two_term']}/{v['kernels']}"]
+                          interval(v["intervals"]["minus_two_term"]), f"{v['cv_beats_two_term']}/{v['kernels']}"]
                          for f, v in r["files"].items()]))
     console.print("95% intervals: cluster bootstrap over the held-out groups, what another set of as many "
                   "kernels of these kinds could give", highlight=False)
@@ -293,17 +293,13 @@ def cv(data, device, reference, columns, sensitivity, hold_out, as_json) -> None
                                                   ("highest_clocks", "highest clocks"))]]))
         ci = s["intervals"]
         console.print(f"95% intervals over the applications (cluster bootstrap), %: cross-validated mean "
-                      f"{_interval(ci['cv_regret_mean'], 100)}; minus two-term {_interval(ci['minus_two_term'], 100)}; "
-                      f"minus one pair for all {_interval(ci['minus_single_pair'], 100)}", highlight=False)
+                      f"{interval(ci['mean'], 100)}; minus two-term {interval(ci['minus_two_term'], 100)}; "
+                      f"minus one pair for all {interval(ci['minus_single_pair'], 100)}", highlight=False)
     console.print(table("per kernel (calibrated MAPE %)", ["kernel", "CV", "two-term", "chosen settings"],
                         [[k, f"{v['cv_mape']:.2f}", f"{v['two_term_mape']:.2f}", v["chosen"]]
                          for k, v in r["per_kernel"].items()]))
     if "over_device_constants" in r:
         _print_sensitivity(r)
-
-
-def _interval(ends, scale: float = 1.0) -> str:
-    return f"[{scale * ends[0]:.2f}, {scale * ends[1]:.2f}]"
 
 
 def _print_sensitivity(r: dict) -> None:

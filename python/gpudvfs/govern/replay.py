@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..bootstrap import mean_interval
 from ..catalog import DeviceSpec
 from ..errors import GpudvfsWarning, InputError
 from ..io.datasets import MeasurementGrid
@@ -415,8 +416,9 @@ def cross_validate(tables: list[ReplayTable], *, policy: str = "energy", slowdow
     application, the constants with the least regret on the replays without it (its grid's
     others, and every other grid whole; each grid's mean regret weighs the same), then the
     phases of that application in the replay of its whole grid, run with those constants.
-    Per grid: the held-out regret (over its phases, and per application) and the constants
-    each application got; and every set of constants' in-sample regret per grid (the
+    Per grid: the held-out regret (over its phases, and per application, with its 95%
+    bootstrap interval over the applications, a phase going with its application) and the
+    constants each application got; and every set of constants' in-sample regret per grid (the
     sensitivity). The replays run over ``workers`` processes (default: one per core);
     ``progress(done, total, label)`` is called after each grid whole and each application
     held out."""
@@ -435,16 +437,18 @@ def cross_validate(tables: list[ReplayTable], *, policy: str = "energy", slowdow
     for g, (table, full) in enumerate(zip(tables, fulls)):
         others = np.array([[r["regret_mean"] for r in runs[h]] for h in range(len(tables)) if h != g])
         app_of_phase = np.array([a for a, _ in full.setup.plan])
-        held, chosen, per_app = [], {}, {}
+        held, held_apps, chosen, per_app = [], [], {}, {}
         for a, name in enumerate(table.names):
             score = np.array([r["regret_mean"] for r in next(results)])
             best = int(np.argmin((score + others.sum(axis=0)) / (1 + len(others))))
             chosen[name] = grid[best]
             mine = [runs[g][best]["per_phase"][i] for i in np.flatnonzero(app_of_phase == a)]
             held += mine
+            held_apps += [a] * len(mine)
             if mine:
                 per_app[name] = float(np.mean(mine))
         out.append({"cv_regret_mean": float(np.mean(held)), "cv_regret_max": float(np.max(held)),
+                    "interval": mean_interval(held, held_apps),
                     "phases": len(held), "chosen": chosen, "per_application": per_app,
                     "sensitivity": [c | {"regret_mean": r["regret_mean"], "regret_max": r["regret_max"]}
                                     for c, r in zip(grid, runs[g])]})
@@ -545,11 +549,16 @@ def _cross_validated(scores: dict, shape: tuple, tables: list[ReplayTable], poli
     """`choose_defaults(cv=True)`'s ``cv``: per grid, each application's set chosen without it,
     and per policy the regret of every phase under its application's set (mean over the
     phases, then the seeds; max over both) and, under a constraint, the share of steps over
-    it; beside each, the set chosen on every application (in-sample)."""
+    it; beside each, the set chosen on every application (in-sample). ``interval``: 95%
+    bootstrap intervals of each mean, and of the mean over the grids and policies, over the
+    applications (a phase goes with its application, in every policy and seed)."""
     if sum(len(t.names) for t in tables) < 2:
         raise InputError("cross-validating the defaults needs at least 2 applications")
     n_seeds = shape[3]
     out, total, in_sample = [], [], []
+    # Every held-out phase's regret, its application (grid, index) and its weight in the mean
+    # of means below: for the bootstrap interval over the applications of both grids.
+    pooled, owners, weights = [], [], []
     for g, table in enumerate(tables):
         held = {}  # application -> index of its set
         for a, name in enumerate(table.names):
@@ -562,9 +571,17 @@ def _cross_validated(scores: dict, shape: tuple, tables: list[ReplayTable], poli
             runs = [scores[g, p, s] for s in range(n_seeds)]
             sets = [np.array([held[a] for a in sc.apps]) for sc in runs]
             regrets = [sc.regret[k, np.arange(len(k))] for sc, k in zip(runs, sets)]
+            # A phase weighs 1 / its replay's phases: the mean over the seeds of each one's mean.
+            w = np.concatenate([np.full(len(r), 1.0 / len(r)) for r in regrets])
+            apps = np.concatenate([sc.apps for sc in runs])
+            phase_regrets = np.concatenate(regrets)
             row = {"regret_mean": float(np.mean([r.mean() for r in regrets])),
                    "regret_max": float(max(r.max() for r in regrets)),
+                   "interval": mean_interval(phase_regrets, apps, weights=w),
                    "in_sample": float(np.mean([sc.regret[best].mean() for sc in runs]))}
+            pooled.append(phase_regrets)
+            owners += [f"{g}/{a}" for a in apps]
+            weights.append(w)
             if runs[0].over is not None:
                 row["violations"] = float(np.mean([sc.over[k, np.arange(len(k))].sum() / sc.steps.sum()
                                                    for sc, k in zip(runs, sets)]))
@@ -574,4 +591,7 @@ def _cross_validated(scores: dict, shape: tuple, tables: list[ReplayTable], poli
             in_sample.append(row["in_sample"])
         out.append({"policies": per_policy, "chosen": {table.names[a]: grid[k] for a, k in held.items()},
                     "same_as_chosen_on_all": sum(k == best for k in held.values())})
-    return {"regret_mean": float(np.mean(total)), "in_sample_regret_mean": float(np.mean(in_sample)), "grids": out}
+    # Each (grid, policy) weighs alike in the mean: its weights sum to the seeds, as everywhere.
+    return {"regret_mean": float(np.mean(total)), "in_sample_regret_mean": float(np.mean(in_sample)),
+            "interval": mean_interval(np.concatenate(pooled), np.array(owners), weights=np.concatenate(weights)),
+            "grids": out}

@@ -10,11 +10,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..bootstrap import paired_intervals
 from ..errors import InputError
 from ..io.datasets import MeasurementGrid
 from ..power.dcgm import loo_predictions as power_predictions
 from ..time.dcgm import loo_predictions as time_predictions
-from .evaluate import single_pair
+from .evaluate import single_pair, single_pair_indices
 from .policies import highest_index, select
 
 
@@ -52,7 +53,9 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
     """Energy regret (measured energy at the chosen clocks over the measured minimum, minus
     1) per workload, against the highest clocks, the reference clocks, 1/f time scaling
     with the calibrated power (what a governor without the time model would do) and one
-    pair for all (:func:`~gpudvfs.select.evaluate.single_pair`)."""
+    pair for all (:func:`~gpudvfs.select.evaluate.single_pair`); ``intervals``: 95% bootstrap
+    intervals over the workloads of the model's mean regret and of its paired difference from
+    the highest clocks, 1/f time and one pair for all (chosen without the workload)."""
     if policy not in ("energy", "edp", "deadline"):
         raise InputError(f"policy must be energy, edp or deadline on a DCGM grid, got {policy!r}")
     tab = loo_table(grid, reference, variant)
@@ -70,21 +73,28 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
     regret = objective / objective[np.arange(len(names)), best][:, None] - 1.0
     meets = t <= (1 + slowdown) * t[:, [fastest]] * (1 + 1e-12)  # the deadline, measured
 
-    def score(index):
-        r = regret[np.arange(len(names)), index]
+    def at(index) -> np.ndarray:
+        return regret[np.arange(len(names)), index]
+
+    def score(r):
         return {"mean": float(r.mean()), "max": float(r.max()), "per_workload": dict(zip(names, r.tolist()))}
 
     model = chosen(tab.time_cv, tab.watts_pred)
+    # Under a deadline a fixed pair must meet it for the applications it is chosen on.
+    allowed = meets if policy == "deadline" else None
+    compared = {"highest_clocks": at(np.full(len(names), fastest)),
+                "inverse_f_time": at(chosen(tab.time_inverse_f, tab.watts_pred)),
+                "single_pair": at(single_pair_indices(regret, allowed)[1])}
     out = {"policy": policy, "reference_mhz": list(reference), "workloads": len(names),
-           "distinct_time_curves": tab.distinct_time_curves, "model": score(model),
+           "distinct_time_curves": tab.distinct_time_curves, "model": score(at(model)),
            "chosen": {n: configs[k].tolist() for n, k in zip(names, model)},
            "baselines": {
-               "highest_clocks": score(np.full(len(names), fastest)),
-               "reference": score(np.full(len(names), ref)),
-               "inverse_f_time": score(chosen(tab.time_inverse_f, tab.watts_pred)),
-               # Under a deadline a fixed pair must meet it for the applications it is chosen on.
-               "single_pair": single_pair(regret, configs, meets if policy == "deadline" else None),
-           }}
+               "highest_clocks": score(compared["highest_clocks"]),
+               "reference": score(at(np.full(len(names), ref))),
+               "inverse_f_time": score(compared["inverse_f_time"]),
+               "single_pair": single_pair(regret, configs, allowed),
+           },
+           "intervals": paired_intervals(at(model), compared)}
     if policy == "deadline":
         out["deadline_met"] = int(meets[np.arange(len(names)), model].sum())
     return out

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..bootstrap import paired_intervals
 from ..catalog import DeviceSpec
 from ..errors import GpudvfsWarning
 from ..io.datasets import MeasurementGrid
@@ -177,7 +178,10 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
     when the choice uses it: the worst case within it, its expectation, or the pair nearest
     the highest clocks within the chosen one's error band; and ``near_ties``, the pair nearest
     the highest clocks within a fixed tolerance of the predicted minimum, the tolerance (0:
-    none) chosen for each application on the others (:func:`near_ties_by_tolerance`)."""
+    none) chosen for each application on the others (:func:`near_ties_by_tolerance`).
+    ``intervals``: 95% bootstrap intervals over the applications of both policies' mean
+    regret and of its paired difference from the highest clocks and, for minimum energy,
+    from one pair for all (chosen without the application)."""
     tab = regret_table(grid, reference, time_device, spec, clip)
     names, configs, t = tab.names, tab.configs, tab.time_ms
     e = tab.energy
@@ -188,13 +192,15 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
     rows = np.arange(len(names))
     met = t[rows, deadline.index] <= (1 + slowdown) * t[:, hi]
     chosen, within = tab.regret(energy.index), tab.regret(deadline.index)
+    highest = tab.regret(np.full(len(names), hi))
+    one_pair = tab.regret(single_pair_indices(tab.regret_at_every_pair)[1])
     err = tab.energy_error(t_pred)
     return {
         "regret_mean": float(chosen.mean()), "regret_max": float(chosen.max()),
         "deadline": {"slowdown": slowdown, **_summary(within),
                      "deadline_met": int(met.sum()), "apps": len(names)},
         "baselines": {
-            "highest_clocks": _summary(tab.regret(np.full(len(names), hi))),
+            "highest_clocks": _summary(highest),
             "reference": _summary(tab.regret(np.full(len(names), tab.index_of(reference)))),
             "single_pair": single_pair(tab.regret_at_every_pair, configs),
         },
@@ -209,6 +215,8 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
                         "near_ties_to_highest": _summary(tab.regrets(t_pred, error=err, near_ties=True,
                                                                      default_index=hi))},
         "near_ties": near_ties_by_tolerance(tab, t_pred, hi),
+        "intervals": {"minimum_energy": paired_intervals(chosen, {"highest_clocks": highest, "single_pair": one_pair}),
+                      "deadline": paired_intervals(within, {"highest_clocks": highest})},
         "time_mape": float(100 * np.mean(np.abs(t_pred - t) / t)),
         "power_mape": float(100 * np.mean(np.abs(tab.watts_pred - tab.watts) / tab.watts)),
         "per_app": {n: {"chosen": configs[energy.index[a]].tolist(), "best": configs[np.argmin(e[a])].tolist(),

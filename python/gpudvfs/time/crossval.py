@@ -26,7 +26,7 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
-from ..bootstrap import mean_interval
+from ..bootstrap import paired_intervals
 from ..errors import InputError
 from ..io.datasets import MeasurementGrid
 from ..limits import is_finite_number
@@ -213,8 +213,7 @@ def cross_validate(grids: list[MeasurementGrid], reference: tuple[float, float],
                          "in_sample_mape": float(errors[best, mask].mean()),
                          "two_term_mape": float(two[mask].mean()),
                          "cv_beats_two_term": int((cv[mask] < two[mask]).sum()),
-                         "intervals": {"cv_mape": mean_interval(cv[mask], groups[mask]),
-                                       "minus_two_term": mean_interval(cv[mask] - two[mask], groups[mask])}}
+                         "intervals": paired_intervals(cv[mask], {"two_term": two[mask]}, groups[mask])}
         if path in other_files:
             b = other_files[path]
             files[path]["other_files"] = {"chosen": candidates[b].label, "mape": float(errors[b, mask].mean()),
@@ -334,8 +333,8 @@ def _selection(grid: MeasurementGrid, reference, device, spec, cases, groups, er
     application's power comes from a model fitted without its group, as its time does.
     ``baselines``: the regret with two-term times, of one pair for all chosen on the other
     applications' groups, and of the highest clocks; ``intervals``: 95% cluster-bootstrap
-    intervals (over the application groups) of the cross-validated mean and of its paired
-    differences from the first two baselines."""
+    intervals (over the application groups) of the cross-validated mean (``mean``) and of its
+    paired differences from the first two baselines."""
     from ..select.evaluate import near_ties_by_tolerance, regret_table, single_pair_indices
     from ..select.policies import highest_index
 
@@ -377,9 +376,7 @@ def _selection(grid: MeasurementGrid, reference, device, spec, cases, groups, er
                                 "regret_chosen": int(regret_picked.sum())},
            "near_ties": near_ties["cross_validated"],
            "baselines": {k: {"mean": float(r.mean()), "max": float(r.max())} for k, r in baselines.items()},
-           "intervals": {"cv_regret_mean": mean_interval(cv, app_groups),
-                         "minus_two_term": mean_interval(cv - baselines["two_term"], app_groups),
-                         "minus_single_pair": mean_interval(cv - baselines["single_pair"], app_groups)},
+           "intervals": paired_intervals(cv, {k: baselines[k] for k in ("two_term", "single_pair")}, app_groups),
            "per_app": {n: float(r) for n, r in zip(table.names, cv)},
            "over_overlap_p": sensitivity}
     if other_files is not None:
