@@ -206,6 +206,18 @@ def test_nvprof_grid_power_fit_with_device(data):
     assert fit["cv_mape"] == pytest.approx(8.75, abs=0.01)
     assert fit["cv_calibrated_mape"] == pytest.approx(2.55, abs=0.01)
     assert fit["cv_reference_scaled_mape"] == pytest.approx(3.00, abs=0.01)
+    # 95% intervals over resampled applications: 6.35-11.20% and 1.93-3.28%; the calibrated
+    # model's lead over the baseline, -1.21 to +0.35 points, is not told apart from none.
+    ci = fit["cv_intervals"]
+    assert ci["mape"] == pytest.approx((6.35, 11.20), abs=0.01)
+    assert ci["calibrated"]["mean"] == pytest.approx((1.93, 3.28), abs=0.01)
+    assert ci["calibrated"]["minus_reference_scaled"] == pytest.approx((-1.21, 0.35), abs=0.01)
+    # The text report gives the same, in the rows of the figures they bound.
+    r = run("power", "fit", data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv", "--reference", "700,700",
+            "--device", "gtx980", "--cv", "15")
+    assert r.exit_code == 0, r.output
+    for line in ("8.751% [6.35, 11.20]", "2.550% [1.93, 3.28]", "[-1.21, 0.35]"):
+        assert line in r.output, line
     # The folds' own warnings are held back; the report counts what they would have said: every
     # fold's per-config fit converges (with the former default's ridge of 0.01, 4 of them fell back).
     assert (fit["cv_fallback_folds"], fit["cv_unconverged_folds"]) == (0, 0)

@@ -146,6 +146,12 @@ def test_v100_power_figures(v100):
     assert r["mape"] == pytest.approx(27.14, abs=0.01)
     assert r["calibrated_mape"] == pytest.approx(4.93, abs=0.01)
     assert r["calibrated_mape"] < r["reference_scaled_mape"] == pytest.approx(6.12, abs=0.01)
+    # 95% intervals over resampled applications: 13.44-43.84% alone, 4.93% within 3.16-6.89%;
+    # its lead over the baseline, -2.68 to +0.29 points, holds 0.
+    ci = r["intervals"]
+    assert ci["mape"] == pytest.approx((13.44, 43.84), abs=0.01)
+    assert ci["calibrated"]["mean"] == pytest.approx((3.16, 6.89), abs=0.01)
+    assert ci["calibrated"]["minus_reference_scaled"] == pytest.approx((-2.68, 0.29), abs=0.01)
     for core, figures in ((1245.0, (28.79, 6.00, 8.57)), (1380.0, (29.01, 8.48, 12.62))):
         r = power_cv(dcgm_power_dataset(v100, (core, 877.0)), 11)
         assert (r["mape"], r["calibrated_mape"], r["reference_scaled_mape"]) == pytest.approx(figures, abs=0.01)

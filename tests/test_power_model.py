@@ -287,6 +287,8 @@ def test_titanx_unseen_applications(data):
     r = default.evaluate(dev)
     assert r["n"] == 1088 and len(r["per_config"]) == 64
     assert r["mape"] == pytest.approx(8.59, abs=0.01) and r["mape"] < got["per-config"]["mape"]
+    # Over resampled applications (each one's 64 configs drawn together), 95%: 5.99-11.33%.
+    assert r["mape_interval"] == pytest.approx((5.99, 11.33), abs=0.01)
     assert default.converged_
 
 

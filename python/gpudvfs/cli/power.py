@@ -15,7 +15,7 @@ from ..power.crossval import choose_settings
 from ..power.dcgm import dcgm_power_dataset
 from ..select.choose import counter_power_dataset
 from . import options
-from .output import console, figure_file, output_file, print_json, table, user_errors
+from .output import console, figure_file, interval, output_file, print_json, table, user_errors
 from .progress import progress_bars
 from .time import _gpu, _pair, check_clocks
 
@@ -114,6 +114,7 @@ def fit(train, variant, out, folds, skip_invalid, drop_unused, reference, device
         "cv_zero_weight_folds": cv["zero_weight_folds"] if cv else None,
         "cv_fallback_folds": cv["fallback_folds"] if cv else None,
         "cv_unconverged_folds": cv["unconverged_folds"] if cv else None,
+        "cv_intervals": cv["intervals"] if cv else None,
         "iterations": model.iterations_, "converged": model.converged_, "fallback": model.fallback_,
         "voltages_on_bound": int(model.on_bound_.sum()), "skipped_rows": len(ds.skipped),
         "dropped_components": dropped, "notes": model.notes_,
@@ -126,10 +127,17 @@ def fit(train, variant, out, folds, skip_invalid, drop_unused, reference, device
         return
     rows = [["training MAPE", f"{model.train_mape_:.3f}%"]]
     if cv:
-        rows.append([f"grouped {folds}-fold CV MAPE", f"{cv['mape']:.3f}%"])
+        ci = cv["intervals"]
+        rows.append([f"grouped {folds}-fold CV MAPE (95% interval over the benchmarks)",
+                     f"{cv['mape']:.3f}% {interval(ci['mape'])}"])
         if cv["calibrated_mape"] is not None:
-            rows += [["  calibrated on each held-out benchmark's reference power", f"{cv['calibrated_mape']:.3f}%"],
+            cal = ci["calibrated"]
+            rows += [["  calibrated on each held-out benchmark's reference power",
+                      f"{cv['calibrated_mape']:.3f}% {interval(cal['mean'])}"],
                      ["  baseline: reference power x training mean curve", f"{cv['reference_scaled_mape']:.3f}%"]]
+            if "minus_reference_scaled" in cal:
+                rows.append(["  calibrated minus the baseline, 95% interval (points)",
+                             interval(cal["minus_reference_scaled"])])
         if cv["zero_weight_folds"]:
             rows.append(["  zero weight where no training benchmark uses it (folds)",
                          ", ".join(f"{c}: {n}" for c, n in cv["zero_weight_folds"].items())])
@@ -170,7 +178,8 @@ def eval_(model_path, test, reference, device, columns, clip_utilization, as_jso
     if as_json:
         print_json(r)
         return
-    console.print(f"MAPE {r['mape']:.3f}%  median {r['median_ape']:.3f}%  max {r['max_ape']:.3f}%  (n = {r['n']})")
+    console.print(f"MAPE {r['mape']:.3f}% (95% interval over the benchmarks {interval(r['mape_interval'])})  "
+                  f"median {r['median_ape']:.3f}%  max {r['max_ape']:.3f}%  (n = {r['n']})")
     console.print(table("per benchmark", ["benchmark", "MAPE %"],
                         [[k, f"{v:.2f}"] for k, v in r["per_benchmark"].items()]))
     console.print(table("per configuration (core/memory MHz)", ["config", "MAPE %"],

@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 
+from ..bootstrap import mean_interval, paired_intervals
 from ..errors import GpudvfsWarning, InputError
 from ..io.datasets import PowerDataset
 from .model import PowerModel
@@ -65,7 +66,10 @@ def cross_validate(dataset: PowerDataset, folds: int = 6, **model_options) -> di
     once, benchmarks dealt to folds in file order. Returns the MAPE over all held-out rows and
     per fold, and the calibrated and baseline figures of :func:`held_out_predictions` (over the
     benchmarks measured at the reference), and how the folds' fits went (``zero_weight_folds``,
-    ``fallback_folds``, ``unconverged_folds``: see :func:`held_out_predictions`)."""
+    ``fallback_folds``, ``unconverged_folds``: see :func:`held_out_predictions`). ``intervals``:
+    95% bootstrap intervals over the benchmarks (a benchmark's rows drawn together) of the MAPE
+    and of the calibrated MAPE, with the latter's paired difference from the baseline where
+    the baseline predicts every row the calibration does."""
     preds, fits = held_out_predictions(dataset, folds, **model_options)
     ape = {k: 100.0 * np.abs(v - dataset.watts) / dataset.watts for k, v in preds.items()}
     fold_of = (np.arange(len(dataset.benchmarks)) % folds)[dataset.benchmark]
@@ -76,4 +80,10 @@ def cross_validate(dataset: PowerDataset, folds: int = 6, **model_options) -> di
     out["calibrated_benchmarks"] = len(np.unique(dataset.benchmark[known]))
     for k in ("calibrated", "reference_scaled"):
         out[f"{k}_mape"] = float(np.mean(ape[k][known])) if known.any() else None
+    out["intervals"] = {"mape": mean_interval(ape["model"], dataset.benchmark)}
+    if known.any():
+        base = ape["reference_scaled"][known]
+        out["intervals"]["calibrated"] = paired_intervals(
+            ape["calibrated"][known], {"reference_scaled": base} if np.isfinite(base).all() else {},
+            dataset.benchmark[known])
     return out

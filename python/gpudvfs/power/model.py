@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import _core
+from ..bootstrap import mean_interval
 from ..errors import GpudvfsWarning, InputError
 from ..io.datasets import PowerDataset
 from ..io.jsonfile import read_versioned, write_json_atomic
@@ -276,7 +277,8 @@ class PowerModel:
 
     def evaluate(self, dataset: PowerDataset) -> dict:
         """Absolute percentage errors on a measured dataset: mean (MAPE), median, max,
-        count, per configuration and per benchmark."""
+        count, per configuration and per benchmark, and the MAPE's 95% bootstrap interval over
+        the benchmarks (``mape_interval``: a benchmark's rows drawn together)."""
         self._require_fit()
         _require_dataset(dataset, "evaluate")
         check_watts(dataset.watts, dataset.path)
@@ -290,7 +292,8 @@ class PowerModel:
         for k, a in zip(keys, ape):
             per_cfg.setdefault(k, []).append(a)
         per_b = {name: float(np.mean(ape[dataset.benchmark == i])) for i, name in enumerate(dataset.benchmarks)}
-        return {"mape": float(np.mean(ape)), "median_ape": float(np.median(ape)), "max_ape": float(np.max(ape)),
+        return {"mape": float(np.mean(ape)), "mape_interval": mean_interval(ape, dataset.benchmark),
+                "median_ape": float(np.median(ape)), "max_ape": float(np.max(ape)),
                 "n": int(len(ape)), "per_config": {k: float(np.mean(v)) for k, v in per_cfg.items()},
                 "per_benchmark": per_b}
 
