@@ -207,6 +207,13 @@ def test_acceptance_online_halves_the_last_value_error(run, data, name):
     online, naive = {GTX980: (1.68, 13.85), V100: (1.59, 5.00)}[name]
     assert d["online"]["mape_same_app"] == pytest.approx(online, abs=0.01)
     assert d["naive"]["mape_same_app"] == pytest.approx(naive, abs=0.01)
+    # Over resampled scored applications (95%): the online figure's interval, and its lead over
+    # the last value, below 0 at both ends (on the V100 every scored application shares one
+    # time curve, so its interval says little about another application).
+    ci = d["intervals_same_app"]
+    expected = {GTX980: ((1.37, 1.93), (-12.66, -11.22)), V100: ((1.41, 1.78), (-3.87, -2.96))}[name]
+    assert (ci["mean"], ci["minus_naive"]) == (pytest.approx(expected[0], abs=0.01),
+                                               pytest.approx(expected[1], abs=0.01))
     assert set(d["train"]["apps"]).isdisjoint(d["scored_apps"])
     s = d["sensitivity"]
     assert s["cases"] > 1000 and s["mape"] < s["mape_no_change"] + 0.1
@@ -219,6 +226,7 @@ def test_replay_text_output(run, data):
     assert r.exit_code == 0, r.output
     text = " ".join(r.output.split())  # rich wraps lines at the terminal width
     assert "even positions train" in text and "last value" in text and "(target <= 0.5: met)" in text
+    assert "95% intervals over the scored applications (same-application steps), %: online [" in text
 
 
 def test_inverse_form_beats_the_paper_form_on_gtx980(data):

@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from .._core import OnlinePredictor
+from ..bootstrap import paired_intervals
 from ..errors import InputError
 from ..io import read_measured_grid
 from ..io.datasets import MeasurementGrid
@@ -269,7 +270,9 @@ def replay(data, train=None, *, steps: int = 2000, seed: int = 0, moves: str = "
            settings: ReplaySettings = ReplaySettings()) -> dict:
     """Replay a trace of ``steps`` steps drawn from the grid ``data`` (a path or a
     MeasurementGrid); see the module documentation. Returns a JSON-ready dict with
-    "naive", "online", "offline" ({"mape", "mape_same_app"}) and "sensitivity"."""
+    "naive", "online", "offline" ({"mape", "mape_same_app"}), "sensitivity" and
+    "intervals_same_app" (95% bootstrap intervals over the scored applications of the online
+    same-application MAPE and of its paired differences from the other two)."""
     if moves not in MOVES:
         raise InputError(f"unknown moves {moves!r}; expected one of {MOVES}")
     if steps <= settings.start + 1:
@@ -304,6 +307,13 @@ def replay(data, train=None, *, steps: int = 2000, seed: int = 0, moves: str = "
         "sensitivity": _sensitivity(table, tr, fm, trained.counter_model, coef_after, settings.start),
     }
     res["ratio_same_app"] = res["online"]["mape_same_app"] / res["naive"]["mape_same_app"]
+    # How far the same-application figures could move with other applications: their steps
+    # resampled by application (a step goes with its application), online beside the others.
+    same = (np.arange(steps) >= settings.start) & ~tr.switch
+    ape = {k: 100.0 * np.abs(p[same] - tr.time_ms[same]) / tr.time_ms[same]
+           for k, p in (("online", pred), ("naive", naive), ("offline", offline))}
+    res["intervals_same_app"] = paired_intervals(ape["online"], {"naive": ape["naive"], "offline": ape["offline"]},
+                                                 tr.app[same])
     return res
 
 
