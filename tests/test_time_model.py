@@ -470,3 +470,20 @@ def test_the_nested_choice_never_sees_the_held_out_group(n_candidates, n_columns
         nested_choice(errors, np.zeros(n_columns, dtype=int))
     with pytest.raises(InputError, match="group labels"):
         nested_choice(errors, groups[:-1])
+
+
+def test_the_two_term_split_is_the_models_core_work_over_all():
+    """`evaluate.core_share`, the two-term baseline's split, costs a kernel by the model's own
+    terms (Rust `KernelInputs::core_share`): issue work alone is all core; with DRAM misses
+    the share grows with the memory clock (a miss's delay shrinks); a reference memory clock
+    that is no clock is refused with the kernel's name."""
+    from gpudvfs.time.evaluate import core_share
+
+    dev = TimeDevice.preset("gtx980")
+    compute = KernelProfile("c", 1e5, 60, 8, 0.0, 4.0, 0.0, 300, 0)
+    assert core_share(compute, dev, (700.0, 700.0)) == 1.0
+    mixed = KernelProfile("m", 1e5, 60, 8, 12.0, 4.0, 0.03, 21, 0)
+    lo, hi = (core_share(mixed, dev, (700.0, m)) for m in (500.0, 1000.0))
+    assert 0 < lo < hi < 1
+    with pytest.raises(InputError, match="kernel 'm': invalid value: mem_mhz must be finite and > 0"):
+        core_share(mixed, dev, (700.0, 0.0))

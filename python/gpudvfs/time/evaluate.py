@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _core
 from ..errors import InputError
 from ..io.datasets import MeasurementGrid
 from ..io.grid_csv import launch_geometry
@@ -32,14 +33,13 @@ def profiles_from_grid(grid: MeasurementGrid, reference: tuple[float, float],
 
 def core_share(profile: KernelProfile, device: TimeDevice, reference: tuple[float, float]) -> float:
     """Share of the core-clock cycles in core + DRAM cycles at the reference, from the
-    counters: the split of the two-term baseline T = T_ref (s fc_ref/fc + (1-s) fm_ref/fm)."""
-    p, d = profile, device
-    issue = (p.comp_inst * d.inst_cycle + p.dp_inst * max(d.dp_inst_cycle - d.inst_cycle, 0.0)
-             + p.sf_inst * max(d.sf_inst_cycle - d.inst_cycle, 0.0))
-    core = issue + p.shared_trans * d.sh_del + p.gld_trans * p.l2_hit_rate * d.l2_del
-    dram = p.gld_trans * (1.0 - p.l2_hit_rate) * (d.dm_del_a / reference[1] + d.dm_del_b)
-    total = core + dram
-    return 1.0 if total == 0 else core / total
+    counters: the split of the two-term baseline T = T_ref (s fc_ref/fc + (1-s) fm_ref/fm),
+    costed by the model's own terms (Rust ``KernelInputs::core_share``)."""
+    try:
+        return float(_core.time_core_share(np.array([profile.inputs()], dtype=np.float64), float(reference[1]),
+                                           device.params())[0])
+    except ValueError as e:
+        raise InputError(f"kernel {profile.name!r}: {e}") from None
 
 
 def two_term(profile: KernelProfile, device: TimeDevice, reference: tuple[float, float], core_mhz, mem_mhz):

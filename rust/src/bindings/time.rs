@@ -1,14 +1,19 @@
-//! Bindings of the analytical time model: batched prediction and the Eq. 4 fits.
+//! Bindings of the analytical time model: batched prediction, the two-term baseline's split
+//! and the Eq. 4 fits.
 
 use numpy::ndarray::Array2;
-use numpy::{IntoPyArray, PyArray2, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
+use numpy::{
+    IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods,
+};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use super::{item, slice};
 use crate::error::CoreError;
-use crate::time::{fit_dm_del, fit_dm_lat, predict_rows, TimeDevice, TimeMode, N_INPUTS};
+use crate::time::{
+    core_shares, fit_dm_del, fit_dm_lat, predict_rows, TimeDevice, TimeMode, N_INPUTS,
+};
 
 fn device(d: &Bound<'_, PyDict>) -> PyResult<TimeDevice> {
     Ok(TimeDevice {
@@ -107,6 +112,26 @@ fn time_predict<'py>(
     Ok((t.into_pyarray(py), k.into_pyarray(py)))
 }
 
+/// Each kernel's [n x N_INPUTS] core-clock share at memory clock `mem_mhz` (the two-term
+/// baseline's split).
+#[pyfunction]
+fn time_core_share<'py>(
+    py: Python<'py>,
+    inputs: PyReadonlyArray2<'py, f64>,
+    mem_mhz: f64,
+    device_params: &Bound<'py, PyDict>,
+) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    if inputs.shape()[1] != N_INPUTS {
+        return Err(CoreError::Shape(format!(
+            "inputs must have {N_INPUTS} columns, got {}",
+            inputs.shape()[1]
+        ))
+        .into());
+    }
+    let dev = device(device_params)?;
+    Ok(core_shares(slice("inputs", &inputs)?, &dev, mem_mhz)?.into_pyarray(py))
+}
+
 /// Least squares of Eq. 4, cycles = a * fc/fm + b: returns (a, b, r2).
 #[pyfunction]
 fn time_fit_dm_lat(
@@ -135,6 +160,7 @@ fn time_fit_dm_del(
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(time_device_gtx980, m)?)?;
     m.add_function(wrap_pyfunction!(time_predict, m)?)?;
+    m.add_function(wrap_pyfunction!(time_core_share, m)?)?;
     m.add_function(wrap_pyfunction!(time_fit_dm_lat, m)?)?;
     m.add_function(wrap_pyfunction!(time_fit_dm_del, m)?)?;
     Ok(())

@@ -126,5 +126,5 @@ pub mod model;
 
 pub use device::{fit_dm_del, fit_dm_lat, LinearFit, TimeDevice};
 pub use model::{
-    predict, predict_rows, KernelInputs, TimeCase, TimeMode, TimePrediction, N_INPUTS,
+    core_shares, predict, predict_rows, KernelInputs, TimeCase, TimeMode, TimePrediction, N_INPUTS,
 };

@@ -142,6 +142,64 @@ impl KernelInputs {
         }
         Ok(())
     }
+
+    /// One warp's issue time (core cycles): every instruction at the issue rate, FP64 and
+    /// special-function ones at their pipe's rate (resolution 12).
+    pub fn issue_cycles(&self, dev: &TimeDevice) -> f64 {
+        self.comp_inst * dev.inst_cycle
+            + self.dp_inst * (dev.dp_inst_cycle - dev.inst_cycle).max(0.0)
+            + self.sf_inst * (dev.sf_inst_cycle - dev.inst_cycle).max(0.0)
+    }
+
+    /// The share of one warp's core-clock work (issue, shared-memory banks, L2 hits at
+    /// `l2_del`) in that plus its DRAM misses' delay at memory clock `mem_mhz` (memory
+    /// cycles): the split `s` of the two-term baseline T = T_ref (s fc_ref/fc + (1-s) fm_ref/fm)
+    /// that the model is measured against. 1 for a kernel with no work at all.
+    pub fn core_share(&self, dev: &TimeDevice, mem_mhz: f64) -> f64 {
+        let hits = self.gld_trans * self.l2_hit_rate;
+        let core = self.issue_cycles(dev) + self.shared_trans * dev.sh_del + hits * dev.l2_del;
+        let dram = (self.gld_trans - hits) * (dev.dm_del_a / mem_mhz + dev.dm_del_b);
+        let total = core + dram;
+        if total == 0.0 {
+            1.0
+        } else {
+            core / total
+        }
+    }
+}
+
+/// [`KernelInputs::validate`], the message naming the kernel's index `i`.
+fn validate_nth(i: usize, k: &KernelInputs, dev: &TimeDevice) -> CoreResult<()> {
+    k.validate(dev).map_err(|e| match e {
+        CoreError::Value(m) => CoreError::Value(format!("kernel {i}: {m}")),
+        other => other,
+    })
+}
+
+/// [`KernelInputs::core_share`] of each kernel of a row-major [n_kernels x N_INPUTS] matrix
+/// at the reference memory clock `mem_mhz`.
+pub fn core_shares(inputs: &[f64], dev: &TimeDevice, mem_mhz: f64) -> CoreResult<Vec<f64>> {
+    dev.validate()?;
+    if !(mem_mhz.is_finite() && mem_mhz > 0.0) {
+        return Err(CoreError::Value(format!(
+            "mem_mhz must be finite and > 0, got {mem_mhz}"
+        )));
+    }
+    if inputs.len() % N_INPUTS != 0 {
+        return Err(CoreError::Shape(format!(
+            "inputs has {} values, not a multiple of {N_INPUTS}",
+            inputs.len()
+        )));
+    }
+    inputs
+        .chunks(N_INPUTS)
+        .enumerate()
+        .map(|(i, row)| {
+            let k = KernelInputs::from_row(row)?;
+            validate_nth(i, &k, dev)?;
+            Ok(k.core_share(dev, mem_mhz))
+        })
+        .collect()
 }
 
 /// Clock-dependent quantities of one configuration, shared by every kernel.
@@ -198,10 +256,7 @@ pub fn predict(
 ) -> CoreResult<TimePrediction> {
     dev.validate()?;
     for (i, k) in kernels.iter().enumerate() {
-        k.validate(dev).map_err(|e| match e {
-            CoreError::Value(m) => CoreError::Value(format!("kernel {i}: {m}")),
-            other => other,
-        })?;
+        validate_nth(i, k, dev)?;
     }
     let clk = clocks(dev, core_mhz, mem_mhz)?;
     let (nk, nc) = (kernels.len(), clk.len());
@@ -378,11 +433,7 @@ fn default_row_with<O: Overlap>(
     let hr = k.l2_hit_rate;
     let miss = 1.0 - hr;
     let aw_ng = k.active_warps * k.gld_trans;
-    // One warp's issue time: every instruction at the issue rate, FP64 and special-function
-    // ones at their pipe's rate.
-    let issue = k.comp_inst * dev.inst_cycle
-        + k.dp_inst * (dev.dp_inst_cycle - dev.inst_cycle).max(0.0)
-        + k.sf_inst * (dev.sf_inst_cycle - dev.inst_cycle).max(0.0);
+    let issue = k.issue_cycles(dev);
     let comp = k.active_warps * issue;
     let shm = k.active_warps * k.shared_trans * dev.sh_del;
     let cs = comp + shm;
@@ -913,5 +964,63 @@ mod tests {
             32768.0, 61.0, 8.0, 12.0, 4.0, 0.03, 21.0, 0.0, 0.0, 0.0, 0.0,
         ];
         assert!(predict_rows(&row, 1, &[700.0], &[700.0], &dev, TimeMode::Default, 1).is_ok());
+    }
+
+    #[test]
+    fn core_share_splits_core_work_from_dram_delay() {
+        // vectorAdd by hand: issue 21.05 x 0.25 and 2.8% L2 hits at l2_del against the misses'
+        // delay law at 700 MHz; all hits or no transactions leave the core alone.
+        let dev = TimeDevice::gtx980();
+        let k = va();
+        let hits = k.gld_trans * k.l2_hit_rate;
+        let core = k.comp_inst * dev.inst_cycle + hits * dev.l2_del;
+        let dram = (k.gld_trans - hits) * (dev.dm_del_a / 700.0 + dev.dm_del_b);
+        assert!((k.core_share(&dev, 700.0) - core / (core + dram)).abs() < 1e-15);
+        let all_hits = KernelInputs {
+            l2_hit_rate: 1.0,
+            ..k
+        };
+        assert_eq!(all_hits.core_share(&dev, 700.0), 1.0);
+        let idle = KernelInputs {
+            gld_trans: 0.0,
+            comp_inst: 0.0,
+            ..k
+        };
+        assert_eq!(idle.core_share(&dev, 700.0), 1.0);
+        // In [0, 1] for every kernel; a faster memory clock shortens each miss's delay in
+        // memory cycles (the efficiency rise of the delay law), so the core's share grows.
+        for k in kernels(200) {
+            let (lo, hi) = (k.core_share(&dev, 500.0), k.core_share(&dev, 1000.0));
+            assert!((0.0..=1.0).contains(&lo) && lo <= hi && hi <= 1.0, "{k:?}");
+        }
+    }
+
+    #[test]
+    fn core_shares_read_rows_and_refuse_bad_input() {
+        let dev = TimeDevice::gtx980();
+        let row = [
+            32768.0, 61.0, 8.0, 12.0, 4.0, 0.03, 21.0, 0.0, 0.0, 0.0, 0.0,
+        ];
+        let both: Vec<f64> = row.iter().chain(row.iter()).copied().collect();
+        let s = core_shares(&both, &dev, 700.0).unwrap();
+        let k = KernelInputs::from_row(&row).unwrap();
+        assert_eq!(s, vec![k.core_share(&dev, 700.0); 2]);
+        assert!(core_shares(&[], &dev, 700.0).unwrap().is_empty());
+        assert!(matches!(
+            core_shares(&row[..8], &dev, 700.0),
+            Err(CoreError::Shape(_))
+        ));
+        for mem in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert!(matches!(
+                core_shares(&row, &dev, mem),
+                Err(CoreError::Value(_))
+            ));
+        }
+        let mut bad = both.clone();
+        bad[N_INPUTS + 5] = 1.5; // the second kernel's L2 hit rate
+        match core_shares(&bad, &dev, 700.0) {
+            Err(CoreError::Value(m)) => assert!(m.starts_with("kernel 1: l2_hit_rate"), "{m}"),
+            other => panic!("{other:?}"),
+        }
     }
 }
