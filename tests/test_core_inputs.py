@@ -182,3 +182,19 @@ def test_domain_sizes_that_overflow_are_a_value_error():
     assert model.predict(np.array([[0.5, 0.5]]), np.array([1000.0]), np.array([3000.0]))[0] == pytest.approx(5.0)
     with pytest.raises(ValueError, match="add up to more components than can exist"):
         _core.PowerFit.from_state(state | {"domain_sizes": [2**63, 2**63], "weights": []})
+
+
+def test_a_fortran_ordered_matrix_is_refused_not_read_as_its_transpose():
+    """A 2-D argument must be C-contiguous: a Fortran-ordered one is contiguous too, and read
+    as is its columns would pass for rows. The budget's cost matrix [GPUs x options] and the
+    time model's kernel rows are refused with the argument's name; the C-ordered copy works."""
+    cost = np.asfortranarray([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    with pytest.raises(ValueError, match="cost must be a C-contiguous array"):
+        _core.budget_solve(cost, np.ascontiguousarray(cost), 100.0)
+    assert len(_core.budget_solve(np.ascontiguousarray(cost), np.ascontiguousarray(cost), 100.0)[0]) == 2
+    rows = np.asfortranarray([[6400, 32, 8, 10, 4, 0.5, 100, 0, 0, 0, 0]] * 2, dtype=float)
+    device = gpudvfs.TimeDevice.preset("gtx980").params()
+    one = np.array([700.0])
+    with pytest.raises(ValueError, match="inputs must be a C-contiguous array"):
+        _core.time_predict(rows, one, one, device, "default")
+    assert _core.time_predict(np.ascontiguousarray(rows), one, one, device, "default")[0].shape == (2, 1)

@@ -487,3 +487,12 @@ def test_the_two_term_split_is_the_models_core_work_over_all():
     assert 0 < lo < hi < 1
     with pytest.raises(InputError, match="kernel 'm': invalid value: mem_mhz must be finite and > 0"):
         core_share(mixed, dev, (700.0, 0.0))
+    # The binding itself: rows of the model's 11 inputs, read in place.
+    from gpudvfs import _core
+
+    rows = np.array([mixed.inputs()] * 2)
+    assert _core.time_core_share(rows, 700.0, dev.params()).tolist() == [core_share(mixed, dev, (700.0, 700.0))] * 2
+    with pytest.raises(ValueError, match="inputs must have 11 columns, got 10"):
+        _core.time_core_share(rows[:, :10].copy(), 700.0, dev.params())
+    with pytest.raises(ValueError, match="inputs must be a C-contiguous array"):
+        _core.time_core_share(np.asfortranarray(rows), 700.0, dev.params())

@@ -9,7 +9,7 @@ mod online;
 mod power;
 mod time;
 
-use numpy::PyReadonlyArray;
+use numpy::{PyReadonlyArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyMemoryError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -25,13 +25,17 @@ impl From<CoreError> for PyErr {
     }
 }
 
-/// The contiguous data of an array argument.
+/// The data of an array argument, in row-major order. `as_slice` alone also takes a
+/// Fortran-ordered array, whose rows it would hand over as columns.
 fn slice<'a, T: numpy::Element, D: numpy::ndarray::Dimension>(
     name: &str,
     a: &'a PyReadonlyArray<'_, T, D>,
 ) -> PyResult<&'a [T]> {
-    a.as_slice()
-        .map_err(|_| PyValueError::new_err(format!("{name} must be a C-contiguous array")))
+    let err = || PyValueError::new_err(format!("{name} must be a C-contiguous array"));
+    if !a.is_c_contiguous() {
+        return Err(err());
+    }
+    a.as_slice().map_err(|_| err())
 }
 
 /// A required entry of a state dictionary, converted.

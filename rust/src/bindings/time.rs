@@ -37,6 +37,18 @@ fn device(d: &Bound<'_, PyDict>) -> PyResult<TimeDevice> {
     })
 }
 
+/// The kernels' rows [n x N_INPUTS], read in place.
+fn kernel_rows<'a>(inputs: &'a PyReadonlyArray2<'_, f64>) -> PyResult<&'a [f64]> {
+    if inputs.shape()[1] != N_INPUTS {
+        return Err(CoreError::Shape(format!(
+            "inputs must have {N_INPUTS} columns, got {}",
+            inputs.shape()[1]
+        ))
+        .into());
+    }
+    slice("inputs", inputs)
+}
+
 /// The GTX 980 preset as a dict of device parameters.
 #[pyfunction]
 fn time_device_gtx980(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
@@ -90,20 +102,10 @@ fn time_predict<'py>(
             )))
         }
     };
-    if inputs.shape()[1] != N_INPUTS {
-        return Err(CoreError::Shape(format!(
-            "inputs must have {N_INPUTS} columns, got {}",
-            inputs.shape()[1]
-        ))
-        .into());
-    }
+    let x = kernel_rows(&inputs)?;
     let dev = device(device_params)?;
     let n = inputs.shape()[0];
-    let (x, c, m) = (
-        slice("inputs", &inputs)?,
-        slice("core_mhz", &core_mhz)?,
-        slice("mem_mhz", &mem_mhz)?,
-    );
+    let (c, m) = (slice("core_mhz", &core_mhz)?, slice("mem_mhz", &mem_mhz)?);
     let p = py.detach(|| predict_rows(x, n, c, m, &dev, mode, threads))?;
     let shape = (p.n_kernels, p.n_configs);
     let err = |e: numpy::ndarray::ShapeError| PyValueError::new_err(e.to_string());
@@ -121,15 +123,9 @@ fn time_core_share<'py>(
     mem_mhz: f64,
     device_params: &Bound<'py, PyDict>,
 ) -> PyResult<Bound<'py, PyArray1<f64>>> {
-    if inputs.shape()[1] != N_INPUTS {
-        return Err(CoreError::Shape(format!(
-            "inputs must have {N_INPUTS} columns, got {}",
-            inputs.shape()[1]
-        ))
-        .into());
-    }
+    let x = kernel_rows(&inputs)?;
     let dev = device(device_params)?;
-    Ok(core_shares(slice("inputs", &inputs)?, &dev, mem_mhz)?.into_pyarray(py))
+    Ok(core_shares(x, &dev, mem_mhz)?.into_pyarray(py))
 }
 
 /// Least squares of Eq. 4, cycles = a * fc/fm + b: returns (a, b, r2).
