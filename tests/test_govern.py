@@ -163,6 +163,15 @@ def test_replay_on_the_gtx980_grid_beats_every_baseline(gtx980: ReplayTable):
             assert r["regret_mean"] < b["one_pair_for_all"]["regret_mean"] / 4
             if policy == "deadline":
                 assert r["violations"] <= 0.005 < b["model_only"]["violations"]
+            # Over resampled applications (95%) the governor's lead over every baseline holds:
+            # each paired difference's interval lies below 0.
+            ci = r["intervals"]
+            assert set(ci) == {"mean", *(f"minus_{k}" for k in b)}
+            assert all(ci[f"minus_{k}"][1] < 0 for k in b), (policy, seed, ci)
+    # Seed 0, energy (`gpudvfs govern replay ... --json`): 0.14-0.42%, models' choice -6.79 to -0.44 points.
+    ci = replay(gtx980, seed=0)["intervals"]
+    assert (ci["mean"], ci["minus_model_only"]) == (pytest.approx((0.0014, 0.0042), abs=1e-4),
+                                                    pytest.approx((-0.0679, -0.0044), abs=1e-4))
 
 
 def test_the_constants_chosen_leaving_each_application_out(gtx980: ReplayTable):
@@ -413,6 +422,11 @@ def test_replay_on_the_v100_dcgm_grid_beats_the_models_choice(data):
     ours = np.mean([r["regret_mean"] for r in runs])
     assert ours < 0.035 and ours < mean["exhaustive"] and ours < mean["model_only"] / 3
     assert ours < mean["one_pair_for_all"] < mean["model_only"]
+    # Seed 0 over resampled applications (95%): the governor 0.51-5.05%, below one pair for
+    # all by 0.29-5.05 points.
+    ci = runs[0]["intervals"]
+    assert (ci["mean"], ci["minus_one_pair_for_all"]) == (pytest.approx((0.0051, 0.0505), abs=1e-4),
+                                                          pytest.approx((-0.0505, -0.0029), abs=1e-4))
     assert np.mean([r["wasted"] for r in runs]) < np.mean([r["baselines"]["exhaustive"]["wasted"] for r in runs])
 
 

@@ -236,6 +236,9 @@ def test_replay_command_reports_power_cap_violations(data):
                                  "--power-cap", "60", "--steps", "400"])
     assert r.exit_code == 0, r.output
     assert "violatio" in r.output
+    text = " ".join(r.output.split())
+    assert "95% intervals over the applications (a phase with its application), %: governor [" in text
+    assert "minus default_clocks [" in text and "random_search [" in text
     r = CliRunner().invoke(cli, ["govern", "replay", "--help"])
     assert "whose measured power exceeds the cap" in r.output and "truncated" in r.output
     r = CliRunner().invoke(cli, ["govern", "replay", grid, "--device", "gtx980", "--noise", "0.3", "--steps",

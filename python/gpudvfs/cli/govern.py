@@ -96,7 +96,8 @@ def replay_(data, train, device, reference, policy, slowdown, power_cap, steps, 
     (NV-DVFS nvprof CSV with power, or a DCGM grid), with the baselines on the same phases
     and noise (default clocks, the models' choice, exhaustive profiling, random search).
     JSON keys: regret_mean, violations, clock_changes, steps_to_settle, decision_us, wasted,
-    baselines (and cv).
+    baselines, intervals (95%, over the applications: the governor's regret and its paired
+    difference from each baseline's) (and cv).
 
     \b
     regret: energy over a phase (exploration included) over that at its
@@ -135,6 +136,11 @@ def replay_(data, train, device, reference, policy, slowdown, power_cap, steps, 
     console.print(table(f"governor replay, {policy}: {r['phases']} phases of {r['apps']} applications over "
                         f"{r['pairs']} pairs; one decision {r['decision_us']:.0f} us",
                         cols, [row("governor", r), *[row(k, v) for k, v in r["baselines"].items()]]))
+    ci = r["intervals"]
+    console.print("95% intervals over the applications (a phase with its application), %: governor "
+                  f"{interval(ci['mean'], 100)}; minus " + ", ".join(
+                      f"{k.removeprefix('minus_')} {interval(v, 100)}" for k, v in ci.items() if k != "mean"),
+                  highlight=False)
     if run_cv:
         console.print(f"leave-one-application-out: regret {100 * r['cv']['cv_regret_mean']:.2f}% "
                       f"(95% interval over the applications {interval(r['cv']['interval'], 100)}, "
