@@ -246,10 +246,11 @@ def cv(data, device, reference, columns, sensitivity, hold_out, as_json) -> None
     console.print(table(f"time model, nested leave-one-{hold_out}-out over {r['kernels']} kernels "
                         f"({r['candidates']} candidate settings)",
                         ["file", "kernels", "CV MAPE %", "95% interval", "in-sample %", "two-term %",
-                         "CV - two-term, 95%", "CV beats two-term"],
+                         "CV - two-term, 95%", "CV beats two-term", "CV - mean alone, 95%"],
                         [[Path(f).name, v["kernels"], f"{v['cv_mape']:.2f}", interval(v["intervals"]["mean"]),
                           f"{v['in_sample_mape']:.2f}", f"{v['two_term_mape']:.2f}",
-                          interval(v["intervals"]["minus_two_term"]), f"{v['cv_beats_two_term']}/{v['kernels']}"]
+                          interval(v["intervals"]["minus_two_term"]), f"{v['cv_beats_two_term']}/{v['kernels']}",
+                          interval(v["intervals"]["minus_mean"])]
                          for f, v in r["files"].items()]))
     console.print("95% intervals: cluster bootstrap over the held-out groups, what another set of as many "
                   "kernels of these kinds could give", highlight=False)
@@ -263,6 +264,17 @@ def cv(data, device, reference, columns, sensitivity, hold_out, as_json) -> None
                             ["file", "MAPE %", "beats two-term", "chosen on the others"], shifted))
     console.print(f"chosen on all kernels (the default): {r['chosen_on_all']}; per held-out kernel: "
                   + "; ".join(f"{k} x{n}" for k, n in r["chosen_per_kernel"].items()), highlight=False)
+    console.print(f"errors over the training kernels aggregated by the {r['aggregate_on_all']} on all kernels; per "
+                  "held-out kernel: " + "; ".join(f"{a} x{n}" for a, n in r["aggregate_per_kernel"].items()),
+                  highlight=False)
+    regret_files = list(r.get("selection", {}))
+    console.print(table("each aggregate alone: CV MAPE %" + (" and CV regret % (max)" if regret_files else ""),
+                        ["aggregate", *[Path(f).name for f in r["files"]],
+                         *[f"regret {Path(f).name}" for f in regret_files]],
+                        [[a, *[f"{v[f]:.2f}" for f in r["files"]],
+                          *[f"{100 * r['selection'][f]['over_aggregates'][a]['mean']:.2f} "
+                            f"({100 * r['selection'][f]['over_aggregates'][a]['max']:.1f})" for f in regret_files]]
+                         for a, v in r["over_aggregates"].items()]))
     console.print(table("each extension under the protocol: CV MAPE % with it / without it",
                         ["extension", *[Path(f).name for f in r["files"]]],
                         [[name, *[f"{v['with'][f]:.2f} / {v['without'][f]:.2f}" for f in r["files"]]]
@@ -285,6 +297,9 @@ def cv(data, device, reference, columns, sensitivity, hold_out, as_json) -> None
                              *([["settings chosen on the other files", f"{100 * s['other_files_regret_mean']:.2f}",
                                  f"{100 * s['other_files_regret_max']:.2f}"]] if "other_files_regret_max" in s
                                else []),
+                             *[[f"in hindsight, {label}", *[f"{100 * v[k]:.2f}" for k in ("mean", "max")]]
+                               for label, v in (("each application's best settings", s["hindsight"]["per_application"]),
+                                                ("the best settings for all", s["hindsight"]["one_candidate"]))],
                              *[[f"soft-max exponent {p}", f"{100 * v['regret_mean']:.2f}",
                                 f"{100 * v['regret_max']:.2f}"] for p, v in s["over_overlap_p"].items()],
                              *[[f"baseline: {label}", *[f"{100 * s['baselines'][key][k]:.2f}" for k in ("mean", "max")]]
@@ -294,7 +309,8 @@ def cv(data, device, reference, columns, sensitivity, hold_out, as_json) -> None
         ci = s["intervals"]
         console.print(f"95% intervals over the applications (cluster bootstrap), %: cross-validated mean "
                       f"{interval(ci['mean'], 100)}; minus two-term {interval(ci['minus_two_term'], 100)}; "
-                      f"minus one pair for all {interval(ci['minus_single_pair'], 100)}", highlight=False)
+                      f"minus one pair for all {interval(ci['minus_single_pair'], 100)}; minus the mean as the "
+                      f"only aggregate {interval(ci['minus_mean'], 100)}", highlight=False)
     console.print(table("per kernel (calibrated MAPE %)", ["kernel", "CV", "two-term", "chosen settings"],
                         [[k, f"{v['cv_mape']:.2f}", f"{v['two_term_mape']:.2f}", v["chosen"]]
                          for k, v in r["per_kernel"].items()]))

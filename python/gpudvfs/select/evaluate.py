@@ -112,7 +112,8 @@ def energy_errors(grid: MeasurementGrid, reference: tuple[float, float], *, time
     return tab.configs, tab.pair_error(tab.calibrated_time(time_device))
 
 
-def _summary(r: np.ndarray) -> dict:
+def mean_max(r: np.ndarray) -> dict:
+    """A regret's mean and max, as the reports give them."""
     return {"mean": float(r.mean()), "max": float(r.max())}
 
 
@@ -143,8 +144,8 @@ def single_pair(regret: np.ndarray, configs: np.ndarray, allowed: np.ndarray | N
     (``met``: a pair chosen without an application need not meet it)."""
     hindsight, held_out = single_pair_indices(regret, allowed)
     rows = np.arange(len(regret))
-    out = {"hindsight": {**_summary(regret[:, hindsight]), "pair": configs[hindsight].tolist()},
-           "cross_validated": {**_summary(regret[rows, held_out]), "pairs": configs[held_out].tolist()}}
+    out = {"hindsight": {**mean_max(regret[:, hindsight]), "pair": configs[hindsight].tolist()},
+           "cross_validated": {**mean_max(regret[rows, held_out]), "pairs": configs[held_out].tolist()}}
     if allowed is not None:
         out["hindsight"]["met"] = int(allowed[:, hindsight].sum())
         out["cross_validated"]["met"] = int(allowed[rows, held_out].sum())
@@ -161,9 +162,9 @@ def near_ties_by_tolerance(tab: RegretTable, time_pred: np.ndarray, default_inde
     regret = np.array([tab.regrets(time_pred, error=tol, near_ties=True, default_index=default_index)
                        for tol in tolerances])
     chosen = nested_choice(regret, groups)
-    return {"cross_validated": {**_summary(regret[chosen, np.arange(regret.shape[1])]),
+    return {"cross_validated": {**mean_max(regret[chosen, np.arange(regret.shape[1])]),
                                 "tolerances": [tolerances[c] for c in chosen]},
-            "over_tolerance": {f"{tol:g}": _summary(r) for tol, r in zip(tolerances, regret)}}
+            "over_tolerance": {f"{tol:g}": mean_max(r) for tol, r in zip(tolerances, regret)}}
 
 
 def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *, time_device: TimeDevice,
@@ -197,22 +198,22 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
     err = tab.energy_error(t_pred)
     return {
         "regret_mean": float(chosen.mean()), "regret_max": float(chosen.max()),
-        "deadline": {"slowdown": slowdown, **_summary(within),
+        "deadline": {"slowdown": slowdown, **mean_max(within),
                      "deadline_met": int(met.sum()), "apps": len(names)},
         "baselines": {
-            "highest_clocks": _summary(highest),
-            "reference": _summary(tab.regret(np.full(len(names), tab.index_of(reference)))),
+            "highest_clocks": mean_max(highest),
+            "reference": mean_max(tab.regret(np.full(len(names), tab.index_of(reference)))),
             "single_pair": single_pair(tab.regret_at_every_pair, configs),
         },
         # Which model the regret comes from: choose with one of them replaced by the measurement.
-        "attribution": {"measured_time": _summary(tab.regrets(t)),
-                        "measured_power": _summary(tab.regrets(t_pred, tab.watts))},
+        "attribution": {"measured_time": mean_max(tab.regrets(t)),
+                        "measured_power": mean_max(tab.regrets(t_pred, tab.watts))},
         "uncertainty": {"energy_error_mean": float(err.mean()),
                         # How often a measured energy lies within its predicted one's error band.
                         "within_error": float(np.mean(np.abs(np.log(t_pred * tab.watts_pred / e)) <= np.log1p(err))),
-                        "worst_case": _summary(tab.regrets(t_pred, error=err, rule="worst")),
-                        "expected": _summary(tab.regrets(t_pred, error=err, rule="expected")),
-                        "near_ties_to_highest": _summary(tab.regrets(t_pred, error=err, near_ties=True,
+                        "worst_case": mean_max(tab.regrets(t_pred, error=err, rule="worst")),
+                        "expected": mean_max(tab.regrets(t_pred, error=err, rule="expected")),
+                        "near_ties_to_highest": mean_max(tab.regrets(t_pred, error=err, near_ties=True,
                                                                      default_index=hi))},
         "near_ties": near_ties_by_tolerance(tab, t_pred, hi),
         "intervals": {"minimum_energy": paired_intervals(chosen, {"highest_clocks": highest, "single_pair": one_pair}),

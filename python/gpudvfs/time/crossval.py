@@ -4,14 +4,17 @@ hold on kernels nobody tuned them on.
 The protocol (README, "How figures are chosen"): every structural choice, extension and
 hyper-parameter of the time model is a *candidate* (:data:`CANDIDATES`). A candidate is scored
 on each kernel by its calibrated MAPE over that kernel's measured grid. For each kernel in
-turn, the candidate with the lowest mean score over the kernels of all *other* applications,
-of every file, is chosen and the kernel is scored with it: nested leave-one-application-out
-(:func:`application_groups`: the same application measured in two files, or its kernels
-named apart, is held out whole, since an unseen kernel brings none of them along). Those
-scores are the headline figures; a figure of the candidate chosen on all kernels, scored on
-the same kernels, is in-sample and comes second. The candidate chosen on all kernels is the
-default. Selection regret is scored the same way: each held-out application's time comes
-from the candidate chosen without it, its power from a model fitted without its kernels.
+turn, the candidate with the least aggregate score over the kernels of all *other*
+applications, of every file, is chosen and the kernel is scored with it: nested
+leave-one-application-out (:func:`application_groups`: the same application measured in two
+files, or its kernels named apart, is held out whole, since an unseen kernel brings none of
+them along). How the scores are aggregated (:data:`AGGREGATES`: their mean, or one that
+weighs less the few kernels no candidate fits) is chosen the same way, one level further in
+(:func:`protocol_choice`). Those scores are the headline figures; a figure of the candidate
+chosen on all kernels, scored on the same kernels, is in-sample and comes second. The
+candidate chosen on all kernels is the default. Selection regret is scored the same way:
+each held-out application's time comes from the candidate chosen without it, its power from
+a model fitted without its kernels.
 `constant_sensitivity` re-runs the whole protocol with one hardware constant of the device
 scaled: how the figures move when a constant moves; the cluster-bootstrap intervals
 (`gpudvfs.bootstrap`) say how far they could move with other kernels of the same kinds.
@@ -47,6 +50,16 @@ DEVICE_CONSTANTS = ("inst_lat", "sh_lat", "l2_lat", "l2_del", "dm_lat_b", "dp_in
 CONSTANT_SCALES = (0.5, 0.75, 1.25, 1.5)
 #: What the protocol holds out together: an application's kernels (the default), or each kernel.
 HOLD_OUTS = ("application", "kernel")
+#: How a candidate's errors over the training kernels are summed up before the least is chosen:
+#: the textbook aggregates of one method's errors over several data sets. The mean lets the few
+#: kernels no candidate fits (errors of 10-15%) decide between candidates that differ by tenths
+#: of a point elsewhere; the others weigh them less. The protocol chooses among them by
+#: leave-one-group-out on the training kernels (:func:`protocol_choice`); the first wins a tie.
+AGGREGATES = ("mean", "trimmed mean", "median", "log mean", "mean rank")
+#: Kernels the trimmed mean leaves out at each end (README: the figures with 2-4).
+TRIM = 1
+#: Errors are floored here before their logarithm (an error of 0 would be minus infinity).
+_LOG_FLOOR = 1e-12
 
 
 @dataclass(frozen=True)
@@ -170,6 +183,74 @@ def nested_choice(errors: np.ndarray, groups: np.ndarray | None = None) -> np.nd
     return np.argmin(errors @ ~same / (~same).sum(axis=0), axis=0)
 
 
+def aggregate_scores(errors: np.ndarray, aggregate: str) -> np.ndarray:
+    """Per candidate (row), its errors over the columns summed up by ``aggregate``
+    (:data:`AGGREGATES`; lower is better): the mean; the mean without the :data:`TRIM` least
+    and greatest columns (with more than twice as many); the median; the mean logarithm; the
+    mean rank among the candidates per column (tied candidates share their ranks' mean)."""
+    if aggregate == "mean":
+        return errors.mean(axis=1)
+    if aggregate == "trimmed mean":
+        s = np.sort(errors, axis=1)
+        return (s[:, TRIM:-TRIM] if s.shape[1] > 2 * TRIM else s).mean(axis=1)
+    if aggregate == "median":
+        return np.median(errors, axis=1)
+    if aggregate == "log mean":
+        return np.log(np.maximum(errors, _LOG_FLOOR)).mean(axis=1)
+    if aggregate == "mean rank":
+        s = np.sort(errors, axis=0)
+        ranks = np.column_stack([(np.searchsorted(s[:, j], errors[:, j], "left")
+                                  + np.searchsorted(s[:, j], errors[:, j], "right") + 1) / 2
+                                 for j in range(errors.shape[1])])
+        return ranks.mean(axis=1)
+    raise InputError(f"aggregate must be one of {AGGREGATES}, got {aggregate!r}")
+
+
+def _least(errors: np.ndarray, aggregate: str) -> int:
+    return int(np.argmin(aggregate_scores(errors, aggregate)))
+
+
+def chosen_aggregate(errors: np.ndarray, groups: np.ndarray, aggregates=AGGREGATES) -> str:
+    """The aggregate whose choice scores best by leave-one-group-out over these columns: each
+    column scored with the candidate that aggregate chooses on the columns of the other groups,
+    the least mean score wins (the first on a tie; with one group, the first)."""
+    held = np.unique(groups)
+    if len(held) < 2 or len(aggregates) == 1:
+        return aggregates[0]
+    score = {}
+    for a in aggregates:
+        total = 0.0
+        for g in held:
+            out = groups == g
+            total += errors[_least(errors[:, ~out], a), out].sum()
+        score[a] = total
+    return min(aggregates, key=lambda a: score[a])
+
+
+def protocol_least(errors: np.ndarray, groups: np.ndarray, aggregates=AGGREGATES) -> tuple[int, str]:
+    """The protocol's choice of a candidate (row) on these columns: (its index, the aggregate
+    :func:`chosen_aggregate` chose to find it)."""
+    a = chosen_aggregate(errors, groups, aggregates)
+    return _least(errors, a), a
+
+
+def protocol_choice(errors: np.ndarray, groups: np.ndarray, aggregates=AGGREGATES) -> tuple[np.ndarray, list[str]]:
+    """Per column, the protocol's choice (:func:`protocol_least`) on the columns of the other
+    groups, and the aggregate it used: the nested choice, with the aggregate chosen one level in."""
+    groups = np.asarray(groups)
+    if len(groups) != errors.shape[1]:
+        raise InputError(f"{len(groups)} group labels for {errors.shape[1]} columns")
+    if len(np.unique(groups)) < 2:
+        raise InputError("cross-validation needs at least 2 kernels (of 2 applications)")
+    chosen, used = np.empty(len(groups), dtype=int), [""] * len(groups)
+    for g in np.unique(groups):
+        keep = groups != g
+        c, a = protocol_least(errors[:, keep], groups[keep], aggregates)
+        for j in np.flatnonzero(~keep):
+            chosen[j], used[j] = c, a
+    return chosen, used
+
+
 def _groups(names: list[str], hold_out: str) -> np.ndarray:
     """What cross-validation holds out together: an application's kernels, or each kernel."""
     if hold_out not in HOLD_OUTS:
@@ -180,12 +261,13 @@ def _groups(names: list[str], hold_out: str) -> np.ndarray:
 def _protocol(grids: list[MeasurementGrid], reference: tuple[float, float], device: TimeDevice, candidates,
               hold_out: str):
     """(kernel cases, their groups, errors [candidates x kernels], candidate chosen per held-out
-    kernel (its group held out), its cross-validated MAPE per kernel)."""
+    kernel (its group held out, :func:`protocol_choice`), the aggregate that chose it, its
+    cross-validated MAPE per kernel)."""
     cases = kernel_cases(grids, reference, device)
     groups = _groups([k.name for k in cases], hold_out)
     errors = error_matrix(cases, candidates, device)
-    chosen = nested_choice(errors, groups)
-    return cases, groups, errors, chosen, errors[chosen, np.arange(len(cases))]
+    chosen, used = protocol_choice(errors, groups)
+    return cases, groups, errors, chosen, used, errors[chosen, np.arange(len(cases))]
 
 
 def cross_validate(grids: list[MeasurementGrid], reference: tuple[float, float], device: TimeDevice,
@@ -193,27 +275,35 @@ def cross_validate(grids: list[MeasurementGrid], reference: tuple[float, float],
     """The protocol over ``grids`` (their kernels pooled). Per file: the cross-validated
     calibrated MAPE, the in-sample one of the candidate chosen on all kernels, the two-term
     baseline and how many kernels the model beats it on, and 95% cluster-bootstrap intervals
-    (over the held-out groups) of the first and of its paired difference from the last; the
+    (over the held-out groups) of the first and of its paired differences from the last and
+    from the protocol with the mean as its only aggregate (``minus_mean``); the
     chosen candidates; for grids with power, the energy regret of the minimum-energy choice,
     cross-validated and in-sample, and how both move with the soft-max exponent (with
     ``spec``, the catalog entry whose peak rates give the power model's utilizations).
     ``hold_out="kernel"`` holds out each kernel alone, its application's other kernels left
-    in (lower figures where files share applications)."""
-    cases, groups, errors, chosen, cv = _protocol(grids, reference, device, candidates, hold_out)
-    best = int(np.argmin(errors.mean(axis=1)))
+    in. ``aggregate_on_all`` and ``aggregate_per_kernel``: the aggregates the protocol chose
+    (:func:`protocol_choice`); ``over_aggregates``: the CV MAPE per file with each aggregate
+    alone, how the figures move with it."""
+    cases, groups, errors, chosen, used, cv = _protocol(grids, reference, device, candidates, hold_out)
+    best, best_aggregate = protocol_least(errors, groups)
     two = two_term_errors(cases, device, reference)
     by_file = _by_file(cases, grids)
     files = {}
     # With several files, also each file's kernels under the candidate chosen on the other files
     # alone: a shift of kernel set (files may share applications: not an unseen-application figure).
-    other_files = ({path: int(np.argmin(errors[:, ~mask].mean(axis=1))) for path, mask in by_file.items()}
+    other_files = ({path: protocol_least(errors[:, ~mask], groups[~mask])[0] for path, mask in by_file.items()}
                    if len(by_file) > 1 else {})
+    # How the figures move with the aggregate: each one alone, not chosen.
+    alone = {a: protocol_choice(errors, groups, (a,))[0] for a in AGGREGATES}
+    # The protocol as it was, the mean alone: a baseline of the aggregate's choice.
+    mean_alone = errors[alone["mean"], np.arange(len(cases))]
     for path, mask in by_file.items():
         files[path] = {"kernels": int(mask.sum()), "cv_mape": float(cv[mask].mean()),
                          "in_sample_mape": float(errors[best, mask].mean()),
                          "two_term_mape": float(two[mask].mean()),
                          "cv_beats_two_term": int((cv[mask] < two[mask]).sum()),
-                         "intervals": paired_intervals(cv[mask], {"two_term": two[mask]}, groups[mask])}
+                         "intervals": paired_intervals(cv[mask], {"two_term": two[mask], "mean": mean_alone[mask]},
+                                                       groups[mask])}
         if path in other_files:
             b = other_files[path]
             files[path]["other_files"] = {"chosen": candidates[b].label, "mape": float(errors[b, mask].mean()),
@@ -226,6 +316,10 @@ def cross_validate(grids: list[MeasurementGrid], reference: tuple[float, float],
         "chosen_on_all": candidates[best].label,
         "chosen_per_kernel": {label: int(n) for label, n in zip(
             *np.unique([candidates[c].label for c in chosen], return_counts=True))},
+        "aggregate_on_all": best_aggregate,
+        "aggregate_per_kernel": {a: used.count(a) for a in AGGREGATES if a in used},
+        "over_aggregates": {a: {path: float(errors[c, np.arange(len(cases))][m].mean()) for path, m in by_file.items()}
+                            for a, c in alone.items()},
         "files": files,
         "per_kernel": {k.name: {"file": k.file, "cv_mape": float(cv[j]), "in_sample_mape": float(errors[best, j]),
                                 "two_term_mape": float(two[j]), "chosen": candidates[chosen[j]].label}
@@ -234,7 +328,8 @@ def cross_validate(grids: list[MeasurementGrid], reference: tuple[float, float],
     power_grids = [g for g in grids if g.watts is not None] if spec is not None else []
     if power_grids:
         report["selection"] = {g.path: _selection(g, reference, device, spec, cases, groups, errors, candidates,
-                                                  chosen, best, other_files.get(g.path)) for g in power_grids}
+                                                  chosen, best, alone, other_files.get(g.path))
+                               for g in power_grids}
     return report
 
 
@@ -263,7 +358,7 @@ def _extensions(candidates, errors: np.ndarray, by_file: dict[str, np.ndarray], 
         for state in (True, False):
             keep = np.array([on(c) == state for c in candidates])
             sub = errors[keep]
-            cv = sub[nested_choice(sub, groups), np.arange(sub.shape[1])]
+            cv = sub[protocol_choice(sub, groups)[0], np.arange(sub.shape[1])]
             out[name]["with" if state else "without"] = {path: float(cv[m].mean()) for path, m in by_file.items()}
     return out
 
@@ -320,7 +415,7 @@ def _learned_correction(cases: list[KernelCase], groups: np.ndarray, candidates,
 
 
 def _selection(grid: MeasurementGrid, reference, device, spec, cases, groups, errors, candidates, chosen, best,
-               other_files: int | None = None) -> dict:
+               alone: dict[str, np.ndarray], other_files: int | None = None) -> dict:
     """Energy regret of the minimum-energy choice on a grid with power: each application's
     time from the candidate chosen without it (cross-validated), on all kernels, or (index
     ``other_files``) on the other files' kernels alone; with the candidate chosen by the
@@ -329,13 +424,17 @@ def _selection(grid: MeasurementGrid, reference, device, spec, cases, groups, er
     chosen for each application on the others (``criterion_chosen``, :func:`_criterion_chosen`);
     and over the soft-max exponents, the rest of the chosen-on-all candidate kept; and with
     the near-ties rule (``near_ties``: the pair nearest the highest clocks within a tolerance
-    of the predicted minimum energy), its tolerance chosen on the other applications. An
+    of the predicted minimum energy), its tolerance chosen on the other applications; and with
+    each aggregate alone choosing the time settings (``alone``: candidate per kernel);
+    ``hindsight``: the least regret any candidate gives each application, and that of the one
+    candidate best on all (what no choice among the candidates beats). An
     application's power comes from a model fitted without its group, as its time does.
     ``baselines``: the regret with two-term times, of one pair for all chosen on the other
     applications' groups, and of the highest clocks; ``intervals``: 95% cluster-bootstrap
     intervals (over the application groups) of the cross-validated mean (``mean``) and of its
-    paired differences from the first two baselines."""
-    from ..select.evaluate import near_ties_by_tolerance, regret_table, single_pair_indices
+    paired differences from the first two baselines and from the regret with the mean as the
+    protocol's only aggregate (``minus_mean``)."""
+    from ..select.evaluate import mean_max, near_ties_by_tolerance, regret_table, single_pair_indices
     from ..select.policies import highest_index
 
     table = regret_table(grid, reference, device, spec, groups=_labels(cases, groups))
@@ -371,13 +470,21 @@ def _selection(grid: MeasurementGrid, reference, device, spec, cases, groups, er
         sensitivity[f"{p:g}"] = {"regret_mean": float(r.mean()), "regret_max": float(r.max())}
     out = {"cv_regret_mean": float(cv.mean()), "cv_regret_max": float(cv.max()),
            "in_sample_regret_mean": float(in_sample.mean()), "in_sample_regret_max": float(in_sample.max()),
-           "chosen_by_regret": {"mean": float(by_regret.mean()), "max": float(by_regret.max())},
-           "criterion_chosen": {"mean": float(by_criterion.mean()), "max": float(by_criterion.max()),
+           "chosen_by_regret": mean_max(by_regret),
+           "criterion_chosen": {**mean_max(by_criterion),
                                 "regret_chosen": int(regret_picked.sum())},
            "near_ties": near_ties["cross_validated"],
-           "baselines": {k: {"mean": float(r.mean()), "max": float(r.max())} for k, r in baselines.items()},
-           "intervals": paired_intervals(cv, {k: baselines[k] for k in ("two_term", "single_pair")}, app_groups),
+           "baselines": {k: mean_max(r) for k, r in baselines.items()},
+           "intervals": paired_intervals(cv, {**{k: baselines[k] for k in ("two_term", "single_pair")},
+                                              "mean": every[[alone["mean"][case_of[n]] for n in table.names], apps]},
+                                         app_groups),
            "per_app": {n: float(r) for n, r in zip(table.names, cv)},
+           "over_aggregates": {a: mean_max(every[[c[case_of[n]] for n in table.names], apps])
+                               for a, c in alone.items()},
+           # What no choice among the candidates beats: each application's best in hindsight,
+           # and the best single candidate in hindsight.
+           "hindsight": {"per_application": mean_max(every.min(axis=0)),
+                         "one_candidate": mean_max(every[int(np.argmin(every.mean(axis=1)))])},
            "over_overlap_p": sensitivity}
     if other_files is not None:
         r = every[other_files]
@@ -388,13 +495,15 @@ def _selection(grid: MeasurementGrid, reference, device, spec, cases, groups, er
 def _criterion_chosen(errors: np.ndarray, groups: np.ndarray, every: np.ndarray, app_groups: np.ndarray):
     """Per application (columns of ``every``, regret [candidates x applications]), its regret
     when the criterion that chooses the time settings, the time error over the kernels
-    (``errors``, [candidates x kernels]) or the regret over the applications, is itself chosen
+    (``errors``, [candidates x kernels], aggregated as :func:`protocol_least` does) or the mean
+    regret over the applications, is itself chosen
     on the other applications: the one whose settings, chosen without each other application
     in turn, gave that application the lower mean regret (the time error on a tie). Returns
     the regrets and where the regret criterion was picked."""
     def chosen(criterion: str, left_out) -> int:
         if criterion == "time":
-            return int(np.argmin(errors[:, ~np.isin(groups, left_out)].mean(axis=1)))
+            keep = ~np.isin(groups, left_out)
+            return protocol_least(errors[:, keep], groups[keep])[0]
         return int(np.argmin(every[:, ~np.isin(app_groups, left_out)].mean(axis=1)))
 
     out, picked = np.empty(len(app_groups)), np.zeros(len(app_groups), dtype=bool)
@@ -434,7 +543,7 @@ def constant_sensitivity(grids: list[MeasurementGrid], reference: tuple[float, f
     leave-one-application-out) on ``device`` with that constant times the scale. Per variant, the
     CV MAPE per file and, for grids with power (with ``spec``), the CV regret mean and max.
     ``progress(done, total, label)`` is called after each variant."""
-    from ..select.evaluate import regret_table
+    from ..select.evaluate import mean_max, regret_table
 
     # The soft-max exponent is not a device constant here: every candidate sets its own.
     numeric = {f.name for f in fields(TimeDevice) if f.type in ("float", float)} - {"overlap_p"}
@@ -454,11 +563,11 @@ def constant_sensitivity(grids: list[MeasurementGrid], reference: tuple[float, f
         out[name] = {}
         for x in scales:
             dev = replace(device, **{name: getattr(device, name) * x})
-            cases, _, _, chosen, cv = _protocol(grids, reference, dev, candidates, hold_out)
+            cases, _, _, chosen, _, cv = _protocol(grids, reference, dev, candidates, hold_out)
             row: dict = {"cv_mape": {path: float(cv[m].mean()) for path, m in _by_file(cases, grids).items()}}
             for path, table in tables.items():
                 r = _regrets(table, path, cases, lambda j, dev=dev, chosen=chosen: candidates[chosen[j]].model(dev))
-                row.setdefault("cv_regret", {})[path] = {"mean": float(r.mean()), "max": float(r.max())}
+                row.setdefault("cv_regret", {})[path] = mean_max(r)
             out[name][f"{x:g}"] = row
             done += 1
             if progress is not None:

@@ -60,7 +60,7 @@ impl TimeDevice {
     /// Sec. IV-B for L2 (222 cycles, 1 cycle); 28-cycle Maxwell shared latency (Mei & Chu, the
     /// paper's ref. 31); 4 warp schedulers -> 0.25 cycle per warp instruction; a dependent
     /// FP32 instruction waits 6 cycles on Maxwell (Mei & Chu; Jia et al.). The settings
-    /// (overlap_p = 6, the dependent latency, queues in series, the pipe rates, overlapped
+    /// (overlap_p = 7, the dependent latency, queues in series, the pipe rates, overlapped
     /// rounds) are the protocol's choice: nested leave-one-application-out over both GTX 980
     /// grids (`gpudvfs time cv`).
     pub fn gtx980() -> Self {
@@ -81,7 +81,7 @@ impl TimeDevice {
             // GM204: 32 SFU lanes per SM (CUDA C Programming Guide, arithmetic throughput of
             // compute capability 5.x), so 32 / 32 cycles.
             sf_inst_cycle: 1.0,
-            overlap_p: 6.0,
+            overlap_p: 7.0,
             inst_lat: 6.0,
             parallel_queues: false,
             overlapped_rounds: true,
