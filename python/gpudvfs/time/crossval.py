@@ -169,15 +169,21 @@ def application_groups(names: list[str]) -> np.ndarray:
     return np.array([root(i) for i in range(len(names))])
 
 
-def nested_choice(errors: np.ndarray, groups: np.ndarray | None = None) -> np.ndarray:
-    """Per column (a kernel, an application), the candidate with the lowest mean error over the
-    columns of the other groups (default: every column its own group)."""
-    n = errors.shape[1]
+def _held_out_groups(groups, n: int) -> np.ndarray:
+    """The group labels of ``n`` columns (default: every column its own group), checked: one per
+    column, and at least two groups to hold out in turn."""
     groups = np.arange(n) if groups is None else np.asarray(groups)
     if len(groups) != n:
         raise InputError(f"{len(groups)} group labels for {n} columns")
     if len(np.unique(groups)) < 2:
         raise InputError("cross-validation needs at least 2 kernels (of 2 applications)")
+    return groups
+
+
+def nested_choice(errors: np.ndarray, groups: np.ndarray | None = None) -> np.ndarray:
+    """Per column (a kernel, an application), the candidate with the lowest mean error over the
+    columns of the other groups (default: every column its own group)."""
+    groups = _held_out_groups(groups, errors.shape[1])
     same = groups[:, None] == groups[None, :]
     # Per held-out column j, the mean over the columns outside j's group.
     return np.argmin(errors @ ~same / (~same).sum(axis=0), axis=0)
@@ -237,11 +243,7 @@ def protocol_least(errors: np.ndarray, groups: np.ndarray, aggregates=AGGREGATES
 def protocol_choice(errors: np.ndarray, groups: np.ndarray, aggregates=AGGREGATES) -> tuple[np.ndarray, list[str]]:
     """Per column, the protocol's choice (:func:`protocol_least`) on the columns of the other
     groups, and the aggregate it used: the nested choice, with the aggregate chosen one level in."""
-    groups = np.asarray(groups)
-    if len(groups) != errors.shape[1]:
-        raise InputError(f"{len(groups)} group labels for {errors.shape[1]} columns")
-    if len(np.unique(groups)) < 2:
-        raise InputError("cross-validation needs at least 2 kernels (of 2 applications)")
+    groups = _held_out_groups(groups, errors.shape[1])
     chosen, used = np.empty(len(groups), dtype=int), [""] * len(groups)
     for g in np.unique(groups):
         keep = groups != g
@@ -447,7 +449,12 @@ def _selection(grid: MeasurementGrid, reference, device, spec, cases, groups, er
     every = np.array([regrets(lambda j, c=c: c.model(device)) for c in candidates])
     apps = np.arange(every.shape[1])
     case_of = _case_index(cases, grid.path)
-    cv = every[[chosen[case_of[n]] for n in table.names], apps]
+
+    def regret_under(per_kernel: np.ndarray) -> np.ndarray:
+        """Each application's regret under a candidate chosen per kernel (``per_kernel``)."""
+        return every[[per_kernel[case_of[n]] for n in table.names], apps]
+
+    cv = regret_under(chosen)
     in_sample = every[best]
     app_groups = np.array([groups[case_of[n]] for n in table.names])
     by_regret = every[nested_choice(every, app_groups), apps]
@@ -476,11 +483,10 @@ def _selection(grid: MeasurementGrid, reference, device, spec, cases, groups, er
            "near_ties": near_ties["cross_validated"],
            "baselines": {k: mean_max(r) for k, r in baselines.items()},
            "intervals": paired_intervals(cv, {**{k: baselines[k] for k in ("two_term", "single_pair")},
-                                              "mean": every[[alone["mean"][case_of[n]] for n in table.names], apps]},
+                                              "mean": regret_under(alone["mean"])},
                                          app_groups),
            "per_app": {n: float(r) for n, r in zip(table.names, cv)},
-           "over_aggregates": {a: mean_max(every[[c[case_of[n]] for n in table.names], apps])
-                               for a, c in alone.items()},
+           "over_aggregates": {a: mean_max(regret_under(c)) for a, c in alone.items()},
            # What no choice among the candidates beats: each application's best in hindsight,
            # and the best single candidate in hindsight.
            "hindsight": {"per_application": mean_max(every.min(axis=0)),
