@@ -100,6 +100,12 @@ _MIN_REFRESH_PERIODS = 10
 # Where the sensor's period could not be inferred: well under the 0.1 s an H100's instant
 # field was seen to update at (validation/), so no update is missed.
 _UNKNOWN_PERIOD_INTERVAL_S = 0.005
+# A sampled reading lags the power: an averaged one by up to two refresh periods (the last
+# completed period's mean, read up to a period later), a held instant field by up to one.
+# Launches run this many periods before a sampled window, so its first readings are of the
+# workload, not of what ran (or idled) before; where the period is unknown, two of the H100's.
+_SETTLE_PERIODS = 2
+_SETTLE_UNKNOWN_S = 0.2
 #: Where `NvmlDevice.measure` takes power from: the energy counter where the GPU has one
 #: ("auto"), always the counter, or always sampled readings.
 POWER_SOURCES = ("auto", "energy-counter", "samples")
@@ -928,7 +934,8 @@ class NvmlDevice:
         ``repetitions`` times, after one untimed warm-up launch (first-launch costs such as
         module loading are not the kernel's). Power comes from the energy counter where the
         GPU has one, else from power readings sampled at half the sensor's refresh period (so
-        no update is missed) and integrated with the trapezoid rule. Throttle reasons are
+        no update is missed) and integrated with the trapezoid rule, after launches over two
+        refresh periods that let the lagging reading settle on the workload. Throttle reasons are
         polled before, during (every 10 ms, or with the power samples) and after, and any but
         the ignored ones (GPU idle, application clocks setting) flag the measurement;
         ``temperature_c`` is the mean of the polled readings. The clocks reported are the
@@ -940,6 +947,7 @@ class NvmlDevice:
         elif not is_count(repetitions, 1):
             raise InputError(f"repetitions: expected a positive integer, got {repetitions!r}")
         launch = self._launcher(workload)
+        warm = time.perf_counter()
         launch()
         sampled = not self._has_energy or self.power == "samples"
         if sampled and self.refresh_period_s is None and not self._refresh_failed:
@@ -955,6 +963,9 @@ class NvmlDevice:
             interval = _MONITOR_INTERVAL_S
         else:
             interval = _UNKNOWN_PERIOD_INTERVAL_S if period is None else max(period / 2, _MIN_SAMPLE_INTERVAL_S)
+            settle = _SETTLE_UNKNOWN_S if period is None else _SETTLE_PERIODS * period
+            while time.perf_counter() - warm < settle:
+                launch()
         locked = self._locked
         monitor = _Monitor(self, interval, power=sampled, clocks=locked is None)
         monitor.poll()

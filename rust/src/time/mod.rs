@@ -123,9 +123,9 @@
 //! metrics cover reads only; DCGM has no per-kernel counts, so it cannot drive this model.
 //!
 //! # Accuracy (inputs from the 700/700 row; `gpudvfs time cv`, `gpudvfs time eval`)
-//! Calibrated MAPE, nested leave-one-application-out over both GTX 980 grids: 3.50%
-//! (gtx980_time_dev.csv, 10 kernels x 49 pairs) and 3.10% (gtx980_time_power_dev.csv, 15 x
-//! 36); in-sample 3.04 / 2.96%. gtx980_time_dev.csv: Default 6.64% absolute, Paper 30.95%
+//! Calibrated MAPE, nested leave-one-application-out over both GTX 980 grids: 3.21%
+//! (gtx980_time_dev.csv, 10 kernels x 49 pairs) and 3.07% (gtx980_time_power_dev.csv, 15 x
+//! 36); in-sample 3.05 / 2.97%. gtx980_time_dev.csv: Default 6.37% absolute, Paper 30.95%
 //! absolute / 16.17% calibrated, two-term fc/fm scaling 8.44%, time unchanged 24.69%.
 pub mod device;
 pub mod model;
