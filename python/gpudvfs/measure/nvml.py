@@ -55,6 +55,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..errors import GpudvfsError, GpudvfsWarning, InputError
 from ..limits import is_count, is_finite_number
 from .device import ClockPermissionError, Measurement, Workload
@@ -156,8 +158,14 @@ def _process_name(pid: int) -> str:
         return f"pid {pid}"
 
 
-def _trapezoid(t: list[float], y: list[float]) -> float:
-    return sum((t[i + 1] - t[i]) * (y[i + 1] + y[i]) / 2 for i in range(len(t) - 1))
+def _mean_between(t: list[float], y: list[float], a: float, b: float) -> float:
+    """Mean over [a, b] of readings ``y`` taken at ascending times ``t``, joined by straight
+    lines (the trapezoid rule): a reading taken before the launches began, or after they
+    ended, counts only as far as the line to it reaches into [a, b]."""
+    times, readings = np.asarray(t), np.asarray(y)
+    ts = np.concatenate(([a], times[(times > a) & (times < b)], [b]))
+    ys = np.interp(ts, times, readings)
+    return float(np.sum(np.diff(ts) * (ys[1:] + ys[:-1])) / (2 * (b - a)))
 
 
 def refresh_period_from_changes(changes: list[tuple[float, float]]) -> float:
@@ -934,12 +942,13 @@ class NvmlDevice:
         ``repetitions`` times, after one untimed warm-up launch (first-launch costs such as
         module loading are not the kernel's). Power comes from the energy counter where the
         GPU has one, else from power readings sampled at half the sensor's refresh period (so
-        no update is missed) and integrated with the trapezoid rule, after launches over two
-        refresh periods that let the lagging reading settle on the workload. Throttle reasons are
-        polled before, during (every 10 ms, or with the power samples) and after, and any but
-        the ignored ones (GPU idle, application clocks setting) flag the measurement;
-        ``temperature_c`` is the mean of the polled readings. The clocks reported are the
-        locked ones, or, when nothing is locked, the median of those NVML reported meanwhile.
+        no update is missed) and integrated with the trapezoid rule over the measured launches
+        alone, after launches over two refresh periods, with the sampler running, that let the
+        lagging reading settle on the workload. Throttle reasons are polled before, during
+        (every 10 ms, or with the power samples) and after, and any but the ignored ones (GPU
+        idle, application clocks setting) flag the measurement; ``temperature_c`` is the mean
+        of the polled readings. The clocks reported are the locked ones, or, when nothing is
+        locked, the median of those NVML reported meanwhile.
         """
         if repetitions is None:
             if not (is_finite_number(min_seconds) and min_seconds > 0):
@@ -947,7 +956,6 @@ class NvmlDevice:
         elif not is_count(repetitions, 1):
             raise InputError(f"repetitions: expected a positive integer, got {repetitions!r}")
         launch = self._launcher(workload)
-        warm = time.perf_counter()
         launch()
         sampled = not self._has_energy or self.power == "samples"
         if sampled and self.refresh_period_s is None and not self._refresh_failed:
@@ -963,16 +971,21 @@ class NvmlDevice:
             interval = _MONITOR_INTERVAL_S
         else:
             interval = _UNKNOWN_PERIOD_INTERVAL_S if period is None else max(period / 2, _MIN_SAMPLE_INTERVAL_S)
-            settle = _SETTLE_UNKNOWN_S if period is None else _SETTLE_PERIODS * period
-            while time.perf_counter() - warm < settle:
-                launch()
         locked = self._locked
         monitor = _Monitor(self, interval, power=sampled, clocks=locked is None)
         monitor.poll()
-        e0 = None if sampled else self._nv.nvmlDeviceGetTotalEnergyConsumption(self._handle)
         monitor.start()
         times: list[float] = []
         try:
+            if sampled:
+                # Counted from here, after the sampler's thread has started: on a busy CPU the
+                # period's inference, or a late thread start, can leave the GPU idle for
+                # periods, and the first readings of the window would still be of that idle.
+                settle = _SETTLE_UNKNOWN_S if period is None else _SETTLE_PERIODS * period
+                settling = time.perf_counter()
+                while time.perf_counter() - settling < settle:
+                    launch()
+            e0 = None if sampled else self._nv.nvmlDeviceGetTotalEnergyConsumption(self._handle)
             t0 = end = time.perf_counter()
             while True:
                 a = time.perf_counter()
@@ -994,8 +1007,7 @@ class NvmlDevice:
         result = readings() if readings is not None else {}
 
         if sampled:
-            span = monitor.times[-1] - monitor.times[0]
-            watts = _trapezoid(monitor.times, monitor.watts) / span
+            watts = _mean_between(monitor.times, monitor.watts, t0, end)
             joules = watts * duration
             if period is not None and duration < _MIN_REFRESH_PERIODS * period:
                 warnings.warn(
