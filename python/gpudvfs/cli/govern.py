@@ -11,7 +11,7 @@ from ..io import read_measured_grid
 from ..io.dcgm_fields import is_dcgm_grid
 from ..measure.devices import DEVICE_KINDS, make_device
 from . import options
-from .output import console, interval, output_file, print_json, table, user_errors
+from .output import console, interval, output_file, paired_line, print_json, table, user_errors
 from .progress import progress_bars
 from .time import DEVICE_HELP, _gpu, _pair
 
@@ -138,9 +138,7 @@ def replay_(data, train, device, reference, policy, slowdown, power_cap, steps, 
                         cols, [row("governor", r), *[row(k, v) for k, v in r["baselines"].items()]]))
     ci = r["intervals"]
     console.print("95% intervals over the applications (a phase with its application), %: governor "
-                  f"{interval(ci['mean'], 100)}; minus " + ", ".join(
-                      f"{k.removeprefix('minus_')} {interval(v, 100)}" for k, v in ci.items() if k != "mean"),
-                  highlight=False)
+                  + paired_line(ci, {}, 100), highlight=False)
     if run_cv:
         console.print(f"leave-one-application-out: regret {100 * r['cv']['cv_regret_mean']:.2f}% "
                       f"(95% interval over the applications {interval(r['cv']['interval'], 100)}, "

@@ -11,7 +11,7 @@ from ..online import FORMS, ReplaySettings
 from ..online import replay as run_replay
 from ..online.replay import MOVES, STREAMS
 from . import options
-from .output import console, interval, print_json, table, user_errors
+from .output import console, paired_line, print_json, table, user_errors
 
 TARGET_RATIO = 0.5  # issue 5: online same-app MAPE at most half the last-value predictor's
 
@@ -78,9 +78,8 @@ def replay(data: str, train: str | None, steps: int, seed: int, moves: str, form
     console.print(f"online / last value on same-application steps: {ratio:.3f} "
                   f"(target <= {TARGET_RATIO}: {verdict})", highlight=False)
     ci = r["intervals_same_app"]
-    console.print(f"95% intervals over the scored applications (same-application steps), %: online "
-                  f"{interval(ci['mean'])}, minus last value {interval(ci['minus_naive'])}, minus offline "
-                  f"{interval(ci['minus_offline'])}", highlight=False)
+    console.print("95% intervals over the scored applications (same-application steps), %: online "
+                  + paired_line(ci, {"naive": "last value", "offline": "offline"}), highlight=False)
     s = r["sensitivity"]
     rows = [["all", f"{s['mape']:.2f}", f"{s['mape_counters_held']:.2f}", f"{s['mape_no_change']:.2f}"]]
     rows += [[d, f"{v['mape_eq14']:.2f}", f"{v['mape_counters_held']:.2f}", f"{v['mape_no_change']:.2f}"]

@@ -44,6 +44,14 @@ def interval(ends, scale: float = 1.0) -> str:
     return f"[{scale * ends[0]:.2f}, {scale * ends[1]:.2f}]"
 
 
+def paired_line(ci: dict, names: dict[str, str], scale: float = 1.0, sep: str = ", ") -> str:
+    """`gpudvfs.bootstrap.paired_intervals`' result in a line: the mean's interval, then the
+    paired difference from each baseline, named by ``names`` (by its key where absent)."""
+    return sep.join([interval(ci["mean"], scale)] + [
+        f"minus {names.get(k.removeprefix('minus_'), k.removeprefix('minus_'))} {interval(v, scale)}"
+        for k, v in ci.items() if k != "mean"])
+
+
 def fail(message: str) -> NoReturn:
     click.echo(f"gpudvfs: error: {message}", err=True)
     sys.exit(2)

@@ -13,7 +13,7 @@ from ..select.choose import fit_power_model
 from ..select.dcgm import evaluate_selection as evaluate_dcgm
 from ..select.evaluate import evaluate_selection
 from . import options
-from .output import console, interval, output_file, print_json, table, user_errors
+from .output import console, output_file, paired_line, print_json, table, user_errors
 from .time import DEVICE_HELP, _gpu, _pair
 
 
@@ -92,8 +92,7 @@ BASELINES = {"highest_clocks": "the highest clocks", "single_pair": "one pair fo
 
 def _intervals(ci: dict) -> str:
     """The mean's interval, then its paired difference from each baseline (in %)."""
-    return ", ".join([interval(ci["mean"], 100)] + [f"minus {BASELINES[k.removeprefix('minus_')]} {interval(v, 100)}"
-                                                    for k, v in ci.items() if k != "mean"])
+    return paired_line(ci, BASELINES, 100)
 
 
 def _single_pair_rows(single, cells) -> list[list[str]]:

@@ -18,7 +18,7 @@ from ..time.dcgm import PREDICTORS, DcgmTimeModel
 from ..time.dcgm import cross_validate as dcgm_cross_validate
 from ..time.fit_device import fit_device
 from . import options
-from .output import console, interval, output_file, print_json, table, user_errors
+from .output import console, interval, output_file, paired_line, print_json, table, user_errors
 from .progress import progress_bars
 
 
@@ -307,10 +307,9 @@ def cv(data, device, reference, columns, sensitivity, hold_out, as_json) -> None
                                                   ("single_pair", "one pair for all, chosen on the other applications"),
                                                   ("highest_clocks", "highest clocks"))]]))
         ci = s["intervals"]
-        console.print(f"95% intervals over the applications (cluster bootstrap), %: cross-validated mean "
-                      f"{interval(ci['mean'], 100)}; minus two-term {interval(ci['minus_two_term'], 100)}; "
-                      f"minus one pair for all {interval(ci['minus_single_pair'], 100)}; minus the mean as the "
-                      f"only aggregate {interval(ci['minus_mean'], 100)}", highlight=False)
+        console.print("95% intervals over the applications (cluster bootstrap), %: cross-validated mean "
+                      + paired_line(ci, {"two_term": "two-term", "single_pair": "one pair for all",
+                                         "mean": "the mean as the only aggregate"}, 100, sep="; "), highlight=False)
     console.print(table("per kernel (calibrated MAPE %)", ["kernel", "CV", "two-term", "chosen settings"],
                         [[k, f"{v['cv_mape']:.2f}", f"{v['two_term_mape']:.2f}", v["chosen"]]
                          for k, v in r["per_kernel"].items()]))
