@@ -150,14 +150,15 @@ def test_stand_in_with_root_compares_counter_and_instant_samples(tmp_path):
     so the model step fails, is reported, and the run still ends with its report."""
     with _stand_in(instant_power=True) as dev:
         start = time.monotonic()
-        # 0.2 s, not less: the samples before the first launch and after the last see the GPU
-        # idle and weigh a sampling gap each, which a sampler starved on a loaded machine widens
-        # (at 0.05 s the two sources came 5-14% apart under load; at 0.2 s within 2.2%).
-        report = validate(dev, tmp_path, budget_s=3, min_seconds=0.2, power_stride=83, profile=False)
+        # Short windows (0.05 s): the sampled mean is of the launches alone. When it ran from a
+        # reading before the first launch to one after the last, each seeing the GPU idle, a
+        # sampler starved on a loaded machine put the two sources 5-14% apart; since, under
+        # three busy loops on two cores, within 0.23% (16 runs of this test and the next).
+        report = validate(dev, tmp_path, budget_s=3, min_seconds=0.05, power_stride=83, profile=False)
     assert time.monotonic() - start < 60
     assert report["grid"]["lockable"] and report["view"]["power_reading"] == "instant"
     assert report["view"]["power_limits"]["max"] == 350.0
-    assert report["power_sources"]["max_abs_diff_pct"] < 5
+    assert report["power_sources"]["max_abs_diff_pct"] < 1
     for name, source in (("power-samples.csv", "sampled-instant"), ("power-counter.csv", "energy-counter")):
         with open(tmp_path / name) as f:
             assert [row["power_source"] for row in csv.DictReader(f)] == [source]
@@ -176,8 +177,8 @@ def test_stand_in_with_clocks_left_sets_nothing_and_still_measures(tmp_path):
     def launcher(workload):
         return lambda: fake.run(0.002)
 
-    with NvmlDevice(pynvml=fake, launcher=launcher, leave_clocks=True) as dev:  # 0.2 s: as above
-        report = validate(dev, tmp_path, budget_s=600, min_seconds=0.2, power_stride=83, profile=False,
+    with NvmlDevice(pynvml=fake, launcher=launcher, leave_clocks=True) as dev:
+        report = validate(dev, tmp_path, budget_s=600, min_seconds=0.05, power_stride=83, profile=False,
                           leave_clocks=True)
     assert fake.calls == []
     assert report["view"]["clock_lock"] == {"not tried": "clocks left to the driver"}
@@ -188,7 +189,7 @@ def test_stand_in_with_clocks_left_sets_nothing_and_still_measures(tmp_path):
     for name in ("time suite", "power suite", "real workloads"):
         assert steps[name]["ok"] and steps[name]["measured"] > 0, steps[name]
         assert steps[name]["clocks_seen"] == {"core_mhz": [1305.0] * 3, "mem_mhz": [877.0] * 3}
-    assert report["power_sources"]["max_abs_diff_pct"] < 5
+    assert report["power_sources"]["max_abs_diff_pct"] < 1
     assert steps["models"]["skipped"].startswith("clocks left to the driver")
     assert set(report["gpm"]) == {"sgemm", "triad", "jacobi", "histogram"}
     assert all(0 <= a["sm"] <= 1 and a["core_mhz"] == 1305 for a in report["gpm"].values())
