@@ -49,7 +49,8 @@ COUNTER_RTOL = 0.01  # the counter is the truth in whole mJ; only the loop's edg
 # Each sensor reading averages the refresh period before it, so the integral lags by up to
 # one period at each end: with P = 5 ms, T >= 0.5 s and busy/idle 2.5x that is < 1 %;
 # the rest is for the sampling thread being descheduled on a loaded machine (three busy
-# loops on two cores: within 0.21% over 20 runs of the test below).
+# loops on two cores: within 0.21% over 20 runs of
+# test_stand_in_energy_counter_and_sampled_power_agree_with_truth).
 SAMPLED_RTOL = 0.03
 
 
