@@ -978,9 +978,10 @@ class NvmlDevice:
         times: list[float] = []
         try:
             if sampled:
-                # Counted from here, after the sampler's thread has started: on a busy CPU the
-                # period's inference, or a late thread start, can leave the GPU idle for
-                # periods, and the first readings of the window would still be of that idle.
+                # Counted from here, after the sampler's thread has started: a slow warm-up
+                # (module loading), the period's inference or, on a busy CPU, a late thread
+                # start can leave the GPU idle for periods, and the window's first readings
+                # would still be of that idle.
                 settle = _SETTLE_UNKNOWN_S if period is None else _SETTLE_PERIODS * period
                 settling = time.perf_counter()
                 while time.perf_counter() - settling < settle:
