@@ -297,8 +297,9 @@ def cross_validate(grids: list[MeasurementGrid], reference: tuple[float, float],
                    if len(by_file) > 1 else {})
     # How the figures move with the aggregate: each one alone, not chosen.
     alone = {a: protocol_choice(errors, groups, (a,))[0] for a in AGGREGATES}
+    alone_cv = {a: errors[c, np.arange(len(cases))] for a, c in alone.items()}
     # The protocol as it was, the mean alone: a baseline of the aggregate's choice.
-    mean_alone = errors[alone["mean"], np.arange(len(cases))]
+    mean_alone = alone_cv["mean"]
     for path, mask in by_file.items():
         files[path] = {"kernels": int(mask.sum()), "cv_mape": float(cv[mask].mean()),
                          "in_sample_mape": float(errors[best, mask].mean()),
@@ -320,8 +321,8 @@ def cross_validate(grids: list[MeasurementGrid], reference: tuple[float, float],
             *np.unique([candidates[c].label for c in chosen], return_counts=True))},
         "aggregate_on_all": best_aggregate,
         "aggregate_per_kernel": {a: used.count(a) for a in AGGREGATES if a in used},
-        "over_aggregates": {a: {path: float(errors[c, np.arange(len(cases))][m].mean()) for path, m in by_file.items()}
-                            for a, c in alone.items()},
+        "over_aggregates": {a: {path: float(e[m].mean()) for path, m in by_file.items()}
+                            for a, e in alone_cv.items()},
         "files": files,
         "per_kernel": {k.name: {"file": k.file, "cv_mape": float(cv[j]), "in_sample_mape": float(errors[best, j]),
                                 "two_term_mape": float(two[j]), "chosen": candidates[chosen[j]].label}
@@ -455,6 +456,7 @@ def _selection(grid: MeasurementGrid, reference, device, spec, cases, groups, er
         return every[[per_kernel[case_of[n]] for n in table.names], apps]
 
     cv = regret_under(chosen)
+    alone_regret = {a: regret_under(c) for a, c in alone.items()}
     in_sample = every[best]
     app_groups = np.array([groups[case_of[n]] for n in table.names])
     by_regret = every[nested_choice(every, app_groups), apps]
@@ -483,10 +485,10 @@ def _selection(grid: MeasurementGrid, reference, device, spec, cases, groups, er
            "near_ties": near_ties["cross_validated"],
            "baselines": {k: mean_max(r) for k, r in baselines.items()},
            "intervals": paired_intervals(cv, {**{k: baselines[k] for k in ("two_term", "single_pair")},
-                                              "mean": regret_under(alone["mean"])},
+                                              "mean": alone_regret["mean"]},
                                          app_groups),
            "per_app": {n: float(r) for n, r in zip(table.names, cv)},
-           "over_aggregates": {a: mean_max(regret_under(c)) for a, c in alone.items()},
+           "over_aggregates": {a: mean_max(r) for a, r in alone_regret.items()},
            # What no choice among the candidates beats: each application's best in hindsight,
            # and the best single candidate in hindsight.
            "hindsight": {"per_application": mean_max(every.min(axis=0)),
