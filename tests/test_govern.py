@@ -4,6 +4,7 @@ measured at every pair (the figures, against the baselines, cross-validated), ba
 from __future__ import annotations
 
 import json
+import sys
 import warnings
 
 import numpy as np
@@ -25,6 +26,11 @@ from gpudvfs.govern.replay import (
 )
 from gpudvfs.io import read_measured_grid
 from gpudvfs.time import TimeDevice
+
+from conftest import REPO
+
+sys.path.insert(0, str(REPO / "benches"))
+from governor_reference import NumpyGovernor  # noqa: E402
 
 CONFIGS = np.array([[c, m] for m in (500.0, 700.0, 1000.0) for c in (500.0, 600.0, 800.0, 1000.0)])
 TOP = len(CONFIGS) - 1
@@ -103,6 +109,48 @@ def test_phases_are_remembered_and_bad_input_refused():
         gov.observe(len(CONFIGS), 1.0, 1.0)
     with pytest.raises(InputError, match="positive and finite"):
         gov.observe(0, float("nan"), 1.0)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from(["energy", "edp", "deadline", "power-cap"]),
+       st.sampled_from([0.0, 0.03]), st.floats(0.0, 6.0))
+def test_the_rust_core_decides_as_the_numpy_governor_it_replaced(seed, policy, residual_sd, explore):
+    """Random grids, phases and noisy observations (some without a time, some pairs
+    excluded): every decision the same as `benches/governor_reference.py`'s, the numpy
+    implementation the Rust core replaced, and the estimates equal to rounding."""
+    rng = np.random.default_rng(seed)
+    k = int(rng.integers(2, 50))
+    cfg = np.column_stack([rng.uniform(300, 2000, k), rng.choice([800.0, 3500.0], k)])
+    d = int(rng.integers(k))
+    kw = {"policy": policy, "power_cap_w": 150.0 if policy == "power-cap" else None,
+          "residual_sd": residual_sd, "explore": explore}
+    ours, ref = Governor(cfg, d, **kw), NumpyGovernor(cfg, d, **kw)
+    for phase in range(3):
+        t, p = rng.uniform(1, 10, k), rng.uniform(50, 250, k)
+        ours.phase(phase, t, p)
+        ref.phase(phase, t, p)
+        for step in range(30):
+            current = ours.current
+            chosen = ours.decide()
+            assert chosen == ref.decide(current)
+            for a, b in zip(ours.estimates(), ref.estimates()):
+                np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+            time_ms = None if step % 7 == 3 else t[chosen] * rng.uniform(0.8, 1.2)
+            watts = p[chosen] * rng.uniform(0.8, 1.2)
+            ours.observe(chosen, time_ms, watts)
+            ref.observe(chosen, time_ms, watts)
+            if step == 20:
+                ours.exclude(chosen)
+                ref.exclude(chosen)
+
+
+def test_the_constants_are_read_only():
+    """They live in the Rust core from construction: assigning one would change nothing."""
+    gov = Governor(CONFIGS, TOP, explore=2.0)
+    assert gov.explore == 2.0 and gov.policy == "energy" and gov.power_cap_w is None
+    for name in ("explore", "policy", "hysteresis", "residual_sd", "default_index"):
+        with pytest.raises(AttributeError):
+            setattr(gov, name, 1.0)
 
 
 def test_a_measured_pair_pulls_its_neighbours_and_far_pairs_stay_uncertain():

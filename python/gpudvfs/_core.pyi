@@ -9,6 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "GovernorCore",
     "OnlinePredictor",
     "OnlinePredictorBank",
     "PowerFit",
@@ -78,6 +79,29 @@ def time_predict(
 def time_core_share(inputs: _F64, mem_mhz: float, device_params: dict[str, float]) -> _F64: ...
 def time_fit_dm_lat(core_mhz: _F64, mem_mhz: _F64, cycles: _F64) -> tuple[float, float, float]: ...
 def time_fit_dm_del(mem_mhz: _F64, cycles: _F64) -> tuple[float, float, float]: ...
+@final
+class GovernorCore:
+    """The governor's estimates and decisions (gpudvfs.govern.Governor checks the arguments)."""
+    def __new__(
+        cls,
+        configs: _F64,  # [K x 2] (core, memory) MHz, positive
+        default_index: int,
+        policy: str,  # "energy", "edp", "deadline" or "power-cap"
+        slowdown: float,
+        power_cap_w: float,  # inf: no cap
+        prior_sd: float,
+        noise_sd: float,
+        explore: float,
+        hysteresis: float,
+        residual_sd: float,
+        residual_scale: float,
+    ) -> GovernorCore: ...
+    def add_phase(self, time_ms: _F64, watts: _F64) -> int: ...
+    def estimates(self, id: int) -> tuple[_F64, _F64, _F64, _F64]: ...
+    def decide(self, id: int, current: int) -> tuple[int, bool, float, float]: ...
+    def exclude(self, id: int, index: int) -> None: ...
+    def observe(self, id: int, index: int, log_time: float | None, log_watts: float) -> None: ...
+
 @final
 class OnlinePredictor:
     def __new__(

@@ -5,6 +5,7 @@ mod alloc;
 pub mod budget;
 pub mod csv_columns;
 pub mod error;
+pub mod govern;
 pub mod online;
 pub mod parallel;
 pub mod power;

@@ -2,14 +2,14 @@
 corrected online by what each interval measures.
 
 Per phase (a workload, or one part of it), the governor holds the offline prediction of
-time and power at every supported pair and two covariance-form RLS streams (the Rust
-`OnlinePredictor`) that learn the prediction's error in log space as a linear function of
-(1, log fc/fc_default, log fm/fm_default): a model that is off by a smooth factor is
-corrected everywhere after a few pairs are measured. A pair measured itself is known by its
-own mean. Each decision minimizes the policy's objective on these estimates, and explores an
-unmeasured pair instead only where its optimistic estimate (the lower confidence bound)
-beats the best estimate by more than the hysteresis: a flat energy surface is not explored,
-and the clocks change only for a predicted gain. The confidence bounds widen by how much
+time and power at every supported pair and two covariance-form RLS streams that learn the
+prediction's error in log space as a linear function of (1, log fc/fc_default, log
+fm/fm_default): a model that is off by a smooth factor is corrected everywhere after a
+few pairs are measured. A pair measured itself is known by its own mean. Each decision
+minimizes the policy's objective on these estimates, and explores an unmeasured pair
+instead only where its optimistic estimate (the lower confidence bound) beats the best
+estimate by more than the hysteresis: a flat energy surface is not explored, and the
+clocks change only for a predicted gain. The confidence bounds widen by how much
 more the pairs measured so far surprised the prediction than its variance said (the mean
 normalized squared innovation): a phase the models predict badly is explored more.
 
@@ -20,17 +20,20 @@ log-frequency distance d (l: ``residual_scale``). An unmeasured pair takes the r
 its most correlated measured pair, times that correlation, and keeps the residual's
 variance less what that pair explains: near what was measured the estimate follows the
 measurement, far from it the bound stays wide however many pairs the linear part has seen.
+
+The estimates and decisions run in the Rust core (`rust/src/govern/`, the RLS streams the
+online predictor's): a decision over 200 pairs costs microseconds. This class checks the
+arguments and keeps the phase keys, the current pair and the decision log.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
-from .._core import OnlinePredictor
+from .._core import GovernorCore
 from ..errors import InputError
 from ..limits import clock_array, is_finite_number, is_integer, is_number
 
@@ -50,26 +53,9 @@ RESIDUAL_SCALE = 0.4
 SD_RANGE = (1e-150, 1e150)
 
 
-@dataclass
-class _Stream:
-    """What a phase knows of one quantity (log time, or log watts) at every pair."""
-
-    prior: np.ndarray          # the offline prediction
-    rls: OnlinePredictor       # log(measured / prior) against the frequency features
-    n: np.ndarray              # measurements per pair
-    measured: np.ndarray       # their mean (where n > 0)
-    near: np.ndarray           # per pair, its most correlated measured pair (0 while corr is 0)
-    corr: np.ndarray           # and that correlation
-    residual_var: np.ndarray   # the residual's variance that pair leaves unexplained
-
-
-@dataclass
-class _Phase:
-    t: _Stream
-    p: _Stream
-    excluded: np.ndarray       # pairs the GPU could not hold for this phase (`Governor.exclude`)
-    surprise: float = 0.0      # sum over first visits of squared innovation over its predicted variance
-    visited: int = 0
+def _setting(name: str) -> property:
+    """A constant the governor was constructed with; read-only, since the Rust core holds it."""
+    return property(lambda self: self._settings[name], doc=f"``{name}``, as constructed (read-only).")
 
 
 class Governor:
@@ -89,6 +75,11 @@ class Governor:
     Use: `phase` with the offline prediction when a workload (or a phase of it) starts, then
     alternately `decide` and `observe`.
     """
+
+    configs, default_index, policy, slowdown, power_cap_w = map(_setting, (
+        "configs", "default_index", "policy", "slowdown", "power_cap_w"))
+    prior_sd, noise_sd, explore, hysteresis, residual_sd, residual_scale = map(_setting, (
+        "prior_sd", "noise_sd", "explore", "hysteresis", "residual_sd", "residual_scale"))
 
     def __init__(self, configs, default_index: int, *, policy: str = "energy", slowdown: float = 0.1,
                  power_cap_w: float | None = None, prior_sd: float = PRIOR_SD, noise_sd: float = 0.01,
@@ -113,15 +104,15 @@ class Governor:
             # The RLS prior covariance is (prior_sd / noise_sd)^2: it must be a finite positive float.
             raise InputError(f"prior_sd / noise_sd must be within [{SD_RANGE[0]:g}, {SD_RANGE[1]:g}], got "
                              f"{prior_sd} / {noise_sd}")
-        self.configs, self.default_index, self.policy = cfg, default_index, policy
-        self.slowdown, self.power_cap_w = slowdown, power_cap_w
-        self.prior_sd, self.noise_sd, self.explore, self.hysteresis = prior_sd, noise_sd, explore, hysteresis
-        self._phi = np.column_stack([np.ones(len(cfg)), np.log(cfg / cfg[default_index])])
-        # phi_i^T C phi_i for every pair i as one product with the covariance's 9 entries.
-        self._phi2 = (self._phi[:, :, None] * self._phi[:, None, :]).reshape(len(cfg), 9) * noise_sd ** 2
-        self.residual_sd, self.residual_scale = residual_sd, residual_scale
-        self._phases: dict[object, _Phase] = {}
-        self._phase: _Phase | None = None
+        self._settings = {"configs": cfg, "default_index": default_index, "policy": policy, "slowdown": slowdown,
+                          "power_cap_w": power_cap_w, "prior_sd": prior_sd, "noise_sd": noise_sd,
+                          "explore": explore, "hysteresis": hysteresis, "residual_sd": residual_sd,
+                          "residual_scale": residual_scale}
+        self._core = GovernorCore(cfg, default_index, policy, slowdown,
+                                  np.inf if power_cap_w is None else power_cap_w, prior_sd, noise_sd, explore,
+                                  hysteresis, residual_sd, residual_scale)
+        self._phases: dict[object, int] = {}  # key -> the core's phase id
+        self._phase: int | None = None
         self.current = self.default_index
         self.changes = 0
         self.log = log
@@ -136,103 +127,50 @@ class Governor:
             self._phase = self._phases[key]
             return
         t, p = (_prediction(key, name, x, len(self.configs)) for name, x in (("time_ms", time_ms), ("watts", watts)))
-        k = len(self.configs)
-        # RLS covariance is in units of the noise variance: the prior on the correction is prior_sd.
-        cov = (self.prior_sd / self.noise_sd) ** 2
+        self._phase = self._phases[key] = self._core.add_phase(t, p)
 
-        def stream(x):
-            return _Stream(np.log(x), OnlinePredictor(3, 1.0, cov), np.zeros(k), np.zeros(k),
-                           np.zeros(k, dtype=np.intp), np.zeros(k), np.full(k, self.residual_sd ** 2))
-        self._phase = self._phases[key] = _Phase(stream(t), stream(p), np.zeros(k, dtype=bool))
-
-    def _require(self) -> _Phase:
+    def _require(self) -> int:
         if self._phase is None:
             raise InputError("no phase: call Governor.phase(key, time_ms, watts) first")
         return self._phase
-
-    def _model(self, s: _Stream) -> tuple[np.ndarray, np.ndarray]:
-        """(mean, variance): the prior corrected by the RLS stream."""
-        return s.prior + self._phi @ s.rls.coef, self._phi2 @ s.rls.covariance.ravel()
 
     def estimates(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(log time, log watts, and their variances) at every pair: a measured pair by its
         own mean, the others by the prior corrected by the RLS streams (their variance widened
         by how much more the pairs measured so far surprised it than it expected) and by the
         residual of their most correlated measured pair."""
-        ph = self._require()
-        inflate = max(1.0, ph.surprise / ph.visited) if ph.visited else 1.0
-        out = []
-        for s in (ph.t, ph.p):
-            mean, var = self._model(s)
-            mean += s.corr * (s.measured[s.near] - mean[s.near])
-            var = var * inflate + s.residual_var
-            seen = s.n > 0
-            np.copyto(mean, s.measured, where=seen)
-            np.copyto(var, self.noise_sd ** 2 / np.maximum(s.n, 1), where=seen)
-            out += [mean, var]
-        return out[0], out[2], out[1], out[3]
+        return self._core.estimates(self._require())
 
     def decide(self) -> int:
-        """The index of the pair to run next."""
-        lt, lp, vt, vp = self.estimates()
-        score = lt + lp
-        allowed = ~self._phase.excluded
-        if self.policy == "edp":
-            score = score + lt
-        elif self.policy == "deadline":
-            allowed = allowed & (lt <= lt[self.default_index] + np.log1p(self.slowdown))
-        elif self.policy == "power-cap":
-            score = lt
-            allowed = allowed & (lp <= np.log(self.power_cap_w))
-        if not allowed.any():  # violate least: fastest for a deadline, least power for a cap
-            # Among the pairs the GPU can hold (every pair, where it can hold none).
-            held = ~self._phase.excluded if not self._phase.excluded.all() else np.ones_like(allowed)
-            allowed = np.zeros_like(allowed)
-            allowed[np.argmin(np.where(held, lt if self.policy == "deadline" else lp, np.inf))] = True
-        masked = np.where(allowed, score, np.inf)
-        best = int(np.argmin(masked))
-        # The objective's variance: log time for a cap, 2 log time + log watts for EDP.
-        sd = np.sqrt(vt if self.policy == "power-cap" else 4 * vt + vp if self.policy == "edp" else vt + vp)
-        # Only pairs never run are explored: a measured pair's mean carries measurement noise
-        # alone, and measuring it again to shave that would flap between near-equal pairs.
-        lcb = masked - self.explore * sd * (self._phase.p.n == 0)
-        candidate = int(np.argmin(lcb))
-        # Explore where the optimistic estimate beats the best estimate by more than the
-        # hysteresis; otherwise move only for a predicted gain larger than it.
-        exploring = lcb[candidate] < masked[best] - self.hysteresis
-        d = self.default_index
-        if self.policy == "deadline" and self._phase.p.n[d] == 0 and not self._phase.excluded[d]:
-            # The bound is relative to the default clocks' time: run them once first, so it
-            # is measured, not predicted (unless the GPU cannot hold them).
-            exploring, candidate = True, d
-        nxt = candidate if exploring else best
-        if not exploring and allowed[self.current] and masked[self.current] - masked[best] <= self.hysteresis:
-            nxt = self.current
+        """The index of the pair to run next: the least objective among the allowed pairs,
+        unless an unmeasured pair's lower confidence bound beats it by more than the
+        hysteresis (then that pair, explored), or the current pair is within the hysteresis
+        of it (then the current pair)."""
+        nxt, explored, log_e, log_e_default = self._core.decide(self._require(), self.current)
         changed = nxt != self.current
         if changed:
             self.changes += 1
             self.current = nxt
         if self.log is not None:
-            self.log(self._entry(nxt, exploring and nxt == candidate, changed, lt + lp))
+            self.log(self._entry(nxt, explored, changed, log_e, log_e_default))
         return nxt
 
-    def _entry(self, k: int, explored: bool, changed: bool, log_energy: np.ndarray) -> dict:
+    def _entry(self, k: int, explored: bool, changed: bool, log_e: float, log_e_default: float) -> dict:
         """One decision, for the log: the pair, why, what it is expected to save against the
         default clocks, and the last observation (with what it saved, measured)."""
-        d = self.default_index
         entry = {"phase": self._key, "index": k, "core_mhz": float(self.configs[k, 0]),
                  "mem_mhz": float(self.configs[k, 1]), "explored": bool(explored), "changed": bool(changed),
-                 "predicted_saving": float(-np.expm1(log_energy[k] - log_energy[d])), "observed": self._last}
+                 "predicted_saving": float(-np.expm1(log_e - log_e_default)), "observed": self._last}
         if self._last is not None and self._last["time_ms"] is not None:
             # In log space, as the estimates are: a product of two large values may overflow.
-            log_e = np.log(self._last["time_ms"]) + np.log(self._last["watts"])
-            entry["realized_saving"] = float(-np.expm1(log_e - log_energy[d]))
+            measured = np.log(self._last["time_ms"]) + np.log(self._last["watts"])
+            entry["realized_saving"] = float(-np.expm1(measured - log_e_default))
         return entry
 
     def exclude(self, index: int) -> None:
         """The GPU did not hold pair ``index`` for the current phase (its power or thermal limit
         pulled the clocks down): the phase is not run there again, nor explored."""
-        self._require().excluded[_index("index", index, len(self.configs))] = True
+        self._core.exclude(self._require(), _index("index", index, len(self.configs)))
 
     def observe(self, index: int, time_ms: float | None, watts: float) -> None:
         """What one interval at pair ``index`` measured: time per unit of work and power.
@@ -244,35 +182,9 @@ class Governor:
         time_ms = None if time_ms is None else _number("time_ms", time_ms)
         if not (np.isfinite(watts) and watts > 0 and (time_ms is None or (np.isfinite(time_ms) and time_ms > 0))):
             raise InputError(f"observed time and watts must be positive and finite, got {time_ms} and {watts}")
-        lp = np.log(watts)
-        lt = None if time_ms is None else np.log(time_ms)
         self._last = {"index": int(index), "time_ms": None if time_ms is None else float(time_ms),
                       "watts": float(watts)}
-        if ph.p.n[index] == 0:
-            (mp, vp), (mt, vt) = (self._model(s) for s in (ph.p, ph.t))
-            if lt is None:
-                ph.surprise += (lp - mp[index]) ** 2 / (vp[index] + self.noise_sd ** 2)
-            else:
-                ph.surprise += (((lt - mt[index]) + (lp - mp[index])) ** 2
-                                / (vt[index] + vp[index] + 2 * self.noise_sd ** 2))
-            ph.visited += 1
-        self._update(ph.p, index, lp)
-        if lt is not None:
-            self._update(ph.t, index, lt)
-
-    def _update(self, s: _Stream, index: int, value: float) -> None:
-        if s.n[index] == 0 and self.residual_sd > 0:
-            # Where pair ``index`` is the most correlated measured pair, each pair's residual
-            # is now taken from it.
-            d2 = ((self._phi[:, 1:] - self._phi[index, 1:]) ** 2).sum(axis=1)
-            c = np.exp(-d2 / (2 * self.residual_scale ** 2))
-            closer = c > s.corr
-            s.near[closer] = index
-            s.corr[closer] = c[closer]
-            s.residual_var[closer] = self.residual_sd ** 2 * (1 - c[closer] ** 2)
-        s.n[index] += 1
-        s.measured[index] += (value - s.measured[index]) / s.n[index]
-        s.rls.update(self._phi[index], value - s.prior[index])
+        self._core.observe(ph, index, None if time_ms is None else math.log(time_ms), math.log(watts))
 
 
 def _number(name: str, value, low: float | None = None) -> float:

@@ -4,6 +4,7 @@
 //! (a refused allocation a MemoryError).
 
 mod budget;
+mod govern;
 mod io;
 mod online;
 mod power;
@@ -53,6 +54,7 @@ fn item<'py, T: for<'a> FromPyObject<'a, 'py>>(d: &Bound<'py, PyDict>, key: &str
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     budget::register(m)?;
+    govern::register(m)?;
     io::register(m)?;
     online::register(m)?;
     power::register(m)?;

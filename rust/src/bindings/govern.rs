@@ -1,0 +1,120 @@
+//! Bindings of the governor's estimates and decisions; `gpudvfs.govern.Governor` checks the
+//! arguments and keeps the phase keys, the current pair and the decision log.
+
+use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+use super::slice;
+use crate::govern::{GovernorCore as Core, Policy, Residual, Settings};
+
+type Arrays<'py> = (
+    Bound<'py, PyArray1<f64>>,
+    Bound<'py, PyArray1<f64>>,
+    Bound<'py, PyArray1<f64>>,
+    Bound<'py, PyArray1<f64>>,
+);
+
+/// Per phase (by the id `add_phase` returns) the corrected predictions of log time and log
+/// watts at every pair, and the decision among them.
+#[pyclass(module = "gpudvfs._core")]
+pub struct GovernorCore {
+    inner: Core,
+}
+
+#[pymethods]
+impl GovernorCore {
+    #[new]
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (configs, default_index, policy, slowdown, power_cap_w, prior_sd, noise_sd,
+                        explore, hysteresis, residual_sd, residual_scale))]
+    fn new(
+        configs: PyReadonlyArray2<'_, f64>,
+        default_index: usize,
+        policy: &str,
+        slowdown: f64,
+        power_cap_w: f64,
+        prior_sd: f64,
+        noise_sd: f64,
+        explore: f64,
+        hysteresis: f64,
+        residual_sd: f64,
+        residual_scale: f64,
+    ) -> PyResult<Self> {
+        if configs.ndim() != 2 || configs.shape()[1] != 2 {
+            return Err(PyValueError::new_err(format!(
+                "configs must be [K x 2], got shape {:?}",
+                configs.shape()
+            )));
+        }
+        let pairs: Vec<[f64; 2]> = slice("configs", &configs)?
+            .chunks_exact(2)
+            .map(|c| [c[0], c[1]])
+            .collect();
+        let settings = Settings {
+            policy: Policy::parse(policy)?,
+            default_index,
+            slowdown,
+            power_cap_w,
+            prior_sd,
+            noise_sd,
+            explore,
+            hysteresis,
+            residual: Residual {
+                sd: residual_sd,
+                scale: residual_scale,
+            },
+        };
+        Ok(GovernorCore {
+            inner: Core::new(&pairs, settings)?,
+        })
+    }
+
+    /// A new phase from the offline predictions [K]; its id.
+    fn add_phase(
+        &mut self,
+        time_ms: PyReadonlyArray1<'_, f64>,
+        watts: PyReadonlyArray1<'_, f64>,
+    ) -> PyResult<usize> {
+        Ok(self
+            .inner
+            .add_phase(slice("time_ms", &time_ms)?, slice("watts", &watts)?)?)
+    }
+
+    /// (log time, log watts, and their variances) at every pair of phase ``id``.
+    fn estimates<'py>(&self, py: Python<'py>, id: usize) -> PyResult<Arrays<'py>> {
+        let e = self.inner.estimates(id)?;
+        Ok((
+            e.log_time.into_pyarray(py),
+            e.log_watts.into_pyarray(py),
+            e.var_time.into_pyarray(py),
+            e.var_watts.into_pyarray(py),
+        ))
+    }
+
+    /// (next pair, explored, log energy there, log energy at the default clocks).
+    fn decide(&self, id: usize, current: usize) -> PyResult<(usize, bool, f64, f64)> {
+        let d = self.inner.decide(id, current)?;
+        Ok((d.index, d.explored, d.log_energy, d.log_energy_default))
+    }
+
+    fn exclude(&mut self, id: usize, index: usize) -> PyResult<()> {
+        Ok(self.inner.exclude(id, index)?)
+    }
+
+    /// One interval at pair ``index``: log time (None: not measured) and log watts.
+    #[pyo3(signature = (id, index, log_time, log_watts))]
+    fn observe(
+        &mut self,
+        id: usize,
+        index: usize,
+        log_time: Option<f64>,
+        log_watts: f64,
+    ) -> PyResult<()> {
+        Ok(self.inner.observe(id, index, log_time, log_watts)?)
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<GovernorCore>()
+}
