@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -108,7 +108,10 @@ class TimeDevice:
         return busy_ms * mem_mhz * 1e3 * self.sm_count / transactions
 
     def params(self) -> dict[str, float | bool]:
-        return {k: v if isinstance(v, bool) else float(v) for k, v in asdict(self).items() if k != "name"}
+        # Field by field, not asdict, which deep-copies each value: every prediction asks
+        # for this (`time cv`: 10.3 -> 9.2 s).
+        return {f.name: v if isinstance(v := getattr(self, f.name), bool) else float(v)
+                for f in fields(self) if f.name != "name"}
 
     def fit(self, dram_latency, dram_delay=None, *, l2_latency_cycles=None,
             shared_latency_cycles=None, name: str | None = None) -> tuple[TimeDevice, dict]:
