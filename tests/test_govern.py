@@ -512,6 +512,11 @@ def test_one_pair_for_all_is_chosen_without_the_application_and_meets_the_others
     # Fastest under a 120 W cap: b is given a's 700 (a's 900 is faster but over the cap),
     # a the first of b's equal times.
     assert _one_pair_for_all(tab, np.array([1, 0]), "power-cap", 0.1, 120.0).tolist() == [0, 1]
+    # With one application (or one group) no pair can be chosen without it: an error, not pair 0.
+    from gpudvfs.select.evaluate import single_pair_indices
+
+    with pytest.raises(InputError, match="at least two groups"):
+        single_pair_indices(np.zeros((2, 3)), groups=np.array([0, 0]))
 
 
 def test_govern_replay_command(data, tmp_path):

@@ -188,6 +188,8 @@ def test_edp_regret_is_of_energy_times_time():
     r = replay(table, policy="edp", steps=50, phase_steps=50, noise=0.0)
     assert r["baselines"]["model_only"]["regret_mean"] == pytest.approx(0.6, rel=1e-12)
     assert r["baselines"]["default_clocks"]["regret_mean"] == 0.0 and r["regret_mean"] >= 0
+    # One application: no pair can be chosen for it on the others, so that baseline is absent.
+    assert "one_pair_for_all" not in r["baselines"]
 
 
 def test_a_cap_no_pair_can_meet_is_warned_about(gtx980):

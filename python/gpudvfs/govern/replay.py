@@ -24,7 +24,8 @@ for `energy` and `edp`. Per phase: ``per_phase`` (its regret) and, with a constr
 ``per_phase_over`` (its steps over it). The
 governor also reports ``decision_us``, the median time of one decision. Baselines in the
 same run, on the same phases and noise: the default clocks, the models' choice alone, one
-pair for all (chosen on the other applications' measurements), exhaustive profiling (every
+pair for all (chosen on the other applications' measurements; absent where the table has one
+application, since no pair can be chosen without it), exhaustive profiling (every
 pair once per phase, then the best measured) and random search (RANDOM_PAIRS pairs, then the
 best measured).
 """
@@ -327,14 +328,14 @@ def replay(table: ReplayTable, *, policy: str = "energy", slowdown: float = 0.1,
     baselines = {
         "default_clocks": _Fixed(np.full(len(table.names), table.default_index)),
         "model_only": _Fixed(_policy_index(table.time_pred, table.watts_pred, table, *args)),
-        "one_pair_for_all": _Fixed(_one_pair_for_all(table, setup.best_k, *args)),
+        "one_pair_for_all": _Fixed(_one_pair_for_all(table, setup.best_k, *args)) if len(table.names) > 1 else None,
         "exhaustive": _Search(table, lambda a: [table.default_index] + others, *args),
         "random_search": _Search(table, lambda a: [table.default_index] + [
             int(k) for k in order.choice(others, min(RANDOM_PAIRS, len(others)), replace=False)], *args),
     }
     out = _governed(table, setup, policy, slowdown, power_cap_w, noise, governor)
     out["baselines"] = {name: _score(table, setup.plan, *_run(b, table, setup.plan, setup.draws), setup.best_k,
-                                     *args) for name, b in baselines.items()}
+                                     *args) for name, b in baselines.items() if b is not None}
     # The same phases under every strategy: the governor's regret beside each baseline's,
     # resampled by application (a phase goes with its application).
     out["intervals"] = paired_intervals(out["per_phase"], {k: v["per_phase"] for k, v in out["baselines"].items()},

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..bootstrap import paired_intervals
 from ..catalog import DeviceSpec
-from ..errors import GpudvfsWarning
+from ..errors import GpudvfsWarning, InputError
 from ..io.datasets import MeasurementGrid
 from ..power.model import PowerModel
 from ..time.crossval import nested_choice
@@ -130,6 +130,9 @@ def single_pair_indices(regret: np.ndarray, allowed: np.ndarray | None = None,
     ok = np.ones(regret.shape, dtype=bool) if allowed is None else allowed
     rows = np.arange(len(regret))
     labels = rows if groups is None else np.asarray(groups)
+    if len(np.unique(labels)) < 2:
+        raise InputError("one pair for all, chosen without each application, needs applications of at least "
+                         f"two groups; got {len(rows)} application(s) of one")
 
     def best(apps) -> int:
         count = ok[apps].sum(axis=0)
