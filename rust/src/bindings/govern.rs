@@ -41,7 +41,7 @@ impl GovernorCore {
         residual_sd: f64,
         residual_scale: f64,
     ) -> PyResult<Self> {
-        if configs.ndim() != 2 || configs.shape()[1] != 2 {
+        if configs.shape()[1] != 2 {
             return Err(PyValueError::new_err(format!(
                 "configs must be [K x 2], got shape {:?}",
                 configs.shape()
