@@ -18,7 +18,8 @@ from gpudvfs.io import read
 from gpudvfs.io.profilers import CounterReport
 from gpudvfs.io.profilers.records import KernelCounters
 from gpudvfs.measure.counters import MissingCountersError, nvprof_command, required_metrics, time_model_extras
-from gpudvfs.select.from_profile import clock_grid, device_of, kernel_inputs, predict_profile, profile_command
+from gpudvfs.power.prior import prior_configs
+from gpudvfs.select.from_profile import device_of, kernel_inputs, predict_profile, profile_command
 from gpudvfs.time.device import TimeDevice
 from gpudvfs.time.fit_device import fit_device
 
@@ -26,7 +27,8 @@ ISSUE_LIST = ("sm_count", "dram_bus_bits", "tdp_w", "l2_bytes_per_cycle", "mem_m
               *(f"issue_per_sm_per_cycle.{k}" for k in ISSUE_KEYS), *(f"latency_cycles.{k}" for k in LATENCY_KEYS))
 REQUIRED = ("k40c", "gtx980", "gtx-titan-x", "gtx1080", "gtx1080ti", "titan-xp", "p100-sxm2", "v100-sxm2", "titan-v",
             "t4", "a100-sxm4-40gb", "a100-sxm4-80gb", "a10", "rtx3090", "l4", "l40s", "rtx4090", "h100-sxm",
-            "h100-pcie", "h200", "b200", "rtx5090")
+            "h100-pcie", "h200", "b200", "rtx5090", "a100-pcie-40gb", "a40", "rtx-a6000", "quadro-rtx6000",
+            "rtx2070-super", "rtx2080ti", "rtx3080ti", "titan-rtx", "l40", "gh200")
 
 
 def test_every_gpu_of_the_issue_with_a_source_for_each_figure():
@@ -46,9 +48,87 @@ def test_every_gpu_of_the_issue_with_a_source_for_each_figure():
 @pytest.mark.parametrize("name, key", [("NVIDIA A100-SXM4-40GB", "a100-sxm4-40gb"),
                                        ("NVIDIA GeForce RTX 4090", "rtx4090"), ("GeForce GTX 1080 Ti", "gtx1080ti"),
                                        ("Tesla V100-PCIE-16GB", "v100-pcie"), ("12.0", "rtx5090"),
-                                       ("sm_100", "b200"), ("NVIDIA H100 80GB HBM3", "h100-sxm")])
+                                       ("sm_100", "b200"), ("NVIDIA H100 80GB HBM3", "h100-sxm"),
+                                       # NVML's names of the parts added with default_mhz
+                                       ("NVIDIA A100-PCIE-40GB", "a100-pcie-40gb"), ("NVIDIA A40", "a40"),
+                                       ("NVIDIA RTX A6000", "rtx-a6000"), ("Quadro RTX 6000", "quadro-rtx6000"),
+                                       ("NVIDIA GeForce RTX 2070 SUPER", "rtx2070-super"),
+                                       ("NVIDIA GeForce RTX 2080 Ti", "rtx2080ti"),
+                                       ("GeForce RTX 2080 Ti", "rtx2080ti"),
+                                       ("NVIDIA GeForce RTX 3080 Ti", "rtx3080ti"), ("NVIDIA TITAN RTX", "titan-rtx"),
+                                       ("NVIDIA L40", "l40"), ("NVIDIA L40S", "l40s"), ("NVIDIA GH200 480GB", "gh200"),
+                                       ("A100", "a100-sxm4-40gb")])
 def test_lookup(name, key):
     assert lookup(name).key == key
+
+
+def test_every_name_and_alias_finds_its_own_entry():
+    """No alias is another entry's key, name or alias: each finds the entry that lists it."""
+    for key, d in catalog().items():
+        for name in (key, d.name, *d.aliases):
+            assert lookup(name).key == key, f"{name!r} of {key} finds {lookup(name).key}"
+
+
+def test_every_built_in_entry_states_its_default_clocks_with_a_source():
+    """default_mhz is required in the built-in file (a user file may leave it out): a [core,
+    memory] pair in NVML's units, cited, the core clock within [min, boost] (some parts' default
+    application clock is the boost clock), the memory clock one of mem_mhz."""
+    from importlib import resources
+    doc = json.loads(resources.files("gpudvfs.catalog").joinpath("gpus.json").read_text())
+    for key, raw in doc["devices"].items():
+        assert "default_mhz" in raw, f"{key}: no default_mhz"
+        assert raw["sources"].get("default_mhz") in doc["references"], f"{key}: default_mhz cites no known reference"
+        d = lookup(key)
+        assert d.default_mhz == tuple(float(x) for x in raw["default_mhz"])
+        assert d.core_mhz.get("min", 0) <= d.default_mhz[0] <= d.core_mhz["boost"], key
+        assert d.default_mhz[1] in d.mem_mhz, key
+    # Measured by this project on a real H100 (validation/nvidia-h100-80gb-hbm3/device.json) and
+    # read from nvidia-smi on an H200; data-center Ada/Ampere parts whose default is their boost.
+    assert lookup("h100-sxm").default_mhz == (1980.0, 2619.0) and lookup("h200").default_mhz == (1980.0, 3201.0)
+    assert lookup("a40").default_mhz == (1740.0, 7251.0) == (lookup("a40").core_mhz["boost"], 7251.0)
+    assert lookup("gtx980").default_mhz == (1126.0, 3505.0)  # GeForce: the base clock
+    # The built-in file must state it: the same entry without it is refused there.
+    from gpudvfs.catalog import _read
+    entry = {k: v for k, v in doc["devices"]["gtx980"].items() if k != "default_mhz"}
+    with pytest.raises(InputError, match="'gtx980': default_mhz is required"):
+        _read({"version": 1, "devices": {"gtx980": entry}}, "gpus.json", require_default=True)
+
+
+def test_a_user_entry_without_default_clocks_gets_base_and_highest_memory(tmp_path, monkeypatch):
+    """A user file may leave default_mhz out: the base clock (the boost clock where there is no
+    base) and the highest memory clock; `devices show --json` writes it back."""
+    entry = {k: v for k, v in lookup("gtx980").to_dict().items() if k != "default_mhz"}
+    entry |= {"name": "My GPU", "aliases": [], "mem_mhz": [3004, 3505, 810], "sources": {}}
+    no_base = entry | {"name": "No Base", "core_mhz": {"boost": 1500, "min": 300}}
+    user = tmp_path / "mine.json"
+    user.write_text(json.dumps({"version": 1, "devices": {"mine": entry, "nobase": no_base}}))
+    monkeypatch.setenv("GPUDVFS_CATALOG", str(user))
+    assert lookup("my gpu").default_mhz == (1126.0, 3505.0)
+    assert lookup("no base").default_mhz == (1500.0, 3505.0)
+    r = CliRunner().invoke(cli, ["devices", "show", "mine", "--json"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["devices"]["mine"]["default_mhz"] == [1126.0, 3505.0]
+
+
+@pytest.mark.parametrize("default, match", [
+    ([2000, 3505], r"default_mhz core clock 2000 MHz lies outside core_mhz up to its 1216 MHz boost"),
+    ([100, 3505], r"default_mhz core clock 100 MHz lies outside core_mhz \[135, 1216\] \(min to boost\)"),
+    ([1126, 3004], r"default_mhz memory clock 3004 MHz is not one of mem_mhz \(3505\)"),
+    ([1126], r"default_mhz must be \[core MHz, memory MHz\]"),
+    ([1126, 3505, 0], r"default_mhz must be \[core MHz, memory MHz\]"),
+    ("1126,3505", r"default_mhz must be \[core MHz, memory MHz\]"),
+    ({"core": 1126, "memory": 3505}, r"default_mhz must be \[core MHz, memory MHz\]"),
+    ([True, 3505], r"default_mhz must be \[core MHz, memory MHz\]"),
+    ([-1126, 3505], r"default_mhz must be \[core MHz, memory MHz\], two numbers > 0"),
+    (None, r"default_mhz must be \[core MHz, memory MHz\]")])
+def test_a_bad_default_clock_pair_is_refused(tmp_path, monkeypatch, default, match):
+    entry = lookup("gtx980").to_dict() | {"name": "My GPU", "aliases": [], "default_mhz": default}
+    if "min to boost" in match:
+        entry["core_mhz"] = entry["core_mhz"] | {"min": 135}
+    user = tmp_path / "mine.json"
+    user.write_text(json.dumps({"version": 1, "devices": {"mine": entry}}))
+    monkeypatch.setenv("GPUDVFS_CATALOG", str(user))
+    with pytest.raises(InputError, match=f"mine.json: device 'mine': {match}"):
+        lookup("gtx980")
 
 
 def test_unknown_and_ambiguous_gpus_and_a_user_file(tmp_path, monkeypatch):
@@ -86,12 +166,13 @@ def test_the_devices_commands_and_a_user_file_made_from_their_json(tmp_path, mon
     doc = json.loads(r.stdout)
     [(key, entry)] = doc["devices"].items()
     assert key == "h100-sxm" and entry["sources"]["sm_count"] == "nv-h100-wp"
+    assert entry["default_mhz"] == [1980.0, 2619.0] and entry["sources"]["default_mhz"] == "gpudvfs-h100-run"
     mine = entry | {"name": "My H100 NVL", "aliases": ["h100nvl"], "sm_count": 114}
     user = tmp_path / "mine.json"
     user.write_text(json.dumps({"version": doc["version"], "devices": {"my-h100": mine}}))
     monkeypatch.setenv("GPUDVFS_CATALOG", str(user))
     d = lookup("h100nvl")
-    assert (d.key, d.sm_count, d.tdp_w) == ("my-h100", 114, lookup("h100-sxm").tdp_w)
+    assert (d.key, d.sm_count, d.tdp_w, d.default_mhz) == ("my-h100", 114, lookup("h100-sxm").tdp_w, (1980.0, 2619.0))
     text = run(cli, ["devices", "show", "my-h100"]).output
     assert "My H100 NVL" in text and "nv-h100-wp" in text
     r = run(cli, ["devices", "show", "Radeon VII"])
@@ -217,7 +298,7 @@ def _stand_in(cc: str) -> CounterReport:
 
 
 def test_a_shared_compute_capability_asks_for_the_device():
-    with pytest.raises(InputError, match="8.9 is shared by l4, l40s, rtx4090: name the device: give --device NAME"):
+    with pytest.raises(InputError, match="8.9 is shared by l4, l40, l40s, rtx4090: name the device: give --device"):
         device_of(_stand_in("8.9"), None)
     assert device_of(_stand_in("8.9"), "l40s").key == "l40s" and device_of(_stand_in("12.0"), None).key == "rtx5090"
     # What profile-command now collects as well: the name settles it.
@@ -231,7 +312,7 @@ def test_predict_full_path_on_a_stand_in_record():
     r = predict_profile(_stand_in("9.0"), spec)
     t = np.array(r["kernels"]["stand_in_kernel"]["time_ms"])
     cfg = np.array(r["configs"])
-    assert len(cfg) == len(clock_grid(spec)) and cfg[:, 0].max() == spec.core_mhz["boost"]
+    assert len(cfg) == len(prior_configs(spec)) and cfg[:, 0].max() == spec.core_mhz["boost"]
     assert r["calibrated_on_measured_time"] and np.all(np.diff(t) <= 1e-12)  # faster at higher core clocks
     assert "under_launch_scale" not in r
     base = np.argmin(np.abs(cfg[:, 0] - spec.core_mhz["base"]))
@@ -242,7 +323,7 @@ def test_predict_full_path_on_a_stand_in_record():
 def test_predict_takes_the_reference_from_the_clock_the_profile_ran_at(data):
     """STAND-IN record of a launch that ran boosting at 1980 MHz: its measured 200 us belongs to
     1980 MHz, where the prediction meets it, not to the catalog's 1590 MHz base clock; a given
-    --reference overrides, and without the clock rate the catalog's base clock serves. The
+    --reference overrides, and without the clock rate the catalog's default clocks serve. The
     metric's name and unit are those of a real A100 Nsight Compute CSV (ncu locked it to 765 MHz,
     the driver's base clock there)."""
     spec = lookup("h100-sxm")
@@ -270,9 +351,10 @@ def test_predict_takes_the_reference_from_the_clock_the_profile_ran_at(data):
         predict_profile(report, spec)
     report.kernels[0].units["gpu__time_duration.sum"] = "ns"
     del report.kernels[0].metrics["smsp__cycles_elapsed.avg.per_second"]
-    assert predict_profile(report, spec)["reference_from"] == "the catalog's base clocks"
-    with pytest.raises(InputError, match="no base clock and the profile no SM clock rate"):
-        predict_profile(report, lookup("b200"))  # the catalog has no B200 base clock
+    r = predict_profile(report, spec)
+    assert r["reference_from"] == "the catalog's default clocks" and r["reference_mhz"] == [1980.0, 2619.0]
+    # A GPU with no base clock in the catalog (B200) still has its default clocks.
+    assert predict_profile(report, lookup("b200"))["reference_mhz"] == list(lookup("b200").default_mhz)
     real = read(data / "tool-outputs/ncu_a100_learningnote4dev.csv")
     assert [round(time_model_extras(k)["sm_clock_mhz"]) for k in real.kernels] == [765, 765, 764]
 
@@ -312,9 +394,9 @@ def test_many_launches_are_summed_per_name_and_for_the_whole(data, tmp_path):
     assert list(by_name) == ["_Z6vecAddIfEvPT_S1_S1_i"] and by_name["_Z6vecAddIfEvPT_S1_S1_i"]["launches"] == 25
     assert np.allclose(by_name["_Z6vecAddIfEvPT_S1_S1_i"]["time_ms"], per_launch.sum(axis=0))
     assert np.allclose(out["application"]["time_ms"], per_launch.sum(axis=0)) and out["application"]["launches"] == 25
-    assert "chosen" not in out["application"]  # no power model: no pair
+    assert "chosen" in out["application"] and out["power_source"] == "prior"  # no power model: the catalog prior
     text = CliRunner().invoke(cli, ["predict", str(path)]).output
-    assert "(25 launches, 100% of the time)" in text and "all 25 launches:" in text and " #3:" not in text
+    assert "(25 launches, 100% of the time)" in text and "all 25 launches" in text and " #3:" not in text
     text = CliRunner().invoke(cli, ["predict", str(path), "--per-launch"]).output
     assert sum(" #" in line for line in text.splitlines()) == 25
 
@@ -325,7 +407,7 @@ def synthetic_power_model(spec):
     from gpudvfs.power import PowerModel
     from gpudvfs.select.choose import COMPONENTS, training_dataset
 
-    configs = clock_grid(spec)
+    configs = prior_configs(spec)
     rng = np.random.default_rng(0)
     util = rng.uniform(0.05, 0.9, (8, len(COMPONENTS)))
     fc, fm = configs[:, 0] / configs[:, 0].max(), configs[:, 1] / configs[:, 1].max()

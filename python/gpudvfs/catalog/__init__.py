@@ -6,6 +6,10 @@ the catalog key (``a100-sxm4-40gb``) or a compute capability. A user file (the
 ``GPUDVFS_CATALOG`` environment variable, or ``extra=``) adds entries or overrides them by
 key, in the same schema. Clocks follow NVML's convention: the memory clock is the one
 ``nvidia-smi`` reports, ``dram_transfers_per_clock`` transfers per pin per cycle of it.
+``default_mhz`` is the pair the GPU runs by default: the driver's default application clocks
+where it reports them, else the rated base clock and the default memory clock. Every built-in
+entry states it; a user file may leave it out, and it defaults there to the base clock (the
+boost clock without one) and the highest memory clock.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..io.jsonfile import read_json
-from ..limits import is_number
+from ..limits import is_finite_number, is_number
 
 CATALOG_VERSION = 1
 #: GPU Boost runs above the rated boost clock (a Titan Xp at 1911 MHz, 1.21x its rated 1582), and
@@ -72,6 +76,9 @@ class DeviceSpec:
     mem_mhz: tuple[float, ...]
     tdp_w: float
     latency_cycles: dict[str, float]
+    #: (core MHz, memory MHz) the GPU runs by default, in NVML's units: the default application
+    #: clocks where the driver reports them, else the rated base clock and the default memory clock.
+    default_mhz: tuple[float, float]
     sources: dict[str, str] = field(default_factory=dict)
     notes: str = ""
 
@@ -149,7 +156,7 @@ class DeviceSpec:
 
     def to_dict(self) -> dict:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "key"}
-        return d | {"aliases": list(self.aliases), "mem_mhz": list(self.mem_mhz)}
+        return d | {"aliases": list(self.aliases), "mem_mhz": list(self.mem_mhz), "default_mhz": list(self.default_mhz)}
 
 
 def _listing(values, n: int = 6) -> str:
@@ -165,7 +172,31 @@ def _norm(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", s)
 
 
-def _entry(key: str, d: dict, where: str) -> DeviceSpec:
+def _default_clocks(key: str, d: dict, core: dict, mem: list, where: str, required: bool) -> tuple[float, float]:
+    """The entry's ``default_mhz``, checked against its clocks: the core clock within [min (if
+    stated), boost], the memory clock one of ``mem_mhz``. Left out (a user file), the base
+    clock (the boost clock without one) and the highest memory clock."""
+    if "default_mhz" not in d:
+        if required:
+            raise InputError(f"{where}: device {key!r}: default_mhz is required: [core MHz, memory MHz], the clocks "
+                             "the GPU runs by default")
+        return float(core.get("base", core["boost"])), float(max(mem))
+    v = d["default_mhz"]
+    if not (isinstance(v, (list, tuple)) and len(v) == 2 and all(is_finite_number(x, 0.0) and x > 0 for x in v)):
+        raise InputError(f"{where}: device {key!r}: default_mhz must be [core MHz, memory MHz], two numbers > 0, "
+                         f"got {v!r}")
+    fc, fm = float(v[0]), float(v[1])
+    lo, hi = float(core.get("min", 0.0)), float(core["boost"])
+    if not lo <= fc <= hi:
+        span = f"[{lo:g}, {hi:g}] (min to boost)" if "min" in core else f"up to its {hi:g} MHz boost"
+        raise InputError(f"{where}: device {key!r}: default_mhz core clock {fc:g} MHz lies outside core_mhz {span}")
+    if fm not in {float(m) for m in mem}:
+        raise InputError(f"{where}: device {key!r}: default_mhz memory clock {fm:g} MHz is not one of mem_mhz "
+                         f"({', '.join(f'{m:g}' for m in mem)})")
+    return fc, fm
+
+
+def _entry(key: str, d: dict, where: str, require_default: bool = False) -> DeviceSpec:
     def need(k, kind=(int, float)):
         v = d.get(k)
         if isinstance(v, bool) or not isinstance(v, kind):
@@ -204,6 +235,7 @@ def _entry(key: str, d: dict, where: str) -> DeviceSpec:
             compute_capability=need("compute_capability", str), architecture=need("architecture", str),
             **{k: d[k] for k in _NUMBERS}, issue_per_sm_per_cycle=dict(issue), dram_type=need("dram_type", str),
             core_mhz=dict(core), mem_mhz=tuple(float(m) for m in mem), latency_cycles=dict(lat),
+            default_mhz=_default_clocks(key, d, core, mem, where, require_default),
             sources=dict(d.get("sources", {})), notes=str(d.get("notes", "")))
     except InputError:
         raise
@@ -211,19 +243,19 @@ def _entry(key: str, d: dict, where: str) -> DeviceSpec:
         raise InputError(f"{where}: device {key!r}: {e}") from None
 
 
-def _read(doc, where: str) -> dict[str, DeviceSpec]:
+def _read(doc, where: str, require_default: bool = False) -> dict[str, DeviceSpec]:
     if not isinstance(doc, dict) or doc.get("version") != CATALOG_VERSION or not isinstance(doc.get("devices"), dict):
         raise InputError(f"{where}: a device catalog is {{\"version\": {CATALOG_VERSION}, \"devices\": {{...}}}}")
     bad = [k for k, v in doc["devices"].items() if not isinstance(v, dict)]
     if bad:
         raise InputError(f"{where}: device entries must be objects: {bad}")
-    return {k: _entry(k, v, where) for k, v in doc["devices"].items()}
+    return {k: _entry(k, v, where, require_default) for k, v in doc["devices"].items()}
 
 
 @cache
 def _builtin() -> dict[str, DeviceSpec]:
     text = resources.files(__package__).joinpath("gpus.json").read_text(encoding="utf-8")
-    return _read(json.loads(text), "gpudvfs/catalog/gpus.json")
+    return _read(json.loads(text), "gpudvfs/catalog/gpus.json", require_default=True)
 
 
 def catalog(extra: str | Path | None = None) -> dict[str, DeviceSpec]:
