@@ -63,8 +63,10 @@ def read_versioned(path: str | Path, kind: str, version: int) -> dict:
 
 
 def write_json_atomic(path: str | Path, doc) -> None:
-    """Write through a temporary file and a rename, so a crash never leaves half a file."""
+    """Write through a temporary file and a rename, so a crash never leaves half a file. NaN and
+    infinities are refused here, as `read_json` refuses them: no file is written that cannot be
+    read back."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1))
+    tmp.write_text(json.dumps(doc, indent=1, allow_nan=False))
     os.replace(tmp, path)

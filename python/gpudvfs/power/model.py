@@ -31,6 +31,7 @@ valley.
 
 from __future__ import annotations
 
+import math
 import warnings
 from pathlib import Path
 
@@ -38,16 +39,22 @@ import numpy as np
 
 from .. import _core
 from ..bootstrap import mean_interval
+from ..catalog import DeviceSpec, lookup
 from ..errors import GpudvfsWarning, InputError
 from ..io.datasets import PowerDataset
 from ..io.jsonfile import read_versioned, write_json_atomic
 from ..io.source import UTIL_TOLERANCE
 from ..limits import check_watts, clock_array, is_count, is_finite_number
+from ..measure.counters.mapping import COMPONENTS
 from .equations import power_grid
 from .gpmtool import read_gpmtool_model, write_gpmtool_model
+from .prior import prior_state, rule_document
 
 VARIANTS = ("default", "per-config", "per-domain", "curve")
 UNUSED = ("error", "zero")
+#: Where a model comes from: fitted on measurements, the catalog prior, or the prior refined by
+#: passive observation (`gpudvfs power observe`).
+SOURCES = ("fitted", "prior", "observed")
 MODEL_VERSION = 1
 # (variant, relative_error, ridge) of each name
 _SETTINGS = {
@@ -108,6 +115,28 @@ class PowerModel:
         #: ``configs_``, from applications held out of the power fit (`select fit-power` sets
         #: it: `gpudvfs.select.evaluate.energy_errors`); None where nobody measured it.
         self.energy_error_: np.ndarray | None = None
+        #: Half-width q of a 90% interval on each predicted power in log space (P in [P e^-q,
+        #: P e^q]), where it is known: a prior's (`PowerModel.prior`: its rule's error on GPUs it
+        #: was not fitted on), or refined by `gpudvfs power observe`. None: not stated.
+        self.interval_: float | None = None
+        #: Whether the model is a catalog prior (no measurement of this GPU) or refined from one.
+        self.source_: str = "fitted"
+
+    @classmethod
+    def prior(cls, device, reference=None) -> PowerModel:
+        """The prior of a catalog GPU (a key, name or alias, or a `DeviceSpec`): the catalog's
+        rule scaled by its TDP at its default clocks (or at ``reference`` (core, memory) MHz),
+        with the rule's 90% interval (``interval_``), made without any measurement of it
+        (:mod:`gpudvfs.power.prior`)."""
+        spec = device if isinstance(device, DeviceSpec) else lookup(device)
+        model = cls("curve")
+        model._fit = _core.PowerFit.from_state(prior_state(spec, reference=reference))
+        model.components_ = COMPONENTS
+        model.device_ = spec.key
+        model.source_ = "prior"
+        model.interval_ = float(rule_document()["interval"])
+        model._set_state()
+        return model
 
     # ---------------------------------------------------------------- fitting
     def fit(self, dataset: PowerDataset, *, unused: str = "error") -> PowerModel:
@@ -169,7 +198,7 @@ class PowerModel:
         self.voltages_ = np.array(s["voltages"]).reshape(-1, 2)
         self.on_bound_ = np.array(s["on_bound"], dtype=bool).reshape(-1, 2)
         self.voltage_curve_ = (None if s["curves"] is None else
-                               {d: {"break_mhz": c[0] * r, "slope_per_mhz": c[1] / r}
+                               {d: {"break_mhz": c[0] * r if c[1] else math.inf, "slope_per_mhz": c[1] / r}
                                 for d, c, r in zip(("core", "memory"), s["curves"], self.reference_mhz_)})
         self.iterations_ = s["iterations"]
         self.converged_ = s["converged"]
@@ -211,8 +240,9 @@ class PowerModel:
 
     def _warn_outside_fit(self, core: np.ndarray, mem: np.ndarray) -> None:
         """The `curve` variant extrapolates; say so beyond the clocks it was fitted on (the
-        other variants refuse unmeasured clocks outright)."""
-        if self._base != "curve" or core.size == 0:
+        other variants refuse unmeasured clocks outright). A prior was fitted on no clock of its
+        GPU: its curve is the catalog rule's at every clock, and it says so in ``notes_``."""
+        if self._base != "curve" or core.size == 0 or self.source_ == "prior":
             return
         for name, clocks, fitted in (("core", core, self.configs_[:, 0]), ("memory", mem, self.configs_[:, 1])):
             lo, hi = fitted.min(), fitted.max()
@@ -305,11 +335,18 @@ class PowerModel:
 
     def save(self, path: str | Path) -> None:
         fit = self._require_fit()
+        state = dict(fit.state())
+        if state["curves"] is not None:  # a flat curve's break is infinite, which JSON cannot hold
+            state["curves"] = [[c[0], c[1]] if c[1] != 0 else [1.0, 0.0] for c in state["curves"]]
         doc = {"kind": "power-model", "version": MODEL_VERSION, "options": self._options(),
                "components": list(self.components_), "untrained": list(self.untrained_), "device": self.device_,
-               "state": dict(fit.state())}
+               "state": state}
         if self.energy_error_ is not None:
             doc["energy_error"] = self.energy_error_.tolist()
+        if self.interval_ is not None:
+            doc["interval"] = self.interval_
+        if self.source_ != "fitted":
+            doc["source"] = self.source_
         write_json_atomic(path, doc)
 
     @classmethod
@@ -348,6 +385,12 @@ class PowerModel:
                 raise InputError(f"{path}: 'energy_error' must list a finite relative error >= 0 for each of the "
                                  f"{len(model.configs_)} configurations")
             model.energy_error_ = np.array(error, dtype=np.float64)
+        interval, source = doc.get("interval"), doc.get("source", "fitted")
+        if not (interval is None or is_finite_number(interval, 0)):
+            raise InputError(f"{path}: 'interval' must be a finite log half-width >= 0, got {interval!r}")
+        if source not in SOURCES:
+            raise InputError(f"{path}: 'source' must be one of {SOURCES}, got {source!r}")
+        model.interval_, model.source_ = (None if interval is None else float(interval)), source
         return model
 
     def to_gpmtool(self, path: str | Path) -> None:
