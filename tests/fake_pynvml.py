@@ -117,7 +117,10 @@ class FakeNvml:
     ``root`` (the process may set clocks), ``app_clocks_unrestricted`` (``nvidia-smi -acp 0``
     was run), ``energy_counter`` (Volta+), ``event_reasons_api`` (newer drivers),
     ``instant_power`` (the instantaneous power field: the true power now, with the sensor's
-    noise, where ``nvmlDeviceGetPowerUsage`` averages over ``refresh_s``).
+    noise, where ``nvmlDeviceGetPowerUsage`` averages over ``refresh_s``). ``energy_period_s``: the
+    energy counter advances only at multiples of this period since the fake's start, by what was
+    drawn since its last update (an H200's updates every 0.1 s: validation/nvidia-h200); None:
+    continuously.
     ``state_file``: the clock settings are written there (JSON) after every change, so a test
     can read them after this process has died.
     """
@@ -153,7 +156,7 @@ class FakeNvml:
                  energy_counter: bool = True, event_reasons_api: bool = True, gpm: bool = False,
                  instant_power: bool = False, power_limits_w: tuple[float, float, float] = (300.0, 100.0, 350.0),
                  refresh_s: float = 0.005, noise_w: float = 0.3, seed: int = 0,
-                 idle_watts: float = 40.0, state_file: str | None = None,
+                 idle_watts: float = 40.0, state_file: str | None = None, energy_period_s: float | None = None,
                  pci: tuple[int, int, int] = (0, 0x3B, 0)):
         self.name = name
         self.clock_table = {m: list(c) for m, c in (clock_table or DEFAULT_CLOCK_TABLE).items()}
@@ -169,6 +172,7 @@ class FakeNvml:
         self.seed = seed
         self.idle_watts = idle_watts
         self.state_file = state_file
+        self.energy_period_s = energy_period_s
         self.pci = pci
         self.throttle_mask = 0  # reasons a test switches on, beyond idle/app-clocks
         self.init_count = 0
@@ -438,7 +442,10 @@ class FakeNvml:
         if not self.caps.energy_counter:
             raise NVMLError_NotSupported()
         with self._lock:
-            return math.floor(self._energy_at(time.perf_counter()) * 1000)
+            t = time.perf_counter()
+            if self.energy_period_s is not None:  # the last update's instant
+                t = self._epoch + math.floor((t - self._epoch) / self.energy_period_s) * self.energy_period_s
+            return math.floor(self._energy_at(t) * 1000)
 
     def _reasons(self) -> int:
         mask = self.throttle_mask

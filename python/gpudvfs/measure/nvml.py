@@ -60,6 +60,7 @@ import numpy as np
 from ..errors import GpudvfsError, GpudvfsWarning, InputError
 from ..limits import is_count, is_finite_number
 from .device import ClockPermissionError, Measurement, Workload
+from .energy_counter import CounterPoller
 
 __all__ = [
     "IGNORED_THROTTLE_REASONS",
@@ -941,8 +942,10 @@ class NvmlDevice:
         """Launch ``workload`` back to back until the launches span ``min_seconds`` or exactly
         ``repetitions`` times, after one untimed warm-up launch (first-launch costs such as
         module loading are not the kernel's). Power comes from the energy counter where the
-        GPU has one, else from power readings sampled at half the sensor's refresh period (so
-        no update is missed) and integrated with the trapezoid rule over the measured launches
+        GPU has one: the mean power between the first and the last of its updates inside the
+        window (polled every few ms; the raw difference where fewer than two came), else from
+        power readings sampled at half the sensor's refresh period (so no update is missed) and
+        integrated with the trapezoid rule over the measured launches
         alone, after launches over two refresh periods, with the sampler running, that let the
         lagging reading settle on the workload. Throttle reasons are polled before, during
         (every 10 ms, or with the power samples) and after, and any but the ignored ones (GPU
@@ -975,6 +978,7 @@ class NvmlDevice:
         monitor = _Monitor(self, interval, power=sampled, clocks=locked is None)
         monitor.poll()
         monitor.start()
+        counter = None if sampled else CounterPoller(self.energy_joules).start()
         times: list[float] = []
         try:
             if sampled:
@@ -1001,6 +1005,8 @@ class NvmlDevice:
             e1 = None if sampled else self._nv.nvmlDeviceGetTotalEnergyConsumption(self._handle)
         finally:
             monitor.stop()
+            if counter is not None:
+                counter.stop()
         monitor.poll()
         duration = end - t0
         # The latency suite's readings (cycles per access), from the last launch.
@@ -1028,8 +1034,12 @@ class NvmlDevice:
                     "Measure for longer (min_seconds=...)", GpudvfsWarning, stacklevel=2)
                 joules = watts = math.nan
             else:
-                joules = (e1 - e0) / 1000.0
-                watts = joules / duration
+                # The mean power between the first and the last update inside the window, where
+                # two came: a raw difference is off by up to one update's energy (20% over half
+                # a second on an H200, whose counter updates every 0.1 s: validation/).
+                between = counter.mean_power(t0, end) if counter is not None else None
+                watts = between if between is not None else (e1 - e0) / 1000.0 / duration
+                joules = watts * duration
 
         if locked is not None:
             core, mem = locked
