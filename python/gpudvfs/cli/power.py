@@ -15,7 +15,9 @@ from ..power.crossval import choose_settings
 from ..power.dcgm import dcgm_power_dataset
 from ..select.choose import counter_power_dataset
 from . import options
+from .observe import observe_
 from .output import console, figure_file, interval, output_file, print_json, table, user_errors
+from .prior import prior, prior_cv
 from .progress import progress_bars
 from .time import _gpu, _pair, check_clocks
 
@@ -268,3 +270,8 @@ def plot(model_path, data, out) -> None:
         model = _load_model(model_path)
         plot_model(model, out, read_power_dataset(data) if data else None)
     console.print(f"wrote {out}")
+
+
+power.add_command(prior)
+power.add_command(prior_cv)
+power.add_command(observe_)

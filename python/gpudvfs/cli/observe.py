@@ -1,0 +1,111 @@
+"""`gpudvfs power observe`: refine a GPU's power prior from the clocks and power its driver
+visits by itself while the user's work runs. It sets nothing."""
+
+from __future__ import annotations
+
+import warnings
+from collections import Counter
+from pathlib import Path
+
+import click
+
+from ..errors import GpudvfsWarning, InputError
+from ..measure.driver_sim import DriverManagedGpu
+from ..measure.nvml import NvmlDevice
+from ..measure.observer import NvmlObserver, observe, read_readings, write_readings
+from ..power import PowerModel
+from ..power.observe import fit_readings
+from .output import console, output_file, print_json, user_errors
+from .progress import progress_bars
+
+
+def _refuse_overwrite(path: str | None, force: bool, inputs: tuple[str | None, ...] = ()) -> None:
+    if path is None:
+        return
+    p = Path(path)
+    if any(i is not None and Path(i).exists() and p.exists() and p.samefile(i) for i in inputs):
+        raise InputError(f"{path} is an input of this command; write the output elsewhere")
+    if p.exists() and not force:
+        raise InputError(f"{path} exists; give --force to write over it")
+
+
+@click.command("observe")
+@click.option("--device", "kind", type=click.Choice(["sim", "nvml"]), default="sim", show_default=True,
+              help="The GPU to watch: the simulated one under its own driver, or a real one through NVML.")
+@click.option("--index", default=0, show_default=True, type=click.IntRange(min=0), help="NVML GPU index.")
+@click.option("--seconds", default=60.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="How long to watch (the simulator's time is virtual).")
+@click.option("--interval", "window_s", default=0.1, show_default=True,
+              type=click.FloatRange(min=0.01), help="Seconds per reading.")
+@click.option("--from-readings", "replay", type=click.Path(dir_okay=False, exists=True),
+              help="Refit the readings of an earlier run (its --readings file) instead of watching a GPU.")
+@click.option("--readings", type=click.Path(dir_okay=False), callback=output_file,
+              help="Also write every reading as CSV (what --from-readings reads).")
+@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), callback=output_file,
+              help="The refined power model (JSON; its components are the activities observed).")
+@click.option("--force", is_flag=True, help="Write over existing output files.")
+@click.option("--json", "as_json", is_flag=True)
+def observe_(kind, index, seconds, window_s, replay, readings, out, force, as_json) -> None:
+    """Watch a GPU while your own work runs and refine its catalog power prior from the clock,
+    power and activity points the driver visits by itself (idle, boost, power and thermal
+    throttling): static, idle and dynamic power and the core voltage curve. Sets no clock and no
+    limit; needs no root."""
+    sim = None
+    with user_errors():
+        _refuse_overwrite(out, force, (replay,))
+        _refuse_overwrite(readings, force, (replay,))
+        obs, sim = (read_readings(replay), None) if replay else _watch(kind, index, seconds, window_s, as_json)
+        prior = PowerModel.prior(obs.catalog_key, reference=obs.default_mhz)
+        fit = fit_readings(prior, obs)
+        if fit.prior_stands:
+            warnings.warn(GpudvfsWarning(f"the prior stands: {fit.prior_stands}"), stacklevel=1)
+        if readings:
+            write_readings(readings, obs)
+        fit.model.save(out)
+    got, key, default = obs.readings, obs.catalog_key, obs.default_mhz
+    reasons = Counter(r for x in got for r in x.throttle_reasons)
+    r = {"device": key, "samples": len(got), "samples_used": fit.readings_used,
+         "clocks_seen": list(fit.clocks_seen), "clock_changes_made": 0, "activities": list(obs.activities),
+         "power_reading": obs.power,
+         "throttle_reasons_seen": dict(reasons), "source": fit.model.source_, "prior_stands": fit.prior_stands,
+         "residual_sd": fit.residual_sd, "interval": fit.model.interval_, "model": out,
+         "readings": readings, "core_voltage": dict(zip(map(str, fit.clocks_seen),
+                                                        fit.model.voltage(list(fit.clocks_seen) or [default[0]],
+                                                                          default[1])[:, 0].tolist()))}
+    if sim is not None:
+        r |= sim.truth_scores(fit.model, fit.clocks_seen)
+    if as_json:
+        print_json(r)
+        return
+    console.print(f"{key}: {len(got)} readings ({fit.readings_used} at a steady clock) at {len(fit.clocks_seen)} core "
+                  f"clocks; no clock or limit set; throttle reasons seen: "
+                  f"{', '.join(f'{k} ({v})' for k, v in reasons.items()) or 'none'}", highlight=False, soft_wrap=True)
+    if fit.prior_stands:
+        console.print(f"the prior stands: {fit.prior_stands}", highlight=False, soft_wrap=True)
+    else:
+        console.print(f"refined the prior: readings fit within {100 * fit.residual_sd:.1f}% (sd); core voltage "
+                      "relative to the default clock: " + ", ".join(f"{c} MHz {v:.3f}" for c, v in
+                                                                     r["core_voltage"].items()),
+                      highlight=False, soft_wrap=True)
+    if sim is not None:
+        console.print(f"against the simulator's truth: voltage within {100 * r['voltage_error_max']:.2f}%; power "
+                      f"at the {len(r['unseen_clocks'])} clocks never seen within "
+                      f"{r['power_mape_unseen']:.2f}% (MAPE)", highlight=False)
+    console.print(f"wrote {out}" + (f" and {readings}" if readings else ""))
+
+
+def _watch(kind: str, index: int, seconds: float, window_s: float, quiet: bool):
+    """(the observation of the GPU of ``kind``: the simulator under its own driver, or NVML
+    without setting anything, with a progress bar; the simulator, to score against its truth)."""
+    with progress_bars(disable=quiet) as update:
+        def progress(done, total):
+            update("observing", done, total, f"{done * window_s:.0f} of {seconds:g} s")
+        if kind == "sim":
+            sim = DriverManagedGpu()
+            return observe(sim, seconds, window_s, progress), sim
+        with NvmlDevice(index=index, leave_clocks=True) as dev:
+            source = NvmlObserver(dev)
+            try:
+                return observe(source, seconds, window_s, progress), None
+            finally:
+                source.close()
