@@ -1,7 +1,7 @@
 """Smoke test of an installed gpudvfs wheel, run by .ci/run in a fresh virtual environment
 with no Rust toolchain on PATH: the package must come from that environment (not the source
-tree), fit a PowerModel and predict power, and predict kernel time, each through the compiled
-core. Usage: python wheel_smoke.py DATA_DIR. The power model is fitted on
+tree), fit a PowerModel and predict power, give a catalog GPU's power prior (its rule is
+package data), and predict kernel time, each through the compiled core. Usage: python wheel_smoke.py DATA_DIR. The power model is fitted on
 DATA_DIR/gpupowermodel/titanx_micro.csv where present, else on a synthetic dataset made by
 the model's own equations. Any failure exits non-zero with a message."""
 
@@ -67,6 +67,11 @@ def main(data: Path) -> None:
     one = power.predict(util[0], *power.configs_[-1])  # scalars in, a float out
     check(isinstance(one, float) and abs(one - grid[0, -1]) <= 1e-9 * grid[0, -1],
           f"predict gave {one!r}, predict_grid {grid[0, -1]}")
+
+    # The catalog prior reads its rule from the wheel's package data (catalog/power_prior.json).
+    prior = gpudvfs.PowerModel.prior("h100-sxm")
+    busy = prior.predict(np.full(len(prior.components_), 0.5), 1980.0, 2619.0)
+    check(prior.source_ == "prior" and 100.0 < busy < 1400.0, f"the H100 prior's busy power {busy} W")
 
     counters = {"warps": 4096, "achieved_occupancy": 0.75, "dram_read_transactions": 200_000,
                 "dram_write_transactions": 100_000, "l2_read_transactions": 400_000,

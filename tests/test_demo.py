@@ -13,6 +13,7 @@ from gpudvfs.cli.app import cli
 from gpudvfs.demo import run_demo
 from gpudvfs.measure import SimulatedDevice
 from gpudvfs.power import PowerModel
+from gpudvfs.select.from_profile import TIME_INTERVAL_CALIBRATED
 from gpudvfs.time import TimeDevice
 
 
@@ -236,6 +237,9 @@ def test_cross_validation_over_both_gtx980_files(data):
     assert len(d["applications"]) == 10 and sum(map(len, d["applications"].values())) == 22
     assert (dev["cv_beats_two_term"], tp["cv_beats_two_term"]) == (9, 13)
     assert (dev["two_term_mape"], tp["two_term_mape"]) == pytest.approx((8.44, 6.49), abs=0.01)
+    # predict's 90% interval of a calibrated time: twice the 90% quantile of these per-kernel MAPEs.
+    q90 = np.quantile([k["cv_mape"] for k in d["per_kernel"].values()], 0.9)
+    assert TIME_INTERVAL_CALIBRATED == pytest.approx(np.log1p(2 * q90 / 100), abs=5e-4)
     # The preset is the protocol's choice on all kernels, by the aggregate chosen on them.
     assert d["chosen_on_all"] == "p=7, dependent latency, queues in series, pipe rates, scale, overlapped rounds"
     assert d["aggregate_on_all"] == "trimmed mean"

@@ -33,13 +33,15 @@ _EXPORTS = {
     "KernelProfile": "time.profile",
     "TimeDevice": "time.device",
     "TimeModel": "time.model",
+    "predict_profile": "predict",
+    "ProfilePrediction": "predict",
 }
 
 __all__ = [
     "FORMATS", "UTIL_TOLERANCE", "DataFileError", "GpudvfsError", "GpudvfsWarning", "InputError",
     "KernelProfile", "MeasurementGrid", "OnlinePredictor", "OnlinePredictorBank", "PowerDataset",
-    "PowerModel", "Problem", "TimeDevice", "TimeModel", "UtilizationTable", "detect_format",
-    "power_grid", "read", "read_power_dataset", "write",
+    "PowerModel", "Problem", "ProfilePrediction", "TimeDevice", "TimeModel", "UtilizationTable", "detect_format",
+    "power_grid", "predict_profile", "read", "read_power_dataset", "write",
 ]
 
 if TYPE_CHECKING:
@@ -49,6 +51,7 @@ if TYPE_CHECKING:
     from .io.datasets import MeasurementGrid, PowerDataset, UtilizationTable
     from .power.equations import power_grid
     from .power.model import PowerModel
+    from .predict import ProfilePrediction, predict_profile
     from .time.device import TimeDevice
     from .time.model import TimeModel
     from .time.profile import KernelProfile

@@ -3,6 +3,8 @@ in the catalog to predictions, and what the catalog knows."""
 
 from __future__ import annotations
 
+import math
+
 import click
 
 from ..catalog import catalog, lookup
@@ -29,23 +31,25 @@ PER_LAUNCH_LINES = 20
 
 @click.command()
 @click.argument("profile", type=click.Path(dir_okay=False))
-@click.option("--device", help="Catalog GPU (default: the one the profile names).")
+@click.option("--device", help="Catalog GPU (default: the one the profile names; a profile of another GPU is refused).")
 @click.option("--power-model", "model_path", type=click.Path(dir_okay=False),
-              help="Power model of this GPU on profiler utilizations (power, energy and a chosen pair).")
+              help="Power model of this GPU on profiler utilizations (default: the catalog prior of the GPU).")
 @click.option("--policy", type=click.Choice(POLICIES), default="energy", show_default=True)
 @click.option("--slowdown", default=0.1, show_default=True, type=options.Finite(min=0))
 @click.option("--reference", callback=_optional_pair,
               help="Clocks CORE,MEM the profile was taken at (default: each launch's SM clock as Nsight Compute "
-                   "measured it, else the device's base clock, where Nsight Compute locks it; the catalog's memory "
-                   "clock).")
+                   "measured it, else the GPU's default clocks; the default memory clock).")
 @options.clip_utilization
+@click.option("--uncalibrated", is_flag=True,
+              help="Leave the profile's measured durations out: the model's own time (the calibrated time needs them).")
 @click.option("--per-launch", is_flag=True,
               help=f"A line per launch even past {PER_LAUNCH_LINES} launches (then: a line per kernel name).")
 @click.option("--json", "as_json", is_flag=True)
-def predict(profile, device, model_path, policy, slowdown, reference, clip_utilization, per_launch, as_json) -> None:
-    """Time (and power, energy, the chosen pair) of each kernel launch of PROFILE (ncu or nvprof
-    CSV) over the device's clock grid, summed per kernel name and over the whole profile, with
-    one pair for the whole (a clock change costs milliseconds)."""
+def predict(profile, device, model_path, policy, slowdown, reference, clip_utilization, uncalibrated, per_launch,
+            as_json) -> None:
+    """Time, power and energy of PROFILE (ncu or nvprof CSV) at every clock pair of the GPU, each
+    with its 90% interval, per kernel and for all launches together, and the pair the policy
+    chooses for the whole (a clock change costs milliseconds)."""
     if policy == "power-cap":
         raise click.UsageError("predict takes the energy, edp, ed2p and deadline policies")
     options.policy_options(policy, None)
@@ -54,17 +58,21 @@ def predict(profile, device, model_path, policy, slowdown, reference, clip_utili
         if not isinstance(report, CounterReport):
             raise InputError(f"{profile}: expected Nsight Compute or nvprof output, got format {report.format!r}")
         # Missing counters first: they are the answer whatever the GPU.
-        kernels = kernel_inputs(report, model_path is not None, clip_utilization)
+        kernels = kernel_inputs(report, True, clip_utilization)
         spec = device_of(report, device)
+        beyond = [] if reference is None else spec.clock_warnings([reference[0]], [reference[1]])
+        if beyond:
+            raise InputError(f"--reference {reference[0]:g},{reference[1]:g}: {beyond[0]}")
         model = PowerModel.load(model_path) if model_path else None
         r = predict_profile(report, spec, power_model=model, reference=reference, policy=policy, slowdown=slowdown,
-                            kernels=kernels)
+                            kernels=kernels, calibrate=not uncalibrated)
     if as_json:
         print_json(r)
         return
-    n_pairs = len(r["configs"])
     ref = r["reference_mhz"]
-    console.print(f"profiled at {ref[0]:.0f}/{ref[1]:.0f} MHz ({r['reference_from']})", highlight=False)
+    console.print(f"{r['device']}: profiled at {ref[0]:.0f}/{ref[1]:.0f} MHz ({r['reference_from']})", highlight=False)
+    console.print(r["rests_on"], highlight=False, soft_wrap=True)
+    n_pairs = len(r["configs"])
     if per_launch or len(r["kernels"]) <= PER_LAUNCH_LINES:
         for name, k in r["kernels"].items():
             console.print(_line(name[:60], k, n_pairs, policy), highlight=False, soft_wrap=True)
@@ -78,16 +86,28 @@ def predict(profile, device, model_path, policy, slowdown, reference, clip_utili
         if len(shown) > PER_LAUNCH_LINES:
             console.print(f"... {len(shown) - PER_LAUNCH_LINES} more kernel names (--json has them all)",
                           highlight=False)
-    if len(r["kernels"]) > 1:
-        console.print(_line(f"all {r['application']['launches']} launches", r["application"], n_pairs, policy),
-                      highlight=False, soft_wrap=True)
+    console.print(_pair_table(r), width=min(console.width, 100))
     if r.get("under_launch_scale"):
         n = len(r["under_launch_scale"])
         console.print(f"{n} kernel(s) predicted under {LAUNCH_SCALE_MS * 1e3:g} us without a measured time to "
                       "calibrate on: a launch's own few microseconds, which the model leaves out, outweigh it "
                       "there; read those times as lower bounds", highlight=False)
-    if "note" in r:
-        console.print(r["note"], highlight=False)
+
+
+def _pair_table(r: dict):
+    """Every clock pair for all launches together: time, power and energy with their 90% intervals,
+    the chosen pair marked."""
+    app, q = r["application"], r["intervals"]
+    chosen = (app["chosen"]["core_mhz"], app["chosen"]["mem_mhz"])
+
+    def span(x: float, h: float | None) -> str:
+        return f"{x:.4g}" if h is None else f"{x:.4g} ({x * math.exp(-h):.3g}-{x * math.exp(h):.3g})"
+
+    rows = [[f"{c:g}/{m:g}" + (" *" if (c, m) == chosen else ""), span(app["time_ms"][k], q["time"]),
+             span(app["watts"][k], q["power"]), span(app["joules"][k], q["energy"])]
+            for k, (c, m) in enumerate(r["configs"])]
+    return table(f"all {app['launches']} launches at each pair (90% intervals; * {r['policy']}'s choice)",
+                 ["core/mem MHz", "time ms", "power W", "energy J"], rows)
 
 
 def _line(label: str, k: dict, n_pairs: int, policy: str) -> str:

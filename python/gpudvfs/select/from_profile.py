@@ -13,6 +13,7 @@ before (Nsight Compute's Pascal metrics lack counts the time model needs).
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from collections import Counter
@@ -39,11 +40,16 @@ from ..time.model import TimeModel
 from ..time.profile import KernelProfile
 from .policies import highest_index, select
 
-#: Core clock levels of the default grid, between the device's lowest and boost clocks.
-CORE_LEVELS = 12
 #: Below this (ms) a kernel's launch and drain, a few microseconds the model leaves out, outweigh
 #: what it models: an uncalibrated prediction under it is flagged as a lower bound.
 LAUNCH_SCALE_MS = 0.005
+#: 90% intervals of a predicted time as log half-widths (x in [x e^-q, x e^q]). Calibrated on the
+#: profile's duration: twice the 90% quantile (6.28%) of the per-kernel cross-validated MAPE of
+#: `gpudvfs time cv` on the GTX 980 grids, since a pair's error reaches about twice a kernel's
+#: mean. Uncalibrated: the 90% quantile of |ln(predicted / measured)| over the 32 kernels an H100
+#: ran at the driver's clocks (validation/, `tests/test_predict.py` recomputes both).
+TIME_INTERVAL_CALIBRATED = 0.118
+TIME_INTERVAL_UNCALIBRATED = 0.888
 #: Nsight Compute's clock control: ``base`` (its default) locks the driver's base clock while
 #: profiling; ``none`` leaves the clocks to the driver, for a GPU whose settings are not yours to
 #: change (a shared or lent machine). Either way the SM clock each launch ran at is measured.
@@ -86,29 +92,46 @@ def profile_command(compute_capability: str, target: str = "./app", *, kernel_na
     return shlex.join(nvprof_command(metrics, argv, events=["warps_launched"]))
 
 
-def device_of(report: CounterReport, name: str | None) -> DeviceSpec:
-    """The catalog entry of ``name``, else of the device the profile names."""
-    if name:
-        return lookup(name)
+def recorded_device(report: CounterReport) -> tuple[str | None, str | None]:
+    """(the GPU name, the compute capability) the profile records, each None where it has none."""
+    name = cc = None
     for k in report.kernels:
         label = k.text.get("device__attribute_display_name") or k.info.get("Device", "")
         label = re.sub(r"\s*\(\d+\)$", "", label).strip()
-        if label and not label.isdigit():
-            return lookup(label)
-        if k.info.get("CC"):
+        if label and not label.isdigit() and name is None:
+            name = label
+        if cc is None:
+            cc = recorded_compute_capability(k)
+    return name, cc
+
+
+def device_of(report: CounterReport, name: str | None) -> DeviceSpec:
+    """The catalog entry of ``name``, else of the device the profile names. A profile taken on
+    another GPU than ``name`` (by its recorded name or compute capability) is refused: its
+    counters and time belong to the GPU that ran it."""
+    recorded, cc = recorded_device(report)
+    if name:
+        spec = lookup(name)
+        if recorded is not None:
             try:
-                return lookup(k.info["CC"])
-            except InputError as e:  # a compute capability several GPUs share
-                raise InputError(f"{report.path}: {e}: give --device NAME") from None
+                other = lookup(recorded)
+            except InputError:
+                other = None  # a GPU the catalog lacks: its compute capability still tells
+            if other is not None and other.key != spec.key:
+                raise InputError(f"{report.path}: the profile was taken on {recorded} ({other.key}), not on "
+                                 f"{spec.key}: predict it with --device {other.key}, or profile on {spec.key}")
+        if cc is not None and cc != spec.compute_capability:
+            raise InputError(f"{report.path}: the profile was taken on a GPU of compute capability {cc}, not on "
+                             f"{spec.key} ({spec.compute_capability}): profile the workload on {spec.key}")
+        return spec
+    if recorded is not None:
+        return lookup(recorded)
+    if cc is not None:
+        try:
+            return lookup(cc)
+        except InputError as e:  # a compute capability several GPUs share
+            raise InputError(f"{report.path}: {e}: give --device NAME") from None
     raise InputError(f"{report.path}: the profile does not name its GPU; give --device NAME")
-
-
-def clock_grid(device: DeviceSpec) -> np.ndarray:
-    """[K x 2] (core, memory) MHz: CORE_LEVELS core clocks from the lowest (or 40% of boost
-    where the catalog has no minimum) to boost, at each memory clock."""
-    lo = device.core_mhz.get("min") or 0.4 * device.core_mhz["boost"]
-    cores = np.unique(np.round(np.linspace(lo, device.core_mhz["boost"], CORE_LEVELS)))
-    return np.array([(c, m) for m in device.mem_mhz for c in cores], dtype=np.float64)
 
 
 def kernel_inputs(report: CounterReport, with_power: bool = True, clip: bool = False):
@@ -187,39 +210,45 @@ def _compute_capability(report: CounterReport) -> str:
 
 def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: PowerModel | None = None,
                     reference: tuple[float, float] | None = None, policy: str = "energy",
-                    slowdown: float = 0.1, clip: bool = False, kernels: list | None = None) -> dict:
-    """Time (and with a power model, power, energy and the chosen pair) per kernel over the
-    device's clock grid (or the power model's configurations). ``kernels``: what
+                    slowdown: float = 0.1, clip: bool = False, kernels: list | None = None,
+                    calibrate: bool = True) -> dict:
+    """Time, power, energy and the chosen pair per kernel over the power model's clock pairs
+    (without a power model: the catalog prior of ``device``, `PowerModel.prior`), with the 90%
+    interval of each as a log half-width (``intervals``: a value x lies in [x e^-q, x e^q]) and
+    what the prediction rests on (``rests_on``). The time is calibrated on each launch's measured
+    duration where every launch has one, unless ``calibrate`` is False. ``kernels``: what
     :func:`kernel_inputs` returned for ``report``, where the caller has it already."""
-    if power_model is not None and power_model.components_ != COMPONENTS:
+    if power_model is None:
+        power_model = PowerModel.prior(device)
+    if power_model.components_ != COMPONENTS:
         raise InputError(f"the power model's components {list(power_model.components_)} are not the profilers' "
                          f"utilizations {list(COMPONENTS)}: fit it on utilizations from the same tool")
-    if power_model is not None:
-        power_model.check_gpu(device.key)
-        beyond = device.clock_warnings(power_model.configs_[:, 0], power_model.configs_[:, 1])
-        if beyond:
-            raise InputError(f"the power model's clock pairs are not {device.key}'s: {beyond[0]}")
+    power_model.check_gpu(device.key)
+    beyond = device.clock_warnings(power_model.configs_[:, 0], power_model.configs_[:, 1])
+    if beyond:
+        raise InputError(f"the power model's clock pairs are not {device.key}'s: {beyond[0]}")
     if kernels is None:
-        kernels = kernel_inputs(report, power_model is not None, clip)
+        kernels = kernel_inputs(report, True, clip)
     refs, reference_from = _references(kernels, device, reference)
     tdev = device.time_device()
     profiles = [KernelProfile.from_counters(n, {k: v for k, v in inp.items() if v is not None}, tool="nvprof",
                                             device=tdev, reference_mhz=tuple(ref), reference_time_ms=ms)
                 for (n, _, inp, _, ms), ref in zip(kernels, refs)]
-    configs = power_model.configs_ if power_model is not None else clock_grid(device)
-    calibrated = all(ms is not None for *_, ms in kernels)
+    configs = power_model.configs_
+    calibrated = calibrate and all(ms is not None for *_, ms in kernels)
     t = TimeModel(tdev).predict(profiles, configs[:, 0], configs[:, 1], calibrate=calibrated)
+    q_time = TIME_INTERVAL_CALIBRATED if calibrated else TIME_INTERVAL_UNCALIBRATED
+    q_power = power_model.interval_
     out = {"device": device.key, "reference_mhz": np.median(refs, axis=0).tolist(), "reference_from": reference_from,
            "configs": configs.tolist(), "calibrated_on_measured_time": calibrated,
+           "power_source": power_model.source_,
+           "intervals": {"time": q_time, "power": q_power,
+                         "energy": None if q_power is None else q_time + q_power},
+           "rests_on": _rests_on(calibrated, q_time, power_model),
            "kernels": {n: {"time_ms": t[i].tolist()} for i, (n, *_) in enumerate(kernels)}}
     if not calibrated:
         out["under_launch_scale"] = [n for i, (n, *_) in enumerate(kernels) if t[i].min() < LAUNCH_SCALE_MS]
     names = [k.name for k in report.kernels]  # kernel_inputs keeps every launch, in order, or raises
-    if power_model is None:
-        out |= _application(names, t, None, configs, policy, slowdown)
-        out["note"] = ("time only: give --power-model (a power model of this GPU on profiler utilizations) "
-                       "for power, energy and a chosen pair")
-        return out
     util = np.array([[u[c] for c in COMPONENTS] for *_, u, _ in kernels])
     p = power_model.predict_grid(util, configs)
     s = select(t, p, configs, policy, default_index=highest_index(configs), slowdown=slowdown)
@@ -228,6 +257,17 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
                               "chosen": _chosen(s, i)}
     out["policy"] = policy
     return out | _application(names, t, p, configs, policy, slowdown)
+
+
+def _rests_on(calibrated: bool, q_time: float, model: PowerModel) -> str:
+    """One line: what the time and the power rest on, with their 90% intervals."""
+    time = ("time calibrated on the profile's measured duration" if calibrated else
+            f"time uncalibrated: within x/{math.exp(q_time):.2f}")
+    power = {"prior": "power from the catalog prior (no measurement of this GPU)",
+             "observed": "power from the prior refined by observing this GPU",
+             "fitted": "power from a model fitted on this GPU's measurements"}[model.source_]
+    interval = "" if model.interval_ is None else f": within x/{math.exp(model.interval_):.2f}"
+    return f"{time}; {power}{interval} (90% intervals)"
 
 
 def _chosen(s, i: int) -> dict:
@@ -240,8 +280,8 @@ def _references(kernels: list, device: DeviceSpec, reference: tuple[float, float
     """Per launch, the (core, memory) clocks its counters and time belong to [n x 2], and where
     they come from: ``reference`` where given; else each launch's SM clock as Nsight Compute
     measured it (its clock control may lock the driver's base clock, which can differ from the
-    catalog's, or leave the GPU boosting) with the catalog's memory clock; else the catalog's
-    base and memory clocks, which Nsight Compute locks by default."""
+    catalog's, or leave the GPU boosting) with the catalog's default memory clock; else the
+    catalog's default clocks (the GPU's own, never another GPU's)."""
     n = len(kernels)
     if reference is not None:
         return np.tile(np.asarray(reference, dtype=np.float64), (n, 1)), "given"
@@ -254,12 +294,9 @@ def _references(kernels: list, device: DeviceSpec, reference: tuple[float, float
             raise InputError(f"launch {label!r}: its SM clock rate (sm_clock_mhz) {c:g} MHz cannot be "
                              f"{device.key}'s: {beyond[0]}; give --reference CORE,MEM")
     if all(c is not None for c in sm):
-        return (np.column_stack([sm, np.full(n, float(device.mem_mhz[0]))]),
-                "the profile's SM clock, the catalog's memory clock")
-    if "base" not in device.core_mhz:
-        raise InputError(f"{device.name}: the catalog has no base clock and the profile no SM clock rate; give "
-                         "--reference CORE,MEM (the clocks the profile was taken at)")
-    return np.tile([float(device.core_mhz["base"]), float(device.mem_mhz[0])], (n, 1)), "the catalog's base clocks"
+        return (np.column_stack([sm, np.full(n, float(device.default_mhz[1]))]),
+                "the profile's SM clock, the catalog's default memory clock")
+    return np.tile(np.asarray(device.default_mhz, dtype=np.float64), (n, 1)), "the catalog's default clocks"
 
 
 def _application(names: list[str], t: np.ndarray, p: np.ndarray | None, configs: np.ndarray, policy: str,
