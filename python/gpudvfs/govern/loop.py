@@ -2,44 +2,139 @@
 end of every step; it observes the step's time and energy, asks the governor for the next
 clocks and sets them (through the device when the process may, or through the clock service
 `clockd.ClockClient` when it may not).
+
+Dry run (``dry_run=True``), for a GPU whose clocks are not this process's to set: the loop
+measures and decides exactly as it would, but never calls ``set_clocks``. Each step is
+observed at the pair the GPU actually ran (the configuration nearest the measured clocks,
+given as (core, memory) MHz), not at the pair the governor chose: ``governor.current`` is
+the actual pair before every observation and decision, and the chosen pair is kept apart
+(`would_index`). Each decision is logged with what it would set and what the GPU ran.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
+
+import numpy as np
 
 from ..errors import InputError
 from .governor import Governor
 
 
-class GovernedLoop:
-    """``set_clocks(core_mhz, mem_mhz)``: e.g. ``device.lock_clocks`` or ``ClockClient.set``.
-    ``energy_j``: a monotonic energy counter in joules (``device.energy_joules``), read at each
-    step's end when the step's watts are not given. ``clock``: seconds, for the step's time
-    when it is not given."""
+def nearest_config(configs: np.ndarray, clocks) -> int:
+    """The index of the (core, memory) pair of ``configs`` [K x 2] nearest ``clocks`` (core,
+    memory MHz) in log-frequency distance (the sum of both clocks' squared log ratios); ties
+    go to the lower index."""
+    try:
+        core, mem = (float(x) for x in clocks)
+    except (TypeError, ValueError):
+        raise InputError(f"clocks must be (core_mhz, mem_mhz), got {clocks!r}") from None
+    if not (math.isfinite(core) and math.isfinite(mem) and core > 0 and mem > 0):
+        raise InputError(f"clocks must be positive and finite MHz, got ({core}, {mem})")
+    cfg = np.asarray(configs, dtype=np.float64)
+    d = np.log(cfg[:, 0] / core) ** 2 + np.log(cfg[:, 1] / mem) ** 2
+    return int(np.argmin(d))
 
-    def __init__(self, governor: Governor, set_clocks: Callable[[float, float], None],
-                 energy_j: Callable[[], float | None] | None = None, clock: Callable[[], float] = time.perf_counter):
+
+class GovernedLoop:
+    """``set_clocks(core_mhz, mem_mhz)``: e.g. ``device.lock_clocks`` or ``ClockClient.set``
+    (never called in dry run, where it may be None). ``energy_j``: a monotonic energy counter
+    in joules (``device.energy_joules``), read at each step's end when the step's watts are not
+    given. ``clock``: seconds, for the step's time when it is not given.
+
+    ``dry_run``: decide without setting (module notes); the clocks the GPU ran come from the
+    ``clocks=`` argument of `phase` and `step_end`, else from ``actual_clocks()`` (e.g. ``lambda:
+    device.clocks``). ``log``: called with a dict per decision: the governor's entry (its
+    ``core_mhz``/``mem_mhz`` the pair chosen) plus ``dry_run``, ``would_core_mhz``,
+    ``would_mem_mhz``, ``would_index``, ``actual_core_mhz``, ``actual_mem_mhz`` and
+    ``actual_index`` (in dry run; None otherwise) and ``set`` (whether ``set_clocks`` was
+    called and did not return False: a caller's way to say the setting was refused). The
+    governor's own ``log`` still receives its entries as before.
+    """
+
+    def __init__(self, governor: Governor, set_clocks: Callable[[float, float], None] | None = None,
+                 energy_j: Callable[[], float | None] | None = None, clock: Callable[[], float] = time.perf_counter,
+                 *, dry_run: bool = False, actual_clocks: Callable[[], tuple[float, float]] | None = None,
+                 log: Callable[[dict], None] | None = None):
+        if not isinstance(dry_run, bool):
+            raise InputError(f"dry_run must be True or False, got {dry_run!r}")
+        if not dry_run and set_clocks is None:
+            raise InputError("set_clocks is needed unless dry_run=True")
         self.governor, self.set_clocks, self.energy_j, self.clock = governor, set_clocks, energy_j, clock
+        self.dry_run, self.actual_clocks, self.log = dry_run, actual_clocks, log
+        #: Dry run: the pair the governor chose last (what it would set), and the pair the GPU ran.
+        self.would_index: int | None = None
+        self.actual_index: int | None = None
+        #: The last decision's entry, as logged.
+        self.last_decision: dict | None = None
+        self._entry: dict = {}
         self._mark: tuple[float, float | None] | None = None
 
     def _pair(self, k: int) -> tuple[float, float]:
         return tuple(float(x) for x in self.governor.configs[k])
 
-    def phase(self, key, time_ms, watts) -> tuple[float, float]:
+    def _actual(self, clocks) -> int:
+        """Dry run: the index of the pair the GPU ran, made the governor's current pair."""
+        if clocks is None:
+            if self.actual_clocks is None:
+                raise InputError("a dry run needs the clocks the GPU ran: pass clocks=(core_mhz, mem_mhz) or "
+                                 "GovernedLoop(..., actual_clocks=lambda: device.clocks)")
+            clocks = self.actual_clocks()
+        k = nearest_config(self.governor.configs, clocks)
+        self.actual_index = self.governor.current = k
+        return k
+
+    def _decide(self) -> int:
+        """The governor's decision; in dry run it is recorded apart and the current pair goes
+        back to the actual one. Logs the entry (with ``set`` filled by the caller)."""
+        entries: list[dict] = []
+        user = self.governor.log
+        self.governor.log = entries.append
+        try:
+            k = self.governor.decide()
+        finally:
+            self.governor.log = user
+        entry = entries[0]
+        if user is not None:
+            user(entry)
+        if self.dry_run:
+            self.would_index = k
+            self.governor.current = self.actual_index
+        self._entry = entry
+        return k
+
+    def _emit(self, k: int, was_set: bool) -> None:
+        entry = dict(self._entry)
+        core, mem = self._pair(k)
+        entry |= {"dry_run": self.dry_run, "would_index": k, "would_core_mhz": core, "would_mem_mhz": mem,
+                  "set": was_set}
+        a = self.actual_index if self.dry_run else None
+        entry |= {"actual_index": a, "actual_core_mhz": None if a is None else self._pair(a)[0],
+                  "actual_mem_mhz": None if a is None else self._pair(a)[1]}
+        self.last_decision = entry
+        if self.log is not None:
+            self.log(entry)
+
+    def phase(self, key, time_ms, watts, *, clocks=None) -> tuple[float, float]:
         """A workload (or a phase of it) starts, with the offline prediction at every pair;
-        sets and returns its first clocks."""
+        sets (dry run: would set) and returns its first clocks. ``clocks``: dry run, the pair
+        the GPU runs now."""
         self.governor.phase(key, time_ms, watts)
-        pair = self._pair(self.governor.decide())
-        self.set_clocks(*pair)
+        if self.dry_run:
+            self._actual(clocks)
+        k = self._decide()
+        pair = self._pair(k)
+        self._emit(k, not self.dry_run and self.set_clocks(*pair) is not False)
         self._mark = (self.clock(), self.energy_j() if self.energy_j else None)
         return pair
 
     def step_end(self, *, time_ms: float | None = None, watts: float | None = None,
-                 work: float = 1.0) -> tuple[float, float]:
+                 work: float = 1.0, clocks=None) -> tuple[float, float]:
         """One step ended, having done ``work`` units (its time is per unit). Measures what is
-        not given, observes, and sets the next clocks (returned)."""
+        not given, observes, and sets the next clocks (returned; dry run: the clocks it would
+        set, observing at ``clocks``, the (core, memory) MHz the step ran at)."""
         if self._mark is None:
             raise InputError("call GovernedLoop.phase(...) before the first step")
         if not work > 0:
@@ -52,11 +147,12 @@ class GovernedLoop:
             if joules is None or self._mark[1] is None or not elapsed > 0:
                 raise InputError("no watts given and no energy counter to measure them")
             watts = (joules - self._mark[1]) / elapsed
+        if self.dry_run:
+            self._actual(clocks)
         self.governor.observe(self.governor.current, time_ms / work, watts)
         before = self.governor.current
-        k = self.governor.decide()
+        k = self._decide()
         pair = self._pair(k)
-        if k != before:
-            self.set_clocks(*pair)
+        self._emit(k, not self.dry_run and k != before and self.set_clocks(*pair) is not False)
         self._mark = (self.clock(), self.energy_j() if self.energy_j else None)
         return pair

@@ -1,0 +1,53 @@
+"""The closed-loop governor in deep-learning training: a step meter, phases, and callbacks for
+Hugging Face ``transformers`` and PyTorch Lightning. Dry run by default: it measures, decides
+and logs the clocks it would set, and sets none.
+
+A plain PyTorch loop (`GovernedTraining`, built on `GovernedLoop`)::
+
+    from gpudvfs.govern.integrations import GovernedTraining
+    gov = GovernedTraining(device="nvml", policy="energy", dry_run=True, log_path="run/steps.jsonl")
+    for i, batch in enumerate(loader):
+        with gov.step():
+            loss = model(batch).mean(); loss.backward(); opt.step(); opt.zero_grad()
+        if i % 50 == 0:
+            with gov.phase("checkpoint"): snapshot = {k: v.cpu() for k, v in model.state_dict().items()}
+    summary = gov.close()   # also written to run/steps.summary.json
+
+Hugging Face: ``Trainer(..., callbacks=[GpudvfsTrainerCallback(device="nvml", log_path=...)])``
+(`gpudvfs.govern.integrations.huggingface`). Lightning: ``Trainer(callbacks=[
+GpudvfsLightningCallback(...)])`` (`gpudvfs.govern.integrations.lightning`). Both take the
+options of `GovernedTraining` and import their framework only when used: ``import gpudvfs``
+and this package import neither torch, transformers nor lightning.
+
+| module        | what                                                                  |
+|---------------|-----------------------------------------------------------------------|
+| `meter`       | `StepMeter`, `StepRecord`: per-step time, energy, power, clocks       |
+| `prior`       | `step_prior`: a phase's prior over the pairs from its first step      |
+| `configs`     | `clock_grid`: the pairs to choose among (device, else catalog)        |
+| `session`     | `GovernedTraining`: meter + phases + governor, and the run's summary  |
+| `huggingface` | `GpudvfsTrainerCallback` (``transformers.TrainerCallback``)           |
+| `lightning`   | `GpudvfsLightningCallback` (``lightning.pytorch.Callback``)           |
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from .configs import MAX_CORE_CLOCKS, ClockGrid, clock_grid
+from .meter import SIM_STEP, StepMeter, StepRecord
+from .prior import GENERIC_UTIL, MEMORY_SHARE, PRIOR_SD, step_prior
+from .session import GovernedTraining, open_device
+
+_LAZY = {"GpudvfsTrainerCallback": ".huggingface", "GpudvfsLightningCallback": ".lightning"}
+
+__all__ = ["GENERIC_UTIL", "MAX_CORE_CLOCKS", "MEMORY_SHARE", "PRIOR_SD", "SIM_STEP", "ClockGrid",
+           "GovernedTraining", "GpudvfsLightningCallback", "GpudvfsTrainerCallback", "StepMeter", "StepRecord",
+           "clock_grid", "open_device", "step_prior"]
+
+
+def __getattr__(name: str) -> Any:
+    """The callbacks load their framework on first use."""
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,90 @@
+"""A training phase's prior over the supported clock pairs, from its first measured step.
+
+The measurement sets the level; the catalog's power prior (`gpudvfs.power.PowerModel.prior`)
+gives only the shape of power over the clocks, and a two-part time law (a compute share
+scaling with 1/f_core, a memory share with 1/f_mem) the shape of time. Pure: no device.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+
+import numpy as np
+
+from ...errors import InputError
+from ...limits import clock_array
+from ...measure.counters.mapping import COMPONENTS
+
+#: A generic busy profile of a deep-learning step (component utilizations, in the power
+#: model's components), for the SHAPE of power over the clocks only. Generic: not fitted on any
+#: measurement; the governor learns the real shape from the steps it observes.
+GENERIC_UTIL: Mapping[str, float] = {"SP": 0.5, "INT": 0.3, "DP": 0.0, "SFU": 0.0, "L2": 0.4, "Shared": 0.3,
+                                     "DRAM": 0.4}
+#: The share of a step's time that scales with the memory clock (the rest with the core clock),
+#: where no activities say otherwise. Generic, not fitted.
+MEMORY_SHARE = 0.3
+#: The relative error given to such a prior (the governor's ``prior_sd``): wide, since only its
+#: level is measured.
+PRIOR_SD = 0.2
+
+PowerShape = Callable[[np.ndarray, np.ndarray, np.ndarray], "np.ndarray | float"]
+
+
+def utilization_vector(util: Mapping[str, float] | None = None) -> np.ndarray:
+    """``util`` (component name -> utilization in [0, 1]; missing ones are 0) as the power
+    model's vector over `COMPONENTS`; None: `GENERIC_UTIL`."""
+    util = GENERIC_UTIL if util is None else util
+    unknown = set(util) - set(COMPONENTS)
+    if unknown:
+        raise InputError(f"util: unknown components {sorted(unknown)}; expected some of {list(COMPONENTS)}")
+    u = np.array([float(util.get(c, 0.0)) for c in COMPONENTS])
+    if not (np.isfinite(u).all() and (u >= 0).all() and (u <= 1).all()):
+        raise InputError(f"util: utilizations must be in [0, 1], got {dict(util)}")
+    return u
+
+
+def _positive(name: str, value) -> float:
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"{name} must be a positive number, got {value!r}") from None
+    if not (math.isfinite(x) and x > 0):
+        raise InputError(f"{name} must be positive and finite, got {value!r}")
+    return x
+
+
+def step_prior(configs, measured_mhz, time_ms: float, watts: float, power: PowerShape | None = None, *,
+               util: Mapping[str, float] | None = None,
+               memory_share: float = MEMORY_SHARE) -> tuple[np.ndarray, np.ndarray]:
+    """(time_ms[K], watts[K]) at the pairs ``configs`` [K x 2] of a step measured at
+    ``measured_mhz`` (core, memory) to take ``time_ms`` at ``watts``:
+
+    * watts_k = watts * P(u, pair_k) / P(u, measured pair), ``power(u, core[K], mem[K])`` the
+      power shape (e.g. ``PowerModel.prior(name, reference=...).predict``) and u ``util``
+      (default `GENERIC_UTIL`); ``power=None``: flat (watts_k = watts), for a GPU without one;
+    * time_k = time_ms * ((1 - m) f_core / f_core_k + m f_mem / f_mem_k), m ``memory_share``.
+
+    Both equal the measurement at the measured pair."""
+    cfg = clock_array(configs, "configs")
+    if cfg.ndim != 2 or cfg.shape[1] != 2 or len(cfg) == 0:
+        raise InputError(f"configs must be [K x 2] (core, memory MHz), got shape {cfg.shape}")
+    pair = np.asarray(measured_mhz)
+    if pair.shape != (2,):
+        raise InputError(f"measured_mhz must be (core, memory) MHz, got {measured_mhz!r}")
+    fc, fm = (float(x) for x in clock_array(pair, "measured_mhz"))
+    time_ms, watts = _positive("time_ms", time_ms), _positive("watts", watts)
+    if not (isinstance(memory_share, (int, float)) and not isinstance(memory_share, bool) and 0 <= memory_share <= 1):
+        raise InputError(f"memory_share must be a number in [0, 1], got {memory_share!r}")
+    m = float(memory_share)
+    t = time_ms * ((1 - m) * fc / cfg[:, 0] + m * fm / cfg[:, 1])
+    if power is None:
+        return t, np.full(len(cfg), watts)
+    u = utilization_vector(util)
+    shape = np.asarray(power(u, cfg[:, 0], cfg[:, 1]), dtype=np.float64)
+    here = np.asarray(power(u, np.array([fc]), np.array([fm])), dtype=np.float64).reshape(-1)
+    if shape.shape != (len(cfg),) or here.shape != (1,):
+        raise InputError(f"power must return one value per pair: got shapes {shape.shape} and {here.shape}")
+    if not (np.isfinite(shape).all() and (shape > 0).all() and np.isfinite(here[0]) and here[0] > 0):
+        raise InputError("power must be positive and finite at every pair and at the measured one")
+    return t, watts * shape / here[0]
