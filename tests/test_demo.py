@@ -46,7 +46,7 @@ def test_demo_cli_json_and_plots(tmp_path):
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
     assert d["voltage_error_max"] < 0.02
-    assert {c["policy"] for c in d["choices"]} == {"energy", "edp", "ed2p", "deadline", "power-cap"}
+    assert {c["policy"] for c in d["choices"]} == {"energy", "edp", "ed2p", "deadline", "power-cap", "cost"}
     pngs = sorted(p.name for p in out.glob("*.png"))
     assert "voltage-and-pareto.png" in pngs and len(pngs) == 5
     for row in d["choices"]:

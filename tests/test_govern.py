@@ -378,11 +378,11 @@ def _scripted(regret_of, over_of=lambda c, a: False):
     """A stand-in for the replay of one set of constants: each phase's regret, and under a
     deadline whether all its steps or none are over the bound, as ``regret_of(prior_sd, app)``
     and ``over_of`` say, so that the choice and its cross-validation can be worked out by hand."""
-    def governed(table, setup, policy, slowdown, power_cap_w, noise, governor):
+    def governed(table, setup, target, noise, governor):
         c = governor["prior_sd"]
         per = [regret_of(c, a) for a, _ in setup.plan]
         out = {"per_phase": per, "regret_mean": float(np.mean(per))}
-        if policy == "deadline":
+        if target.policy == "deadline":
             out["per_phase_over"] = [n if over_of(c, a) else 0 for a, n in setup.plan]
         return out
     return governed
@@ -398,12 +398,12 @@ def test_the_defaults_cross_validated_choose_without_the_application(gtx980: Rep
     while every other application, x's phases in its choice, gets the second."""
     from gpudvfs.govern import replay as replay_module
 
-    x = replay_module._setup(gtx980, "energy", 0.1, None, 4000, 200, 0, 0.01).plan[0][0]
+    x = replay_module._setup(gtx980, replay_module.Target("energy"), 4000, 200, 0, 0.01).plan[0][0]
     monkeypatch.setattr(replay_module, "_governed", _scripted(
         lambda c, a: (1.0 if c == 0.1 else 0.0) if a == x else (0.01 if c == 0.1 else 0.02)))
     r = replay_module.choose_defaults([gtx980], policies=("energy",), seeds=(0, 1), sets=SETS, cv=True, workers=1)
     assert r["chosen"] == SETS[1]
-    plans = [replay_module._setup(gtx980, "energy", 0.1, None, 4000, 200, s, 0.01).plan for s in (0, 1)]
+    plans = [replay_module._setup(gtx980, replay_module.Target("energy"), 4000, 200, s, 0.01).plan for s in (0, 1)]
     drawn = {gtx980.names[a] for plan in plans for a, _ in plan}
     [g] = r["cv"]["grids"]
     assert set(g["chosen"]) == drawn and g["same_as_chosen_on_all"] == len(drawn) - 1
@@ -429,13 +429,13 @@ def test_the_defaults_cross_validated_keep_the_bound_without_the_application(gtx
     from gpudvfs.govern import replay as replay_module
 
     three = subset(gtx980, [0, 1, 2])
-    x = replay_module._setup(three, "deadline", 0.1, None, 600, 50, 0, 0.01).plan[0][0]
+    x = replay_module._setup(three, replay_module.Target("deadline"), 600, 50, 0, 0.01).plan[0][0]
     monkeypatch.setattr(replay_module, "_governed", _scripted(lambda c, a: 0.01 if c == 0.1 else 0.02,
                                                               lambda c, a: c == 0.1 and a == x))
     r = replay_module.choose_defaults([three], policies=("deadline",), seeds=(0,), steps=600, phase_steps=50,
                                       sets=SETS, cv=True, workers=1)
     assert r["chosen"] == SETS[1] and not r["sets"][0]["feasible"]
-    plan = replay_module._setup(three, "deadline", 0.1, None, 600, 50, 0, 0.01).plan
+    plan = replay_module._setup(three, replay_module.Target("deadline"), 600, 50, 0, 0.01).plan
     [g] = r["cv"]["grids"]
     assert g["chosen"] == {three.names[a]: SETS[0] if a == x else SETS[1] for a in {a for a, _ in plan}}
     share_x = sum(n for a, n in plan if a == x) / 600
@@ -501,17 +501,17 @@ def test_replay_on_the_v100_grid_without_its_spikes_meets_the_target(data):
 def test_one_pair_for_all_is_chosen_without_the_application_and_meets_the_others_constraints():
     """Two applications, three pairs: each is given the pair best for the other; under a power
     cap only pairs under it for the other qualify."""
-    from gpudvfs.govern.replay import _one_pair_for_all
+    from gpudvfs.govern.replay import Target, _one_pair_for_all
 
     configs = np.array([[500.0, 877.0], [700.0, 877.0], [900.0, 877.0]])
     time_ms = np.array([[2.0, 1.0, 0.9], [1.0, 1.0, 1.0]])
     watts = np.array([[100.0, 100.0, 150.0], [50.0, 100.0, 200.0]])
     tab = ReplayTable(["a", "b"], configs, 2, time_ms, watts, time_ms, watts)
     best = np.array([1, 0])  # least energy: a at 700, b at 500
-    assert _one_pair_for_all(tab, best, "energy", 0.1, None).tolist() == [0, 1]
+    assert _one_pair_for_all(tab, best, Target("energy")).tolist() == [0, 1]
     # Fastest under a 120 W cap: b is given a's 700 (a's 900 is faster but over the cap),
     # a the first of b's equal times.
-    assert _one_pair_for_all(tab, np.array([1, 0]), "power-cap", 0.1, 120.0).tolist() == [0, 1]
+    assert _one_pair_for_all(tab, np.array([1, 0]), Target("power-cap", 0.1, 120.0)).tolist() == [0, 1]
     # With one application (or one group) no pair can be chosen without it: an error, not pair 0.
     from gpudvfs.select.evaluate import single_pair_indices
 
@@ -531,7 +531,8 @@ def test_govern_replay_command(data, tmp_path):
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
     assert {"regret_mean", "violations", "clock_changes", "steps_to_settle", "decision_us"} <= set(out)
-    assert set(out["baselines"]) == {"default_clocks", "model_only", "one_pair_for_all", "exhaustive", "random_search"}
+    assert set(out["baselines"]) == {"default_clocks", "model_only", "one_pair_for_all", "exhaustive", "random_search",
+                                    "zeus"}
     r = run(cli, ["govern", "replay", grid, "--device", "gtx980", "--train", grid])
     assert r.exit_code == 2 and "must not be in TRAIN" in r.output
     r = run(cli, ["govern", "replay", grid, "--device", "gtx980", "--policy", "power-cap"])

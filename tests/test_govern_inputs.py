@@ -156,7 +156,7 @@ def test_power_cap_regret_is_of_time_against_the_fastest_pair_under_the_cap(gtx9
     a negative regret against that pair)."""
     cap = 60.0
     r = replay(gtx980, policy="power-cap", power_cap_w=cap, steps=1000, seed=0)
-    setup = rp._setup(gtx980, "power-cap", 0.1, cap, 1000, 200, 0, 0.01)
+    setup = rp._setup(gtx980, rp.Target("power-cap", 0.1, cap), 1000, 200, 0, 0.01)
     for a in {a for a, _ in setup.plan}:
         under = gtx980.watts[a] <= cap
         assert under.any() and setup.best_k[a] == np.flatnonzero(under)[np.argmin(gtx980.time_ms[a, under])]
@@ -194,7 +194,7 @@ def test_edp_regret_is_of_energy_times_time():
 
 def test_a_cap_no_pair_can_meet_is_warned_about(gtx980):
     cap = 0.5 * float(gtx980.watts.min())  # under every pair of every application
-    setup = rp._setup(gtx980, "power-cap", 0.1, cap, 1000, 200, 0, 0.01, warn=False)
+    setup = rp._setup(gtx980, rp.Target("power-cap", 0.1, cap), 1000, 200, 0, 0.01, warn=False)
     apps = len({a for a, _ in setup.plan})
     with pytest.warns(GpudvfsWarning, match=f"no pair stays under the .* W cap for {apps} application"):
         r = replay(gtx980, policy="power-cap", power_cap_w=cap, steps=1000, seed=0)

@@ -26,6 +26,11 @@ EXPECTED = {
     "nsfcac/v100_spec_dev.csv": ("dcgm", 1287, 11, 117),
     "gpuptxmodel/titanx_microbenchmarks.csv": ("ptx", 4480, 140, 32),
     "gpuptxmodel/titanx_realbenchmarks.csv": ("ptx", 768, 24, 32),
+    # The README's 51 x 8: 52 jobs, one of them measured at 2 of the 8 power limits.
+    "zeus/power_limit_rtx6000.csv": ("zeus", 410, 52, 8),
+    "zeus/power_limit_v100.csv": ("zeus", 476, 68, 7),
+    "perseus/bloom_a40_stages.csv": ("perseus", 960, 16, 60),
+    "perseus/gpt3-175b_a40_stages.csv": ("perseus", 960, 16, 60),
 }
 # Files whose invalid rows must be skipped explicitly: file -> (lines, what the message says)
 INVALID = {
@@ -53,22 +58,23 @@ def _arrays(ds) -> dict[str, np.ndarray]:
     return out
 
 
-# Files `gpudvfs.read` does not read yet: Zeus's power-limit traces (the knob is a power limit,
-# not a clock) and Perseus's stage profiles (energy, not power, per SM clock). The power prior's
-# scoring reads the Perseus files itself (`gpudvfs.power.prior_rule`).
-UNREAD = ("zeus/power_limit_rtx6000.csv", "zeus/power_limit_v100.csv", "perseus/bloom_a40_stages.csv",
-          "perseus/gpt3-175b_a40_stages.csv")
-
-
 def test_every_data_file_is_covered(data):
     found = {str(p.relative_to(data)) for p in data.glob("*/*.csv") if p.parent.name != "tool-outputs"}
-    assert found == set(EXPECTED) | set(UNREAD)
+    assert found == set(EXPECTED)
 
 
-@pytest.mark.parametrize("rel", UNREAD)
-def test_files_not_read_yet_are_refused_with_what_is_expected(data, rel):
-    with pytest.raises(gpudvfs.DataFileError, match="cannot tell the format"):
-        gpudvfs.read(data / rel)
+def test_traces_read_with_their_knob_and_power(data):
+    """Zeus's knob is a power limit and its time an epoch's; Perseus gives energy, read as
+    power over its time, in seconds."""
+    zeus = gpudvfs.read(data / "zeus/power_limit_v100.csv")
+    d = zeus.describe()
+    assert zeus.knob == "power_limit" and d["power_limit_w_levels"] == [100, 125, 150, 175, 200, 225, 250]
+    assert zeus.workload[0] == "cifar100/shufflenetv2/1024/adadelta"
+    assert zeus.time_ms[0] == pytest.approx(11276.666666666666) and zeus.watts[0] == pytest.approx(86.86460850784009)
+    perseus = gpudvfs.read(data / "perseus/bloom_a40_stages.csv")
+    assert perseus.knob == "clocks" and perseus.mem_mhz is None and perseus.workload[0] == "0/forward"
+    assert perseus.time_ms[0] == pytest.approx(133.44467067718507)
+    assert perseus.watts[0] == pytest.approx(39.136634999871255 / 0.13344467067718507)
 
 
 @pytest.mark.parametrize("rel", sorted(EXPECTED))

@@ -31,7 +31,8 @@ def test_choice_is_feasible_and_optimal(g, policy, slowdown, cap):
     for w in range(t.shape[0]):
         i = s.index[w]
         assert s.core_mhz[w] == cfg[i, 0] and s.joules[w] == pytest.approx(e[w, i])
-        obj = {"energy": e[w], "edp": e[w] * t[w], "ed2p": e[w] * t[w] ** 2}.get(policy)
+        obj = {"energy": e[w], "edp": e[w] * t[w], "ed2p": e[w] * t[w] ** 2,
+               "cost": 0.5 * e[w] + 0.5 * p[w].max() * t[w] / 1e3}.get(policy)
         if obj is not None:
             assert obj[i] == obj.min()
             continue

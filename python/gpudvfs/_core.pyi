@@ -86,7 +86,7 @@ class GovernorCore:
         cls,
         configs: _F64,  # [K x 2] (core, memory) MHz, positive
         default_index: int,
-        policy: str,  # "energy", "edp", "deadline" or "power-cap"
+        policy: str,  # "energy", "edp", "deadline", "power-cap" or "cost"
         slowdown: float,
         power_cap_w: float,  # inf: no cap
         prior_sd: float,
@@ -95,6 +95,8 @@ class GovernorCore:
         hysteresis: float,
         residual_sd: float,
         residual_scale: float,
+        eta: float,  # cost: energy's weight, in [0, 1]
+        max_power_w: float,  # cost: the watts that price a second, positive
     ) -> GovernorCore: ...
     def add_phase(self, time_ms: _F64, watts: _F64) -> int: ...
     def estimates(self, id: int) -> tuple[_F64, _F64, _F64, _F64]: ...

@@ -51,7 +51,7 @@ class ProfilePrediction:
 
 
 def predict_profile(profile, device: str | None = None, *, policy: str = "energy", slowdown: float = 0.1,
-                    power_model: PowerModel | str | Path | None = None,
+                    eta: float = 0.5, power_model: PowerModel | str | Path | None = None,
                     reference: tuple[float, float] | None = None, calibrate: bool = True) -> ProfilePrediction:
     """``profile``: a path to Nsight Compute or nvprof CSV output, or a `CounterReport`;
     ``device``: the catalog GPU (default: the one the profile names; a profile of another GPU is
@@ -62,7 +62,7 @@ def predict_profile(profile, device: str | None = None, *, policy: str = "energy
     kernels = kernel_inputs(report)
     spec = device_of(report, device)
     model = PowerModel.load(power_model) if isinstance(power_model, (str, Path)) else power_model
-    d = _predict(report, spec, power_model=model, reference=reference, policy=policy, slowdown=slowdown,
+    d = _predict(report, spec, power_model=model, reference=reference, policy=policy, slowdown=slowdown, eta=eta,
                  kernels=kernels, calibrate=calibrate)
     configs = np.array(d["configs"])
     app = d["application"]

@@ -80,7 +80,8 @@ def info(file: str, fmt: str | None, skip_invalid: bool, columns: dict, as_json:
                                                                   if "reference_from" in d else "")
          if ref else "not recorded"],
         ["configurations", d.get("configurations", "-")],
-        ["core MHz levels", _levels(d.get("core_mhz_levels", []))],
+        ["power limit W levels", _levels(d["power_limit_w_levels"])] if d.get("knob") == "power_limit"
+        else ["core MHz levels", _levels(d.get("core_mhz_levels", []))],
         ["memory MHz levels", _levels(d.get("mem_mhz_levels", []))],
     ]
     if "components" in d:

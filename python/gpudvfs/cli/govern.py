@@ -6,14 +6,20 @@ import click
 
 from ..govern import POLICIES
 from ..govern.daemon import MIN_INTERVAL_S
+from ..govern.plain import plain_table
 from ..govern.replay import DEFAULT_SEEDS, choose_defaults, cross_validate, dcgm_replay_table, replay, replay_table
-from ..io import read_measured_grid
+from ..io import detect_format, read_measured_grid
 from ..io.dcgm_fields import is_dcgm_grid
 from ..measure.devices import DEVICE_KINDS, make_device
 from . import options
 from .output import console, interval, output_file, paired_line, print_json, table, user_errors
 from .progress import progress_bars
 from .time import DEVICE_HELP, _gpu, _pair
+
+#: Steps replayed and steps of a phase; a trace replays each job once for TRACE_STEPS steps.
+STEPS, PHASE_STEPS, TRACE_STEPS = 4000, 200, 2000
+#: The formats replayed without counters, whatever the options.
+TRACES = ("zeus", "perseus")
 
 NOISE_HELP = ("Relative noise of each observed time and power: Gaussian of this standard deviation, truncated "
               "to (-1, 1) (a draw outside is drawn again) so that every observation stays positive.")
@@ -30,9 +36,10 @@ def _apply(f, decorators):
 _PHASES = [
     click.option("--slowdown", default=0.1, show_default=True, type=options.Finite(min=0),
                  help="deadline: at most this slower than the default (highest) clocks."),
-    click.option("--steps", default=4000, show_default=True, type=click.IntRange(min=1)),
-    click.option("--phase-steps", default=200, show_default=True, type=click.IntRange(min=1),
-                 help="The application switches about this often."),
+    click.option("--steps", type=click.IntRange(min=1), help=f"Steps replayed [default: {STEPS}]."),
+    click.option("--phase-steps", type=click.IntRange(min=1),
+                 help=f"The application switches about this often [default: {PHASE_STEPS}; a trace's job runs "
+                      f"{TRACE_STEPS}]."),
     click.option("--noise", default=0.01, show_default=True, type=options.Finite(0, 0.5, max_open=True),
                  help=NOISE_HELP),
 ]
@@ -48,6 +55,7 @@ def _replay_settings(f):
     phases, the noise and the seed."""
     return _apply(f, [click.option("--policy", type=click.Choice(POLICIES), default="energy", show_default=True),
                       click.option("--power-cap", type=options.Finite(min=0, min_open=True), help="power-cap: watts."),
+                      options.eta,
                       *_PHASES, options.seed()])
 
 
@@ -56,13 +64,19 @@ def govern() -> None:
     """The closed-loop frequency governor: predict, measure, settle."""
 
 
-def _grid(path, columns):
-    return read_measured_grid(path, "the governor's replay", ("nvdvfs", "dcgm", "grid"), options.on_invalid(),
-                              columns, options.spike_threshold())
+def _grid(path, columns, plain=False):
+    formats = ("nvdvfs", "dcgm", "grid", *TRACES) + (("tidy", "ptx") if plain else ())
+    return read_measured_grid(path, "the governor's replay", formats, options.on_invalid(), columns,
+                              options.spike_threshold())
 
 
-def _table(data, device, reference, train=None, columns=None, clip_utilization=False):
-    grid = _grid(data, columns)
+def _table(data, device, reference, train=None, columns=None, clip_utilization=False, plain=False):
+    grid = _grid(data, columns, plain)
+    if plain or grid.format in TRACES:
+        return plain_table(grid, _grid(train, columns, plain=True) if train else None)
+    if device is None:
+        raise click.UsageError(f"--device: the GPU that measured {data}, whose counters model each application; "
+                               "or --plain, to replay its time and power alone")
     time_device, spec = _gpu(device, grid)
     if is_dcgm_grid(grid):
         if train:
@@ -78,9 +92,14 @@ def _table(data, device, reference, train=None, columns=None, clip_utilization=F
 @click.option("--train", type=click.Path(dir_okay=False),
               help="Grid the power model is fitted on (none of DATA's applications in it); default: each "
                    "application scored with a model of DATA's others.")
-@click.option("--device", required=True, help=DEVICE_HELP)
+@click.option("--device", help=DEVICE_HELP + " Not needed with --plain, nor for Zeus's and Perseus's traces.")
 @click.option("--reference", default="700,700", show_default=True, callback=_pair,
-              help="The clock pair a new phase is profiled at.")
+              help="The clock pair a new phase is profiled at (not used with --plain).")
+@click.option("--plain", is_flag=True,
+              help="Replay the time and power alone, counters ignored: a new application is predicted from how "
+                   "the others (or TRAIN's) moved. Zeus's and Perseus's traces are always replayed so.")
+@click.option("--learn", is_flag=True,
+              help="A new phase starts from what the phases before it taught the governor, not from the models.")
 @_replay_settings
 @click.option("--cv", "run_cv", is_flag=True,
               help="Also choose the governor's constants by leave-one-application-out (slow: 63 replays per "
@@ -90,11 +109,17 @@ def _table(data, device, reference, train=None, columns=None, clip_utilization=F
 @options.drop_spikes
 @options.clip_utilization
 @click.option("--json", "as_json", is_flag=True)
-def replay_(data, train, device, reference, policy, slowdown, power_cap, steps, phase_steps, noise, seed, run_cv,
-            columns, clip_utilization, as_json) -> None:
+def replay_(data, train, device, reference, plain, learn, policy, slowdown, power_cap, eta, steps, phase_steps, noise,
+            seed, run_cv, columns, clip_utilization, as_json) -> None:
     """Run the governor against DATA, a grid with every application measured at every pair
-    (NV-DVFS nvprof CSV with power, or a DCGM grid), with the baselines on the same phases
-    and noise (default clocks, the models' choice, exhaustive profiling, random search).
+    (NV-DVFS nvprof CSV with power, a DCGM grid, or with --plain any time-and-power grid),
+    or a trace of Zeus (training jobs at each power limit) or Perseus (pipeline stages at
+    each SM clock), with the baselines on the same phases and noise (default clocks, the
+    models' choice, one pair for all chosen on the other applications, exhaustive profiling,
+    random search, and Zeus's just-in-time profiling: 10 warm-up and 40 measured steps per
+    setting, from the highest down). A trace replays each job once, in a random order, for
+    --phase-steps steps; a grid replays --steps steps of applications switching about every
+    --phase-steps.
     JSON keys: regret_mean, violations, clock_changes, steps_to_settle, decision_us, wasted,
     baselines, intervals (95%, over the applications: the governor's regret and its paired
     difference from each baseline's) (and cv).
@@ -110,10 +135,18 @@ def replay_(data, train, device, reference, policy, slowdown, power_cap, steps, 
       whose measured power exceeds the cap; absent for energy and edp."""
     options.policy_options(policy, power_cap)
     with user_errors():
-        tab = _table(data, device, reference, train, columns, clip_utilization)
-        kw = {"policy": policy, "slowdown": slowdown, "power_cap_w": power_cap, "steps": steps,
-              "phase_steps": phase_steps, "seed": seed, "noise": noise}
-        r = replay(tab, **kw)
+        tab = _table(data, device, reference, train, columns, clip_utilization, plain)
+        trace = tab.knob != "clocks" or plain
+        if trace and run_cv:
+            raise click.UsageError("--cv chooses the governor's constants on counter-modelled grids; a trace or "
+                                   "--plain replay runs with the constants chosen on those")
+        each_once = detect_format(data) in TRACES
+        if each_once and steps is not None:
+            raise click.UsageError("--steps: a trace replays each job once, for --phase-steps steps")
+        kw = {"policy": policy, "slowdown": slowdown, "power_cap_w": power_cap, "eta": eta,
+              "steps": steps or STEPS, "phase_steps": phase_steps or (TRACE_STEPS if each_once else PHASE_STEPS),
+              "seed": seed, "noise": noise}
+        r = replay(tab, **kw, each_once=each_once, learn=learn)
         if run_cv:
             with progress_bars(disable=as_json) as update:
                 [r["cv"]] = cross_validate([tab], **kw, progress=lambda done, total, label: update(
@@ -124,7 +157,7 @@ def replay_(data, train, device, reference, policy, slowdown, power_cap, steps, 
     if as_json:
         print_json(r)
         return
-    cols = ["strategy", "regret % (mean)", "max", "wasted %", "clock changes", "steps to settle"]
+    cols = ["strategy", "regret % (mean)", "max", "wasted %", "changes", "steps to settle"]
     if "violations" in r:
         cols.append("violations %")
 
@@ -133,8 +166,9 @@ def replay_(data, train, device, reference, policy, slowdown, power_cap, steps, 
                str(v["clock_changes"]), f"{v['steps_to_settle']:.1f}"]
         return out + ([f"{100 * v['violations']:.2f}"] if "violations" in v else [])
 
+    knob = {"clocks": "clock pairs", "core_clock": "core clocks", "power_limit": "power limits"}[r["knob"]]
     console.print(table(f"governor replay, {policy}: {r['phases']} phases of {r['apps']} applications over "
-                        f"{r['pairs']} pairs; one decision {r['decision_us']:.0f} us",
+                        f"{r['pairs']} {knob}; one decision {r['decision_us']:.0f} us",
                         cols, [row("governor", r), *[row(k, v) for k, v in r["baselines"].items()]]))
     ci = r["intervals"]
     console.print("95% intervals over the applications (a phase with its application), %: governor "
@@ -176,7 +210,7 @@ def _tables(data, devices, references) -> list:
 @options.skip_invalid
 @options.drop_spikes
 @click.option("--json", "as_json", is_flag=True)
-def cv(data, devices, references, policy, slowdown, power_cap, steps, phase_steps, noise, seed, workers,
+def cv(data, devices, references, policy, slowdown, power_cap, eta, steps, phase_steps, noise, seed, workers,
        as_json) -> None:
     """Choose the governor's constants by leave-one-application-out over every application
     of every DATA (each held out, the constants with the least regret on the others of its
@@ -186,8 +220,9 @@ def cv(data, devices, references, policy, slowdown, power_cap, steps, phase_step
     with user_errors():
         tables = _tables(data, devices, references)
         with progress_bars(disable=as_json) as update:
-            out = cross_validate(tables, policy=policy, slowdown=slowdown, power_cap_w=power_cap, steps=steps,
-                                 phase_steps=phase_steps, seed=seed, noise=noise, workers=workers,
+            out = cross_validate(tables, policy=policy, slowdown=slowdown, power_cap_w=power_cap, eta=eta,
+                                 steps=steps or STEPS, phase_steps=phase_steps or PHASE_STEPS, seed=seed,
+                                 noise=noise, workers=workers,
                                  progress=lambda done, total, label: update("replays", done, total, label))
     out = [{"data": d} | r for d, r in zip(data, out)]
     if as_json:
@@ -223,8 +258,8 @@ def defaults(data, devices, references, seeds, slowdown, steps, phase_steps, noi
     with user_errors():
         tables = _tables(data, devices, references)
         with progress_bars(disable=as_json) as update:
-            r = choose_defaults(tables, seeds=tuple(range(seeds)), slowdown=slowdown, steps=steps,
-                                phase_steps=phase_steps, noise=noise, workers=workers, cv=run_cv,
+            r = choose_defaults(tables, seeds=tuple(range(seeds)), slowdown=slowdown, steps=steps or STEPS,
+                                phase_steps=phase_steps or PHASE_STEPS, noise=noise, workers=workers, cv=run_cv,
                                 progress=lambda done, total, label: update("replays", done, total, label))
     if as_json:
         print_json(r)

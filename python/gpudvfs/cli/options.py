@@ -136,6 +136,13 @@ def gpu_index(help: str = "NVML index of the GPU (nvml; the simulated GPU is ind
     return click.option("--index", default=0, show_default=True, type=click.IntRange(min=0), help=help)
 
 
+#: --eta: the cost policy's weight of energy against time.
+eta = click.option("--eta", default=0.5, show_default=True, type=Finite(0, 1),
+                   help="cost: Zeus's weight of energy against time, eta * energy + (1 - eta) * MAXPOWER * time "
+                        "(MAXPOWER: the highest power limit, or the GPU's TDP, or the most power at the highest "
+                        "setting).")
+
+
 def policy_options(policy: str, power_cap: float | None) -> None:
     """--power-cap and --slowdown each belong to one policy: given with another, refused
     (ignored, they would let the user believe they applied)."""
@@ -146,3 +153,5 @@ def policy_options(policy: str, power_cap: float | None) -> None:
     ctx = click.get_current_context()
     if policy != "deadline" and ctx.get_parameter_source("slowdown") is not ParameterSource.DEFAULT:
         raise click.UsageError(f"--slowdown is for --policy deadline (the {policy} policy has no time bound)")
+    if policy != "cost" and "eta" in ctx.params and ctx.get_parameter_source("eta") is not ParameterSource.DEFAULT:
+        raise click.UsageError(f"--eta is for --policy cost (the {policy} policy does not price time)")

@@ -36,6 +36,7 @@ PER_LAUNCH_LINES = 20
               help="Power model of this GPU on profiler utilizations (default: the catalog prior of the GPU).")
 @click.option("--policy", type=click.Choice(POLICIES), default="energy", show_default=True)
 @click.option("--slowdown", default=0.1, show_default=True, type=options.Finite(min=0))
+@options.eta
 @click.option("--reference", callback=_optional_pair,
               help="Clocks CORE,MEM the profile was taken at (default: each launch's SM clock as Nsight Compute "
                    "measured it, else the GPU's default clocks; the default memory clock).")
@@ -45,13 +46,13 @@ PER_LAUNCH_LINES = 20
 @click.option("--per-launch", is_flag=True,
               help=f"A line per launch even past {PER_LAUNCH_LINES} launches (then: a line per kernel name).")
 @click.option("--json", "as_json", is_flag=True)
-def predict(profile, device, model_path, policy, slowdown, reference, clip_utilization, uncalibrated, per_launch,
+def predict(profile, device, model_path, policy, slowdown, eta, reference, clip_utilization, uncalibrated, per_launch,
             as_json) -> None:
     """Time, power and energy of PROFILE (ncu or nvprof CSV) at every clock pair of the GPU, each
     with its 90% interval, per kernel and for all launches together, and the pair the policy
     chooses for the whole (a clock change costs milliseconds)."""
     if policy == "power-cap":
-        raise click.UsageError("predict takes the energy, edp, ed2p and deadline policies")
+        raise click.UsageError("predict takes the energy, edp, ed2p, deadline and cost policies")
     options.policy_options(policy, None)
     with user_errors():
         report = read(profile)
@@ -65,7 +66,7 @@ def predict(profile, device, model_path, policy, slowdown, reference, clip_utili
             raise InputError(f"--reference {reference[0]:g},{reference[1]:g}: {beyond[0]}")
         model = PowerModel.load(model_path) if model_path else None
         r = predict_profile(report, spec, power_model=model, reference=reference, policy=policy, slowdown=slowdown,
-                            kernels=kernels, calibrate=not uncalibrated)
+                            eta=eta, kernels=kernels, calibrate=not uncalibrated)
     if as_json:
         print_json(r)
         return

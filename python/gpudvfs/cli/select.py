@@ -155,12 +155,13 @@ def fit_power(data, reference, device, out, columns, clip_utilization) -> None:
 @click.option("--slowdown", default=0.1, show_default=True, type=options.Finite(min=0),
               help="Deadline policy: at most this slower than at the highest clocks.")
 @click.option("--power-cap", type=options.Finite(min=0, min_open=True), help="Power-cap policy: watts.")
+@options.eta
 @options.columns
 @options.skip_invalid
 @options.drop_spikes
 @options.clip_utilization
 @click.option("--json", "as_json", is_flag=True)
-def choose(data, model_path, reference, device, policy, slowdown, power_cap, columns, clip_utilization,
+def choose(data, model_path, reference, device, policy, slowdown, power_cap, eta, columns, clip_utilization,
            as_json) -> None:
     """Choose frequencies for workloads profiled once at the reference pair."""
     options.policy_options(policy, power_cap)
@@ -168,7 +169,8 @@ def choose(data, model_path, reference, device, policy, slowdown, power_cap, col
         grid = _grid(data, columns)
         time_device, spec = _gpu(device, grid)
         r = choose_configs(grid, reference, PowerModel.load(model_path), time_device=time_device,
-                           spec=spec, policy=policy, slowdown=slowdown, power_cap_w=power_cap, clip=clip_utilization)
+                           spec=spec, policy=policy, slowdown=slowdown, power_cap_w=power_cap, eta=eta,
+                           clip=clip_utilization)
     if as_json:
         print_json(r)
         return

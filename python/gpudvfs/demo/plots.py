@@ -10,7 +10,7 @@ import numpy as np
 from .run import DemoResult, WorkloadResult
 
 # Marker of each policy's choice, in the heatmaps and on the Pareto fronts.
-POLICY_MARKERS = {"energy": "*", "edp": "D", "ed2p": "^", "deadline": "s", "power-cap": "P"}
+POLICY_MARKERS = {"energy": "*", "edp": "D", "ed2p": "^", "deadline": "s", "power-cap": "P", "cost": "X"}
 UNSUPPORTED = "white: a pair the GPU does not support"
 
 

@@ -37,7 +37,7 @@ from .._core import GovernorCore
 from ..errors import InputError
 from ..limits import clock_array, is_finite_number, is_integer, is_number
 
-POLICIES = ("energy", "edp", "deadline", "power-cap")
+POLICIES = ("energy", "edp", "deadline", "power-cap", "cost")
 #: The prior's relative error, the bound's width, the residual's (relative) and its
 #: correlation length (in log-frequency): `gpudvfs govern defaults` on the GTX 980 and V100
 #: grids (the least mean regret over the energy, EDP and deadline policies and seeds 0-4,
@@ -61,7 +61,8 @@ def _setting(name: str) -> property:
 class Governor:
     """Choose clocks for a workload under a policy: ``energy`` (least energy per unit of
     work), ``edp`` (energy x time), ``deadline`` (least energy at most ``slowdown`` slower
-    than the default clocks) or ``power-cap`` (fastest within ``power_cap_w``).
+    than the default clocks), ``power-cap`` (fastest within ``power_cap_w``) or ``cost``
+    (Zeus's: least ``eta * energy + (1 - eta) * max_power_w * time``).
 
     ``configs`` [K x 2]: the supported (core, memory) pairs; ``default_index``: the default
     clocks among them. ``prior_sd``: the relative error of the offline predictions (their
@@ -76,13 +77,14 @@ class Governor:
     alternately `decide` and `observe`.
     """
 
-    configs, default_index, policy, slowdown, power_cap_w = map(_setting, (
-        "configs", "default_index", "policy", "slowdown", "power_cap_w"))
+    configs, default_index, policy, slowdown, power_cap_w, eta, max_power_w = map(_setting, (
+        "configs", "default_index", "policy", "slowdown", "power_cap_w", "eta", "max_power_w"))
     prior_sd, noise_sd, explore, hysteresis, residual_sd, residual_scale = map(_setting, (
         "prior_sd", "noise_sd", "explore", "hysteresis", "residual_sd", "residual_scale"))
 
     def __init__(self, configs, default_index: int, *, policy: str = "energy", slowdown: float = 0.1,
-                 power_cap_w: float | None = None, prior_sd: float = PRIOR_SD, noise_sd: float = 0.01,
+                 power_cap_w: float | None = None, eta: float = 0.5, max_power_w: float | None = None,
+                 prior_sd: float = PRIOR_SD, noise_sd: float = 0.01,
                  explore: float = EXPLORE, hysteresis: float = 0.005, residual_sd: float = RESIDUAL_SD,
                  residual_scale: float = RESIDUAL_SCALE, log: Callable[[dict], None] | None = None):
         cfg = clock_array(configs, "configs")
@@ -95,6 +97,12 @@ class Governor:
             raise InputError("the power-cap policy needs power_cap_w > 0, got None")
         if power_cap_w is not None and not 0 < (power_cap_w := _number("power_cap_w", power_cap_w)) < np.inf:
             raise InputError(f"power_cap_w must be finite and > 0, got {power_cap_w}")
+        if not (is_finite_number(eta, 0.0) and eta <= 1):
+            raise InputError(f"eta must be a number in [0, 1], got {eta!r}")
+        if policy == "cost" and max_power_w is None:
+            raise InputError("the cost policy needs max_power_w > 0 (the watts that price a second), got None")
+        if max_power_w is not None and not 0 < (max_power_w := _number("max_power_w", max_power_w)) < np.inf:
+            raise InputError(f"max_power_w must be finite and > 0, got {max_power_w}")
         slowdown, explore, hysteresis = (_number(name, v, 0.0) for name, v in (
             ("slowdown", slowdown), ("explore", explore), ("hysteresis", hysteresis)))
         residual_sd = _sd("residual_sd", residual_sd, zero=True)
@@ -105,12 +113,14 @@ class Governor:
             raise InputError(f"prior_sd / noise_sd must be within [{SD_RANGE[0]:g}, {SD_RANGE[1]:g}], got "
                              f"{prior_sd} / {noise_sd}")
         self._settings = {"configs": cfg, "default_index": default_index, "policy": policy, "slowdown": slowdown,
-                          "power_cap_w": power_cap_w, "prior_sd": prior_sd, "noise_sd": noise_sd,
+                          "power_cap_w": power_cap_w, "eta": float(eta), "max_power_w": max_power_w,
+                          "prior_sd": prior_sd, "noise_sd": noise_sd,
                           "explore": explore, "hysteresis": hysteresis, "residual_sd": residual_sd,
                           "residual_scale": residual_scale}
         self._core = GovernorCore(cfg, default_index, policy, slowdown,
                                   np.inf if power_cap_w is None else power_cap_w, prior_sd, noise_sd, explore,
-                                  hysteresis, residual_sd, residual_scale)
+                                  hysteresis, residual_sd, residual_scale, float(eta),
+                                  1.0 if max_power_w is None else max_power_w)
         self._phases: dict[object, int] = {}  # key -> the core's phase id
         self._phase: int | None = None
         self.current = self.default_index

@@ -17,7 +17,8 @@ best pair of a phase is the policy's choice on the measured grid. `edp` minimize
 time, so its regret is of that product over the phase (energy spent times time taken, over
 the best pair's; its waste stays of energy). `power-cap` minimizes time, not energy, so its
 regret and waste are of time: time spent over the time at the fastest pair under the cap
-(the lowest-power pair where none is under it, with a warning).
+(the lowest-power pair where none is under it, with a warning). `cost` (Zeus's) minimizes
+``eta * energy + (1 - eta) * max_power_w * time`` per step: its regret and waste are of that.
 ``violations``: the fraction of steps whose pair's measured time exceeds (1 + slowdown) x the
 default clocks' (`deadline`), or whose measured power exceeds the cap (`power-cap`); absent
 for `energy` and `edp`. Per phase: ``per_phase`` (its regret) and, with a constraint,
@@ -26,8 +27,13 @@ governor also reports ``decision_us``, the median time of one decision. Baseline
 same run, on the same phases and noise: the default clocks, the models' choice alone, one
 pair for all (chosen on the other applications' measurements; absent where the table has one
 application, since no pair can be chosen without it), exhaustive profiling (every
-pair once per phase, then the best measured) and random search (RANDOM_PAIRS pairs, then the
-best measured).
+pair once per phase, then the best measured), random search (RANDOM_PAIRS pairs, then the
+best measured) and Zeus's just-in-time profiling (`zeus_baseline`).
+
+Tables come from a grid's counters through the models (`replay_table`, `dcgm_replay_table`)
+or from its time and power alone (`gpudvfs.govern.plain`), over clock pairs or one knob (a
+core clock, a power limit: ``ReplayTable.knob``). A trace's jobs each run once
+(``each_once``).
 """
 
 from __future__ import annotations
@@ -47,7 +53,7 @@ from ..bootstrap import mean_interval, paired_intervals
 from ..catalog import DeviceSpec
 from ..errors import GpudvfsWarning, InputError
 from ..io.datasets import MeasurementGrid
-from ..limits import is_count
+from ..limits import is_count, is_finite_number
 from ..select.choose import fit_power_model, measured_table
 from ..select.dcgm import loo_table
 from ..select.evaluate import regret_table, single_pair_indices
@@ -56,11 +62,21 @@ from ..time import TimeDevice, TimeModel
 from .governor import POLICIES, Governor
 
 RANDOM_PAIRS = 8
+#: Zeus's JIT profiling as its `GlobalPowerLimitOptimizer` documents it: each setting, from
+#: the highest down, runs this many warm-up steps, then this many measured ones.
+ZEUS_WARMUP_STEPS = 10
+ZEUS_PROFILE_STEPS = 40
 
 
 @dataclass(frozen=True, eq=False)
 class ReplayTable:
-    """Per application [A x K]: measured and predicted time (ms) and power (W)."""
+    """Per application [A x K]: measured and predicted time (ms) and power (W). ``knob``:
+    what a setting sets, ``"clocks"`` (``configs`` the (core, memory) MHz pairs) or a single
+    knob, ``"core_clock"`` or ``"power_limit"`` (``configs[:, 0]`` its values, MHz or W;
+    ``configs[:, 1]`` a constant 1, which the governor's log-ratio features read as nothing).
+    ``max_power_w``: the watts that price a second under the cost policy (Zeus's MAXPOWER:
+    the highest power limit; where the knob is a clock, the most power measured at the
+    highest setting)."""
 
     names: list[str]
     configs: np.ndarray
@@ -69,6 +85,40 @@ class ReplayTable:
     watts: np.ndarray
     time_pred: np.ndarray
     watts_pred: np.ndarray
+    knob: str = "clocks"
+    max_power_w: float | None = None  # None: from the table, as above
+
+    def __post_init__(self):
+        if self.max_power_w is None:
+            object.__setattr__(self, "max_power_w", float(
+                self.configs[:, 0].max() if self.knob == "power_limit" else self.watts[:, self.default_index].max()))
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a replay's strategies aim at: the policy and its bound, cap or price of time."""
+
+    policy: str = "energy"
+    slowdown: float = 0.1
+    power_cap_w: float | None = None
+    eta: float = 0.5
+
+    def objective(self, table: ReplayTable, t: np.ndarray, p: np.ndarray) -> np.ndarray:
+        """What a step at time ``t`` and power ``p`` costs under the policy (time under a cap;
+        the energy x time of `edp` is scored over a phase, in `_score`)."""
+        if self.policy == "power-cap":
+            return t
+        if self.policy == "cost":
+            return t * (self.eta * p + (1 - self.eta) * table.max_power_w)
+        return t * p
+
+    def select(self, table: ReplayTable, t, p, configs, default_index) -> np.ndarray:
+        return select(t, p, configs, self.policy, default_index=default_index, slowdown=self.slowdown,
+                      power_cap_w=self.power_cap_w, eta=self.eta, max_power_w=table.max_power_w).index
+
+    def governor(self, table: ReplayTable, **constants) -> Governor:
+        return Governor(table.configs, table.default_index, policy=self.policy, slowdown=self.slowdown,
+                        power_cap_w=self.power_cap_w, eta=self.eta, max_power_w=table.max_power_w, **constants)
 
 
 def replay_table(grid: MeasurementGrid, reference: tuple[float, float], device: TimeDevice, spec: DeviceSpec,
@@ -101,11 +151,6 @@ def dcgm_replay_table(grid: MeasurementGrid, reference: tuple[float, float]) -> 
     return ReplayTable(tab.names, tab.configs, tab.fastest, tab.time_ms, tab.watts, tab.time_cv, tab.watts_pred)
 
 
-def _policy_index(t, p, table: ReplayTable, policy: str, slowdown: float, cap: float | None) -> np.ndarray:
-    return select(t, p, table.configs, policy, default_index=table.default_index, slowdown=slowdown,
-                  power_cap_w=cap).index
-
-
 class _Fixed:
     """One pair per application, ``pairs[a]``, no learning: the default clocks, the models'
     choice, one pair for all."""
@@ -125,43 +170,69 @@ class _Fixed:
 
 class _Search:
     """Measure a list of pairs once per phase (remembered across its recurrences), then run
-    the best measured under the policy."""
+    the best measured under the target. ``warmup`` and ``measured``: steps per pair before
+    its measurement counts, and steps measured (their mean is the pair's)."""
 
-    def __init__(self, table: ReplayTable, pairs_of, policy: str, slowdown: float, cap: float | None):
-        self.table, self.pairs_of, self.args = table, pairs_of, (policy, slowdown, cap)
-        self.seen: dict[int, dict[int, tuple[float, float]]] = {}
+    def __init__(self, table: ReplayTable, pairs_of, target: Target, warmup: int = 0, measured: int = 1):
+        self.table, self.pairs_of, self.target = table, pairs_of, target
+        self.warmup, self.measured = warmup, measured
+        self.seen: dict[int, dict[int, list[tuple[float, float]]]] = {}
         self.plans: dict[int, list[int]] = {}
 
     def phase(self, a: int) -> None:
-        self.a = a
+        self.a, self.steps, self.choice = a, 0, None
         if a not in self.seen:
             self.seen[a], self.plans[a] = {}, list(self.pairs_of(a))
         # A recurring phase goes on with what its earlier visits left unmeasured.
-        self.todo = [k for k in self.plans[a] if k not in self.seen[a]]
+        self.todo = [k for k in self.plans[a] if len(self.seen[a].get(k, ())) < self.measured]
 
     def decide(self) -> int:
         if self.todo:
             return self.todo[0]
-        m = self.seen[self.a]
-        ks = sorted(m)  # the default clocks are measured first, so they are among them
-        t, p = (np.array([m[k][j] for k in ks]) for j in (0, 1))
-        policy, slowdown, cap = self.args
-        pick = select(t, p, self.table.configs[ks], policy, default_index=ks.index(self.table.default_index),
-                      slowdown=slowdown, power_cap_w=cap).index[0]
-        return ks[int(pick)]
+        if self.choice is None:  # once per phase: nothing is measured after the plan
+            m = self.seen[self.a]
+            ks = sorted(k for k in m if len(m[k]) >= self.measured)  # the first pair planned is among them
+            t, p = (np.array([np.mean([x[j] for x in m[k]]) for k in ks]) for j in (0, 1))
+            d = ks.index(self.table.default_index) if self.table.default_index in ks else 0
+            self.choice = ks[int(self.target.select(self.table, t, p, self.table.configs[ks], d)[0])]
+        return self.choice
 
     def observe(self, k: int, time_ms: float, watts: float) -> None:
-        if self.todo and self.todo[0] == k:
+        if not (self.todo and self.todo[0] == k):
+            return
+        self.steps += 1
+        if self.steps > self.warmup:
+            self.seen[self.a].setdefault(k, []).append((time_ms, watts))
+        if self.steps == self.warmup + self.measured:
             self.todo.pop(0)
-        self.seen[self.a].setdefault(k, (time_ms, watts))
+            self.steps = 0
+
+
+def zeus_baseline(table: ReplayTable, target: Target) -> _Search:
+    """Zeus's just-in-time profiling (NSDI'23): every setting, from the highest down, runs
+    ZEUS_WARMUP_STEPS steps and then ZEUS_PROFILE_STEPS measured ones; the job then keeps
+    the one of least cost measured (a job that recurs is not profiled again)."""
+    order = [int(k) for k in np.lexsort((table.configs[:, 1], table.configs[:, 0]))[::-1]]
+    return _Search(table, lambda a: order, target, ZEUS_WARMUP_STEPS, ZEUS_PROFILE_STEPS)
 
 
 class _Governed:
-    def __init__(self, gov: Governor, table: ReplayTable):
+    """The governor; a new phase starts from the table's prediction, or with ``learn`` from
+    what the phases before it taught (`SeenPrior`)."""
+
+    def __init__(self, gov: Governor, table: ReplayTable, learn: bool = False):
         self.gov, self.table, self.decision_s = gov, table, []
+        self.learnt = SeenPrior(table) if learn else None
+        self.a: int | None = None
 
     def phase(self, a: int) -> None:
-        self.gov.phase(a, self.table.time_pred[a], self.table.watts_pred[a])
+        t, p = self.table.time_pred[a], self.table.watts_pred[a]
+        if self.learnt is not None:
+            if self.a is not None:
+                self.learnt.add(self.a, *self.gov.estimates()[:2])
+            t, p = self.learnt.prior(a)
+        self.a = a
+        self.gov.phase(a, t, p)
 
     def decide(self) -> int:
         start = time.perf_counter()
@@ -171,6 +242,45 @@ class _Governed:
 
     def observe(self, k: int, time_ms: float, watts: float) -> None:
         self.gov.observe(k, time_ms, watts)
+
+
+class SeenPrior:
+    """A new phase's prediction learnt from the phases seen before it: each seen phase's
+    estimated curves (log time and log power over the settings, less their value at the
+    default setting), averaged, on the new phase's own value at the default setting (the
+    one measurement a governor has of it). Before any phase is seen, a cold start from no
+    data: `cold_curves`."""
+
+    def __init__(self, table: ReplayTable):
+        self.table = table
+        self.curves: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def add(self, a: int, log_time: np.ndarray, log_watts: np.ndarray) -> None:
+        d = self.table.default_index
+        self.curves[a] = (log_time - log_time[d], log_watts - log_watts[d])
+
+    def prior(self, a: int) -> tuple[np.ndarray, np.ndarray]:
+        d = self.table.default_index
+        if self.curves:
+            t, p = (np.mean([c[j] for b, c in self.curves.items() if b != a] or [c[j] for c in self.curves.values()],
+                            axis=0) for j in (0, 1))
+        else:
+            t, p = cold_curves(self.table)
+        return self.table.time_ms[a, d] * np.exp(t), self.table.watts[a, d] * np.exp(p)
+
+
+def cold_curves(table: ReplayTable) -> tuple[np.ndarray, np.ndarray]:
+    """Log time and log power over the settings, relative to the default, from no data: under
+    a power limit L below the default's power P, power L and time (P / L)^(1/3) (the clock
+    falls as the cube root of dynamic power, time as the clock); a core clock f below the
+    default's F, time (F / f)^(1/2) (half the work bound by the clock) and power (f / F)^2
+    (voltage falling with the clock). Only the first phase of a replay with ``learn`` starts
+    from these; every later one from what the earlier phases measured."""
+    x = np.log(table.configs[:, 0] / table.configs[table.default_index, 0])
+    if table.knob == "power_limit":
+        # P at the default setting is not known before it is measured: the default limit stands in.
+        return np.maximum(-x, 0) / 3, np.minimum(x, 0)
+    return -x / 2, 2 * x
 
 
 def phases(n_apps: int, steps: int, phase_steps: int, rng: np.random.Generator) -> list[tuple[int, int]]:
@@ -205,17 +315,17 @@ def _run(strategy, table: ReplayTable, plan, noise: np.ndarray):
     return np.array(energy), np.array(chosen), np.array(phase_of)
 
 
-def _score(table: ReplayTable, plan, energy, chosen, phase_of, best_k, policy, slowdown, power_cap_w) -> dict:
+def _score(table: ReplayTable, plan, energy, chosen, phase_of, best_k, target: Target) -> dict:
     apps = np.array([a for a, n in plan for _ in range(n)])
-    # What a step spends: energy, but time under a power cap.
-    truth, spent = ((table.time_ms, table.time_ms[apps, chosen]) if policy == "power-cap"
-                    else (table.time_ms * table.watts, energy))
+    # What a step spends: energy, time under a power cap, Zeus's cost under `cost`.
+    truth = target.objective(table, table.time_ms, table.watts)
+    spent = energy if target.policy in ("energy", "edp", "deadline") else truth[apps, chosen]
     regrets, settle, wasted, base = [], [], 0.0, 0.0
     for ph, (a, _) in enumerate(plan):
         rows = phase_of == ph
         best = truth[a, best_k[a]]
         regret = spent[rows].mean() / best
-        if policy == "edp":  # the phase's energy x its time, over the best pair's
+        if target.policy == "edp":  # the phase's energy x its time, over the best pair's
             regret *= table.time_ms[a, chosen[rows]].mean() / table.time_ms[a, best_k[a]]
         regrets.append(regret - 1.0)
         wasted += float((spent[rows] - best).sum())
@@ -226,7 +336,7 @@ def _score(table: ReplayTable, plan, energy, chosen, phase_of, best_k, policy, s
     out = {"regret_mean": float(np.mean(regrets)), "regret_max": float(np.max(regrets)), "per_phase": regrets,
            "clock_changes": int((chosen[1:] != chosen[:-1]).sum()), "steps_to_settle": float(np.mean(settle)),
            "wasted": wasted / base}
-    allowed = _allowed(table, policy, slowdown, power_cap_w)
+    allowed = _allowed(table, target)
     if allowed is not None:
         over = ~allowed[apps, chosen]
         out["violations"] = float(np.mean(over))
@@ -235,14 +345,14 @@ def _score(table: ReplayTable, plan, energy, chosen, phase_of, best_k, policy, s
     return out
 
 
-def _allowed(table: ReplayTable, policy: str, slowdown: float, cap: float | None) -> np.ndarray | None:
+def _allowed(table: ReplayTable, target: Target) -> np.ndarray | None:
     """[A x K]: where a pair meets the policy's constraint on the measured grid (1e-9 of slack
     for rounding); None for a policy without one."""
     t = table.time_ms
-    if policy == "deadline":
-        return t <= (1 + slowdown) * t[:, [table.default_index]] * (1 + 1e-9)
-    if policy == "power-cap":
-        return table.watts <= cap * (1 + 1e-9)
+    if target.policy == "deadline":
+        return t <= (1 + target.slowdown) * t[:, [table.default_index]] * (1 + 1e-9)
+    if target.policy == "power-cap":
+        return table.watts <= target.power_cap_w * (1 + 1e-9)
     return None
 
 
@@ -253,21 +363,30 @@ class _Setup:
     best_k: np.ndarray
 
 
-def _setup(table: ReplayTable, policy, slowdown, power_cap_w, steps, phase_steps, seed, noise,
-           warn: bool = True) -> _Setup:
-    if policy not in POLICIES:
-        raise InputError(f"unknown policy {policy!r}; expected one of {POLICIES}")
+def _setup(table: ReplayTable, target: Target, steps, phase_steps, seed, noise, warn: bool = True,
+           each_once: bool = False) -> _Setup:
+    """The phases, the noise and each application's best pair. ``each_once``: every
+    application once, for ``phase_steps`` steps, in an order drawn by ``seed`` (``steps``
+    unused), as jobs of a trace run."""
+    if target.policy not in POLICIES:
+        raise InputError(f"unknown policy {target.policy!r}; expected one of {POLICIES}")
     if steps < 1 or phase_steps < 1:
         raise InputError(f"steps and phase_steps must be at least 1, got {steps} and {phase_steps}")
     if not 0 <= noise < 0.5:
         raise InputError(f"noise must be in [0, 0.5), got {noise}")
     if not is_count(seed):
         raise InputError(f"seed must be an integer >= 0, got {seed!r}")
-    if policy == "power-cap" and not (power_cap_w is not None and power_cap_w > 0):
-        raise InputError(f"the power-cap policy needs power_cap_w > 0, got {power_cap_w}")
+    if target.policy == "power-cap" and not (target.power_cap_w is not None and target.power_cap_w > 0):
+        raise InputError(f"the power-cap policy needs power_cap_w > 0, got {target.power_cap_w}")
+    if not (is_finite_number(target.eta, 0.0) and target.eta <= 1):
+        raise InputError(f"eta must be in [0, 1], got {target.eta!r}")
     rng = np.random.default_rng(seed)
-    plan = phases(len(table.names), steps, phase_steps, rng)
-    return _Setup(plan, _noise(rng, noise, steps), _best_index(table, plan, policy, slowdown, power_cap_w, warn))
+    if each_once:
+        plan = [(int(a), phase_steps) for a in rng.permutation(len(table.names))]
+        steps = len(plan) * phase_steps
+    else:
+        plan = phases(len(table.names), steps, phase_steps, rng)
+    return _Setup(plan, _noise(rng, noise, steps), _best_index(table, plan, target, warn))
 
 
 def _noise(rng: np.random.Generator, noise: float, steps: int) -> np.ndarray:
@@ -280,74 +399,79 @@ def _noise(rng: np.random.Generator, noise: float, steps: int) -> np.ndarray:
     return draws
 
 
-def _best_index(table: ReplayTable, plan, policy, slowdown, power_cap_w, warn: bool) -> np.ndarray:
+def _best_index(table: ReplayTable, plan, target: Target, warn: bool) -> np.ndarray:
     """Each application's best pair on the measured grid, the one its regret is measured
     against: the policy's choice (under a cap none meets, the lowest-power pair, with a warning)."""
-    best = _policy_index(table.time_ms, table.watts, table, policy, slowdown, power_cap_w)
-    if policy != "power-cap":
+    best = target.select(table, table.time_ms, table.watts, table.configs, table.default_index)
+    if target.policy != "power-cap":
         return best
-    under = table.watts <= power_cap_w
+    cap = target.power_cap_w
+    under = table.watts <= cap
     over = sorted({table.names[a] for a, _ in plan if not under[a].any()})
     if over and warn:
         warnings.warn(GpudvfsWarning(
-            f"no pair stays under the {power_cap_w:g} W cap for {len(over)} application(s) ({', '.join(over[:3])}"
+            f"no pair stays under the {cap:g} W cap for {len(over)} application(s) ({', '.join(over[:3])}"
             f"{', ...' if len(over) > 3 else ''}): their best pair is the lowest-power one, and every step of "
             "theirs is a violation"), stacklevel=3)
     return best
 
 
-def _one_pair_for_all(table: ReplayTable, best_k: np.ndarray, policy: str, slowdown: float,
-                      cap: float | None) -> np.ndarray:
+def _one_pair_for_all(table: ReplayTable, best_k: np.ndarray, target: Target) -> np.ndarray:
     """Each application's pair when one pair serves all: the pair with the least mean regret on
     the measured grid over the *other* applications (under a deadline or cap, among the
     pairs that meet it for them), so that it is chosen without the application."""
-    t, w = table.time_ms, table.watts
-    objective = {"edp": t * t * w, "power-cap": t}.get(policy, t * w)
+    t = table.time_ms
+    objective = target.objective(table, t, table.watts) * (t if target.policy == "edp" else 1.0)
     regret = objective / objective[np.arange(len(t)), best_k][:, None] - 1.0
-    return single_pair_indices(regret, _allowed(table, policy, slowdown, cap))[1]
+    return single_pair_indices(regret, _allowed(table, target))[1]
 
 
-def _governed(table: ReplayTable, setup: _Setup, policy, slowdown, power_cap_w, noise, governor: dict):
-    gov = _Governed(Governor(table.configs, table.default_index, policy=policy, slowdown=slowdown,
-                             power_cap_w=power_cap_w, noise_sd=max(noise, 1e-3), **governor), table)
-    r = _score(table, setup.plan, *_run(gov, table, setup.plan, setup.draws), setup.best_k, policy, slowdown,
-               power_cap_w)
+def _governed(table: ReplayTable, setup: _Setup, target: Target, noise, governor: dict, learn: bool = False):
+    gov = _Governed(target.governor(table, noise_sd=max(noise, 1e-3), **governor), table, learn)
+    r = _score(table, setup.plan, *_run(gov, table, setup.plan, setup.draws), setup.best_k, target)
     return r | {"decision_us": float(np.median(gov.decision_s) * 1e6)}
 
 
 def replay(table: ReplayTable, *, policy: str = "energy", slowdown: float = 0.1, power_cap_w: float | None = None,
-           steps: int = 4000, phase_steps: int = 200, seed: int = 0, noise: float = 0.01, **governor) -> dict:
+           eta: float = 0.5, steps: int = 4000, phase_steps: int = 200, seed: int = 0, noise: float = 0.01,
+           each_once: bool = False, learn: bool = False, **governor) -> dict:
     """Scores of the governor and the baselines on one sequence of phases (see the module),
     and ``intervals``: 95% bootstrap intervals over the applications of the governor's mean
-    regret and of its paired difference from each baseline's."""
-    setup = _setup(table, policy, slowdown, power_cap_w, steps, phase_steps, seed, noise)
-    args = (policy, slowdown, power_cap_w)
+    regret and of its paired difference from each baseline's. ``each_once``: each
+    application runs once, ``phase_steps`` steps (a trace's jobs); ``learn``: a new phase's
+    prediction is what the phases before it taught (`SeenPrior`), not the table's."""
+    target = Target(policy, slowdown, power_cap_w, eta)
+    setup = _setup(table, target, steps, phase_steps, seed, noise, each_once=each_once)
     k_all = len(table.configs)
     order = np.random.default_rng(seed + 1)
     others = [k for k in range(k_all) if k != table.default_index]
     baselines = {
         "default_clocks": _Fixed(np.full(len(table.names), table.default_index)),
-        "model_only": _Fixed(_policy_index(table.time_pred, table.watts_pred, table, *args)),
-        "one_pair_for_all": _Fixed(_one_pair_for_all(table, setup.best_k, *args)) if len(table.names) > 1 else None,
-        "exhaustive": _Search(table, lambda a: [table.default_index] + others, *args),
+        "model_only": _Fixed(target.select(table, table.time_pred, table.watts_pred, table.configs,
+                                           table.default_index)),
+        "one_pair_for_all": _Fixed(_one_pair_for_all(table, setup.best_k, target)) if len(table.names) > 1 else None,
+        "exhaustive": _Search(table, lambda a: [table.default_index] + others, target),
         "random_search": _Search(table, lambda a: [table.default_index] + [
-            int(k) for k in order.choice(others, min(RANDOM_PAIRS, len(others)), replace=False)], *args),
+            int(k) for k in order.choice(others, min(RANDOM_PAIRS, len(others)), replace=False)], target),
+        "zeus": zeus_baseline(table, target),
     }
-    out = _governed(table, setup, policy, slowdown, power_cap_w, noise, governor)
+    out = _governed(table, setup, target, noise, governor, learn)
     out["baselines"] = {name: _score(table, setup.plan, *_run(b, table, setup.plan, setup.draws), setup.best_k,
-                                     *args) for name, b in baselines.items() if b is not None}
+                                     target) for name, b in baselines.items() if b is not None}
     # The same phases under every strategy: the governor's regret beside each baseline's,
     # resampled by application (a phase goes with its application).
     out["intervals"] = paired_intervals(out["per_phase"], {k: v["per_phase"] for k, v in out["baselines"].items()},
                                         [a for a, _ in setup.plan])
-    return {"policy": policy, "slowdown": slowdown if policy == "deadline" else None, "steps": steps,
-            "phase_steps": phase_steps, "phases": len(setup.plan), "pairs": k_all, "apps": len(table.names),
+    return {"policy": policy, "slowdown": slowdown if policy == "deadline" else None,
+            "eta": eta if policy == "cost" else None, "steps": len(setup.draws), "phase_steps": phase_steps,
+            "phases": len(setup.plan), "pairs": k_all, "apps": len(table.names), "knob": table.knob,
             "seed": seed, **out}
 
 
 def subset(table: ReplayTable, apps: list[int]) -> ReplayTable:
     return ReplayTable([table.names[a] for a in apps], table.configs, table.default_index, table.time_ms[apps],
-                       table.watts[apps], table.time_pred[apps], table.watts_pred[apps])
+                       table.watts[apps], table.time_pred[apps], table.watts_pred[apps], table.knob,
+                       table.max_power_w)
 
 
 #: The governor's constants cross-validation chooses among: the prior's relative error and
@@ -383,16 +507,13 @@ class _Job:
 
     table: ReplayTable
     setup: _Setup
-    policy: str
-    slowdown: float
-    power_cap_w: float | None
+    target: Target
     noise: float
     sets: list
 
 
 def _replays(job: _Job) -> list[dict]:
-    return [_governed(job.table, job.setup, job.policy, job.slowdown, job.power_cap_w, job.noise, c)
-            for c in job.sets]
+    return [_governed(job.table, job.setup, job.target, job.noise, c) for c in job.sets]
 
 
 def _run_jobs(jobs: list[_Job], workers: int | None, labels: list[str],
@@ -415,9 +536,9 @@ def _run_jobs(jobs: list[_Job], workers: int | None, labels: list[str],
 
 
 def cross_validate(tables: list[ReplayTable], *, policy: str = "energy", slowdown: float = 0.1,
-                   power_cap_w: float | None = None, steps: int = 4000, phase_steps: int = 200, seed: int = 0,
-                   noise: float = 0.01, prior_sds=PRIOR_SDS, explores=EXPLORES, residual_sds=RESIDUAL_SDS,
-                   residual_scales=RESIDUAL_SCALES, workers: int | None = None,
+                   power_cap_w: float | None = None, eta: float = 0.5, steps: int = 4000, phase_steps: int = 200,
+                   seed: int = 0, noise: float = 0.01, prior_sds=PRIOR_SDS, explores=EXPLORES,
+                   residual_sds=RESIDUAL_SDS, residual_scales=RESIDUAL_SCALES, workers: int | None = None,
                    progress: Callable[[int, int, str], None] | None = None) -> list[dict]:
     """Leave-one-application-out over the tables of one grid or several: for each
     application, the constants with the least regret on the replays without it (its grid's
@@ -430,10 +551,10 @@ def cross_validate(tables: list[ReplayTable], *, policy: str = "energy", slowdow
     ``progress(done, total, label)`` is called after each grid whole and each application
     held out."""
     grid = constant_sets(prior_sds, explores, residual_sds, residual_scales)
+    target = Target(policy, slowdown, power_cap_w, eta)
 
     def job(table, warn=False):  # a held-out table's warning is its grid's
-        return _Job(table, _setup(table, policy, slowdown, power_cap_w, steps, phase_steps, seed, noise, warn),
-                    policy, slowdown, power_cap_w, noise, grid)
+        return _Job(table, _setup(table, target, steps, phase_steps, seed, noise, warn), target, noise, grid)
 
     fulls = [job(t, warn=True) for t in tables]
     held_out = [job(subset(t, [i for i in range(len(t.names)) if i != a])) for t in tables for a in range(len(t.names))]
@@ -487,9 +608,10 @@ def choose_defaults(tables: list[ReplayTable], *, policies=DEFAULT_POLICIES, see
     if not grid or not tables or not policies or not seeds:
         raise InputError("choosing the defaults needs at least one set of constants, grid, policy and seed")
     keys = list(itertools.product(range(len(tables)), range(len(policies)), range(len(seeds))))
-    setups = [_setup(tables[g], policies[p], slowdown, None, steps, phase_steps, seeds[s], noise, warn=False)
+    setups = [_setup(tables[g], Target(policies[p], slowdown), steps, phase_steps, seeds[s], noise, warn=False)
               for g, p, s in keys]
-    jobs = [_Job(tables[g], setup, policies[p], slowdown, None, noise, grid) for (g, p, _), setup in zip(keys, setups)]
+    jobs = [_Job(tables[g], setup, Target(policies[p], slowdown), noise, grid)
+            for (g, p, _), setup in zip(keys, setups)]
     labels = [f"{policies[p]}, seed {seeds[s]}" for _, p, s in keys]
     scores = {key: _PhaseScores.of(setup, runs)
               for key, setup, runs in zip(keys, setups, _run_jobs(jobs, workers, labels, progress))}

@@ -9,6 +9,8 @@ with format detection.
 | `dcgm`          | nsfcac DCGM/SPEC CSV                                        | MeasurementGrid    |
 | `ptx`           | gpuPTXModel block format                                    | MeasurementGrid    |
 | `tidy`          | what `gpudvfs sweep` writes, one row a measurement          | MeasurementGrid    |
+| `zeus`          | Zeus's traces: training jobs at each GPU power limit        | MeasurementGrid    |
+| `perseus`       | Perseus's stage profiles: time and energy per SM clock      | MeasurementGrid    |
 | `grid`          | any grid CSV with workload, clock, time (and power) columns | MeasurementGrid    |
 | `ncu`           | Nsight Compute `--csv` output                               | CounterReport      |
 | `nvprof`        | nvprof's own `--csv` output (metrics, events, GPU trace)    | CounterReport      |
@@ -25,7 +27,7 @@ from . import spikes
 from .datasets import MeasurementGrid, PowerDataset, UtilizationTable
 from .gpmtool import read_gpmtool, write_gpmtool
 from .grid_columns import detect_roles, parse_columns
-from .grid_csv import DCGM, NVDVFS, SPECS, TIDY, launch_geometry, read_grid, write_grid
+from .grid_csv import DCGM, NVDVFS, PERSEUS, SPECS, TIDY, ZEUS, launch_geometry, read_grid, write_grid
 from .profilers import CounterReport, SmiLog, counter_tool, read_ncu_csv, read_nvprof_csv, read_smi_csv
 from .ptx import read_ptx, write_ptx
 from .source import UTIL_TOLERANCE, Source
@@ -38,6 +40,8 @@ DESCRIPTIONS = {
     "dcgm": "a DCGM/SPEC grid (run time, power and DCGM fields of applications per core clock)",
     "ptx": "a gpuPTXModel grid (time and power of benchmarks per clock pair)",
     "tidy": "a gpudvfs sweep (one measurement a row)",
+    "zeus": "Zeus's traces (epoch time and average power of training jobs at each GPU power limit)",
+    "perseus": "Perseus's stage profiles (time and energy of pipeline stages at each SM clock)",
     "grid": "a grid CSV (workload, clocks, time and maybe power and counters, under common column names)",
     "ncu": "Nsight Compute output (counters of kernel launches)",
     "nvprof": "nvprof output (counters of kernels)",
@@ -80,7 +84,7 @@ def detect_format(path: str | Path) -> str:
     if len(first) == 1 and len(recs) > 1 and len(recs[1]) == 5 and all(map(_is_number, recs[1])):
         return "ptx"
     header = [h.strip() for h in first]
-    for spec in (NVDVFS, DCGM, TIDY):
+    for spec in (NVDVFS, DCGM, TIDY, ZEUS, PERSEUS):
         if spec.matches(header):
             return spec.format
     try:

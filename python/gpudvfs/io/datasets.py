@@ -164,8 +164,10 @@ class MeasurementGrid:
 
     ``columns`` keeps every column of the file in its order (numbers as float64 arrays,
     text as str arrays) so a grid writes back as it was read; ``roles`` names the column
-    that plays each part (``app``, ``core_mhz``, ``mem_mhz``, ``time``, ``watts``) and
-    ``time_to_ms`` converts the time column to milliseconds.
+    that plays each part (``app``, ``core_mhz``, ``mem_mhz``, ``time``, ``watts``, or
+    ``energy`` where a file gives energy instead of power) and ``time_to_ms`` converts the
+    time column to milliseconds. ``knob``: what the ``core_mhz`` column sets, ``"clocks"``
+    (MHz) or ``"power_limit"`` (W: Zeus's traces, one setting a power limit).
     """
 
     format: str
@@ -176,6 +178,7 @@ class MeasurementGrid:
     time_to_ms: float = 1.0
     index_columns: tuple[str, ...] = ()
     skipped: tuple[Problem, ...] = field(default=())
+    knob: str = "clocks"
 
     def __len__(self) -> int:
         return len(self.columns[self.roles["app"]])
@@ -213,6 +216,10 @@ class MeasurementGrid:
 
     @property
     def watts(self) -> np.ndarray | None:
+        """Power per row: the file's, or its energy over its time."""
+        energy = self._role("energy")
+        if energy is not None and "watts" not in self.roles:
+            return energy / (self.time_ms / 1e3)
         return self._role("watts")
 
     @property
@@ -332,7 +339,8 @@ class MeasurementGrid:
             "workloads": len(np.unique(work)),
             "benchmark_names": list(dict.fromkeys(work.tolist())),
             "configurations": len(np.unique(configs, axis=0)),
-            "core_mhz_levels": _levels(self.core_mhz),
+            "knob": self.knob,
+            ("power_limit_w_levels" if self.knob == "power_limit" else "core_mhz_levels"): _levels(self.core_mhz),
             "mem_mhz_levels": [] if mem is None else _levels(mem),
             "metrics": list(self.metrics),
             "ranges": {

@@ -1,5 +1,6 @@
 """Measurement grids in header-first CSV: the NV-DVFS-Benchmark grids (`nvdvfs`: time, power
-and nvprof counters at every clock pair), the nsfcac DCGM/SPEC CSV, gpudvfs's own sweeps, and
+and nvprof counters at every clock pair), the nsfcac DCGM/SPEC CSV, gpudvfs's own sweeps,
+Zeus's training jobs at each power limit and Perseus's pipeline stages at each SM clock, and
 any other grid whose columns go by common names (`grid`, see :mod:`.grid_columns`).
 A :class:`GridSpec` says which column plays which part; every other column is a counter and
 must be a non-negative number (in a `grid`, a column whose first value is not a number is text).
@@ -35,6 +36,8 @@ class GridSpec:
     geometry_column: str | None = None
     #: NVML's memory clock per unit of the file's memory clock.
     mem_clock_to_nvml: float = 1.0
+    #: What the `core_mhz` role's column sets: "clocks" (MHz), or "power_limit" (W).
+    knob: str = "clocks"
 
     def matches(self, header: list[str]) -> bool:
         return all(c in header for c in self.required)
@@ -74,7 +77,30 @@ TIDY = GridSpec(
     text_columns=frozenset({"workload", "power_source", "throttle_reasons", "temperature_c", "result"}),
 )
 
-SPECS = {s.format: s for s in (NVDVFS, DCGM, TIDY)}
+# Zeus's NSDI'23 traces: a training job (dataset, network, batch size, optimizer) at each GPU
+# power limit; the knob is the limit in watts, the time one epoch's.
+ZEUS = GridSpec(
+    format="zeus",
+    roles={"app": "dataset", "core_mhz": "power_limit", "time": "time_per_epoch", "watts": "average_power"},
+    required=("dataset", "network", "batch_size", "optimizer", "power_limit", "time_per_epoch", "average_power"),
+    key_columns=("dataset", "network", "batch_size", "optimizer"),
+    text_columns=frozenset({"dataset", "network", "batch_size", "optimizer"}),
+    time_to_ms=1000.0,
+    knob="power_limit",
+)
+
+# Perseus's SOSP'24 stage profiles: the forward and backward computation of each pipeline
+# stage at each SM clock (one memory clock), time in seconds and energy, not power.
+PERSEUS = GridSpec(
+    format="perseus",
+    roles={"app": "stage", "core_mhz": "frequency", "time": "time", "energy": "energy"},
+    required=("stage", "instruction", "frequency", "time", "energy"),
+    key_columns=("stage", "instruction"),
+    text_columns=frozenset({"stage", "instruction"}),
+    time_to_ms=1000.0,
+)
+
+SPECS = {s.format: s for s in (NVDVFS, DCGM, TIDY, ZEUS, PERSEUS)}
 GRID_ROLES = ("app", "core_mhz", "mem_mhz", "time", "watts")
 
 
@@ -127,8 +153,9 @@ def read_grid(path: str | Path, spec: GridSpec | None, on_invalid: str = "raise"
         roles = {r: c for r, c in spec.roles.items() if c in header}
         keys = tuple(c for c in spec.key_columns if c in header)
         clocks = [c for c in (roles["core_mhz"], roles.get("mem_mhz")) if c]
-        positive = {*clocks, roles["time"], roles.get("watts")}  # a GPU at work never draws 0 W
-        maxima = {**dict.fromkeys(clocks, MAX_MHZ), roles.get("watts"): MAX_WATTS}
+        positive = {*clocks, roles["time"], roles.get("watts"), roles.get("energy")}  # a GPU at work never draws 0 W
+        maxima = {**dict.fromkeys(clocks, MAX_WATTS if spec.knob == "power_limit" else MAX_MHZ),
+                  roles.get("watts"): MAX_WATTS}
         cols = Columns(src, [_field(spec, name, name in keys, name in positive, maxima.get(name)) for name in header],
                        f"({', '.join(keys)}, clocks)")
         key_at = [header.index(c) for c in (*keys, *clocks)]
@@ -148,6 +175,7 @@ def read_grid(path: str | Path, spec: GridSpec | None, on_invalid: str = "raise"
         time_to_ms=spec.time_to_ms,
         index_columns=tuple(c for c in spec.index_columns if c in header),
         skipped=skipped,
+        knob=spec.knob,
     )
 
 

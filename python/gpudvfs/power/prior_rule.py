@@ -143,17 +143,17 @@ def _v100_dcgm(path: Path) -> PowerDataset:
 def _a40_stages(path: Path) -> PowerDataset:
     """Perseus's A40 stage profiles: power (energy over time) of each stage's forward and
     backward pass at each SM clock; no utilizations (the shape is scored alone)."""
-    rows = list(csv.DictReader(open(path, encoding="utf-8")))
-    keys = list(dict.fromkeys((r["stage"], r["instruction"]) for r in rows))
+    grid = read(path, "perseus")
+    keys = list(dict.fromkeys(grid.workload.tolist()))
+    index = {k: i for i, k in enumerate(keys)}
     spec = lookup("a40")
-    bench = np.array([keys.index((r["stage"], r["instruction"])) for r in rows], dtype=np.int64)
-    core = np.array([float(r["frequency"]) for r in rows])
+    core = grid.core_mhz
     return PowerDataset(path=str(path), reference_mhz=(float(core.max()), spec.default_mhz[1]),
-                        domain_sizes=DOMAIN_SIZES, components=COMPONENTS,
-                        watts=np.array([float(r["energy"]) / float(r["time"]) for r in rows]),
-                        freqs_mhz=np.column_stack([core, np.full(len(rows), spec.default_mhz[1])]),
-                        utilization=np.zeros((len(rows), len(COMPONENTS))), row_names=None, benchmark=bench,
-                        benchmarks=tuple(f"stage {s} {i}" for s, i in keys))
+                        domain_sizes=DOMAIN_SIZES, components=COMPONENTS, watts=grid.watts,
+                        freqs_mhz=np.column_stack([core, np.full(len(grid), spec.default_mhz[1])]),
+                        utilization=np.zeros((len(grid), len(COMPONENTS))), row_names=None,
+                        benchmark=np.array([index[w] for w in grid.workload.tolist()], dtype=np.int64),
+                        benchmarks=tuple(f"stage {k.replace('/', ' ')}" for k in keys))
 
 
 def _nearest(values: np.ndarray, x: float) -> float:

@@ -122,9 +122,10 @@ def fit_power_model(grid: MeasurementGrid, reference: tuple[float, float], devic
 
 def choose(grid: MeasurementGrid, reference: tuple[float, float], power_model: PowerModel, *,
            time_device: TimeDevice, spec: DeviceSpec, policy: str = "energy", slowdown: float = 0.1,
-           power_cap_w: float | None = None, clip: bool = False) -> dict:
+           power_cap_w: float | None = None, eta: float = 0.5, clip: bool = False) -> dict:
     """Frequencies for the workloads of ``grid``, each profiled at the reference pair only
-    (its other rows, if any, are not read), over the power model's configurations."""
+    (its other rows, if any, are not read), over the power model's configurations; under the
+    cost policy, time priced at the GPU's TDP."""
     if power_model.components_ != COMPONENTS:
         raise InputError(f"the power model's components {list(power_model.components_)} are not the nvprof "
                          f"rate utilizations {list(COMPONENTS)}: fit it with `gpudvfs select fit-power`")
@@ -138,7 +139,8 @@ def choose(grid: MeasurementGrid, reference: tuple[float, float], power_model: P
     t = TimeModel(time_device).predict(profiles, configs[:, 0], configs[:, 1], calibrate=True)
     p = power_model.predict_grid(util, configs)
     fastest = highest_index(configs)
-    s = select(t, p, configs, policy, default_index=fastest, slowdown=slowdown, power_cap_w=power_cap_w)
+    s = select(t, p, configs, policy, default_index=fastest, slowdown=slowdown, power_cap_w=power_cap_w, eta=eta,
+               max_power_w=spec.tdp_w)
     err = power_model.energy_error_
     return {"policy": policy, "configs": configs.tolist(), "workloads": {
         n: {"core_mhz": float(s.core_mhz[a]), "mem_mhz": float(s.mem_mhz[a]), "time_ms": float(s.time_ms[a]),

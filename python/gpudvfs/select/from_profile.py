@@ -210,13 +210,14 @@ def _compute_capability(report: CounterReport) -> str:
 
 def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: PowerModel | None = None,
                     reference: tuple[float, float] | None = None, policy: str = "energy",
-                    slowdown: float = 0.1, clip: bool = False, kernels: list | None = None,
+                    slowdown: float = 0.1, eta: float = 0.5, clip: bool = False, kernels: list | None = None,
                     calibrate: bool = True) -> dict:
     """Time, power, energy and the chosen pair per kernel over the power model's clock pairs
     (without a power model: the catalog prior of ``device``, `PowerModel.prior`), with the 90%
     interval of each as a log half-width (``intervals``: a value x lies in [x e^-q, x e^q]) and
     what the prediction rests on (``rests_on``). The time is calibrated on each launch's measured
-    duration where every launch has one, unless ``calibrate`` is False. ``kernels``: what
+    duration where every launch has one, unless ``calibrate`` is False. Under the cost policy,
+    energy weighs ``eta`` against time priced at the GPU's TDP (Zeus's MAXPOWER). ``kernels``: what
     :func:`kernel_inputs` returned for ``report``, where the caller has it already."""
     if power_model is None:
         power_model = PowerModel.prior(device)
@@ -251,12 +252,14 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
     names = [k.name for k in report.kernels]  # kernel_inputs keeps every launch, in order, or raises
     util = np.array([[u[c] for c in COMPONENTS] for *_, u, _ in kernels])
     p = power_model.predict_grid(util, configs)
-    s = select(t, p, configs, policy, default_index=highest_index(configs), slowdown=slowdown)
+    choice = {"policy": policy, "default_index": highest_index(configs), "slowdown": slowdown, "eta": eta,
+              "max_power_w": device.tdp_w}
+    s = select(t, p, configs, **choice)
     for i, (n, *_) in enumerate(kernels):
         out["kernels"][n] |= {"watts": p[i].tolist(), "joules": (t[i] * p[i] / 1e3).tolist(),
                               "chosen": _chosen(s, i)}
     out["policy"] = policy
-    return out | _application(names, t, p, configs, policy, slowdown)
+    return out | _application(names, t, p, configs, choice)
 
 
 def _rests_on(calibrated: bool, q_time: float, model: PowerModel) -> str:
@@ -299,8 +302,8 @@ def _references(kernels: list, device: DeviceSpec, reference: tuple[float, float
     return np.tile(np.asarray(device.default_mhz, dtype=np.float64), (n, 1)), "the catalog's default clocks"
 
 
-def _application(names: list[str], t: np.ndarray, p: np.ndarray | None, configs: np.ndarray, policy: str,
-                 slowdown: float) -> dict:
+def _application(names: list[str], t: np.ndarray, p: np.ndarray | None, configs: np.ndarray,
+                 choice: dict) -> dict:
     """The profiled launches together: per kernel name, its launches and their summed time
     (and energy) at each pair; for the whole, the summed time, energy and mean power, and
     with power the one pair chosen for all of them (a clock change costs milliseconds, far
@@ -326,6 +329,6 @@ def _application(names: list[str], t: np.ndarray, p: np.ndarray | None, configs:
     if e is not None:
         joules = e.sum(axis=0)
         watts = joules * 1e3 / total
-        s = select(total[None], watts[None], configs, policy, default_index=highest_index(configs), slowdown=slowdown)
+        s = select(total[None], watts[None], configs, **choice)
         app |= {"joules": joules.tolist(), "watts": watts.tolist(), "chosen": _chosen(s, 0)}
     return {"by_name": by_name, "application": app}

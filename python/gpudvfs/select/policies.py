@@ -10,6 +10,7 @@ power models, or measured), energy is ``watts * time`` and the policies choose:
 | `ed2p`      | minimum energy x delay^2                                                     |
 | `deadline`  | minimum energy among configurations within ``(1 + slowdown)`` x the time at the default configuration |
 | `power-cap` | minimum time among configurations whose power is at most ``power_cap_w``     |
+| `cost`      | minimum ``eta * energy + (1 - eta) * max_power_w * time`` (Zeus's cost)      |
 
 A constrained policy with no feasible configuration for a workload falls back to the
 configuration that violates its constraint least (the fastest one for `deadline`, the
@@ -34,7 +35,7 @@ import numpy as np
 from ..errors import InputError
 from ..limits import clock_array
 
-POLICIES = ("energy", "edp", "ed2p", "deadline", "power-cap")
+POLICIES = ("energy", "edp", "ed2p", "deadline", "power-cap", "cost")
 RULES = ("point", "worst", "expected")
 
 
@@ -64,12 +65,14 @@ def _grid(name: str, x) -> np.ndarray:
 
 
 def select(time_ms, watts, configs, policy: str = "energy", *, default_index: int | None = None,
-           slowdown: float = 0.1, power_cap_w: float | None = None, error=None, rule: str = "point",
-           near_ties: bool = False) -> Selection:
+           slowdown: float = 0.1, power_cap_w: float | None = None, eta: float = 0.5,
+           max_power_w: float | None = None, error=None, rule: str = "point", near_ties: bool = False) -> Selection:
     """Choose a configuration per workload. ``time_ms`` and ``watts`` are
     [n_workloads x n_configs] (a 1-D row is one workload); ``configs`` is [n_configs x 2]
     (core, memory MHz); ``default_index`` is the default configuration (for `deadline`, and
-    for ``near_ties``); ``error`` (broadcast to the same shape) is the relative error of each
+    for ``near_ties``); ``eta`` and ``max_power_w`` price energy against time for `cost`
+    (Zeus's MAXPOWER: the highest power limit; None: each workload's highest power over the
+    configurations); ``error`` (broadcast to the same shape) is the relative error of each
     predicted energy, used by ``rule="worst"`` or ``"expected"`` and ``near_ties``."""
     if policy not in POLICIES:
         raise InputError(f"unknown policy {policy!r}; expected one of {POLICIES}")
@@ -94,6 +97,11 @@ def select(time_ms, watts, configs, policy: str = "energy", *, default_index: in
         objective = e * t
     elif policy == "ed2p":
         objective = e * t * t
+    elif policy == "cost":
+        if not (0 <= eta <= 1 and (max_power_w is None or 0 < max_power_w < np.inf)):
+            raise InputError(f"the cost policy needs eta in [0, 1] and max_power_w > 0, got {eta} and {max_power_w}")
+        price = p.max(axis=1, keepdims=True) if max_power_w is None else max_power_w
+        objective = eta * e + (1 - eta) * price * t / 1e3
     else:
         objective = t
     if policy == "deadline":

@@ -27,7 +27,7 @@ impl GovernorCore {
     #[new]
     #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (configs, default_index, policy, slowdown, power_cap_w, prior_sd, noise_sd,
-                        explore, hysteresis, residual_sd, residual_scale))]
+                        explore, hysteresis, residual_sd, residual_scale, eta, max_power_w))]
     fn new(
         configs: PyReadonlyArray2<'_, f64>,
         default_index: usize,
@@ -40,6 +40,8 @@ impl GovernorCore {
         hysteresis: f64,
         residual_sd: f64,
         residual_scale: f64,
+        eta: f64,
+        max_power_w: f64,
     ) -> PyResult<Self> {
         if configs.shape()[1] != 2 {
             return Err(PyValueError::new_err(format!(
@@ -56,6 +58,8 @@ impl GovernorCore {
             default_index,
             slowdown,
             power_cap_w,
+            eta,
+            max_power_w,
             prior_sd,
             noise_sd,
             explore,

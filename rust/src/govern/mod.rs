@@ -18,6 +18,8 @@ pub enum Policy {
     Edp,
     Deadline,
     PowerCap,
+    /// Zeus's cost: `eta * energy + (1 - eta) * max_power_w * time`.
+    Cost,
 }
 
 impl Policy {
@@ -27,8 +29,9 @@ impl Policy {
             "edp" => Ok(Policy::Edp),
             "deadline" => Ok(Policy::Deadline),
             "power-cap" => Ok(Policy::PowerCap),
+            "cost" => Ok(Policy::Cost),
             _ => Err(CoreError::Value(format!(
-                "unknown policy {name:?}; expected energy, edp, deadline or power-cap"
+                "unknown policy {name:?}; expected energy, edp, deadline, power-cap or cost"
             ))),
         }
     }
@@ -43,6 +46,10 @@ pub struct Settings {
     pub slowdown: f64,
     /// Power cap in watts (+inf for none).
     pub power_cap_w: f64,
+    /// Cost: the weight of energy against time, in [0, 1].
+    pub eta: f64,
+    /// Cost: the watts that price a second (Zeus's MAXPOWER), positive.
+    pub max_power_w: f64,
     pub prior_sd: f64,
     pub noise_sd: f64,
     pub explore: f64,
@@ -196,10 +203,15 @@ impl GovernorCore {
         let (lt, lp) = (&e.log_time, &e.log_watts);
         let d = s.default_index;
         let k = self.n_pairs();
+        // Cost: log time plus the log of the watts it is priced at, a blend of the power and
+        // max_power_w; `cost_weight` is that log's slope in log watts (for the bound's width).
+        let priced = |i: usize| s.eta * lp[i].exp() + (1.0 - s.eta) * s.max_power_w;
+        let cost_weight = |i: usize| s.eta * lp[i].exp() / priced(i);
         let score: Vec<f64> = (0..k)
             .map(|i| match s.policy {
                 Policy::Edp => lt[i] + lp[i] + lt[i],
                 Policy::PowerCap => lt[i],
+                Policy::Cost => lt[i] + priced(i).ln(),
                 _ => lt[i] + lp[i],
             })
             .collect();
@@ -240,6 +252,7 @@ impl GovernorCore {
                 let var = match s.policy {
                     Policy::PowerCap => e.var_time[i],
                     Policy::Edp => 4.0 * e.var_time[i] + e.var_watts[i],
+                    Policy::Cost => e.var_time[i] + cost_weight(i).powi(2) * e.var_watts[i],
                     _ => e.var_time[i] + e.var_watts[i],
                 };
                 let unmeasured = if ph.p.n[i] == 0 { 1.0 } else { 0.0 };
@@ -338,6 +351,8 @@ mod tests {
             default_index: 2,
             slowdown: 0.1,
             power_cap_w: f64::INFINITY,
+            eta: 0.5,
+            max_power_w: 250.0,
             prior_sd: 0.05,
             noise_sd: 0.01,
             explore: 4.0,
@@ -367,6 +382,27 @@ mod tests {
         assert_eq!((d.index, d.explored), (1, false));
         assert!((d.log_energy - 240f64.ln()).abs() < 1e-12);
         assert!((d.log_energy_default - 360f64.ln()).abs() < 1e-12);
+    }
+
+    #[test]
+    fn cost_moves_from_least_energy_to_least_time_as_eta_falls() {
+        // Energies 300, 240, 360 J; times 10, 8, 6 ms. Pair 1 has the least energy; pair 2
+        // the least time; at eta 0.5 and 250 W, pair 1 costs 8 x (15 + 125) = 1120 against
+        // 10 x 140 = 1400 and 6 x (30 + 125) = 930.
+        let (t, w) = ([10.0, 8.0, 6.0], [30.0, 30.0, 60.0]);
+        for (eta, want, cost) in [(1.0, 1, 240.0), (0.5, 2, 930.0), (0.0, 2, 1500.0)] {
+            let s = Settings {
+                explore: 0.0,
+                eta,
+                ..settings(Policy::Cost)
+            };
+            let (g, id) = governor(s, &t, &w);
+            let d = g.decide(id, 0).unwrap();
+            assert_eq!((d.index, d.explored), (want, false), "eta {eta}");
+            let e = g.estimates(id).unwrap();
+            let priced = eta * e.log_watts[want].exp() + (1.0 - eta) * 250.0;
+            assert!((e.log_time[want].exp() * priced - cost).abs() < 1e-9);
+        }
     }
 
     #[test]
