@@ -41,11 +41,12 @@ class NumpyGovernor:
 
     def __init__(self, configs, default_index: int, *, policy="energy", slowdown=0.1, power_cap_w=None,
                  prior_sd=0.05, noise_sd=0.01, explore=4.0, hysteresis=0.005, residual_sd=0.03,
-                 residual_scale=0.4):
+                 residual_scale=0.4, default_runs=4, bound_z=0.5):
         cfg = np.asarray(configs, dtype=np.float64)
         self.default_index, self.policy, self.slowdown, self.power_cap_w = default_index, policy, slowdown, power_cap_w
         self.prior_sd, self.noise_sd, self.explore, self.hysteresis = prior_sd, noise_sd, explore, hysteresis
         self.residual_sd, self.residual_scale = residual_sd, residual_scale
+        self.default_runs, self.bound_z = default_runs, bound_z
         self._phi = np.column_stack([np.ones(len(cfg)), np.log(cfg / cfg[default_index])])
         self._phi2 = (self._phi[:, :, None] * self._phi[:, None, :]).reshape(len(cfg), 9) * noise_sd ** 2
         self._phases: dict = {}
@@ -87,7 +88,10 @@ class NumpyGovernor:
         if self.policy == "edp":
             score = score + lt
         elif self.policy == "deadline":
-            allowed = allowed & (lt <= lt[self.default_index] + np.log1p(self.slowdown))
+            d = self.default_index
+            margin = self.bound_z * np.sqrt(vt + vt[d])
+            margin[d] = 0.0
+            allowed = allowed & (lt + margin <= lt[d] + np.log1p(self.slowdown))
         elif self.policy == "power-cap":
             score = lt
             allowed = allowed & (lp <= np.log(self.power_cap_w))
@@ -102,7 +106,7 @@ class NumpyGovernor:
         candidate = int(np.argmin(lcb))
         exploring = lcb[candidate] < masked[best] - self.hysteresis
         d = self.default_index
-        if self.policy == "deadline" and ph.p.n[d] == 0 and not ph.excluded[d]:
+        if self.policy == "deadline" and ph.p.n[d] < self.default_runs and not ph.excluded[d]:
             exploring, candidate = True, d
         nxt = candidate if exploring else best
         if not exploring and allowed[current] and masked[current] - masked[best] <= self.hysteresis:

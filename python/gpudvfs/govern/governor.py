@@ -48,6 +48,10 @@ PRIOR_SD = 0.05
 EXPLORE = 4.0
 RESIDUAL_SD = 0.03
 RESIDUAL_SCALE = 0.4
+#: Deadline: runs of the default clocks before any other pair, and the margin under the bound
+#: in standard deviations of a pair's time relative to the default's.
+DEFAULT_RUNS = 4
+BOUND_Z = 0.5
 #: What a standard deviation (or a ratio of two) may be: its square, a variance, must be a
 #: finite positive float.
 SD_RANGE = (1e-150, 1e150)
@@ -79,11 +83,12 @@ class Governor:
 
     configs, default_index, policy, slowdown, power_cap_w, eta, max_power_w = map(_setting, (
         "configs", "default_index", "policy", "slowdown", "power_cap_w", "eta", "max_power_w"))
-    prior_sd, noise_sd, explore, hysteresis, residual_sd, residual_scale = map(_setting, (
-        "prior_sd", "noise_sd", "explore", "hysteresis", "residual_sd", "residual_scale"))
+    prior_sd, noise_sd, explore, hysteresis, residual_sd, residual_scale, default_runs, bound_z = map(_setting, (
+        "prior_sd", "noise_sd", "explore", "hysteresis", "residual_sd", "residual_scale", "default_runs", "bound_z"))
 
     def __init__(self, configs, default_index: int, *, policy: str = "energy", slowdown: float = 0.1,
                  power_cap_w: float | None = None, eta: float = 0.5, max_power_w: float | None = None,
+                 default_runs: int = DEFAULT_RUNS, bound_z: float = BOUND_Z,
                  prior_sd: float = PRIOR_SD, noise_sd: float = 0.01,
                  explore: float = EXPLORE, hysteresis: float = 0.005, residual_sd: float = RESIDUAL_SD,
                  residual_scale: float = RESIDUAL_SCALE, log: Callable[[dict], None] | None = None):
@@ -103,8 +108,10 @@ class Governor:
             raise InputError("the cost policy needs max_power_w > 0 (the watts that price a second), got None")
         if max_power_w is not None and not 0 < (max_power_w := _number("max_power_w", max_power_w)) < np.inf:
             raise InputError(f"max_power_w must be finite and > 0, got {max_power_w}")
-        slowdown, explore, hysteresis = (_number(name, v, 0.0) for name, v in (
-            ("slowdown", slowdown), ("explore", explore), ("hysteresis", hysteresis)))
+        slowdown, explore, hysteresis, bound_z = (_number(name, v, 0.0) for name, v in (
+            ("slowdown", slowdown), ("explore", explore), ("hysteresis", hysteresis), ("bound_z", bound_z)))
+        if not (is_integer(default_runs) and 1 <= default_runs <= 1000):
+            raise InputError(f"default_runs must be an integer in [1, 1000], got {default_runs!r}")
         residual_sd = _sd("residual_sd", residual_sd, zero=True)
         prior_sd, noise_sd, residual_scale = (_sd(name, v) for name, v in (
             ("prior_sd", prior_sd), ("noise_sd", noise_sd), ("residual_scale", residual_scale)))
@@ -114,13 +121,14 @@ class Governor:
                              f"{prior_sd} / {noise_sd}")
         self._settings = {"configs": cfg, "default_index": default_index, "policy": policy, "slowdown": slowdown,
                           "power_cap_w": power_cap_w, "eta": float(eta), "max_power_w": max_power_w,
+                          "default_runs": int(default_runs), "bound_z": bound_z,
                           "prior_sd": prior_sd, "noise_sd": noise_sd,
                           "explore": explore, "hysteresis": hysteresis, "residual_sd": residual_sd,
                           "residual_scale": residual_scale}
         self._core = GovernorCore(cfg, default_index, policy, slowdown,
                                   np.inf if power_cap_w is None else power_cap_w, prior_sd, noise_sd, explore,
                                   hysteresis, residual_sd, residual_scale, float(eta),
-                                  1.0 if max_power_w is None else max_power_w)
+                                  1.0 if max_power_w is None else max_power_w, default_runs, bound_z)
         self._phases: dict[object, int] = {}  # key -> the core's phase id
         self._phase: int | None = None
         self.current = self.default_index

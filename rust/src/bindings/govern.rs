@@ -27,7 +27,7 @@ impl GovernorCore {
     #[new]
     #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (configs, default_index, policy, slowdown, power_cap_w, prior_sd, noise_sd,
-                        explore, hysteresis, residual_sd, residual_scale, eta, max_power_w))]
+                        explore, hysteresis, residual_sd, residual_scale, eta, max_power_w, default_runs, bound_z))]
     fn new(
         configs: PyReadonlyArray2<'_, f64>,
         default_index: usize,
@@ -42,6 +42,8 @@ impl GovernorCore {
         residual_scale: f64,
         eta: f64,
         max_power_w: f64,
+        default_runs: u32,
+        bound_z: f64,
     ) -> PyResult<Self> {
         if configs.shape()[1] != 2 {
             return Err(PyValueError::new_err(format!(
@@ -57,6 +59,8 @@ impl GovernorCore {
             policy: Policy::parse(policy)?,
             default_index,
             slowdown,
+            default_runs,
+            bound_z,
             power_cap_w,
             eta,
             max_power_w,

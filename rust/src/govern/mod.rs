@@ -44,6 +44,12 @@ pub struct Settings {
     pub default_index: usize,
     /// Deadline: at most this slower than the default clocks.
     pub slowdown: f64,
+    /// Deadline: the default clocks run this many times first (the bound is relative to their
+    /// time, so its noise is theirs over the square root of this).
+    pub default_runs: u32,
+    /// Deadline: a pair is allowed where its time plus this many standard deviations of its
+    /// difference from the default's stays within the bound.
+    pub bound_z: f64,
     /// Power cap in watts (+inf for none).
     pub power_cap_w: f64,
     /// Cost: the weight of energy against time, in [0, 1].
@@ -221,7 +227,14 @@ impl GovernorCore {
             .map(|i| {
                 !ph.excluded[i]
                     && match s.policy {
-                        Policy::Deadline => lt[i] <= bound,
+                        Policy::Deadline => {
+                            let margin = if i == d {
+                                0.0
+                            } else {
+                                s.bound_z * (e.var_time[i] + e.var_time[d]).sqrt()
+                            };
+                            lt[i] + margin <= bound
+                        }
                         Policy::PowerCap => lp[i] <= cap,
                         _ => true,
                     }
@@ -261,9 +274,9 @@ impl GovernorCore {
             .collect();
         let mut candidate = argmin(lcb.iter().copied());
         let mut exploring = lcb[candidate] < masked[best] - s.hysteresis;
-        if s.policy == Policy::Deadline && ph.p.n[d] == 0 && !ph.excluded[d] {
-            // The bound is relative to the default clocks' time: run them once first, so it
-            // is measured, not predicted (unless the GPU cannot hold them).
+        if s.policy == Policy::Deadline && ph.p.n[d] < s.default_runs && !ph.excluded[d] {
+            // The bound is relative to the default clocks' time: run them first, so it is
+            // measured, not predicted (unless the GPU cannot hold them).
             exploring = true;
             candidate = d;
         }
@@ -350,6 +363,8 @@ mod tests {
             policy,
             default_index: 2,
             slowdown: 0.1,
+            default_runs: 1,
+            bound_z: 0.0,
             power_cap_w: f64::INFINITY,
             eta: 0.5,
             max_power_w: 250.0,
@@ -433,6 +448,34 @@ mod tests {
         assert_eq!((d.index, d.explored), (2, true));
         g.observe(id, 2, Some(6f64.ln()), 60f64.ln()).unwrap();
         // 8 ms is 33% over the default's 6: outside a 10% slowdown, as is 10 ms.
+        assert_eq!(g.decide(id, 2).unwrap().index, 2);
+    }
+
+    #[test]
+    fn a_deadline_runs_the_default_as_often_as_asked_and_keeps_a_margin() {
+        // 6.5 ms at 30 W is 8.3% slower than the default's 6 ms and saves energy: inside a
+        // 10% slowdown on the point estimate alone.
+        let (t, w) = ([10.0, 6.5, 6.0], [30.0, 30.0, 60.0]);
+        let s = Settings {
+            default_runs: 3,
+            explore: 0.0,
+            ..settings(Policy::Deadline)
+        };
+        let (mut g, id) = governor(s, &t, &w);
+        for _ in 0..3 {
+            assert_eq!(g.decide(id, 2).unwrap().index, 2);
+            g.observe(id, 2, Some(6f64.ln()), 60f64.ln()).unwrap();
+        }
+        assert_eq!(g.decide(id, 2).unwrap().index, 1);
+        // A margin of 2 standard deviations of the unmeasured pair's time (the prior's 5%,
+        // widened by the residual) puts 6.5 ms past the bound: the default stays.
+        let s = Settings {
+            bound_z: 2.0,
+            explore: 0.0,
+            ..settings(Policy::Deadline)
+        };
+        let (mut g, id) = governor(s, &t, &w);
+        g.observe(id, 2, Some(6f64.ln()), 60f64.ln()).unwrap();
         assert_eq!(g.decide(id, 2).unwrap().index, 2);
     }
 
