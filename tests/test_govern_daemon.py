@@ -17,10 +17,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpudvfs.errors import InputError
+from gpudvfs.errors import GpudvfsWarning, InputError
 from gpudvfs.fleet.whatif import GpuTable
 from gpudvfs.govern import Governor
-from gpudvfs.govern.daemon import Daemon, NvmlMonitor
+from gpudvfs.govern.daemon import Daemon, ModelPrior, NvmlMonitor
 from gpudvfs.govern.phases import PhaseDetector
 from gpudvfs.govern.simhost import SimProcess, SimulatedHost, calibrated, phased_process, sim_activity
 from gpudvfs.measure.apps import APPS
@@ -133,7 +133,7 @@ def test_daemon_on_the_simulated_gpu_settles_near_the_least_energy(sim):
     host = SimulatedHost(device, seed=1)
     host.start(phased_process(device, APPS, 60.0, repeat=5))
     pairs = []
-    daemon = Daemon(device, host, table, model)
+    daemon = Daemon(device, host, ModelPrior(table, model))
     for _ in range(1200):
         daemon.step()
         pairs.append((daemon._key, host.phase().name))
@@ -155,7 +155,7 @@ def test_daemon_resets_the_clocks_when_the_process_ends(sim):
     device, table, model = sim
     host = SimulatedHost(device)
     host.start(phased_process(device, APPS[:1], 5.0, repeat=1))
-    daemon = Daemon(device, host, table, model)
+    daemon = Daemon(device, host, ModelPrior(table, model))
     for _ in range(3):
         daemon.step()
     assert device.clocks != device.default_clocks()  # governing: sgemm runs below the top clocks
@@ -204,7 +204,7 @@ def test_daemon_on_the_nvml_stand_in_resets_clocks_on_errors(sim, error):
     fake.pids = [os.getpid()]
     _busy(fake)
     device = NvmlDevice(pynvml=fake)
-    daemon = Daemon(device, _Failing(device, 4, error), _fake_table(fake), sim[2], interval_s=0.02)
+    daemon = Daemon(device, _Failing(device, 4, error), ModelPrior(_fake_table(fake), sim[2]), interval_s=0.02)
     with pytest.raises(type(error)):
         daemon.run()
     assert "nvmlDeviceSetGpuLockedClocks" in fake.calls
@@ -263,9 +263,9 @@ def test_daemon_refuses_a_gpu_without_an_energy_counter(sim):
     fake = FakeNvml(energy_counter=False)
     device = NvmlDevice(pynvml=fake)
     with pytest.raises(InputError, match="energy counter"):
-        Daemon(device, NvmlMonitor(device), _fake_table(fake), sim[2])
+        Daemon(device, NvmlMonitor(device), ModelPrior(_fake_table(fake), sim[2]))
     with pytest.raises(InputError, match="interval"):
-        Daemon(NvmlDevice(pynvml=FakeNvml()), None, _fake_table(fake), sim[2], interval_s=0)
+        Daemon(NvmlDevice(pynvml=FakeNvml()), None, ModelPrior(_fake_table(fake), sim[2]), interval_s=0)
 
 
 SIGTERM_DAEMON = """
@@ -273,7 +273,7 @@ import os, sys, threading, signal, time, json
 import numpy as np
 sys.path.insert(0, {tests!r})
 from fake_pynvml import FakeNvml
-from gpudvfs.govern.daemon import Daemon, NvmlMonitor
+from gpudvfs.govern.daemon import Daemon, ModelPrior, NvmlMonitor
 from gpudvfs.measure.nvml import NvmlDevice
 from gpudvfs.time.dcgm import DcgmTimeModel
 from test_govern_daemon import _fake_table, _busy
@@ -283,8 +283,8 @@ _busy(fake)
 device = NvmlDevice(pynvml=fake)
 stop = threading.Event()
 signal.signal(signal.SIGTERM, lambda *_: stop.set())
-daemon = Daemon(device, NvmlMonitor(device), _fake_table(fake), DcgmTimeModel.load({model!r}), interval_s=0.02,
-                log=lambda e: print(json.dumps(e["index"]), flush=True))
+daemon = Daemon(device, NvmlMonitor(device), ModelPrior(_fake_table(fake), DcgmTimeModel.load({model!r})),
+                interval_s=0.02, log=lambda e: print(json.dumps(e["index"]), flush=True))
 daemon.run(stop=stop)
 print("done", flush=True)
 """
@@ -398,7 +398,7 @@ def test_pairs_the_gpu_cannot_hold_are_left(sim):
     limited.power_limit_w = float(np.percentile(watts, 60))
     host = SimulatedHost(limited)
     host.start(phased_process(limited, APPS[:1], 400.0, repeat=1))
-    daemon = Daemon(limited, host, table, model, policy="deadline")
+    daemon = Daemon(limited, host, ModelPrior(table, model), policy="deadline")
     stats = daemon.run(300.0)
     assert stats.throttled >= 1 and stats.throttled + stats.observed <= stats.governed
     last = daemon.governor.configs[daemon.governor.current]
@@ -410,3 +410,49 @@ def test_pairs_the_gpu_cannot_hold_are_left(sim):
     assert gov.decide() != table.default
     with pytest.raises(InputError, match="index"):
         gov.exclude(len(table.configs))
+
+
+# -- nothing built by hand: the catalog's prior; dry run ------------------------------------
+
+def test_the_catalog_prior_governs_the_simulated_gpu_near_the_models(sim):
+    """No registry, no time model: the clocks the device lists and the catalog power prior's
+    shape (`govern run --device sim --catalog-prior`: 1.00% over the least energy at 600 s,
+    0.67% at 1200 s, against the models' 0.60 and 0.48%)."""
+    from gpudvfs.cli.govern import _catalog_prior
+    from gpudvfs.govern.daemon import CatalogPrior
+    from gpudvfs.govern.integrations.session import SIM_CATALOG_NAME
+
+    device = sim[0]
+    prior = _catalog_prior(device, SIM_CATALOG_NAME)
+    assert isinstance(prior, CatalogPrior) and prior.shape is not None and prior.prior_sd == 0.2
+    host = SimulatedHost(device, seed=1)
+    host.start(phased_process(device, APPS, 60.0, repeat=5))
+    daemon = Daemon(device, host, prior)
+    assert daemon.governor.prior_sd == 0.2
+    stats = daemon.run(1200.0)
+    truth = host.truth(daemon.governor.configs, daemon.governor.default_index)
+    assert stats.joules / truth["joules_least"] - 1 < 0.02
+    assert 1 - stats.joules / truth["joules_default"] > 0.08
+    assert device.clocks == device.default_clocks()
+
+
+def test_a_dry_run_sets_nothing_and_learns_at_the_drivers_clocks(sim):
+    """The stand-in's process runs at the driver's clocks all along: no clock-setting call,
+    every steady interval observed at the default pair, and what the governor would set is
+    counted."""
+    import os
+
+    from gpudvfs.cli.govern import _catalog_prior
+
+    fake = FakeNvml()
+    fake.pids = [os.getpid()]
+    _busy(fake)
+    device = NvmlDevice(pynvml=fake, leave_clocks=True)
+    with pytest.warns(GpudvfsWarning, match="no catalog power prior"):  # the stand-in's name
+        prior = _catalog_prior(device, None)
+    daemon = Daemon(device, NvmlMonitor(device), prior, interval_s=0.02, dry_run=True)
+    stats = daemon.run(0.2)
+    assert fake.calls == [] and stats.clock_changes == 0
+    assert stats.observed >= 5 and stats.would_change >= 1
+    var_watts = daemon.governor.estimates()[3]  # without a progress signal the power alone is learnt
+    assert var_watts[daemon.governor.default_index] < var_watts.max()

@@ -281,14 +281,14 @@ def test_run_refuses_options_of_another_policy(tmp_path):
 def test_run_reports_the_clocks_it_restored_apart_from_its_changes(tmp_path):
     """The last reset gives the clocks back to the driver: reported (clocks_restored), and
     not counted as a clock change, so the bar and the table say the same number."""
-    from gpudvfs.govern.daemon import Daemon
+    from gpudvfs.govern.daemon import Daemon, ModelPrior
     from gpudvfs.govern.simhost import SimulatedHost, calibrated, phased_process
     from gpudvfs.measure.apps import APPS
 
     device, table, model = calibrated(tmp_path / "wd")
     host = SimulatedHost(device)
     host.start(phased_process(device, APPS[:2], 10.0, repeat=3))
-    daemon = Daemon(device, host, table, model)
+    daemon = Daemon(device, host, ModelPrior(table, model))
     seen = []
     stats = daemon.run(30.0, progress=lambda s, total: seen.append(s.clock_changes))
     assert seen[-1] >= 2 and stats.clock_changes == seen[-1]

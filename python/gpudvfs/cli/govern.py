@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..errors import InputError
 from ..govern import POLICIES
 from ..govern.daemon import MIN_INTERVAL_S
 from ..govern.plain import plain_table
@@ -336,18 +337,45 @@ def reset(device_kind, index) -> None:
     console.print(f"{device.name}: clocks reset to the driver's control", highlight=False)
 
 
-def _nvml_daemon_inputs(index, registry, time_model):
+def _model_prior(device, registry, time_model):
     from ..fleet.registry import Registry, device_uuid
     from ..fleet.whatif import gpu_table
-    from ..measure.nvml import NvmlDevice
+    from ..govern.daemon import ModelPrior
     from ..time.dcgm import DcgmTimeModel
 
-    if not (registry and time_model):
-        raise click.UsageError("--device nvml needs --registry (gpudvfs fleet calibrate) and --time-model "
-                               "(gpudvfs time fit-dcgm)")
-    device = NvmlDevice(index=index)
+    return ModelPrior(gpu_table(Registry.load(registry), device_uuid(device)), DcgmTimeModel.load(time_model))
+
+
+def _catalog_prior(device, catalog_name: str | None):
+    """The daemon's prior from the GPU's clock list and the catalog's power prior; a catalog
+    without the GPU leaves the power flat, with a warning."""
+    import warnings
+
+    from ..errors import GpudvfsWarning
+    from ..govern.daemon import CatalogPrior
+    from ..govern.integrations.configs import clock_grid
+    from ..govern.integrations.prior import catalog_power_shape
+
+    grid = clock_grid(device, catalog_name)
+    name = catalog_name or device.name
     try:
-        return device, gpu_table(Registry.load(registry), device_uuid(device)), DcgmTimeModel.load(time_model)
+        shape, _ = catalog_power_shape(name, grid.default_mhz)
+    except InputError as e:
+        warnings.warn(GpudvfsWarning(f"no catalog power prior for {name!r} ({str(e).split('. ')[0]}): a flat power "
+                                     "prior, learnt as the daemon measures"), stacklevel=2)
+        shape = None
+    return CatalogPrior(grid, shape)
+
+
+def _nvml_daemon_inputs(index, registry, time_model, dry_run):
+    from ..measure.nvml import NvmlDevice
+
+    if bool(registry) != bool(time_model):
+        raise click.UsageError("--registry and --time-model go together (the models' prior); leave both out to "
+                               "start from the catalog's prior")
+    device = NvmlDevice(index=index, leave_clocks=dry_run)
+    try:
+        return device, (_model_prior(device, registry, time_model) if registry else _catalog_prior(device, None))
     except BaseException:
         device.close()
         raise
@@ -358,9 +386,17 @@ def _nvml_daemon_inputs(index, registry, time_model):
               help="sim: a simulated GPU running a process of --sim-phases phases, on a virtual clock.")
 @options.gpu_index()
 @click.option("--registry", type=click.Path(file_okay=False),
-              help="The fleet registry with this GPU (gpudvfs fleet calibrate); nvml: required.")
+              help="The fleet registry with this GPU (gpudvfs fleet calibrate), with --time-model: each phase "
+                   "starts from these models. Without both, nvml starts from the catalog's prior (the clocks "
+                   "the GPU lists, the catalog power prior's shape).")
 @click.option("--time-model", type=click.Path(dir_okay=False),
-              help="DCGM time model (gpudvfs time fit-dcgm); nvml: required.")
+              help="DCGM time model (gpudvfs time fit-dcgm), with --registry.")
+@click.option("--catalog-prior", is_flag=True,
+              help="sim: start from the catalog's prior, as nvml does without --registry, not the simulated "
+                   "GPU's calibration.")
+@click.option("--dry-run", is_flag=True,
+              help="Set nothing: measure at the driver's clocks and log what the governor would set (no "
+                   "privilege needed).")
 @click.option("--policy", type=click.Choice(POLICIES), default="energy", show_default=True)
 @click.option("--slowdown", default=0.1, show_default=True, type=options.Finite(min=0),
               help="deadline: at most this slower than the default clocks.")
@@ -385,8 +421,9 @@ def _nvml_daemon_inputs(index, registry, time_model):
 @click.option("--workdir", type=click.Path(file_okay=False),
               help="sim: where the simulated GPU's calibration is kept (default: a temporary folder).")
 @click.option("--json", "as_json", is_flag=True)
-def run(device_kind, index, registry, time_model, policy, slowdown, power_cap, interval, duration, progress_file,
-        threshold, log_path, metrics_port, sim_phases, sim_phase_s, workdir, as_json) -> None:
+def run(device_kind, index, registry, time_model, catalog_prior, dry_run, policy, slowdown, power_cap, interval,
+        duration, progress_file, threshold, log_path, metrics_port, sim_phases, sim_phase_s, workdir,
+        as_json) -> None:
     """Govern a GPU's clocks while processes run on it: each interval observe its energy,
     activities and (with --progress) work done, detect the phase, and set the clocks the
     governor chooses. The clocks go back to the driver when no process runs and on every
@@ -398,8 +435,9 @@ def run(device_kind, index, registry, time_model, policy, slowdown, power_cap, i
     import tempfile
     import threading
 
-    from ..govern.daemon import Daemon, NvmlMonitor
+    from ..govern.daemon import CatalogPrior, Daemon, ModelPrior, NvmlMonitor
     from ..govern.governor import jsonl_log
+    from ..govern.integrations.session import SIM_CATALOG_NAME
     from ..govern.phases import PhaseDetector
     from ..govern.simhost import SimulatedHost, calibrated, phased_process
     from ..measure.apps import APPS
@@ -426,24 +464,31 @@ def run(device_kind, index, registry, time_model, policy, slowdown, power_cap, i
             if registry or time_model:
                 raise click.UsageError("--device sim calibrates its own GPU: leave --registry and --time-model out")
             device, gpu, model = calibrated(workdir or tmp)
+            prior = _catalog_prior(device, SIM_CATALOG_NAME) if catalog_prior else ModelPrior(gpu, model)
             duration = duration or 1200.0
             host = monitor = SimulatedHost(device)
             cycle = sim_phase_s * sim_phases
             host.start(phased_process(device, APPS[:sim_phases], sim_phase_s,
                                       repeat=max(1, int(duration // cycle) + 1)))
         else:
-            device, gpu, model = _nvml_daemon_inputs(index, registry, time_model)
+            if catalog_prior:
+                raise click.UsageError("--catalog-prior is for --device sim: nvml starts from the catalog's prior "
+                                       "whenever --registry and --time-model are left out")
+            device, prior = _nvml_daemon_inputs(index, registry, time_model, dry_run)
             monitor = NvmlMonitor(device, progress_file)
         try:
-            daemon = Daemon(device, monitor, gpu, model, policy=policy, slowdown=slowdown, power_cap_w=power_cap,
-                            interval_s=interval, detector=PhaseDetector(threshold),
+            daemon = Daemon(device, monitor, prior, policy=policy, slowdown=slowdown, power_cap_w=power_cap,
+                            interval_s=interval, detector=PhaseDetector(threshold), dry_run=dry_run,
                             log=(lambda e: [f(e) for f in logs]) if logs else None)
             stop = threading.Event()
             signal.signal(signal.SIGTERM, lambda *_: stop.set())
             if not as_json:
                 source = getattr(monitor, "source", "simulated")
-                console.print(f"governing {device.name} ({policy}) every {interval:g} s; "
-                              f"{len(daemon.governor.configs)} pairs; activities: {source}", highlight=False)
+                start = "dry run on" if dry_run else "governing"
+                where = "the catalog's prior" if isinstance(prior, CatalogPrior) else "the models"
+                console.print(f"{start} {device.name} ({policy}) every {interval:g} s; "
+                              f"{len(daemon.governor.configs)} pairs from {where}; activities: {source}",
+                              highlight=False)
             try:
                 with progress_bars(disable=as_json) as update:
                     stats = daemon.run(duration, stop, progress=lambda s, total: update(
@@ -455,7 +500,9 @@ def run(device_kind, index, registry, time_model, policy, slowdown, power_cap, i
             if device_kind == "nvml":
                 monitor.close()
                 device.close()
-        out = dataclasses.asdict(stats) | {"device": device.name, "policy": policy, "interval_s": interval}
+        out = dataclasses.asdict(stats) | {"device": device.name, "policy": policy, "interval_s": interval,
+                                           "prior": "catalog" if isinstance(prior, CatalogPrior) else "models",
+                                           "dry_run": dry_run}
         if host is not None:
             truth = host.truth(daemon.governor.configs, daemon.governor.default_index)
             out["sim_truth"] = truth | {
@@ -467,7 +514,8 @@ def run(device_kind, index, registry, time_model, policy, slowdown, power_cap, i
         return
     rows = [["intervals (governed / observed)", f"{out['intervals']} ({out['governed']} / {out['observed']})"],
             ["phases detected", ", ".join(f"{k}: {v}" for k, v in out["phases"].items()) or "none"],
-            ["clock changes", str(out["clock_changes"])], ["energy", f"{out['joules']:.1f} J"]]
+            ["clock changes" + (" (dry run: would make)" if dry_run else ""),
+             str(out["would_change"] if dry_run else out["clock_changes"])], ["energy", f"{out['joules']:.1f} J"]]
     if out["clocks_restored"] is not None:  # None: reset, but the clocks could not be read back
         rows.append(["clocks restored to the driver", "{:g}/{:g} MHz".format(*out["clocks_restored"])])
     if host is not None:

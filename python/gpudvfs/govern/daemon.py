@@ -5,18 +5,23 @@ interval), the running processes, their activities (SM, pipe, DRAM: DCGM's on th
 simulator; NVML's GPM metrics on a Hopper or newer GPU; on older ones NVML's kernel and
 memory busy fractions, a coarser view) and, where the application reports it, its progress
 in units of work. The phase detector maps (processes, activities) to a phase. A new phase's
-prior is its first interval carried to every calibrated pair as `gpudvfs fleet whatif`
-carries a telemetry sample: its power by the GPU's registry model, its time by the DCGM time
-model's shares. Then the governor observes the interval and decides, and the daemon sets the
-clocks it chose.
+prior is its first interval carried to every pair: with a fleet registry and a DCGM time
+model (`ModelPrior`), as `gpudvfs fleet whatif` carries a telemetry sample, its power by the
+GPU's registry model and its time by the time model's shares; without them (`CatalogPrior`),
+over the clocks the GPU lists, its power by the shape of the catalog's power prior and its
+time by a generic two-part law, a wider prior the governor corrects by measuring. Then the
+governor observes the interval and decides, and the daemon sets the clocks it chose.
 
 An interval is observed only when the daemon held the clocks through it and it lay inside
 its phase (not one that straddles a phase change). Where the GPU reports a throttle reason
 at an interval's end (power cap, thermal), the pair was not held: the phase does not run
 there again (`Governor.exclude`). Without a progress signal the time per unit of work is
-not measured: the governor learns the power and keeps the predicted time ratios. When no
-process runs, the clocks go back to the driver; whichever way `run` ends (its duration, a
-stop event, an exception, a signal turned into one), the clocks are reset. After a SIGKILL,
+not measured: the governor learns the power and keeps the predicted time ratios. Dry run
+(``dry_run``): nothing is set; an interval is observed at the governed pair the driver's own
+clocks were at (within DRY_RUN_TOLERANCE on each clock, through the whole interval), and the
+log says what the governor would set. When no process runs, the clocks go back to the
+driver; whichever way `run` ends (its duration, a stop event, an exception, a signal turned
+into one), the clocks are reset. After a SIGKILL,
 `gpudvfs govern reset`.
 """
 
@@ -34,8 +39,14 @@ from ..errors import InputError
 from ..fleet.whatif import GpuTable, Samples, predict_samples
 from ..time.dcgm import DcgmTimeModel
 from .governor import Governor
+from .integrations.configs import ClockGrid
+from .integrations.prior import PRIOR_SD as INTEGRATION_PRIOR_SD
+from .integrations.prior import PowerShape, step_prior
 from .phases import PhaseDetector
 
+#: Dry run: how far (relative, on each clock) the driver's clocks may be from a governed pair
+#: for an interval to count as that pair's.
+DRY_RUN_TOLERANCE = 0.02
 #: The shortest interval `gpudvfs govern run` takes: NVML's power and energy readings refresh
 #: every 20-100 ms, so a shorter one measures the sensor, not the clocks; and a simulated run
 #: takes a step per interval of its (virtual) duration.
@@ -113,6 +124,7 @@ class DaemonStats:
     work: float = 0.0
     phases: dict[str, int] = field(default_factory=dict)  # phase -> intervals
     clocks_restored: tuple[float, float] | None = None
+    would_change: int = 0  # dry run: the clock changes the governor would have made
 
 
 def phase_name(key: tuple) -> str:
@@ -121,43 +133,89 @@ def phase_name(key: tuple) -> str:
     return f"{'+'.join(names)}#{k}"
 
 
+class ModelPrior:
+    """A phase's prior from the GPU's fleet registry power model over its calibrated pairs
+    (``table``, `fleet.whatif.gpu_table`) and the DCGM time model (``model``). Where the time
+    model was fitted at one memory clock, only the default memory clock's pairs are governed."""
+
+    prior_sd = None  # the governor's own default: the models' cross-validated error
+
+    def __init__(self, table: GpuTable, model: DcgmTimeModel):
+        cfg = table.configs
+        keep = np.ones(len(cfg), dtype=bool) if model.varies_mem_ else cfg[:, 1] == cfg[table.default, 1]
+        self.pairs = np.flatnonzero(keep)
+        self.table, self.model = table, model
+        self.configs = cfg[self.pairs]
+        self.default_index = int(np.searchsorted(self.pairs, table.default))
+
+    def __call__(self, watts: float, activity: np.ndarray, time_ms: float, clocks) -> tuple[np.ndarray, np.ndarray]:
+        one = Samples(np.zeros(1, dtype=np.int64), ["gpu"], np.zeros(1, dtype=np.int64), ["phase"],
+                      np.array([watts]), np.array([clocks[0]]), np.array([clocks[1]]), activity[None, :])
+        p = predict_samples(one, {"gpu": self.table}, self.model)[0]
+        return time_ms * p.ratio[0, self.pairs], p.watts[0, self.pairs]
+
+
+class CatalogPrior:
+    """A phase's prior from nothing built by hand: the pairs ``grid`` (`integrations.clock_grid`:
+    the clocks the GPU lists, else its catalog entry's), power by ``shape`` (the catalog's power
+    prior, `integrations.prior.catalog_power_shape`; None: flat) and time by `step_prior`'s
+    generic law; given the governor's wide `integrations.PRIOR_SD`."""
+
+    prior_sd = INTEGRATION_PRIOR_SD
+
+    def __init__(self, grid: ClockGrid, shape: PowerShape | None):
+        self.grid, self.shape = grid, shape
+        self.configs, self.default_index = grid.configs, grid.default_index
+
+    def __call__(self, watts: float, activity: np.ndarray, time_ms: float, clocks) -> tuple[np.ndarray, np.ndarray]:
+        return step_prior(self.configs, tuple(float(c) for c in clocks), time_ms, watts, self.shape)
+
+
 class Daemon:
     """Governs ``device`` (clocks, energy counter) from what ``monitor`` reports (`NvmlMonitor`
-    or `simhost.SimulatedHost`): ``table`` is the GPU's registry power model over its
-    calibrated pairs (`fleet.whatif.gpu_table`), ``model`` the DCGM time model. Where the time
-    model was fitted at one memory clock, the daemon keeps the default memory clock.
-    ``governor``: further `Governor` options (prior_sd, explore, hysteresis, noise_sd)."""
+    or `simhost.SimulatedHost`), each new phase's prediction from ``prior`` (`ModelPrior` or
+    `CatalogPrior`: the pairs governed and a phase's time and power over them from its first
+    interval). ``dry_run``: set nothing (module notes). ``governor``: further `Governor` options
+    (prior_sd, explore, hysteresis, noise_sd)."""
 
-    def __init__(self, device, monitor, table: GpuTable, model: DcgmTimeModel, *, policy: str = "energy",
+    def __init__(self, device, monitor, prior: ModelPrior | CatalogPrior, *, policy: str = "energy",
                  slowdown: float = 0.1, power_cap_w: float | None = None, interval_s: float = 1.0,
-                 detector: PhaseDetector | None = None, log: Callable[[dict], None] | None = None, **governor):
+                 detector: PhaseDetector | None = None, log: Callable[[dict], None] | None = None,
+                 dry_run: bool = False, **governor):
         if not (np.isfinite(interval_s) and interval_s > 0):
             raise InputError(f"interval must be > 0 s, got {interval_s}")
         if device.energy_joules() is None:
             raise InputError(f"{device.name} has no energy counter: the daemon measures each interval's energy "
                              "with it (Volta and newer)")
-        cfg = table.configs
-        keep = np.ones(len(cfg), dtype=bool) if model.varies_mem_ else cfg[:, 1] == cfg[table.default, 1]
-        self.pairs = np.flatnonzero(keep)
-        self.device, self.monitor, self.table, self.model = device, monitor, table, model
+        self.device, self.monitor, self.prior, self.dry_run = device, monitor, prior, bool(dry_run)
         self.interval_s = float(interval_s)
         self.detector = detector or PhaseDetector()
-        self.governor = Governor(cfg[self.pairs], int(np.searchsorted(self.pairs, table.default)), policy=policy,
-                                 slowdown=slowdown, power_cap_w=power_cap_w, log=log, **governor)
+        if prior.prior_sd is not None:
+            governor = {"prior_sd": prior.prior_sd} | governor
+        self.governor = Governor(prior.configs, prior.default_index, policy=policy, slowdown=slowdown,
+                                 power_cap_w=power_cap_w, log=log, **governor)
         self.stats = DaemonStats()
         self._held: int | None = None  # the pair the daemon set, None: the driver's clocks
+        self._would: int | None = None  # dry run: the pair the governor last chose
         self._key: tuple | None = None
+
+    def _running(self) -> int | None:
+        """Dry run: the governed pair the GPU's clocks are at, None where none is near them."""
+        rel = np.abs(np.log(self.governor.configs / np.asarray(self.device.clocks, dtype=np.float64))).max(axis=1)
+        k = int(np.argmin(rel))
+        return k if rel[k] <= DRY_RUN_TOLERANCE else None
 
     def _prior(self, watts: float, activity: np.ndarray, time_ms: float) -> tuple[np.ndarray, np.ndarray]:
         """The interval's time and power carried to every governed pair."""
-        fc, fm = self.device.clocks
-        one = Samples(np.zeros(1, dtype=np.int64), ["gpu"], np.zeros(1, dtype=np.int64), ["phase"],
-                      np.array([watts]), np.array([fc]), np.array([fm]), activity[None, :])
-        p = predict_samples(one, {"gpu": self.table}, self.model)[0]
-        return time_ms * p.ratio[0, self.pairs], p.watts[0, self.pairs]
+        return self.prior(watts, activity, time_ms, self.device.clocks)
 
     def _set(self, k: int | None, counted: bool = True) -> None:
-        """Hold pair ``k`` (None: the driver's clocks); ``counted``: a clock change of the run's."""
+        """Hold pair ``k`` (None: the driver's clocks); ``counted``: a clock change of the run's.
+        Dry run: note it, set nothing."""
+        if self.dry_run:
+            self.stats.would_change += counted and k is not None and k != self._would
+            self._would = k if k is not None else self._would
+            return
         if k == self._held:
             return
         if k is None:
@@ -170,9 +228,11 @@ class Daemon:
     def step(self) -> None:
         """One interval: wait, read, observe, decide, set."""
         e0, w0 = self.device.energy_joules(), self.monitor.progress()
-        held = self._held
+        held = self._running() if self.dry_run else self._held
         self.monitor.wait(self.interval_s)
         e1, w1 = self.device.energy_joules(), self.monitor.progress()
+        if self.dry_run and self._running() != held:
+            held = None  # the driver moved its clocks within the interval: no one pair's
         procs, activity = self.monitor.processes(), self.monitor.activity()
         watts = (e1 - e0) / self.interval_s
         work = None if w0 is None or w1 is None else w1 - w0
@@ -195,7 +255,7 @@ class Daemon:
             t, p = self._prior(max(watts, 1e-3), activity, time_ms or 1e3 * self.interval_s)
             self.governor.phase(key, t, p)
             self._key = key
-        if held is not None and self.device.throttle_reasons():
+        if held is not None and not self.dry_run and self.device.throttle_reasons():
             # The GPU pulled the clocks below the pair set (its power or thermal limit): what
             # was measured is not that pair's, and the phase is not run there again.
             self.governor.exclude(held)

@@ -8,11 +8,12 @@ scaling with 1/f_core, a memory share with 1/f_mem) the shape of time. Pure: no 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from ...errors import InputError
+from ...errors import GpudvfsWarning, InputError
 from ...limits import clock_array
 from ...measure.counters.mapping import COMPONENTS
 
@@ -29,6 +30,21 @@ MEMORY_SHARE = 0.3
 PRIOR_SD = 0.2
 
 PowerShape = Callable[[np.ndarray, np.ndarray, np.ndarray], "np.ndarray | float"]
+
+
+def catalog_power_shape(name: str, default_mhz: tuple[float, float]) -> tuple[PowerShape, object]:
+    """The catalog power prior of GPU ``name`` as a power shape, referred to its default clocks,
+    and the prior's voltage-frequency device (an `InputError` where the catalog has none).
+    Beyond the catalog's clocks the curve extrapolates: a prior's shape, without a warning."""
+    from ...power import PowerModel
+
+    model = PowerModel.prior(name, reference=default_mhz)
+
+    def shape(u, core, mem):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", GpudvfsWarning)
+            return model.predict(u, core, mem)
+    return shape, model.device_
 
 
 def utilization_vector(util: Mapping[str, float] | None = None) -> np.ndarray:

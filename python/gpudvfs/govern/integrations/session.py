@@ -46,7 +46,7 @@ from ..governor import POLICIES, Governor
 from ..loop import GovernedLoop
 from .configs import MAX_CORE_CLOCKS, ClockGrid, clock_grid
 from .meter import StepMeter, StepRecord, is_simulated
-from .prior import MEMORY_SHARE, PRIOR_SD, step_prior
+from .prior import MEMORY_SHARE, PRIOR_SD, catalog_power_shape, step_prior
 
 DEVICES = ("nvml", "sim")
 #: The catalog GPU whose power prior shapes the simulated GPU's (it is modelled on one).
@@ -226,23 +226,15 @@ class GovernedTraining:
         self.loop = GovernedLoop(self.governor, None if dry else self._set, dry_run=dry, log=self._on_decision)
 
     def _make_power_shape(self, name):
-        from ...power import PowerModel
-
         if not name:
             self._warn("prior", "gpudvfs: the device has no name for the catalog: flat power prior")
             return None
         try:
-            model = PowerModel.prior(name, reference=self.grid.default_mhz)
+            shape, self.power_prior = catalog_power_shape(name, self.grid.default_mhz)
         except InputError as e:
             self._warn("prior", f"gpudvfs: no catalog power prior for {name!r} ({str(e).split('. ')[0]}): "
                                 "flat power prior")
             return None
-        self.power_prior = model.device_
-
-        def shape(u, core, mem):
-            with warnings.catch_warnings():  # beyond the catalog's clocks the curve extrapolates: a prior's shape
-                warnings.simplefilter("ignore", GpudvfsWarning)
-                return model.predict(u, core, mem)
         return shape
 
     def _make_knob(self, clock_service) -> bool:
