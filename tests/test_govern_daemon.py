@@ -418,12 +418,11 @@ def test_the_catalog_prior_governs_the_simulated_gpu_near_the_models(sim):
     """No registry, no time model: the clocks the device lists and the catalog power prior's
     shape (`govern run --device sim --catalog-prior`: 1.00% over the least energy at 600 s,
     0.67% at 1200 s, against the models' 0.60 and 0.48%)."""
-    from gpudvfs.cli.govern import _catalog_prior
     from gpudvfs.govern.daemon import CatalogPrior
     from gpudvfs.govern.integrations.session import SIM_CATALOG_NAME
 
     device = sim[0]
-    prior = _catalog_prior(device, SIM_CATALOG_NAME)
+    prior = CatalogPrior.of(device, SIM_CATALOG_NAME)
     assert isinstance(prior, CatalogPrior) and prior.shape is not None and prior.prior_sd == 0.2
     host = SimulatedHost(device, seed=1)
     host.start(phased_process(device, APPS, 60.0, repeat=5))
@@ -442,14 +441,14 @@ def test_a_dry_run_sets_nothing_and_learns_at_the_drivers_clocks(sim):
     counted."""
     import os
 
-    from gpudvfs.cli.govern import _catalog_prior
+    from gpudvfs.govern.daemon import CatalogPrior
 
     fake = FakeNvml()
     fake.pids = [os.getpid()]
     _busy(fake)
     device = NvmlDevice(pynvml=fake, leave_clocks=True)
     with pytest.warns(GpudvfsWarning, match="no catalog power prior"):  # the stand-in's name
-        prior = _catalog_prior(device, None)
+        prior = CatalogPrior.of(device)
     daemon = Daemon(device, NvmlMonitor(device), prior, interval_s=0.02, dry_run=True)
     stats = daemon.run(0.2)
     assert fake.calls == [] and stats.clock_changes == 0

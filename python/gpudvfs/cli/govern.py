@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 
-from ..errors import InputError
 from ..govern import POLICIES
 from ..govern.daemon import MIN_INTERVAL_S
 from ..govern.plain import plain_table
@@ -346,28 +345,8 @@ def _model_prior(device, registry, time_model):
     return ModelPrior(gpu_table(Registry.load(registry), device_uuid(device)), DcgmTimeModel.load(time_model))
 
 
-def _catalog_prior(device, catalog_name: str | None):
-    """The daemon's prior from the GPU's clock list and the catalog's power prior; a catalog
-    without the GPU leaves the power flat, with a warning."""
-    import warnings
-
-    from ..errors import GpudvfsWarning
-    from ..govern.daemon import CatalogPrior
-    from ..govern.integrations.configs import clock_grid
-    from ..govern.integrations.prior import catalog_power_shape
-
-    grid = clock_grid(device, catalog_name)
-    name = catalog_name or device.name
-    try:
-        shape, _ = catalog_power_shape(name, grid.default_mhz)
-    except InputError as e:
-        warnings.warn(GpudvfsWarning(f"no catalog power prior for {name!r} ({str(e).split('. ')[0]}): a flat power "
-                                     "prior, learnt as the daemon measures"), stacklevel=2)
-        shape = None
-    return CatalogPrior(grid, shape)
-
-
 def _nvml_daemon_inputs(index, registry, time_model, dry_run):
+    from ..govern.daemon import CatalogPrior
     from ..measure.nvml import NvmlDevice
 
     if bool(registry) != bool(time_model):
@@ -375,7 +354,7 @@ def _nvml_daemon_inputs(index, registry, time_model, dry_run):
                                "start from the catalog's prior")
     device = NvmlDevice(index=index, leave_clocks=dry_run)
     try:
-        return device, (_model_prior(device, registry, time_model) if registry else _catalog_prior(device, None))
+        return device, (_model_prior(device, registry, time_model) if registry else CatalogPrior.of(device))
     except BaseException:
         device.close()
         raise
@@ -464,7 +443,7 @@ def run(device_kind, index, registry, time_model, catalog_prior, dry_run, policy
             if registry or time_model:
                 raise click.UsageError("--device sim calibrates its own GPU: leave --registry and --time-model out")
             device, gpu, model = calibrated(workdir or tmp)
-            prior = _catalog_prior(device, SIM_CATALOG_NAME) if catalog_prior else ModelPrior(gpu, model)
+            prior = CatalogPrior.of(device, SIM_CATALOG_NAME) if catalog_prior else ModelPrior(gpu, model)
             duration = duration or 1200.0
             host = monitor = SimulatedHost(device)
             cycle = sim_phase_s * sim_phases

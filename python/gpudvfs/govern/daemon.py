@@ -21,27 +21,27 @@ not measured: the governor learns the power and keeps the predicted time ratios.
 clocks were at (within DRY_RUN_TOLERANCE on each clock, through the whole interval), and the
 log says what the governor would set. When no process runs, the clocks go back to the
 driver; whichever way `run` ends (its duration, a stop event, an exception, a signal turned
-into one), the clocks are reset. After a SIGKILL,
-`gpudvfs govern reset`.
+into one), the clocks are reset. After a SIGKILL, `gpudvfs govern reset`.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import GpudvfsWarning, InputError
 from ..fleet.whatif import GpuTable, Samples, predict_samples
 from ..time.dcgm import DcgmTimeModel
 from .governor import Governor
-from .integrations.configs import ClockGrid
+from .integrations.configs import ClockGrid, clock_grid
 from .integrations.prior import PRIOR_SD as INTEGRATION_PRIOR_SD
-from .integrations.prior import PowerShape, step_prior
+from .integrations.prior import PowerShape, catalog_power_shape, step_prior
 from .phases import PhaseDetector
 
 #: Dry run: how far (relative, on each clock) the driver's clocks may be from a governed pair
@@ -163,8 +163,23 @@ class CatalogPrior:
 
     prior_sd = INTEGRATION_PRIOR_SD
 
+    @classmethod
+    def of(cls, device, catalog_name: str | None = None) -> CatalogPrior:
+        """``device``'s clock list (else its catalog entry's, ``catalog_name`` or its own name)
+        and the catalog power prior; a catalog without the GPU leaves the power flat, with a
+        warning."""
+        grid = clock_grid(device, catalog_name)
+        name = catalog_name or device.name
+        try:
+            shape, _ = catalog_power_shape(name, grid.default_mhz)
+        except InputError as e:
+            warnings.warn(GpudvfsWarning(f"no catalog power prior for {name!r} ({str(e).split('. ')[0]}): a flat "
+                                         "power prior, learnt as the daemon measures"), stacklevel=2)
+            shape = None
+        return cls(grid, shape)
+
     def __init__(self, grid: ClockGrid, shape: PowerShape | None):
-        self.grid, self.shape = grid, shape
+        self.shape = shape
         self.configs, self.default_index = grid.configs, grid.default_index
 
     def __call__(self, watts: float, activity: np.ndarray, time_ms: float, clocks) -> tuple[np.ndarray, np.ndarray]:
