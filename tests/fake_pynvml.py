@@ -164,7 +164,8 @@ class FakeNvml:
         self.caps = SimpleNamespace(locked_gpu=locked_gpu, locked_mem=locked_mem,
                                     app_clocks=app_clocks, energy_counter=energy_counter,
                                     event_reasons_api=event_reasons_api, gpm=gpm, instant_power=instant_power)
-        self.power_limits_w = power_limits_w  # (default = enforced, min, max)
+        self.power_limits_w = power_limits_w  # (enforced, min, max)
+        self.default_limit_w = power_limits_w[0]
         self.root = root
         self.app_clocks_unrestricted = app_clocks_unrestricted
         self.refresh_s = refresh_s
@@ -215,7 +216,11 @@ class FakeNvml:
         return core, mem
 
     def _true_watts_now(self) -> float:
-        return self.busy_watts(*self.effective_clocks()) if self.busy else self.idle_watts
+        if not self.busy:
+            return self.idle_watts
+        watts = self.busy_watts(*self.effective_clocks())
+        # A limit set below the default caps the busy power (at the default, as before).
+        return min(watts, self.power_limits_w[0]) if self.power_limits_w[0] < self.default_limit_w else watts
 
     def _changed(self) -> None:
         """Start a new truth segment (call with the lock held, after a state change)."""
@@ -429,9 +434,21 @@ class FakeNvml:
         self._check(handle)
         return round(self.power_limits_w[0] * 1000)
 
-    def nvmlDeviceGetPowerManagementDefaultLimit(self, handle: object) -> int:
+    def nvmlDeviceGetPowerManagementLimit(self, handle: object) -> int:
         self._check(handle)
         return round(self.power_limits_w[0] * 1000)
+
+    def nvmlDeviceSetPowerManagementLimit(self, handle: object, limit: int) -> None:
+        """Root only, within the constraints; the enforced limit follows (the default stays)."""
+        self._check(handle)
+        self._need(True, self.root)
+        if not self.power_limits_w[1] * 1000 <= limit <= self.power_limits_w[2] * 1000:
+            raise NVMLError_InvalidArgument()
+        self._set("nvmlDeviceSetPowerManagementLimit", "power_limits_w", (limit / 1000.0, *self.power_limits_w[1:]))
+
+    def nvmlDeviceGetPowerManagementDefaultLimit(self, handle: object) -> int:
+        self._check(handle)
+        return round(self.default_limit_w * 1000)
 
     def nvmlDeviceGetPowerManagementLimitConstraints(self, handle: object) -> list[int]:
         self._check(handle)

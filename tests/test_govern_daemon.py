@@ -455,3 +455,36 @@ def test_a_dry_run_sets_nothing_and_learns_at_the_drivers_clocks(sim):
     assert stats.observed >= 5 and stats.would_change >= 1
     var_watts = daemon.governor.estimates()[3]  # without a progress signal the power alone is learnt
     assert var_watts[daemon.governor.default_index] < var_watts.max()
+
+
+def test_the_power_limit_knob_sets_limits_and_puts_back_the_one_found():
+    """The stand-in at its 300 W default draws more than its lower limits allow: the governor
+    (energy, power learnt, time the prior's) sets limits below the default, never a clock,
+    and the run ends with the limit it found."""
+    import os
+
+    from gpudvfs.govern.daemon import PowerLimitPrior
+
+    fake = FakeNvml()
+    fake.pids = [os.getpid()]
+    _busy(fake)
+    device = NvmlDevice(pynvml=fake)
+    prior = PowerLimitPrior(device)
+    assert prior.configs[prior.default_index, 0] == 300.0 and prior.configs[:, 0].min() == 100.0
+    daemon = Daemon(device, NvmlMonitor(device), prior, interval_s=0.02)
+    stats = daemon.run(0.3)
+    sets = [c for c in fake.calls if c != "nvmlDeviceSetPowerManagementLimit"]
+    assert sets == [] and fake.calls.count("nvmlDeviceSetPowerManagementLimit") >= 2
+    assert stats.observed >= 5 and fake.power_limits_w[0] == 300.0
+    with pytest.raises(InputError, match="no power-limit knob"):
+        fake.nvmlDeviceGetPowerManagementLimitConstraints = None
+        PowerLimitPrior(NvmlDevice(pynvml=fake))
+
+
+def test_govern_run_refuses_a_knob_it_cannot_turn():
+    from click.testing import CliRunner
+
+    from gpudvfs.cli.app import cli
+
+    r = CliRunner().invoke(cli, ["govern", "run", "--device", "sim", "--knob", "power-limit"])
+    assert r.exit_code == 2 and "--knob power-limit is for --device nvml" in r.output

@@ -934,3 +934,35 @@ def test_power_limits_in_watts_and_none_where_nvml_does_not_tell():
     fake.nvmlDeviceGetEnforcedPowerLimit = None  # as getattr(module, name, None) finds it in an older driver
     with NvmlDevice(pynvml=fake) as dev:
         assert dev.power_limits() == {"enforced": None, "default": 250.0, "min": None, "max": None}
+        assert dev.knobs()["power_limit"] is False and dev.knobs()["power_limit_w"] is None
+        with pytest.raises(ClockControlError, match="no power-limit knob"):
+            dev.set_power_limit(200.0)
+
+
+def test_a_power_limit_is_set_within_its_range_and_put_back_as_found(monkeypatch):
+    """Set twice, then reset: the limit found first comes back (the stand-in's 250 W), not the
+    one set before; close does it too. Outside the range, without root, or opened to leave the
+    driver's settings: refused, nothing set."""
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    fake = FakeNvml(power_limits_w=(250.0, 100.0, 300.0))
+    with NvmlDevice(pynvml=fake) as dev:
+        assert dev.knobs() == {"clocks": True, "power_limit": True, "power_limit_w": (100.0, 300.0)}
+        dev.set_power_limit(180.0)
+        dev.set_power_limit(150.0)
+        assert dev.power_limits()["enforced"] == 150.0
+        dev.reset_clocks()
+        assert dev.power_limits()["enforced"] == 250.0
+        dev.set_power_limit(120.0)
+        with pytest.raises(InputError, match="outside the 100-300 W"):
+            dev.set_power_limit(400.0)
+    assert fake.power_limits_w[0] == 250.0
+    assert fake.calls.count("nvmlDeviceSetPowerManagementLimit") == 5
+    fake = FakeNvml(power_limits_w=(250.0, 100.0, 300.0), root=False)
+    with NvmlDevice(pynvml=fake) as dev, pytest.raises(ClockPermissionError, match="-pl 200"):
+        dev.set_power_limit(200.0)
+    assert fake.calls == []
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with NvmlDevice(pynvml=FakeNvml(), leave_clocks=True) as dev:
+        assert dev.knobs()["power_limit"] is False
+        with pytest.raises(ClockControlError, match="leave_clocks"):
+            dev.set_power_limit(200.0)

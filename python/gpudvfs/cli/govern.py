@@ -345,15 +345,35 @@ def _model_prior(device, registry, time_model):
     return ModelPrior(gpu_table(Registry.load(registry), device_uuid(device)), DcgmTimeModel.load(time_model))
 
 
-def _nvml_daemon_inputs(index, registry, time_model, dry_run):
-    from ..govern.daemon import CatalogPrior
+def _prior_name(prior) -> str:
+    from ..govern.daemon import CatalogPrior, ModelPrior
+
+    return "models" if isinstance(prior, ModelPrior) else "catalog" if isinstance(prior, CatalogPrior) \
+        else "power-limit"
+
+
+def _knobs_line(device) -> str:
+    k = device.knobs()
+    pl = "no power limit reported" if k["power_limit_w"] is None else "power limit {:g}-{:g} W".format(
+        *k["power_limit_w"])
+    may = [name for name in ("clocks", "power_limit") if k[name]]
+    return f"knobs: locked clocks, {pl}; this process may set: {', '.join(may) or 'neither (use --dry-run)'}"
+
+
+def _nvml_daemon_inputs(index, registry, time_model, dry_run, knob):
+    from ..govern.daemon import CatalogPrior, PowerLimitPrior
     from ..measure.nvml import NvmlDevice
 
     if bool(registry) != bool(time_model):
         raise click.UsageError("--registry and --time-model go together (the models' prior); leave both out to "
                                "start from the catalog's prior")
+    if knob == "power-limit" and registry:
+        raise click.UsageError("--knob power-limit: the models predict clocks, not power limits; leave --registry "
+                               "and --time-model out")
     device = NvmlDevice(index=index, leave_clocks=dry_run)
     try:
+        if knob == "power-limit":
+            return device, PowerLimitPrior(device)
         return device, (_model_prior(device, registry, time_model) if registry else CatalogPrior.of(device))
     except BaseException:
         device.close()
@@ -376,6 +396,9 @@ def _nvml_daemon_inputs(index, registry, time_model, dry_run):
 @click.option("--dry-run", is_flag=True,
               help="Set nothing: measure at the driver's clocks and log what the governor would set (no "
                    "privilege needed).")
+@click.option("--knob", type=click.Choice(["clocks", "power-limit"]), default="clocks", show_default=True,
+              help="What the governor sets: locked clocks, or the board's power limit (nvml; the clocks left to "
+                   "the driver). Both need root; the run says which this process may set.")
 @click.option("--policy", type=click.Choice(POLICIES), default="energy", show_default=True)
 @click.option("--slowdown", default=0.1, show_default=True, type=options.Finite(min=0),
               help="deadline: at most this slower than the default clocks.")
@@ -400,7 +423,7 @@ def _nvml_daemon_inputs(index, registry, time_model, dry_run):
 @click.option("--workdir", type=click.Path(file_okay=False),
               help="sim: where the simulated GPU's calibration is kept (default: a temporary folder).")
 @click.option("--json", "as_json", is_flag=True)
-def run(device_kind, index, registry, time_model, catalog_prior, dry_run, policy, slowdown, power_cap, interval,
+def run(device_kind, index, registry, time_model, catalog_prior, dry_run, knob, policy, slowdown, power_cap, interval,
         duration, progress_file, threshold, log_path, metrics_port, sim_phases, sim_phase_s, workdir,
         as_json) -> None:
     """Govern a GPU's clocks while processes run on it: each interval observe its energy,
@@ -442,6 +465,9 @@ def run(device_kind, index, registry, time_model, catalog_prior, dry_run, policy
         if device_kind == "sim":
             if registry or time_model:
                 raise click.UsageError("--device sim calibrates its own GPU: leave --registry and --time-model out")
+            if knob != "clocks":
+                raise click.UsageError("--knob power-limit is for --device nvml: the simulated GPU's knob is its "
+                                       "clocks")
             device, gpu, model = calibrated(workdir or tmp)
             prior = CatalogPrior.of(device, SIM_CATALOG_NAME) if catalog_prior else ModelPrior(gpu, model)
             duration = duration or 1200.0
@@ -453,7 +479,7 @@ def run(device_kind, index, registry, time_model, catalog_prior, dry_run, policy
             if catalog_prior:
                 raise click.UsageError("--catalog-prior is for --device sim: nvml starts from the catalog's prior "
                                        "whenever --registry and --time-model are left out")
-            device, prior = _nvml_daemon_inputs(index, registry, time_model, dry_run)
+            device, prior = _nvml_daemon_inputs(index, registry, time_model, dry_run, knob)
             monitor = NvmlMonitor(device, progress_file)
         try:
             daemon = Daemon(device, monitor, prior, policy=policy, slowdown=slowdown, power_cap_w=power_cap,
@@ -464,10 +490,14 @@ def run(device_kind, index, registry, time_model, catalog_prior, dry_run, policy
             if not as_json:
                 source = getattr(monitor, "source", "simulated")
                 start = "dry run on" if dry_run else "governing"
-                where = "the catalog's prior" if isinstance(prior, CatalogPrior) else "the models"
+                where = {"models": "the models", "catalog": "the catalog's prior",
+                         "power-limit": "a power-limit prior"}[_prior_name(prior)]
+                what = "power limits" if knob == "power-limit" else "pairs"
                 console.print(f"{start} {device.name} ({policy}) every {interval:g} s; "
-                              f"{len(daemon.governor.configs)} pairs from {where}; activities: {source}",
+                              f"{len(daemon.governor.configs)} {what} from {where}; activities: {source}",
                               highlight=False)
+                if device_kind == "nvml":
+                    console.print(_knobs_line(device), highlight=False)
             try:
                 with progress_bars(disable=as_json) as update:
                     stats = daemon.run(duration, stop, progress=lambda s, total: update(
@@ -480,8 +510,7 @@ def run(device_kind, index, registry, time_model, catalog_prior, dry_run, policy
                 monitor.close()
                 device.close()
         out = dataclasses.asdict(stats) | {"device": device.name, "policy": policy, "interval_s": interval,
-                                           "prior": "catalog" if isinstance(prior, CatalogPrior) else "models",
-                                           "dry_run": dry_run}
+                                           "prior": _prior_name(prior), "knob": knob, "dry_run": dry_run}
         if host is not None:
             truth = host.truth(daemon.governor.configs, daemon.governor.default_index)
             out["sim_truth"] = truth | {

@@ -43,7 +43,10 @@ from .integrations.configs import ClockGrid, clock_grid
 from .integrations.prior import PRIOR_SD as INTEGRATION_PRIOR_SD
 from .integrations.prior import PowerShape, catalog_power_shape, step_prior
 from .phases import PhaseDetector
+from .power_limit import limit_curves
 
+#: The power limits `PowerLimitPrior` governs among (its default besides).
+POWER_LIMIT_LEVELS = 8
 #: Dry run: how far (relative, on each clock) the driver's clocks may be from a governed pair
 #: for an interval to count as that pair's.
 DRY_RUN_TOLERANCE = 0.02
@@ -138,6 +141,7 @@ class ModelPrior:
     (``table``, `fleet.whatif.gpu_table`) and the DCGM time model (``model``). Where the time
     model was fitted at one memory clock, only the default memory clock's pairs are governed."""
 
+    knob = "clocks"
     prior_sd = None  # the governor's own default: the models' cross-validated error
 
     def __init__(self, table: GpuTable, model: DcgmTimeModel):
@@ -161,6 +165,7 @@ class CatalogPrior:
     prior, `integrations.prior.catalog_power_shape`; None: flat) and time by `step_prior`'s
     generic law; given the governor's wide `integrations.PRIOR_SD`."""
 
+    knob = "clocks"
     prior_sd = INTEGRATION_PRIOR_SD
 
     @classmethod
@@ -186,6 +191,29 @@ class CatalogPrior:
         return step_prior(self.configs, tuple(float(c) for c in clocks), time_ms, watts, self.shape)
 
 
+class PowerLimitPrior:
+    """The board's power limit as the knob (clocks left to the driver): ``levels`` limits
+    evenly over the range the GPU takes, and its default; a phase's prior from its first
+    interval's power by `power_limit.limit_curves`, given the wide `integrations.PRIOR_SD`.
+    ``configs[:, 1]`` is a constant 1, which the governor's log-ratio features read as nothing."""
+
+    knob = "power_limit"
+    prior_sd = INTEGRATION_PRIOR_SD
+
+    def __init__(self, device, levels: int = POWER_LIMIT_LEVELS):
+        limits = device.power_limits()
+        default = limits["default"] or limits["enforced"]
+        if limits["min"] is None or limits["max"] is None or default is None:
+            raise InputError(f"{device.name} does not report its power limits: it has no power-limit knob here")
+        values = np.unique(np.append(np.linspace(limits["min"], limits["max"], levels), default))
+        self.configs = np.column_stack([values, np.ones(len(values))])
+        self.default_index = int(np.flatnonzero(values == default)[0])
+
+    def __call__(self, watts: float, activity: np.ndarray, time_ms: float, clocks) -> tuple[np.ndarray, np.ndarray]:
+        log_t, log_p = limit_curves(self.configs[:, 0], watts)
+        return time_ms * np.exp(log_t), watts * np.exp(log_p)
+
+
 class Daemon:
     """Governs ``device`` (clocks, energy counter) from what ``monitor`` reports (`NvmlMonitor`
     or `simhost.SimulatedHost`), each new phase's prediction from ``prior`` (`ModelPrior` or
@@ -193,7 +221,7 @@ class Daemon:
     interval). ``dry_run``: set nothing (module notes). ``governor``: further `Governor` options
     (prior_sd, explore, hysteresis, noise_sd)."""
 
-    def __init__(self, device, monitor, prior: ModelPrior | CatalogPrior, *, policy: str = "energy",
+    def __init__(self, device, monitor, prior: ModelPrior | CatalogPrior | PowerLimitPrior, *, policy: str = "energy",
                  slowdown: float = 0.1, power_cap_w: float | None = None, interval_s: float = 1.0,
                  detector: PhaseDetector | None = None, log: Callable[[dict], None] | None = None,
                  dry_run: bool = False, **governor):
@@ -215,8 +243,11 @@ class Daemon:
         self._key: tuple | None = None
 
     def _running(self) -> int | None:
-        """Dry run: the governed pair the GPU's clocks are at, None where none is near them."""
-        rel = np.abs(np.log(self.governor.configs / np.asarray(self.device.clocks, dtype=np.float64))).max(axis=1)
+        """Dry run: the governed setting the GPU runs at (its clocks, or its power limit), None
+        where none is near."""
+        now = ((self.device.power_limits()["enforced"], 1.0) if self.prior.knob == "power_limit"
+               else self.device.clocks)
+        rel = np.abs(np.log(self.governor.configs / np.asarray(now, dtype=np.float64))).max(axis=1)
         k = int(np.argmin(rel))
         return k if rel[k] <= DRY_RUN_TOLERANCE else None
 
@@ -234,7 +265,9 @@ class Daemon:
         if k == self._held:
             return
         if k is None:
-            self.device.reset_clocks()
+            self.device.reset_clocks()  # and the power limit, where the daemon set it
+        elif self.prior.knob == "power_limit":
+            self.device.set_power_limit(float(self.governor.configs[k, 0]))
         else:
             self.device.lock_clocks(*(float(x) for x in self.governor.configs[k]))
         self.stats.clock_changes += counted
@@ -270,7 +303,7 @@ class Daemon:
             t, p = self._prior(max(watts, 1e-3), activity, time_ms or 1e3 * self.interval_s)
             self.governor.phase(key, t, p)
             self._key = key
-        if held is not None and not self.dry_run and self.device.throttle_reasons():
+        if held is not None and not self.dry_run and self.prior.knob == "clocks" and self.device.throttle_reasons():
             # The GPU pulled the clocks below the pair set (its power or thermal limit): what
             # was measured is not that pair's, and the phase is not run there again.
             self.governor.exclude(held)

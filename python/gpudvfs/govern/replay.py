@@ -60,6 +60,7 @@ from ..select.evaluate import regret_table, single_pair_indices
 from ..select.policies import highest_index, select
 from ..time import TimeDevice, TimeModel
 from .governor import POLICIES, Governor
+from .power_limit import limit_curves
 
 RANDOM_PAIRS = 8
 #: Zeus's JIT profiling as its `GlobalPowerLimitOptimizer` documents it: each setting, from
@@ -271,15 +272,15 @@ class SeenPrior:
 
 def cold_curves(table: ReplayTable) -> tuple[np.ndarray, np.ndarray]:
     """Log time and log power over the settings, relative to the default, from no data: under
-    a power limit L below the default's power P, power L and time (P / L)^(1/3) (the clock
-    falls as the cube root of dynamic power, time as the clock); a core clock f below the
-    default's F, time (F / f)^(1/2) (half the work bound by the clock) and power (f / F)^2
-    (voltage falling with the clock). Only the first phase of a replay with ``learn`` starts
-    from these; every later one from what the earlier phases measured."""
-    x = np.log(table.configs[:, 0] / table.configs[table.default_index, 0])
+    a power limit L below the default's power P, power L and time (P / L)^(1/3)
+    (`power_limit.limit_curves`); a core clock f below the default's F, time (F / f)^(1/2)
+    (half the work bound by the clock) and power (f / F)^2 (voltage falling with the clock).
+    Only the first phase of a replay with ``learn`` starts from these; every later one from
+    what the earlier phases measured."""
     if table.knob == "power_limit":
         # P at the default setting is not known before it is measured: the default limit stands in.
-        return np.maximum(-x, 0) / 3, np.minimum(x, 0)
+        return limit_curves(table.configs[:, 0], table.configs[table.default_index, 0])
+    x = np.log(table.configs[:, 0] / table.configs[table.default_index, 0])
     return -x / 2, 2 * x
 
 

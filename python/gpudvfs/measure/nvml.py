@@ -17,7 +17,10 @@ Clock control, by capability:
   ``nvmlDeviceSetMemoryLockedClocks``: Ampere and newer), both need root;
 * application clocks (``nvmlDeviceSetApplicationsClocks``) where locked clocks are not
   supported (before Volta, and the memory clock before Ampere); root, unless an administrator
-  ran ``nvidia-smi -acp UNRESTRICTED``.
+  ran ``nvidia-smi -acp UNRESTRICTED``;
+* the board's power limit (``nvmlDeviceSetPowerManagementLimit``, `set_power_limit`), root,
+  within the range the board reports; reset puts back the limit it found. `knobs` says which
+  of these this process may set, without setting any.
 
 Power, by source (``power=``): the energy counter (Volta and newer) where the GPU has one, else
 readings sampled through the measurement and integrated. ``power="samples"`` samples even where
@@ -29,14 +32,14 @@ it cannot be inferred (an H100's instant field once changed more often than its 
 every 5 ms, with a warning.
 
 ``leave_clocks=True`` is for a GPU whose clocks are not this process's to change (a shared or
-lent machine, even where the process is root): `lock_clocks` then refuses, nothing is set or
-reset, and `clock_permissions` tells what setting would need without trying it.
+lent machine, even where the process is root): `lock_clocks` and `set_power_limit` then
+refuse, nothing is set or reset, and `clock_permissions` tells what setting would need without trying it.
 
 Locked clocks outlive the process, so they are reset on `reset_clocks`, on leaving the
 ``with`` block, at interpreter exit (atexit) and on SIGINT/SIGTERM (handlers installed while
 any clocks are locked, chaining to the handlers they replaced, which are put back afterwards).
 SIGKILL cannot be caught: after one, ``sudo nvidia-smi -rgc``, ``-rmc`` and ``-rac`` reset the
-clocks.
+clocks, and ``-pl W`` the power limit. A power limit set is undone with the clocks.
 """
 
 from __future__ import annotations
@@ -441,6 +444,7 @@ class NvmlDevice:
         self._state = threading.RLock()
         self._active: list[str] = []  # NVML settings in force, in the order they were made
         self._locked: tuple[float, float] | None = None
+        self._limit_before_mw: int | None = None  # the power limit before `set_power_limit`
         self._gpu_lock_ok: bool | None = None  # capability, learnt on first use
         self._mem_lock_ok: bool | None = None
         self._reasons_fn: Callable[[Any], int] | None = None
@@ -674,6 +678,16 @@ class NvmlDevice:
                 "application_clocks_root_only": None if restricted is None
                 else restricted == nv.NVML_FEATURE_ENABLED}
 
+    def knobs(self) -> dict:
+        """What this process may set, read without setting anything: ``clocks`` (root, or
+        application clocks open to all) and ``power_limit`` (root, where the board reports its
+        range), and ``power_limit_w``, that range (None where it does not say)."""
+        perms = self.clock_permissions()
+        limits = self.power_limits()
+        span = None if limits["min"] is None or limits["max"] is None else (limits["min"], limits["max"])
+        return {"clocks": perms["root"] or perms["application_clocks_root_only"] is False,
+                "power_limit": perms["root"] and span is not None, "power_limit_w": span}
+
     def lock_clocks(self, core_mhz: float, mem_mhz: float) -> None:
         if self.leave_clocks:
             raise ClockControlError(f"GPU {self.index} ({self.name}) was opened with leave_clocks=True: "
@@ -738,8 +752,42 @@ class NvmlDevice:
             raise self._permission_error("application", core, mem, exc) from exc
         self._active.append("app_clocks")
 
+    def set_power_limit(self, watts: float) -> None:
+        """Set the board's power limit (root; within `power_limits`' ``min`` and ``max``).
+        `reset_clocks` (and `close`, and the signal guard) puts back the limit it found, as it
+        undoes clock settings."""
+        if self.leave_clocks:
+            raise ClockControlError(f"GPU {self.index} ({self.name}) was opened with leave_clocks=True: "
+                                    "its settings are the driver's, and gpudvfs sets none")
+        limits = self.power_limits()
+        low, high = limits["min"], limits["max"]
+        if low is None or high is None:
+            raise ClockControlError(f"{self.name} does not report the power limits it takes: it has no power-limit "
+                                    "knob here")
+        if not (is_finite_number(watts) and low <= watts <= high):
+            raise InputError(f"power limit {watts!r} W is outside the {low:g}-{high:g} W {self.name} takes")
+        nv, h = self._nv, self._handle
+        with self._state:
+            if "power_limit" not in self._active:
+                self._limit_before_mw = int(nv.nvmlDeviceGetPowerManagementLimit(h))
+            _GUARD.add(self)  # before the NVML call, so a signal mid-way still puts the limit back
+            try:
+                nv.nvmlDeviceSetPowerManagementLimit(h, round(watts * 1000))
+            except BaseException as exc:
+                if not self._active:
+                    _GUARD.discard(self)
+                if isinstance(exc, nv.NVMLError_NoPermission):
+                    raise ClockPermissionError(
+                        f"setting the power limit of GPU {self.index} ({self.name}) needs root (NVML returned: "
+                        f"{exc}); the privilege `sudo nvidia-smi -i {self.index} -pl {watts:g}` needs") from exc
+                if isinstance(exc, self._unsupported()):
+                    raise ClockControlError(f"{self.name} does not take a power limit ({exc})") from exc
+                raise
+            if "power_limit" not in self._active:
+                self._active.append("power_limit")
+
     def reset_clocks(self) -> None:
-        """Undo every clock setting this object made (no-op when it made none)."""
+        """Undo every clock (and power-limit) setting this object made (no-op when it made none)."""
         nv, h = self._nv, self._handle
         resets = {"gpu_locked": "nvmlDeviceResetGpuLockedClocks",
                   "mem_locked": "nvmlDeviceResetMemoryLockedClocks",
@@ -752,7 +800,10 @@ class NvmlDevice:
                 if what not in self._active:
                     continue
                 try:
-                    getattr(nv, resets[what])(h)
+                    if what == "power_limit":
+                        nv.nvmlDeviceSetPowerManagementLimit(h, self._limit_before_mw)
+                    else:
+                        getattr(nv, resets[what])(h)
                 except nv.NVMLError as exc:
                     failed.append(f"{what}: {exc}")
                 else:
@@ -763,8 +814,8 @@ class NvmlDevice:
                 raise ClockControlError(f"could not reset clocks of GPU {self.index} "
                                         f"({'; '.join(failed)}); reset them with `sudo "
                                         f"nvidia-smi -i {self.index} -rgc` (locked core clock), "
-                                        "`-rmc` (locked memory clock) or `-rac` (application "
-                                        "clocks)")
+                                        "`-rmc` (locked memory clock), `-rac` (application "
+                                        "clocks) or `-pl W` (the power limit)")
             self._locked = None
             _GUARD.discard(self)
 
