@@ -179,3 +179,27 @@ def test_clockd_and_reset_commands(tmp_path):
         daemon.kill()
     r = subprocess.run([*GPUDVFS, "govern", "reset", "--device", "sim"], capture_output=True, text=True)
     assert r.returncode == 0 and "reset" in r.stdout
+
+
+def test_the_power_limit_through_the_service_comes_back_when_its_owner_leaves(service):
+    svc, fake = service
+    with ClockClient(svc.path) as c:
+        assert c.power_limits()["max"] == 350.0
+        c.set_power_limit(200.0)
+        assert fake.power_limits_w[0] == 200.0
+        with ClockClient(svc.path) as other, pytest.raises(InputError, match="another client owns"):
+            other.set_power_limit(250.0)
+        with pytest.raises(InputError, match="outside the 100-350 W"):
+            c.set_power_limit(500.0)
+        with pytest.raises(InputError, match="needs a number"):
+            c._call(op="power_limit", watts="high")
+    assert _wait(lambda: fake.power_limits_w[0] == 300.0)  # the owner's connection closed
+
+
+def test_a_device_without_the_knob_is_refused(tmp_path):
+    svc = ClockService(SimulatedDevice(), tmp_path / "sim.sock").start()
+    try:
+        with ClockClient(svc.path) as c, pytest.raises(InputError, match="no power-limit knob"):
+            c.set_power_limit(100.0)
+    finally:
+        svc.stop()

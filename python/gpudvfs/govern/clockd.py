@@ -5,7 +5,7 @@ a Unix socket.
 Protocol: one JSON object per line each way. Requests: ``{"op": "pairs"}`` (the supported
 (core, memory) pairs), ``{"op": "clocks"}`` (the pair the service locked, or null), ``{"op": "set", "core_mhz":
 C, "mem_mhz": M}`` and ``{"op": "reset"}``. Replies: ``{"ok": true, ...}`` or ``{"ok":
-false, "error": "..."}``. One client at a time owns the clocks (the first to set them);
+false, "error": "..."}``. One client at a time owns the clocks and the power limit (the first to set either);
 when the owner's connection closes, for whatever reason (exit, crash, SIGKILL), the service
 resets the clocks to the driver's control, so a dead governor never leaves a GPU pinned.
 The socket file's mode decides who may connect (``mode``, default 0o660: the owner and
@@ -23,6 +23,7 @@ import warnings
 from pathlib import Path
 
 from ..errors import GpudvfsWarning, InputError
+from ..limits import is_finite_number
 from ..measure.device import Device
 
 #: Longest request line; replies (the list of pairs) may be longer, up to MAX_REPLY.
@@ -49,12 +50,23 @@ class ClockService:
                 return {"ok": True, "pairs": sorted(self._pairs, reverse=True)}
             if op == "clocks":
                 return {"ok": True, "clocks": None if self._set is None else list(self._set)}
-            if op not in ("set", "reset"):
-                return {"ok": False, "error": f"unknown op {op!r}; expected pairs, clocks, set or reset"}
+            if op == "power_limits":
+                return {"ok": True, "power_limits": self._power_limits()}
+            if op not in ("set", "power_limit", "reset"):
+                return {"ok": False, "error": f"unknown op {op!r}; expected pairs, clocks, set, power_limits, "
+                                              "power_limit or reset"}
             if self._owner is not None and self._owner is not client:
                 return {"ok": False, "error": "another client owns this GPU's clocks"}
             if op == "reset":
                 self._reset()
+                return {"ok": True}
+            if op == "power_limit":
+                watts = request.get("watts")
+                if not is_finite_number(watts):
+                    return {"ok": False, "error": "power_limit needs a number watts"}
+                self._power_limits()  # a device without the knob is refused before anything is set
+                self.device.set_power_limit(float(watts))
+                self._owner = client
                 return {"ok": True}
             try:
                 pair = (float(request["core_mhz"]), float(request["mem_mhz"]))
@@ -85,8 +97,13 @@ class ClockService:
             if self._owner is client:
                 self._reset()
 
+    def _power_limits(self) -> dict:
+        if not hasattr(self.device, "set_power_limit"):
+            raise InputError(f"{self.device.name} has no power-limit knob here")
+        return self.device.power_limits()
+
     def _reset(self) -> None:
-        self.device.reset_clocks()
+        self.device.reset_clocks()  # an NvmlDevice puts back the power limit it set, too
         self._owner = self._set = None
 
     # serving ------------------------------------------------------------------------
@@ -132,7 +149,8 @@ class ClockService:
 
 
 class ClockClient:
-    """An unprivileged process's handle on the service: `pairs`, `clocks`, `set`, `reset`."""
+    """An unprivileged process's handle on the service: `pairs`, `clocks`, `set`,
+    `power_limits`, `set_power_limit`, `reset`."""
 
     def __init__(self, path: str | Path, timeout_s: float = 5.0):
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -165,6 +183,13 @@ class ClockClient:
 
     def set(self, core_mhz: float, mem_mhz: float) -> None:
         self._call(op="set", core_mhz=core_mhz, mem_mhz=mem_mhz)
+
+    def power_limits(self) -> dict:
+        """The board's power limits in W (``enforced``, ``default``, ``min``, ``max``)."""
+        return self._call(op="power_limits")["power_limits"]
+
+    def set_power_limit(self, watts: float) -> None:
+        self._call(op="power_limit", watts=watts)
 
     def reset(self) -> None:
         self._call(op="reset")
