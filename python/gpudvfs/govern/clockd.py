@@ -3,11 +3,13 @@ calls (setting clocks needs root), and governors in users' jobs talk to it unpri
 a Unix socket.
 
 Protocol: one JSON object per line each way. Requests: ``{"op": "pairs"}`` (the supported
-(core, memory) pairs), ``{"op": "clocks"}`` (the pair the service locked, or null), ``{"op": "set", "core_mhz":
-C, "mem_mhz": M}`` and ``{"op": "reset"}``. Replies: ``{"ok": true, ...}`` or ``{"ok":
-false, "error": "..."}``. One client at a time owns the clocks and the power limit (the first to set either);
-when the owner's connection closes, for whatever reason (exit, crash, SIGKILL), the service
-resets the clocks to the driver's control, so a dead governor never leaves a GPU pinned.
+(core, memory) pairs), ``{"op": "clocks"}`` (the pair the service locked, or null), ``{"op":
+"set", "core_mhz": C, "mem_mhz": M}``, ``{"op": "power_limits"}`` (the board's power limits,
+where the device has that knob), ``{"op": "power_limit", "watts": W}`` and ``{"op":
+"reset"}`` (clocks and power limit back as found). Replies: ``{"ok": true, ...}`` or
+``{"ok": false, "error": "..."}``. One client at a time owns the clocks and the power limit
+(the first to set either); when the owner's connection closes, for whatever reason (exit,
+crash, SIGKILL), the service resets them, so a dead governor never leaves a GPU pinned.
 The socket file's mode decides who may connect (``mode``, default 0o660: the owner and
 its group).
 """
