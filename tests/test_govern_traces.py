@@ -196,3 +196,34 @@ def test_a_deadline_is_kept_on_the_traces(data, rel):
         tab = plain_table(gpudvfs.read(data / rel))
     r = replay(tab, policy="deadline", slowdown=0.05, phase_steps=2000, each_once=True)
     assert r["violations"] <= 0.05 < r["baselines"]["zeus"]["violations"]
+
+
+def test_a_plain_grid_may_give_energy_and_leave_launch_geometry_blank(data, tmp_path):
+    """Energy in joules instead of power (read as power over the time), and an NV-DVFS grid
+    whose launch geometry is left blank: both replay without counters; a blank geometry is
+    none for the time model."""
+    from gpudvfs.io import launch_geometry
+
+    path = tmp_path / "energy.csv"
+    path.write_text("workload,core_mhz,mem_mhz,time_ms,energy\na,1000,5000,10,2.0\na,1500,5000,8,2.4\n"
+                    "b,1000,5000,20,3.0\nb,1500,5000,12,3.3\n")
+    grid = gpudvfs.read(path)
+    assert grid.watts.tolist() == pytest.approx([200.0, 300.0, 150.0, 275.0])
+    tab = plain_table(grid)
+    assert tab.watts[0].tolist() == pytest.approx([200.0, 300.0])
+    lines = (data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv").read_text().splitlines()
+    blocks = lines[0].split(",").index("blocks")
+    blank = [lines[0]] + [",".join("" if j == blocks else c for j, c in enumerate(_cells(line))) for line in lines[1:]]
+    path = tmp_path / "blank.csv"
+    path.write_text("\n".join(blank) + "\n")
+    grid = gpudvfs.read(path)
+    assert len(grid) == 540 and launch_geometry(grid) is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert len(plain_table(grid).names) == 15
+
+
+def _cells(line: str) -> list[str]:
+    import csv
+
+    return next(csv.reader([line]))

@@ -29,6 +29,8 @@ ROLE_NAMES: dict[str, tuple[str, ...]] = {
     "time": ("time", "runtime", "exectime", "executiontime", "elapsed", "elapsedtime", "duration", "kerneltime",
              "avgtime", "averagetime", "meantime"),
     "watts": ("power", "averagepower", "avgpower", "meanpower", "powerusage", "powerdraw", "watts", "boardpower"),
+    # Energy in joules, where a file gives it instead of power (read as power over the time).
+    "energy": ("energy", "joules", "energyconsumed", "totalenergy"),
 }
 #: Roles a grid must have; the others are optional.
 REQUIRED = ("app", "core_mhz", "time")
@@ -36,8 +38,9 @@ REQUIRED = ("app", "core_mhz", "time")
 ALIASES = {"workload": "app", "benchmark": "app", "application": "app"}
 TIME_UNITS = {"ns": 1e-6, "us": 1e-3, "usec": 1e-3, "ms": 1.0, "msec": 1.0, "s": 1e3, "sec": 1e3, "secs": 1e3,
               "seconds": 1e3}
-_UNITS = {**dict.fromkeys(TIME_UNITS, "time"), "mhz": "clock", "w": "power", "watt": "power", "watts": "power"}
-_ROLE_UNIT = {"core_mhz": "clock", "mem_mhz": "clock", "time": "time", "watts": "power"}
+_UNITS = {**dict.fromkeys(TIME_UNITS, "time"), "mhz": "clock", "w": "power", "watt": "power", "watts": "power",
+          "j": "energy"}
+_ROLE_UNIT = {"core_mhz": "clock", "mem_mhz": "clock", "time": "time", "watts": "power", "energy": "energy"}
 _UNIT_SUFFIX = re.compile(r"^(?P<base>.*?)[\s_/(\[-]+(?P<unit>[a-zA-Zµ]+)[)\]]?\s*$")
 
 

@@ -101,7 +101,7 @@ PERSEUS = GridSpec(
 )
 
 SPECS = {s.format: s for s in (NVDVFS, DCGM, TIDY, ZEUS, PERSEUS)}
-GRID_ROLES = ("app", "core_mhz", "mem_mhz", "time", "watts")
+GRID_ROLES = ("app", "core_mhz", "mem_mhz", "time", "watts", "energy")
 
 
 def generic_spec(header: list[str], first_row: list[str] | None, columns: dict[str, str] | None = None) -> GridSpec:
@@ -189,9 +189,10 @@ def _field(spec: GridSpec, name: str, key: bool, positive: bool, maximum: float 
 
 
 def launch_geometry(grid: MeasurementGrid) -> tuple[np.ndarray, np.ndarray] | None:
-    """(blocks, threads) as int arrays [n_rows x 3] where the grid records launch geometry."""
+    """(blocks, threads) as int arrays [n_rows x 3] where the grid records launch geometry
+    (every row's: a column left blank anywhere records none)."""
     spec = SPECS.get(grid.format)
-    if spec is None or spec.geometry_column not in grid.columns:
+    if spec is None or spec.geometry_column not in grid.columns or (grid.columns[spec.geometry_column] == "").any():
         return None
     nums = np.array([[int(g) for g in _GEOMETRY.match(t).groups()] for t in grid.columns[spec.geometry_column]],
                     dtype=np.int64).reshape(-1, 6)

@@ -337,8 +337,9 @@ class Field:
             bad = np.zeros(len(values), dtype=bool)
             if self.empty:
                 bad |= values == ""
-            if self.form:
-                bad |= np.fromiter((self.form[0].match(t) is None for t in values.tolist()), bool, len(values))
+            if self.form:  # an empty cell is `empty`'s to judge
+                bad |= np.fromiter((t != "" and self.form[0].match(t) is None for t in values.tolist()), bool,
+                                   len(values))
             return bad
         ok = np.isfinite(values)
         if self.utilization:
@@ -361,7 +362,7 @@ class Field:
         text = text.strip()
         if self.empty and not text:
             raise src.error(self.empty, line, column, self.name)
-        if self.form and not self.form[0].match(text):
+        if self.form and text and not self.form[0].match(text):
             raise src.error(f"expected {self.form[1]}, found {text!r}", line, column, self.name)
 
 
