@@ -345,13 +345,6 @@ def _model_prior(device, registry, time_model):
     return ModelPrior(gpu_table(Registry.load(registry), device_uuid(device)), DcgmTimeModel.load(time_model))
 
 
-def _prior_name(prior) -> str:
-    from ..govern.daemon import CatalogPrior, ModelPrior
-
-    return "models" if isinstance(prior, ModelPrior) else "catalog" if isinstance(prior, CatalogPrior) \
-        else "power-limit"
-
-
 def _knobs_line(device) -> str:
     k = device.knobs()
     pl = "no power limit reported" if k["power_limit_w"] is None else "power limit {:g}-{:g} W".format(
@@ -491,7 +484,7 @@ def run(device_kind, index, registry, time_model, catalog_prior, dry_run, knob, 
                 source = getattr(monitor, "source", "simulated")
                 start = "dry run on" if dry_run else "governing"
                 where = {"models": "the models", "catalog": "the catalog's prior",
-                         "power-limit": "a power-limit prior"}[_prior_name(prior)]
+                         "power-limit": "a power-limit prior"}[prior.name]
                 what = "power limits" if knob == "power-limit" else "pairs"
                 console.print(f"{start} {device.name} ({policy}) every {interval:g} s; "
                               f"{len(daemon.governor.configs)} {what} from {where}; activities: {source}",
@@ -510,7 +503,7 @@ def run(device_kind, index, registry, time_model, catalog_prior, dry_run, knob, 
                 monitor.close()
                 device.close()
         out = dataclasses.asdict(stats) | {"device": device.name, "policy": policy, "interval_s": interval,
-                                           "prior": _prior_name(prior), "knob": knob, "dry_run": dry_run}
+                                           "prior": prior.name, "knob": knob, "dry_run": dry_run}
         if host is not None:
             truth = host.truth(daemon.governor.configs, daemon.governor.default_index)
             out["sim_truth"] = truth | {

@@ -141,7 +141,7 @@ class ModelPrior:
     (``table``, `fleet.whatif.gpu_table`) and the DCGM time model (``model``). Where the time
     model was fitted at one memory clock, only the default memory clock's pairs are governed."""
 
-    knob = "clocks"
+    name, knob = "models", "clocks"
     prior_sd = None  # the governor's own default: the models' cross-validated error
 
     def __init__(self, table: GpuTable, model: DcgmTimeModel):
@@ -165,7 +165,7 @@ class CatalogPrior:
     prior, `integrations.prior.catalog_power_shape`; None: flat) and time by `step_prior`'s
     generic law; given the governor's wide `integrations.PRIOR_SD`."""
 
-    knob = "clocks"
+    name, knob = "catalog", "clocks"
     prior_sd = INTEGRATION_PRIOR_SD
 
     @classmethod
@@ -197,7 +197,7 @@ class PowerLimitPrior:
     interval's power by `power_limit.limit_curves`, given the wide `integrations.PRIOR_SD`.
     ``configs[:, 1]`` is a constant 1, which the governor's log-ratio features read as nothing."""
 
-    knob = "power_limit"
+    name, knob = "power-limit", "power_limit"
     prior_sd = INTEGRATION_PRIOR_SD
 
     def __init__(self, device, levels: int = POWER_LIMIT_LEVELS):
@@ -216,10 +216,10 @@ class PowerLimitPrior:
 
 class Daemon:
     """Governs ``device`` (clocks, energy counter) from what ``monitor`` reports (`NvmlMonitor`
-    or `simhost.SimulatedHost`), each new phase's prediction from ``prior`` (`ModelPrior` or
-    `CatalogPrior`: the pairs governed and a phase's time and power over them from its first
-    interval). ``dry_run``: set nothing (module notes). ``governor``: further `Governor` options
-    (prior_sd, explore, hysteresis, noise_sd)."""
+    or `simhost.SimulatedHost`), each new phase's prediction from ``prior`` (`ModelPrior`,
+    `CatalogPrior` or `PowerLimitPrior`: the settings governed, what sets them, and a phase's
+    time and power over them from its first interval). ``dry_run``: set nothing (module
+    notes). ``governor``: further `Governor` options (prior_sd, explore, hysteresis, noise_sd)."""
 
     def __init__(self, device, monitor, prior: ModelPrior | CatalogPrior | PowerLimitPrior, *, policy: str = "energy",
                  slowdown: float = 0.1, power_cap_w: float | None = None, interval_s: float = 1.0,
