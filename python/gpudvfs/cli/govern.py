@@ -8,7 +8,7 @@ from ..govern import POLICIES
 from ..govern.daemon import MIN_INTERVAL_S
 from ..govern.plain import plain_table
 from ..govern.replay import DEFAULT_SEEDS, choose_defaults, cross_validate, dcgm_replay_table, replay, replay_table
-from ..io import detect_format, read_measured_grid
+from ..io import read_measured_grid
 from ..io.dcgm_fields import is_dcgm_grid
 from ..measure.devices import DEVICE_KINDS, make_device
 from . import options
@@ -71,7 +71,12 @@ def _grid(path, columns, plain=False):
 
 
 def _table(data, device, reference, train=None, columns=None, clip_utilization=False, plain=False):
-    grid = _grid(data, columns, plain)
+    return _table_of(_grid(data, columns, plain), device, reference, train, columns, clip_utilization, plain)
+
+
+def _table_of(grid, device, reference, train=None, columns=None, clip_utilization=False, plain=False):
+    """The replay table of ``grid`` (read by `_grid`): without counters for --plain and the traces."""
+    data = grid.path
     if plain or grid.format in TRACES:
         return plain_table(grid, _grid(train, columns, plain=True) if train else None)
     if device is None:
@@ -135,12 +140,13 @@ def replay_(data, train, device, reference, plain, learn, policy, slowdown, powe
       whose measured power exceeds the cap; absent for energy and edp."""
     options.policy_options(policy, power_cap)
     with user_errors():
-        tab = _table(data, device, reference, train, columns, clip_utilization, plain)
+        grid = _grid(data, columns, plain)
+        tab = _table_of(grid, device, reference, train, columns, clip_utilization, plain)
         trace = tab.knob != "clocks" or plain
         if trace and run_cv:
             raise click.UsageError("--cv chooses the governor's constants on counter-modelled grids; a trace or "
                                    "--plain replay runs with the constants chosen on those")
-        each_once = detect_format(data) in TRACES
+        each_once = grid.format in TRACES
         if each_once and steps is not None:
             raise click.UsageError("--steps: a trace replays each job once, for --phase-steps steps")
         kw = {"policy": policy, "slowdown": slowdown, "power_cap_w": power_cap, "eta": eta,
