@@ -181,7 +181,7 @@ def test_the_devices_commands_and_a_user_file_made_from_their_json(tmp_path, mon
 
 def test_gtx980_peaks_keep_the_selection_figures(data):
     """Utilizations from the catalog's peaks (NV-DVFS memory clocks are Inspector's, half of
-    NVML's) give the selection figures of the README."""
+    NVML's) give the selection figures of docs/accuracy.md."""
     from gpudvfs.select.evaluate import evaluate_selection
     grid = read(data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv")
     r = evaluate_selection(grid, (700.0, 700.0), time_device=TimeDevice.gtx980(), spec=lookup("gtx980"))
@@ -360,7 +360,7 @@ def test_predict_takes_the_reference_from_the_clock_the_profile_ran_at(data):
 
 
 def test_fit_device_on_each_grid_and_left_out(data):
-    """The memory parameters fitted to a grid's absolute times (README): on
+    """The memory parameters fitted to a grid's absolute times (docs/accuracy.md): on
     gtx980_time_dev.csv 6.37% -> 6.33% leave-one-kernel-out (6.10% in-sample); on
     gtx980_time_power_dev.csv the fit does not carry to the kernel left out: 9.31% -> 10.08%."""
     grid = read(data / "nv-dvfs-benchmark/gtx980_time_dev.csv")

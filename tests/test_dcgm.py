@@ -1,6 +1,6 @@
 """The DCGM path: field spellings, the DCGM time model, the power model on DCGM activities
 and selection, on synthetic grids (invariants, recovery, bad input) and on the nsfcac V100
-grid (the figures the README quotes)."""
+grid (the figures docs/accuracy.md quotes)."""
 
 from __future__ import annotations
 
@@ -127,7 +127,7 @@ def v100(data):
 
 
 def test_v100_time_figures(v100):
-    """README: DCGM time model, leave-one-application-out, reference 1245 MHz."""
+    """docs/accuracy.md: DCGM time model, leave-one-application-out, reference 1245 MHz."""
     r = cross_validate(v100, (1245.0, 877.0))
     assert r["distinct_time_curves"] == 2  # ten applications share one run_time curve
     assert r["cv_mape"] == pytest.approx(7.46, abs=0.01)
@@ -141,7 +141,7 @@ def test_v100_time_figures(v100):
 
 
 def test_v100_power_figures(v100):
-    """README: power model on DCGM activities, leave-one-application-out, reference 945 MHz."""
+    """docs/accuracy.md: power model on DCGM activities, leave-one-application-out, reference 945 MHz."""
     r = power_cv(dcgm_power_dataset(v100, (945.0, 877.0)), 11)
     assert r["mape"] == pytest.approx(27.14, abs=0.01)
     assert r["calibrated_mape"] == pytest.approx(4.93, abs=0.01)

@@ -136,7 +136,7 @@ def test_select_eval_prints_its_intervals(data, path, args, line):
 
 
 def test_a_slowdown_cap_chosen_without_the_application_is_worse_than_none(data):
-    """README: capping the minimum-energy choice at a slowdown (2-100% of the highest clocks'
+    """docs/accuracy.md: capping the minimum-energy choice at a slowdown (2-100% of the highest clocks'
     predicted time) moves the regret between 3.36% and 3.52%; a cap chosen (or none) by the
     least mean regret over the other applications gives 4.56%, worse than no cap (3.36%)."""
     from gpudvfs.catalog import lookup
@@ -207,7 +207,7 @@ def test_select_fit_power_then_choose(data, tmp_path):
 
 
 def test_cross_validation_over_both_gtx980_files(data):
-    """The protocol (README): 256 candidate settings (soft-max exponent 4-12, dependent
+    """The protocol (docs/accuracy.md): 256 candidate settings (soft-max exponent 4-12, dependent
     instruction latency on or off, L2 and DRAM queues in parallel or in series, FP64 and
     special-function instructions at their pipes' rates or not, calibration by scale or with
     the DRAM check, rounds overlapped or one after another), nested leave-one-application-out
@@ -260,7 +260,7 @@ def test_cross_validation_over_both_gtx980_files(data):
         assert [d["over_aggregates"][name][f] for f in files] == pytest.approx(mape, abs=0.001), name
         alone = d["selection"][files[1]]["over_aggregates"][name]
         assert (alone["mean"], alone["max"]) == pytest.approx(regret, abs=0.001), name
-    # The README's table of extensions: CV MAPE per file with each, and without it.
+    # The docs' table of extensions: CV MAPE per file with each, and without it.
     for name, with_it, without in (("dependent latency", (3.16, 3.11), (3.42, 2.85)),
                                    ("pipe rates", (3.24, 3.07), (3.12, 3.02)),
                                    ("parallel queues", (3.37, 3.39), (3.15, 3.00)),
@@ -333,7 +333,7 @@ def test_cross_validation_over_both_gtx980_files(data):
 
 
 def test_the_trimmed_mean_over_how_many_it_trims(data, monkeypatch):
-    """README: the trimmed mean alone, cross-validated as `time cv` does, with 1-4 kernels
+    """docs/accuracy.md: the trimmed mean alone, cross-validated as `time cv` does, with 1-4 kernels
     left out at each end: 3.16 / 3.04, 3.20 / 3.03, 3.33 / 3.32, 3.37 / 3.14%."""
     from gpudvfs.time import crossval
 
@@ -382,7 +382,7 @@ def _gtx980_grids(data):
             for f in ("gtx980_time_dev.csv", "gtx980_time_power_dev.csv")]
 
 
-#: The README's table of the protocol over the device constants: per constant, at x0.5,
+#: The docs' table of the protocol over the device constants: per constant, at x0.5,
 #: x0.75, x1.25 and x1.5, the CV time MAPE on both files and the CV regret mean (%).
 CONSTANT_TABLE = {
     "inst_lat": [(3.39, 2.91, 3.58), (3.38, 2.96, 3.36), (3.01, 2.95, 3.36), (3.17, 3.04, 4.76)],

@@ -161,7 +161,7 @@ def test_eight_gpus_on_ray_with_a_worker_killed_mid_sweep(reference, tmp_path):
     ref_root, entry = reference
     assert _read_all(root / entry["uuid"]) == _read_all(ref_root / entry["uuid"])
     summary = registry.summary()
-    assert summary["gpus"] == 8 and summary["voltage_error_max"] < 0.003  # README: within 0.3% (asked: 2%)
+    assert summary["gpus"] == 8 and summary["voltage_error_max"] < 0.003  # docs/accuracy.md: within 0.3% (asked: 2%)
     # The chips differ: their fitted static powers spread as their simulated truths do.
     fitted = np.array([registry.power_model(u).static_w_[0] for u in registry.entries])
     true = np.array([chip_device(u).gpu.static_w[0] for u in registry.entries])

@@ -262,7 +262,7 @@ def test_the_sets_of_constants_and_their_replays_in_worker_processes(gtx980: Rep
 
 
 def test_the_readmes_cross_validated_governor_figures(data):
-    """The README's headline governor figures, through the command it names (a few minutes):
+    """The docs' headline governor figures, through the command it names (a few minutes):
     leave-one-application-out over both development grids with the 63 sets of constants,
     energy policy, seed 0. GTX 980 0.64% (max 3.88%), V100 2.29% (max 12.95%), each over 20
     phases, with 95% intervals over resampled applications 0.19-1.49% and 0.34-5.80%; the
@@ -300,7 +300,7 @@ def test_the_defaults_are_the_least_regret_that_keeps_deadlines(data):
     1.467%. Every one of the 63 sets keeps within 5% of steps over (7 did not before the
     margin).
 
-    The same choice held out (``--cv``, the README's headline governor figures): 1.380%;
+    The same choice held out (``--cv``, the docs' headline governor figures): 1.380%;
     25 of the 26 applications get the defaults, gaussian another set. Per grid and policy,
     held out (max) / in-sample, % (deadline: steps over, held out / in-sample): GTX 980
     energy 0.34 (1.60) / 0.34, EDP 1.05 (17.84) / 0.44, deadline 0.54 (18.74) / 0.39, 0.14 /

@@ -147,7 +147,7 @@ def test_cold_curves_slow_down_and_save_power_below_the_default():
         assert t[3] == p[3] == 0 and (np.diff(t) < 0).all() and (np.diff(p) > 0).all()
 
 
-# The figures on the real traces (README, accuracy): the governor against Zeus's profiling,
+# The figures on the real traces (docs/accuracy.md): the governor against Zeus's profiling,
 # `gpudvfs govern replay ../shared/data/zeus/power_limit_v100.csv [--policy cost] --json`.
 @pytest.mark.parametrize("rel,policy,bound", [
     ("zeus/power_limit_v100.csv", "energy", 0.01), ("zeus/power_limit_v100.csv", "cost", 0.01),

@@ -203,7 +203,7 @@ def test_acceptance_online_halves_the_last_value_error(run, data, name):
     assert d["steps"] == 2000 and d["settings"] == {**vars(ReplaySettings())}
     assert d["online"]["mape_same_app"] <= 0.5 * d["naive"]["mape_same_app"]
     assert d["online"]["mape"] < d["naive"]["mape"]
-    # The README's figures (seed 0): online vs last value on same-application steps.
+    # The docs' figures (seed 0): online vs last value on same-application steps.
     online, naive = {GTX980: (1.68, 13.85), V100: (1.59, 5.00)}[name]
     assert d["online"]["mape_same_app"] == pytest.approx(online, abs=0.01)
     assert d["naive"]["mape_same_app"] == pytest.approx(naive, abs=0.01)

@@ -280,7 +280,7 @@ def test_titanx_unseen_applications(data):
     got = {v: fit_quietly(train, v).evaluate(dev) for v in ("per-config", "per-domain", "curve")}
     assert 8.7 <= got["per-config"]["mape"] <= 9.3
     assert 8.3 <= got["per-domain"]["mape"] <= 8.9
-    assert (got["per-config"]["mape"], got["per-domain"]["mape"]) == pytest.approx((8.71, 8.63), abs=0.01)  # README
+    assert (got["per-config"]["mape"], got["per-domain"]["mape"]) == pytest.approx((8.71, 8.63), abs=0.01)  # docs
     assert got["curve"]["mape"] == pytest.approx(8.09, abs=0.01)
     with pytest.warns(gpudvfs.GpudvfsWarning, match="on a bound"):
         default = gpudvfs.PowerModel().fit(gpudvfs.read_power_dataset(data / "gpupowermodel/titanx_micro.csv"))
@@ -300,7 +300,7 @@ def test_titanx_unseen_applications(data):
     ("k40c_micro", "k40c", 6.234, 6.746),
 ])
 def test_other_devices_train_and_grouped_cv(data, name, entry, train, cv):
-    """The default variant's training and 6-fold grouped CV error per device (README table),
+    """The default variant's training and 6-fold grouped CV error per device (docs/accuracy.md),
     each file's clocks within what its catalog entry runs. The K40c file needs its two
     corrupt benchmarks skipped and its unused DP MUL column dropped; its single memory clock
     is folded (stated in the notes)."""
@@ -391,7 +391,7 @@ def test_choosing_settings_refuses_bad_input():
 
 
 def test_power_settings_chosen_on_five_gpus_microbenchmarks(data):
-    """`gpudvfs power cv` on the five microbenchmark files (README): per-config voltages,
+    """`gpudvfs power cv` on the five microbenchmark files (docs/accuracy.md): per-config voltages,
     relative errors and no ridge win on all of them and on each one's other four; fitted on
     titanx_micro.csv, that setting's error on the unseen applications of titanx_real_dev.csv
     is 8.59% (the `default` variant is that setting), where ridge 0.01 (the former default,

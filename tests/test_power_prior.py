@@ -111,7 +111,7 @@ def test_the_shipped_rule_is_what_prior_cv_fits_on_the_public_data(prior_cv):
 
 
 def test_prior_cross_validated_by_gpu(prior_cv):
-    """The figures the README gives: each GPU's prior made without any of its files, by the
+    """The figures docs/accuracy.md gives: each GPU's prior made without any of its files, by the
     setting chosen on the other GPUs (nested)."""
     files = prior_cv["cv"]["files"]
     assert set(prior_cv["rule"]["trained_on"]) == {"gtx-titan-x", "titan-xp", "k40c", "gtx980", "h100-sxm"}

@@ -26,7 +26,7 @@ EXPECTED = {
     "nsfcac/v100_spec_dev.csv": ("dcgm", 1287, 11, 117),
     "gpuptxmodel/titanx_microbenchmarks.csv": ("ptx", 4480, 140, 32),
     "gpuptxmodel/titanx_realbenchmarks.csv": ("ptx", 768, 24, 32),
-    # The README's 51 x 8: 52 jobs, one of them measured at 2 of the 8 power limits.
+    # The docs' 51 x 8: 52 jobs, one of them measured at 2 of the 8 power limits.
     "zeus/power_limit_rtx6000.csv": ("zeus", 410, 52, 8),
     "zeus/power_limit_v100.csv": ("zeus", 476, 68, 7),
     "perseus/bloom_a40_stages.csv": ("perseus", 960, 16, 60),

@@ -387,7 +387,7 @@ def test_nsight_compute_profile_carries_launch_requests_and_theoretical_occupanc
 
 
 def test_calibration_takes_integer_reference_clocks():
-    """reference_mhz=(700, 700), as the README writes it: ints, which the core once refused
+    """reference_mhz=(700, 700), as the docs write it: ints, which the core once refused
     (TypeError: type mismatch from=int64)."""
     counters = {"warps": 4096, "achieved_occupancy": 0.75, "dram_read_transactions": 2.0e5,
                 "dram_write_transactions": 1.0e5, "l2_read_transactions": 4.0e5, "l2_write_transactions": 1.2e5,

@@ -83,6 +83,6 @@ def demo(device_kind, index, seed, out_dir, min_seconds, slowdown, power_cap, re
                             cols, out))
     if truth:
         console.print("The simulator's time and power follow the models' own structure: these figures check the "
-                      "pipeline end to end. Accuracy on real GPUs: see the README (GTX 980, GTX Titan X).")
+                      "pipeline end to end. Accuracy on real GPUs: see docs/accuracy.md (GTX 980, GTX Titan X).")
     for f in summary["files"]:
         console.print(f"wrote {f}")

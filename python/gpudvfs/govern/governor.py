@@ -41,7 +41,7 @@ POLICIES = ("energy", "edp", "deadline", "power-cap", "cost")
 #: The prior's relative error, the bound's width, the residual's (relative) and its
 #: correlation length (in log-frequency): `gpudvfs govern defaults` on the GTX 980 and V100
 #: grids (the least mean regret over the energy, EDP and deadline policies and seeds 0-4,
-#: deadline steps over the bound at most 5%; a test holds them to it); the README gives the
+#: deadline steps over the bound at most 5%; a test holds them to it); docs/accuracy.md gives the
 #: held-out figures of `gpudvfs govern defaults --cv` (this choice with each application left
 #: out) and how they move with each constant.
 PRIOR_SD = 0.05

@@ -53,7 +53,7 @@ STREAMS = ("per-app", "shared")
 @dataclass(frozen=True)
 class ReplaySettings:
     """Defaults: the form, stream layout, forgetting factor, initial covariance and
-    forgetting mode were chosen on training traces only (see :func:`tune` and README);
+    forgetting mode were chosen on training traces only (see :func:`tune` and docs/online.md);
     the trace parameters are the issue's."""
 
     form: str = "inverse"

@@ -20,7 +20,7 @@ Variants:
 
 `default` is the setting the protocol of :mod:`gpudvfs.power.crossval` chooses: grouped
 cross-validation over the microbenchmarks of five GPUs, no application having a say (the
-README gives the figures). It replaced a ridge of 0.01 that had been chosen partly on the
+docs/accuracy.md gives the figures). It replaced a ridge of 0.01 that had been chosen partly on the
 applications of `titanx_real_dev.csv`, the file its figure was reported on.
 
 A domain measured at a single clock (K40c and Titan V files: one memory clock) cannot

@@ -1,7 +1,7 @@
 """Choosing the time model's settings by cross-validation over kernels, and the figures that
 hold on kernels nobody tuned them on.
 
-The protocol (README, "How figures are chosen"): every structural choice, extension and
+The protocol (docs/methodology.md): every structural choice, extension and
 hyper-parameter of the time model is a *candidate* (:data:`CANDIDATES`). A candidate is scored
 on each kernel by its calibrated MAPE over that kernel's measured grid. For each kernel in
 turn, the candidate with the least aggregate score over the kernels of all *other*
@@ -56,7 +56,7 @@ HOLD_OUTS = ("application", "kernel")
 #: of a point elsewhere; the others weigh them less. The protocol chooses among them by
 #: leave-one-group-out on the training kernels (:func:`protocol_choice`); the first wins a tie.
 AGGREGATES = ("mean", "trimmed mean", "median", "log mean", "mean rank")
-#: Kernels the trimmed mean leaves out at each end (README: the figures with 2-4).
+#: Kernels the trimmed mean leaves out at each end (docs/accuracy.md: the figures with 2-4).
 TRIM = 1
 #: Errors are floored here before their logarithm (an error of 0 would be minus infinity).
 _LOG_FLOOR = 1e-12
