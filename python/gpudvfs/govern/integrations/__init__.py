@@ -25,6 +25,7 @@ and this package import neither torch, transformers nor lightning.
 | `prior`       | `step_prior`: a phase's prior over the pairs from its first step      |
 | `configs`     | `clock_grid`: the pairs to choose among (device, else catalog)        |
 | `session`     | `GovernedTraining`: meter + phases + governor, and the run's summary  |
+| `distributed` | data parallel: the ranks' steps merged, rank 0's pair on every rank   |
 | `huggingface` | `GpudvfsTrainerCallback` (``transformers.TrainerCallback``)           |
 | `lightning`   | `GpudvfsLightningCallback` (``lightning.pytorch.Callback``)           |
 """

@@ -20,6 +20,12 @@ of the clocks read at its steps' ends); where clocks are set, a window does not 
 The first ``warmup_steps`` steps of each phase (CUDA context, autotuning, compilation) are
 metered but neither observed nor used for the prior.
 
+Data parallel (``distributed="auto"``, the default: where ``torch.distributed`` is initialized
+with more than one rank when the run begins): each rank meters its own GPU, the governor
+observes each step's longest time over the ranks and their summed energy, and every rank sets
+rank 0's pair (`distributed`). Every rank must then run the same steps and marked regions. If
+any rank cannot set clocks, every rank runs in dry run.
+
 Dry run (the default) never sets a clock: decisions are logged with the pair the governor
 would set and the pair the GPU ran (`GovernedLoop` in dry run). Not in dry run, clocks are
 set through the device (``NvmlDevice(leave_clocks=False)``: root) or through the clock service
@@ -33,6 +39,7 @@ import json
 import math
 import sys
 import warnings
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -45,6 +52,7 @@ from ...errors import GpudvfsWarning, InputError
 from ..governor import POLICIES, Governor
 from ..loop import GovernedLoop
 from .configs import MAX_CORE_CLOCKS, ClockGrid, clock_grid
+from .distributed import Collective, StepExchange, agree_all, agree_pair, collective_of
 from .meter import StepMeter, StepRecord, is_simulated
 from .prior import MEMORY_SHARE, PRIOR_SD, catalog_power_shape, step_prior
 
@@ -128,7 +136,9 @@ class GovernedTraining:
     error (wide: see `PRIOR_SD`); ``memory_share``/``util``: the step prior's time and power
     shapes; ``workload``: what the simulated GPU runs per step; ``sync``: called at each step
     boundary before the sensors are read (default ``"auto"``: ``torch.cuda.synchronize`` where
-    the process already uses CUDA through torch; None: nothing).
+    the process already uses CUDA through torch; None: nothing); ``distributed``: the job's
+    ranks (module notes): ``"auto"`` (``torch.distributed`` where initialized with more than one
+    rank when the run begins), None (this process alone) or a `distributed.Collective`.
     """
 
     def __init__(self, device="nvml", policy: str = "energy", *, dry_run: bool = True, log_path=None,
@@ -136,7 +146,7 @@ class GovernedTraining:
                  observe_s: float = OBSERVE_S, warmup_steps: int = 0, prior_sd: float = PRIOR_SD,
                  memory_share: float = MEMORY_SHARE, util: dict | None = None,
                  max_core_clocks: int = MAX_CORE_CLOCKS, workload=None, sync: Callable[[], None] | str | None = "auto",
-                 governor_options: dict | None = None):
+                 governor_options: dict | None = None, distributed: Collective | str | None = "auto"):
         if policy not in POLICIES:
             raise InputError(f"unknown policy {policy!r}; expected one of {POLICIES}")
         if not isinstance(dry_run, bool):
@@ -150,6 +160,8 @@ class GovernedTraining:
         for name, path in (("log_path", log_path), ("summary_path", summary_path)):
             if path is not None and not Path(path).parent.is_dir():
                 raise InputError(f"{name} {str(path)!r}: the folder {str(Path(path).parent)!r} does not exist")
+        if distributed != "auto":
+            collective_of(distributed)  # checked now; "auto" is looked up when the run begins
         if isinstance(device, str) and device not in DEVICES:
             raise InputError(f"device must be one of {DEVICES} or a device object, got {device!r}")
         # The step prior's shapes, checked now rather than at the first window mid-training.
@@ -184,6 +196,10 @@ class GovernedTraining:
         self._knob: Callable[[float, float], None] | None = None
         self._client = None
         self._set_any = False
+        self._distributed = distributed
+        self._comm: Collective | None = None
+        self._exchange: StepExchange | None = None
+        self._joined = False
         try:
             if self.device is not None and hasattr(self.device, "clocks"):
                 self._make_governor(catalog_name, max_core_clocks, prior_sd, governor_options or {}, clock_service)
@@ -255,8 +271,57 @@ class GovernedTraining:
         self._knob = self.device.lock_clocks
         return True
 
+    def _join(self) -> None:
+        """The run begins: find the job's ranks; they agree on the governor, its grid and the knob."""
+        self._joined = True
+        self._comm = collective_of(self._distributed)
+        if self._comm is None:
+            return
+        has = self.loop is not None
+        grid = float(zlib.crc32(np.ascontiguousarray(self.grid.configs, dtype=np.float64).tobytes())) if has else -1.0
+        rows = self._comm.all_gather(np.array([has, grid, has and not self.loop.dry_run], dtype=np.float64))
+        if not rows[:, 0].all():
+            ranks = [int(r) for r in np.flatnonzero(rows[:, 0] == 0)]
+            self._warn("ranks", f"gpudvfs: rank(s) {ranks} of the job have no governor (see their notes): every "
+                                "rank meters only")
+            self.loop = self.governor = None
+            return
+        if (rows[:, 1] != rows[0, 1]).any():
+            ranks = [int(r) for r in np.flatnonzero(rows[:, 1] != rows[0, 1])]
+            raise InputError(f"rank(s) {ranks} of the job have another clock grid than rank 0 (another kind of GPU?): "
+                             "every rank of a data-parallel job must run one pair, on one kind of GPU")
+        if not self.loop.dry_run and not rows[:, 2].all():
+            ranks = [int(r) for r in np.flatnonzero(rows[:, 2] == 0)]
+            self._warn("knob", f"gpudvfs: rank(s) {ranks} of the job cannot set clocks; every rank runs in dry run "
+                               "(measuring and logging the clocks it would set)")
+            self.loop.dry_run = True
+        self._exchange = StepExchange(self._comm)
+
     def _set(self, core: float, mem: float) -> bool:
-        """Set the clocks; where refused, go on in dry run (one warning) and return False."""
+        """Set the clocks (in a data-parallel job, rank 0's pair, on every rank); where refused
+        (on any rank), go on in dry run (one warning) and return False."""
+        if self._comm is not None:
+            k = agree_pair(self._comm, self.governor.current)
+            if k != self.governor.current:
+                self.notes.append(f"rank 0 chose pair {k} where this rank chose {self.governor.current}: set rank 0's")
+                self.governor.current = k
+            core, mem = (float(x) for x in self.grid.configs[k])
+        refused = self._refused(core, mem)
+        if self._comm is not None:
+            ok, ranks = agree_all(self._comm, refused is None)
+            if refused is None and not ok:
+                refused = f"rank(s) {ranks} of the job could not set the clocks"
+                self._put_back()
+        if refused is not None:
+            self._warn("knob", f"gpudvfs: {refused}; running in dry run (measuring and logging the clocks it would "
+                               "set)")
+            self.loop.dry_run = True
+            return False
+        self._set_any = True
+        return True
+
+    def _refused(self, core: float, mem: float) -> str | None:
+        """Set the clocks here; why not, where refused."""
         from ...measure.device import ClockPermissionError
         from ...measure.nvml import ClockControlError
 
@@ -267,11 +332,8 @@ class GovernedTraining:
             if "another client owns" in msg:
                 msg = (f"another job holds this GPU's clocks (the clock service answered: {msg}); this job cannot "
                        "set them")
-            self._warn("knob", f"gpudvfs: {msg}; running in dry run (measuring and logging the clocks it would set)")
-            self.loop.dry_run = True
-            return False
-        self._set_any = True
-        return True
+            return msg
+        return None
 
     @property
     def dry_run(self) -> bool:
@@ -317,6 +379,8 @@ class GovernedTraining:
     def _live(self) -> None:
         if self.closed:
             raise InputError("this GovernedTraining is closed")
+        if not self._joined:
+            self._join()
         self.meter.begin()
 
     def begin(self) -> None:
@@ -396,7 +460,7 @@ class GovernedTraining:
         set_index = None if self.loop is None or self.loop.dry_run else self.governor.current
         recs = self.meter.stop(split=split)
         self._ended[self.meter.stopped] = (work, set_index)
-        self._take(recs)
+        self._take(recs if self._exchange is None else self._exchange.exchange(recs))
         return recs
 
     def _take(self, recs: list[StepRecord]) -> None:
@@ -481,6 +545,9 @@ class GovernedTraining:
             "throttle_reasons_seen": dict(reasons),
             "decisions": len(self.decisions), "observations": self.observations,
             "clocks_set": self._set_any,
+            "ranks": None if self._comm is None else {
+                "rank": self._comm.rank, "world_size": self._comm.world_size,
+                "merged_steps": None if self._exchange is None else self._exchange.merged},
             "notes": self.notes + [f"{k} failed: {v}" for k, v in self.meter.notes.items()],
             "log_path": None if self.log_path is None else str(self.log_path),
             "summary_path": None if self.summary_path is None else str(self.summary_path),
@@ -499,7 +566,10 @@ class GovernedTraining:
             if self.meter.open and not self._pending:
                 self._stop()
             self.meter.discard()
-            self._take(self.meter.flush())
+            recs = self.meter.flush()
+            if self._exchange is not None:
+                recs = self._exchange.exchange(recs) + self._exchange.drain(self.meter.stopped)
+            self._take(recs)
         finally:
             self.closed = True
             self._release()
@@ -513,10 +583,7 @@ class GovernedTraining:
             if self.meter is not None and self.meter.poller is not None:
                 self.meter.poller.stop()  # before the device is closed under it
             if getattr(self, "_set_any", False):
-                try:
-                    (self._client.reset if self._client is not None else self.device.reset_clocks)()
-                except Exception as e:
-                    self.notes.append(f"resetting the clocks failed: {e}")
+                self._put_back()
             if getattr(self, "_client", None) is not None:
                 self._client.close()
             if self._own_device and hasattr(self.device, "close"):
@@ -524,6 +591,13 @@ class GovernedTraining:
         finally:
             if self.meter is not None:
                 self.meter.close()
+
+    def _put_back(self) -> None:
+        """The clocks back to the driver's defaults."""
+        try:
+            (self._client.reset if self._client is not None else self.device.reset_clocks)()
+        except Exception as e:
+            self.notes.append(f"resetting the clocks failed: {e}")
 
     def __enter__(self) -> GovernedTraining:
         self.begin()
