@@ -17,6 +17,7 @@ from ..power.dcgm import loo_predictions as power_predictions
 from ..time.dcgm import loo_predictions as time_predictions
 from .evaluate import single_pair, single_pair_indices
 from .policies import highest_index, select
+from .safe import safe_report
 
 
 @dataclass(frozen=True, eq=False)
@@ -55,7 +56,9 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
     with the calibrated power (what a governor without the time model would do) and one
     pair for all (:func:`~gpudvfs.select.evaluate.single_pair`); ``intervals``: 95% bootstrap
     intervals over the workloads of the model's mean regret and of its paired difference from
-    the highest clocks, 1/f time and one pair for all (chosen without the workload)."""
+    the highest clocks, 1/f time and one pair for all (chosen without the workload); ``safe``
+    (energy and EDP): the choice kept only where its predicted gain exceeds the spread
+    (`gpudvfs.select.safe.safe_report`)."""
     if policy not in ("energy", "edp", "deadline"):
         raise InputError(f"policy must be energy, edp or deadline on a DCGM grid, got {policy!r}")
     tab = loo_table(grid, reference, variant)
@@ -97,4 +100,7 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
            "intervals": paired_intervals(at(model), compared)}
     if policy == "deadline":
         out["deadline_met"] = int(meets[np.arange(len(names)), model].sum())
+    else:
+        predicted = tab.time_cv * tab.watts_pred * (tab.time_cv if policy == "edp" else 1.0)
+        out["safe"] = safe_report(regret, np.log(predicted), np.log(objective), configs, ref)
     return out

@@ -23,6 +23,8 @@ from ..time.model import TimeModel
 from ..time.profile import KernelProfile
 from .choose import measured_table, training_dataset
 from .policies import highest_index, select
+from .safe import safe_report
+from .scores import mean_max
 
 #: Tie tolerances tried for the near-ties rule (a relative energy difference): 0 is no rule.
 TIE_TOLERANCES = (0.0, 0.0025, 0.005, 0.01, 0.02, 0.03, 0.05, 0.1)
@@ -112,11 +114,6 @@ def energy_errors(grid: MeasurementGrid, reference: tuple[float, float], *, time
     return tab.configs, tab.pair_error(tab.calibrated_time(time_device))
 
 
-def mean_max(r: np.ndarray) -> dict:
-    """A regret's mean and max, as the reports give them."""
-    return {"mean": float(r.mean()), "max": float(r.max())}
-
-
 def single_pair_indices(regret: np.ndarray, allowed: np.ndarray | None = None,
                         groups: np.ndarray | None = None) -> tuple[int, np.ndarray]:
     """The baseline of one pair for every application, from ``regret`` [A x K] (each
@@ -185,7 +182,8 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
     none) chosen for each application on the others (:func:`near_ties_by_tolerance`).
     ``intervals``: 95% bootstrap intervals over the applications of both policies' mean
     regret and of its paired difference from the highest clocks and, for minimum energy,
-    from one pair for all (chosen without the application)."""
+    from one pair for all (chosen without the application). ``safe``: the minimum-energy choice
+    kept only where its predicted saving exceeds the spread (`gpudvfs.select.safe.safe_report`)."""
     tab = regret_table(grid, reference, time_device, spec, clip)
     names, configs, t = tab.names, tab.configs, tab.time_ms
     e = tab.energy
@@ -219,6 +217,8 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
                         "near_ties_to_highest": mean_max(tab.regrets(t_pred, error=err, near_ties=True,
                                                                      default_index=hi))},
         "near_ties": near_ties_by_tolerance(tab, t_pred, hi),
+        "safe": safe_report(tab.regret_at_every_pair, np.log(t_pred * tab.watts_pred), np.log(e), configs,
+                            tab.index_of(reference)),
         "intervals": {"minimum_energy": paired_intervals(chosen, {"highest_clocks": highest, "single_pair": one_pair}),
                       "deadline": paired_intervals(within, {"highest_clocks": highest})},
         "time_mape": float(100 * np.mean(np.abs(t_pred - t) / t)),
