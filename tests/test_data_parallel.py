@@ -185,6 +185,33 @@ def test_ranks_with_another_clock_grid_are_refused():
         assert isinstance(out, InputError) and "another clock grid than rank 0" in str(out)
 
 
+class _OneNvmlGpu(SimulatedDevice):
+    """A simulated GPU that says it is NVML GPU ``uuid``: ranks opening one GPU (a stand-in for NVML)."""
+
+    def __init__(self, uuid: str):
+        super().__init__()
+        self.uuid = uuid
+
+    def identity(self):
+        return {**super().identity(), "kind": "nvml", "uuid": self.uuid}
+
+
+@pytest.mark.filterwarnings("ignore::gpudvfs.errors.GpudvfsWarning")
+def test_ranks_that_meter_one_gpu_are_told_so():
+    def run(r, comm):
+        gov = GovernedTraining(_OneNvmlGpu("GPU-0" if r < 2 else "GPU-2"), distributed=comm)
+        gov.begin()
+        return gov.close()["notes"]
+    for notes in _on_ranks(3, run):
+        assert any("rank(s) [0, 1] of the job meter one and the same GPU" in n for n in notes)
+    def sim(r, comm):
+        gov = GovernedTraining(SimulatedDevice(), distributed=comm)
+        gov.begin()
+        return gov.close()
+    for s in _on_ranks(2, sim):
+        assert s["ranks"]["world_size"] == 2 and not any("same GPU" in n for n in s["notes"])  # each its own
+
+
 def test_a_job_of_one_process_and_bad_collectives():
     s = GovernedTraining("sim", distributed=None).close()
     assert s["ranks"] is None

@@ -279,7 +279,13 @@ class GovernedTraining:
             return
         has = self.loop is not None
         grid = float(zlib.crc32(np.ascontiguousarray(self.grid.configs, dtype=np.float64).tobytes())) if has else -1.0
-        rows = self._comm.all_gather(np.array([has, grid, has and not self.loop.dry_run], dtype=np.float64))
+        rows = self._comm.all_gather(np.array([has, grid, has and not self.loop.dry_run, self._gpu_code()],
+                                              dtype=np.float64))
+        gpus = rows[:, 3]
+        shared = [int(r) for r in np.flatnonzero((gpus >= 0) & (np.sum(gpus[:, None] == gpus[None, :], axis=1) > 1))]
+        if shared:
+            self._warn("shared", f"gpudvfs: rank(s) {shared} of the job meter one and the same GPU: pass each rank "
+                                 "its own NVML index (index=, e.g. the local rank where a node's GPUs are all visible)")
         if not rows[:, 0].all():
             ranks = [int(r) for r in np.flatnonzero(rows[:, 0] == 0)]
             self._warn("ranks", f"gpudvfs: rank(s) {ranks} of the job have no governor (see their notes): every "
@@ -296,6 +302,16 @@ class GovernedTraining:
                                "(measuring and logging the clocks it would set)")
             self.loop.dry_run = True
         self._exchange = StepExchange(self._comm)
+
+    def _gpu_code(self) -> float:
+        """A real GPU's UUID as a number the ranks can compare (-1: none, or simulated)."""
+        try:
+            ident = self.device.identity()
+        except Exception:  # no device, or one without identity(): nothing to compare
+            return -1.0
+        if ident.get("kind") != "nvml" or not ident.get("uuid"):
+            return -1.0
+        return float(zlib.crc32(str(ident["uuid"]).encode()))
 
     def _set(self, core: float, mem: float) -> bool:
         """Set the clocks (in a data-parallel job, rank 0's pair, on every rank); where refused
