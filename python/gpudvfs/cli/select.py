@@ -56,7 +56,10 @@ def eval_(data, reference, slowdown, device, columns, clip_utilization, as_json)
         return
     b = r["baselines"]
     d = r["deadline"]
+    safe = r["safe"]["cross_validated"]
     rows = [["minimum energy (predicted)", f"{100 * r['regret_mean']:.2f}", f"{100 * r['regret_max']:.2f}"],
+            ["minimum energy, safe (kept where its saving exceeds the spread; nested CV)",
+             f"{100 * safe['mean']:.2f}", f"{100 * safe['max']:.2f}"],
             [f"min energy within {100 * slowdown:g}% slowdown ({d['deadline_met']}/{d['apps']} met)",
              f"{100 * d['mean']:.2f}", f"{100 * d['max']:.2f}"],
             *[[f"baseline: {label}", f"{100 * b[key]['mean']:.2f}", f"{100 * b[key]['max']:.2f}"]
@@ -110,6 +113,8 @@ def _eval_dcgm(data, r, as_json) -> None:
     rows = [[labels[k], *[f"{100 * r[p][k]['mean'] if k == 'model' else 100 * r[p]['baselines'][k]['mean']:.2f}"
                           for p in r]]
             for k in labels]
+    rows.insert(1, ["safe: kept where its gain exceeds the spread (nested CV)",
+                    *[f"{100 * r[p]['safe']['cross_validated']['mean']:.2f}" if "safe" in r[p] else "-" for p in r]])
     rows += _single_pair_rows({k: [r[p]["baselines"]["single_pair"][k] for p in r]
                                for k in ("cross_validated", "hindsight")},
                               lambda per_policy: [f"{100 * v['mean']:.2f}" for v in per_policy])
