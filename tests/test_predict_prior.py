@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from gpudvfs.catalog import lookup
 from gpudvfs.cli.app import cli
-from gpudvfs.select.from_profile import TIME_INTERVAL_UNCALIBRATED
+from gpudvfs.time.interval import UNCALIBRATED_LEVEL, time_interval
 
 from conftest import REPO
 
@@ -34,7 +34,10 @@ def test_predict_gives_power_and_energy_from_the_prior_with_intervals():
     d = json.loads(r.output)
     assert d["device"] == "h100-sxm" and d["power_source"] == "prior" and not d["calibrated_on_measured_time"]
     q = d["intervals"]
-    assert q["time"] == TIME_INTERVAL_UNCALIBRATED and q["power"] > 0 and q["energy"] == q["time"] + q["power"]
+    # Uncalibrated: the level's error at the reference, wider with the distance from it.
+    assert q["time"] == pytest.approx(time_interval(d["configs"], d["reference_mhz"], False).tolist())
+    assert min(q["time"]) == pytest.approx(UNCALIBRATED_LEVEL, abs=1e-3) and max(q["time"]) > UNCALIBRATED_LEVEL
+    assert q["power"] > 0 and q["energy"] == pytest.approx([t + q["power"] for t in q["time"]])
     app = d["application"]
     assert len(app["watts"]) == len(d["configs"]) and app["chosen"]["core_mhz"] in [c for c, _ in d["configs"]]
     assert np.allclose(np.array(app["joules"]), np.array(app["time_ms"]) * np.array(app["watts"]) / 1e3)
@@ -76,7 +79,7 @@ def test_the_uncalibrated_time_interval_is_the_h100_kernels_90th_percentile():
     from absolute_time import time_errors
 
     errors = np.array(list(time_errors(H100, lookup("h100-sxm").time_device()).values()))
-    assert TIME_INTERVAL_UNCALIBRATED == pytest.approx(np.quantile(np.abs(np.log1p(errors / 100)), 0.9), abs=5e-4)
+    assert UNCALIBRATED_LEVEL == pytest.approx(np.quantile(np.abs(np.log1p(errors / 100)), 0.9), abs=5e-4)
 
 
 def test_predict_profile_for_schedulers_gives_arrays_and_the_choice():

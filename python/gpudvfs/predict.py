@@ -21,7 +21,8 @@ from .select.from_profile import predict_profile as _predict
 class ProfilePrediction:
     """All the profile's launches together at each of ``configs`` [K x 2] (core, memory MHz):
     ``time_ms``, ``watts``, ``joules`` [K]; ``intervals``: 90% half-widths in log space (a value x
-    lies in [x e^-q, x e^q]) of time, power and energy; ``chosen``: the index of the policy's
+    lies in [x e^-q, x e^q]) of time and energy at each pair (they grow with the pair's distance
+    from the reference) and of power; ``chosen``: the index of the policy's
     pair; ``rests_on``: what the answer rests on; ``kernels``: per launch, its ``time_ms``,
     ``watts`` and ``joules`` [K]; ``detail``: everything `gpudvfs predict --json` prints."""
 
@@ -44,7 +45,7 @@ class ProfilePrediction:
             raise InputError(f"bounds of 'time_ms', 'watts' or 'joules', not {what!r}")
         q = self.intervals[key]
         x = getattr(self, what)
-        return (x, x) if q is None else (x * np.exp(-q), x * np.exp(q))
+        return (x, x) if q is None else (x * np.exp(-np.asarray(q)), x * np.exp(np.asarray(q)))
 
     def to_dict(self) -> dict:
         return self.detail

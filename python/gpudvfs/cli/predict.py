@@ -104,8 +104,8 @@ def _pair_table(r: dict):
     def span(x: float, h: float | None) -> str:
         return f"{x:.4g}" if h is None else f"{x:.4g} ({x * math.exp(-h):.3g}-{x * math.exp(h):.3g})"
 
-    rows = [[f"{c:g}/{m:g}" + (" *" if (c, m) == chosen else ""), span(app["time_ms"][k], q["time"]),
-             span(app["watts"][k], q["power"]), span(app["joules"][k], q["energy"])]
+    rows = [[f"{c:g}/{m:g}" + (" *" if (c, m) == chosen else ""), span(app["time_ms"][k], q["time"][k]),
+             span(app["watts"][k], q["power"]), span(app["joules"][k], q["energy"] and q["energy"][k])]
             for k, (c, m) in enumerate(r["configs"])]
     return table(f"all {app['launches']} launches at each pair (90% intervals; * {r['policy']}'s choice)",
                  ["core/mem MHz", "time ms", "power W", "energy J"], rows)

@@ -36,6 +36,7 @@ from ..measure.counters import (
     time_model_inputs,
 )
 from ..power.model import PowerModel
+from ..time.interval import UNCALIBRATED_LEVEL, time_interval
 from ..time.model import TimeModel
 from ..time.profile import KernelProfile
 from .policies import highest_index, select
@@ -43,13 +44,6 @@ from .policies import highest_index, select
 #: Below this (ms) a kernel's launch and drain, a few microseconds the model leaves out, outweigh
 #: what it models: an uncalibrated prediction under it is flagged as a lower bound.
 LAUNCH_SCALE_MS = 0.005
-#: 90% intervals of a predicted time as log half-widths (x in [x e^-q, x e^q]). Calibrated on the
-#: profile's duration: twice the 90% quantile (6.28%) of the per-kernel cross-validated MAPE of
-#: `gpudvfs time cv` on the GTX 980 grids, since a pair's error reaches about twice a kernel's
-#: mean. Uncalibrated: the 90% quantile of |ln(predicted / measured)| over the 32 kernels an H100
-#: ran at the driver's clocks (validation/, `tests/test_predict.py` recomputes both).
-TIME_INTERVAL_CALIBRATED = 0.118
-TIME_INTERVAL_UNCALIBRATED = 0.888
 #: Nsight Compute's clock control: ``base`` (its default) locks the driver's base clock while
 #: profiling; ``none`` leaves the clocks to the driver, for a GPU whose settings are not yours to
 #: change (a shared or lent machine). Either way the SM clock each launch ran at is measured.
@@ -214,7 +208,8 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
                     calibrate: bool = True) -> dict:
     """Time, power, energy and the chosen pair per kernel over the power model's clock pairs
     (without a power model: the catalog prior of ``device``, `PowerModel.prior`), with the 90%
-    interval of each as a log half-width (``intervals``: a value x lies in [x e^-q, x e^q]) and
+    interval of each as a log half-width (``intervals``: a value x lies in [x e^-q, x e^q]; time's
+    and energy's per pair, growing with its distance from the reference, `gpudvfs.time.interval`) and
     what the prediction rests on (``rests_on``). The time is calibrated on each launch's measured
     duration where every launch has one, unless ``calibrate`` is False. Under the cost policy,
     energy weighs ``eta`` against time priced at the GPU's TDP (Zeus's MAXPOWER). ``kernels``: what
@@ -238,14 +233,15 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
     configs = power_model.configs_
     calibrated = calibrate and all(ms is not None for *_, ms in kernels)
     t = TimeModel(tdev).predict(profiles, configs[:, 0], configs[:, 1], calibrate=calibrated)
-    q_time = TIME_INTERVAL_CALIBRATED if calibrated else TIME_INTERVAL_UNCALIBRATED
+    reference = np.median(refs, axis=0)
+    q_time = time_interval(configs, reference, calibrated)
     q_power = power_model.interval_
-    out = {"device": device.key, "reference_mhz": np.median(refs, axis=0).tolist(), "reference_from": reference_from,
+    out = {"device": device.key, "reference_mhz": reference.tolist(), "reference_from": reference_from,
            "configs": configs.tolist(), "calibrated_on_measured_time": calibrated,
            "power_source": power_model.source_,
-           "intervals": {"time": q_time, "power": q_power,
-                         "energy": None if q_power is None else q_time + q_power},
-           "rests_on": _rests_on(calibrated, q_time, power_model),
+           "intervals": {"time": q_time.tolist(), "power": q_power,
+                         "energy": None if q_power is None else (q_time + q_power).tolist()},
+           "rests_on": _rests_on(calibrated, power_model),
            "kernels": {n: {"time_ms": t[i].tolist()} for i, (n, *_) in enumerate(kernels)}}
     if not calibrated:
         out["under_launch_scale"] = [n for i, (n, *_) in enumerate(kernels) if t[i].min() < LAUNCH_SCALE_MS]
@@ -262,10 +258,10 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
     return out | _application(names, t, p, configs, choice)
 
 
-def _rests_on(calibrated: bool, q_time: float, model: PowerModel) -> str:
+def _rests_on(calibrated: bool, model: PowerModel) -> str:
     """One line: what the time and the power rest on, with their 90% intervals."""
     time = ("time calibrated on the profile's measured duration" if calibrated else
-            f"time uncalibrated: within x/{math.exp(q_time):.2f}")
+            f"time uncalibrated: within x/{math.exp(UNCALIBRATED_LEVEL):.2f} at the reference")
     power = {"prior": "power from the catalog prior (no measurement of this GPU)",
              "observed": "power from the prior refined by observing this GPU",
              "fitted": "power from a model fitted on this GPU's measurements"}[model.source_]

@@ -3,8 +3,9 @@
 The models' least-energy pair is often far from the reference clocks, where their error is
 largest: on the V100 grid their choice costs more than one pair for all. Here each predicted
 objective (energy, or energy x time) carries a spread that grows with the pair's distance
-from the reference clocks, fitted to the log residuals of the training workloads (`fit_spread`:
-``r^2 ~ a + b * d^2``, ``d`` the log distance of the pair from the reference). The choice
+from the reference clocks, fitted to the log residuals of the training workloads
+(`gpudvfs.time.interval.fit_spread`: ``r^2 ~ a + b * d^2``, ``d`` the log distance of the pair
+from the reference). The choice
 (`safe_indices`) keeps the predicted optimum only where its predicted gain over an ANCHOR,
 a pair known to be safe, exceeds ``z`` spreads of the difference; else it takes the anchor:
 the reference clocks, or one pair for all chosen on the other workloads of the same GPU.
@@ -24,6 +25,7 @@ import numpy as np
 from ..bootstrap import paired_intervals
 from ..errors import InputError
 from ..time.crossval import protocol_least
+from ..time.interval import fit_spread, log_distance, spread
 from .scores import mean_max
 
 #: The spreads the gain must exceed (0: the models' plain choice; inf: the anchor always).
@@ -32,35 +34,14 @@ Z_GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, np.inf)
 ANCHORS = ("single_pair", "reference")
 
 
-def distance(configs: np.ndarray, reference_index: int) -> np.ndarray:
-    """Each pair's log distance from the reference pair: [K]."""
-    c = np.log(np.asarray(configs, dtype=np.float64))
-    return np.sqrt(((c - c[reference_index]) ** 2).sum(axis=1))
-
-
-def fit_spread(residuals: np.ndarray, d: np.ndarray) -> np.ndarray:
-    """The spread of a log prediction at each pair [K], from the log residuals [n x K] of
-    training workloads: the least-squares fit of the squared residuals to ``a + b * d^2``
-    (``a``, ``b`` >= 0). Needs at least one workload."""
-    r2 = np.asarray(residuals, dtype=np.float64) ** 2
-    if r2.ndim != 2 or r2.shape[0] < 1 or r2.shape[1] != d.size:
-        raise InputError(f"residuals must be [workloads x {d.size}] with at least one workload, got {r2.shape}")
-    x = np.column_stack([np.ones(d.size), d ** 2])
-    coef = np.linalg.lstsq(np.tile(x, (r2.shape[0], 1)), r2.ravel(), rcond=None)[0]
-    if coef[1] < 0:  # no growth with the distance: the mean square alone
-        coef = np.array([r2.mean(), 0.0])
-    if coef[0] < 0:  # no error at the reference: growth alone, through the origin
-        coef = np.array([0.0, (r2 @ d ** 2).sum() / max(r2.shape[0] * (d ** 4).sum(), 1e-300)])
-    return np.sqrt(coef[0] + coef[1] * d ** 2)
-
-
-def safe_indices(log_pred: np.ndarray, spread: np.ndarray, anchor: np.ndarray, z: float) -> np.ndarray:
+def safe_indices(log_pred: np.ndarray, sd: np.ndarray, anchor: np.ndarray, z: float) -> np.ndarray:
     """Per workload, the predicted optimum of ``log_pred`` [A x K] where its gain over
-    ``anchor`` [A] exceeds ``z`` spreads of the difference (``spread`` [A x K]); else the anchor."""
+    ``anchor`` [A] exceeds ``z`` spreads of the difference (``sd`` [A x K], each prediction's
+    spread); else the anchor."""
     rows = np.arange(log_pred.shape[0])
     best = np.argmin(log_pred, axis=1)
     gain = log_pred[rows, anchor] - log_pred[rows, best]
-    band = z * np.hypot(spread[rows, best], spread[rows, anchor]) if np.isfinite(z) else np.inf
+    band = z * np.hypot(sd[rows, best], sd[rows, anchor]) if np.isfinite(z) else np.inf
     return np.where(gain > band, best, anchor)
 
 
@@ -76,7 +57,7 @@ class _Fold:
         and that are not of ``a``'s group."""
         train = ~out & (self.labels != self.labels[a])
         pair = int(np.argmin(self.regret[train].mean(axis=0)))
-        return {"single_pair": pair, "reference": self.ref}, fit_spread(self.residual[train], self.d)
+        return {"single_pair": pair, "reference": self.ref}, spread(self.d, *fit_spread(self.residual[train], self.d))
 
 
 def safe_report(regret: np.ndarray, log_pred: np.ndarray, log_measured: np.ndarray, configs: np.ndarray,
@@ -102,7 +83,7 @@ def safe_report(regret: np.ndarray, log_pred: np.ndarray, log_measured: np.ndarr
         raise InputError("the safe choice is chosen on other workloads and anchored on yet others: it needs workloads "
                          f"of at least three groups, got {len(np.unique(labels))}; with fewer, the reference is the "
                          "safe setting")
-    d = distance(configs, reference_index)
+    d = log_distance(configs, np.asarray(configs, dtype=np.float64)[reference_index])
     fold = _Fold(regret, log_pred - np.asarray(log_measured, dtype=np.float64), d, reference_index, labels)
     rows = np.arange(n)
     none = np.zeros(n, dtype=bool)
@@ -132,12 +113,12 @@ def safe_report(regret: np.ndarray, log_pred: np.ndarray, log_measured: np.ndarr
     plain = regret[rows, np.argmin(log_pred, axis=1)]
     single = regret[rows, [f[0]["single_pair"] for f in own]]
     reference = regret[:, reference_index]
-    spread = fit_spread(fold.residual, d)
+    overall = spread(d, *fit_spread(fold.residual, d))
     return {
         "cross_validated": {**mean_max(safe), "chosen": chosen, "aggregates": used},
         "plain": mean_max(plain), "single_pair": mean_max(single), "reference": mean_max(reference),
         "over_constants": {name: mean_max(r) for name, r in over.items()},
         "intervals": paired_intervals(safe, {"plain": plain, "single_pair": single}, groups=labels),
-        "spread": {"at_reference": float(spread.min()), "farthest": float(spread.max())},
+        "spread": {"at_reference": float(overall.min()), "farthest": float(overall.max())},
         "per_workload": safe.tolist(),
     }

@@ -35,6 +35,7 @@ from ..io.datasets import MeasurementGrid
 from ..limits import is_finite_number
 from .device import TimeDevice
 from .evaluate import core_share, mape, profiles_from_grid, two_term
+from .interval import interval_cv, log_distance
 from .model import TimeModel
 from .profile import KernelProfile
 
@@ -328,12 +329,24 @@ def cross_validate(grids: list[MeasurementGrid], reference: tuple[float, float],
                                 "two_term_mape": float(two[j]), "chosen": candidates[chosen[j]].label}
                        for j, k in enumerate(cases)},
     }
+    report["interval"] = _interval(cases, groups, candidates, chosen, device, reference)
     power_grids = [g for g in grids if g.watts is not None] if spec is not None else []
     if power_grids:
         report["selection"] = {g.path: _selection(g, reference, device, spec, cases, groups, errors, candidates,
                                                   chosen, best, alone, other_files.get(g.path))
                                for g in power_grids}
     return report
+
+
+def _interval(cases: list[KernelCase], groups: np.ndarray, candidates, chosen: np.ndarray, device: TimeDevice,
+              reference: tuple[float, float]) -> dict:
+    """`gpudvfs.time.interval.interval_cv` on the cross-validated predictions' residuals."""
+    residuals, distances = [], []
+    for j, k in enumerate(cases):
+        t = candidates[chosen[j]].model(device).predict(k.profile, k.core_mhz, k.mem_mhz, calibrate=True)
+        residuals.append(np.log(t / k.time_ms))
+        distances.append(log_distance(np.column_stack([k.core_mhz, k.mem_mhz]), reference))
+    return interval_cv(residuals, distances, groups)
 
 
 def _labels(cases: list[KernelCase], groups: np.ndarray) -> dict[str, int]:
