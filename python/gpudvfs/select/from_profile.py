@@ -49,7 +49,7 @@ LAUNCH_SCALE_MS = 0.005
 #: mean. Uncalibrated: the 90% quantile of |ln(predicted / measured)| over the 32 kernels an H100
 #: ran at the driver's clocks (validation/, `tests/test_predict.py` recomputes both).
 TIME_INTERVAL_CALIBRATED = 0.118
-TIME_INTERVAL_UNCALIBRATED = 0.888
+TIME_INTERVAL_UNCALIBRATED = 0.885
 #: Nsight Compute's clock control: ``base`` (its default) locks the driver's base clock while
 #: profiling; ``none`` leaves the clocks to the driver, for a GPU whose settings are not yours to
 #: change (a shared or lent machine). Either way the SM clock each launch ran at is measured.
