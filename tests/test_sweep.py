@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -348,3 +349,33 @@ def test_cli_sweep_leave_clocks(tmp_path):
     r = CliRunner().invoke(cli, ["sweep", "--suite", "power", "--leave-clocks", "--core-mhz", "975", "-o",
                                  str(tmp_path / "t.csv")])
     assert r.exit_code == 2 and "takes no --core-mhz" in r.output
+
+
+H100_SUITE = Path(__file__).parent.parent / "validation" / "nvidia-h100-80gb-hbm3" / "time-suite.csv"
+
+
+def test_time_suite_at_one_clock_pair_with_its_launch_overhead(tmp_path):
+    """An H100 run at the driver's clocks: the laws pass through the one pair's measurements,
+    and the shared chase's launch beyond its chase (18.0 us) comes off the bandwidth
+    benchmark's time: 2.83 TB/s sustained, 0.845 of the spec sheet's 3.35."""
+    import shutil
+
+    from gpudvfs.catalog import SUSTAINED_DRAM_FRACTION, lookup
+
+    spec = lookup("h100-sxm")
+    base = spec.time_device()
+    from gpudvfs.measure import to_time_device
+
+    device, report = to_time_device(H100_SUITE, base)
+    assert report["launch_overhead_ms"] == pytest.approx(0.01799, abs=1e-5)
+    assert device.dm_lat_a * 1980 / 2619 + device.dm_lat_b == pytest.approx(595.67, abs=0.01)
+    assert (device.l2_lat, device.sh_lat) == (pytest.approx(276.04, abs=0.01), pytest.approx(23.02, abs=0.01))
+    sustained = base.dm_del_b * SUSTAINED_DRAM_FRACTION / device.dm_del_b  # of the peak
+    assert sustained == pytest.approx(0.845, abs=0.001)
+    # Launches no longer than the overhead leave no time for the copy.
+    bad = tmp_path / "time-suite.csv"
+    shutil.copy(H100_SUITE.with_name("time-suite.csv.sweep.json"), tmp_path / "time-suite.csv.sweep.json")
+    text = H100_SUITE.read_text().replace("time_dram_bandwidth,1980,2619,0.166", "time_dram_bandwidth,1980,2619,0.016")
+    bad.write_text(text)
+    with pytest.raises(gpudvfs.InputError, match="no longer than the launch overhead"):
+        to_time_device(bad, base)

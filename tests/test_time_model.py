@@ -97,6 +97,44 @@ def test_table_ii_fit():
     assert report["dm_del"]["r2"] > 0.99 and dev.dm_del_a == pytest.approx(DEV.dm_del_a, rel=1e-6)
 
 
+@settings(max_examples=60, deadline=None)
+@given(fc=st.floats(100, 3000), fm=st.floats(100, 9000), cycles=st.floats(1, 5000), delay=st.floats(0.1, 100),
+       n=st.integers(1, 4))
+def test_fit_at_one_clock_pair_scales_the_base_law_through_the_measurement(fc, fm, cycles, delay, n):
+    """One clock pair cannot split Eq. 4 or the delay law into their parts: the base's laws keep
+    their split and pass through the measurement (an H100 run with the clocks left to the driver)."""
+    dev, report = DEV.fit((np.full(n, fc), np.full(n, fm), np.full(n, cycles)), (np.full(n, fm), np.full(n, delay)))
+    assert dev.dm_lat_a * fc / fm + dev.dm_lat_b == pytest.approx(cycles, rel=1e-9)
+    assert dev.dm_lat_a / dev.dm_lat_b == pytest.approx(DEV.dm_lat_a / DEV.dm_lat_b, rel=1e-9)
+    assert dev.dm_del_a / fm + dev.dm_del_b == pytest.approx(delay, rel=1e-9)
+    assert dev.dm_del_a / dev.dm_del_b == pytest.approx(DEV.dm_del_a / DEV.dm_del_b, rel=1e-9)
+    assert report["dm_lat"]["r2"] is None and report["dm_del"]["r2"] is None and report["dm_lat"]["n"] == n
+
+
+@pytest.mark.parametrize("latency,delay,match", [
+    (([700.0], [700.0], [-5.0]), None, "DRAM latency cycles must be positive"),
+    (([700.0], [700.0], [float("nan")]), None, "DRAM latency cycles must be positive"),
+    (([700.0], [700.0], [400.0]), ([700.0], [0.0]), "DRAM delay cycles must be positive"),
+    (([0.0], [700.0], [400.0]), None, "core clocks must be finite"),
+    (([700.0], [700.0], [400.0]), ([-1.0], [9.0]), "memory clocks must be finite"),
+])
+def test_fit_at_one_clock_pair_refuses_bad_measurements(latency, delay, match):
+    with pytest.raises(InputError, match=match):
+        DEV.fit(latency, delay)
+
+
+def test_catalog_constants_on_the_gtx980_grids(data):
+    """Uncalibrated, with the catalog's constants in place of the preset's: the DRAM delay from
+    the sustained fraction of the spec sheet's bandwidth, measured on an H100, not on these
+    grids (7.15 / 9.49%; the spec peak itself 15.37 / 16.49%, the preset 6.37 / 9.31%)."""
+    from gpudvfs.catalog import lookup
+
+    device = lookup("gtx980").time_device()
+    for name, figure in (("gtx980_time_dev.csv", 7.15), ("gtx980_time_power_dev.csv", 9.49)):
+        grid = gpudvfs.read(data / "nv-dvfs-benchmark" / name)
+        assert evaluate(grid, TimeModel(device), (700, 700))["mape"] == pytest.approx(figure, abs=0.005), name
+
+
 def test_device_save_load_and_errors(tmp_path):
     DEV.save(tmp_path / "d.json")
     assert TimeDevice.load(tmp_path / "d.json") == DEV

@@ -269,13 +269,37 @@ def test_h100_latency_suite_against_the_catalog():
     lat = script.latencies(H100, device)
     dram, l2 = lat["dram latency (core cycles)"], lat["L2 latency (core cycles)"]
     assert dram[0] > 2 * l2[0]
-    assert dram[0] == pytest.approx(595.67, abs=0.01) and dram[1] == pytest.approx(605.29, abs=0.01)
+    assert dram[0] == pytest.approx(595.67, abs=0.01) and dram[1] == pytest.approx(623.92, abs=0.01)
     assert l2[0] == pytest.approx(276.04, abs=0.01)
-    assert lat["DRAM delay (memory cycles per SM transaction)"][0] == pytest.approx(4.38, abs=0.005)
-    errors = script.time_errors(H100, device)
-    assert len(errors) == 32
-    e = np.abs(list(errors.values()))
-    assert e.mean() == pytest.approx(32.3, abs=0.05) and np.median(e) == pytest.approx(21.9, abs=0.05)
+    delay = lat["DRAM delay (memory cycles per SM transaction)"]
+    assert delay[0] == pytest.approx(4.38, abs=0.005) and delay[1] == pytest.approx(3.91, abs=0.005)
+
+
+def test_h100_uncalibrated_time_leaving_each_kernel_out():
+    """The uncalibrated time of the 32 profiled kernels, the device's constants from the catalog
+    or the run's latency suite, with or without the host's launch overhead, chosen leaving each
+    kernel out: 25.5% (median 10.5%); the catalog at the spec sheet's peak bandwidth gave 32.3%.
+    The suite's constants with the overhead win on 30 kernels; each constant moved by 10% moves
+    the MAPE by at most 1.6 points, the DRAM delay raised by 10%."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("absolute_time", H100.parent / "absolute_time.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    settings = script.settings(H100)
+    assert settings["suite + launch overhead"][1] == pytest.approx(0.0180, abs=5e-5)
+    errors = {s: script.time_errors(H100, *v) for s, v in settings.items()}
+    assert all(len(e) == 32 for e in errors.values())
+    held, chosen = script.leave_one_kernel_out(errors)
+    e = np.abs(list(held.values()))
+    assert e.mean() == pytest.approx(25.52, abs=0.005) and np.median(e) == pytest.approx(10.54, abs=0.005)
+    assert list(chosen.values()).count("suite + launch overhead") == 30
+    mape = {s: np.abs(list(v.values())).mean() for s, v in errors.items()}
+    assert mape["catalog"] == pytest.approx(27.15, abs=0.005)
+    assert mape["suite + launch overhead"] == pytest.approx(25.15, abs=0.005)
+    moved = script.sensitivity(H100, *settings["suite + launch overhead"])
+    worst = max(moved, key=lambda k: max(abs(m - mape["suite + launch overhead"]) for m in moved[k]))
+    assert worst == "DRAM delay" and moved[worst][1] == pytest.approx(26.75, abs=0.005)
 
 
 def test_h100_report_is_its_json_rendered_and_says_no_pair_without_a_power_model():

@@ -119,21 +119,39 @@ class TimeDevice:
 
         ``dram_latency``: (core_mhz, mem_mhz, core cycles) of a pointer chase, fitted to
         Eq. 4's form by least squares; ``dram_delay``: (mem_mhz, memory cycles per
-        transaction) of a bandwidth benchmark, fitted to ``a / fm + b``. L2 and shared
-        latencies, when given, are averaged. Returns the device and the fits' R^2."""
+        transaction) of a bandwidth benchmark, fitted to ``a / fm + b``. Measured at one
+        clock pair (one memory clock for the delay), a law's two parts cannot be told apart: the
+        base's law is scaled through the measurements' mean instead (its R^2 is None). L2 and
+        shared latencies, when given, are averaged. Returns the device and the fits' R^2."""
         def arrays(name, xs, n):
             if len(xs) != n:
                 raise InputError(f"{name} must be {n} arrays")
             return [np.ascontiguousarray(x, dtype=np.float64) for x in xs]
 
+        def law(fit, clocks, x, y, a, b, what):
+            """(a, b, R^2) of ``y = a x + b``: fitted, or the base's (a, b) scaled where every
+            point was measured at one clock pair."""
+            if len(y) == 0 or np.unique(clocks, axis=0).shape[0] != 1:
+                return fit()
+            at = float(a * x[0] + b)
+            if not (np.all(np.isfinite(y)) and np.all(y > 0) and at > 0):
+                raise InputError(f"TimeDevice.fit: {what} must be positive and finite, and the base's law at "
+                                 f"them too, got {y.tolist()} against {at:g}")
+            scale = float(y.mean()) / at
+            return a * scale, b * scale, None
+
         c, m, cyc = arrays("dram_latency", dram_latency, 3)
+        clock_array(c, "dram_latency's core clocks"), clock_array(m, "dram_latency's memory clocks")
         try:
-            a, b, r2 = _core.time_fit_dm_lat(c, m, cyc)
+            a, b, r2 = law(lambda: _core.time_fit_dm_lat(c, m, cyc), np.c_[c, m], c / m, cyc,
+                           self.dm_lat_a, self.dm_lat_b, "the DRAM latency cycles")
             report = {"dm_lat": {"a": a, "b": b, "r2": r2, "n": len(cyc)}}
             changes = {"dm_lat_a": a, "dm_lat_b": b}
             if dram_delay is not None:
                 dm, dcyc = arrays("dram_delay", dram_delay, 2)
-                a, b, r2 = _core.time_fit_dm_del(dm, dcyc)
+                clock_array(dm, "dram_delay's memory clocks")
+                a, b, r2 = law(lambda: _core.time_fit_dm_del(dm, dcyc), dm[:, None], 1 / dm, dcyc,
+                               self.dm_del_a, self.dm_del_b, "the DRAM delay cycles")
                 report["dm_del"] = {"a": a, "b": b, "r2": r2, "n": len(dcyc)}
                 changes |= {"dm_del_a": a, "dm_del_b": b}
         except ValueError as e:
