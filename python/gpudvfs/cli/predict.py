@@ -23,7 +23,7 @@ from ..select.from_profile import (
 )
 from . import options
 from .output import console, print_json, table, user_errors
-from .power import _optional_pair
+from .time import _optional_pair
 
 #: Past this many launches, the text output has a line per kernel name instead of per launch.
 PER_LAUNCH_LINES = 20
