@@ -244,6 +244,9 @@ def predict(data, kernels, device, reference, core_mhz, mem_mhz, mode, calibrate
             profiles = [p for p in profiles if p.name in kernels]
         cores = core_mhz or np.unique(grid.core_mhz).tolist()
         mems = mem_mhz or np.unique(grid.mem_mhz).tolist()
+        beyond = [] if spec is None else spec.clock_warnings(cores, np.asarray(mems) * _mem_unit(grid))
+        if beyond:  # a prediction at clocks the GPU never runs answers nothing
+            raise InputError(f"--core-mhz/--mem-mhz: {'; '.join(beyond)}")
         outside = _beyond_grid(grid, cores, mems)
         fc, fm = np.meshgrid(cores, mems, indexing="ij")
         t, cases = model.predict(profiles, fc, fm, calibrate=calibrate, return_cases=True)
