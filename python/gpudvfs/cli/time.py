@@ -59,18 +59,11 @@ REFERENCE_HELP = ("The clock pair CORE,MEM (the grid's units) whose counters pro
 
 
 def grid_reference(grid, spec, reference=None) -> tuple[float, float]:
-    """--reference, else the pair the grid's format profiles at, else the GPU's default clocks
-    (in the grid's memory unit); checked to be a pair the GPU runs and the grid measured."""
+    """--reference, else :func:`_default_reference`; checked to be a pair the GPU runs and the
+    grid measured every workload at (else an error that suggests --reference)."""
+    why = None
     if reference is None:
-        own = SPECS[grid.format].reference_mhz if grid.format in SPECS else None
-        if own is None and spec is None:
-            raise InputError(f"{grid.path}: give --reference CORE,MEM: the grid records no reference pair, and the "
-                             "device file names no catalog GPU whose default clocks it would be")
-        reference = own or (spec.default_mhz[0], spec.default_mhz[1] / _mem_unit(grid))
-        why = f"the grid's own {reference[0]:g},{reference[1]:g}" if own else \
-            f"{spec.key}'s default clocks {reference[0]:g},{reference[1]:g}"
-    else:
-        why = None
+        reference, why = _default_reference(grid, spec)
     if spec is not None:
         beyond = spec.clock_warnings([reference[0]], [reference[1] * _mem_unit(grid)])
         if beyond:
@@ -82,6 +75,19 @@ def grid_reference(grid, spec, reference=None) -> tuple[float, float]:
                          f"CORE,MEM, a pair the grid measured every workload at ({_nearest_pairs(grid, reference)})"
                          ) from None
     return reference
+
+
+def _default_reference(grid, spec) -> tuple[tuple[float, float], str]:
+    """(the pair the grid's format profiles at, else the GPU's default clocks in the grid's
+    memory unit; where it comes from, for an error to say)."""
+    own = SPECS[grid.format].reference_mhz if grid.format in SPECS else None
+    if own is not None:
+        return own, f"the grid's own {own[0]:g},{own[1]:g}"
+    if spec is None:
+        raise InputError(f"{grid.path}: give --reference CORE,MEM: the grid records no reference pair, and the "
+                         "device file names no catalog GPU whose default clocks it would be")
+    pair = (spec.default_mhz[0], spec.default_mhz[1] / _mem_unit(grid))
+    return pair, f"{spec.key}'s default clocks {pair[0]:g},{pair[1]:g}"
 
 
 def _nearest_pairs(grid, reference, n: int = 4) -> str:
