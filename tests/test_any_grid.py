@@ -388,10 +388,12 @@ def test_clock_warnings():
         "margin): is it the GPU that measured them?"]
 
 
-def test_commands_warn_of_clocks_the_device_does_not_run(data):
+def test_commands_refuse_clocks_the_device_does_not_run(data):
+    """Data at clocks --device never runs was measured on another GPU: refused, not warned of."""
     r = run("power", "fit", data / "gpupowermodel/titanxp_micro.csv", "--device", "gtx980", "--json")
-    assert r.exit_code == 0
+    assert r.exit_code == 2
     assert "core clocks 1657, 1784, 1911 MHz lie outside what a GeForce GTX 980 runs" in r.output
+    assert "Give --device the GPU that measured it" in r.output
     r = run("power", "fit", data / "gpupowermodel/titanxp_micro.csv", "--device", "titan-xp", "--json")
     assert r.exit_code == 0 and "lie outside" not in r.output
 

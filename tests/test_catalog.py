@@ -223,10 +223,10 @@ def test_profile_command_by_compute_capability():
         profile_command("sm_x")
     r = CliRunner().invoke(cli, ["profile-command", "--device", "h100-sxm", "--kernel-name", "regex:gemm",
                                  "--launch-count", "3", "python3 train.py"])
-    assert r.exit_code == 0 and "--kernel-name regex:gemm --launch-count 3 --clock-control base python3 train.py" \
-        in r.output, r.output
+    assert r.exit_code == 0 and "--kernel-name regex:gemm --launch-count 3 --log-file python3.ncu.csv " \
+        "--clock-control base python3 train.py" in r.output, r.output
     # Clocks left to the driver, for a GPU whose settings are not the profiler's to change.
-    r = CliRunner().invoke(cli, ["profile-command", "--device", "h100-sxm", "--clock-control", "none"])
+    r = CliRunner().invoke(cli, ["profile-command", "--device", "h100-sxm", "--clock-control", "none", "./app"])
     assert r.exit_code == 0 and r.output.split().count("--clock-control") == 1
     assert "--clock-control none ./app" in r.output
     with pytest.raises(InputError, match="clock_control must be one of"):
@@ -234,8 +234,8 @@ def test_profile_command_by_compute_capability():
     for args, match in [(["--device", "gtx1080", "--launch-count", "3"], "profiles every launch"),
                         (["--device", "gtx980", "--clock-control", "none"], "leaves the clocks to the driver"),
                         (["--device", "h100-sxm", "--clock-control", "boost"], "Invalid value for '--clock-control'"),
-                        (["--device", "h100-sxm", "--launch-count", "0"], "launch_count must be a whole number >= 1")]:
-        r = CliRunner().invoke(cli, ["profile-command", *args])
+                        (["--device", "h100-sxm", "--launch-count", "0"], "0 is not in the range x>=1")]:
+        r = CliRunner().invoke(cli, ["profile-command", *args, "./app"])
         assert r.exit_code == 2 and match in r.output, r.output
     for bad, match in [("dram_utilization", "a sequence of names"), ([], "no metrics"),
                        (["a,b"], "comma or whitespace")]:

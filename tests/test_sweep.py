@@ -47,7 +47,7 @@ def test_sweep_covers_the_grid_and_loads(tmp_path):
 def test_existing_output_needs_resume(tmp_path):
     out = tmp_path / "s.csv"
     run_sweep(SimulatedDevice(), WORKLOADS[:1], out, configs=[(975.0, 3505.0)])
-    with pytest.raises(gpudvfs.InputError, match="--resume"):
+    with pytest.raises(gpudvfs.InputError, match="pass resume=True"):
         run_sweep(SimulatedDevice(), WORKLOADS[:1], out, configs=[(975.0, 3505.0)])
     r = run_sweep(SimulatedDevice(), WORKLOADS[:1], out, configs=[(975.0, 3505.0)], resume=True)
     assert r.measured == 0 and r.skipped == 1

@@ -369,8 +369,10 @@ def test_cli_time_eval_and_predict(data):
     r = runner.invoke(cli, ["time", "eval", "--device", "gtx980", path, "--reference", "650,700"])
     assert r.exit_code == 2 and "no row at the reference 650/700" in r.output
     r = runner.invoke(cli, ["time", "eval", "--device", "gtx980", str(data / "nsfcac/v100_spec_dev.csv")])
-    # A DCGM grid goes to the DCGM time model, which needs a reference clock it measured.
-    assert r.exit_code == 2 and "'bfs' has no row at the reference 700 MHz" in r.output
+    # A DCGM grid goes to the DCGM time model, which needs a reference clock it measured; the
+    # default, the GPU's default clocks, is not one of this grid's: the error says --reference.
+    assert r.exit_code == 2 and "'bfs' has no row at the reference 1126 MHz" in r.output
+    assert "the reference defaults to gtx980's default clocks 1126,3505: give --reference CORE,MEM" in r.output
 
 
 def test_profile_from_nsight_compute_names_equals_nvprof():

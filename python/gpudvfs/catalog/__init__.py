@@ -294,8 +294,9 @@ def lookup(name: str, extra: str | Path | None = None) -> DeviceSpec:
         if len(hits) > 1:
             raise InputError(f"compute capability {cc[1]}.{cc[2]} is shared by {', '.join(d.key for d in hits)}: "
                              "name the device")
-    if len(hits) > 1:  # an alias two entries share (e.g. 'A100'): the first listed is the common part
-        return hits[0]
+    if len(hits) > 1:  # an alias two entries share (a GPUDVFS_CATALOG's): choosing one would be a guess
+        raise InputError(f"{name!r} names several GPUs of the catalog: {', '.join(d.key for d in hits)}; give one "
+                         "of these keys")
     if not hits:
         raise InputError(f"unknown GPU {name!r}: not in the device catalog (known: {', '.join(sorted(devices))}). "
                          f"To use it, {HOW_TO_CALIBRATE}")

@@ -34,7 +34,7 @@ def _run(argv: list[str] | None) -> int:
         rv = cli.main(args=argv, prog_name="gpudvfs", standalone_mode=False)
     except click.Abort:  # click's form of KeyboardInterrupt (and of EOF at a prompt)
         raise KeyboardInterrupt from None
-    except click.ClickException as e:  # usage errors: click's message, status 2
+    except click.ClickException as e:  # usage errors, in gpudvfs's form (`output.Group`): status 2
         e.show()
         return e.exit_code
     return rv if isinstance(rv, int) else 0

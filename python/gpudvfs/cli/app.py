@@ -13,6 +13,7 @@ from .demo import demo
 from .fleet import fleet
 from .govern import govern
 from .online import online
+from .output import Group
 from .power import power
 from .predict import devices, predict, profile_command_
 from .select import select_
@@ -23,7 +24,7 @@ from .validate import validate
 _shown: set[str] = set()
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="gpudvfs")
 def cli() -> None:
     """Predict and choose GPU core/memory frequencies from time and power models."""

@@ -10,7 +10,7 @@ import numpy as np
 from ..demo import plot_demo, run_demo
 from ..measure.devices import DEVICE_KINDS, make_device
 from . import options
-from .output import console, output_dir, print_json, table, user_errors
+from .output import console, output_dir, print_json, refuse_overwrite, table, user_errors
 from .progress import progress_bars
 
 
@@ -26,12 +26,15 @@ from .progress import progress_bars
 @click.option("--power-cap", type=options.Finite(min=0, min_open=True),
               help="Power cap (W) of the power-cap policy (default: the median predicted power).")
 @click.option("--resume", is_flag=True, help="Continue the sweeps of an interrupted demo in OUT_DIR.")
+@options.force
 @click.option("--json", "as_json", is_flag=True)
-def demo(device_kind, index, seed, out_dir, min_seconds, slowdown, power_cap, resume, as_json) -> None:
+def demo(device_kind, index, seed, out_dir, min_seconds, slowdown, power_cap, resume, force, as_json) -> None:
     """Sweep the microbenchmark suites, fit both models, profile four real workloads (SGEMM,
     STREAM triad, Jacobi stencil, histogram) at the default clocks and choose their
     frequencies (energy, EDP, ED2P, deadline, power cap)."""
     with user_errors(), progress_bars(disable=as_json) as progress:
+        refuse_overwrite([out_dir], force=force or resume,
+                         how="give --resume to continue the demo in it, --force to start it over, or another --out-dir")
         device = make_device(device_kind, seed=seed, index=index)
         result = run_demo(device, workdir=out_dir, min_seconds=min_seconds, slowdown=slowdown,
                           power_cap_w=power_cap, resume=resume, progress=progress)

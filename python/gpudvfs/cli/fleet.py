@@ -16,7 +16,7 @@ from ..fleet.whatif import POLICIES as WHATIF_POLICIES
 from ..measure.devices import DEVICE_KINDS
 from ..power.model import VARIANTS
 from . import options
-from .output import console, output_dir, output_file, print_json, table, user_errors
+from .output import console, output_dir, output_file, print_json, refuse_overwrite, table, user_errors
 from .progress import progress_bars
 
 
@@ -177,10 +177,12 @@ def budget(jobs, registry, budget_w, objective, slowdown, run_bench, gpus, pairs
 @fleet.command("sample-jobs")
 @click.option("--registry", required=True, type=click.Path(file_okay=False))
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), callback=output_file)
-def sample_jobs(registry, out) -> None:
+@options.force
+def sample_jobs(registry, out, force) -> None:
     """A jobs file for a registry of simulated GPUs: the demo's real workloads dealt
     over the GPUs, each profiled and timed on its own chip at the default clocks."""
     with user_errors():
+        refuse_overwrite([out], force=force)
         jobs = simulated_jobs(Registry.load(registry))
         write_jobs(jobs, out)
     console.print(f"wrote {len(jobs)} jobs to {out}")
@@ -231,13 +233,15 @@ def whatif(telemetry, registry, time_model, policy, slowdown, interval_s, job_co
               help="Telemetry (Parquet).")
 @click.option("--grid", "grid_out", type=click.Path(dir_okay=False), callback=output_file,
               help="Also the power suite on the simulated GPU as a DCGM grid (for `gpudvfs time fit-dcgm`).")
-def sample_telemetry(registry, rows, seed, out, grid_out) -> None:
+@options.force
+def sample_telemetry(registry, rows, seed, out, grid_out, force) -> None:
     """Exporter-style telemetry of jobs on a registry of simulated GPUs (and a DCGM grid to fit
     the time model on), so `fleet whatif` runs without a GPU."""
     from ..fleet.telemetry import sample_dcgm_grid
     from ..fleet.telemetry import sample_telemetry as write_telemetry
 
     with user_errors():
+        refuse_overwrite([out, grid_out], force=force)
         r = write_telemetry(Registry.load(registry), rows, out, seed=seed)
         console.print(f"wrote {r['rows']} samples of {r['gpus']} GPUs to {out}")
         if grid_out:

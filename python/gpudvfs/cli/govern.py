@@ -14,7 +14,7 @@ from ..measure.devices import DEVICE_KINDS, make_device
 from . import options
 from .output import console, interval, output_file, paired_line, print_json, table, user_errors
 from .progress import progress_bars
-from .time import DEVICE_HELP, _gpu, _pair
+from .time import DEVICE_HELP, REFERENCE_HELP, _gpu, _optional_pair, _pair, grid_reference
 
 #: Steps replayed and steps of a phase; a trace replays each job once for TRACE_STEPS steps.
 STEPS, PHASE_STEPS, TRACE_STEPS = 4000, 200, 2000
@@ -83,6 +83,7 @@ def _table_of(grid, device, reference, train=None, columns=None, clip_utilizatio
         raise click.UsageError(f"--device: the GPU that measured {data}, whose counters model each application; "
                                "or --plain, to replay its time and power alone")
     time_device, spec = _gpu(device, grid)
+    reference = grid_reference(grid, spec, reference)
     if is_dcgm_grid(grid):
         if train:
             raise click.UsageError("--train: on a DCGM grid each application is scored with models of the "
@@ -98,8 +99,7 @@ def _table_of(grid, device, reference, train=None, columns=None, clip_utilizatio
               help="Grid the power model is fitted on (none of DATA's applications in it); default: each "
                    "application scored with a model of DATA's others.")
 @click.option("--device", help=DEVICE_HELP + " Not needed with --plain, nor for Zeus's and Perseus's traces.")
-@click.option("--reference", default="700,700", show_default=True, callback=_pair,
-              help="The clock pair a new phase is profiled at (not used with --plain).")
+@click.option("--reference", callback=_optional_pair, help=REFERENCE_HELP)
 @click.option("--plain", is_flag=True,
               help="Replay the time and power alone, counters ignored: a new application is predicted from how "
                    "the others (or TRAIN's) moved. Zeus's and Perseus's traces are always replayed so.")
@@ -192,7 +192,8 @@ def _grids(f):
         click.option("--device", "devices", multiple=True, required=True,
                      help="The GPU of each DATA, in the same order (a catalog name or a device JSON file)."),
         click.option("--reference", "references", multiple=True,
-                     help="The reference pair of each DATA, in order (CORE,MEM; default 700,700)."),
+                     help="The reference pair of each DATA, in order (CORE,MEM; default: each grid's own, else "
+                          "its GPU's default clocks)."),
     ])
 
 
@@ -202,7 +203,7 @@ def _tables(data, devices, references) -> list:
         raise click.UsageError(f"give one --device (and, if any, one --reference) per DATA: {len(data)} DATA, "
                                f"{len(devices)} --device, {len(references)} --reference")
     try:
-        refs = [_pair(None, None, r) for r in references] or [(700.0, 700.0)] * len(data)
+        refs = [_pair(None, None, r) for r in references] or [None] * len(data)
     except click.BadParameter as e:
         e.param_hint = "'--reference'"
         raise

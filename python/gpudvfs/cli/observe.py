@@ -5,28 +5,18 @@ from __future__ import annotations
 
 import warnings
 from collections import Counter
-from pathlib import Path
 
 import click
 
-from ..errors import GpudvfsWarning, InputError
+from ..errors import GpudvfsWarning
 from ..measure.driver_sim import DriverManagedGpu
 from ..measure.nvml import NvmlDevice
 from ..measure.observer import NvmlObserver, observe, read_readings, write_readings
 from ..power import PowerModel
 from ..power.observe import fit_readings
-from .output import console, output_file, print_json, user_errors
+from . import options
+from .output import console, output_file, print_json, refuse_overwrite, user_errors
 from .progress import progress_bars
-
-
-def _refuse_overwrite(path: str | None, force: bool, inputs: tuple[str | None, ...] = ()) -> None:
-    if path is None:
-        return
-    p = Path(path)
-    if any(i is not None and Path(i).exists() and p.exists() and p.samefile(i) for i in inputs):
-        raise InputError(f"{path} is an input of this command; write the output elsewhere")
-    if p.exists() and not force:
-        raise InputError(f"{path} exists; give --force to write over it")
 
 
 @click.command("observe")
@@ -43,7 +33,7 @@ def _refuse_overwrite(path: str | None, force: bool, inputs: tuple[str | None, .
               help="Also write every reading as CSV (what --from-readings reads).")
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), callback=output_file,
               help="The refined power model (JSON; its components are the activities observed).")
-@click.option("--force", is_flag=True, help="Write over existing output files.")
+@options.force
 @click.option("--json", "as_json", is_flag=True)
 def observe_(kind, index, seconds, window_s, replay, readings, out, force, as_json) -> None:
     """Watch a GPU while your own work runs and refine its catalog power prior from the clock,
@@ -52,8 +42,7 @@ def observe_(kind, index, seconds, window_s, replay, readings, out, force, as_js
     limit; needs no root."""
     sim = None
     with user_errors():
-        _refuse_overwrite(out, force, (replay,))
-        _refuse_overwrite(readings, force, (replay,))
+        refuse_overwrite([out, readings], [replay], force)
         obs, sim = (read_readings(replay), None) if replay else _watch(kind, index, seconds, window_s, as_json)
         prior = PowerModel.prior(obs.catalog_key, reference=obs.default_mhz)
         fit = fit_readings(prior, obs)

@@ -132,6 +132,10 @@ def clock_list(ctx, param, value):
     return None if value is None else clocks(value, f"--{param.name.replace('_', '-')}")
 
 
+#: --force: write over existing output files (`output.refuse_overwrite`).
+force = click.option("--force", is_flag=True, help="Write over existing output files (never over an input).")
+
+
 def gpu_index(help: str = "NVML index of the GPU (nvml; the simulated GPU is index 0)."):
     return click.option("--index", default=0, show_default=True, type=click.IntRange(min=0), help=help)
 

@@ -14,7 +14,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from ..errors import GpudvfsError, InvalidRowError
+from ..errors import GpudvfsError, InputError, InvalidRowError
 from ..measure.device import ClockPermissionError
 from .options import offers_skip
 
@@ -52,9 +52,46 @@ def paired_line(ci: dict, names: dict[str, str], scale: float = 1.0, sep: str = 
         for k, v in ci.items() if k != "mean"])
 
 
-def fail(message: str) -> NoReturn:
+def show_error(message: str) -> None:
+    """The one form of every error the command line reports."""
     click.echo(f"gpudvfs: error: {message}", err=True)
+
+
+def fail(message: str) -> NoReturn:
+    show_error(message)
     sys.exit(2)
+
+
+class UsageError(click.UsageError):
+    """click's own errors (an unknown option, a bad value, a missing argument) in gpudvfs's
+    form: one line naming the help to read, status 2."""
+
+    exit_code = 2
+
+    def show(self, file=None) -> None:
+        show_error(self.format_message() + (f" (see '{self.ctx.command_path} --help')" if self.ctx else ""))
+
+
+class Group(click.Group):
+    """A command group whose click errors, its sub-commands' included, read as gpudvfs's."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        with _one_error_form():
+            return super().make_context(info_name, args, parent, **extra)
+
+    def invoke(self, ctx):
+        with _one_error_form():
+            return super().invoke(ctx)
+
+
+@contextlib.contextmanager
+def _one_error_form():
+    try:
+        yield
+    except (UsageError, click.exceptions.NoArgsIsHelpError):  # already in form; a bare group shows its help
+        raise
+    except click.ClickException as e:
+        raise UsageError(e.format_message(), getattr(e, "ctx", None)) from None
 
 
 @contextlib.contextmanager
@@ -92,6 +129,26 @@ def output_file(ctx: click.Context, param: click.Parameter, value: str | None) -
     if not _writable_dir(parent) or (p.exists() and not os.access(p, os.W_OK)):
         raise click.BadParameter(f"{value} cannot be written (permission denied)", ctx, param)
     return value
+
+
+def _taken(p: Path) -> bool:
+    return p.is_file() or (p.is_dir() and any(p.iterdir()))
+
+
+def refuse_overwrite(outputs, inputs=(), force: bool = False,
+                     how: str = "give --force to write over it") -> None:
+    """The one rule of every command that writes: never over one of its own inputs, whatever
+    the options (the measurement would be lost), and over an existing output only with
+    ``force`` (``how`` says which option grants it). ``None`` entries are options not given; an
+    output folder counts as existing once it holds something."""
+    given = [Path(i) for i in inputs if i is not None and Path(i).exists()]
+    for out in outputs:
+        if out is None or not _taken(Path(out)):
+            continue
+        if any(Path(out).samefile(i) for i in given):
+            raise InputError(f"{out} is an input of this command; write the output elsewhere")
+        if not force:
+            raise InputError(f"{out} exists; {how}")
 
 
 def output_dir(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

@@ -6,25 +6,22 @@ import warnings
 
 import click
 
+from ..catalog import lookup
 from ..errors import GpudvfsWarning, InputError
 from ..io import DESCRIPTIONS, detect_format, read, read_measured_grid, read_power_dataset
 from ..io.datasets import PowerDataset, UtilizationTable
 from ..io.dcgm_fields import is_dcgm_grid
+from ..measure.sweep import load_record, to_power_dataset
 from ..power import VARIANTS, PowerModel, cross_validate
 from ..power.crossval import choose_settings
 from ..power.dcgm import dcgm_power_dataset
 from ..select.choose import counter_power_dataset
 from . import options
 from .observe import observe_
-from .output import console, figure_file, interval, output_file, print_json, table, user_errors
+from .output import console, figure_file, interval, output_file, print_json, refuse_overwrite, table, user_errors
 from .prior import prior, prior_cv
 from .progress import progress_bars
-from .time import _gpu, _pair, check_clocks
-
-
-def _optional_pair(ctx, param, value):
-    return None if value is None else _pair(ctx, param, value)
-
+from .time import _gpu, _optional_pair, check_clocks, grid_reference
 
 _REFERENCE = click.option("--reference", callback=_optional_pair,
                           help="Measured grids: the clock pair CORE,MEM whose DCGM activities or counters are the "
@@ -38,16 +35,22 @@ def _power_data(path: str, reference, device: str | None, columns=None, on_inval
     """A gpmTOOL power CSV, or a measured grid with power and each workload's utilizations at
     ``reference``: its DCGM activities, or its profiler counters over ``device``'s peak rates."""
     spec = _gpu(device)[1] if device else None
-    if not columns and detect_format(path) in ("gpmtool", "gpmtool-utils"):
+    found = None if columns else detect_format(path)
+    if found in ("gpmtool", "gpmtool-utils"):
         ds = read_power_dataset(path, on_invalid, clip)
+    elif found == "tidy":
+        ds = _sweep_power_data(path, spec)
     else:
         grid = read_measured_grid(path, "the power model", ("nvdvfs", "dcgm", "grid"), on_invalid, columns)
         if grid.watts is None:
             raise InputError(f"{path}: this is {DESCRIPTIONS[grid.format]} without a power column; the power model "
                              "is fitted and scored on measured power")
-        if reference is None:
-            raise InputError(f"{path}: a measured grid needs --reference CORE,MEM: the clocks whose DCGM activities "
-                             "or counters are each workload's utilizations")
+        if spec is not None:
+            reference = grid_reference(grid, spec, reference)
+        elif reference is None:
+            raise InputError(f"{path}: a measured grid needs --reference CORE,MEM (or --device, whose default clocks "
+                             "it then is): the clocks whose DCGM activities or counters are each workload's "
+                             "utilizations")
         if is_dcgm_grid(grid):
             ds = dcgm_power_dataset(grid, reference, clip)
         elif spec is None:
@@ -58,6 +61,20 @@ def _power_data(path: str, reference, device: str | None, columns=None, on_inval
     if spec is not None:
         check_clocks(spec, path, ds.core_mhz, ds.mem_mhz)
     return ds
+
+
+def _sweep_power_data(path: str, spec) -> PowerDataset:
+    """The power suite's `gpudvfs sweep`: its power with the utilizations its record profiled,
+    refused if the record names another GPU than ``spec``."""
+    measured = load_record(path)["plan"]["device"].get("name")
+    if spec is not None and measured:
+        try:
+            other = lookup(measured)
+        except InputError:
+            other = None  # a GPU the catalog lacks (the simulator): its clocks still tell
+        if other is not None and other.key != spec.key:
+            raise InputError(f"{path}: swept on {measured} ({other.key}), not on {spec.key}: give --device {other.key}")
+    return to_power_dataset(path)
 
 
 @click.group()
@@ -82,6 +99,7 @@ def _load_model(path: str) -> PowerModel:
 @click.option("--variant", type=click.Choice(VARIANTS), default="default", show_default=True)
 @click.option("-o", "--out", type=click.Path(dir_okay=False), callback=output_file,
               help="Write the model (versioned JSON).")
+@options.force
 @click.option("--cv", "folds", type=click.IntRange(min=2), help="Also report K-fold CV error grouped by benchmark.")
 @click.option("--skip-invalid", is_flag=True, help="Leave out invalid rows of TRAIN (listed) instead of stopping.")
 @click.option("--drop-unused", is_flag=True, help="Leave out components that are zero in every row.")
@@ -90,11 +108,12 @@ def _load_model(path: str) -> PowerModel:
 @options.columns
 @options.clip_utilization
 @click.option("--json", "as_json", is_flag=True)
-def fit(train, variant, out, folds, skip_invalid, drop_unused, reference, device, columns, clip_utilization,
+def fit(train, variant, out, force, folds, skip_invalid, drop_unused, reference, device, columns, clip_utilization,
         as_json) -> None:
     """Estimate coefficients and voltages from microbenchmark measurements (gpmTOOL CSV) or a
     measured grid with power (with --reference; a grid of profiler counters also --device)."""
     with user_errors(skip_option=True):
+        refuse_overwrite([out], [train], force)
         ds = _power_data(train, reference, device, columns, "skip" if skip_invalid else "raise", clip_utilization)
     with user_errors(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", GpudvfsWarning)  # the fit's notes, shown with its report
@@ -262,11 +281,13 @@ def predict(model_path, utils, as_json) -> None:
 @click.option("--data", type=click.Path(dir_okay=False), help="Measured power CSV for a measured-vs-predicted panel.")
 @click.option("-o", "--out", default="power_model.png", show_default=True, type=click.Path(dir_okay=False),
               callback=figure_file, help="Figure file; its suffix sets the format (.png, .pdf, .svg, ...).")
-def plot(model_path, data, out) -> None:
+@options.force
+def plot(model_path, data, out, force) -> None:
     """Voltage curves over the clocks (the paper's Figure 6) and measured vs predicted power."""
     from ..power.plots import plot_model
 
     with user_errors():
+        refuse_overwrite([out], [model_path, data], force)
         model = _load_model(model_path)
         plot_model(model, out, read_power_dataset(data) if data else None)
     console.print(f"wrote {out}")

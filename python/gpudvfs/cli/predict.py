@@ -4,6 +4,8 @@ in the catalog to predictions, and what the catalog knows."""
 from __future__ import annotations
 
 import math
+import shlex
+from pathlib import Path
 
 import click
 
@@ -23,7 +25,7 @@ from ..select.from_profile import (
 )
 from . import options
 from .output import console, print_json, table, user_errors
-from .power import _optional_pair
+from .time import _optional_pair
 
 #: Past this many launches, the text output has a line per kernel name instead of per launch.
 PER_LAUNCH_LINES = 20
@@ -119,20 +121,38 @@ def _line(label: str, k: dict, n_pairs: int, policy: str) -> str:
     return line
 
 
+#: Launches profiled unless --launch-count or --all-launches says otherwise: Nsight Compute
+#: replays each launch once per counter pass, so a whole training run would take hours.
+DEFAULT_LAUNCHES = 100
+
+
 @click.command("profile-command")
 @click.option("--device", required=True, help="Catalog GPU.")
+@click.option("-o", "--out", help="The CSV the profiler writes (default: the program's name + .ncu.csv, or "
+                                  ".nvprof.csv before Volta): what `gpudvfs predict` then reads.")
 @click.option("--kernel-name", help="Profile only kernels of this name (ncu's regex:... allowed).")
-@click.option("--launch-count", type=int, help="Profile at most this many launches.")
+@click.option("--launch-count", type=click.IntRange(min=1),
+              help=f"Profile at most this many launches [default: {DEFAULT_LAUNCHES}; nvprof profiles every one].")
+@click.option("--all-launches", is_flag=True, help="Profile every launch (Nsight Compute: slow on a long run).")
 @click.option("--clock-control", type=click.Choice(CLOCK_CONTROLS),
               help="Nsight Compute's clock control: base (its default) locks the base clock; none leaves the "
                    "clocks to the driver, for a GPU whose settings are not yours to change.")
-@click.argument("target", default="./app")
-def profile_command_(device, kernel_name, launch_count, clock_control, target) -> None:
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def profile_command_(device, out, kernel_name, launch_count, all_launches, clock_control, command) -> None:
     """The profiler command that collects what `gpudvfs predict` reads (Nsight Compute from
-    Volta on, nvprof before)."""
+    Volta on, nvprof before), for COMMAND given after `--` (`-- ./app --size 3`) or as one
+    quoted string."""
     with user_errors():
-        click.echo(profile_command(lookup(device).compute_capability, target, kernel_name=kernel_name,
-                                   launch_count=launch_count, clock_control=clock_control))
+        cc = lookup(device).compute_capability
+        if all_launches and launch_count is not None:
+            raise click.UsageError("--all-launches or --launch-count, not both")
+        ncu = float(cc) >= 7
+        if ncu and not all_launches and launch_count is None:
+            launch_count = DEFAULT_LAUNCHES
+        target = command[0] if len(command) == 1 else list(command)
+        out = out or f"{Path(shlex.split(command[0])[0]).name}.{'ncu' if ncu else 'nvprof'}.csv"
+        click.echo(profile_command(cc, target, kernel_name=kernel_name, launch_count=launch_count,
+                                   clock_control=clock_control, log_file=out))
 
 
 @click.group()
@@ -149,9 +169,11 @@ def list_(as_json) -> None:
     if as_json:
         print_json({k: d.name for k, d in found.items()})
         return
-    console.print(table("device catalog", ["key", "name", "CC", "SMs", "boost MHz", "memory MHz", "TDP W"],
-                        [[k, d.name, d.compute_capability, d.sm_count, f"{d.core_mhz['boost']:g}",
-                          ", ".join(f"{m:g}" for m in d.mem_mhz), f"{d.tdp_w:g}"] for k, d in found.items()]))
+    # The aliases too: every name --device takes is on the list.
+    console.print(table("device catalog", ["key", "name", "also", "CC", "SMs", "boost MHz", "memory MHz", "TDP W"],
+                        [[k, d.name, ", ".join(d.aliases), d.compute_capability, d.sm_count,
+                          f"{d.core_mhz['boost']:g}", ", ".join(f"{m:g}" for m in d.mem_mhz), f"{d.tdp_w:g}"]
+                         for k, d in found.items()]))
 
 
 @devices.command()

@@ -9,11 +9,11 @@ from pathlib import Path
 import click
 
 from ..catalog import lookup
-from ..errors import InputError
 from ..io.jsonfile import write_json_atomic
 from ..power import PowerModel
 from ..power.prior_rule import choose_rule, gpu_files
-from .output import console, output_file, print_json, table, user_errors
+from . import options
+from .output import console, output_file, print_json, refuse_overwrite, table, user_errors
 from .progress import progress_bars
 
 
@@ -21,15 +21,14 @@ from .progress import progress_bars
 @click.argument("device")
 @click.option("-o", "--out", type=click.Path(dir_okay=False), callback=output_file,
               help="Write the prior as a power model file (what --power-model and `power observe` read).")
-@click.option("--force", is_flag=True, help="Write over an existing --out file.")
+@options.force
 @click.option("--json", "as_json", is_flag=True)
 def prior(device, out, force, as_json) -> None:
     """The power prior of DEVICE (a catalog GPU): static, idle and dynamic power and the voltage
     curve from its TDP and default clocks by the catalog's one rule, no measurement of it."""
     with user_errors():
         spec = lookup(device)
-        if out and Path(out).exists() and not force:
-            raise InputError(f"{out} exists; give --force to write over it")
+        refuse_overwrite([out], force=force)
         model = PowerModel.prior(spec)
         if out:
             model.save(out)
@@ -61,11 +60,13 @@ def prior(device, out, force, as_json) -> None:
               help="A `gpudvfs validate` folder whose power suite is fitted and scored too (an H100's).")
 @click.option("--write", "write_to", type=click.Path(dir_okay=False), callback=output_file,
               help="Write the rule fitted on every GPU (the catalog ships it as catalog/power_prior.json).")
+@options.force
 @click.option("--json", "as_json", is_flag=True)
-def prior_cv(data, validation, write_to, as_json) -> None:
+def prior_cv(data, validation, write_to, force, as_json) -> None:
     """Fit the power prior's rule on the measured GPUs under DATA (the public data folder) and
     score each GPU's prior made without its own files: leave-one-GPU-out."""
     with user_errors(), progress_bars(disable=as_json) as update:
+        refuse_overwrite([write_to], force=force)
         files = gpu_files(Path(data), Path(validation) if validation else None)
         r = choose_rule(files, progress=lambda done, total, label: update("settings", done, total, label))
         if write_to:

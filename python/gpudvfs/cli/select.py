@@ -13,8 +13,8 @@ from ..select.choose import fit_power_model
 from ..select.dcgm import evaluate_selection as evaluate_dcgm
 from ..select.evaluate import evaluate_selection
 from . import options
-from .output import console, output_file, paired_line, print_json, table, user_errors
-from .time import DEVICE_HELP, _gpu, _pair
+from .output import console, output_file, paired_line, print_json, refuse_overwrite, table, user_errors
+from .time import DEVICE_HELP, REFERENCE_HELP, _gpu, _optional_pair, grid_reference
 
 
 def _grid(path: str, columns=None, formats=("nvdvfs", "grid")):
@@ -29,8 +29,7 @@ def select_() -> None:
 
 @select_.command("eval")
 @click.argument("data", type=click.Path(dir_okay=False))
-@click.option("--reference", default="700,700", show_default=True, callback=_pair,
-              help="The one clock pair each application is profiled at.")
+@click.option("--reference", callback=_optional_pair, help=REFERENCE_HELP)
 @click.option("--slowdown", default=0.1, show_default=True, type=options.Finite(min=0),
               help="Deadline policy: at most this slower than at the highest clocks.")
 @click.option("--device", required=True, help=DEVICE_HELP)
@@ -46,6 +45,7 @@ def eval_(data, reference, slowdown, device, columns, clip_utilization, as_json)
     with user_errors():
         grid = _grid(data, columns, ("nvdvfs", "dcgm", "grid"))
         time_device, spec = _gpu(device, grid)
+        reference = grid_reference(grid, spec, reference)
         if is_dcgm_grid(grid):
             return _eval_dcgm(data, {p: evaluate_dcgm(grid, reference, policy=p, slowdown=slowdown)
                                      for p in ("energy", "edp", "deadline")}, as_json)
@@ -128,20 +128,24 @@ def _eval_dcgm(data, r, as_json) -> None:
 
 @select_.command("fit-power")
 @click.argument("data", type=click.Path(dir_okay=False))
-@click.option("--reference", default="700,700", show_default=True, callback=_pair)
+@click.option("--reference", callback=_optional_pair, help=REFERENCE_HELP)
 @click.option("--device", required=True, help=DEVICE_HELP)
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), callback=output_file,
               help="Power model JSON to write.")
+@options.force
 @options.columns
 @options.skip_invalid
 @options.drop_spikes
 @options.clip_utilization
-def fit_power(data, reference, device, out, columns, clip_utilization) -> None:
+def fit_power(data, reference, device, out, force, columns, clip_utilization) -> None:
     """Fit the power model `select choose` uses on a measured grid (NV-DVFS nvprof CSV with
     power): utilizations from each workload's reference-row counters."""
     with user_errors():
+        refuse_overwrite([out], [data], force)
         grid = _grid(data, columns)
-        model = fit_power_model(grid, reference, *_gpu(device, grid), clip=clip_utilization, with_error=True)
+        time_device, spec = _gpu(device, grid)
+        model = fit_power_model(grid, grid_reference(grid, spec, reference), time_device, spec,
+                                clip=clip_utilization, with_error=True)
         model.save(out)
     console.print(f"power model (per-domain) on {len(model.configs_)} configurations: training MAPE "
                   f"{model.train_mape_:.2f}%; error of a predicted energy (workloads held out) "
@@ -153,8 +157,7 @@ def fit_power(data, reference, device, out, columns, clip_utilization) -> None:
 @click.argument("data", type=click.Path(dir_okay=False))
 @click.option("--power-model", "model_path", required=True, type=click.Path(dir_okay=False),
               help="From `gpudvfs select fit-power`.")
-@click.option("--reference", default="700,700", show_default=True, callback=_pair,
-              help="The clock pair DATA's workloads were profiled at (only those rows are read).")
+@click.option("--reference", callback=_optional_pair, help=REFERENCE_HELP)
 @click.option("--device", required=True, help=DEVICE_HELP)
 @click.option("--policy", type=click.Choice(POLICIES), default="energy", show_default=True)
 @click.option("--slowdown", default=0.1, show_default=True, type=options.Finite(min=0),
@@ -173,6 +176,7 @@ def choose(data, model_path, reference, device, policy, slowdown, power_cap, eta
     with user_errors():
         grid = _grid(data, columns)
         time_device, spec = _gpu(device, grid)
+        reference = grid_reference(grid, spec, reference)
         r = choose_configs(grid, reference, PowerModel.load(model_path), time_device=time_device,
                            spec=spec, policy=policy, slowdown=slowdown, power_cap_w=power_cap, eta=eta,
                            clip=clip_utilization)

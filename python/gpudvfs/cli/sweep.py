@@ -9,7 +9,7 @@ from ..measure.devices import DEVICE_KINDS, make_device
 from ..measure.sweep import grid, run_sweep, suite_workloads, to_power_dataset
 from ..measure.workload_file import read_workloads
 from . import options
-from .output import console, output_file, user_errors
+from .output import console, output_file, refuse_overwrite, user_errors
 from .progress import progress_bars
 
 
@@ -34,17 +34,22 @@ from .progress import progress_bars
               help="Never set the GPU's clocks: measure each workload once at the clocks the driver runs "
                    "(no root needed; each row records the clocks seen).")
 @click.option("--gpmtool", "gpmtool_out", type=click.Path(dir_okay=False), callback=output_file,
-              help="Also write the result as a gpmTOOL power CSV (input of `gpudvfs power fit`).")
+              help="Also write the power suite's result as a gpmTOOL power CSV (for gpmTOOL; `gpudvfs power fit` "
+                   "reads OUT itself).")
 def sweep(suite, workload_file, device_kind, index, seed, out, resume, core_mhz, mem_mhz, min_seconds, repetitions,
           leave_clocks, gpmtool_out) -> None:
     """Measure workloads at every (core, memory) clock pair of a device: a microbenchmark
-    suite (power: input of `gpudvfs power fit` via --gpmtool; time: the latency suite) or
+    suite (power: `gpudvfs power fit OUT` fits the power model on it; time: the latency suite) or
     user workloads."""
     with user_errors():
         if (suite is None) == (workload_file is None):
             raise click.UsageError("give either --suite or --workloads FILE")
         if leave_clocks and (core_mhz or mem_mhz):
             raise click.UsageError("--leave-clocks measures at the driver's clocks: it takes no --core-mhz/--mem-mhz")
+        # A sweep continues (--resume), never starts over: its rows are measurements.
+        refuse_overwrite([out], [workload_file], resume, "give --resume to continue the sweep in it, or another -o")
+        refuse_overwrite([gpmtool_out], [workload_file, out], resume, "give --resume (which rewrites it) or another "
+                                                                      "--gpmtool")
         workloads = suite_workloads(suite) if suite else read_workloads(workload_file)
         device = make_device(device_kind, seed=seed, index=index, leave_clocks=leave_clocks)
         configs = None if leave_clocks else grid(device, core_mhz, mem_mhz)

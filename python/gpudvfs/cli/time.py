@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 import click
 import numpy as np
 
-from ..errors import GpudvfsWarning, InputError
+from ..errors import InputError
 from ..io import read_measured_grid
 from ..io.dcgm_fields import is_dcgm_grid
 from ..io.grid_csv import SPECS
@@ -18,7 +17,7 @@ from ..time.dcgm import PREDICTORS, DcgmTimeModel
 from ..time.dcgm import cross_validate as dcgm_cross_validate
 from ..time.fit_device import fit_device
 from . import options
-from .output import console, interval, output_file, paired_line, print_json, table, user_errors
+from .output import console, interval, output_file, paired_line, print_json, refuse_overwrite, table, user_errors
 from .progress import progress_bars
 
 
@@ -27,27 +26,82 @@ def _pair(ctx, param, value):
     return (a, b)
 
 
+def _optional_pair(ctx, param, value):
+    return None if value is None else _pair(ctx, param, value)
+
+
 def _resolve(name: str, grid=None):
     """(time device, catalog entry or None) of a catalog GPU or a device JSON file; with
-    ``grid``, a warning for its clocks the GPU does not run."""
+    ``grid``, an error for its clocks the GPU does not run."""
     device, spec = TimeDevice.resolve(name)
     if grid is not None and spec is not None:
         mem = grid.mem_mhz
-        if mem is not None:
-            mem = mem * (SPECS[grid.format].mem_clock_to_nvml if grid.format in SPECS else 1.0)
-        check_clocks(spec, grid.path, grid.core_mhz, mem)
+        check_clocks(spec, grid.path, grid.core_mhz, None if mem is None else mem * _mem_unit(grid))
     return device, spec
 
 
 def check_clocks(spec, path: str, core_mhz, mem_mhz=None) -> None:
-    """Warn of clocks outside what the catalog GPU runs (memory clocks in NVML's unit)."""
-    for line in spec.clock_warnings(core_mhz, mem_mhz):
-        warnings.warn(GpudvfsWarning(f"{path}: {line}"), stacklevel=2)
+    """Refuse data at clocks the catalog GPU does not run (memory clocks in NVML's unit): it
+    was measured on another GPU, and every prediction from it would rest on the wrong one."""
+    beyond = spec.clock_warnings(core_mhz, mem_mhz)
+    if beyond:
+        raise InputError(f"{path}: {'; '.join(beyond)} Give --device the GPU that measured it.")
 
 
-def _device(name: str, grid=None) -> TimeDevice:
-    """A catalog GPU (its preset where one was microbenchmarked) or a device JSON file."""
-    return _resolve(name, grid)[0]
+def _mem_unit(grid) -> float:
+    """NVML's memory clock per unit of the grid's."""
+    return SPECS[grid.format].mem_clock_to_nvml if grid.format in SPECS else 1.0
+
+
+#: --reference of the commands that profile each workload of a grid at one pair.
+REFERENCE_HELP = ("The clock pair CORE,MEM (the grid's units) whose counters profile each workload. Default: the "
+                  "grid's own (an NV-DVFS grid's 700,700), else the GPU's default clocks.")
+
+
+def grid_reference(grid, spec, reference=None) -> tuple[float, float]:
+    """--reference, else :func:`_default_reference`; checked to be a pair the GPU runs and the
+    grid measured every workload at (else an error that suggests --reference)."""
+    why = None
+    if reference is None:
+        reference, why = _default_reference(grid, spec)
+    if spec is not None:
+        beyond = spec.clock_warnings([reference[0]], [reference[1] * _mem_unit(grid)])
+        if beyond:
+            raise InputError(f"--reference {reference[0]:g},{reference[1]:g}: {beyond[0]}")
+    try:
+        grid.reference_rows(reference)
+    except InputError as e:
+        raise InputError(f"{e}; " + (f"the reference defaults to {why}: " if why else "") + "give --reference "
+                         f"CORE,MEM, a pair the grid measured every workload at ({_nearest_pairs(grid, reference)})"
+                         ) from None
+    return reference
+
+
+def _default_reference(grid, spec) -> tuple[tuple[float, float], str]:
+    """(the pair the grid's format profiles at, else the GPU's default clocks in the grid's
+    memory unit; where it comes from, for an error to say)."""
+    own = SPECS[grid.format].reference_mhz if grid.format in SPECS else None
+    if own is not None:
+        return own, f"the grid's own {own[0]:g},{own[1]:g}"
+    if spec is None:
+        raise InputError(f"{grid.path}: give --reference CORE,MEM: the grid records no reference pair, and the "
+                         "device file names no catalog GPU whose default clocks it would be")
+    pair = (spec.default_mhz[0], spec.default_mhz[1] / _mem_unit(grid))
+    return pair, f"{spec.key}'s default clocks {pair[0]:g},{pair[1]:g}"
+
+
+def _nearest_pairs(grid, reference, n: int = 4) -> str:
+    """The ``n`` pairs nearest ``reference`` at which every workload of ``grid`` has a row."""
+    mem = np.zeros(len(grid)) if grid.mem_mhz is None else grid.mem_mhz
+    pairs, of = np.unique(np.column_stack([grid.core_mhz, mem]), axis=0, return_inverse=True)
+    work = grid.workload
+    full = [k for k in range(len(pairs)) if len(set(work[of.ravel() == k].tolist())) == len(set(work.tolist()))]
+    if not full:
+        return "it has none"
+    near = sorted(full, key=lambda k: abs(pairs[k, 0] - reference[0]) + abs(pairs[k, 1] - reference[1]))[:n]
+    # A grid at one memory clock matches the core clock alone: any MEM does.
+    mem_of = (lambda k: reference[1]) if grid.mem_mhz is None else (lambda k: pairs[k, 1])
+    return "nearest: " + "; ".join(f"{pairs[k, 0]:g},{mem_of(k):g}" for k in near)
 
 
 def _gpu(name: str, grid=None):
@@ -88,8 +142,7 @@ def time_() -> None:
 @time_.command("eval")
 @click.argument("data", type=click.Path(dir_okay=False))
 @click.option("--device", required=True, help=DEVICE_HELP)
-@click.option("--reference", default="700,700", show_default=True, callback=_pair,
-              help="Clock pair (core,memory MHz) whose counters are the model's input.")
+@click.option("--reference", callback=_optional_pair, help=REFERENCE_HELP)
 @click.option("--mode", type=click.Choice(MODES), default="default", show_default=True)
 @click.option("--baselines", is_flag=True, help="Also the time-unchanged and two-term scaling baselines.")
 @options.columns
@@ -102,7 +155,9 @@ def eval_(data, device, reference, mode, baselines, columns, as_json) -> None:
     On a DCGM grid: the DCGM time model, leave-one-workload-out, against 1/f scaling."""
     with user_errors():
         grid = _grid(data, columns, ("nvdvfs", "dcgm", "grid"))
-        model = TimeModel(_device(device, grid), mode)
+        time_device, spec = _resolve(device, grid)
+        reference = grid_reference(grid, spec, reference)
+        model = TimeModel(time_device, mode)
         if is_dcgm_grid(grid):
             return _eval_dcgm(data, dcgm_cross_validate(grid, reference), as_json)
         r = evaluate(grid, model, reference, baselines=baselines)
@@ -127,14 +182,16 @@ def eval_(data, device, reference, mode, baselines, columns, as_json) -> None:
               help="Clock pair (core,memory MHz) whose DCGM activities are the model's input.")
 @click.option("--predictor", type=click.Choice(PREDICTORS), default="auto", show_default=True)
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), callback=output_file)
+@options.force
 @options.columns
 @options.skip_invalid
 @options.drop_spikes
 @click.option("--json", "as_json", is_flag=True)
-def fit_dcgm(grid_path, reference, predictor, out, columns, as_json) -> None:
+def fit_dcgm(grid_path, reference, predictor, out, force, columns, as_json) -> None:
     """Fit the DCGM time model (core- and memory-bound shares of time from DCGM activities) to
     a DCGM grid and save it: the time model of `gpudvfs fleet whatif`."""
     with user_errors():
+        refuse_overwrite([out], [grid_path], force)
         grid = _grid(grid_path, columns, ("dcgm", "grid"))
         if not is_dcgm_grid(grid):
             raise InputError(f"{grid_path}: no DCGM activity fields: the DCGM time model needs them")
@@ -169,7 +226,7 @@ def _eval_dcgm(data, r, as_json) -> None:
 @click.argument("data", type=click.Path(dir_okay=False))
 @click.option("--kernel", "kernels", multiple=True, help="Only these workloads (default: all).")
 @click.option("--device", required=True, help=DEVICE_HELP)
-@click.option("--reference", default="700,700", show_default=True, callback=_pair)
+@click.option("--reference", callback=_optional_pair, help=REFERENCE_HELP)
 @click.option("--core-mhz", callback=options.clock_list, help="Core clocks (comma-separated; default: DATA's).")
 @click.option("--mem-mhz", callback=options.clock_list, help="Memory clocks (comma-separated; default: DATA's).")
 @click.option("--mode", type=click.Choice(MODES), default="default", show_default=True)
@@ -182,7 +239,9 @@ def predict(data, kernels, device, reference, core_mhz, mem_mhz, mode, calibrate
     """Predicted time (ms) of kernels profiled at the reference pair over a grid of clocks."""
     with user_errors():
         grid = _grid(data, columns)
-        model = TimeModel(_device(device, grid), mode)
+        time_device, spec = _resolve(device, grid)
+        reference = grid_reference(grid, spec, reference)
+        model = TimeModel(time_device, mode)
         profiles = profiles_from_grid(grid, reference, model.device)
         if kernels:
             unknown = set(kernels) - {p.name for p in profiles}
@@ -191,6 +250,9 @@ def predict(data, kernels, device, reference, core_mhz, mem_mhz, mode, calibrate
             profiles = [p for p in profiles if p.name in kernels]
         cores = core_mhz or np.unique(grid.core_mhz).tolist()
         mems = mem_mhz or np.unique(grid.mem_mhz).tolist()
+        beyond = [] if spec is None else spec.clock_warnings(cores, np.asarray(mems) * _mem_unit(grid))
+        if beyond:  # a prediction at clocks the GPU never runs answers nothing
+            raise InputError(f"--core-mhz/--mem-mhz: {'; '.join(beyond)}")
         outside = _beyond_grid(grid, cores, mems)
         fc, fm = np.meshgrid(cores, mems, indexing="ij")
         t, cases = model.predict(profiles, fc, fm, calibrate=calibrate, return_cases=True)
@@ -211,7 +273,7 @@ def predict(data, kernels, device, reference, core_mhz, mem_mhz, mode, calibrate
 @time_.command("cv")
 @click.argument("data", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--device", required=True, help=DEVICE_HELP)
-@click.option("--reference", default="700,700", show_default=True, callback=_pair)
+@click.option("--reference", callback=_optional_pair, help=REFERENCE_HELP)
 @options.columns
 @options.skip_invalid
 @options.drop_spikes
@@ -234,6 +296,9 @@ def cv(data, device, reference, columns, sensitivity, hold_out, as_json) -> None
         for g in grids[1:]:
             _resolve(device, g)
         time_device, spec = _resolve(device, grids[0])
+        reference = grid_reference(grids[0], spec, reference)  # one for all grids: each is checked
+        for g in grids[1:]:
+            grid_reference(g, spec, reference)
         r = cross_validate(grids, reference, time_device, spec, hold_out=hold_out)
         if sensitivity:
             with progress_bars(disable=as_json) as update:
@@ -337,19 +402,22 @@ def _print_sensitivity(r: dict) -> None:
 @click.argument("data", type=click.Path(dir_okay=False))
 @click.option("--device", "base", required=True,
               help="The device to start from: a catalog GPU, the gtx980 preset or a device JSON file.")
-@click.option("--reference", default="700,700", show_default=True, callback=_pair)
+@click.option("--reference", callback=_optional_pair, help=REFERENCE_HELP)
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), callback=output_file,
               help="Device JSON to write (for --device of the other time commands).")
+@options.force
 @options.columns
 @options.skip_invalid
 @options.drop_spikes
 @click.option("--json", "as_json", is_flag=True)
-def fit_device_(data, base, reference, out, columns, as_json) -> None:
+def fit_device_(data, base, reference, out, force, columns, as_json) -> None:
     """Fit the DRAM latency and service-time parameters of a device to a measured grid of its
     kernels (absolute error, every kernel), scored by leave-one-kernel-out."""
     with user_errors():
+        refuse_overwrite([out], [data, base], force)
         grid = _grid(data, columns)
-        device, r = fit_device(grid, reference, _device(base, grid))
+        time_device, spec = _resolve(base, grid)
+        device, r = fit_device(grid, grid_reference(grid, spec, reference), time_device)
         device.save(out)
     r["device"] = out
     if as_json:

@@ -9,7 +9,7 @@ import click
 from ..measure.devices import DEVICE_KINDS, make_device
 from ..measure.validate import validate as run_validation
 from . import options
-from .output import console, print_json, user_errors
+from .output import console, print_json, refuse_overwrite, user_errors
 from .progress import progress_bars
 
 
@@ -41,6 +41,7 @@ def validate(device_kind, index, seed, out, budget_s, min_seconds, power_stride,
     with user_errors():
         device = make_device(device_kind, seed=seed, index=index, leave_clocks=leave_clocks)
         folder = out or f"validation/{re.sub(r'[^a-z0-9]+', '-', device.name.lower()).strip('-')}"
+        refuse_overwrite([folder], force=resume, how="give --resume to continue the run in it, or another -o")
         try:
             with progress_bars(disable=as_json) as update:
                 report = run_validation(device, folder, budget_s=budget_s, min_seconds=min_seconds,

@@ -52,6 +52,7 @@ class DemoResult:
     files: list[Path]
     reference_mhz: tuple[float, float]  # the default clocks: where workloads were profiled
     slowdown: float                     # the deadline policy's bound
+    power_cap_w: float | None = None    # the power-cap policy's cap
 
 
 def run_demo(device: Device, *, workdir: str | Path | None = None, power_variant: str = "per-domain",
@@ -101,7 +102,7 @@ def run_demo(device: Device, *, workdir: str | Path | None = None, power_variant
             pareto_front(t[i], t[i] * p[i] / 1e3), true_t, true_p))
     true_volts = np.array([sim.gpu.volts(c, m) for c, m in configs]) if sim else None
     return DemoResult(device.name, power_model, time_device, cal.time_fit, results, true_volts, cal.files, ref,
-                      slowdown)
+                      slowdown, cap)
 
 
 def _row(s: Selection, i: int) -> Selection:

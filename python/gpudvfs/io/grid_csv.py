@@ -38,6 +38,8 @@ class GridSpec:
     mem_clock_to_nvml: float = 1.0
     #: What the `core_mhz` role's column sets: "clocks" (MHz), or "power_limit" (W).
     knob: str = "clocks"
+    #: The clock pair (the file's units) the format's protocol profiles each workload at, if it has one.
+    reference_mhz: tuple[float, float] | None = None
 
     def matches(self, header: list[str]) -> bool:
         return all(c in header for c in self.required)
@@ -54,6 +56,7 @@ NVDVFS = GridSpec(
     geometry_column="blocks",
     # NVIDIA Inspector's GDDR5 memory clock (1752 MHz at the GTX 980's default) is half of NVML's (3505).
     mem_clock_to_nvml=2.0,
+    reference_mhz=(700.0, 700.0),  # Wang & Chu's profiling pair
 )
 
 DCGM = GridSpec(

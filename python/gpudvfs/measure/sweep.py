@@ -231,7 +231,7 @@ def _open_output(out: Path, resume: bool) -> tuple[int, bool]:
         return os.open(out, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644), True
     except FileExistsError:
         if not resume:
-            raise InputError(f"{out} exists: pass resume=True (--resume) to continue it, or remove it") from None
+            raise InputError(f"{out} exists: pass resume=True to continue it, or remove it") from None
     except OSError as e:
         raise InputError(f"{out}: cannot create the sweep's output ({e.strerror})") from None
     try:

@@ -67,7 +67,7 @@ def _voltage_panel(fig, ax, model: PowerModel, d: int) -> None:
     if categorical:
         ax.set_xticks(range(len(own)), [f"{c:g}" for c in own])
     ax.axhline(1.0, color="0.6", lw=0.8, ls=":")
-    ax.set_xlabel(f"{DOMAINS[d]} clock (MHz)")
+    ax.set_xlabel(clock_label(DOMAINS[d], own, categorical))
     ax.set_ylabel(f"{DOMAINS[d]} voltage (1 = at the reference clocks)")
     ax.set_title(f"{DOMAINS[d]} voltage, {model.variant} model")
     if few:
@@ -75,6 +75,14 @@ def _voltage_panel(fig, ax, model: PowerModel, d: int) -> None:
     else:
         bar = fig.colorbar(mpl.cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax, pad=0.02)
         bar.set_label(f"{DOMAINS[other]} clock (MHz)")
+
+
+def clock_label(domain: str, clocks, categorical: bool) -> str:
+    """An axis of clocks: one drawn as evenly spaced levels says so where their real spacing is
+    uneven, so no one reads distances off it."""
+    steps = np.diff(np.unique(clocks))
+    uneven = categorical and steps.size > 1 and not np.allclose(steps, steps[0])
+    return f"{domain} clock (MHz" + (", levels not to scale)" if uneven else ")")
 
 
 def _measured_panel(ax, model: PowerModel, data: PowerDataset) -> None:

@@ -17,6 +17,7 @@ import math
 import re
 import shlex
 from collections import Counter
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -50,28 +51,31 @@ LAUNCH_SCALE_MS = 0.005
 CLOCK_CONTROLS = ("base", "none")
 
 
-def profile_command(compute_capability: str, target: str = "./app", *, kernel_name: str | None = None,
-                    launch_count: int | None = None, clock_control: str | None = None) -> str:
+def profile_command(compute_capability: str, target: str | Sequence[str] = "./app", *, kernel_name: str | None = None,
+                    launch_count: int | None = None, clock_control: str | None = None,
+                    log_file: str | None = None) -> str:
     """The profiler command that collects every counter `gpudvfs predict` reads on a GPU of this
     compute capability: Nsight Compute from Volta on; nvprof before, since Nsight Compute's
     Pascal metric set has no L2, shared-memory or FLOP counts and it does not profile Maxwell.
     ``kernel_name`` and ``launch_count`` limit what Nsight Compute profiles (each launch is
     replayed once per counter pass, so a long application profiled whole takes long);
-    ``clock_control`` is Nsight Compute's (:data:`CLOCK_CONTROLS`; ``base`` where not given)."""
+    ``clock_control`` is Nsight Compute's (:data:`CLOCK_CONTROLS`; ``base`` where not given).
+    ``target``: the command as one string (split as a shell would) or its words; ``log_file``: the
+    file the profiler writes its CSV to (default: its standard output)."""
     try:
         cc = float(compute_capability)
     except ValueError:
         raise InputError(f"unreadable compute capability {compute_capability!r}") from None
     if clock_control is not None and clock_control not in CLOCK_CONTROLS:
         raise InputError(f"clock_control must be one of {CLOCK_CONTROLS}, got {clock_control!r}")
-    argv = shlex.split(target)
+    argv = shlex.split(target) if isinstance(target, str) else list(target)
     if cc >= 7:
         # The GPU's name too: a compute capability alone is shared (9.0: H100 SXM, H100 PCIe, H200).
         metrics = required_metrics("time", "ncu") + required_metrics("power", "ncu") + [
             "gpu__time_duration.sum", "device__attribute_display_name"]
         # Stated even where it is ncu's default, so a reader sees it; the SM clock is measured too.
         return shlex.join(ncu_command(metrics, argv, kernel_name=kernel_name, launch_count=launch_count,
-                                      extra_args=["--clock-control", clock_control or "base"]))
+                                      log_file=log_file, extra_args=["--clock-control", clock_control or "base"]))
     if kernel_name is not None or launch_count is not None:
         raise InputError("a kernel name or launch count limits Nsight Compute's profile (compute capability 7.0 "
                          f"and newer); on {compute_capability} the command is nvprof's, which profiles every launch")
@@ -80,10 +84,10 @@ def profile_command(compute_capability: str, target: str = "./app", *, kernel_na
                          f"{compute_capability} the command is nvprof's, which leaves the clocks to the driver")
     metrics = required_metrics("time", "nvprof") + required_metrics("power", "nvprof")
     if cc >= 6:
-        return shlex.join(nvprof_command(metrics, argv))
+        return shlex.join(nvprof_command(metrics, argv, log_file=log_file))
     # unique_warps_launched is a metric from Pascal on; before it the warps are an event.
     metrics.remove("unique_warps_launched")
-    return shlex.join(nvprof_command(metrics, argv, events=["warps_launched"]))
+    return shlex.join(nvprof_command(metrics, argv, events=["warps_launched"], log_file=log_file))
 
 
 def recorded_device(report: CounterReport) -> tuple[str | None, str | None]:

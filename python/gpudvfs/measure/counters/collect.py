@@ -96,13 +96,14 @@ def ncu_command(metrics: Sequence[str], target_argv: Sequence[str], *, ncu: str 
 
 
 def nvprof_command(metrics: Sequence[str], target_argv: Sequence[str], *, events: Sequence[str] = (),
-                   nvprof: str = "nvprof") -> list[str]:
+                   nvprof: str = "nvprof", log_file: str | Path | None = None) -> list[str]:
     """The exact ``nvprof`` command line that collects ``metrics`` (and ``events``) for every
     kernel ``target_argv`` launches, as CSV. Metrics alone give the summary form (one record per
     kernel, averaged over its launches); with events it is the GPU trace (one row per launch),
-    where events and metrics share a row rather than two tables."""
+    where events and metrics share a row rather than two tables. ``log_file`` sends nvprof's
+    output to a file, keeping the application's own stdout out of the CSV."""
     names = _names(metrics, "metrics", target_argv)
-    cmd = [nvprof, "--csv"]
+    cmd = [nvprof, "--csv"] + (["--log-file", str(log_file)] if log_file is not None else [])
     if events:
         cmd += ["--print-gpu-trace", "--events", ",".join(_names(events, "events", target_argv))]
     return cmd + ["--metrics", ",".join(names), *map(str, target_argv)]
