@@ -96,6 +96,8 @@ def test_shell_block_commands_exist(page: str, line: int, args: list[str]):
     assert not isinstance(cmd, click.Group) or not args or args[0].startswith("-"), \
         f"{page}:{line}: {' '.join(path)} has no command {args[0]!r}"
     names = {o for p in cmd.params for o in (*p.opts, *p.secondary_opts)} | {"--help", "-h"}
+    if "--" in args:  # what follows is another program's command line
+        args = args[:args.index("--")]
     unknown = [a.split("=")[0] for a in args if a.startswith("-") and a.split("=")[0] not in names
                and not re.fullmatch(r"-[\d.]+", a)]
     assert not unknown, f"{page}:{line}: {' '.join(path)} takes no option {unknown}"
