@@ -59,7 +59,7 @@ def _power_data(path: str, reference, device: str | None, columns=None, on_inval
         else:
             ds = counter_power_dataset(grid, reference, spec, clip)
     if spec is not None:
-        check_clocks(spec, path, ds.core_mhz, ds.mem_mhz)
+        check_clocks(spec, path, ds.core_mhz, ds.mem_mhz, " Give --device the GPU that measured it.")
     return ds
 
 

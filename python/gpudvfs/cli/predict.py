@@ -25,7 +25,7 @@ from ..select.from_profile import (
 )
 from . import options
 from .output import console, print_json, table, user_errors
-from .time import _optional_pair
+from .time import _optional_pair, check_clocks
 
 #: Past this many launches, the text output has a line per kernel name instead of per launch.
 PER_LAUNCH_LINES = 20
@@ -63,9 +63,8 @@ def predict(profile, device, model_path, policy, slowdown, eta, reference, clip_
         # Missing counters first: they are the answer whatever the GPU.
         kernels = kernel_inputs(report, True, clip_utilization)
         spec = device_of(report, device)
-        beyond = [] if reference is None else spec.clock_warnings([reference[0]], [reference[1]])
-        if beyond:
-            raise InputError(f"--reference {reference[0]:g},{reference[1]:g}: {beyond[0]}")
+        if reference is not None:
+            check_clocks(spec, f"--reference {reference[0]:g},{reference[1]:g}", [reference[0]], [reference[1]])
         model = PowerModel.load(model_path) if model_path else None
         r = predict_profile(report, spec, power_model=model, reference=reference, policy=policy, slowdown=slowdown,
                             eta=eta, kernels=kernels, calibrate=not uncalibrated)

@@ -36,16 +36,18 @@ def _resolve(name: str, grid=None):
     device, spec = TimeDevice.resolve(name)
     if grid is not None and spec is not None:
         mem = grid.mem_mhz
-        check_clocks(spec, grid.path, grid.core_mhz, None if mem is None else mem * _mem_unit(grid))
+        check_clocks(spec, grid.path, grid.core_mhz, None if mem is None else mem * _mem_unit(grid),
+                     " Give --device the GPU that measured it.")
     return device, spec
 
 
-def check_clocks(spec, path: str, core_mhz, mem_mhz=None) -> None:
-    """Refuse data at clocks the catalog GPU does not run (memory clocks in NVML's unit): it
-    was measured on another GPU, and every prediction from it would rest on the wrong one."""
+def check_clocks(spec, what: str, core_mhz, mem_mhz=None, hint: str = "") -> None:
+    """Refuse clocks the catalog GPU does not run (memory clocks in NVML's unit), ``what`` (a
+    file, an option) named: data measured there came from another GPU, and a prediction there
+    answers nothing; ``hint`` ends the message."""
     beyond = spec.clock_warnings(core_mhz, mem_mhz)
     if beyond:
-        raise InputError(f"{path}: {'; '.join(beyond)} Give --device the GPU that measured it.")
+        raise InputError(f"{what}: {'; '.join(beyond)}{hint}")
 
 
 def _mem_unit(grid) -> float:
@@ -65,9 +67,8 @@ def grid_reference(grid, spec, reference=None) -> tuple[float, float]:
     if reference is None:
         reference, why = _default_reference(grid, spec)
     if spec is not None:
-        beyond = spec.clock_warnings([reference[0]], [reference[1] * _mem_unit(grid)])
-        if beyond:
-            raise InputError(f"--reference {reference[0]:g},{reference[1]:g}: {beyond[0]}")
+        check_clocks(spec, f"--reference {reference[0]:g},{reference[1]:g}", [reference[0]],
+                     [reference[1] * _mem_unit(grid)])
     try:
         grid.reference_rows(reference)
     except InputError as e:
@@ -250,9 +251,8 @@ def predict(data, kernels, device, reference, core_mhz, mem_mhz, mode, calibrate
             profiles = [p for p in profiles if p.name in kernels]
         cores = core_mhz or np.unique(grid.core_mhz).tolist()
         mems = mem_mhz or np.unique(grid.mem_mhz).tolist()
-        beyond = [] if spec is None else spec.clock_warnings(cores, np.asarray(mems) * _mem_unit(grid))
-        if beyond:  # a prediction at clocks the GPU never runs answers nothing
-            raise InputError(f"--core-mhz/--mem-mhz: {'; '.join(beyond)}")
+        if spec is not None:
+            check_clocks(spec, "--core-mhz/--mem-mhz", cores, np.asarray(mems) * _mem_unit(grid))
         outside = _beyond_grid(grid, cores, mems)
         fc, fm = np.meshgrid(cores, mems, indexing="ij")
         t, cases = model.predict(profiles, fc, fm, calibrate=calibrate, return_cases=True)

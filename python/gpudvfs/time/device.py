@@ -141,7 +141,8 @@ class TimeDevice:
             return a * scale, b * scale, None
 
         c, m, cyc = arrays("dram_latency", dram_latency, 3)
-        clock_array(c, "dram_latency's core clocks"), clock_array(m, "dram_latency's memory clocks")
+        clock_array(c, "dram_latency's core clocks")
+        clock_array(m, "dram_latency's memory clocks")
         try:
             a, b, r2 = law(lambda: _core.time_fit_dm_lat(c, m, cyc), np.c_[c, m], c / m, cyc,
                            self.dm_lat_a, self.dm_lat_b, "the DRAM latency cycles")
