@@ -1,7 +1,8 @@
 """Smoke test of an installed gpudvfs wheel, run by .ci/run in a fresh virtual environment
 with no Rust toolchain on PATH: the package must come from that environment (not the source
 tree), fit a PowerModel and predict power, give a catalog GPU's power prior (its rule is
-package data), and predict kernel time, each through the compiled core. Usage: python wheel_smoke.py DATA_DIR. The power model is fitted on
+package data), and predict kernel time, each through the compiled core. Usage: python wheel_smoke.py DATA_DIR.
+The power model is fitted on
 DATA_DIR/gpupowermodel/titanx_micro.csv where present, else on a synthetic dataset made by
 the model's own equations. Any failure exits non-zero with a message."""
 

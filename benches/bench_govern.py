@@ -1,7 +1,7 @@
 """One governor decision over a 200-pair grid (20 core x 10 memory clocks), with RLS streams
 that have seen a few pairs, against the same decision in numpy (`governor_reference.py`,
 what the Rust core replaced), and beside the offline choice on the same predictions
-(`gpudvfs.select`, the model-only decision a governor without measurement makes).
+(`gpudvfs.policy`, the model-only decision a governor without measurement makes).
 
     python benches/bench_govern.py [--repeat N] [--json]
 """
@@ -14,7 +14,7 @@ import json
 import numpy as np
 
 from gpudvfs.govern import Governor
-from gpudvfs.select import select
+from gpudvfs.policy import select
 
 from _timing import best_of, report
 from governor_reference import NumpyGovernor

@@ -26,10 +26,10 @@ from pathlib import Path
 import numpy as np
 
 import gpudvfs
-from gpudvfs.io import source
-from gpudvfs.io.source import csv_line
-from gpudvfs.measure.device import Measurement
-from gpudvfs.measure.sweep import COLUMNS, _row
+from gpudvfs.data import source
+from gpudvfs.data.source import csv_line
+from gpudvfs.hardware.device import Measurement
+from gpudvfs.hardware.sweep import COLUMNS, _row
 
 import csv_columns_reference
 from _timing import best_of, report

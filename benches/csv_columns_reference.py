@@ -1,4 +1,4 @@
-"""The readers' fast path before the Rust core took it over (`gpudvfs.io.source._fast_columns`):
+"""The readers' fast path before the Rust core took it over (`gpudvfs.data.source._fast_columns`):
 numpy's C reader (`np.loadtxt`) splits the chunk's lines and converts the numbers, one call for
 the numeric fields and one for the text fields. Kept as the baseline of `bench_read.py`."""
 

@@ -18,14 +18,14 @@ from hypothesis import strategies as st
 import gpudvfs
 from gpudvfs.catalog import lookup
 from gpudvfs.cli.app import cli
+from gpudvfs.data import detect_format, parse_columns, read
+from gpudvfs.data.counters import power_utilizations
+from gpudvfs.data.grid_columns import detect_roles
+from gpudvfs.data.utilization import bound_utilization
 from gpudvfs.errors import DataFileError, GpudvfsWarning, InputError
-from gpudvfs.io import detect_format, parse_columns, read
-from gpudvfs.io.grid_columns import detect_roles
-from gpudvfs.io.utilization import bound_utilization
-from gpudvfs.measure.counters import power_utilizations
-from gpudvfs.power import PowerModel, cross_validate
-from gpudvfs.power.evaluate import held_out_predictions
-from gpudvfs.select.choose import reference_inputs
+from gpudvfs.evaluation.power_errors import cross_validate, held_out_predictions
+from gpudvfs.policy.choose import reference_inputs
+from gpudvfs.power import PowerModel
 from gpudvfs.time import TimeDevice
 from gpudvfs.time.dcgm import cross_validate as dcgm_time_cv
 

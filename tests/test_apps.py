@@ -1,4 +1,4 @@
-"""The real workloads of `gpudvfs.measure.apps`.
+"""The real workloads of `gpudvfs.hardware.apps`.
 
 No GPU here: the Jacobi kernel's source is compiled with NVRTC for Hopper and disassembled
 (it must load each neighbour and store once); the CuPy calls run against a STAND-IN ``cupy``
@@ -15,10 +15,10 @@ import types
 import numpy as np
 import pytest
 
-from gpudvfs.measure import apps
-from gpudvfs.measure.kernels import CompileError, ToolchainMissing
-from gpudvfs.measure.kernels.nvrtc import _compile_cached
-from gpudvfs.measure.simulated import SimulatedDevice
+from gpudvfs.hardware import apps
+from gpudvfs.hardware.kernels import CompileError, ToolchainMissing
+from gpudvfs.hardware.kernels.nvrtc import _compile_cached
+from gpudvfs.hardware.simulated import SimulatedDevice
 
 
 def test_jacobi_source_compiles_for_hopper_and_reads_five_neighbours():
@@ -28,7 +28,7 @@ def test_jacobi_source_compiles_for_hopper_and_reads_five_neighbours():
         pytest.skip(f"NVRTC unavailable: {e}")
     assert compiled.lowered["gpudvfs_jacobi5"] == "gpudvfs_jacobi5"  # extern "C": CuPy finds it by name
     try:
-        from gpudvfs.measure.kernels.sass import disassemble
+        from gpudvfs.hardware.kernels.sass import disassemble
 
         sass = disassemble(compiled.cubin)
     except ToolchainMissing as e:
@@ -112,7 +112,7 @@ def test_apps_name_a_kernel_to_profile_a_launcher_spec_and_run_on_the_simulator(
     dev = SimulatedDevice(seed=0)
     dev.lock_clocks(*dev.default_clocks())
     for w in apps.APPS:
-        assert w.name.isidentifier() and w.profile_kernel and w.spec == f"gpudvfs.measure.apps:{w.fn.__name__}"
+        assert w.name.isidentifier() and w.profile_kernel and w.spec == f"gpudvfs.hardware.apps:{w.fn.__name__}"
         dev.check(w)
         assert dev.measure(w, min_seconds=0.05).time_ms > 0
         assert "warps" in dev.profile(w)

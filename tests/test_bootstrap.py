@@ -1,12 +1,12 @@
-"""The cluster bootstrap behind the cross-validated figures' intervals (gpudvfs.bootstrap)."""
+"""The cluster bootstrap behind the cross-validated figures' intervals (gpudvfs.stats)."""
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpudvfs.bootstrap import mean_interval, paired_intervals
 from gpudvfs.errors import InputError
+from gpudvfs.stats import mean_interval, paired_intervals
 
 values = st.lists(st.floats(-1e3, 1e3), min_size=1, max_size=20)
 

@@ -13,13 +13,14 @@ from click.testing import CliRunner
 
 from gpudvfs.catalog import ISSUE_KEYS, LATENCY_KEYS, catalog, lookup
 from gpudvfs.cli.app import cli
+from gpudvfs.data import read
+from gpudvfs.data.counters import MissingCountersError, required_metrics, time_model_extras
+from gpudvfs.data.profilers import CounterReport
+from gpudvfs.data.profilers.records import KernelCounters
 from gpudvfs.errors import InputError
-from gpudvfs.io import read
-from gpudvfs.io.profilers import CounterReport
-from gpudvfs.io.profilers.records import KernelCounters
-from gpudvfs.measure.counters import MissingCountersError, nvprof_command, required_metrics, time_model_extras
+from gpudvfs.hardware.ncu import nvprof_command
 from gpudvfs.power.prior import prior_configs
-from gpudvfs.select.from_profile import device_of, kernel_inputs, predict_profile, profile_command
+from gpudvfs.predict.profile import device_of, kernel_inputs, predict_profile, profile_command
 from gpudvfs.time.device import TimeDevice
 from gpudvfs.time.fit_device import fit_device
 
@@ -88,7 +89,7 @@ def test_every_built_in_entry_states_its_default_clocks_with_a_source():
     assert lookup("a40").default_mhz == (1740.0, 7251.0) == (lookup("a40").core_mhz["boost"], 7251.0)
     assert lookup("gtx980").default_mhz == (1126.0, 3505.0)  # GeForce: the base clock
     # The built-in file must state it: the same entry without it is refused there.
-    from gpudvfs.catalog import _read
+    from gpudvfs.catalog.specs import _read
     entry = {k: v for k, v in doc["devices"]["gtx980"].items() if k != "default_mhz"}
     with pytest.raises(InputError, match="'gtx980': default_mhz is required"):
         _read({"version": 1, "devices": {"gtx980": entry}}, "gpus.json", require_default=True)
@@ -141,12 +142,12 @@ def test_unknown_and_ambiguous_gpus_and_a_user_file(tmp_path, monkeypatch):
     user.write_text(json.dumps({"version": 1, "devices": {"mine": entry}}))
     monkeypatch.setenv("GPUDVFS_CATALOG", str(user))
     assert lookup("my gpu").sm_count == 20 and lookup("gtx980").sm_count == 16
-    assert lookup("my gpu").time_device().sf_inst_cycle == 1.0  # 32 SFU lanes per SM
+    assert TimeDevice.from_spec(lookup("my gpu")).sf_inst_cycle == 1.0  # 32 SFU lanes per SM
     # The catalog accepts 0 SFU lanes (unpublished): special-function instructions then cost
     # the issue rate, not a division by zero.
     unpublished = entry | {"issue_per_sm_per_cycle": entry["issue_per_sm_per_cycle"] | {"sfu": 0}}
     user.write_text(json.dumps({"version": 1, "devices": {"mine": unpublished}}))
-    assert lookup("my gpu").time_device().sf_inst_cycle == 0.0
+    assert TimeDevice.from_spec(lookup("my gpu")).sf_inst_cycle == 0.0
     user.write_text(json.dumps({"version": 1, "devices": {"mine": entry | {"sm_count": -1}}}))
     with pytest.raises(InputError, match="sm_count must be > 0"):
         lookup("gtx980")
@@ -182,7 +183,7 @@ def test_the_devices_commands_and_a_user_file_made_from_their_json(tmp_path, mon
 def test_gtx980_peaks_keep_the_selection_figures(data):
     """Utilizations from the catalog's peaks (NV-DVFS memory clocks are Inspector's, half of
     NVML's) give the selection figures of docs/accuracy.md."""
-    from gpudvfs.select.evaluate import evaluate_selection
+    from gpudvfs.evaluation.selection import evaluate_selection
     grid = read(data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv")
     r = evaluate_selection(grid, (700.0, 700.0), time_device=TimeDevice.gtx980(), spec=lookup("gtx980"))
     assert r["regret_mean"] == pytest.approx(0.0336, abs=1e-4)
@@ -404,8 +405,8 @@ def test_many_launches_are_summed_per_name_and_for_the_whole(data, tmp_path):
 def synthetic_power_model(spec):
     """A STAND-IN power model of a catalog GPU over its clock grid, fitted on synthetic
     utilizations of 8 workloads (power rising with each clock)."""
+    from gpudvfs.policy.choose import COMPONENTS, training_dataset
     from gpudvfs.power import PowerModel
-    from gpudvfs.select.choose import COMPONENTS, training_dataset
 
     configs = prior_configs(spec)
     rng = np.random.default_rng(0)

@@ -222,8 +222,8 @@ def _demo_result(cap: float = 150.0):
     import numpy as np
 
     from gpudvfs.demo.run import DemoResult, WorkloadResult
+    from gpudvfs.policy import POLICIES, pareto_front, select
     from gpudvfs.power import PowerModel
-    from gpudvfs.select import POLICIES, pareto_front, select
 
     configs = np.array([(c, m) for c in (600.0, 800.0, 1000.0, 1126.0) for m in (810.0, 3000.0, 3505.0)])
     default = int(np.flatnonzero((configs == (1126.0, 3505.0)).all(axis=1))[0])

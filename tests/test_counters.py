@@ -19,8 +19,19 @@ from pathlib import Path
 
 import pytest
 
-from gpudvfs.errors import DataFileError, InputError
-from gpudvfs.io.profilers import (
+from gpudvfs.data import counters as mapping
+from gpudvfs.data.counters import (
+    COMPONENTS,
+    TIME_INPUTS,
+    MissingCountersError,
+    explain,
+    power_utilizations,
+    required_metrics,
+    scheme_of,
+    time_model_extras,
+    time_model_inputs,
+)
+from gpudvfs.data.profilers import (
     CounterReport,
     ProfilerError,
     SmiLog,
@@ -32,23 +43,8 @@ from gpudvfs.io.profilers import (
     read_nvprof_csv,
     read_smi_csv,
 )
-from gpudvfs.measure.counters import (
-    COMPONENTS,
-    TIME_INPUTS,
-    CounterPermissionError,
-    MissingCountersError,
-    NcuNotFoundError,
-    NcuTimeoutError,
-    explain,
-    mapping,
-    ncu_command,
-    power_utilizations,
-    required_metrics,
-    run_ncu,
-    scheme_of,
-    time_model_extras,
-    time_model_inputs,
-)
+from gpudvfs.errors import DataFileError, InputError
+from gpudvfs.hardware.ncu import CounterPermissionError, NcuNotFoundError, NcuTimeoutError, ncu_command, run_ncu
 
 FILES = ("ncu_b200_roofline-analysis.csv", "ncu_b200_roofline-analysis_app-error.csv",
          "ncu_rtx5090_llm-perf-opt.csv", "ncu_a100_learningnote4dev.csv",

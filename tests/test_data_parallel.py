@@ -22,7 +22,7 @@ import pytest
 from gpudvfs.errors import InputError
 from gpudvfs.govern.integrations import GovernedTraining, StepRecord
 from gpudvfs.govern.integrations.distributed import SLOTS, StepExchange
-from gpudvfs.measure.simulated import SimulatedDevice
+from gpudvfs.hardware.simulated import SimulatedDevice
 
 ROOT = Path(__file__).resolve().parents[1]
 

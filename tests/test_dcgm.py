@@ -13,12 +13,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpudvfs.cli.app import cli
+from gpudvfs.data import read
+from gpudvfs.data.dcgm_fields import find_fields
 from gpudvfs.errors import GpudvfsWarning, InputError
-from gpudvfs.io import read
-from gpudvfs.io.dcgm_fields import find_fields
+from gpudvfs.evaluation.dcgm_selection import evaluate_selection
+from gpudvfs.evaluation.power_errors import cross_validate as power_cv
 from gpudvfs.power.dcgm import dcgm_power_dataset
-from gpudvfs.power.evaluate import cross_validate as power_cv
-from gpudvfs.select.dcgm import evaluate_selection
 from gpudvfs.time.dcgm import DcgmTimeModel, cross_validate
 
 CLOCKS = np.arange(600.0, 1401.0, 100.0)

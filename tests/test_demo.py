@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from gpudvfs.cli.app import cli
 from gpudvfs.demo import run_demo
-from gpudvfs.measure import SimulatedDevice
+from gpudvfs.hardware import SimulatedDevice
 from gpudvfs.power import PowerModel
 from gpudvfs.time import TimeDevice, interval
 
@@ -139,8 +139,8 @@ def test_a_slowdown_cap_chosen_without_the_application_is_worse_than_none(data):
     predicted time) moves the regret between 3.36% and 3.52%; a cap chosen (or none) by the
     least mean regret over the other applications gives 4.56%, worse than no cap (3.36%)."""
     from gpudvfs.catalog import lookup
-    from gpudvfs.io import read_measured_grid
-    from gpudvfs.select.evaluate import evaluate_selection
+    from gpudvfs.data import read_measured_grid
+    from gpudvfs.evaluation.selection import evaluate_selection
 
     grid = read_measured_grid(data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv", "the test")
     runs = [evaluate_selection(grid, (700.0, 700.0), time_device=TimeDevice.preset("gtx980"), spec=lookup("gtx980"),
@@ -344,7 +344,8 @@ def test_cross_validation_over_both_gtx980_files(data):
 def test_the_trimmed_mean_over_how_many_it_trims(data, monkeypatch):
     """docs/accuracy.md: the trimmed mean alone, cross-validated as `time cv` does, with 1-4 kernels
     left out at each end: 3.16 / 3.04, 3.20 / 3.03, 3.33 / 3.32, 3.37 / 3.14%."""
-    from gpudvfs.time import crossval
+    from gpudvfs.evaluation import nested
+    from gpudvfs.evaluation import time_cv as crossval
 
     grids = _gtx980_grids(data)
     cases, groups, errors, *_ = crossval._protocol(grids, (700.0, 700.0), TimeDevice.gtx980(), crossval.CANDIDATES,
@@ -352,8 +353,8 @@ def test_the_trimmed_mean_over_how_many_it_trims(data, monkeypatch):
     first = np.array([k.file == grids[0].path for k in cases])
     figures = []
     for trim in (1, 2, 3, 4):
-        monkeypatch.setattr(crossval, "TRIM", trim)
-        chosen = crossval.protocol_choice(errors, groups, ("trimmed mean",))[0]
+        monkeypatch.setattr(nested, "TRIM", trim)
+        chosen = nested.protocol_choice(errors, groups, ("trimmed mean",))[0]
         cv = errors[chosen, np.arange(len(cases))]
         figures += [cv[first].mean(), cv[~first].mean()]
     assert figures == pytest.approx([3.16, 3.04, 3.20, 3.03, 3.33, 3.32, 3.37, 3.14], abs=0.01)
@@ -378,14 +379,14 @@ def test_cross_validation_by_kernel_alone(data):
     r = CliRunner().invoke(cli, ["time", "cv", "--device", "gtx980", *files, "--hold-out", "app"])
     assert r.exit_code == 2 and "--hold-out" in r.output
     from gpudvfs.errors import InputError
-    from gpudvfs.time.crossval import cross_validate
+    from gpudvfs.evaluation.time_cv import cross_validate
 
     with pytest.raises(InputError, match="hold_out must be one of"):
         cross_validate(_gtx980_grids(data), (700.0, 700.0), TimeDevice.gtx980(), hold_out="file")
 
 
 def _gtx980_grids(data):
-    from gpudvfs.io import read_measured_grid
+    from gpudvfs.data import read_measured_grid
 
     return [read_measured_grid(data / f"nv-dvfs-benchmark/{f}", "the time model")
             for f in ("gtx980_time_dev.csv", "gtx980_time_power_dev.csv")]
@@ -412,7 +413,7 @@ def test_the_protocol_figures_over_the_device_constants(data):
     at x0.5, x1.25 or x1.5, the dependent latency at x1.5): the time figures do not hang on
     one constant, the selection figure does, and no constant was shaped to them."""
     from gpudvfs.catalog import lookup
-    from gpudvfs.time.crossval import CONSTANT_SCALES, constant_sensitivity
+    from gpudvfs.evaluation.time_cv import CONSTANT_SCALES, constant_sensitivity
 
     grids = _gtx980_grids(data)
     r = constant_sensitivity(grids, (700.0, 700.0), TimeDevice.gtx980(), lookup("gtx980"))
@@ -433,7 +434,7 @@ def test_the_protocol_figures_over_the_device_constants(data):
 
 def test_device_constant_sensitivity_refuses_what_it_cannot_scale(data):
     from gpudvfs.errors import InputError
-    from gpudvfs.time.crossval import constant_sensitivity
+    from gpudvfs.evaluation.time_cv import constant_sensitivity
 
     grids = _gtx980_grids(data)[:1]
     for bad in (("overlap_p",), ("name",), ("parallel_queues",), ("nope",), ()):

@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpudvfs.errors import GpudvfsError
-from gpudvfs.measure.energy_counter import CounterPoller, CounterTrace
-from gpudvfs.measure.nvml import NvmlDevice
+from gpudvfs.hardware.energy_counter import CounterPoller, CounterTrace
+from gpudvfs.hardware.nvml import NvmlDevice
 
 from fake_pynvml import FakeNvml
 

@@ -18,8 +18,8 @@ from gpudvfs.fleet.calibrate import SimFleet, calibrate_fleet, calibrate_gpu
 from gpudvfs.fleet.check import check_gpu
 from gpudvfs.fleet.jobs import plan_budget, read_jobs, simulated_jobs, write_jobs
 from gpudvfs.fleet.registry import ENTRY_FILE, Registry, gpu_dir
-from gpudvfs.measure.chips import chip_device, chip_gpu, sim_uuid
-from gpudvfs.measure.simulated import SimulatedGpu
+from gpudvfs.hardware.chips import chip_device, chip_gpu, sim_uuid
+from gpudvfs.hardware.simulated import SimulatedGpu
 
 ray = pytest.importorskip("ray")
 FILES = ("power-suite.csv", "power-suite.csv.sweep.json", "time-suite.csv", "time-suite.csv.sweep.json",
@@ -189,7 +189,7 @@ def test_registry_entries_are_checked_on_load(reference, tmp_path):
 
 
 def _true_watts(plan) -> float:
-    from gpudvfs.measure.apps import APPS
+    from gpudvfs.hardware.apps import APPS
 
     by_name = {w.name: w for w in APPS}
     return sum(chip_device(j["gpu"]).true_power_w(by_name[j["job"]], j["core_mhz"], j["mem_mhz"])

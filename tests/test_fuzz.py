@@ -27,13 +27,13 @@ from hypothesis import strategies as st
 
 import gpudvfs
 from gpudvfs.cli.app import cli
+from gpudvfs.data import profilers
 from gpudvfs.errors import GpudvfsError
-from gpudvfs.io import profilers
-from gpudvfs.measure import SimulatedDevice, Workload, run_sweep
-from gpudvfs.measure.sweep import load_record
-from gpudvfs.measure.workload_file import read_workloads
+from gpudvfs.hardware import SimulatedDevice, Workload, run_sweep
+from gpudvfs.hardware.sweep import load_record
+from gpudvfs.hardware.workload_file import read_workloads
 from gpudvfs.online import load_predictor, save_predictor
-from gpudvfs.select.choose import fit_power_model
+from gpudvfs.policy.choose import fit_power_model
 from gpudvfs.time.device import TimeDevice
 
 from conftest import data_dir

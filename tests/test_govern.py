@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpudvfs.data import read_measured_grid
 from gpudvfs.errors import InputError
-from gpudvfs.govern import Governor
-from gpudvfs.govern.replay import (
+from gpudvfs.evaluation.govern_replay import (
     RESIDUAL_SCALES,
     ReplayTable,
     choose_defaults,
@@ -24,7 +24,7 @@ from gpudvfs.govern.replay import (
     replay_table,
     subset,
 )
-from gpudvfs.io import read_measured_grid
+from gpudvfs.govern import Governor
 from gpudvfs.time import TimeDevice
 
 from conftest import REPO
@@ -366,7 +366,7 @@ def test_the_defaults_are_the_least_regret_that_keeps_deadlines(data):
 def test_choose_defaults_keeps_only_sets_that_meet_the_constraint(gtx980: ReplayTable, monkeypatch):
     """On a short replay: without a constrained policy every set qualifies and the least regret
     wins; a bound no replay meets leaves none, which is an error, not a silent choice."""
-    from gpudvfs.govern import replay as replay_module
+    from gpudvfs.evaluation import govern_replay as replay_module
 
     sets = [{"prior_sd": 0.1, "explore": 2.0, "residual_sd": 0.0},
             {"prior_sd": 0.2, "explore": 4.0, "residual_sd": 0.03}]
@@ -403,7 +403,7 @@ def test_the_defaults_cross_validated_choose_without_the_application(gtx980: Rep
     the first and nothing under the second, every other phase 0.01 against 0.02. On all
     applications the second set wins; held out, x gets the first and pays 1.0 per phase,
     while every other application, x's phases in its choice, gets the second."""
-    from gpudvfs.govern import replay as replay_module
+    from gpudvfs.evaluation import govern_replay as replay_module
 
     x = replay_module._setup(gtx980, replay_module.Target("energy"), 4000, 200, 0, 0.01).plan[0][0]
     monkeypatch.setattr(replay_module, "_governed", _scripted(
@@ -433,7 +433,7 @@ def test_the_defaults_cross_validated_keep_the_bound_without_the_application(gtx
     application (x), a third of the steps: on all applications it is out. Held out, x's
     choice sees no violation and takes it, and x's steps over are what its held-out figure
     counts; the others keep to the second set and the bound."""
-    from gpudvfs.govern import replay as replay_module
+    from gpudvfs.evaluation import govern_replay as replay_module
 
     three = subset(gtx980, [0, 1, 2])
     x = replay_module._setup(three, replay_module.Target("deadline"), 600, 50, 0, 0.01).plan[0][0]
@@ -467,7 +467,7 @@ def test_replay_on_the_v100_dcgm_grid_beats_the_models_choice(data):
     pair is often one that only measuring finds: exhaustive profiling is a strong baseline
     there. Over three seeds the governor stays under both it and the models' choice, and under
     one pair for all (chosen on the other applications), which beats the models' choice here."""
-    from gpudvfs.govern.replay import dcgm_replay_table
+    from gpudvfs.evaluation.govern_replay import dcgm_replay_table
 
     grid = read_measured_grid(data / "nsfcac/v100_spec_dev.csv", "test", ("dcgm",))
     tab = dcgm_replay_table(grid, (1245.0, 877.0))
@@ -490,8 +490,8 @@ def test_replay_on_the_v100_grid_without_its_spikes_meets_the_target(data):
     is one) left out, with them the ten pairs some application lacks then: over three seeds
     the governor's energy regret is under the issue's 1.5% on every seed, against 1.4-2.5%
     with the spikes in."""
-    from gpudvfs.govern.replay import dcgm_replay_table
-    from gpudvfs.io.spikes import drop_spikes
+    from gpudvfs.data.spikes import drop_spikes
+    from gpudvfs.evaluation.govern_replay import dcgm_replay_table
 
     grid = read_measured_grid(data / "nsfcac/v100_spec_dev.csv", "test", ("dcgm",))
     with warnings.catch_warnings():
@@ -508,7 +508,7 @@ def test_replay_on_the_v100_grid_without_its_spikes_meets_the_target(data):
 def test_one_pair_for_all_is_chosen_without_the_application_and_meets_the_others_constraints():
     """Two applications, three pairs: each is given the pair best for the other; under a power
     cap only pairs under it for the other qualify."""
-    from gpudvfs.govern.replay import Target, _one_pair_for_all
+    from gpudvfs.evaluation.govern_replay import Target, _one_pair_for_all
 
     configs = np.array([[500.0, 877.0], [700.0, 877.0], [900.0, 877.0]])
     time_ms = np.array([[2.0, 1.0, 0.9], [1.0, 1.0, 1.0]])
@@ -520,7 +520,7 @@ def test_one_pair_for_all_is_chosen_without_the_application_and_meets_the_others
     # a the first of b's equal times.
     assert _one_pair_for_all(tab, np.array([1, 0]), Target("power-cap", 0.1, 120.0)).tolist() == [0, 1]
     # With one application (or one group) no pair can be chosen without it: an error, not pair 0.
-    from gpudvfs.select.evaluate import single_pair_indices
+    from gpudvfs.evaluation.regret import single_pair_indices
 
     with pytest.raises(InputError, match="at least two groups"):
         single_pair_indices(np.zeros((2, 3)), groups=np.array([0, 0]))

@@ -23,9 +23,9 @@ from gpudvfs.govern import Governor
 from gpudvfs.govern.daemon import Daemon, ModelPrior, NvmlMonitor
 from gpudvfs.govern.phases import PhaseDetector
 from gpudvfs.govern.simhost import SimProcess, SimulatedHost, calibrated, phased_process, sim_activity
-from gpudvfs.measure.apps import APPS
-from gpudvfs.measure.nvml import NvmlDevice
-from gpudvfs.measure.simulated import SimulatedDevice
+from gpudvfs.hardware.apps import APPS
+from gpudvfs.hardware.nvml import NvmlDevice
+from gpudvfs.hardware.simulated import SimulatedDevice
 
 from fake_pynvml import FakeNvml
 
@@ -239,7 +239,7 @@ def test_activities_come_from_gpm_where_the_gpu_has_it():
     an idle window reads 0; the samples are freed. Without GPM, NVML's utilization rates."""
     from types import SimpleNamespace
 
-    from gpudvfs.measure.gpm import GpmActivity
+    from gpudvfs.hardware.gpm import GpmActivity
 
     fake = FakeNvml(gpm=True)
     device = NvmlDevice(pynvml=fake)
@@ -274,7 +274,7 @@ import numpy as np
 sys.path.insert(0, {tests!r})
 from fake_pynvml import FakeNvml
 from gpudvfs.govern.daemon import Daemon, ModelPrior, NvmlMonitor
-from gpudvfs.measure.nvml import NvmlDevice
+from gpudvfs.hardware.nvml import NvmlDevice
 from gpudvfs.time.dcgm import DcgmTimeModel
 from test_govern_daemon import _fake_table, _busy
 fake = FakeNvml(state_file={state!r})
@@ -368,7 +368,7 @@ def test_govern_run_on_nvml_needs_this_gpus_registry_entry(sim, tmp_path, monkey
     it needs, or with a registry that does not hold this GPU, and leaves NVML shut down."""
     from click.testing import CliRunner
 
-    import gpudvfs.measure.nvml as nvml
+    import gpudvfs.hardware.nvml as nvml
     from gpudvfs.cli.app import cli
     from gpudvfs.fleet.calibrate import SimFleet, calibrate_gpu
 

@@ -17,11 +17,11 @@ import pytest
 from click.testing import CliRunner
 
 from gpudvfs.cli.app import cli
+from gpudvfs.data import read_measured_grid
 from gpudvfs.errors import GpudvfsWarning, InputError
+from gpudvfs.evaluation import govern_replay as rp
+from gpudvfs.evaluation.govern_replay import ReplayTable, replay, replay_table
 from gpudvfs.govern import Governor
-from gpudvfs.govern import replay as rp
-from gpudvfs.govern.replay import ReplayTable, replay, replay_table
-from gpudvfs.io import read_measured_grid
 from gpudvfs.time import TimeDevice
 
 CFG = np.array([[500, 500], [700, 500], [900, 500], [1100, 500.0]])
@@ -283,7 +283,7 @@ def test_run_reports_the_clocks_it_restored_apart_from_its_changes(tmp_path):
     not counted as a clock change, so the bar and the table say the same number."""
     from gpudvfs.govern.daemon import Daemon, ModelPrior
     from gpudvfs.govern.simhost import SimulatedHost, calibrated, phased_process
-    from gpudvfs.measure.apps import APPS
+    from gpudvfs.hardware.apps import APPS
 
     device, table, model = calibrated(tmp_path / "wd")
     host = SimulatedHost(device)

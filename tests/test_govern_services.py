@@ -18,9 +18,9 @@ from gpudvfs.errors import InputError
 from gpudvfs.govern import Governor
 from gpudvfs.govern.clockd import ClockClient, ClockService
 from gpudvfs.govern.loop import GovernedLoop
-from gpudvfs.measure.apps import APPS
-from gpudvfs.measure.nvml import NvmlDevice
-from gpudvfs.measure.simulated import SimulatedDevice
+from gpudvfs.hardware.apps import APPS
+from gpudvfs.hardware.nvml import NvmlDevice
+from gpudvfs.hardware.simulated import SimulatedDevice
 
 from fake_pynvml import FakeNvml
 

@@ -17,9 +17,7 @@ from hypothesis import strategies as st
 import gpudvfs
 from gpudvfs.cli.app import cli
 from gpudvfs.errors import InputError
-from gpudvfs.govern import Governor
-from gpudvfs.govern.plain import plain_table
-from gpudvfs.govern.replay import (
+from gpudvfs.evaluation.govern_replay import (
     ZEUS_PROFILE_STEPS,
     ZEUS_WARMUP_STEPS,
     ReplayTable,
@@ -30,7 +28,9 @@ from gpudvfs.govern.replay import (
     replay,
     zeus_baseline,
 )
-from gpudvfs.select import select
+from gpudvfs.govern import Governor
+from gpudvfs.govern.plain import plain_table
+from gpudvfs.policy import select
 
 LIMITS = np.array([[100.0, 1.0], [150.0, 1.0], [200.0, 1.0], [250.0, 1.0]])
 
@@ -202,7 +202,7 @@ def test_a_plain_grid_may_give_energy_and_leave_launch_geometry_blank(data, tmp_
     """Energy in joules instead of power (read as power over the time), and an NV-DVFS grid
     whose launch geometry is left blank: both replay without counters; a blank geometry is
     none for the time model."""
-    from gpudvfs.io import launch_geometry
+    from gpudvfs.data import launch_geometry
 
     path = tmp_path / "energy.csv"
     path.write_text("workload,core_mhz,mem_mhz,time_ms,energy\na,1000,5000,10,2.0\na,1500,5000,8,2.4\n"

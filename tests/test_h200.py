@@ -94,7 +94,7 @@ def test_the_driver_observed_under_its_own_dvfs():
     the clocks down (1410-1965 MHz) and idle went to 345 MHz. Refitted from the recorded readings;
     each kernel's power predicted by the model fitted without any of its windows."""
     from gpudvfs import PowerModel
-    from gpudvfs.measure.observer import read_readings
+    from gpudvfs.hardware.observer import read_readings
     from gpudvfs.power.observe import STEADY_ACTIVITY, fit_observed, fit_readings, steady_readings
 
     obs = read_readings(H200 / "observe-varied" / "readings.csv")
@@ -123,7 +123,7 @@ def test_the_driver_observed_under_its_own_dvfs():
 
 def test_the_first_runs_raw_counter_readings_fit_worse():
     from gpudvfs import PowerModel
-    from gpudvfs.measure.observer import read_readings
+    from gpudvfs.hardware.observer import read_readings
     from gpudvfs.power.observe import fit_readings
 
     sd = {}

@@ -20,17 +20,11 @@ import pytest
 from gpudvfs.errors import GpudvfsError, GpudvfsWarning, InputError
 from gpudvfs.govern import Governor
 from gpudvfs.govern.clockd import ClockClient, ClockService
-from gpudvfs.govern.integrations import (
-    GENERIC_UTIL,
-    GovernedTraining,
-    StepMeter,
-    clock_grid,
-    step_prior,
-)
+from gpudvfs.govern.integrations import GENERIC_UTIL, GovernedTraining, StepMeter, clock_grid, step_prior
 from gpudvfs.govern.integrations.configs import thin
 from gpudvfs.govern.loop import GovernedLoop, nearest_config
-from gpudvfs.measure.nvml import NvmlDevice
-from gpudvfs.measure.simulated import SimulatedDevice
+from gpudvfs.hardware.nvml import NvmlDevice
+from gpudvfs.hardware.simulated import SimulatedDevice
 from gpudvfs.power import PowerModel
 
 from fake_pynvml import FakeNvml
@@ -411,7 +405,7 @@ def test_a_phase_prior_comes_from_its_first_window_and_warmup_is_skipped():
 
 # ------------------------------------------------------------------ fallbacks, knobs
 def test_no_gpu_falls_back_to_metering_time_with_one_warning(monkeypatch, tmp_path):
-    import gpudvfs.measure.nvml as nvml
+    import gpudvfs.hardware.nvml as nvml
 
     def no_gpu(*a, **k):
         raise GpudvfsError("NVML could not be initialised (Driver Not Loaded)")

@@ -35,8 +35,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpudvfs.measure import kernels as K
-from gpudvfs.measure.kernels import nvrtc as nvrtc_module
+from gpudvfs.hardware import kernels as K
+from gpudvfs.hardware.kernels import nvrtc as nvrtc_module
 
 REPO = Path(__file__).resolve().parents[1]
 ARCHS = ("sm_70", "sm_80", "sm_90")
@@ -194,7 +194,7 @@ def test_reps_refused_for_a_kernel_that_takes_none_before_touching_a_gpu():
 def test_grid_stride_benchmark_reports_the_bytes_it_reads_and_writes():
     """The bandwidth benchmark's traffic, which the time device's DRAM delay is fitted from:
     NumPy stands in for CuPy's array module (the buffers only; nothing is launched)."""
-    from gpudvfs.measure.kernels.gpu import _grid_stride
+    from gpudvfs.hardware.kernels.gpu import _grid_stride
 
     cp = types.SimpleNamespace(random=np.random, empty_like=np.empty_like)
     b = K.benchmark("time_dram_bandwidth")

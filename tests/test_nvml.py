@@ -30,14 +30,9 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from gpudvfs.errors import GpudvfsError, GpudvfsWarning, InputError
-from gpudvfs.measure import nvml
-from gpudvfs.measure.device import ClockPermissionError, Device, Workload
-from gpudvfs.measure.nvml import (
-    THROTTLE_REASONS,
-    ClockControlError,
-    NvmlDevice,
-    refresh_period_from_changes,
-)
+from gpudvfs.hardware import nvml
+from gpudvfs.hardware.device import ClockPermissionError, Device, Workload
+from gpudvfs.hardware.nvml import THROTTLE_REASONS, ClockControlError, NvmlDevice, refresh_period_from_changes
 
 import fake_pynvml
 from fake_pynvml import FakeNvml
@@ -305,7 +300,7 @@ def test_stand_in_sigterm_handler_chains_to_previous_python_handler_and_is_remov
 RACE = textwrap.dedent("""
     import signal
     import fake_pynvml
-    import gpudvfs.measure.nvml as nvml
+    import gpudvfs.hardware.nvml as nvml
     hit = []
     signal.signal(signal.SIGTERM, lambda *_: hit.append(1))
     real = signal.signal
@@ -338,7 +333,7 @@ CHILD = textwrap.dedent("""
     # As in an interactive Python, even if this test runner was started with SIGINT ignored.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     import fake_pynvml
-    from gpudvfs.measure.nvml import NvmlDevice
+    from gpudvfs.hardware.nvml import NvmlDevice
     fake = fake_pynvml.FakeNvml(state_file=sys.argv[1], locked_mem={locked_mem})
     dev = NvmlDevice(pynvml=fake)
     dev.lock_clocks(1005, 405)
@@ -711,7 +706,7 @@ def test_stand_in_idle_and_application_clock_reasons_are_not_throttling():
         assert dev.throttle_reasons() == ("hw_thermal_slowdown", "unknown_0x8000")
 
 
-# -- the default launcher, with stand-ins for CuPy and gpudvfs.measure.kernels -----------------
+# -- the default launcher, with stand-ins for CuPy and gpudvfs.hardware.kernels -----------------
 
 
 @pytest.mark.filterwarnings("ignore:.*energy counter did not advance")
@@ -736,7 +731,7 @@ def test_stand_in_default_launcher_loads_and_runs_kernel_on_the_nvml_gpu(monkeyp
             log.append("exit")
 
     cupy = types.SimpleNamespace(cuda=types.SimpleNamespace(Device=Device))
-    kernels = types.ModuleType("gpudvfs.measure.kernels")
+    kernels = types.ModuleType("gpudvfs.hardware.kernels")
 
     def load(name, params):
         log.append(("load", name, params))
@@ -744,7 +739,7 @@ def test_stand_in_default_launcher_loads_and_runs_kernel_on_the_nvml_gpu(monkeyp
 
     kernels.load = load
     monkeypatch.setitem(sys.modules, "cupy", cupy)
-    monkeypatch.setitem(sys.modules, "gpudvfs.measure.kernels", kernels)
+    monkeypatch.setitem(sys.modules, "gpudvfs.hardware.kernels", kernels)
     fake = FakeNvml(pci=(0, 0x3B, 0))
     with NvmlDevice(pynvml=fake) as dev:
         m = dev.measure(Workload(name="k", kernel="fma_chain", params={"n": 4}), repetitions=2)
@@ -790,9 +785,9 @@ def test_stand_in_default_launcher_records_what_the_last_launch_measured(monkeyp
             return {"cycles_per_access": 500.0 + self.launches}
 
     monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=types.SimpleNamespace(Device=Device)))
-    kernels = types.ModuleType("gpudvfs.measure.kernels")
+    kernels = types.ModuleType("gpudvfs.hardware.kernels")
     kernels.load = lambda name, params: Chase()
-    monkeypatch.setitem(sys.modules, "gpudvfs.measure.kernels", kernels)
+    monkeypatch.setitem(sys.modules, "gpudvfs.hardware.kernels", kernels)
     with NvmlDevice(pynvml=FakeNvml()) as dev:
         m = dev.measure(Workload(name="time_dram_latency", kernel="time_dram_latency"), repetitions=3)
     assert m.result == {"cycles_per_access": 504.0}  # warm-up + 3 launches, then one read
@@ -806,9 +801,10 @@ def test_profile_runs_ncu_on_a_launcher_process_for_this_gpu(monkeypatch, tmp_pa
     runs the workload on the GPU NVML names (by PCI bus id), then maps the counters. The
     ncu run is a STAND-IN returning a report recorded on a real RTX 5090; that report lacks
     most of the needed metrics, so the mapping must say which."""
-    from gpudvfs.io.profilers import read_ncu_csv
-    from gpudvfs.measure import counters
-    from gpudvfs.measure.counters import MissingCountersError
+    from gpudvfs.data import counters
+    from gpudvfs.data.counters import MissingCountersError
+    from gpudvfs.data.profilers import read_ncu_csv
+    from gpudvfs.hardware import ncu
 
     data = Path(os.environ.get("GPUDVFS_DATA", TESTS.parent.parent / "shared" / "data"))
     recorded = data / "tool-outputs" / "ncu_rtx5090_llm-perf-opt.csv"
@@ -820,13 +816,13 @@ def test_profile_runs_ncu_on_a_launcher_process_for_this_gpu(monkeypatch, tmp_pa
         calls.append((list(metrics), list(argv), options))
         return read_ncu_csv(recorded)
 
-    monkeypatch.setattr(counters, "run_ncu", stand_in_run_ncu)
+    monkeypatch.setattr(ncu, "run_ncu", stand_in_run_ncu)
     dev = NvmlDevice(pynvml=FakeNvml(pci=(0, 0x3B, 0)))
     with pytest.raises(MissingCountersError, match="needs"):
         dev.profile(Workload("sp", kernel="sp_ops008", params={"elements": 1024}))
     metrics, argv, options = calls[0]
     assert set(counters.required_metrics("power", "ncu")) <= set(metrics)
-    assert argv[1:4] == ["-m", "gpudvfs.measure.launch", "--kernel"] and argv[4] == "sp_ops008"
+    assert argv[1:4] == ["-m", "gpudvfs.hardware.launch", "--kernel"] and argv[4] == "sp_ops008"
     # The benchmark's own kernel, by its function's name: on an H100 the first kernel was CuPy's
     # random-number setup (validation/); at the clocks this object locked (ncu would lock the
     # base clock).
@@ -848,7 +844,7 @@ def test_profile_runs_ncu_on_a_launcher_process_for_this_gpu(monkeypatch, tmp_pa
 
 
 def test_launcher_argv_for_callables_and_unlaunchable_workloads():
-    from gpudvfs.measure.launch import target_argv
+    from gpudvfs.hardware.launch import target_argv
 
     assert target_argv(Workload("w", fn=print, spec="mymod:run"))[-2:] == ["--callable", "mymod:run"]
     with pytest.raises(ValueError, match="importable"):

@@ -13,9 +13,9 @@ from click.testing import CliRunner
 
 from gpudvfs import InputError, PowerModel
 from gpudvfs.cli.app import cli
-from gpudvfs.measure.driver_sim import DriverManagedGpu
-from gpudvfs.measure.nvml import NvmlDevice
-from gpudvfs.measure.observer import (
+from gpudvfs.hardware.driver_sim import DriverManagedGpu
+from gpudvfs.hardware.nvml import NvmlDevice
+from gpudvfs.hardware.observer import (
     GPM_ACTIVITIES,
     NvmlObserver,
     Observation,

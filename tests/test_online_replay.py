@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from gpudvfs import InputError, MeasurementGrid, OnlinePredictor
 from gpudvfs.cli.app import cli
+from gpudvfs.evaluation.online_replay import replay
 from gpudvfs.online import (
     CounterFrequencyModel,
     FeatureMap,
@@ -21,7 +22,6 @@ from gpudvfs.online import (
     ReplaySettings,
     lasso_select,
     predict_time_at,
-    replay,
     time_slope,
     tune,
 )

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import gpudvfs
 from gpudvfs import InputError, PowerDataset, PowerModel
 from gpudvfs.catalog import lookup
-from gpudvfs.power import cross_validate
+from gpudvfs.evaluation.power_errors import cross_validate
 from gpudvfs.power.equations import power_grid_numpy
 from gpudvfs.power.model import _SETTINGS
 
@@ -356,7 +356,7 @@ def test_settings_are_chosen_by_grouped_cv_across_gpus():
     """Two synthetic GPUs from known models, 1% noise: a ridge only biases the weights there, so
     the protocol chooses none, on all files and on each file's other; an application set
     scored under every setting reports the chosen one and the best in hindsight."""
-    from gpudvfs.power.crossval import Setting, choose_settings
+    from gpudvfs.evaluation.power_cv import Setting, choose_settings
 
     micro = {f"gpu{s}": synthetic(s, 0.01)[0] for s in (0, 1)}
     apps = {"apps0": synthetic(0, 0.0)[0]}
@@ -376,7 +376,7 @@ def test_settings_are_chosen_by_grouped_cv_across_gpus():
 
 
 def test_choosing_settings_refuses_bad_input():
-    from gpudvfs.power.crossval import choose_settings
+    from gpudvfs.evaluation.power_cv import choose_settings
 
     ds = synthetic(0, 0.0)[0]
     with pytest.raises(InputError, match="at least two"):

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from gpudvfs import InputError, PowerModel
 from gpudvfs.catalog import catalog
 from gpudvfs.cli.app import cli
-from gpudvfs.measure.counters.mapping import COMPONENTS
+from gpudvfs.data.counters import COMPONENTS
 from gpudvfs.power.prior import check_rule, rule_document
 from gpudvfs.power.prior_rule import choose_rule, gpu_files
 

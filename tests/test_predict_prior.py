@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from gpudvfs.catalog import lookup
 from gpudvfs.cli.app import cli
+from gpudvfs.time.device import TimeDevice
 from gpudvfs.time.interval import UNCALIBRATED_LEVEL, time_interval
 
 from conftest import REPO
@@ -78,7 +79,7 @@ def test_the_uncalibrated_time_interval_is_the_h100_kernels_90th_percentile():
     sys.path.insert(0, str(REPO / "validation"))
     from absolute_time import time_errors
 
-    errors = np.array(list(time_errors(H100, lookup("h100-sxm").time_device()).values()))
+    errors = np.array(list(time_errors(H100, TimeDevice.from_spec(lookup("h100-sxm"))).values()))
     assert UNCALIBRATED_LEVEL == pytest.approx(np.quantile(np.abs(np.log1p(errors / 100)), 0.9), abs=5e-4)
 
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import gpudvfs
 from gpudvfs import DataFileError
-from gpudvfs.io import source
+from gpudvfs.data import source
 
 
 @dataclass

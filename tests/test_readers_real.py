@@ -117,8 +117,8 @@ def test_reads_and_round_trips(data, rel, tmp_path):
 def test_reads_alike_in_small_chunks(data, rel, monkeypatch):
     """Read a few lines and bytes at a time, every file gives the same arrays and skips."""
     whole = gpudvfs.read(data / rel, on_invalid="skip")
-    monkeypatch.setattr(gpudvfs.io.source, "CHUNK_LINES", 7)
-    monkeypatch.setattr(gpudvfs.io.source, "BLOCK_BYTES", 100)
+    monkeypatch.setattr(gpudvfs.data.source, "CHUNK_LINES", 7)
+    monkeypatch.setattr(gpudvfs.data.source, "BLOCK_BYTES", 100)
     chunked = gpudvfs.read(data / rel, on_invalid="skip")
     assert chunked.skipped == whole.skipped
     a, b = _arrays(whole), _arrays(chunked)
@@ -155,7 +155,7 @@ def test_grid_roles(data):
     np.testing.assert_allclose(g.time_ms, g.columns["run_time"] * 1000.0)
     assert "sm_active" in g.metrics and "run_time" not in g.metrics and "index" not in g.metrics
     tp = gpudvfs.read(data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv")
-    blocks, threads = gpudvfs.io.launch_geometry(tp)
+    blocks, threads = gpudvfs.data.launch_geometry(tp)
     assert blocks.shape == (540, 3) and tuple(blocks[0]) == (3584, 1, 1) and tuple(threads[0]) == (128, 1, 1)
     assert tp.watts is not None and np.all(tp.watts > 0)
 

@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 
 import gpudvfs
 from gpudvfs import DataFileError
-from gpudvfs.io import source
-from gpudvfs.io.grid_csv import TIDY
-from gpudvfs.measure.device import Measurement
-from gpudvfs.measure.sweep import COLUMNS, _row
+from gpudvfs.data import source
+from gpudvfs.data.grid_csv import TIDY
+from gpudvfs.hardware.device import Measurement
+from gpudvfs.hardware.sweep import COLUMNS, _row
 
 FORMATS = ("gpmtool", "gpmtool-utils", "nvdvfs", "dcgm", "tidy", "ptx")
 CHUNK = 8

@@ -1,4 +1,4 @@
-"""The safe offline choice (`gpudvfs.select.safe`): its invariants (property-based), bad input,
+"""The safe offline choice (`gpudvfs.evaluation.safe`): its invariants (property-based), bad input,
 and its cross-validated figures on the GTX 980 and V100 grids of ../shared/data, where the
 models' plain choice on the V100 costs three times one pair for all."""
 
@@ -12,10 +12,10 @@ from hypothesis.extra import numpy as hnp
 
 from gpudvfs import InputError
 from gpudvfs.catalog import lookup
-from gpudvfs.io import read
-from gpudvfs.select.dcgm import evaluate_selection as evaluate_dcgm
-from gpudvfs.select.evaluate import evaluate_selection
-from gpudvfs.select.safe import safe_indices, safe_report
+from gpudvfs.data import read
+from gpudvfs.evaluation.dcgm_selection import evaluate_selection as evaluate_dcgm
+from gpudvfs.evaluation.safe import safe_indices, safe_report
+from gpudvfs.evaluation.selection import evaluate_selection
 from gpudvfs.time.device import TimeDevice
 
 CONFIGS = np.array([(c, m) for m in (500.0, 1000.0) for c in (400.0, 600.0, 800.0, 1000.0)])

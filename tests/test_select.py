@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from gpudvfs import InputError
-from gpudvfs.select import POLICIES, pareto_front, select
+from gpudvfs.policy import POLICIES, pareto_front, select
 
 
 @st.composite
@@ -120,7 +120,7 @@ def test_one_pair_chosen_without_an_application_does_no_better_on_it_than_in_hin
     """Whatever pair the other applications choose, it is no better for the one left out than
     the pair chosen on all: S(k) - r[a, k] <= S(h) - r[a, h] and S(k) >= S(h) give
     r[a, k] >= r[a, h]."""
-    from gpudvfs.select.evaluate import single_pair
+    from gpudvfs.evaluation.regret import single_pair
 
     cfg = np.column_stack([np.arange(r.shape[1]) * 10.0 + 500, np.full(r.shape[1], 877.0)])
     out = single_pair(r, cfg)
@@ -133,7 +133,7 @@ def test_one_pair_chosen_without_an_application_does_no_better_on_it_than_in_hin
 
 
 def test_one_pair_is_chosen_without_the_application_and_among_pairs_the_others_allow():
-    from gpudvfs.select.evaluate import single_pair
+    from gpudvfs.evaluation.regret import single_pair
 
     cfg = np.array([[500.0, 877.0], [700.0, 877.0], [900.0, 877.0]])
     r = np.array([[0.0, 0.4, 0.4],
@@ -158,7 +158,7 @@ def test_one_pair_is_chosen_without_the_application_and_among_pairs_the_others_a
 def test_one_pair_is_chosen_without_the_applications_whole_group():
     """Applications 0 and 1 are one group (two kernels of one application): each is scored at
     the pair application 2 alone chooses (900), not one its group mate helped choose."""
-    from gpudvfs.select.evaluate import single_pair_indices
+    from gpudvfs.evaluation.regret import single_pair_indices
 
     r = np.array([[0.0, 0.4, 0.4],
                   [0.3, 0.0, 0.2],

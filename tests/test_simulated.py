@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpudvfs.measure import ClockPermissionError, Device, SimulatedDevice, Workload
+from gpudvfs.hardware import ClockPermissionError, Device, SimulatedDevice, Workload
 
 WL = Workload("w", counters={"util:SP": 0.6, "util:DRAM": 0.4, "compute_ms": 2.0, "memory_ms": 1.0})
 

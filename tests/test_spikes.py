@@ -1,4 +1,4 @@
-"""Spikes of measured grids (`gpudvfs.io.spikes`): single cells that depart from both
+"""Spikes of measured grids (`gpudvfs.data.spikes`): single cells that depart from both
 neighbours along the core or the memory clock while those agree, found, listed and left out."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpudvfs.cli.app import cli
+from gpudvfs.data import read, read_measured_grid
+from gpudvfs.data.spikes import drop_spikes, find_spikes
 from gpudvfs.errors import GpudvfsWarning, InputError
-from gpudvfs.io import read, read_measured_grid
-from gpudvfs.io.spikes import drop_spikes, find_spikes
 
 CORES = [500.0, 600.0, 700.0, 800.0, 900.0, 1000.0]
 #: A V100-like sweep: 5 MHz apart, a cell's neighbours agree within 5% wherever the series is smooth.

@@ -17,7 +17,8 @@ from click.testing import CliRunner
 
 import gpudvfs
 from gpudvfs.cli.app import cli
-from gpudvfs.measure import SimulatedDevice, Workload, grid, run_sweep, to_power_dataset
+from gpudvfs.hardware import SimulatedDevice, Workload, grid, run_sweep, to_power_dataset
+from gpudvfs.time.device import TimeDevice
 
 WORKLOADS = [
     Workload("compute", counters={"util:SP": 0.8, "util:INT": 0.2, "compute_ms": 2.0, "memory_ms": 0.2}),
@@ -63,7 +64,7 @@ def test_clocks_reset_after_an_error(tmp_path):
 
 CHILD = """
 import sys, time
-from gpudvfs.measure import SimulatedDevice, Workload, run_sweep
+from gpudvfs.hardware import SimulatedDevice, Workload, run_sweep
 sys.path.insert(0, {tests!r})
 from test_sweep import WORKLOADS
 # Slow each step down so the parent can kill the sweep midway.
@@ -268,13 +269,13 @@ def test_time_suite_sweep_fits_the_device():
     launches with 0.5% noise)."""
     import tempfile
 
-    from gpudvfs.measure import suite_workloads, to_time_device
+    from gpudvfs.hardware import suite_workloads, to_time_device
 
     dev = SimulatedDevice(seed=2)
     out = os.path.join(tempfile.mkdtemp(), "t.csv")
     run_sweep(dev, suite_workloads("time"), out)
     # The DRAM delay is per SM's share of the traffic: the fit starts from the device's SM count.
-    from gpudvfs.measure.calibrate import base_time_device
+    from gpudvfs.hardware.calibrate import base_time_device
 
     fitted, report = to_time_device(out, base_time_device(dev, None))
     true = dev.gpu.time_device
@@ -303,17 +304,17 @@ def test_resume_refuses_a_record_of_the_wrong_shape(tmp_path, field, value):
 
 def test_workload_file_carries_the_kernel_to_profile(tmp_path):
     """A real GPU's callable names the kernel ncu reads; the simulator's counters come along."""
-    from gpudvfs.measure.workload_file import read_workloads
+    from gpudvfs.hardware.workload_file import read_workloads
 
     wl = tmp_path / "w.json"
     wl.write_text(json.dumps({"workloads": [
-        {"name": "mm", "callable": "gpudvfs.measure.apps:sgemm", "profile_kernel": "regex:gemm",
+        {"name": "mm", "callable": "gpudvfs.hardware.apps:sgemm", "profile_kernel": "regex:gemm",
          "counters": {"compute_ms": 1}},
         {"name": "plain", "counters": {"compute_ms": 1}}]}))
     mm, plain = read_workloads(wl)
-    assert (mm.spec, mm.profile_kernel, plain.profile_kernel) == ("gpudvfs.measure.apps:sgemm", "regex:gemm", None)
+    assert (mm.spec, mm.profile_kernel, plain.profile_kernel) == ("gpudvfs.hardware.apps:sgemm", "regex:gemm", None)
     # The kernel profiled is part of what a sweep's record says it measured (absent: the first).
-    from gpudvfs.measure.sweep import workload_record
+    from gpudvfs.hardware.sweep import workload_record
 
     assert workload_record(mm)["profile_kernel"] == "regex:gemm" and "profile_kernel" not in workload_record(plain)
 
@@ -363,8 +364,8 @@ def test_time_suite_at_one_clock_pair_with_its_launch_overhead(tmp_path):
     from gpudvfs.catalog import SUSTAINED_DRAM_FRACTION, lookup
 
     spec = lookup("h100-sxm")
-    base = spec.time_device()
-    from gpudvfs.measure import to_time_device
+    base = TimeDevice.from_spec(spec)
+    from gpudvfs.hardware import to_time_device
 
     device, report = to_time_device(H100_SUITE, base)
     assert report["launch_overhead_ms"] == pytest.approx(0.01799, abs=1e-5)

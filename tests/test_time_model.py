@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 import gpudvfs
 from gpudvfs import InputError, KernelProfile, TimeDevice, TimeModel
 from gpudvfs.cli.app import cli
-from gpudvfs.time import CASES, INPUT_KEYS, evaluate, profiles_from_grid
+from gpudvfs.evaluation.time_errors import evaluate
+from gpudvfs.time import CASES, INPUT_KEYS, profiles_from_grid
 
 from conftest import REPO
 
@@ -129,7 +130,7 @@ def test_catalog_constants_on_the_gtx980_grids(data):
     grids (7.15 / 9.49%; the spec peak itself 15.37 / 16.49%, the preset 6.37 / 9.31%)."""
     from gpudvfs.catalog import lookup
 
-    device = lookup("gtx980").time_device()
+    device = TimeDevice.from_spec(lookup("gtx980"))
     for name, figure in (("gtx980_time_dev.csv", 7.15), ("gtx980_time_power_dev.csv", 9.49)):
         grid = gpudvfs.read(data / "nv-dvfs-benchmark" / name)
         assert evaluate(grid, TimeModel(device), (700, 700))["mape"] == pytest.approx(figure, abs=0.005), name
@@ -462,7 +463,7 @@ def test_nvprof_warps_launched_stands_in_for_warps():
 def test_profile_from_real_nvprof_output(data):
     """nvprof --metrics all --print-gpu-trace of a vector addition on a GTX 1080: its warp
     count is unique_warps_launched (32), with no warps column."""
-    from gpudvfs.io.profilers import read_counters
+    from gpudvfs.data.profilers import read_counters
 
     (kernel,) = read_counters(data / "tool-outputs/nvprof_gtx1080_microgpusim.txt").kernels
     assert "warps" not in kernel.metrics and kernel.metrics["unique_warps_launched"] == 32
@@ -475,7 +476,7 @@ def test_an_application_is_held_out_with_every_kernel_of_it():
     """The protocol's groups: a name's application is its first '/'-part without case and
     punctuation, one beginning another joins them (NV-DVFS's 'scan' in one file, its kernels
     in the other), and the joining is transitive."""
-    from gpudvfs.time.crossval import application_groups
+    from gpudvfs.evaluation.nested import application_groups
 
     names = ["scan", "scanScanExclusiveShared/scanExclusiveShared/input00", "scanUniformUpdate/uniformUpdate/input00",
              "matrixMul(Global)", "matrixMulGlobal/matrixMulCUDA/input00", "gaussian/Fan2/input00", "srad", "SRAD/k"]
@@ -491,7 +492,7 @@ def test_the_nested_choice_never_sees_the_held_out_group(n_candidates, n_columns
     """Each column's candidate is the least mean error over the columns outside its group:
     changing a column's group mates' errors never changes its choice, and with every column
     its own group the choice is the plain leave-one-out."""
-    from gpudvfs.time.crossval import nested_choice
+    from gpudvfs.evaluation.nested import nested_choice
 
     rng = np.random.default_rng(seed)
     errors = rng.random((n_candidates, n_columns))
@@ -518,7 +519,7 @@ def test_the_protocol_choice_never_sees_the_held_out_group(n_candidates, n_colum
     """The protocol's choice with its aggregate chosen one level in: a column's candidate and
     aggregate depend on the other groups' columns alone, and with one aggregate the choice is
     that aggregate's least over them (the mean's is `nested_choice`)."""
-    from gpudvfs.time.crossval import AGGREGATES, aggregate_scores, nested_choice, protocol_choice
+    from gpudvfs.evaluation.nested import AGGREGATES, aggregate_scores, nested_choice, protocol_choice
 
     rng = np.random.default_rng(seed)
     errors = rng.random((n_candidates, n_columns))
@@ -547,7 +548,7 @@ def test_the_aggregates_by_hand():
     kernel that no candidate fits (10-14%). The mean follows that kernel (candidate 2); the
     trimmed mean, the median and the mean rank follow the other three (candidate 0); tied
     candidates share their mean rank."""
-    from gpudvfs.time.crossval import aggregate_scores, chosen_aggregate
+    from gpudvfs.evaluation.nested import aggregate_scores, chosen_aggregate
 
     errors = np.array([[1.0, 1.0, 1.0, 14.0],
                        [2.0, 2.0, 2.0, 12.0],
@@ -574,7 +575,7 @@ def test_the_two_term_split_is_the_models_core_work_over_all():
     terms (Rust `KernelInputs::core_share`): issue work alone is all core; with DRAM misses
     the share grows with the memory clock (a miss's delay shrinks); a reference memory clock
     that is no clock is refused with the kernel's name."""
-    from gpudvfs.time.evaluate import core_share
+    from gpudvfs.evaluation.time_errors import core_share
 
     dev = TimeDevice.preset("gtx980")
     compute = KernelProfile("c", 1e5, 60, 8, 0.0, 4.0, 0.0, 300, 0)

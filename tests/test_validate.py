@@ -15,11 +15,12 @@ import pytest
 from click.testing import CliRunner
 
 from gpudvfs.cli.app import cli
+from gpudvfs.data import read
 from gpudvfs.errors import GpudvfsWarning, InputError
-from gpudvfs.io import read
-from gpudvfs.measure.nvml import ClockControlError, NvmlDevice
-from gpudvfs.measure.simulated import SimulatedDevice
-from gpudvfs.measure.validate import coarse_grid, validate
+from gpudvfs.evaluation.hardware_report import coarse_grid, validate
+from gpudvfs.hardware.nvml import ClockControlError, NvmlDevice
+from gpudvfs.hardware.simulated import SimulatedDevice
+from gpudvfs.time.device import TimeDevice
 
 from fake_pynvml import FakeNvml
 
@@ -60,8 +61,8 @@ def test_predict_runs_on_each_ncu_csv_and_reports_a_bad_one(tmp_path):
     from test_catalog import _stand_in, synthetic_power_model
 
     from gpudvfs.catalog import lookup
-    from gpudvfs.measure.counters.mapping import POWER_TABLES, TIME_EXTRA_TABLES, TIME_TABLES
-    from gpudvfs.measure.validate import _predict_logs
+    from gpudvfs.data.counters import POWER_TABLES, TIME_EXTRA_TABLES, TIME_TABLES
+    from gpudvfs.evaluation.hardware_report import _predict_logs
 
     k = _stand_in("9.0").kernels[0]
     units = {n: u for table in (TIME_TABLES, TIME_EXTRA_TABLES, POWER_TABLES) for recipes in table["ncu"].values()
@@ -232,8 +233,8 @@ def test_h100_profiles_are_of_each_benchmarks_own_kernel():
     """The first run profiled CuPy's random-number setup kernel for every benchmark (the first
     kernel launched): each raw ncu CSV now names the benchmark's own kernel function, and each
     benchmark's profile loads the unit it was designed to stress."""
-    from gpudvfs.io.profilers import read_ncu_csv
-    from gpudvfs.measure.kernels import benchmark
+    from gpudvfs.data.profilers import read_ncu_csv
+    from gpudvfs.hardware.kernels import benchmark
 
     profiles = json.loads((H100 / "power-suite.csv.sweep.json").read_text())["profiles"]
     assert len(profiles) == 28
@@ -265,7 +266,7 @@ def test_h100_latency_suite_against_the_catalog():
     spec.loader.exec_module(script)
     from gpudvfs.catalog import lookup
 
-    device = lookup("h100-sxm").time_device()
+    device = TimeDevice.from_spec(lookup("h100-sxm"))
     lat = script.latencies(H100, device)
     dram, l2 = lat["dram latency (core cycles)"], lat["L2 latency (core cycles)"]
     assert dram[0] > 2 * l2[0]
@@ -305,7 +306,7 @@ def test_h100_uncalibrated_time_leaving_each_kernel_out():
 def test_h100_report_is_its_json_rendered_and_says_no_pair_without_a_power_model():
     """report.md is render(report.json); with one clock pair no power model was fitted, so each
     workload's `predict` line gives times alone, not a chosen pair of None."""
-    from gpudvfs.measure.validate import render
+    from gpudvfs.evaluation.hardware_report import render
 
     report = json.loads((H100 / "report.json").read_text())
     text = render(report)

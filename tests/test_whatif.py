@@ -12,12 +12,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gpudvfs.data import read_measured_grid
 from gpudvfs.errors import InputError
 from gpudvfs.fleet import whatif as wi
 from gpudvfs.fleet.telemetry import sample_dcgm_grid, sample_telemetry
-from gpudvfs.io import read_measured_grid
-from gpudvfs.measure.apps import APPS
-from gpudvfs.measure.chips import chip_device
+from gpudvfs.hardware.apps import APPS
+from gpudvfs.hardware.chips import chip_device
 from gpudvfs.time.dcgm import DcgmTimeModel
 
 ray = pytest.importorskip("ray")
@@ -228,7 +228,7 @@ def test_a_prometheus_export_gives_the_same_whatif(registry3, time_model, tmp_pa
 
 
 def test_bad_prometheus_exports_are_refused(tmp_path):
-    from gpudvfs.io.prometheus import read_range_export
+    from gpudvfs.data.prometheus import read_range_export
 
     series = {"metric": {"__name__": "DCGM_FI_DEV_POWER_USAGE", "UUID": "GPU-a"}, "values": [[1, "100"]]}
     for doc, match in (({"data": {"resultType": "vector", "result": []}}, "matrix"),

@@ -18,9 +18,10 @@ from pathlib import Path
 import numpy as np
 
 from gpudvfs.catalog import lookup
-from gpudvfs.io import read
-from gpudvfs.measure.sweep import load_record, results, to_time_device
+from gpudvfs.data import read
+from gpudvfs.hardware.sweep import load_record, results, to_time_device
 from gpudvfs.time import KernelProfile, TimeModel
+from gpudvfs.time.device import TimeDevice
 
 
 def latencies(folder: Path, device) -> dict[str, tuple[float, float]]:
@@ -57,7 +58,7 @@ def time_errors(folder: Path, device, launch_ms: float = 0.0) -> dict[str, float
 
 def settings(folder: Path, key: str = "h100-sxm") -> dict[str, tuple[object, float]]:
     """(time device, launch overhead ms) of each setting the cross-validation chooses among."""
-    catalog = lookup(key).time_device()
+    catalog = TimeDevice.from_spec(lookup(key))
     suite, fit = to_time_device(folder / "time-suite.csv", catalog)
     overhead = fit["launch_overhead_ms"]
     return {"catalog": (catalog, 0.0), "catalog + launch overhead": (catalog, overhead),

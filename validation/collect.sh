@@ -29,8 +29,8 @@ echo "validate rc=$?"
 # new one, new value in mW), seconds from the first poll.
 timeout 60 python3 - "$folder/power-reading-changes.json" <<'PY'
 import json, sys, threading, time
-from gpudvfs.measure.nvml import NvmlDevice, refresh_period_from_changes
-from gpudvfs.measure.sweep import suite_workloads
+from gpudvfs.hardware.nvml import NvmlDevice, refresh_period_from_changes
+from gpudvfs.hardware.sweep import suite_workloads
 
 def trace(dev, seconds, launch):
     changes, polls, done = [], [0], threading.Event()

@@ -87,7 +87,7 @@ def environment(args, out: Path) -> dict:
     if torch.cuda.is_available():
         env["cuda_device"] = torch.cuda.get_device_name(0)
     if args.device_kind == "nvml":
-        from gpudvfs.measure.nvml import NvmlDevice
+        from gpudvfs.hardware.nvml import NvmlDevice
 
         with NvmlDevice(0, leave_clocks=True) as d:  # reads only
             nv: dict = {"name": d.name}

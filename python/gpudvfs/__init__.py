@@ -12,15 +12,15 @@ from typing import TYPE_CHECKING, Any
 
 # name -> module that defines it
 _EXPORTS = {
-    "FORMATS": "io",
-    "UTIL_TOLERANCE": "io",
-    "detect_format": "io",
-    "read": "io",
-    "read_power_dataset": "io",
-    "write": "io",
-    "MeasurementGrid": "io.datasets",
-    "PowerDataset": "io.datasets",
-    "UtilizationTable": "io.datasets",
+    "FORMATS": "data",
+    "UTIL_TOLERANCE": "data",
+    "detect_format": "data",
+    "read": "data",
+    "read_power_dataset": "data",
+    "write": "data",
+    "MeasurementGrid": "data.datasets",
+    "PowerDataset": "data.datasets",
+    "UtilizationTable": "data.datasets",
     "DataFileError": "errors",
     "GpudvfsError": "errors",
     "GpudvfsWarning": "errors",
@@ -33,8 +33,8 @@ _EXPORTS = {
     "KernelProfile": "time.profile",
     "TimeDevice": "time.device",
     "TimeModel": "time.model",
-    "predict_profile": "predict",
-    "ProfilePrediction": "predict",
+    "predict_profile": "predict.prediction",
+    "ProfilePrediction": "predict.prediction",
 }
 
 __all__ = [
@@ -45,16 +45,16 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from ._core import OnlinePredictor, OnlinePredictorBank
-    from .errors import DataFileError, GpudvfsError, GpudvfsWarning, InputError, Problem
-    from .io import FORMATS, UTIL_TOLERANCE, detect_format, read, read_power_dataset, write
-    from .io.datasets import MeasurementGrid, PowerDataset, UtilizationTable
-    from .power.equations import power_grid
-    from .power.model import PowerModel
-    from .predict import ProfilePrediction, predict_profile
-    from .time.device import TimeDevice
-    from .time.model import TimeModel
-    from .time.profile import KernelProfile
+    from gpudvfs._core import OnlinePredictor, OnlinePredictorBank
+    from gpudvfs.data import FORMATS, UTIL_TOLERANCE, detect_format, read, read_power_dataset, write
+    from gpudvfs.data.datasets import MeasurementGrid, PowerDataset, UtilizationTable
+    from gpudvfs.errors import DataFileError, GpudvfsError, GpudvfsWarning, InputError, Problem
+    from gpudvfs.power.equations import power_grid
+    from gpudvfs.power.model import PowerModel
+    from gpudvfs.predict.prediction import ProfilePrediction, predict_profile
+    from gpudvfs.time.device import TimeDevice
+    from gpudvfs.time.model import TimeModel
+    from gpudvfs.time.profile import KernelProfile
 
     __version__: str
 

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from .errors import InputError
+from gpudvfs.errors import InputError
 
 #: No GPU board draws more (today's largest are about 1.2 kW).
 MAX_WATTS = 10_000.0

@@ -24,7 +24,7 @@ def _run(argv: list[str] | None) -> int:
     try:
         import click
 
-        from .app import cli
+        from gpudvfs.cli.app import cli
     except ImportError as e:  # the core package works without the CLI's dependencies
         package = (e.name or "a package").partition(".")[0]  # rich, not rich.console
         print(f"gpudvfs: the command line needs the 'cli' extra ({package} is missing): "

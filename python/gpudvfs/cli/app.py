@@ -6,20 +6,20 @@ import warnings
 
 import click
 
-from .. import __version__
-from ..errors import GpudvfsWarning
-from .data import data
-from .demo import demo
-from .fleet import fleet
-from .govern import govern
-from .online import online
-from .output import Group
-from .power import power
-from .predict import devices, predict, profile_command_
-from .select import select_
-from .sweep import sweep
-from .time import time_
-from .validate import validate
+from gpudvfs import __version__
+from gpudvfs.cli.data import data
+from gpudvfs.cli.demo import demo
+from gpudvfs.cli.fleet import fleet
+from gpudvfs.cli.govern import govern
+from gpudvfs.cli.online import online
+from gpudvfs.cli.output import Group
+from gpudvfs.cli.power import power
+from gpudvfs.cli.predict import devices, predict, profile_command_
+from gpudvfs.cli.select import select_
+from gpudvfs.cli.sweep import sweep
+from gpudvfs.cli.time import time_
+from gpudvfs.cli.validate import validate
+from gpudvfs.errors import GpudvfsWarning
 
 _shown: set[str] = set()
 

@@ -6,12 +6,12 @@ import warnings
 
 import click
 
-from ..io import DESCRIPTIONS, FORMATS, read, read_measured_grid
-from ..io.datasets import MeasurementGrid
-from ..io.spikes import find_spikes
-from ..measure.sweep import load_record, record_path
-from . import options
-from .output import console, print_json, table, user_errors
+from gpudvfs.cli import options
+from gpudvfs.cli.output import console, print_json, table, user_errors
+from gpudvfs.data import DESCRIPTIONS, FORMATS, read, read_measured_grid
+from gpudvfs.data.datasets import MeasurementGrid
+from gpudvfs.data.spikes import find_spikes
+from gpudvfs.hardware.sweep import load_record, record_path
 
 PROFILER_FORMATS = ("ncu", "nvprof", "nvidia-smi")
 

@@ -7,11 +7,11 @@ import importlib.util
 import click
 import numpy as np
 
-from ..demo import plot_demo, run_demo
-from ..measure.devices import DEVICE_KINDS, make_device
-from . import options
-from .output import console, output_dir, print_json, refuse_overwrite, table, user_errors
-from .progress import progress_bars
+from gpudvfs.cli import options
+from gpudvfs.cli.output import console, output_dir, print_json, refuse_overwrite, table, user_errors
+from gpudvfs.cli.progress import progress_bars
+from gpudvfs.demo import plot_demo, run_demo
+from gpudvfs.hardware.kinds import DEVICE_KINDS, make_device
 
 
 @click.command()

@@ -8,16 +8,16 @@ import sys
 
 import click
 
-from ..fleet.budget import bench
-from ..fleet.jobs import OBJECTIVES, plan_budget, read_jobs, simulated_jobs, write_jobs
-from ..fleet.registry import CV_FOLDS, Registry
-from ..fleet.whatif import DEFAULT_INTERVAL_S, MIN_INTERVAL_S
-from ..fleet.whatif import POLICIES as WHATIF_POLICIES
-from ..measure.devices import DEVICE_KINDS
-from ..power.model import VARIANTS
-from . import options
-from .output import console, output_dir, output_file, print_json, refuse_overwrite, table, user_errors
-from .progress import progress_bars
+from gpudvfs.cli import options
+from gpudvfs.cli.output import console, output_dir, output_file, print_json, refuse_overwrite, table, user_errors
+from gpudvfs.cli.progress import progress_bars
+from gpudvfs.fleet.budget import bench
+from gpudvfs.fleet.jobs import OBJECTIVES, plan_budget, read_jobs, simulated_jobs, write_jobs
+from gpudvfs.fleet.registry import CV_FOLDS, Registry
+from gpudvfs.fleet.whatif import DEFAULT_INTERVAL_S, MIN_INTERVAL_S
+from gpudvfs.fleet.whatif import POLICIES as WHATIF_POLICIES
+from gpudvfs.hardware.kinds import DEVICE_KINDS
+from gpudvfs.power.model import VARIANTS
 
 
 @click.group()
@@ -35,7 +35,7 @@ def _ray_prints_to_stderr():
 
 def _devices(device_kind: str, seed: int, aging: float = 0.0):
     """The GPUs a fleet command runs on: simulated chips of fleet ``seed``, or Ray's real GPUs."""
-    from ..fleet.calibrate import NvmlFleet, SimFleet
+    from gpudvfs.fleet.calibrate import NvmlFleet, SimFleet
 
     return SimFleet(seed, aging=aging) if device_kind == "sim" else NvmlFleet()
 
@@ -81,7 +81,7 @@ def calibrate(device_kind, gpus, ray_address, out, seed, min_seconds, variant, a
     suites on it (rows streamed to its own files: a killed worker loses at most its row in
     flight, and a rerun resumes), fits its models and writes its registry entry. Prints the
     fleet's spread."""
-    from ..fleet.calibrate import calibrate_fleet
+    from gpudvfs.fleet.calibrate import calibrate_fleet
 
     with user_errors(), _ray_prints_to_stderr(), progress_bars(disable=as_json) as update:
         registry = calibrate_fleet(_devices(device_kind, seed), out, gpus=gpus, ray_address=ray_address,
@@ -112,7 +112,7 @@ def calibrate(device_kind, gpus, ray_address, out, seed, min_seconds, variant, a
 def check(registry, device_kind, gpus, ray_address, seed, sim_aging, pairs, benchmarks, min_seconds, as_json) -> None:
     """Re-measure a few pairs on every GPU and flag those whose power has left their model's
     error band (aging, cooling). Exit status 3 when any GPU is flagged."""
-    from ..fleet.check import check_fleet
+    from gpudvfs.fleet.check import check_fleet
 
     if sim_aging and device_kind != "sim":
         raise click.UsageError("--sim-aging is for --device sim")
@@ -207,8 +207,8 @@ def whatif(telemetry, registry, time_model, policy, slowdown, interval_s, job_co
     have chosen, from DCGM exporter telemetry (Parquet file or folder, CSV, or a Prometheus
     range-query export .json: per sample its GPU UUID, job, power, SM and memory clocks and
     DCGM activities), partitioned over Ray Data."""
-    from ..fleet.whatif import whatif as run_whatif
-    from ..time.dcgm import DcgmTimeModel
+    from gpudvfs.fleet.whatif import whatif as run_whatif
+    from gpudvfs.time.dcgm import DcgmTimeModel
 
     with user_errors(), _ray_prints_to_stderr():
         r = run_whatif(telemetry, Registry.load(registry), DcgmTimeModel.load(time_model), policy=policy,
@@ -237,8 +237,8 @@ def whatif(telemetry, registry, time_model, policy, slowdown, interval_s, job_co
 def sample_telemetry(registry, rows, seed, out, grid_out, force) -> None:
     """Exporter-style telemetry of jobs on a registry of simulated GPUs (and a DCGM grid to fit
     the time model on), so `fleet whatif` runs without a GPU."""
-    from ..fleet.telemetry import sample_dcgm_grid
-    from ..fleet.telemetry import sample_telemetry as write_telemetry
+    from gpudvfs.fleet.telemetry import sample_dcgm_grid
+    from gpudvfs.fleet.telemetry import sample_telemetry as write_telemetry
 
     with user_errors():
         refuse_overwrite([out, grid_out], force=force)

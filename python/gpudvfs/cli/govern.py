@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import click
 
-from ..govern import POLICIES
-from ..govern.daemon import MIN_INTERVAL_S
-from ..govern.plain import plain_table
-from ..govern.replay import DEFAULT_SEEDS, choose_defaults, cross_validate, dcgm_replay_table, replay, replay_table
-from ..io import read_measured_grid
-from ..io.dcgm_fields import is_dcgm_grid
-from ..measure.devices import DEVICE_KINDS, make_device
-from . import options
-from .output import console, interval, output_file, paired_line, print_json, table, user_errors
-from .progress import progress_bars
-from .time import DEVICE_HELP, REFERENCE_HELP, _gpu, _optional_pair, _pair, grid_reference
+from gpudvfs.cli import options
+from gpudvfs.cli.output import console, interval, output_file, paired_line, print_json, table, user_errors
+from gpudvfs.cli.progress import progress_bars
+from gpudvfs.cli.time import DEVICE_HELP, REFERENCE_HELP, _gpu, _optional_pair, _pair, grid_reference
+from gpudvfs.data import read_measured_grid
+from gpudvfs.data.dcgm_fields import is_dcgm_grid
+from gpudvfs.evaluation.govern_replay import (
+    DEFAULT_SEEDS,
+    choose_defaults,
+    cross_validate,
+    dcgm_replay_table,
+    replay,
+    replay_table,
+)
+from gpudvfs.govern import POLICIES
+from gpudvfs.govern.daemon import MIN_INTERVAL_S
+from gpudvfs.govern.plain import plain_table
+from gpudvfs.hardware.kinds import DEVICE_KINDS, make_device
 
 #: Steps replayed and steps of a phase; a trace replays each job once for TRACE_STEPS steps.
 STEPS, PHASE_STEPS, TRACE_STEPS = 4000, 200, 2000
@@ -315,7 +322,7 @@ def clockd(device_kind, index, socket_path, mode) -> None:
     import signal
     import threading
 
-    from ..govern.clockd import ClockService
+    from gpudvfs.govern.clockd import ClockService
 
     try:
         perms = int(mode, 8)
@@ -344,10 +351,10 @@ def reset(device_kind, index) -> None:
 
 
 def _model_prior(device, registry, time_model):
-    from ..fleet.registry import Registry, device_uuid
-    from ..fleet.whatif import gpu_table
-    from ..govern.daemon import ModelPrior
-    from ..time.dcgm import DcgmTimeModel
+    from gpudvfs.fleet.registry import Registry, device_uuid
+    from gpudvfs.fleet.whatif import gpu_table
+    from gpudvfs.govern.daemon import ModelPrior
+    from gpudvfs.time.dcgm import DcgmTimeModel
 
     return ModelPrior(gpu_table(Registry.load(registry), device_uuid(device)), DcgmTimeModel.load(time_model))
 
@@ -361,8 +368,8 @@ def _knobs_line(device) -> str:
 
 
 def _nvml_daemon_inputs(index, registry, time_model, dry_run, knob):
-    from ..govern.daemon import CatalogPrior, PowerLimitPrior
-    from ..measure.nvml import NvmlDevice
+    from gpudvfs.govern.daemon import CatalogPrior, PowerLimitPrior
+    from gpudvfs.hardware.nvml import NvmlDevice
 
     if bool(registry) != bool(time_model):
         raise click.UsageError("--registry and --time-model go together (the models' prior); leave both out to "
@@ -437,12 +444,12 @@ def run(device_kind, index, registry, time_model, catalog_prior, dry_run, knob, 
     import tempfile
     import threading
 
-    from ..govern.daemon import CatalogPrior, Daemon, ModelPrior, NvmlMonitor
-    from ..govern.governor import jsonl_log
-    from ..govern.integrations.session import SIM_CATALOG_NAME
-    from ..govern.phases import PhaseDetector
-    from ..govern.simhost import SimulatedHost, calibrated, phased_process
-    from ..measure.apps import APPS
+    from gpudvfs.govern.daemon import CatalogPrior, Daemon, ModelPrior, NvmlMonitor
+    from gpudvfs.govern.governor import jsonl_log
+    from gpudvfs.govern.integrations.session import SIM_CATALOG_NAME
+    from gpudvfs.govern.phases import PhaseDetector
+    from gpudvfs.govern.simhost import SimulatedHost, calibrated, phased_process
+    from gpudvfs.hardware.apps import APPS
 
     options.policy_options(policy, power_cap)
     if device_kind == "sim" and sim_phase_s < interval:
@@ -456,7 +463,7 @@ def run(device_kind, index, registry, time_model, catalog_prior, dry_run, knob, 
         if metrics_port:
             from prometheus_client import start_http_server
 
-            from ..govern.metrics import GovernorMetrics
+            from gpudvfs.govern.metrics import GovernorMetrics
 
             metrics = GovernorMetrics(labels={"gpu": f"{device_kind}{index}"})
             start_http_server(metrics_port, registry=metrics.registry)

@@ -8,15 +8,15 @@ from collections import Counter
 
 import click
 
-from ..errors import GpudvfsWarning
-from ..measure.driver_sim import DriverManagedGpu
-from ..measure.nvml import NvmlDevice
-from ..measure.observer import NvmlObserver, observe, read_readings, write_readings
-from ..power import PowerModel
-from ..power.observe import fit_readings
-from . import options
-from .output import console, output_file, print_json, refuse_overwrite, user_errors
-from .progress import progress_bars
+from gpudvfs.cli import options
+from gpudvfs.cli.output import console, output_file, print_json, refuse_overwrite, user_errors
+from gpudvfs.cli.progress import progress_bars
+from gpudvfs.errors import GpudvfsWarning
+from gpudvfs.hardware.driver_sim import DriverManagedGpu
+from gpudvfs.hardware.nvml import NvmlDevice
+from gpudvfs.hardware.observer import NvmlObserver, observe, read_readings, write_readings
+from gpudvfs.power import PowerModel
+from gpudvfs.power.observe import fit_readings
 
 
 @click.command("observe")

@@ -7,11 +7,11 @@ from dataclasses import replace as dc_replace
 
 import click
 
-from ..online import FORMS, ReplaySettings
-from ..online import replay as run_replay
-from ..online.replay import MOVES, STREAMS
-from . import options
-from .output import console, paired_line, print_json, table, user_errors
+from gpudvfs.cli import options
+from gpudvfs.cli.output import console, paired_line, print_json, table, user_errors
+from gpudvfs.evaluation.online_replay import MOVES, STREAMS, ReplaySettings
+from gpudvfs.evaluation.online_replay import replay as run_replay
+from gpudvfs.online import FORMS
 
 TARGET_RATIO = 0.5  # issue 5: online same-app MAPE at most half the last-value predictor's
 

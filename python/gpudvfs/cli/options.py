@@ -8,9 +8,9 @@ import math
 import click
 from click.core import ParameterSource
 
-from ..errors import InputError
-from ..io import parse_columns
-from ..limits import clock_array
+from gpudvfs.data import parse_columns
+from gpudvfs.errors import InputError
+from gpudvfs.limits import clock_array
 
 
 def _columns(ctx, param, value):

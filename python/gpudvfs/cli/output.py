@@ -14,9 +14,9 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from ..errors import GpudvfsError, InputError, InvalidRowError
-from ..measure.device import ClockPermissionError
-from .options import offers_skip
+from gpudvfs.cli.options import offers_skip
+from gpudvfs.errors import GpudvfsError, InputError, InvalidRowError
+from gpudvfs.hardware.device import ClockPermissionError
 
 #: Output that goes to a file or a pipe is read whole, not at a terminal's width: without a
 #: terminal (and no COLUMNS), tables take the width they need up to this many characters.
@@ -40,12 +40,12 @@ def table(title: str, columns: list[str], rows: list[list]) -> Table:
 
 
 def interval(ends, scale: float = 1.0) -> str:
-    """A bootstrap interval's ends (``gpudvfs.bootstrap``), times ``scale`` (100 for a percent)."""
+    """A bootstrap interval's ends (``gpudvfs.stats``), times ``scale`` (100 for a percent)."""
     return f"[{scale * ends[0]:.2f}, {scale * ends[1]:.2f}]"
 
 
 def paired_line(ci: dict, names: dict[str, str], scale: float = 1.0, sep: str = ", ") -> str:
-    """`gpudvfs.bootstrap.paired_intervals`' result in a line: the mean's interval, then the
+    """`gpudvfs.stats.paired_intervals`' result in a line: the mean's interval, then the
     paired difference from each baseline, named by ``names`` (by its key where absent)."""
     return sep.join([interval(ci["mean"], scale)] + [
         f"minus {names.get(k.removeprefix('minus_'), k.removeprefix('minus_'))} {interval(v, scale)}"

@@ -6,22 +6,32 @@ import warnings
 
 import click
 
-from ..catalog import lookup
-from ..errors import GpudvfsWarning, InputError
-from ..io import DESCRIPTIONS, detect_format, read, read_measured_grid, read_power_dataset
-from ..io.datasets import PowerDataset, UtilizationTable
-from ..io.dcgm_fields import is_dcgm_grid
-from ..measure.sweep import load_record, to_power_dataset
-from ..power import VARIANTS, PowerModel, cross_validate
-from ..power.crossval import choose_settings
-from ..power.dcgm import dcgm_power_dataset
-from ..select.choose import counter_power_dataset
-from . import options
-from .observe import observe_
-from .output import console, figure_file, interval, output_file, print_json, refuse_overwrite, table, user_errors
-from .prior import prior, prior_cv
-from .progress import progress_bars
-from .time import _gpu, _optional_pair, check_clocks, grid_reference
+from gpudvfs.catalog import lookup
+from gpudvfs.cli import options
+from gpudvfs.cli.observe import observe_
+from gpudvfs.cli.output import (
+    console,
+    figure_file,
+    interval,
+    output_file,
+    print_json,
+    refuse_overwrite,
+    table,
+    user_errors,
+)
+from gpudvfs.cli.prior import prior, prior_cv
+from gpudvfs.cli.progress import progress_bars
+from gpudvfs.cli.time import _gpu, _optional_pair, check_clocks, grid_reference
+from gpudvfs.data import DESCRIPTIONS, detect_format, read, read_measured_grid, read_power_dataset
+from gpudvfs.data.datasets import PowerDataset, UtilizationTable
+from gpudvfs.data.dcgm_fields import is_dcgm_grid
+from gpudvfs.errors import GpudvfsWarning, InputError
+from gpudvfs.evaluation.power_cv import choose_settings
+from gpudvfs.evaluation.power_errors import cross_validate
+from gpudvfs.hardware.sweep import load_record, to_power_dataset
+from gpudvfs.policy.choose import counter_power_dataset
+from gpudvfs.power import VARIANTS, PowerModel
+from gpudvfs.power.dcgm import dcgm_power_dataset
 
 _REFERENCE = click.option("--reference", callback=_optional_pair,
                           help="Measured grids: the clock pair CORE,MEM whose DCGM activities or counters are the "
@@ -284,7 +294,7 @@ def predict(model_path, utils, as_json) -> None:
 @options.force
 def plot(model_path, data, out, force) -> None:
     """Voltage curves over the clocks (the paper's Figure 6) and measured vs predicted power."""
-    from ..power.plots import plot_model
+    from gpudvfs.power.plots import plot_model
 
     with user_errors():
         refuse_overwrite([out], [model_path, data], force)

@@ -9,13 +9,16 @@ from pathlib import Path
 
 import click
 
-from ..catalog import catalog, lookup
-from ..errors import InputError
-from ..io import read
-from ..io.profilers import CounterReport
-from ..power import PowerModel
-from ..select import POLICIES
-from ..select.from_profile import (
+from gpudvfs.catalog import catalog, lookup
+from gpudvfs.cli import options
+from gpudvfs.cli.output import console, print_json, table, user_errors
+from gpudvfs.cli.time import _optional_pair, check_clocks
+from gpudvfs.data import read
+from gpudvfs.data.profilers import CounterReport
+from gpudvfs.errors import InputError
+from gpudvfs.policy import POLICIES
+from gpudvfs.power import PowerModel
+from gpudvfs.predict.profile import (
     CLOCK_CONTROLS,
     LAUNCH_SCALE_MS,
     device_of,
@@ -23,9 +26,6 @@ from ..select.from_profile import (
     predict_profile,
     profile_command,
 )
-from . import options
-from .output import console, print_json, table, user_errors
-from .time import _optional_pair, check_clocks
 
 #: Past this many launches, the text output has a line per kernel name instead of per launch.
 PER_LAUNCH_LINES = 20

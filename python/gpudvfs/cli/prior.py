@@ -8,13 +8,13 @@ from pathlib import Path
 
 import click
 
-from ..catalog import lookup
-from ..io.jsonfile import write_json_atomic
-from ..power import PowerModel
-from ..power.prior_rule import choose_rule, gpu_files
-from . import options
-from .output import console, output_file, print_json, refuse_overwrite, table, user_errors
-from .progress import progress_bars
+from gpudvfs.catalog import lookup
+from gpudvfs.cli import options
+from gpudvfs.cli.output import console, output_file, print_json, refuse_overwrite, table, user_errors
+from gpudvfs.cli.progress import progress_bars
+from gpudvfs.data.jsonfile import write_json_atomic
+from gpudvfs.power import PowerModel
+from gpudvfs.power.prior_rule import choose_rule, gpu_files
 
 
 @click.command("prior")

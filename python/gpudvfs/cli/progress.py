@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from .output import console
+from gpudvfs.cli.output import console
 
 #: ``update(stage, done, total, label)``: one bar per stage (``total`` None: open-ended).
 Update = Callable[[str, int, "int | None", str], None]

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import click
 
-from ..io import read_measured_grid
-from ..io.dcgm_fields import is_dcgm_grid
-from ..power import PowerModel
-from ..select import POLICIES
-from ..select.choose import choose as choose_configs
-from ..select.choose import fit_power_model
-from ..select.dcgm import evaluate_selection as evaluate_dcgm
-from ..select.evaluate import evaluate_selection
-from . import options
-from .output import console, output_file, paired_line, print_json, refuse_overwrite, table, user_errors
-from .time import DEVICE_HELP, REFERENCE_HELP, _gpu, _optional_pair, grid_reference
+from gpudvfs.cli import options
+from gpudvfs.cli.output import console, output_file, paired_line, print_json, refuse_overwrite, table, user_errors
+from gpudvfs.cli.time import DEVICE_HELP, REFERENCE_HELP, _gpu, _optional_pair, grid_reference
+from gpudvfs.data import read_measured_grid
+from gpudvfs.data.dcgm_fields import is_dcgm_grid
+from gpudvfs.evaluation.dcgm_selection import evaluate_selection as evaluate_dcgm
+from gpudvfs.evaluation.selection import evaluate_selection, with_energy_error
+from gpudvfs.policy import POLICIES
+from gpudvfs.policy.choose import choose as choose_configs
+from gpudvfs.policy.choose import fit_power_model
+from gpudvfs.power import PowerModel
 
 
 def _grid(path: str, columns=None, formats=("nvdvfs", "grid")):
@@ -144,8 +144,9 @@ def fit_power(data, reference, device, out, force, columns, clip_utilization) ->
         refuse_overwrite([out], [data], force)
         grid = _grid(data, columns)
         time_device, spec = _gpu(device, grid)
-        model = fit_power_model(grid, grid_reference(grid, spec, reference), time_device, spec,
-                                clip=clip_utilization, with_error=True)
+        ref = grid_reference(grid, spec, reference)
+        model = with_energy_error(fit_power_model(grid, ref, time_device, spec, clip=clip_utilization), grid, ref,
+                                  time_device, spec, clip=clip_utilization)
         model.save(out)
     console.print(f"power model (per-domain) on {len(model.configs_)} configurations: training MAPE "
                   f"{model.train_mape_:.2f}%; error of a predicted energy (workloads held out) "

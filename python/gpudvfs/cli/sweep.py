@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import click
 
-from ..io import write
-from ..measure.devices import DEVICE_KINDS, make_device
-from ..measure.sweep import grid, run_sweep, suite_workloads, to_power_dataset
-from ..measure.workload_file import read_workloads
-from . import options
-from .output import console, output_file, refuse_overwrite, user_errors
-from .progress import progress_bars
+from gpudvfs.cli import options
+from gpudvfs.cli.output import console, output_file, refuse_overwrite, user_errors
+from gpudvfs.cli.progress import progress_bars
+from gpudvfs.data import write
+from gpudvfs.hardware.kinds import DEVICE_KINDS, make_device
+from gpudvfs.hardware.sweep import grid, run_sweep, suite_workloads, to_power_dataset
+from gpudvfs.hardware.workload_file import read_workloads
 
 
 @click.command()
 @click.option("--suite", type=click.Choice(["power", "time"]),
               help="A microbenchmark suite of the kernel manifest.")
 @click.option("--workloads", "workload_file", type=click.Path(dir_okay=False),
-              help="JSON file of user workloads (see gpudvfs.measure.workload_file).")
+              help="JSON file of user workloads (see gpudvfs.hardware.workload_file).")
 @click.option("--device", "device_kind", type=click.Choice(DEVICE_KINDS), default="sim", show_default=True)
 @options.gpu_index()
 @options.seed("Noise seed of the simulated GPU.")

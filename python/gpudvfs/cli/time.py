@@ -7,18 +7,28 @@ from pathlib import Path
 import click
 import numpy as np
 
-from ..errors import InputError
-from ..io import read_measured_grid
-from ..io.dcgm_fields import is_dcgm_grid
-from ..io.grid_csv import SPECS
-from ..time import MODES, TimeDevice, TimeModel, evaluate, profiles_from_grid
-from ..time.crossval import HOLD_OUTS, constant_sensitivity, cross_validate
-from ..time.dcgm import PREDICTORS, DcgmTimeModel
-from ..time.dcgm import cross_validate as dcgm_cross_validate
-from ..time.fit_device import fit_device
-from . import options
-from .output import console, interval, output_file, paired_line, print_json, refuse_overwrite, table, user_errors
-from .progress import progress_bars
+from gpudvfs.cli import options
+from gpudvfs.cli.output import (
+    console,
+    interval,
+    output_file,
+    paired_line,
+    print_json,
+    refuse_overwrite,
+    table,
+    user_errors,
+)
+from gpudvfs.cli.progress import progress_bars
+from gpudvfs.data import read_measured_grid
+from gpudvfs.data.dcgm_fields import is_dcgm_grid
+from gpudvfs.data.grid_csv import SPECS
+from gpudvfs.errors import InputError
+from gpudvfs.evaluation.time_cv import HOLD_OUTS, constant_sensitivity, cross_validate
+from gpudvfs.evaluation.time_errors import evaluate
+from gpudvfs.time import MODES, TimeDevice, TimeModel, profiles_from_grid
+from gpudvfs.time.dcgm import PREDICTORS, DcgmTimeModel
+from gpudvfs.time.dcgm import cross_validate as dcgm_cross_validate
+from gpudvfs.time.fit_device import fit_device
 
 
 def _pair(ctx, param, value):

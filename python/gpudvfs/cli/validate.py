@@ -6,11 +6,11 @@ import re
 
 import click
 
-from ..measure.devices import DEVICE_KINDS, make_device
-from ..measure.validate import validate as run_validation
-from . import options
-from .output import console, print_json, refuse_overwrite, user_errors
-from .progress import progress_bars
+from gpudvfs.cli import options
+from gpudvfs.cli.output import console, print_json, refuse_overwrite, user_errors
+from gpudvfs.cli.progress import progress_bars
+from gpudvfs.evaluation.hardware_report import validate as run_validation
+from gpudvfs.hardware.kinds import DEVICE_KINDS, make_device
 
 
 @click.command()

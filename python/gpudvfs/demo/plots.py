@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..power.plots import clock_label
-from .run import DemoResult, WorkloadResult
+from gpudvfs.demo.run import DemoResult, WorkloadResult
+from gpudvfs.power.plots import clock_label
 
 # Marker of each policy's choice, in the heatmaps and on the Pareto fronts.
 POLICY_MARKERS = {"energy": "*", "edp": "D", "ed2p": "^", "deadline": "s", "power-cap": "P", "cost": "X"}

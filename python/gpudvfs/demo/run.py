@@ -1,5 +1,5 @@
 """The end-to-end job: measure a GPU with the microbenchmark suites, fit the power and time
-models, profile the real workloads of `gpudvfs.measure.apps` once at the default clocks, and
+models, profile the real workloads of `gpudvfs.hardware.apps` once at the default clocks, and
 choose their frequencies; on the simulated GPU, compare with the simulator's ground truth.
 
 Every step is a public piece of gpudvfs: `calibrate` (`run_sweep` of the power and time
@@ -15,14 +15,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ..measure.apps import APPS
-from ..measure.calibrate import Progress, calibrate, stage
-from ..measure.device import Device
-from ..measure.simulated import SimulatedDevice
-from ..measure.sweep import grid
-from ..power.model import PowerModel
-from ..select import POLICIES, Selection, pareto_front, select
-from ..time import KernelProfile, TimeDevice, TimeModel
+from gpudvfs.hardware.apps import APPS
+from gpudvfs.hardware.calibrate import Progress, calibrate, stage
+from gpudvfs.hardware.device import Device
+from gpudvfs.hardware.simulated import SimulatedDevice
+from gpudvfs.hardware.sweep import grid
+from gpudvfs.policy import POLICIES, Selection, pareto_front, select
+from gpudvfs.power.model import PowerModel
+from gpudvfs.time import KernelProfile, TimeDevice, TimeModel
 
 
 @dataclass(frozen=True)

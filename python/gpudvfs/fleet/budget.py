@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import _core
-from ..errors import InputError
+from gpudvfs import _core
+from gpudvfs.errors import InputError
 
 
 @dataclass(frozen=True)

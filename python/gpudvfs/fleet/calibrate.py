@@ -15,12 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import GpudvfsWarning, InputError
-from ..measure.calibrate import calibrate
-from ..measure.chips import chip_device, sim_uuid
-from ..measure.device import Device
-from .registry import Registry, device_uuid, gpu_dir, write_entry
-from .tasks import Progress, per_gpu
+from gpudvfs.errors import GpudvfsWarning, InputError
+from gpudvfs.fleet.registry import Registry, device_uuid, gpu_dir, write_entry
+from gpudvfs.fleet.tasks import Progress, per_gpu
+from gpudvfs.hardware.calibrate import calibrate
+from gpudvfs.hardware.chips import chip_device, sim_uuid
+from gpudvfs.hardware.device import Device
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class NvmlFleet:
     def __call__(self, slot: int) -> Device:
         import ray
 
-        from ..measure.nvml import NvmlDevice
+        from gpudvfs.hardware.nvml import NvmlDevice
 
         ids = ray.get_gpu_ids()
         if len(ids) != 1:

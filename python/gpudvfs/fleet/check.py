@@ -13,13 +13,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
-from ..measure.calibrate import POWER_CSV
-from ..measure.device import Device, Workload
-from ..measure.sweep import load_record
-from ..power.model import PowerModel
-from .registry import ENTRY_FILE, POWER_FILE, device_uuid, gpu_dir, read_entry
-from .tasks import Progress, per_gpu
+from gpudvfs.errors import InputError
+from gpudvfs.fleet.registry import ENTRY_FILE, POWER_FILE, device_uuid, gpu_dir, read_entry
+from gpudvfs.fleet.tasks import Progress, per_gpu
+from gpudvfs.hardware.calibrate import POWER_CSV
+from gpudvfs.hardware.device import Device, Workload
+from gpudvfs.hardware.sweep import load_record
+from gpudvfs.power.model import PowerModel
 
 BAND_FACTOR = 2.0
 BAND_FLOOR_PCT = 1.0

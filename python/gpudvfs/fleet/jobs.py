@@ -23,12 +23,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
-from ..io.jsonfile import read_json, write_json_atomic
-from ..limits import is_finite_number, is_number
-from ..time import KernelProfile, TimeModel
-from .budget import solve_budget
-from .registry import Registry
+from gpudvfs.data.jsonfile import read_json, write_json_atomic
+from gpudvfs.errors import InputError
+from gpudvfs.fleet.budget import solve_budget
+from gpudvfs.fleet.registry import Registry
+from gpudvfs.limits import is_finite_number, is_number
+from gpudvfs.time import KernelProfile, TimeModel
 
 OBJECTIVES = ("time", "energy")
 
@@ -130,9 +130,9 @@ def plan_budget(registry: Registry, jobs: list[Job], budget_w: float, objective:
 
 def simulated_jobs(registry: Registry, workloads=None) -> list[Job]:
     """Jobs for a registry of simulated chips: workload i % len(workloads) (the demo's
-    real workloads, `gpudvfs.measure.apps.APPS`, by default) on GPU i, profiled and timed at its default clocks."""
-    from ..measure.apps import APPS
-    from ..measure.chips import chip_device
+    real workloads, `gpudvfs.hardware.apps.APPS`, by default) on GPU i, profiled and timed at its default clocks."""
+    from gpudvfs.hardware.apps import APPS
+    from gpudvfs.hardware.chips import chip_device
 
     workloads = list(workloads or APPS)
     jobs = []

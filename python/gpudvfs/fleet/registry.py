@@ -18,14 +18,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
-from ..io.jsonfile import read_versioned, write_json_atomic
-from ..measure.calibrate import POWER_CSV, Calibration
-from ..measure.simulated import SimulatedDevice
-from ..measure.sweep import to_power_dataset
-from ..power.evaluate import held_out_predictions
-from ..power.model import PowerModel
-from ..time import TimeDevice
+from gpudvfs.data.jsonfile import read_versioned, write_json_atomic
+from gpudvfs.errors import InputError
+from gpudvfs.evaluation.power_errors import held_out_predictions
+from gpudvfs.hardware.calibrate import POWER_CSV, Calibration
+from gpudvfs.hardware.simulated import SimulatedDevice
+from gpudvfs.hardware.sweep import to_power_dataset
+from gpudvfs.power.model import PowerModel
+from gpudvfs.time import TimeDevice
 
 ENTRY_KIND, ENTRY_VERSION = "fleet-gpu", 1
 ENTRY_FILE, POWER_FILE, TIME_FILE = "gpu.json", "power-model.json", "time-device.json"

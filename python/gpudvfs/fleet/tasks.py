@@ -8,8 +8,8 @@ import contextlib
 import logging
 from collections.abc import Callable, Iterator, Sequence
 
-from ..errors import InputError
-from ..measure.device import Device
+from gpudvfs.errors import InputError
+from gpudvfs.hardware.device import Device
 
 #: (done, total, label)
 Progress = Callable[[int, int, str], None]

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
-from ..io.source import format_number
-from ..measure.chips import chip_device
-from ..measure.counters.mapping import COMPONENTS, DOMAIN_SIZES
-from ..measure.simulated import SimulatedDevice, profile_of
-from ..measure.sweep import grid, suite_workloads
-from .registry import Registry
+from gpudvfs.data.counters import COMPONENTS, DOMAIN_SIZES
+from gpudvfs.data.source import format_number
+from gpudvfs.errors import InputError
+from gpudvfs.fleet.registry import Registry
+from gpudvfs.hardware.chips import chip_device
+from gpudvfs.hardware.simulated import SimulatedDevice, profile_of
+from gpudvfs.hardware.sweep import grid, suite_workloads
 
 ACTIVITIES = ("DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_PIPE_FP32_ACTIVE", "DCGM_FI_PROF_PIPE_FP64_ACTIVE",
               "DCGM_FI_PROF_DRAM_ACTIVE")
@@ -41,7 +41,7 @@ def sample_telemetry(registry: Registry, rows: int, path: str | Path, *, seed: i
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from ..measure.apps import APPS
+    from gpudvfs.hardware.apps import APPS
 
     if rows < 1:
         raise InputError(f"rows must be at least 1, got {rows}")

@@ -24,12 +24,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InputError
-from ..io.dcgm_fields import FIELDS, PIPES
-from ..io.prometheus import read_range_export
-from ..limits import is_finite_number
-from ..time.dcgm import DcgmTimeModel
-from .registry import Registry
+from gpudvfs.data.dcgm_fields import FIELDS, PIPES
+from gpudvfs.data.prometheus import read_range_export
+from gpudvfs.errors import InputError
+from gpudvfs.fleet.registry import Registry
+from gpudvfs.limits import is_finite_number
+from gpudvfs.time.dcgm import DcgmTimeModel
 
 POLICIES = ("energy", "edp", "deadline")
 #: dcgm-exporter's default collection interval (its -c option, 30,000 ms).
@@ -252,7 +252,7 @@ def whatif(telemetry: str, registry: Registry, model: DcgmTimeModel, *, policy: 
     """The what-if over a Parquet file or folder, a CSV, or a Prometheus range-query export
     (``.json``, `io.prometheus`) of telemetry, partitioned over Ray Data. ``ray_address`` as
     for `tasks.ray_session` (no GPUs are needed)."""
-    from .tasks import ray_session
+    from gpudvfs.fleet.tasks import ray_session
 
     if not is_finite_number(interval_s, MIN_INTERVAL_S):
         raise InputError(f"interval must be a finite number of seconds >= {MIN_INTERVAL_S:g} (the exporter collects "

@@ -24,9 +24,9 @@ import threading
 import warnings
 from pathlib import Path
 
-from ..errors import GpudvfsWarning, InputError
-from ..limits import is_finite_number
-from ..measure.device import Device
+from gpudvfs.errors import GpudvfsWarning, InputError
+from gpudvfs.hardware.device import Device
+from gpudvfs.limits import is_finite_number
 
 #: Longest request line; replies (the list of pairs) may be longer, up to MAX_REPLY.
 MAX_LINE = 4096

@@ -35,15 +35,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import GpudvfsWarning, InputError
-from ..fleet.whatif import GpuTable, Samples, predict_samples
-from ..time.dcgm import DcgmTimeModel
-from .governor import Governor
-from .integrations.configs import ClockGrid, clock_grid
-from .integrations.prior import PRIOR_SD as INTEGRATION_PRIOR_SD
-from .integrations.prior import PowerShape, catalog_power_shape, step_prior
-from .phases import PhaseDetector
-from .power_limit import limit_curves
+from gpudvfs.errors import GpudvfsWarning, InputError
+from gpudvfs.fleet.whatif import GpuTable, Samples, predict_samples
+from gpudvfs.govern.governor import Governor
+from gpudvfs.govern.integrations.configs import ClockGrid, clock_grid
+from gpudvfs.govern.integrations.prior import PRIOR_SD as INTEGRATION_PRIOR_SD
+from gpudvfs.govern.integrations.prior import PowerShape, catalog_power_shape, step_prior
+from gpudvfs.govern.phases import PhaseDetector
+from gpudvfs.govern.power_limit import limit_curves
+from gpudvfs.time.dcgm import DcgmTimeModel
 
 #: The power limits `PowerLimitPrior` governs among (its default besides).
 POWER_LIMIT_LEVELS = 8

@@ -33,9 +33,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .._core import GovernorCore
-from ..errors import InputError
-from ..limits import clock_array, is_finite_number, is_integer, is_number
+from gpudvfs._core import GovernorCore
+from gpudvfs.errors import InputError
+from gpudvfs.limits import clock_array, is_finite_number, is_integer, is_number
 
 POLICIES = ("energy", "edp", "deadline", "power-cap", "cost")
 #: The prior's relative error, the bound's width, the residual's (relative) and its

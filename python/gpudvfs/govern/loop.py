@@ -19,8 +19,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..errors import InputError
-from .governor import Governor
+from gpudvfs.errors import InputError
+from gpudvfs.govern.governor import Governor
 
 
 def nearest_config(configs: np.ndarray, clocks) -> int:

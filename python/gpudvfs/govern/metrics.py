@@ -14,7 +14,7 @@ class GovernorMetrics:
         try:
             from prometheus_client import CollectorRegistry, Counter, Gauge
         except ImportError:
-            from ..errors import InputError
+            from gpudvfs.errors import InputError
 
             raise InputError("governor metrics need prometheus-client: pip install 'gpudvfs[govern]'") from None
         self.registry = registry if registry is not None else CollectorRegistry()

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import InputError
+from gpudvfs.errors import InputError
 
 
 @dataclass

@@ -14,10 +14,10 @@ import warnings
 
 import numpy as np
 
-from ..errors import GpudvfsWarning, InputError
-from ..io.datasets import MeasurementGrid
-from ..select.policies import highest_index
-from .replay import ReplayTable
+from gpudvfs.data.datasets import MeasurementGrid
+from gpudvfs.errors import GpudvfsWarning, InputError
+from gpudvfs.evaluation.govern_replay import ReplayTable
+from gpudvfs.policy.policies import highest_index
 
 #: The memory clock column of a grid that has none: a constant, which the governor's
 #: log-ratio features read as no change.

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InputError
-from ..fleet.telemetry import activities
-from ..fleet.whatif import GpuTable
-from ..measure.device import Workload
-from ..measure.simulated import SimulatedDevice, profile_of
-from ..time.dcgm import DcgmTimeModel
+from gpudvfs.errors import InputError
+from gpudvfs.fleet.telemetry import activities
+from gpudvfs.fleet.whatif import GpuTable
+from gpudvfs.hardware.device import Workload
+from gpudvfs.hardware.simulated import SimulatedDevice, profile_of
+from gpudvfs.time.dcgm import DcgmTimeModel
 
 
 @dataclass(frozen=True)
@@ -141,11 +141,11 @@ def calibrated(workdir) -> tuple[SimulatedDevice, GpuTable, DcgmTimeModel]:
     model fitted on a simulated DCGM grid of the power suite."""
     from pathlib import Path
 
-    from ..fleet.calibrate import SimFleet, calibrate_gpu
-    from ..fleet.registry import ENTRY_FILE, Registry, device_uuid, gpu_dir
-    from ..fleet.telemetry import sample_dcgm_grid
-    from ..fleet.whatif import gpu_table
-    from ..io import read_measured_grid
+    from gpudvfs.data import read_measured_grid
+    from gpudvfs.fleet.calibrate import SimFleet, calibrate_gpu
+    from gpudvfs.fleet.registry import ENTRY_FILE, Registry, device_uuid, gpu_dir
+    from gpudvfs.fleet.telemetry import sample_dcgm_grid
+    from gpudvfs.fleet.whatif import gpu_table
 
     root = Path(workdir)
     registry_dir, grid_path, model_path = root / "registry", root / "dcgm-grid.csv", root / "time-dcgm.json"

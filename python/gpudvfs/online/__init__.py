@@ -9,18 +9,20 @@ its coefficients learned by covariance-form RLS as a workload runs.
   scikit-learn, the ``online`` extra).
 * ``CounterFrequencyModel``, ``predict_time_at``, ``time_slope``: frequency sensitivity
   (Eq. 12-14).
-* ``replay`` / ``tune``: the predictors on traces drawn from a measurement grid.
+
+The predictors replayed on traces drawn from a measurement grid (``replay``, ``tune``) are in
+:mod:`gpudvfs.evaluation.online_replay`.
 
 Importing needs numpy alone.
 """
 
-from .._core import OnlinePredictor, OnlinePredictorBank
-from .features import FORMS, FeatureMap
-from .grid import GridTable
-from .predictor import load_predictor, save_predictor
-from .replay import ReplaySettings, replay, tune
-from .selection import FeatureSelection, lasso_select
-from .sensitivity import CounterFrequencyModel, predict_time_at, time_slope
+from gpudvfs._core import OnlinePredictor, OnlinePredictorBank
+from gpudvfs._moved import moved_names
+from gpudvfs.online.features import FORMS, FeatureMap
+from gpudvfs.online.grid import GridTable
+from gpudvfs.online.predictor import load_predictor, save_predictor
+from gpudvfs.online.selection import FeatureSelection, lasso_select
+from gpudvfs.online.sensitivity import CounterFrequencyModel, predict_time_at, time_slope
 
 __all__ = [
     "FORMS",
@@ -30,12 +32,12 @@ __all__ = [
     "GridTable",
     "OnlinePredictor",
     "OnlinePredictorBank",
-    "ReplaySettings",
     "lasso_select",
     "load_predictor",
     "predict_time_at",
-    "replay",
     "save_predictor",
     "time_slope",
-    "tune",
 ]
+
+__getattr__ = moved_names(__name__, {name: "gpudvfs.evaluation.online_replay"
+                                       for name in ("ReplaySettings", "replay", "tune")})

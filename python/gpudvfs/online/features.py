@@ -23,8 +23,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..errors import InputError
-from .grid import GridTable
+from gpudvfs.errors import InputError
+from gpudvfs.online.grid import GridTable
 
 FORMS = ("paper", "inverse")
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InputError
-from ..io.datasets import MeasurementGrid
+from gpudvfs.data.datasets import MeasurementGrid
+from gpudvfs.errors import InputError
 
 
 def is_target_readout(name: str) -> bool:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .._core import OnlinePredictor, OnlinePredictorBank
-from ..errors import InputError
-from ..io.jsonfile import read_json, write_json_atomic
+from gpudvfs._core import OnlinePredictor, OnlinePredictorBank
+from gpudvfs.data.jsonfile import read_json, write_json_atomic
+from gpudvfs.errors import InputError
 
 VERSION = 1
 _KINDS = {"online-predictor": OnlinePredictor, "online-predictor-bank": OnlinePredictorBank}

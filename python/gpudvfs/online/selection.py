@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InputError
+from gpudvfs.errors import InputError
 
 
 def _sklearn():

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InputError
-from .features import FeatureMap
-from .grid import GridTable
+from gpudvfs.errors import InputError
+from gpudvfs.online.features import FeatureMap
+from gpudvfs.online.grid import GridTable
 
 
 @dataclass(frozen=True, eq=False)

@@ -5,12 +5,14 @@
 | `model`     | `PowerModel`: fit, predict, voltages, breakdown, save and load    |
 | `equations` | the model's equations over a grid (`power_grid`, Rust) and in numpy |
 | `gpmtool`   | gpmTOOL model files, read and written                             |
-| `evaluate`  | grouped cross-validation                                          |
-| `crossval`  | the fit's setting chosen by grouped CV across GPUs' microbenchmarks |
+
+Grouped cross-validation and the fit's setting chosen by it are in :mod:`gpudvfs.evaluation`.
 """
 
-from .equations import power_grid, power_grid_numpy
-from .evaluate import cross_validate
-from .model import VARIANTS, PowerModel
+from gpudvfs._moved import moved_names
+from gpudvfs.power.equations import power_grid, power_grid_numpy
+from gpudvfs.power.model import VARIANTS, PowerModel
 
-__all__ = ["VARIANTS", "PowerModel", "cross_validate", "power_grid", "power_grid_numpy"]
+__all__ = ["VARIANTS", "PowerModel", "power_grid", "power_grid_numpy"]
+
+__getattr__ = moved_names(__name__, {"cross_validate": "gpudvfs.evaluation.power_errors"})

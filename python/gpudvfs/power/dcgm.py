@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError
-from ..io.datasets import MeasurementGrid, PowerDataset
-from ..io.dcgm_fields import PIPES, find_fields
-from ..io.utilization import bound_utilization
-from .evaluate import held_out_predictions
-from .grid import grid_power_dataset
+from gpudvfs.data.datasets import MeasurementGrid, PowerDataset
+from gpudvfs.data.dcgm_fields import PIPES, find_fields
+from gpudvfs.data.utilization import bound_utilization
+from gpudvfs.errors import InputError
+from gpudvfs.power.grid import grid_power_dataset
 
 
 def dcgm_components(grid: MeasurementGrid) -> tuple[list[str], list[str], int]:
@@ -39,9 +38,3 @@ def dcgm_power_dataset(grid: MeasurementGrid, reference: tuple[float, float], cl
                                  hint="DCGM fields are ratios of time, not percentages")
     return grid_power_dataset(grid, reference, names, util_ref, tuple(comps), (n_core, len(comps) - n_core))
 
-
-def loo_predictions(grid: MeasurementGrid, reference: tuple[float, float],
-                    variant: str = "default") -> tuple[PowerDataset, dict[str, np.ndarray]]:
-    """Leave-one-workload-out predictions of every row (see :func:`held_out_predictions`)."""
-    ds = dcgm_power_dataset(grid, reference)
-    return ds, held_out_predictions(ds, len(ds.benchmarks), variant=variant)[0]

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .. import _core
-from ..errors import InputError
+from gpudvfs import _core
+from gpudvfs.errors import InputError
 
 
 def _matrix(name: str, x, cols: int | None = None) -> np.ndarray:

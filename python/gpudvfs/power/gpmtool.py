@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import InputError
-from ..io.source import Source, csv_line, format_number
+from gpudvfs.data.source import Source, csv_line, format_number
+from gpudvfs.errors import InputError
 
 
 def read_gpmtool_model(path: str | Path) -> tuple[tuple[str, ...], dict]:

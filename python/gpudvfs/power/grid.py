@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError
-from ..io.datasets import MeasurementGrid, PowerDataset
+from gpudvfs.data.datasets import MeasurementGrid, PowerDataset
+from gpudvfs.errors import InputError
 
 
 def grid_power_dataset(grid: MeasurementGrid, reference: tuple[float, float], names: list[str], util: np.ndarray,

@@ -18,7 +18,7 @@ Variants:
 | `curve`      | per domain flat up to a break clock, then linear          | any clocks       |
 | `default`    | `per-config`, squared relative errors, no ridge           | measured pairs   |
 
-`default` is the setting the protocol of :mod:`gpudvfs.power.crossval` chooses: grouped
+`default` is the setting the protocol of :mod:`gpudvfs.evaluation.power_cv` chooses: grouped
 cross-validation over the microbenchmarks of five GPUs, no application having a say (the
 docs/accuracy.md gives the figures). It replaced a ridge of 0.01 that had been chosen partly on the
 applications of `titanx_real_dev.csv`, the file its figure was reported on.
@@ -37,18 +37,18 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import _core
-from ..bootstrap import mean_interval
-from ..catalog import DeviceSpec, lookup
-from ..errors import GpudvfsWarning, InputError
-from ..io.datasets import PowerDataset
-from ..io.jsonfile import read_versioned, write_json_atomic
-from ..io.source import UTIL_TOLERANCE
-from ..limits import check_watts, clock_array, is_count, is_finite_number
-from ..measure.counters.mapping import COMPONENTS
-from .equations import power_grid
-from .gpmtool import read_gpmtool_model, write_gpmtool_model
-from .prior import prior_state, rule_document
+from gpudvfs import _core
+from gpudvfs.catalog import DeviceSpec, lookup
+from gpudvfs.data.counters import COMPONENTS
+from gpudvfs.data.datasets import PowerDataset
+from gpudvfs.data.jsonfile import read_versioned, write_json_atomic
+from gpudvfs.data.source import UTIL_TOLERANCE
+from gpudvfs.errors import GpudvfsWarning, InputError
+from gpudvfs.limits import check_watts, clock_array, is_count, is_finite_number
+from gpudvfs.power.equations import power_grid
+from gpudvfs.power.gpmtool import read_gpmtool_model, write_gpmtool_model
+from gpudvfs.power.prior import prior_state, rule_document
+from gpudvfs.stats import mean_interval
 
 VARIANTS = ("default", "per-config", "per-domain", "curve")
 UNUSED = ("error", "zero")
@@ -113,7 +113,7 @@ class PowerModel:
         self.device_: str | None = None
         #: Relative error of an energy predicted with this model and the time model at each of
         #: ``configs_``, from applications held out of the power fit (`select fit-power` sets
-        #: it: `gpudvfs.select.evaluate.energy_errors`); None where nobody measured it.
+        #: it: `gpudvfs.evaluation.selection.energy_errors`); None where nobody measured it.
         self.energy_error_: np.ndarray | None = None
         #: Half-width q of a 90% interval on each predicted power in log space (P in [P e^-q,
         #: P e^q]), where it is known: a prior's (`PowerModel.prior`: its rule's error on GPUs it

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import _core
-from ..errors import InputError
-from .model import PowerModel
-from .prior import curve_state
+from gpudvfs import _core
+from gpudvfs.errors import InputError
+from gpudvfs.power.model import PowerModel
+from gpudvfs.power.prior import curve_state
 
 #: Relative error of one reading against the model: sensor noise plus what the activities do
 #: not capture of the power. With the prior's standard deviations below, it weighs the readings
@@ -193,7 +193,7 @@ def steady_readings(readings, tolerance: float = STEADY_ACTIVITY) -> list:
 
 
 def fit_readings(prior: PowerModel, obs) -> ObservedFit:
-    """`fit_observed` on a `gpudvfs.measure.observer.Observation`'s readings at a steady clock
+    """`fit_observed` on a `gpudvfs.hardware.observer.Observation`'s readings at a steady clock
     (and, where power was not read exactly, at a steady activity: `steady_readings`); the refined
     model is laid out on the prior's pairs and every pair seen."""
     steady = steady_readings(obs.readings, STEADY_ACTIVITY if obs.power != "exact" else np.inf)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..io.datasets import PowerDataset
-from .model import PowerModel
+from gpudvfs.data.datasets import PowerDataset
+from gpudvfs.power.model import PowerModel
 
 DOMAINS = ("core", "memory")
 # Up to this many lines get a legend; more are told apart by a colour scale.

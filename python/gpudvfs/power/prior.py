@@ -19,9 +19,9 @@ from importlib import resources
 
 import numpy as np
 
-from ..catalog import DeviceSpec
-from ..errors import InputError
-from ..measure.counters.mapping import COMPONENTS, DOMAIN_SIZES
+from gpudvfs.catalog import DeviceSpec
+from gpudvfs.data.counters import COMPONENTS, DOMAIN_SIZES
+from gpudvfs.errors import InputError
 
 RULE_KIND = "power-prior-rule"
 RULE_VERSION = 1

@@ -25,15 +25,15 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import _core
-from ..catalog import lookup
-from ..errors import InputError
-from ..io import read, read_power_dataset
-from ..io.datasets import PowerDataset
-from ..io.jsonfile import read_json
-from ..measure.counters.mapping import COMPONENTS, DOMAIN_SIZES
-from .model import PowerModel
-from .prior import RULE_KIND, RULE_VERSION, prior_state
+from gpudvfs import _core
+from gpudvfs.catalog import lookup
+from gpudvfs.data import read, read_power_dataset
+from gpudvfs.data.counters import COMPONENTS, DOMAIN_SIZES
+from gpudvfs.data.datasets import PowerDataset
+from gpudvfs.data.jsonfile import read_json
+from gpudvfs.errors import InputError
+from gpudvfs.power.model import PowerModel
+from gpudvfs.power.prior import RULE_KIND, RULE_VERSION, prior_state
 
 #: The gpmTOOL files: (file, catalog GPU, fitted on: microbenchmarks; applications are scored only).
 GPMTOOL_FILES = (("titanx_micro.csv", "gtx-titan-x", True), ("titanx_hpca18_micro.csv", "gtx-titan-x", True),

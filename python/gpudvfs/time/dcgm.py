@@ -26,11 +26,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
-from ..io.datasets import MeasurementGrid
-from ..io.dcgm_fields import PIPES, find_fields
-from ..io.jsonfile import read_versioned, write_json_atomic
-from .evaluate import mape
+from gpudvfs.data.datasets import MeasurementGrid
+from gpudvfs.data.dcgm_fields import PIPES, find_fields
+from gpudvfs.data.jsonfile import read_versioned, write_json_atomic
+from gpudvfs.errors import InputError
+from gpudvfs.stats import mape
 
 PREDICTORS = ("auto", "mean", "activity")
 #: Ridge penalty of the activity regression (on shares in [0, 1], features in [0, 1]).

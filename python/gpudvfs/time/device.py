@@ -7,10 +7,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import _core
-from ..errors import InputError
-from ..io.jsonfile import read_versioned, write_json_atomic
-from ..limits import clock_array, is_finite_number
+from gpudvfs import _core
+from gpudvfs.catalog import SECTOR_BYTES, SHARED_WAVEFRONT_BYTES, SUSTAINED_DRAM_FRACTION, DeviceSpec, lookup
+from gpudvfs.data.jsonfile import read_versioned, write_json_atomic
+from gpudvfs.errors import InputError
+from gpudvfs.limits import clock_array, is_finite_number
 
 # 2: inst_lat and parallel_queues; max_blocks_per_sm gone. overlapped_rounds and sf_inst_cycle
 # came later and default to what files without them were written under: rounds one after
@@ -74,17 +75,46 @@ class TimeDevice:
         return cls(**_core.time_device_gtx980(), name="gtx980")
 
     @classmethod
+    def from_spec(cls, spec: DeviceSpec, base: TimeDevice | None = None) -> TimeDevice:
+        """Time-model parameters of a catalog GPU: SMs, warp slots, issue costs and latencies;
+        the DRAM service time per transaction from the bandwidth a kernel sustains,
+        :data:`SUSTAINED_DRAM_FRACTION` of the peak (no fitted delay law:
+        `gpudvfs time fit-device` fits one to a measured grid). The split of the DRAM latency
+        into its core- and memory-clock parts (Eq. 4), the overlap exponent and the
+        dependent-instruction latency come from ``base`` (the GTX 980 preset, the only
+        device where a protocol chose them)."""
+        base = base or cls.gtx980()
+        lat = spec.latency_cycles
+        share_a = base.dm_lat_a / (base.dm_lat_a + base.dm_lat_b)  # Eq. 4's split at fc = fm
+        # An entry may leave its SFU lanes at 0 (unpublished): special-function instructions
+        # then cost the issue rate (sf_inst_cycle 0), as before the SFU rate existed.
+        sfu = spec.issue_per_sm_per_cycle["sfu"]
+        return cls(
+            sm_count=float(spec.sm_count), max_warps_per_sm=float(spec.max_warps_per_sm),
+            dm_lat_a=lat["dram"] * share_a, dm_lat_b=lat["dram"] * (1 - share_a),
+            # Memory cycles one SM's share of the channels needs per 32-byte transaction.
+            dm_del_a=0.0,
+            dm_del_b=spec.sm_count * SECTOR_BYTES / (spec.dram_bytes_per_mem_cycle * SUSTAINED_DRAM_FRACTION),
+            l2_lat=lat["l2"], l2_del=spec.sm_count * SECTOR_BYTES / spec.l2_bytes_per_cycle,
+            sh_lat=lat["shared"], sh_del=SHARED_WAVEFRONT_BYTES / spec.shared_bytes_per_sm_per_cycle,
+            inst_cycle=32 / spec.issue_per_sm_per_cycle["fp32"],
+            dp_inst_cycle=32 / max(spec.issue_per_sm_per_cycle["fp64"], 1e-9),
+            sf_inst_cycle=32 / sfu if sfu > 0 else 0.0,
+            overlap_p=base.overlap_p, inst_lat=base.inst_lat, parallel_queues=base.parallel_queues,
+            overlapped_rounds=base.overlapped_rounds,
+            name=spec.key)
+
+
+    @classmethod
     def preset(cls, name: str) -> TimeDevice:
         """A microbenchmarked preset, else the catalog GPU's parameters (see
-        ``DeviceSpec.time_device``)."""
+        :meth:`from_spec`)."""
         return cls.resolve(name)[0]
 
     @classmethod
     def resolve(cls, name: str):
         """(time device, catalog entry or None) of a preset, catalog GPU or device JSON file.
         A device file's catalog entry is the one its name designates, where there is one."""
-        from ..catalog import lookup
-
         if Path(name).suffix == ".json":
             device = cls.load(name)
             try:
@@ -92,7 +122,7 @@ class TimeDevice:
             except InputError:
                 return device, None
         spec = lookup(name)
-        return (cls.gtx980() if spec.key == "gtx980" else spec.time_device()), spec
+        return (cls.gtx980() if spec.key == "gtx980" else cls.from_spec(spec)), spec
 
     def dram_busy_ms(self, transactions, mem_mhz):
         """Time the DRAM channels of one SM's share are busy serving ``transactions`` (32-byte,

@@ -14,11 +14,12 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..errors import InputError
-from ..io.datasets import MeasurementGrid
-from .device import TimeDevice
-from .evaluate import mape, profiles_from_grid
-from .model import TimeModel
+from gpudvfs.data.datasets import MeasurementGrid
+from gpudvfs.errors import InputError
+from gpudvfs.stats import mape
+from gpudvfs.time.device import TimeDevice
+from gpudvfs.time.from_grid import profiles_from_grid
+from gpudvfs.time.model import TimeModel
 
 #: Factor groups: the parameters each factor multiplies.
 GROUPS = {"dm_lat": ("dm_lat_a", "dm_lat_b"), "dm_del_b": ("dm_del_b",), "dm_del_a": ("dm_del_a",)}

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError
+from gpudvfs.errors import InputError
 
 #: sigma(d)^2 = SPREAD_A + SPREAD_B d^2 and the 90% multiplier, fitted on every kernel of the
 #: GTX 980 grids (`interval_cv(...)["on_all"]`; tests/test_time_interval.py recomputes them).

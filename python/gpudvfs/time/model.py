@@ -24,11 +24,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from .. import _core
-from ..errors import InputError
-from ..limits import clock_array
-from .device import TimeDevice
-from .profile import KernelProfile
+from gpudvfs import _core
+from gpudvfs.errors import InputError
+from gpudvfs.limits import clock_array
+from gpudvfs.time.device import TimeDevice
+from gpudvfs.time.profile import KernelProfile
 
 CASES = ("compute", "memory", "few-warps", "few-warps-long-compute", "shared-infrequent", "shared-intensive",
          "block-dispatch")

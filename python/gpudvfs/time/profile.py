@@ -18,7 +18,7 @@ Counters -> inputs (nvprof names; per warp = kernel total / ``warps``):
 | extra_chain | not a counter: latency in a warp's chain a calibration attributes to what no counter shows (0) |
 
 Counters of other tools (Nsight Compute, DCGM) reach these names through
-:func:`gpudvfs.measure.counters.time_model_inputs`; ``global_requests``, ``blocks``,
+:func:`gpudvfs.data.counters.time_model_inputs`; ``global_requests``, ``blocks``,
 ``threads_per_block``, ``theoretical_occupancy`` and ``flop_count_sp_special`` are its optional
 ``TIME_EXTRAS``.
 """
@@ -29,9 +29,9 @@ import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from ..errors import InputError
-from ..limits import clock_array, is_finite_number
-from .device import TimeDevice
+from gpudvfs.errors import InputError
+from gpudvfs.limits import clock_array, is_finite_number
+from gpudvfs.time.device import TimeDevice
 
 INPUT_KEYS = ("warps_total", "active_warps", "warps_per_block", "gld_trans", "trans_per_req",
               "l2_hit_rate", "comp_inst", "shared_trans", "dp_inst", "sf_inst", "extra_chain")
@@ -125,13 +125,13 @@ class KernelProfile:
                       reference_time_ms: float | None = None, launch: tuple[float, float] | None = None,
                       trans_per_req: float | None = None) -> KernelProfile:
         """Build a profile from one kernel's counters (nvprof names, or ``tool="ncu"`` /
-        ``"ncu-pascal"`` / ``"dcgm"`` names mapped through gpudvfs.measure.counters).
+        ``"ncu-pascal"`` / ``"dcgm"`` names mapped through gpudvfs.data.counters).
 
         ``launch`` = (blocks, threads per block) of the profiled launch; without it, the
         counters' ``blocks`` and ``threads_per_block`` (Nsight Compute reports them) where
         present. It replaces the ``warps`` counter. ``trans_per_req`` overrides the one
         from counters."""
-        from ..measure.counters import time_model_inputs
+        from gpudvfs.data.counters import time_model_inputs
 
         if tool != "nvprof":
             # Inputs the model does not use (flop counts) may be absent; the ones it needs

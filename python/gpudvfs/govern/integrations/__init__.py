@@ -35,10 +35,10 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .configs import MAX_CORE_CLOCKS, ClockGrid, clock_grid
-from .meter import SIM_STEP, StepMeter, StepRecord
-from .prior import GENERIC_UTIL, MEMORY_SHARE, PRIOR_SD, step_prior
-from .session import GovernedTraining, open_device
+from gpudvfs.govern.integrations.configs import MAX_CORE_CLOCKS, ClockGrid, clock_grid
+from gpudvfs.govern.integrations.meter import SIM_STEP, StepMeter, StepRecord
+from gpudvfs.govern.integrations.prior import GENERIC_UTIL, MEMORY_SHARE, PRIOR_SD, step_prior
+from gpudvfs.govern.integrations.session import GovernedTraining, open_device
 
 _LAZY = {"GpudvfsTrainerCallback": ".huggingface", "GpudvfsLightningCallback": ".lightning"}
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...errors import InputError
-from ..loop import nearest_config
+from gpudvfs.errors import InputError
+from gpudvfs.govern.loop import nearest_config
 
 #: Core clocks kept per memory clock at most (evenly spaced over the supported ones, the
 #: highest, the lowest and the default kept): a GPU lists a hundred or more.
@@ -53,7 +53,7 @@ def catalog_grid(name: str, n: int = MAX_CORE_CLOCKS) -> tuple[np.ndarray, tuple
     """A grid of ``name``'s catalog entry: ``n`` core clocks from its lowest (30% of boost where
     the catalog has none) to its boost clock at each of its memory clocks, the default among
     them; and the default (core, memory) MHz."""
-    from ...catalog import lookup
+    from gpudvfs.catalog import lookup
 
     spec = lookup(name)
     default = _catalog_default(spec)
@@ -99,7 +99,7 @@ def clock_grid(device, catalog_name: str | None = None, n: int = MAX_CORE_CLOCKS
             default, default_source = cat_default, "catalog"
     if default is None:
         try:
-            from ...catalog import lookup
+            from gpudvfs.catalog import lookup
 
             default, default_source = _catalog_default(lookup(name)), "catalog"
         except Exception:

@@ -28,8 +28,8 @@ from typing import Protocol
 
 import numpy as np
 
-from ...errors import InputError
-from .meter import StepRecord
+from gpudvfs.errors import InputError
+from gpudvfs.govern.integrations.meter import StepRecord
 
 #: Steps one exchange carries per rank. More pending steps (steps far shorter than the energy
 #: counter's update period) catch up over the next exchanges.

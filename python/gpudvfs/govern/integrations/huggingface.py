@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from transformers import TrainerCallback
 
-from .session import SessionCallback
+from gpudvfs.govern.integrations.session import SessionCallback
 
 
 class GpudvfsTrainerCallback(SessionCallback, TrainerCallback):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from lightning.pytorch import Callback
 
-from .session import SessionCallback
+from gpudvfs.govern.integrations.session import SessionCallback
 
 
 class GpudvfsLightningCallback(SessionCallback, Callback):

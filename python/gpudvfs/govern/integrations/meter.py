@@ -34,9 +34,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ...errors import InputError
-from ...measure.device import Workload
-from ...measure.energy_counter import POLL_S, CounterPoller
+from gpudvfs.errors import InputError
+from gpudvfs.hardware.device import Workload
+from gpudvfs.hardware.energy_counter import POLL_S, CounterPoller
 
 #: How long `StepMeter.flush` (and `close`) wait for the counter's update after the last step (s).
 FLUSH_WAIT_S = 0.5
@@ -130,7 +130,7 @@ class _Ended:
 
 
 def is_simulated(device) -> bool:
-    from ...measure.simulated import SimulatedDevice
+    from gpudvfs.hardware.simulated import SimulatedDevice
 
     return isinstance(device, SimulatedDevice)
 

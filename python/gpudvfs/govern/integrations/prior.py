@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from ...errors import GpudvfsWarning, InputError
-from ...limits import clock_array
-from ...measure.counters.mapping import COMPONENTS
+from gpudvfs.data.counters import COMPONENTS
+from gpudvfs.errors import GpudvfsWarning, InputError
+from gpudvfs.limits import clock_array
 
 #: A generic busy profile of a deep-learning step (component utilizations, in the power
 #: model's components), for the SHAPE of power over the clocks only. Generic: not fitted on any
@@ -36,7 +36,7 @@ def catalog_power_shape(name: str, default_mhz: tuple[float, float]) -> tuple[Po
     """The catalog power prior of GPU ``name`` as a power shape, referred to its default clocks,
     and the prior's voltage-frequency device (an `InputError` where the catalog has none).
     Beyond the catalog's clocks the curve extrapolates: a prior's shape, without a warning."""
-    from ...power import PowerModel
+    from gpudvfs.power import PowerModel
 
     model = PowerModel.prior(name, reference=default_mhz)
 

@@ -48,13 +48,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import GpudvfsWarning, InputError
-from ..governor import POLICIES, Governor
-from ..loop import GovernedLoop
-from .configs import MAX_CORE_CLOCKS, ClockGrid, clock_grid
-from .distributed import Collective, StepExchange, agree_all, agree_pair, collective_of
-from .meter import StepMeter, StepRecord, is_simulated
-from .prior import MEMORY_SHARE, PRIOR_SD, catalog_power_shape, step_prior
+from gpudvfs.errors import GpudvfsWarning, InputError
+from gpudvfs.govern.governor import POLICIES, Governor
+from gpudvfs.govern.integrations.configs import MAX_CORE_CLOCKS, ClockGrid, clock_grid
+from gpudvfs.govern.integrations.distributed import Collective, StepExchange, agree_all, agree_pair, collective_of
+from gpudvfs.govern.integrations.meter import StepMeter, StepRecord, is_simulated
+from gpudvfs.govern.integrations.prior import MEMORY_SHARE, PRIOR_SD, catalog_power_shape, step_prior
+from gpudvfs.govern.loop import GovernedLoop
 
 DEVICES = ("nvml", "sim")
 #: The catalog GPU whose power prior shapes the simulated GPU's (it is modelled on one).
@@ -78,11 +78,11 @@ def open_device(device, *, dry_run: bool = True, index: int = 0) -> tuple[object
     opened (no driver, no GPU, no nvidia-ml-py), (None, "none", the reason)."""
     if isinstance(device, str):
         if device == "sim":
-            from ...measure.simulated import SimulatedDevice
+            from gpudvfs.hardware.simulated import SimulatedDevice
 
             return SimulatedDevice(), "simulated", None
         if device == "nvml":
-            from ...measure.nvml import NvmlDevice
+            from gpudvfs.hardware.nvml import NvmlDevice
 
             try:
                 return NvmlDevice(index, leave_clocks=dry_run), "nvml", None
@@ -256,7 +256,7 @@ class GovernedTraining:
     def _make_knob(self, clock_service) -> bool:
         """Whether clocks can be set (else: one warning, and dry run)."""
         if clock_service is not None:
-            from ..clockd import ClockClient
+            from gpudvfs.govern.clockd import ClockClient
 
             try:
                 self._client = ClockClient(clock_service)
@@ -338,8 +338,8 @@ class GovernedTraining:
 
     def _refused(self, core: float, mem: float) -> str | None:
         """Set the clocks here; why not, where refused."""
-        from ...measure.device import ClockPermissionError
-        from ...measure.nvml import ClockControlError
+        from gpudvfs.hardware.device import ClockPermissionError
+        from gpudvfs.hardware.nvml import ClockControlError
 
         try:
             self._knob(core, mem)

@@ -1,0 +1,351 @@
+"""Typed datasets with numpy columns, as the readers return them.
+
+* :class:`PowerDataset`: power measured per (benchmark, frequency configuration) with the
+  benchmark's component utilizations (gpmTOOL power CSV).
+* :class:`UtilizationTable`: component utilizations of named applications, no power
+  (gpmTOOL utilization-only CSV): the input of power predictions.
+* :class:`MeasurementGrid`: time (and possibly power) of applications over a clock grid,
+  with profiler counters (NV-DVFS nvprof CSV, nsfcac DCGM CSV, gpuPTXModel blocks).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+
+import numpy as np
+
+from gpudvfs.errors import GpudvfsWarning, InputError, Problem
+
+
+def _levels(x: np.ndarray) -> list[float]:
+    return [float(v) for v in np.unique(x)]
+
+
+def _range(x: np.ndarray) -> list[float]:
+    return [float(np.min(x)), float(np.max(x))] if len(x) else []
+
+
+@dataclass(frozen=True, eq=False)
+class PowerDataset:
+    """Average power of benchmarks at frequency configurations (gpmTOOL CSV).
+
+    Rows are measurements. ``freqs_mhz`` has one column per V-F domain (core first);
+    ``utilization`` one column per component, the components of domain 0 first, then
+    those of domain 1, as given by ``domain_sizes``. A benchmark is identified by its name
+    and utilization vector (names repeat in some files for different sweeps); ``benchmark``
+    indexes ``benchmarks``, whose labels add ``#k`` to the k-th benchmark sharing a name.
+    """
+
+    path: str
+    reference_mhz: tuple[float, ...]
+    domain_sizes: tuple[int, ...]
+    components: tuple[str, ...]
+    watts: np.ndarray
+    freqs_mhz: np.ndarray
+    utilization: np.ndarray
+    row_names: tuple[str, ...] | None
+    benchmark: np.ndarray
+    benchmarks: tuple[str, ...]
+    skipped: tuple[Problem, ...] = field(default=())
+    format: str = "gpmtool"
+
+    def __len__(self) -> int:
+        return len(self.watts)
+
+    @property
+    def n_domains(self) -> int:
+        return len(self.domain_sizes)
+
+    @property
+    def core_mhz(self) -> np.ndarray:
+        return self.freqs_mhz[:, 0]
+
+    @property
+    def mem_mhz(self) -> np.ndarray:
+        return self.freqs_mhz[:, 1] if self.n_domains > 1 else np.full(len(self), np.nan)
+
+    @property
+    def configs(self) -> np.ndarray:
+        """Distinct frequency configurations, [n_configs x n_domains], sorted."""
+        return np.unique(self.freqs_mhz, axis=0)
+
+    def benchmark_utilization(self) -> np.ndarray:
+        """One utilization vector per benchmark, [n_benchmarks x n_components]."""
+        out = np.empty((len(self.benchmarks), len(self.components)))
+        out[self.benchmark] = self.utilization
+        return out
+
+    def subset(self, rows: np.ndarray) -> PowerDataset:
+        """The dataset restricted to ``rows`` (a boolean mask or indices), benchmarks renumbered."""
+        idx = np.arange(len(self))[rows]
+        kept, bench = np.unique(self.benchmark[idx], return_inverse=True)
+        return replace(self, watts=self.watts[idx], freqs_mhz=self.freqs_mhz[idx],
+                       utilization=self.utilization[idx],
+                       row_names=None if self.row_names is None else tuple(self.row_names[i] for i in idx),
+                       benchmark=bench.astype(np.int64), benchmarks=tuple(self.benchmarks[k] for k in kept))
+
+    def without_components(self, names) -> PowerDataset:
+        """The dataset without some components (e.g. ones no benchmark exercises)."""
+        drop = set(names)
+        unknown = drop - set(self.components)
+        if unknown:
+            raise ValueError(f"unknown components {sorted(unknown)}")
+        keep = [j for j, c in enumerate(self.components) if c not in drop]
+        sizes, start = [], 0
+        for size in self.domain_sizes:
+            sizes.append(sum(1 for j in keep if start <= j < start + size))
+            start += size
+        return replace(self, components=tuple(self.components[j] for j in keep),
+                       utilization=self.utilization[:, keep], domain_sizes=tuple(sizes))
+
+    def unused_components(self) -> list[str]:
+        """Components that are zero in every row."""
+        return [c for j, c in enumerate(self.components) if not np.any(self.utilization[:, j] > 0)]
+
+    def describe(self) -> dict:
+        return {
+            "format": self.format,
+            "path": self.path,
+            "rows": len(self),
+            "reference_mhz": list(self.reference_mhz),
+            "domains": self.n_domains,
+            "domain_sizes": list(self.domain_sizes),
+            "components": list(self.components),
+            "named_rows": self.row_names is not None,
+            "benchmarks": len(self.benchmarks),
+            "benchmark_names": list(self.benchmarks),
+            "configurations": len(self.configs),
+            "core_mhz_levels": _levels(self.core_mhz),
+            "mem_mhz_levels": _levels(self.freqs_mhz[:, 1]) if self.n_domains > 1 else [],
+            "ranges": {
+                "watts": _range(self.watts),
+                **{f"util:{c}": _range(self.utilization[:, j]) for j, c in enumerate(self.components)},
+            },
+            "skipped": [str(p) for p in self.skipped],
+        }
+
+
+@dataclass(frozen=True, eq=False)
+class UtilizationTable:
+    """Component utilizations of named applications at the reference configuration."""
+
+    path: str
+    reference_mhz: tuple[float, ...]
+    domain_sizes: tuple[int, ...]
+    components: tuple[str, ...]
+    names: tuple[str, ...]
+    utilization: np.ndarray
+    skipped: tuple[Problem, ...] = field(default=())
+    format: str = "gpmtool-utils"
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def describe(self) -> dict:
+        return {
+            "format": self.format,
+            "path": self.path,
+            "rows": len(self),
+            "reference_mhz": list(self.reference_mhz),
+            "domain_sizes": list(self.domain_sizes),
+            "components": list(self.components),
+            "benchmarks": len(self.names),
+            "benchmark_names": list(self.names),
+            "ranges": {f"util:{c}": _range(self.utilization[:, j]) for j, c in enumerate(self.components)},
+            "skipped": [str(p) for p in self.skipped],
+        }
+
+
+@dataclass(frozen=True, eq=False)
+class MeasurementGrid:
+    """Applications measured over a grid of clocks, with profiler counters.
+
+    ``columns`` keeps every column of the file in its order (numbers as float64 arrays,
+    text as str arrays) so a grid writes back as it was read; ``roles`` names the column
+    that plays each part (``app``, ``core_mhz``, ``mem_mhz``, ``time``, ``watts``, or
+    ``energy`` where a file gives energy instead of power) and ``time_to_ms`` converts the
+    time column to milliseconds. ``knob``: what the ``core_mhz`` column sets, ``"clocks"``
+    (MHz) or ``"power_limit"`` (W: Zeus's traces, one setting a power limit).
+    """
+
+    format: str
+    path: str
+    columns: dict[str, np.ndarray]
+    roles: dict[str, str]
+    key_columns: tuple[str, ...]
+    time_to_ms: float = 1.0
+    index_columns: tuple[str, ...] = ()
+    skipped: tuple[Problem, ...] = field(default=())
+    knob: str = "clocks"
+
+    def __len__(self) -> int:
+        return len(self.columns[self.roles["app"]])
+
+    def _role(self, role: str) -> np.ndarray | None:
+        name = self.roles.get(role)
+        return None if name is None else self.columns[name]
+
+    @property
+    def app(self) -> np.ndarray:
+        return self.columns[self.roles["app"]]
+
+    @cached_property
+    def workload(self) -> np.ndarray:
+        """Identity of the measured workload: the key columns joined, e.g. app/kernel/args
+        (computed once: the grid does not change)."""
+        keys = [self.columns[k].astype(str) for k in self.key_columns]
+        out = keys[0]
+        for k in keys[1:]:
+            out = np.char.add(np.char.add(out, "/"), k)
+        return out
+
+    @property
+    def core_mhz(self) -> np.ndarray:
+        return self.columns[self.roles["core_mhz"]]
+
+    @property
+    def mem_mhz(self) -> np.ndarray | None:
+        """Memory clock per row, or None where the file has a single fixed memory clock."""
+        return self._role("mem_mhz")
+
+    @property
+    def time_ms(self) -> np.ndarray:
+        return self.columns[self.roles["time"]] * self.time_to_ms
+
+    @property
+    def watts(self) -> np.ndarray | None:
+        """Power per row: the file's, or its energy over its time."""
+        energy = self._role("energy")
+        if energy is not None and "watts" not in self.roles:
+            return energy / (self.time_ms / 1e3)
+        return self._role("watts")
+
+    @property
+    def metrics(self) -> dict[str, np.ndarray]:
+        """Numeric columns other than the clocks, time, power and row indices: the counters."""
+        used = set(self.roles.values()) | set(self.index_columns)
+        return {
+            k: v for k, v in self.columns.items() if k not in used and v.dtype.kind == "f"
+        }
+
+    def reference_rows(self, reference: tuple[float, float | None]) -> tuple[list[str], np.ndarray]:
+        """(workload names in file order, the index of each one's first row at the reference
+        clocks). Workloads never measured at the reference (a failed run) cannot be profiled
+        there: they are left out with a warning, and if none was measured there it is an
+        error (most likely a wrong reference). A grid without a memory clock column was
+        measured at one memory clock: only the core clock is matched there. Computed (and
+        warned about) once per reference: the steps of one command share it."""
+        known = self.__dict__.setdefault("_reference_rows", {})
+        key = tuple(reference)
+        if key not in known:
+            known[key] = self._find_reference_rows(reference)
+        names, rows = known[key]
+        return list(names), rows.copy()
+
+    def _find_reference_rows(self, reference: tuple[float, float | None]) -> tuple[list[str], np.ndarray]:
+        at = self.core_mhz == reference[0]
+        mem = self.mem_mhz
+        if mem is not None:
+            if reference[1] is None:
+                raise InputError(f"{self.path}: the grid varies the memory clock; give the reference as CORE,MEM")
+            at &= mem == reference[1]
+        work = self.workload
+        names, rows, lacking = [], [], []
+        for n in dict.fromkeys(work.tolist()):
+            hit = np.flatnonzero(at & (work == n))
+            if len(hit):
+                names.append(n)
+                rows.append(hit[0])
+            else:
+                lacking.append(n)
+        if lacking:
+            where = f"{reference[0]:g}" + ("" if mem is None else f"/{reference[1]:g}")
+            if not names:
+                raise InputError(f"{self.path}: workload {lacking[0]!r} has no row at the reference {where} MHz "
+                                 "(nor has any other)")
+            shown = ", ".join(map(repr, lacking[:3])) + (", ..." if len(lacking) > 3 else "")
+            warnings.warn(GpudvfsWarning(
+                f"{self.path}: {len(lacking)} of {len(lacking) + len(names)} workloads have no row at the reference "
+                f"{where} MHz and are left out ({shown})"), stacklevel=4)
+        return names, np.array(rows, dtype=np.int64)
+
+    def table(self, names: list[str], *values, mem_mhz: float | None = None) -> tuple[np.ndarray, list[np.ndarray]]:
+        """(configs [K x 2], one [W x K] table per array of ``values``): each array's value of
+        every workload of ``names`` at every (core, memory) pair of the grid that all of them
+        were measured at (the last row where one repeats). Pairs some workload lacks (a run
+        that failed) are left out with a warning, since every table compares workloads pair
+        by pair; fewer than two pairs in common is an error. A grid without a memory clock
+        column is at ``mem_mhz``."""
+        mem = self.mem_mhz
+        if mem is None:
+            if mem_mhz is None:
+                raise InputError(f"{self.path}: the grid has no memory clock column; give the memory clock")
+            mem = np.full(len(self), float(mem_mhz))
+        configs, config_of = np.unique(np.column_stack([self.core_mhz, mem]), axis=0, return_inverse=True)
+        config_of = config_of.ravel()
+        work = self.workload
+        # Per workload, its rows and the pair of each: found once, for every array.
+        rows = [np.flatnonzero(work == n) for n in names]
+        lacking = [(n, np.setdiff1d(np.arange(len(configs)), config_of[r])) for n, r in zip(names, rows)]
+        lacking = [(n, m) for n, m in lacking if len(m)]
+        if lacking:
+            configs, config_of, rows = self._common_pairs(configs, config_of, rows, lacking)
+        tables = []
+        for v in values:
+            v = np.asarray(v, dtype=np.float64)
+            out = np.empty((len(names), len(configs)))
+            for a, r in enumerate(rows):
+                out[a, config_of[r]] = v[r]
+            if np.isnan(out).any():
+                a, k = np.argwhere(np.isnan(out))[0]
+                raise InputError(f"{self.path}: {names[a]!r} has no value at {configs[k, 0]:g}/{configs[k, 1]:g} MHz")
+            tables.append(out)
+        return configs, tables
+
+    def _common_pairs(self, configs: np.ndarray, config_of: np.ndarray, rows: list[np.ndarray],
+                      lacking: list[tuple[str, np.ndarray]]):
+        """``table``'s pairs, index of each row's pair and rows, restricted to the pairs every
+        workload was measured at; warns which pairs went and why."""
+        gone = np.unique(np.concatenate([m for _, m in lacking]))
+        keep = np.setdiff1d(np.arange(len(configs)), gone)
+        worst, missing = max(lacking, key=lambda x: len(x[1]))
+        c, m = configs[missing[0]]
+        why = (f"{len(lacking)} workload(s) lack some; {worst!r} has no row at {c:g}/{m:g} MHz and "
+               f"{len(missing) - 1} other pair(s)")
+        if len(keep) < 2:
+            raise InputError(f"{self.path}: fewer than 2 clock pairs were measured for every workload ({why}); "
+                             "leave out the workloads that lack most")
+        warnings.warn(GpudvfsWarning(
+            f"{self.path}: {len(gone)} of {len(configs)} clock pairs are left out, since {why}; what follows "
+            f"compares the {len(keep)} pairs measured for every workload"), stacklevel=3)
+        new_index = np.full(len(configs), -1)
+        new_index[keep] = np.arange(len(keep))
+        config_of = new_index[config_of]
+        return configs[keep], config_of, [r[config_of[r] >= 0] for r in rows]
+
+    def describe(self) -> dict:
+        watts = self.watts
+        mem = self.mem_mhz
+        configs = self.core_mhz[:, None] if mem is None else np.column_stack([self.core_mhz, mem])
+        work = self.workload
+        return {
+            "format": self.format,
+            "path": self.path,
+            "rows": len(self),
+            "reference_mhz": None,
+            "columns": list(self.columns),
+            "workloads": len(np.unique(work)),
+            "benchmark_names": list(dict.fromkeys(work.tolist())),
+            "configurations": len(np.unique(configs, axis=0)),
+            "knob": self.knob,
+            ("power_limit_w_levels" if self.knob == "power_limit" else "core_mhz_levels"): _levels(self.core_mhz),
+            "mem_mhz_levels": [] if mem is None else _levels(mem),
+            "metrics": list(self.metrics),
+            "ranges": {
+                "time_ms": _range(self.time_ms),
+                **({"watts": _range(watts)} if watts is not None else {}),
+            },
+            "skipped": [str(p) for p in self.skipped],
+        }

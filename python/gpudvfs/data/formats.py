@@ -1,0 +1,198 @@
+"""Every format gpudvfs reads and writes, detected from a file's first lines.
+
+| format          | what                                                        | returns            |
+|-----------------|-------------------------------------------------------------|--------------------|
+| `gpmtool`       | gpmTOOL power CSV (rows with or without a name)             | PowerDataset       |
+| `gpmtool-utils` | gpmTOOL utilization-only CSV (`name,U...`)                  | UtilizationTable   |
+| `nvdvfs`        | NV-DVFS-Benchmark grid: time, power, nvprof counters per pair | MeasurementGrid    |
+| `dcgm`          | nsfcac DCGM/SPEC CSV                                        | MeasurementGrid    |
+| `ptx`           | gpuPTXModel block format                                    | MeasurementGrid    |
+| `tidy`          | what `gpudvfs sweep` writes, one row a measurement          | MeasurementGrid    |
+| `zeus`          | Zeus's traces: training jobs at each GPU power limit        | MeasurementGrid    |
+| `perseus`       | Perseus's stage profiles: time and energy per SM clock      | MeasurementGrid    |
+| `grid`          | any grid CSV with workload, clock, time (and power) columns | MeasurementGrid    |
+| `ncu`           | Nsight Compute `--csv` output                               | CounterReport      |
+| `nvprof`        | nvprof's own `--csv` output (metrics, events, GPU trace)    | CounterReport      |
+| `nvidia-smi`    | `nvidia-smi --query-gpu --format=csv` log                   | SmiLog             |
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+from gpudvfs.data import spikes
+from gpudvfs.data.datasets import MeasurementGrid, PowerDataset, UtilizationTable
+from gpudvfs.data.gpmtool import read_gpmtool, write_gpmtool
+from gpudvfs.data.grid_columns import detect_roles, parse_columns
+from gpudvfs.data.grid_csv import DCGM, NVDVFS, PERSEUS, SPECS, TIDY, ZEUS, launch_geometry, read_grid, write_grid
+from gpudvfs.data.profilers import CounterReport, SmiLog, counter_tool, read_ncu_csv, read_nvprof_csv, read_smi_csv
+from gpudvfs.data.ptx import read_ptx, write_ptx
+from gpudvfs.data.source import UTIL_TOLERANCE, Source
+from gpudvfs.errors import DataFileError, GpudvfsWarning, InputError
+
+#: What each format is, in words, for messages that say what a file holds.
+DESCRIPTIONS = {
+    "gpmtool": "a gpmTOOL power CSV (power of microbenchmarks over clock pairs, with utilizations)",
+    "gpmtool-utils": "a gpmTOOL utilization CSV (component utilizations of applications, no power)",
+    "nvdvfs": "an NV-DVFS-Benchmark grid (time and nvprof counters of applications at every clock pair)",
+    "dcgm": "a DCGM/SPEC grid (run time, power and DCGM fields of applications per core clock)",
+    "ptx": "a gpuPTXModel grid (time and power of benchmarks per clock pair)",
+    "tidy": "a gpudvfs sweep (one measurement a row)",
+    "zeus": "Zeus's traces (epoch time and average power of training jobs at each GPU power limit)",
+    "perseus": "Perseus's stage profiles (time and energy of pipeline stages at each SM clock)",
+    "grid": "a grid CSV (workload, clocks, time and maybe power and counters, under common column names)",
+    "ncu": "Nsight Compute output (counters of kernel launches)",
+    "nvprof": "nvprof output (counters of kernels)",
+    "nvidia-smi": "an nvidia-smi query log (samples of GPU state)",
+}
+FORMATS = tuple(DESCRIPTIONS)
+_PROFILERS = {"ncu": read_ncu_csv, "nvprof": read_nvprof_csv, "nvidia-smi": read_smi_csv}
+
+Dataset = PowerDataset | UtilizationTable | MeasurementGrid | CounterReport | SmiLog
+
+#: Rows read to tell a file's format (a gpmTOOL header and its first data row).
+DETECT_LINES = 5
+
+__all__ = ["DESCRIPTIONS", "FORMATS", "UTIL_TOLERANCE", "Dataset", "detect_format", "launch_geometry",
+           "parse_columns", "read", "read_measured_grid", "read_power_dataset", "write"]
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def detect_format(path: str | Path) -> str:
+    """The format of a data file, judged from its first lines (a profiler's output, which may
+    follow the application's own, from its header wherever it is)."""
+    with Source(path, chunk_lines=DETECT_LINES) as src:
+        recs = [f for _, f in src.head(DETECT_LINES)]
+    if not recs:
+        raise src.error("empty file: cannot tell its format")
+    first = recs[0]
+    if len(first) == 1 and _is_number(first[0]):
+        if len(recs) < 5:
+            raise src.error("looks like a gpmTOOL CSV but the header is truncated "
+                            "(expected 4 header lines and data rows)")
+        # Utilization-only rows are a name plus one value per component.
+        return "gpmtool-utils" if len(recs[4]) == len(recs[3]) + 1 and not _is_number(recs[4][0]) else "gpmtool"
+    if len(first) == 1 and len(recs) > 1 and len(recs[1]) == 5 and all(map(_is_number, recs[1])):
+        return "ptx"
+    header = [h.strip() for h in first]
+    for spec in (NVDVFS, DCGM, TIDY, ZEUS, PERSEUS):
+        if spec.matches(header):
+            return spec.format
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", GpudvfsWarning)  # the unit warning comes when it is read
+            detect_roles(header)
+        return "grid"
+    except InputError:
+        pass
+    tool = counter_tool(path)  # a file a tool wrote is that tool's: its parser names what is wrong in it
+    if tool is None:
+        raise src.error(
+            "cannot tell the format: expected a gpmTOOL header (a domain count), a gpuPTXModel "
+            "benchmark name, a CSV header with workload, clock and time columns (e.g. benchmark, coreF, "
+            "time/ms; name them with --columns workload=...,core_mhz=...,time=...), "
+            f"or Nsight Compute, nvprof or nvidia-smi CSV output; pass format= one of {FORMATS}", 1)
+    return tool
+
+
+def read(path: str | Path, format: str | None = None, on_invalid: str = "raise",
+         columns: dict[str, str] | None = None, clip_utilization: bool = False) -> Dataset:
+    """Read any supported measurement file or profiler output. ``format=None`` detects it.
+
+    ``on_invalid="skip"`` leaves out invalid rows instead of raising, records each in the
+    dataset's ``skipped`` and warns; the default raises :class:`DataFileError` at the first.
+    Profilers' output has no rows to skip: it is read whole or refused. ``columns``
+    ({role: column}, see :func:`parse_columns`) reads the file as a `grid` with those roles.
+    ``clip_utilization`` clips a gpmTOOL file's utilizations into [0, 1] with a warning
+    instead of refusing values outside it.
+    """
+    if format is not None and format not in FORMATS:
+        raise InputError(f"unknown format {format!r}; expected one of {FORMATS}")
+    if columns:
+        if format not in (None, "grid"):
+            raise InputError(f"columns= names the roles of a 'grid' file, not of format {format!r}")
+        format = "grid"
+    try:
+        return _read(path, format or detect_format(path), on_invalid, columns, clip_utilization)
+    except DataFileError as e:
+        if format is None:
+            raise
+        raise _with_hint(e, path, format) from None
+
+
+def _read(path: str | Path, fmt: str, on_invalid: str, columns: dict[str, str] | None = None,
+          clip_utilization: bool = False) -> Dataset:
+    if fmt in ("gpmtool", "gpmtool-utils"):
+        ds = read_gpmtool(path, on_invalid, clip_utilization)
+        if ds.format != fmt:
+            raise DataFileError.at(path, f"read as {fmt!r} but the rows are of the {ds.format!r} variant", 5)
+        return ds
+    if fmt in SPECS:
+        return read_grid(path, SPECS[fmt], on_invalid)
+    if fmt == "grid":
+        return read_grid(path, None, on_invalid, columns)
+    if fmt == "ptx":
+        return read_ptx(path, on_invalid)
+    return _PROFILERS[fmt](path)
+
+
+def _with_hint(error: DataFileError, path: str | Path, asked: str) -> DataFileError:
+    """A file read as the wrong format: say which format it looks like."""
+    try:
+        found = detect_format(path)
+    except DataFileError:
+        return error
+    if found == asked:
+        return error
+    return type(error)(error.problem.__class__(
+        error.problem.path, error.problem.line, error.problem.column, error.problem.column_name,
+        f"{error.problem.message} (the file looks like {DESCRIPTIONS[found]}: format {found!r})"))
+
+
+def read_measured_grid(path: str | Path, needs: str, formats: tuple[str, ...] = (*SPECS, "ptx", "grid"),
+                       on_invalid: str = "raise", columns: dict[str, str] | None = None,
+                       drop_spikes: float | None = None) -> MeasurementGrid:
+    """A grid of measured times over clock pairs in one of ``formats``, or a clear error that
+    says what the file is and what ``needs`` (the command or model) reads instead. With
+    ``drop_spikes`` (a threshold), its spikes' rows are left out (:mod:`gpudvfs.data.spikes`)."""
+    ds = read(path, on_invalid=on_invalid, columns=columns)
+    if not isinstance(ds, MeasurementGrid) or ds.format not in formats:
+        wanted = ", ".join(f"{f} ({DESCRIPTIONS[f]})" for f in formats)
+        raise DataFileError.at(path, f"this is {DESCRIPTIONS[ds.format]} (format {ds.format!r}); {needs} reads "
+                                     f"{wanted}")
+    return ds if drop_spikes is None else spikes.drop_spikes(ds, drop_spikes)
+
+
+def read_power_dataset(path: str | Path, on_invalid: str = "raise", clip_utilization: bool = False) -> PowerDataset:
+    """Read a gpmTOOL power CSV: the training and test input of the power model. Another kind
+    of file is refused with what it is."""
+    found = detect_format(path)
+    if found != "gpmtool":
+        raise DataFileError.at(path, f"this is {DESCRIPTIONS[found]} (format {found!r}), not a gpmTOOL power CSV "
+                                     "(power of benchmarks over clock pairs with their utilizations), which "
+                                     "the power model is fitted and scored on")
+    return read(path, "gpmtool", on_invalid, clip_utilization=clip_utilization)  # type: ignore[return-value]
+
+
+def write(ds: Dataset, path: str | Path) -> None:
+    """Write a dataset in the format it was read from (reads back to equal arrays). Profilers'
+    output is read, not written."""
+    if isinstance(ds, (CounterReport, SmiLog)):
+        raise InputError("profiler output is read only: gpudvfs does not write Nsight Compute, nvprof or "
+                         "nvidia-smi files")
+    if isinstance(ds, (PowerDataset, UtilizationTable)):
+        write_gpmtool(ds, path)
+    elif not isinstance(ds, MeasurementGrid):
+        raise InputError(f"write takes a dataset gpudvfs.read returned, got {type(ds).__name__}")
+    elif ds.format == "ptx":
+        write_ptx(ds, path)
+    else:
+        write_grid(ds, path)

@@ -1,0 +1,212 @@
+"""Measurement grids in header-first CSV: the NV-DVFS-Benchmark grids (`nvdvfs`: time, power
+and nvprof counters at every clock pair), the nsfcac DCGM/SPEC CSV, gpudvfs's own sweeps,
+Zeus's training jobs at each power limit and Perseus's pipeline stages at each SM clock, and
+any other grid whose columns go by common names (`grid`, see :mod:`.grid_columns`).
+A :class:`GridSpec` says which column plays which part; every other column is a counter and
+must be a non-negative number (in a `grid`, a column whose first value is not a number is text).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from gpudvfs.data.datasets import MeasurementGrid
+from gpudvfs.data.grid_columns import detect_roles
+from gpudvfs.data.source import Columns, Field, Source, csv_line, format_number, repeated_at
+from gpudvfs.errors import InputError
+from gpudvfs.limits import MAX_COUNT, MAX_MHZ, MAX_WATTS
+
+# Launch geometry as nvprof printed it: "(grid x y z) (block x y z)".
+_GEOMETRY = re.compile(r"^\s*\((\d+) (\d+) (\d+)\) \((\d+) (\d+) (\d+)\)\s*$")
+
+
+@dataclass(frozen=True)
+class GridSpec:
+    format: str
+    roles: dict[str, str]
+    required: tuple[str, ...]
+    key_columns: tuple[str, ...]
+    text_columns: frozenset[str]
+    index_columns: tuple[str, ...] = ()
+    time_to_ms: float = 1.0
+    geometry_column: str | None = None
+    #: NVML's memory clock per unit of the file's memory clock.
+    mem_clock_to_nvml: float = 1.0
+    #: What the `core_mhz` role's column sets: "clocks" (MHz), or "power_limit" (W).
+    knob: str = "clocks"
+    #: The clock pair (the file's units) the format's protocol profiles each workload at, if it has one.
+    reference_mhz: tuple[float, float] | None = None
+
+    def matches(self, header: list[str]) -> bool:
+        return all(c in header for c in self.required)
+
+
+NVDVFS = GridSpec(
+    format="nvdvfs",
+    roles={"app": "appName", "core_mhz": "coreF", "mem_mhz": "memF", "time": "time/ms", "watts": "power/W"},
+    required=("appName", "coreF", "memF", "time/ms"),
+    # The time+power file measures several kernels and argument sets of one application.
+    key_columns=("appName", "kernel", "argNo"),
+    text_columns=frozenset({"abbr.", "appName", "argNo", "kernel", "blocks"}),
+    index_columns=("",),
+    geometry_column="blocks",
+    # NVIDIA Inspector's GDDR5 memory clock (1752 MHz at the GTX 980's default) is half of NVML's (3505).
+    mem_clock_to_nvml=2.0,
+    reference_mhz=(700.0, 700.0),  # Wang & Chu's profiling pair
+)
+
+DCGM = GridSpec(
+    format="dcgm",
+    roles={"app": "application", "core_mhz": "sm_app_clock", "time": "run_time", "watts": "power_usage"},
+    required=("application", "sm_app_clock", "run_time"),
+    key_columns=("application",),
+    text_columns=frozenset({"application"}),
+    index_columns=("", "index"),
+    time_to_ms=1000.0,  # run_time is in seconds
+)
+
+# What `gpudvfs sweep` writes: one measurement per row (see gpudvfs.hardware.sweep).
+TIDY = GridSpec(
+    format="tidy",
+    roles={"app": "workload", "core_mhz": "core_mhz", "mem_mhz": "mem_mhz", "time": "time_ms", "watts": "watts"},
+    required=("workload", "core_mhz", "mem_mhz", "time_ms", "watts", "power_source"),
+    key_columns=("workload",),
+    # temperature_c is text: empty where the device cannot read it; result holds key=value
+    # pairs of what a benchmark measured itself.
+    text_columns=frozenset({"workload", "power_source", "throttle_reasons", "temperature_c", "result"}),
+)
+
+# Zeus's NSDI'23 traces: a training job (dataset, network, batch size, optimizer) at each GPU
+# power limit; the knob is the limit in watts, the time one epoch's.
+ZEUS = GridSpec(
+    format="zeus",
+    roles={"app": "dataset", "core_mhz": "power_limit", "time": "time_per_epoch", "watts": "average_power"},
+    required=("dataset", "network", "batch_size", "optimizer", "power_limit", "time_per_epoch", "average_power"),
+    key_columns=("dataset", "network", "batch_size", "optimizer"),
+    text_columns=frozenset({"dataset", "network", "batch_size", "optimizer"}),
+    time_to_ms=1000.0,
+    knob="power_limit",
+)
+
+# Perseus's SOSP'24 stage profiles: the forward and backward computation of each pipeline
+# stage at each SM clock (one memory clock), time in seconds and energy, not power.
+PERSEUS = GridSpec(
+    format="perseus",
+    roles={"app": "stage", "core_mhz": "frequency", "time": "time", "energy": "energy"},
+    required=("stage", "instruction", "frequency", "time", "energy"),
+    key_columns=("stage", "instruction"),
+    text_columns=frozenset({"stage", "instruction"}),
+    time_to_ms=1000.0,
+)
+
+SPECS = {s.format: s for s in (NVDVFS, DCGM, TIDY, ZEUS, PERSEUS)}
+GRID_ROLES = ("app", "core_mhz", "mem_mhz", "time", "watts", "energy")
+
+
+def generic_spec(header: list[str], first_row: list[str] | None, columns: dict[str, str] | None = None) -> GridSpec:
+    """The spec of a grid CSV from its header (roles by common names, ``columns`` first) and
+    its first data row (columns that are not numbers there are text)."""
+    roles, to_ms = detect_roles(header, columns)
+    keys = tuple(roles[r] for r in ("app", "kernel", "args") if r in roles)
+    numeric = {roles[r] for r in GRID_ROLES if r in roles and r != "app"}
+
+    def is_text(j: int, name: str) -> bool:
+        if name in keys:
+            return True
+        if name in numeric or first_row is None or j >= len(first_row):
+            return False
+        try:
+            float(first_row[j])
+        except ValueError:
+            return True
+        return False
+
+    grid_roles = {r: roles[r] for r in GRID_ROLES if r in roles}
+    return GridSpec(format="grid", roles=grid_roles, required=tuple(grid_roles.values()), key_columns=keys,
+                    text_columns=frozenset(h for j, h in enumerate(header) if is_text(j, h)),
+                    index_columns=("", "index", "Unnamed: 0"), time_to_ms=to_ms)
+
+
+def read_grid(path: str | Path, spec: GridSpec | None, on_invalid: str = "raise",
+              columns: dict[str, str] | None = None) -> MeasurementGrid:
+    """A grid CSV read with ``spec``, or (None) with the spec its header gives (see
+    :func:`generic_spec`; ``columns`` names roles the header's names do not give)."""
+    with Source(path, on_invalid) as src:
+        head = src.head(1)
+        if not head:
+            raise src.error("empty file: expected a header line")
+        [(hline, header)] = head
+        header = [h.strip() for h in header]
+        if spec is None:
+            first = src.peek(1)
+            try:
+                spec = generic_spec(header, first[0][1] if first else None, columns)
+            except InputError as e:
+                raise src.error(str(e), hline) from None
+        for c in spec.required:
+            if c not in header:
+                raise src.error(f"header lacks the column {c!r} ({spec.format} format needs "
+                                f"{', '.join(spec.required)})", hline)
+        if (j := repeated_at(header)) is not None:
+            raise src.error(f"column name {header[j]!r} repeated", hline, j + 1)
+        roles = {r: c for r, c in spec.roles.items() if c in header}
+        keys = tuple(c for c in spec.key_columns if c in header)
+        clocks = [c for c in (roles["core_mhz"], roles.get("mem_mhz")) if c]
+        positive = {*clocks, roles["time"], roles.get("watts"), roles.get("energy")}  # a GPU at work never draws 0 W
+        maxima = {**dict.fromkeys(clocks, MAX_WATTS if spec.knob == "power_limit" else MAX_MHZ),
+                  roles.get("watts"): MAX_WATTS}
+        cols = Columns(src, [_field(spec, name, name in keys, name in positive, maxima.get(name)) for name in header],
+                       f"({', '.join(keys)}, clocks)")
+        key_at = [header.index(c) for c in (*keys, *clocks)]
+
+        def key(values):
+            return [cols.part(values, j) for j in key_at]
+
+        for chunk in src.chunks():
+            cols.add(chunk, key)
+        skipped = src.finish(len(cols))
+    return MeasurementGrid(
+        format=spec.format,
+        path=src.path,
+        columns=dict(zip(header, cols.arrays())),
+        roles=roles,
+        key_columns=keys,
+        time_to_ms=spec.time_to_ms,
+        index_columns=tuple(c for c in spec.index_columns if c in header),
+        skipped=skipped,
+        knob=spec.knob,
+    )
+
+
+def _field(spec: GridSpec, name: str, key: bool, positive: bool, maximum: float | None) -> Field:
+    """What a column holds: text (a key column not empty), else a number >= 0 (> 0 for clocks,
+    time and power, at most what a GPU can measure: ``maximum``, else :data:`MAX_COUNT`)."""
+    if name not in spec.text_columns:
+        return Field(name, minimum=0, exclusive=positive, maximum=MAX_COUNT if maximum is None else maximum)
+    return Field(name, text=True, empty="expected a non-empty name" if key else None,
+                 form=(_GEOMETRY, "launch geometry '(x y z) (x y z)'") if name == spec.geometry_column else None)
+
+
+def launch_geometry(grid: MeasurementGrid) -> tuple[np.ndarray, np.ndarray] | None:
+    """(blocks, threads) as int arrays [n_rows x 3] where the grid records launch geometry
+    (every row's: a column left blank anywhere records none)."""
+    spec = SPECS.get(grid.format)
+    if spec is None or spec.geometry_column not in grid.columns or (grid.columns[spec.geometry_column] == "").any():
+        return None
+    nums = np.array([[int(g) for g in _GEOMETRY.match(t).groups()] for t in grid.columns[spec.geometry_column]],
+                    dtype=np.int64).reshape(-1, 6)
+    return nums[:, :3], nums[:, 3:]
+
+
+def write_grid(grid: MeasurementGrid, path: str | Path) -> None:
+    cols = list(grid.columns)
+    lines = [csv_line(cols)]
+    for i in range(len(grid)):
+        lines.append(csv_line(
+            str(grid.columns[c][i]) if grid.columns[c].dtype.kind == "U" else format_number(grid.columns[c][i])
+            for c in cols))
+    Path(path).write_text("\n".join(lines) + "\n")

@@ -1,0 +1,72 @@
+"""JSON files: reading with located errors, writing atomically, and version checks for
+the versioned documents gpudvfs writes (models, sweep profiles)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+from gpudvfs.errors import InputError
+
+# Model, device and workload files are small; anything larger is not one of them.
+MAX_BYTES = 64 * 2**20
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is beyond the range of a float")
+    return value
+
+
+def read_json(path: str | Path):
+    """A JSON document; any problem (missing, a folder, unreadable, not UTF-8, not JSON,
+    NaN or Infinity, too large) is an `InputError` naming the file."""
+    path = Path(path)
+    try:
+        if path.is_dir():
+            raise InputError(f"{path}: is a folder, not a JSON file")
+        if path.stat().st_size > MAX_BYTES:
+            raise InputError(f"{path}: {path.stat().st_size} bytes is too large for a gpudvfs JSON file")
+        text = path.read_bytes().decode("utf-8-sig")
+    except FileNotFoundError:
+        raise InputError(f"{path}: file not found") from None
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}), so not a JSON file") from None
+    except OSError as e:
+        raise InputError(f"{path}: cannot be read ({e.strerror})") from None
+    try:
+        return json.loads(text, parse_constant=_reject_constant, parse_float=_finite)
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+    except ValueError as e:  # NaN, Infinity, 1e999
+        raise InputError(f"{path}: not valid JSON ({e})") from None
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deeply") from None
+
+
+def read_versioned(path: str | Path, kind: str, version: int) -> dict:
+    """A JSON object written by gpudvfs as ``{"kind": kind, "version": version, ...}``."""
+    doc = read_json(path)
+    if not isinstance(doc, dict) or doc.get("kind") != kind:
+        raise InputError(f"{path}: not a gpudvfs {kind} file")
+    if doc.get("version") != version:
+        raise InputError(f"{path}: unknown {kind} file version {doc.get('version')!r}; "
+                         f"this gpudvfs reads version {version}")
+    return doc
+
+
+def write_json_atomic(path: str | Path, doc) -> None:
+    """Write through a temporary file and a rename, so a crash never leaves half a file. NaN and
+    infinities are refused here, as `read_json` refuses them: no file is written that cannot be
+    read back."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1, allow_nan=False))
+    os.replace(tmp, path)

@@ -1,0 +1,17 @@
+"""How well the models do, measured: kept apart from the models, as scikit-learn keeps
+``model_selection`` apart from its estimators. Everything here imports the models; no model
+imports it.
+
+| module            | what                                                                 |
+|-------------------|----------------------------------------------------------------------|
+| `time_errors`     | the time model's errors on a measured grid, and its baselines        |
+| `time_cv`         | the time protocol: settings chosen by nested leave-one-application-out |
+| `power_errors`    | the power model's grouped cross-validation                           |
+| `power_cv`        | the power fit's setting chosen by grouped CV across GPUs             |
+| `selection`       | energy regret of the models' choice on measured grids, with baselines |
+| `safe`            | the safe choice: back off toward a known pair where the model is unsure |
+| `scores`          | mean and worst regret                                                |
+| `online_replay`   | the online predictors replayed on traces drawn from a grid           |
+| `govern_replay`   | governors replayed on recorded training traces                       |
+| `hardware_report` | the report of a run on a real GPU (`gpudvfs validate`)               |
+"""

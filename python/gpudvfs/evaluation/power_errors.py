@@ -1,0 +1,89 @@
+"""Grouped cross-validation of the power model: every benchmark held out once."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from gpudvfs.data.datasets import PowerDataset
+from gpudvfs.errors import GpudvfsWarning, InputError
+from gpudvfs.power.model import PowerModel
+from gpudvfs.stats import mean_interval, paired_intervals
+
+
+def held_out_predictions(dataset: PowerDataset, folds: int, **model_options
+                         ) -> tuple[dict[str, np.ndarray], dict]:
+    """Per row, power predicted by a model fitted without the row's benchmark (benchmarks dealt
+    to ``folds`` folds in file order): from its utilizations alone (``model``); scaled to its
+    measured power at the reference configuration (``calibrated``: what a user who measured
+    that one point gets); and the baseline that scales its reference power by the training
+    benchmarks' mean power relative to their own reference power per configuration
+    (``reference_scaled``). The calibrated and baseline rows are NaN for a benchmark with no
+    row at the reference. The second value says how the folds' fits went, since their warnings
+    are held back: ``zero_weight``, per component no training benchmark of a fold uses, the
+    folds where it got a zero weight (it is left out of the fit); ``fell_back``, the folds whose
+    fit fell back to per-domain voltages; ``not_converged``, those that stopped unconverged."""
+    n_b = len(dataset.benchmarks)
+    if not 2 <= folds <= n_b:
+        raise InputError(f"folds must be between 2 and the number of benchmarks ({n_b}), got {folds}")
+    fold_of = np.arange(n_b) % folds
+    at_ref = np.all(dataset.freqs_mhz == np.asarray(dataset.reference_mhz), axis=1)
+    ref_watts = np.full(n_b, np.nan)
+    ref_watts[dataset.benchmark[at_ref]] = dataset.watts[at_ref]
+    ratio = dataset.watts / ref_watts[dataset.benchmark]
+    _, config_of = np.unique(dataset.freqs_mhz, axis=0, return_inverse=True)
+    config_of = config_of.ravel()
+    preds = {k: np.full(len(dataset), np.nan) for k in ("model", "calibrated", "reference_scaled")}
+    absent: dict[str, int] = {}
+    fell_back = not_converged = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", GpudvfsWarning)  # the full fit warns; folds that fall back are counted
+        for k in range(folds):
+            test = fold_of[dataset.benchmark] == k
+            train_set = dataset.subset(~test)
+            model = PowerModel(**model_options).fit(train_set, unused="zero")
+            for c in model.untrained_:
+                absent[c] = absent.get(c, 0) + 1
+            fell_back += model.fallback_ is not None
+            not_converged += not model.converged_
+            held = dataset.subset(test)
+            pred = model.predict(held.utilization, held.core_mhz, held.mem_mhz)
+            preds["model"][test] = pred
+            at_ref_pred = np.full(n_b, np.nan)
+            at_ref_pred[dataset.benchmark[test & at_ref]] = pred[at_ref[test]]
+            preds["calibrated"][test] = pred * (ref_watts / at_ref_pred)[dataset.benchmark[test]]
+            train = ~test & np.isfinite(ratio)
+            counts = np.bincount(config_of[train], minlength=config_of.max() + 1)
+            mean_ratio = np.bincount(config_of[train], ratio[train], minlength=len(counts)) / np.maximum(counts, 1)
+            mean_ratio[counts == 0] = np.nan
+            preds["reference_scaled"][test] = (ref_watts[dataset.benchmark] * mean_ratio[config_of])[test]
+    return preds, {"zero_weight": absent, "fell_back": fell_back, "not_converged": not_converged}
+
+
+def cross_validate(dataset: PowerDataset, folds: int = 6, **model_options) -> dict:
+    """Grouped k-fold cross-validation: each benchmark (all its configurations) is held out
+    once, benchmarks dealt to folds in file order. Returns the MAPE over all held-out rows and
+    per fold, and the calibrated and baseline figures of :func:`held_out_predictions` (over the
+    benchmarks measured at the reference), and how the folds' fits went (``zero_weight_folds``,
+    ``fallback_folds``, ``unconverged_folds``: see :func:`held_out_predictions`). ``intervals``:
+    95% bootstrap intervals over the benchmarks (a benchmark's rows drawn together) of the MAPE
+    and of the calibrated MAPE, with the latter's paired difference from the baseline where
+    the baseline predicts every row the calibration does."""
+    preds, fits = held_out_predictions(dataset, folds, **model_options)
+    ape = {k: 100.0 * np.abs(v - dataset.watts) / dataset.watts for k, v in preds.items()}
+    fold_of = (np.arange(len(dataset.benchmarks)) % folds)[dataset.benchmark]
+    out = {"mape": float(np.mean(ape["model"])), "folds": folds, "zero_weight_folds": fits["zero_weight"],
+           "fallback_folds": fits["fell_back"], "unconverged_folds": fits["not_converged"],
+           "per_fold": [float(np.mean(ape["model"][fold_of == k])) for k in range(folds)]}
+    known = np.isfinite(ape["calibrated"])
+    out["calibrated_benchmarks"] = len(np.unique(dataset.benchmark[known]))
+    for k in ("calibrated", "reference_scaled"):
+        out[f"{k}_mape"] = float(np.mean(ape[k][known])) if known.any() else None
+    out["intervals"] = {"mape": mean_interval(ape["model"], dataset.benchmark)}
+    if known.any():
+        base = ape["reference_scaled"][known]
+        out["intervals"]["calibrated"] = paired_intervals(
+            ape["calibrated"][known], {"reference_scaled": base} if np.isfinite(base).all() else {},
+            dataset.benchmark[known])
+    return out

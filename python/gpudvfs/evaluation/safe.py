@@ -1,0 +1,124 @@
+"""A choice that stays safe where the models are unsure.
+
+The models' least-energy pair is often far from the reference clocks, where their error is
+largest: on the V100 grid their choice costs more than one pair for all. Here each predicted
+objective (energy, or energy x time) carries a spread that grows with the pair's distance
+from the reference clocks, fitted to the log residuals of the training workloads
+(`gpudvfs.time.interval.fit_spread`: ``r^2 ~ a + b * d^2``, ``d`` the log distance of the pair
+from the reference). The choice
+(`safe_indices`) keeps the predicted optimum only where its predicted gain over an ANCHOR,
+a pair known to be safe, exceeds ``z`` spreads of the difference; else it takes the anchor:
+the reference clocks, or one pair for all chosen on the other workloads of the same GPU.
+
+The anchor and ``z`` are chosen by nested cross-validation (`safe_report`): for each workload
+held out, every (anchor, z) is scored on the other workloads, each of them with its anchor and
+spread fitted without it and without the held-out one, and the best by the project's protocol
+(`gpudvfs.evaluation.nested.protocol_least`: the aggregate of the scores chosen one level in, as
+for the time model's settings) is applied to the held-out workload. ``z = 0`` is the plain
+choice; ``z = inf`` the anchor always.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpudvfs.errors import InputError
+from gpudvfs.evaluation.nested import protocol_least
+from gpudvfs.evaluation.regret import mean_max
+from gpudvfs.stats import paired_intervals
+from gpudvfs.time.interval import fit_spread, log_distance, spread
+
+#: The spreads the gain must exceed (0: the models' plain choice; inf: the anchor always).
+Z_GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, np.inf)
+#: What the choice falls back to.
+ANCHORS = ("single_pair", "reference")
+
+
+def safe_indices(log_pred: np.ndarray, sd: np.ndarray, anchor: np.ndarray, z: float) -> np.ndarray:
+    """Per workload, the predicted optimum of ``log_pred`` [A x K] where its gain over
+    ``anchor`` [A] exceeds ``z`` spreads of the difference (``sd`` [A x K], each prediction's
+    spread); else the anchor."""
+    rows = np.arange(log_pred.shape[0])
+    best = np.argmin(log_pred, axis=1)
+    gain = log_pred[rows, anchor] - log_pred[rows, best]
+    band = z * np.hypot(sd[rows, best], sd[rows, anchor]) if np.isfinite(z) else np.inf
+    return np.where(gain > band, best, anchor)
+
+
+class _Fold:
+    """Anchors and spreads for workloads predicted without a set of others."""
+
+    def __init__(self, regret: np.ndarray, residual: np.ndarray, d: np.ndarray, reference_index: int,
+                 labels: np.ndarray):
+        self.regret, self.residual, self.d, self.ref, self.labels = regret, residual, d, reference_index, labels
+
+    def anchor_and_spread(self, a: int, out: np.ndarray) -> tuple[dict, np.ndarray]:
+        """Workload ``a``'s anchors and spread, fitted on the workloads where ``out`` is False
+        and that are not of ``a``'s group."""
+        train = ~out & (self.labels != self.labels[a])
+        pair = int(np.argmin(self.regret[train].mean(axis=0)))
+        return {"single_pair": pair, "reference": self.ref}, spread(self.d, *fit_spread(self.residual[train], self.d))
+
+
+def safe_report(regret: np.ndarray, log_pred: np.ndarray, log_measured: np.ndarray, configs: np.ndarray,
+                reference_index: int, groups=None, z_grid=Z_GRID, anchors=ANCHORS) -> dict:
+    """The safe choice scored by nested cross-validation (module notes). ``regret`` [A x K]:
+    each workload's measured regret at each pair; ``log_pred``/``log_measured`` [A x K]: its
+    objective's log, predicted without it and measured; ``groups``: a label per workload (its
+    group held out together; default: each alone). Needs workloads of three groups.
+
+    ``cross_validated``: the safe choice's regret (mean, max) with the (anchor, z) chosen for
+    each workload on the others (``chosen``); ``plain``, ``single_pair``, ``reference``:
+    baselines on the same workloads (one pair for all chosen without the workload);
+    ``over_constants``: the regret at each fixed (anchor, z), each workload's anchor and spread
+    fitted without it (how the figure moves with the constants); ``intervals``: 95% bootstrap
+    intervals of the safe choice's mean regret and its paired differences from the baselines;
+    ``spread``: the spread's range over the pairs (fitted on every workload, for reading)."""
+    regret, log_pred = np.asarray(regret, dtype=np.float64), np.asarray(log_pred, dtype=np.float64)
+    n, k = regret.shape
+    labels = np.arange(n) if groups is None else np.asarray(groups)
+    if log_pred.shape != (n, k) or np.shape(log_measured) != (n, k) or labels.shape != (n,):
+        raise InputError(f"regret, log_pred and log_measured must all be [{n} x {k}] and groups one per workload")
+    if len(np.unique(labels)) < 3:
+        raise InputError("the safe choice is chosen on other workloads and anchored on yet others: it needs workloads "
+                         f"of at least three groups, got {len(np.unique(labels))}; with fewer, the reference is the "
+                         "safe setting")
+    d = log_distance(configs, np.asarray(configs, dtype=np.float64)[reference_index])
+    fold = _Fold(regret, log_pred - np.asarray(log_measured, dtype=np.float64), d, reference_index, labels)
+    rows = np.arange(n)
+    none = np.zeros(n, dtype=bool)
+    # Each workload with its anchors and spread fitted without it: the one-level scores.
+    own = [fold.anchor_and_spread(a, none) for a in rows]
+
+    def regrets(fits, members, anchor: str, z: float) -> np.ndarray:
+        idx = [safe_indices(log_pred[[a]], fits[i][1][None, :], np.array([fits[i][0][anchor]]), z)[0]
+               for i, a in enumerate(members)]
+        return regret[members, idx]
+
+    constants = [(anchor, z) for anchor in anchors for z in z_grid]
+    over = {f"{anchor} z={z:g}": regrets(own, rows, anchor, z) for anchor, z in constants}
+    safe, chosen, used = np.empty(n), [], []  # chosen: the constants' names, as in over_constants
+    for a in rows:
+        inner = rows[labels != labels[a]]
+        out = labels == labels[a]
+        fits = [fold.anchor_and_spread(b, out) for b in inner]
+        scores = np.array([regrets(fits, inner, anchor, z) for anchor, z in constants])
+        # The project's protocol: the aggregate over the workloads chosen one level in (ties: the
+        # first candidate, the plainer choice).
+        c, aggregate = protocol_least(scores, labels[inner])
+        anchor, z = constants[c]
+        chosen.append(f"{anchor} z={z:g}")
+        used.append(aggregate)
+        safe[a] = over[chosen[-1]][a]
+    plain = regret[rows, np.argmin(log_pred, axis=1)]
+    single = regret[rows, [f[0]["single_pair"] for f in own]]
+    reference = regret[:, reference_index]
+    overall = spread(d, *fit_spread(fold.residual, d))
+    return {
+        "cross_validated": {**mean_max(safe), "chosen": chosen, "aggregates": used},
+        "plain": mean_max(plain), "single_pair": mean_max(single), "reference": mean_max(reference),
+        "over_constants": {name: mean_max(r) for name, r in over.items()},
+        "intervals": paired_intervals(safe, {"plain": plain, "single_pair": single}, groups=labels),
+        "spread": {"at_reference": float(overall.min()), "farthest": float(overall.max())},
+        "per_workload": safe.tolist(),
+    }

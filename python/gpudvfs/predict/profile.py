@@ -1,0 +1,334 @@
+"""From what a user holds right after profiling (Nsight Compute or nvprof CSV) to time,
+power and energy over the device's clock grid, and the chosen pair, per kernel.
+
+The device comes from ``--device`` or from the profile (nvprof's device name, Nsight
+Compute's ``device__attribute_display_name`` or compute capability). Each launch's counters
+and time belong to the SM clock it ran at, which Nsight Compute measures
+(``smsp__cycles_elapsed.avg.per_second``); where the profile lacks it, the reference is the
+catalog's base clock, which Nsight Compute locks by default (``--clock-control base``); the
+memory clock is the catalog's. A kernel whose counters do not give the model's inputs is an error
+that lists what is missing and the command that collects it: ``ncu`` from Volta on, ``nvprof``
+before (Nsight Compute's Pascal metrics lack counts the time model needs).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+
+from gpudvfs.catalog import DeviceSpec, lookup
+from gpudvfs.data.counters import (
+    COMPONENTS,
+    TIME_INPUTS,
+    MissingCountersError,
+    power_utilizations,
+    recorded_compute_capability,
+    required_metrics,
+    scheme_of,
+    time_model_inputs,
+)
+from gpudvfs.data.profilers import CounterReport, normalize_unit
+from gpudvfs.errors import InputError
+from gpudvfs.hardware.ncu import ncu_command, nvprof_command
+from gpudvfs.policy.policies import highest_index, select
+from gpudvfs.power.model import PowerModel
+from gpudvfs.time.device import TimeDevice
+from gpudvfs.time.interval import UNCALIBRATED_LEVEL, time_interval
+from gpudvfs.time.model import TimeModel
+from gpudvfs.time.profile import KernelProfile
+
+#: Below this (ms) a kernel's launch and drain, a few microseconds the model leaves out, outweigh
+#: what it models: an uncalibrated prediction under it is flagged as a lower bound.
+LAUNCH_SCALE_MS = 0.005
+#: Nsight Compute's clock control: ``base`` (its default) locks the driver's base clock while
+#: profiling; ``none`` leaves the clocks to the driver, for a GPU whose settings are not yours to
+#: change (a shared or lent machine). Either way the SM clock each launch ran at is measured.
+CLOCK_CONTROLS = ("base", "none")
+
+
+def profile_command(compute_capability: str, target: str | Sequence[str] = "./app", *, kernel_name: str | None = None,
+                    launch_count: int | None = None, clock_control: str | None = None,
+                    log_file: str | None = None) -> str:
+    """The profiler command that collects every counter `gpudvfs predict` reads on a GPU of this
+    compute capability: Nsight Compute from Volta on; nvprof before, since Nsight Compute's
+    Pascal metric set has no L2, shared-memory or FLOP counts and it does not profile Maxwell.
+    ``kernel_name`` and ``launch_count`` limit what Nsight Compute profiles (each launch is
+    replayed once per counter pass, so a long application profiled whole takes long);
+    ``clock_control`` is Nsight Compute's (:data:`CLOCK_CONTROLS`; ``base`` where not given).
+    ``target``: the command as one string (split as a shell would) or its words; ``log_file``: the
+    file the profiler writes its CSV to (default: its standard output)."""
+    try:
+        cc = float(compute_capability)
+    except ValueError:
+        raise InputError(f"unreadable compute capability {compute_capability!r}") from None
+    if clock_control is not None and clock_control not in CLOCK_CONTROLS:
+        raise InputError(f"clock_control must be one of {CLOCK_CONTROLS}, got {clock_control!r}")
+    argv = shlex.split(target) if isinstance(target, str) else list(target)
+    if cc >= 7:
+        # The GPU's name too: a compute capability alone is shared (9.0: H100 SXM, H100 PCIe, H200).
+        metrics = required_metrics("time", "ncu") + required_metrics("power", "ncu") + [
+            "gpu__time_duration.sum", "device__attribute_display_name"]
+        # Stated even where it is ncu's default, so a reader sees it; the SM clock is measured too.
+        return shlex.join(ncu_command(metrics, argv, kernel_name=kernel_name, launch_count=launch_count,
+                                      log_file=log_file, extra_args=["--clock-control", clock_control or "base"]))
+    if kernel_name is not None or launch_count is not None:
+        raise InputError("a kernel name or launch count limits Nsight Compute's profile (compute capability 7.0 "
+                         f"and newer); on {compute_capability} the command is nvprof's, which profiles every launch")
+    if clock_control is not None:
+        raise InputError(f"clock control is Nsight Compute's (compute capability 7.0 and newer); on "
+                         f"{compute_capability} the command is nvprof's, which leaves the clocks to the driver")
+    metrics = required_metrics("time", "nvprof") + required_metrics("power", "nvprof")
+    if cc >= 6:
+        return shlex.join(nvprof_command(metrics, argv, log_file=log_file))
+    # unique_warps_launched is a metric from Pascal on; before it the warps are an event.
+    metrics.remove("unique_warps_launched")
+    return shlex.join(nvprof_command(metrics, argv, events=["warps_launched"], log_file=log_file))
+
+
+def recorded_device(report: CounterReport) -> tuple[str | None, str | None]:
+    """(the GPU name, the compute capability) the profile records, each None where it has none."""
+    name = cc = None
+    for k in report.kernels:
+        label = k.text.get("device__attribute_display_name") or k.info.get("Device", "")
+        label = re.sub(r"\s*\(\d+\)$", "", label).strip()
+        if label and not label.isdigit() and name is None:
+            name = label
+        if cc is None:
+            cc = recorded_compute_capability(k)
+    return name, cc
+
+
+def device_of(report: CounterReport, name: str | None) -> DeviceSpec:
+    """The catalog entry of ``name``, else of the device the profile names. A profile taken on
+    another GPU than ``name`` (by its recorded name or compute capability) is refused: its
+    counters and time belong to the GPU that ran it."""
+    recorded, cc = recorded_device(report)
+    if name:
+        spec = lookup(name)
+        if recorded is not None:
+            try:
+                other = lookup(recorded)
+            except InputError:
+                other = None  # a GPU the catalog lacks: its compute capability still tells
+            if other is not None and other.key != spec.key:
+                raise InputError(f"{report.path}: the profile was taken on {recorded} ({other.key}), not on "
+                                 f"{spec.key}: predict it with --device {other.key}, or profile on {spec.key}")
+        if cc is not None and cc != spec.compute_capability:
+            raise InputError(f"{report.path}: the profile was taken on a GPU of compute capability {cc}, not on "
+                             f"{spec.key} ({spec.compute_capability}): profile the workload on {spec.key}")
+        return spec
+    if recorded is not None:
+        return lookup(recorded)
+    if cc is not None:
+        try:
+            return lookup(cc)
+        except InputError as e:  # a compute capability several GPUs share
+            raise InputError(f"{report.path}: {e}: give --device NAME") from None
+    raise InputError(f"{report.path}: the profile does not name its GPU; give --device NAME")
+
+
+def kernel_inputs(report: CounterReport, with_power: bool = True, clip: bool = False):
+    """Per kernel launch (label, scheme, time inputs, utilizations or None, measured time ms);
+    every missing counter of every kernel gathered into one error with the command that
+    collects them, and counters the profile's tool cannot give at all (Nsight Compute on
+    Pascal) an error naming the tool that can. A kernel launched more than once keeps each
+    launch, numbered (`launch_labels`)."""
+    if not isinstance(report, CounterReport) or not report.kernels:
+        raise InputError("predict needs Nsight Compute or nvprof output with at least one kernel")
+    out, missing, lacking = [], {}, {}
+    for label, k in zip(launch_labels(report.kernels), report.kernels):
+        scheme = scheme_of(k)
+        try:
+            inputs = time_model_inputs(k)
+            util = power_utilizations(k, clip=clip) if with_power else None
+        except MissingCountersError as e:
+            needed = [n for need in e.missing.values() for n in need]
+            printed = [n for n in needed if n in k.text]  # there, but not a number
+            if printed:
+                raise InputError(f"{report.path}, line {k.line}: kernel {k.name!r}: counter {printed[0]!r} is "
+                                 f"{k.text[printed[0]]!r}, not a number") from None
+            missing.update(dict.fromkeys(needed))
+            continue
+        # Inputs the tool has no counter for come back None without raising.
+        gaps = [t for t in TIME_INPUTS if inputs[t] is None] + [c for c in COMPONENTS if util and util[c] is None]
+        if gaps:
+            lacking.update(dict.fromkeys(gaps))
+            continue
+        ms = k.metrics.get("gpu__time_duration.sum")
+        factor, base = normalize_unit(k.units.get("gpu__time_duration.sum", "ns"))
+        if ms is not None and base != "ns":
+            raise InputError(f"{report.path}, line {k.line}: kernel {k.name!r}: gpu__time_duration.sum is in "
+                             f"{k.units['gpu__time_duration.sum']!r}, not a unit of time")
+        out.append((label, scheme, inputs, util, None if ms is None else ms * factor * 1e-6))
+    if missing or lacking:
+        cc = _compute_capability(report)
+        command = profile_command(cc)
+        bad = len(report.kernels) - len(out)
+        if lacking:
+            raise MissingCountersError(
+                f"{report.path}: {bad} of {len(report.kernels)} kernels were profiled with {report.tool} on a GPU of "
+                f"compute capability {cc}, where it has no counter for {', '.join(lacking)}. Collect them "
+                f"with:\n  {command}", {"counters": tuple(lacking)})
+        raise MissingCountersError(
+            f"{report.path}: {bad} of {len(report.kernels)} kernels lack counters the "
+            f"models need: {', '.join(missing)}. Collect them with:\n  {command}",
+            {"counters": tuple(missing)})
+    return out
+
+
+def launch_labels(kernels) -> list[str]:
+    """Each kernel's name, numbered ``name #2`` ... where a name repeats (a kernel launched again,
+    perhaps on other input), so that no launch's prediction hides another's."""
+    total = Counter(k.name for k in kernels)
+    seen: Counter[str] = Counter()
+    labels = []
+    for k in kernels:
+        seen[k.name] += 1
+        labels.append(k.name if total[k.name] == 1 else f"{k.name} #{seen[k.name]}")
+    return labels
+
+
+def _compute_capability(report: CounterReport) -> str:
+    """The compute capability the profile records, else that of the GPU it names, else the
+    oldest its tool profiles with what predict needs (nvprof: Pascal; Nsight Compute: Volta)."""
+    for k in report.kernels:
+        cc = recorded_compute_capability(k)
+        if cc is not None:
+            return cc
+    try:
+        return device_of(report, None).compute_capability
+    except InputError:
+        return "6.0" if report.tool == "nvprof" else "7.0"
+
+
+def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: PowerModel | None = None,
+                    reference: tuple[float, float] | None = None, policy: str = "energy",
+                    slowdown: float = 0.1, eta: float = 0.5, clip: bool = False, kernels: list | None = None,
+                    calibrate: bool = True) -> dict:
+    """Time, power, energy and the chosen pair per kernel over the power model's clock pairs
+    (without a power model: the catalog prior of ``device``, `PowerModel.prior`), with the 90%
+    interval of each as a log half-width (``intervals``: a value x lies in [x e^-q, x e^q]; time's
+    and energy's per pair, growing with its distance from the reference, `gpudvfs.time.interval`) and
+    what the prediction rests on (``rests_on``). The time is calibrated on each launch's measured
+    duration where every launch has one, unless ``calibrate`` is False. Under the cost policy,
+    energy weighs ``eta`` against time priced at the GPU's TDP (Zeus's MAXPOWER). ``kernels``: what
+    :func:`kernel_inputs` returned for ``report``, where the caller has it already."""
+    if power_model is None:
+        power_model = PowerModel.prior(device)
+    if power_model.components_ != COMPONENTS:
+        raise InputError(f"the power model's components {list(power_model.components_)} are not the profilers' "
+                         f"utilizations {list(COMPONENTS)}: fit it on utilizations from the same tool")
+    power_model.check_gpu(device.key)
+    beyond = device.clock_warnings(power_model.configs_[:, 0], power_model.configs_[:, 1])
+    if beyond:
+        raise InputError(f"the power model's clock pairs are not {device.key}'s: {beyond[0]}")
+    if kernels is None:
+        kernels = kernel_inputs(report, True, clip)
+    refs, reference_from = _references(kernels, device, reference)
+    tdev = TimeDevice.from_spec(device)
+    profiles = [KernelProfile.from_counters(n, {k: v for k, v in inp.items() if v is not None}, tool="nvprof",
+                                            device=tdev, reference_mhz=tuple(ref), reference_time_ms=ms)
+                for (n, _, inp, _, ms), ref in zip(kernels, refs)]
+    configs = power_model.configs_
+    calibrated = calibrate and all(ms is not None for *_, ms in kernels)
+    t = TimeModel(tdev).predict(profiles, configs[:, 0], configs[:, 1], calibrate=calibrated)
+    reference = np.median(refs, axis=0)
+    q_time = time_interval(configs, reference, calibrated)
+    q_power = power_model.interval_
+    out = {"device": device.key, "reference_mhz": reference.tolist(), "reference_from": reference_from,
+           "configs": configs.tolist(), "calibrated_on_measured_time": calibrated,
+           "power_source": power_model.source_,
+           "intervals": {"time": q_time.tolist(), "power": q_power,
+                         "energy": None if q_power is None else (q_time + q_power).tolist()},
+           "rests_on": _rests_on(calibrated, power_model),
+           "kernels": {n: {"time_ms": t[i].tolist()} for i, (n, *_) in enumerate(kernels)}}
+    if not calibrated:
+        out["under_launch_scale"] = [n for i, (n, *_) in enumerate(kernels) if t[i].min() < LAUNCH_SCALE_MS]
+    names = [k.name for k in report.kernels]  # kernel_inputs keeps every launch, in order, or raises
+    util = np.array([[u[c] for c in COMPONENTS] for *_, u, _ in kernels])
+    p = power_model.predict_grid(util, configs)
+    choice = {"policy": policy, "default_index": highest_index(configs), "slowdown": slowdown, "eta": eta,
+              "max_power_w": device.tdp_w}
+    s = select(t, p, configs, **choice)
+    for i, (n, *_) in enumerate(kernels):
+        out["kernels"][n] |= {"watts": p[i].tolist(), "joules": (t[i] * p[i] / 1e3).tolist(),
+                              "chosen": _chosen(s, i)}
+    out["policy"] = policy
+    return out | _application(names, t, p, configs, choice)
+
+
+def _rests_on(calibrated: bool, model: PowerModel) -> str:
+    """One line: what the time and the power rest on, with their 90% intervals."""
+    time = ("time calibrated on the profile's measured duration" if calibrated else
+            f"time uncalibrated: within x/{math.exp(UNCALIBRATED_LEVEL):.2f} at the reference")
+    power = {"prior": "power from the catalog prior (no measurement of this GPU)",
+             "observed": "power from the prior refined by observing this GPU",
+             "fitted": "power from a model fitted on this GPU's measurements"}[model.source_]
+    interval = "" if model.interval_ is None else f": within x/{math.exp(model.interval_):.2f}"
+    return f"{time}; {power}{interval} (90% intervals)"
+
+
+def _chosen(s, i: int) -> dict:
+    return {"core_mhz": float(s.core_mhz[i]), "mem_mhz": float(s.mem_mhz[i]), "time_ms": float(s.time_ms[i]),
+            "watts": float(s.watts[i]), "feasible": bool(s.feasible[i])}
+
+
+def _references(kernels: list, device: DeviceSpec, reference: tuple[float, float] | None
+                ) -> tuple[np.ndarray, str]:
+    """Per launch, the (core, memory) clocks its counters and time belong to [n x 2], and where
+    they come from: ``reference`` where given; else each launch's SM clock as Nsight Compute
+    measured it (its clock control may lock the driver's base clock, which can differ from the
+    catalog's, or leave the GPU boosting) with the catalog's default memory clock; else the
+    catalog's default clocks (the GPU's own, never another GPU's)."""
+    n = len(kernels)
+    if reference is not None:
+        return np.tile(np.asarray(reference, dtype=np.float64), (n, 1)), "given"
+    sm = [inp.get("sm_clock_mhz") for _, _, inp, _, _ in kernels]
+    for (label, *_), c in zip(kernels, sm):
+        if c is None:
+            continue
+        beyond = device.clock_warnings([c]) if c >= 1 else ["no GPU runs below 1 MHz"]
+        if beyond:
+            raise InputError(f"launch {label!r}: its SM clock rate (sm_clock_mhz) {c:g} MHz cannot be "
+                             f"{device.key}'s: {beyond[0]}; give --reference CORE,MEM")
+    if all(c is not None for c in sm):
+        return (np.column_stack([sm, np.full(n, float(device.default_mhz[1]))]),
+                "the profile's SM clock, the catalog's default memory clock")
+    return np.tile(np.asarray(device.default_mhz, dtype=np.float64), (n, 1)), "the catalog's default clocks"
+
+
+def _application(names: list[str], t: np.ndarray, p: np.ndarray | None, configs: np.ndarray,
+                 choice: dict) -> dict:
+    """The profiled launches together: per kernel name, its launches and their summed time
+    (and energy) at each pair; for the whole, the summed time, energy and mean power, and
+    with power the one pair chosen for all of them (a clock change costs milliseconds, far
+    more than most launches last, so a governor sets one pair per application or phase)."""
+    index = {n: i for i, n in enumerate(dict.fromkeys(names))}
+    of = np.array([index[n] for n in names], dtype=np.int64)
+
+    def per_name(x: np.ndarray) -> np.ndarray:
+        out = np.zeros((len(index), x.shape[1]))
+        np.add.at(out, of, x)
+        return out
+
+    e = None if p is None else t * p / 1e3
+    launches, t_sum = np.bincount(of, minlength=len(index)), per_name(t)
+    e_sum = None if e is None else per_name(e)
+    by_name = {}
+    for n, i in index.items():
+        by_name[n] = {"launches": int(launches[i]), "time_ms": t_sum[i].tolist()}
+        if e_sum is not None:
+            by_name[n]["joules"] = e_sum[i].tolist()
+    total = t.sum(axis=0)
+    app = {"launches": len(names), "time_ms": total.tolist()}
+    if e is not None:
+        joules = e.sum(axis=0)
+        watts = joules * 1e3 / total
+        s = select(total[None], watts[None], configs, **choice)
+        app |= {"joules": joules.tolist(), "watts": watts.tolist(), "chosen": _chosen(s, 0)}
+    return {"by_name": by_name, "application": app}

@@ -1,0 +1,130 @@
+"""The package's layout holds: no import cycle, even through imports deferred into functions
+(a deferred import may keep start-up light, never hide a cycle); the models import nothing of
+their evaluation, the hardware layer or the command line; no Python file over 700 lines."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "python" / "gpudvfs"
+MAX_LINES = 700
+#: What each model package may not import: evaluation imports the models, never the reverse.
+MODELS = ("gpudvfs.time", "gpudvfs.power", "gpudvfs.online", "gpudvfs.policy", "gpudvfs.data", "gpudvfs.catalog")
+FORBIDDEN_TO_MODELS = ("gpudvfs.evaluation", "gpudvfs.cli", "gpudvfs.hardware", "gpudvfs.govern", "gpudvfs.fleet",
+                       "gpudvfs.demo")
+
+
+def _modules(root: Path = PACKAGE) -> dict[str, tuple[Path, bool]]:
+    """Dotted module name -> (file, is a package's __init__)."""
+    out = {}
+    for f in root.rglob("*.py"):
+        parts = list(f.relative_to(root.parent).with_suffix("").parts)
+        is_package = parts[-1] == "__init__"
+        out[".".join(parts[:-1] if is_package else parts)] = (f, is_package)
+    return out
+
+
+def _absolute(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    if node.level == 0:
+        return node.module or ""
+    base = module.split(".")[: None if is_package else -1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _under_type_checking(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    while node in parents:
+        node = parents[node]
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            return True
+    return False
+
+
+def import_graph(modules: dict[str, tuple[Path, bool]]) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports anywhere (module level or in a function;
+    not under ``if TYPE_CHECKING``). ``from pkg import name`` is an edge to ``pkg.name``
+    where that is a module, else to ``pkg``."""
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for module, (path, is_package) in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                base = _absolute(module, is_package, node)
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                continue
+            if not _under_type_checking(node, parents):
+                graph[module] |= {t for t in targets if t in modules and t != module}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_package_has_no_import_cycle():
+    assert cycles(import_graph(_modules())) == []
+
+
+def test_the_cycle_check_finds_a_cycle_through_a_deferred_import(tmp_path):
+    pkg = tmp_path / "gpudvfs"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from .sub import b\n")
+    (pkg / "sub" / "b.py").write_text("def f():\n    from ..a import g\n")
+    (pkg / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from gpudvfs import a\n")
+    graph = import_graph(_modules(pkg))
+    assert cycles(graph) == [["gpudvfs.a", "gpudvfs.sub.b"]]
+    assert graph["gpudvfs.c"] == set()
+
+
+@pytest.mark.parametrize("package", MODELS)
+def test_a_model_imports_none_of_what_builds_on_it(package):
+    graph = import_graph(_modules())
+    wrong = sorted((m, t) for m, targets in graph.items() if m == package or m.startswith(package + ".")
+                   for t in targets if t.startswith(FORBIDDEN_TO_MODELS))
+    assert wrong == []
+
+
+def test_no_python_file_is_over_700_lines():
+    long = {str(f.relative_to(PACKAGE)): n for f in PACKAGE.rglob("*.py")
+            if (n := len(f.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert long == {}
