@@ -27,12 +27,11 @@ pub(crate) fn filled<T: Clone>(len: usize, value: T, what: &str) -> CoreResult<V
     // The allocation is tried and given back, then made by `vec!`: for zeros that takes
     // pages from the system untouched (calloc), to be faulted in by the threads that write
     // them, where filling a reserved vector here would touch every page on this thread
-    // first (the 10,000 x 1,000 power grid took 1.8 times as long). `vec!` gets what the try
-    // got unless another thread takes that much memory in the moment between them.
+    // first, which makes large grids markedly slower. `vec!` gets what the try got unless
+    // another thread takes that much memory in the moment between them.
     let probe = reserved::<T>(len, what)?;
-    // An allocation nothing uses may be optimised away, its success assumed (the release
-    // build of this module's test did so): the probe goes through `black_box`, which the
-    // optimiser cannot see into.
+    // An allocation nothing uses may be optimised away, its success assumed: the probe goes
+    // through `black_box`, which the optimiser cannot see into.
     drop(std::hint::black_box(probe));
     Ok(vec![value; len])
 }

@@ -10,7 +10,7 @@ use crate::error::{CoreError, CoreResult};
 const MAX_STATES: usize = 1 << 20;
 /// Candidate states of one stage (the front times the group's allowed options) before the
 /// instance counts as too large: they are built before the front is pruned, so without a cap
-/// a few groups of many options asked for more memory than exists and aborted the process.
+/// a few groups of many options would ask for more memory than exists and abort the process.
 /// 2^25 candidates of 32 bytes: 1 GiB at most.
 const MAX_CANDIDATES: usize = 1 << 25;
 

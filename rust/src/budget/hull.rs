@@ -13,9 +13,8 @@ pub struct Point {
     pub value: f64,
 }
 
-/// Cost buckets of the pre-filter: enough that few options survive it (on 10,000 x 1,000
-/// random instances, 32 buckets left 3.8 of every 10 options to sort and scan, and the
-/// solve took 1.3x as long as with 512), few enough that their arrays stay in L1.
+/// Cost buckets of the pre-filter: enough that few options survive it (fewer buckets leave
+/// more options to sort and scan), few enough that their arrays stay in L1.
 const BUCKETS: usize = 512;
 /// The bucket of an option the pre-filter drops outright.
 const NONE: u16 = BUCKETS as u16;

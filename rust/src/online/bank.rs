@@ -9,7 +9,8 @@ use super::RlsConfig;
 use crate::alloc;
 use crate::error::{CoreError, CoreResult};
 
-/// Below this many streams a batch runs on the calling thread: spawning costs ~10-50 us.
+/// Below this many streams a batch runs on the calling thread: spawning threads costs more
+/// than they save on a smaller batch.
 const MIN_STREAMS_PER_THREAD: usize = 4096;
 
 #[derive(Debug, Clone)]

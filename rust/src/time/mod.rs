@@ -6,22 +6,25 @@
 //! [`TimeMode::Default`] the resolved model below. `benches/time_model_reference.py` is the
 //! numpy specification of both (agreement with this module to ~1e-15 relative).
 //!
+//! The evidence behind the resolutions and extensions below (fits, ablations, cross-validated
+//! figures) is in `docs/methodology.md`, "Time model: notes from the Rust core".
+//!
 //! # Resolutions of the paper's ambiguities (Default mode)
 //! 1. **Table II columns vs Eq. 4.** Table II lists fc = fm in every row, so fc/fm = 1 and
-//!    Eq. 4 would be constant; the cycles equal Eq. 4 with the core clock fixed at 400 MHz
-//!    (fit: a = 222.67, b = 277.35, R^2 = 1.0000 vs the paper's 222.78/277.32). Read: fc = 400.
+//!    Eq. 4 would be constant; the cycles fit Eq. 4 only with the core clock fixed at
+//!    400 MHz. Read: fc = 400.
 //! 2. **Eq. 5a applies fc/fm twice.** Eq. 4 already gives dm_lat in core cycles including
 //!    fc/fm; Paper mode multiplies again (as printed), Default applies it once. Physically the
 //!    DRAM part of the latency is fixed in ns (b/fc + a/fm), which only the single factor gives.
-//! 3. **dm_del (Table III).** Its cycles are at fc = fm, i.e. memory cycles; the relative
-//!    times of memory-bound kernels (VA, BS: 1.90 at fm = 400, 0.673 at 1000, fc = 700) match
-//!    (c(fm)/fm)/(c(700)/700) to <1%, so the labels are right here. Law: dm_del_mem =
-//!    726.13/fm + 8.281 (R^2 0.994, the efficiency rise with fm), times fc/fm (Eq. 5b) in both modes.
+//! 3. **dm_del (Table III).** Its cycles are at fc = fm, i.e. memory cycles (the relative
+//!    times of memory-bound kernels across memory clocks bear the labels out). Law:
+//!    dm_del_mem = 726.13/fm + 8.281 (R^2 0.994, the efficiency rise with fm), times fc/fm
+//!    (Eq. 5b) in both modes.
 //! 4. **Eq. 10b/12b inequality direction.** As printed, "memory-dominated" needs
 //!    avr_comp + agl_lat >= agl_del (#Aw-1), i.e. the queue is *not* saturated; the saturation
-//!    condition is the reverse. Flipping alone makes things worse (ablation below) because of 5.
+//!    condition is the reverse. Flipping it helps only together with 5.
 //! 5. **#Wpb vs #Aw in Eq. 11.** The DRAM queue is shared by all resident warps, not one
-//!    block: Default uses #Aw (as Eq. 17 does). With 4+5 the case structure gets 8.65%.
+//!    block: Default uses #Aw (as Eq. 17 does).
 //! 6. **Latency per transaction vs per request.** The queue (delay) is charged per
 //!    transaction (32-byte sector): M = #Aw * gld_trans * agl_del per round. Latency is charged
 //!    per *request* (a warp's transactions of one instruction are pipelined): the latency
@@ -35,8 +38,8 @@
 //!    softmax_p(x) = (sum x_i^p)^(1/p) (p -> inf is the hard max of Eq. 9/11/13, p = 1 full
 //!    serialisation), plus one exposed latency (pipeline fill, Eq. 9/11/17; per round or once
 //!    per kernel, 17). p is chosen by the protocol of `python/gpudvfs/time/crossval.py` (nested
-//!    leave-one-application-out over both GTX 980 grids, `gpudvfs time cv`): 6. The case label
-//!    is the largest term.
+//!    leave-one-application-out over both GTX 980 grids, `gpudvfs time cv`; the preset's value
+//!    is in [`TimeDevice::gtx980`]). The case label is the largest term.
 //! 8. **Shared-memory cases (Eq. 16-21)** need o_itrs/i_itrs from source code. Default folds
 //!    shared memory into S (throughput) and P (latency); Paper uses Eq. 16 to choose Eq. 17
 //!    (gld_trans = per-warp total) or Eq. 18-21 with o_itrs = 1, gld_trans = per-warp total / 2
@@ -48,55 +51,51 @@
 //! 11. **Constants the paper does not print:** inst_cycle = 0.25 (128 cores / 32 lanes = 4
 //!     warp instructions per cycle per Maxwell SM), sh_lat = 28 cycles (Maxwell, Mei & Chu
 //!     ref. 31), sh_del = 1 cycle per transaction (32 banks x 4 B per cycle), max 64 warps/SM.
-//!     None were tuned on the dev file.
+//!     Hardware figures, none fitted to the grids.
+//!
+//! # Extensions beyond the paper (Default mode)
+//! Each is a candidate of the protocol (7); the preset holds what the protocol chooses on all
+//! kernels.
 //!
 //! 12. **Pipe rates: FP64 and special-function instructions issue at their pipe's rate**
-//!     (beyond the paper, which costs every instruction `inst_cycle`): a GM204 SM has 4 FP64
-//!     units, so a warp's FP64 instruction takes 32 / 4 = 8 cycles (`dp_inst_cycle`), and 32
-//!     SFU lanes, so a special-function one (exp, log, sin, rsqrt...) takes 32 / 32 = 1 cycle
+//!     (the paper costs every instruction `inst_cycle`): a GM204 SM has 4 FP64 units, so a
+//!     warp's FP64 instruction takes 32 / 4 = 8 cycles (`dp_inst_cycle`), and 32 SFU lanes,
+//!     so a special-function one (exp, log, sin, rsqrt...) takes 32 / 32 = 1 cycle
 //!     (`sf_inst_cycle`; 2 on Volta and later, 16 lanes): hardware figures (CUDA C
 //!     Programming Guide's throughput table), not fitted. Counted from nvprof's `inst_fp_64`
 //!     and `flop_count_sp_special` (thread operations / 32 per warp) where the profile has
-//!     them; gtx980_time_dev.csv has neither, so they change nothing there. Kept by the
-//!     protocol (CV 3.50 / 3.10% with them, 3.49 / 3.19% without; the FP64 rate alone gave
-//!     3.51 / 3.08% and regret 4.01%, with the SFU rate 3.50 / 3.10% and 3.76%).
+//!     them, 0 (the issue rate) where it does not. In the preset.
 //! 13. **L2 and DRAM queues in parallel or in series** (`parallel_queues`): Eq. 5b averages
 //!     one delay over hits and misses, i.e. queues them one after the other; in parallel,
 //!     every transaction occupies an L2 slice for `l2_del`, a miss also a DRAM channel for
-//!     `dm_del`, as separate terms of the soft maximum. Chosen on gtx980_time_dev.csv alone
-//!     (3.40 -> 3.19%, before 17), parallel queues lose under the protocol over both files
-//!     (CV 3.39 / 3.46% in parallel, 3.50 / 3.10% in series): the preset queues in series.
+//!     `dm_del`, as separate terms of the soft maximum. The preset queues them in series,
+//!     as Eq. 5b: parallel queues lose under the protocol.
 //! 14. **Block-starved kernels** (calibrated predictions, `python/gpudvfs/time/model.py`):
 //!     a kernel whose achieved occupancy stays below 0.75 of its theoretical occupancy, over
 //!     at least 4 waves, waited for blocks to arrive, at a rate no clock moves. Its time is the
 //!     soft maximum of that floor and the model at full slots; the floor is what the
-//!     reference time leaves over the latter. Designed after gtx980_time_power_dev.csv's
-//!     gaussian; judged against the occupancy its block size allows, it fired on kernels
-//!     held back by registers or shared memory (kernels kept apart from the data), so it
-//!     needs the theoretical occupancy that Nsight Compute reports and nvprof grids lack.
-//!     Told it (32 of 64 warps), gaussian is predicted within 4.9% (15.6% without the floor).
+//!     reference time leaves over the latter. The test needs the theoretical occupancy that
+//!     Nsight Compute reports (registers and shared memory included) and nvprof grids lack:
+//!     against the occupancy the block size alone allows, it fires on kernels held back by
+//!     registers or shared memory.
 //! 15. **Dependent instruction latency** (`inst_lat`): in one warp's chain (P of 7) an
 //!     instruction waits for its operand, 6 cycles on Maxwell (Mei & Chu; Jia et al.), not
-//!     the issue cost: P's instruction part is comp_inst * inst_lat. Kept by the protocol
-//!     (CV 3.19 / 3.07% with it, 3.58 / 2.92% without, on the two GTX 980 files: 3.12%
-//!     against 3.18% over their 25 kernels).
+//!     the issue cost: P's instruction part is comp_inst * inst_lat. In the preset.
 //! 16. **Latency no counter shows** (`extra_chain`, core cycles per warp): 0 from counters;
 //!     the "dram-check" calibration sets it when a kernel's DRAM transfers fill less than
 //!     0.8 of its reference time and the model finds it faster than measured (memory-bound
 //!     classification checked against the bandwidth the delay law gives). Not the default:
-//!     the protocol leaves it out (3.54 / 3.27% with it, 3.50 / 3.10% without).
+//!     the protocol leaves it out.
 //! 17. **Overlapped rounds** (`overlapped_rounds`): Eq. 9/11/17 leave one latency bare per
 //!     round of resident warps, as if each round waited for the last to drain. Warps retire
 //!     and others start while the rest wait (Little's law), so the latency is bare once per
 //!     kernel, the pipeline's fill: T = (T_round * rounds + latency) / fc, affine in the
-//!     blocks where the paper's is linear. Kept by the protocol (CV 3.50 / 3.10% with it,
-//!     3.49 / 3.26% without).
+//!     blocks where the paper's is linear. In the preset.
 //! 18. **How the protocol aggregates the training kernels' errors**
-//!     (`python/gpudvfs/time/crossval.py`): the figures of 12-17 were measured with a
-//!     setting's mean error over the other applications' kernels; the aggregate (mean,
-//!     trimmed mean, median, mean logarithm, mean rank) is now chosen one level in. CV 3.21 /
-//!     3.07%, regret 3.36%; on all kernels the trimmed mean wins and chooses the soft-max
-//!     exponent 7 of the preset (the mean chose 6).
+//!     (`python/gpudvfs/time/crossval.py`): the aggregate (mean, trimmed mean, median, mean
+//!     logarithm, mean rank) is itself chosen, one level in, so that the few kernels no
+//!     setting fits do not decide between settings for the rest. On all kernels the trimmed
+//!     mean wins; its choice is the preset.
 //!
 //! Monotonicity: in Default every term divided by fc is non-increasing in fc and in fm and
 //! the soft max is increasing and 1-homogeneous, so time never increases when a clock rises
@@ -122,11 +121,9 @@
 //! modelled, as in the paper); the hit rate is traffic-based because nvprof's l2 hit-rate
 //! metrics cover reads only; DCGM has no per-kernel counts, so it cannot drive this model.
 //!
-//! # Accuracy (inputs from the 700/700 row; `gpudvfs time cv`, `gpudvfs time eval`)
-//! Calibrated MAPE, nested leave-one-application-out over both GTX 980 grids: 3.21%
-//! (gtx980_time_dev.csv, 10 kernels x 49 pairs) and 3.07% (gtx980_time_power_dev.csv, 15 x
-//! 36); in-sample 3.05 / 2.97%. gtx980_time_dev.csv: Default 6.37% absolute, Paper 30.95%
-//! absolute / 16.17% calibrated, two-term fc/fm scaling 8.44%, time unchanged 24.69%.
+//! # Accuracy
+//! The model's figures (`gpudvfs time cv`, `gpudvfs time eval`; inputs from the 700/700 row)
+//! are in `docs/accuracy.md`.
 pub mod device;
 pub mod model;
 
