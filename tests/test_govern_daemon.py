@@ -368,12 +368,12 @@ def test_govern_run_on_nvml_needs_this_gpus_registry_entry(sim, tmp_path, monkey
     it needs, or with a registry that does not hold this GPU, and leaves NVML shut down."""
     from click.testing import CliRunner
 
-    import gpudvfs.hardware.nvml as nvml
     from gpudvfs.cli.app import cli
     from gpudvfs.fleet.calibrate import SimFleet, calibrate_gpu
+    from gpudvfs.hardware.nvml import gpu as nvml_gpu
 
     fake = FakeNvml()
-    monkeypatch.setattr(nvml, "_import_pynvml", lambda: fake)
+    monkeypatch.setattr(nvml_gpu, "import_pynvml", lambda: fake)
     calibrate_gpu(SimFleet(), 0, str(tmp_path / "registry"), 1.0, "per-domain")
     sim[2].save(tmp_path / "time.json")
     run = CliRunner().invoke

@@ -30,9 +30,16 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from gpudvfs.errors import GpudvfsError, GpudvfsWarning, InputError
-from gpudvfs.hardware import nvml
 from gpudvfs.hardware.device import ClockPermissionError, Device, Workload
-from gpudvfs.hardware.nvml import THROTTLE_REASONS, ClockControlError, NvmlDevice, refresh_period_from_changes
+from gpudvfs.hardware.nvml import (
+    THROTTLE_REASONS,
+    ClockControlError,
+    NvmlDevice,
+    launchers,
+    refresh_period_from_changes,
+)
+from gpudvfs.hardware.nvml import device as nvml_device
+from gpudvfs.hardware.nvml.sampler import Monitor, mean_between
 
 import fake_pynvml
 from fake_pynvml import FakeNvml
@@ -301,13 +308,14 @@ RACE = textwrap.dedent("""
     import signal
     import fake_pynvml
     import gpudvfs.hardware.nvml as nvml
+    from gpudvfs.hardware.nvml.clock_guard import GUARD
     hit = []
     signal.signal(signal.SIGTERM, lambda *_: hit.append(1))
     real = signal.signal
 
     def racing(signum, handler):
         old = real(signum, handler)
-        if signum == signal.SIGTERM and handler == nvml._GUARD._handle:
+        if signum == signal.SIGTERM and handler == GUARD._handle:
             handler(signum, None)  # the signal lands the instant the guard's handler is set
         return old
 
@@ -421,8 +429,8 @@ def test_window_mean_of_readings_is_additive_and_bounded(steps, u, v, w):
     a, b = sorted((t[0] + u * (t[-1] - t[0]), t[0] + v * (t[-1] - t[0])))
     assume(b - a > 1e-6)
     m = a + w * (b - a)
-    whole = nvml._mean_between(t, y, a, b) * (b - a)
-    parts = sum(nvml._mean_between(t, y, lo, hi) * (hi - lo) for lo, hi in ((a, m), (m, b)) if hi > lo)
+    whole = mean_between(t, y, a, b) * (b - a)
+    parts = sum(mean_between(t, y, lo, hi) * (hi - lo) for lo, hi in ((a, m), (m, b)) if hi > lo)
     assert parts == pytest.approx(whole, rel=1e-9, abs=1e-9)
     assert min(y) - 1e-9 <= whole / (b - a) <= max(y) + 1e-9
 
@@ -580,13 +588,13 @@ def test_stand_in_sampled_power_is_of_the_launches_after_an_idle_gap(monkeypatch
     load = Timed(fake, busy_s=0.003 if idle_at == "sampler start" else 0.001)
     launcher = load
     if idle_at == "sampler start":
-        started = nvml._Monitor.start
+        started = Monitor.start
 
         def late_start(monitor):
             time.sleep(0.05)
             started(monitor)
 
-        monkeypatch.setattr(nvml._Monitor, "start", late_start)
+        monkeypatch.setattr(Monitor, "start", late_start)
     else:
         def launcher(workload):
             launch, first = load(workload), [True]
@@ -739,7 +747,7 @@ def test_stand_in_default_launcher_loads_and_runs_kernel_on_the_nvml_gpu(monkeyp
 
     kernels.load = load
     monkeypatch.setitem(sys.modules, "cupy", cupy)
-    monkeypatch.setitem(sys.modules, "gpudvfs.hardware.kernels", kernels)
+    monkeypatch.setattr(launchers, "kernels", kernels)
     fake = FakeNvml(pci=(0, 0x3B, 0))
     with NvmlDevice(pynvml=fake) as dev:
         m = dev.measure(Workload(name="k", kernel="fma_chain", params={"n": 4}), repetitions=2)
@@ -787,7 +795,7 @@ def test_stand_in_default_launcher_records_what_the_last_launch_measured(monkeyp
     monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=types.SimpleNamespace(Device=Device)))
     kernels = types.ModuleType("gpudvfs.hardware.kernels")
     kernels.load = lambda name, params: Chase()
-    monkeypatch.setitem(sys.modules, "gpudvfs.hardware.kernels", kernels)
+    monkeypatch.setattr(launchers, "kernels", kernels)
     with NvmlDevice(pynvml=FakeNvml()) as dev:
         m = dev.measure(Workload(name="time_dram_latency", kernel="time_dram_latency"), repetitions=3)
     assert m.result == {"cycles_per_access": 504.0}  # warm-up + 3 launches, then one read
@@ -804,7 +812,6 @@ def test_profile_runs_ncu_on_a_launcher_process_for_this_gpu(monkeypatch, tmp_pa
     from gpudvfs.data import counters
     from gpudvfs.data.counters import MissingCountersError
     from gpudvfs.data.profilers import read_ncu_csv
-    from gpudvfs.hardware import ncu
 
     data = Path(os.environ.get("GPUDVFS_DATA", TESTS.parent.parent / "shared" / "data"))
     recorded = data / "tool-outputs" / "ncu_rtx5090_llm-perf-opt.csv"
@@ -816,7 +823,7 @@ def test_profile_runs_ncu_on_a_launcher_process_for_this_gpu(monkeypatch, tmp_pa
         calls.append((list(metrics), list(argv), options))
         return read_ncu_csv(recorded)
 
-    monkeypatch.setattr(ncu, "run_ncu", stand_in_run_ncu)
+    monkeypatch.setattr(nvml_device, "run_ncu", stand_in_run_ncu)
     dev = NvmlDevice(pynvml=FakeNvml(pci=(0, 0x3B, 0)))
     with pytest.raises(MissingCountersError, match="needs"):
         dev.profile(Workload("sp", kernel="sp_ops008", params={"elements": 1024}))
