@@ -314,7 +314,7 @@ def test_workload_file_carries_the_kernel_to_profile(tmp_path):
     mm, plain = read_workloads(wl)
     assert (mm.spec, mm.profile_kernel, plain.profile_kernel) == ("gpudvfs.hardware.apps:sgemm", "regex:gemm", None)
     # The kernel profiled is part of what a sweep's record says it measured (absent: the first).
-    from gpudvfs.hardware.sweep import workload_record
+    from gpudvfs.hardware.sweep_record import workload_record
 
     assert workload_record(mm)["profile_kernel"] == "regex:gemm" and "profile_kernel" not in workload_record(plain)
 

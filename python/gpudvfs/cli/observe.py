@@ -1,5 +1,7 @@
-"""`gpudvfs power observe`: refine a GPU's power prior from the clocks and power its driver
-visits by itself while the user's work runs. It sets nothing."""
+"""`gpudvfs power observe`: refine a GPU's power prior while the user's work runs.
+
+From the clocks and power its driver visits by itself. It sets nothing.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from gpudvfs.cli.progress import progress_bars
 from gpudvfs.errors import GpudvfsWarning
 from gpudvfs.hardware.driver_sim import DriverManagedGpu
 from gpudvfs.hardware.nvml import NvmlDevice
-from gpudvfs.hardware.observer import NvmlObserver, observe, read_readings, write_readings
+from gpudvfs.hardware.observer import NvmlObserver, Observation, observe, read_readings, write_readings
 from gpudvfs.power import PowerModel
 from gpudvfs.power.observe import fit_readings
 
@@ -35,11 +37,36 @@ from gpudvfs.power.observe import fit_readings
               help="The refined power model (JSON; its components are the activities observed).")
 @options.force
 @click.option("--json", "as_json", is_flag=True)
-def observe_(kind, index, seconds, window_s, replay, readings, out, force, as_json) -> None:
-    """Watch a GPU while your own work runs and refine its catalog power prior from the clock,
-    power and activity points the driver visits by itself (idle, boost, power and thermal
-    throttling): static, idle and dynamic power and the core voltage curve. Sets no clock and no
-    limit; needs no root."""
+def observe_(kind: str, index: int, seconds: float, window_s: float, replay: str | None, readings: str | None,
+             out: str, force: bool, as_json: bool) -> None:
+    """Watch a GPU while your own work runs and refine its catalog power prior.
+
+    From the clock, power and activity points the driver visits by itself (idle, boost, power
+    and thermal throttling): static, idle and dynamic power and the core voltage curve. Sets no
+    clock and no limit; needs no root.
+    \f
+
+    Parameters
+    ----------
+    kind : str
+        ``--device``: ``sim`` or ``nvml``.
+    index : int
+        ``--index``: NVML's index of the GPU.
+    seconds : float
+        ``--seconds``: how long to watch.
+    window_s : float
+        ``--interval``: seconds per reading.
+    replay : str or None
+        ``--from-readings``: refit an earlier run's readings instead.
+    readings : str or None
+        ``--readings``: also write every reading there.
+    out : str
+        ``-o``: the refined power model.
+    force : bool
+        ``--force``: write over existing output files.
+    as_json : bool
+        ``--json``: print the outcome as JSON.
+    """  # noqa: D301 -- click cuts the help text at the form feed
     sim = None
     with user_errors():
         refuse_overwrite([out, readings], [replay], force)
@@ -53,16 +80,15 @@ def observe_(kind, index, seconds, window_s, replay, readings, out, force, as_js
         fit.model.save(out)
     got, key, default = obs.readings, obs.catalog_key, obs.default_mhz
     reasons = Counter(r for x in got for r in x.throttle_reasons)
+    volts = fit.model.voltage(list(fit.clocks_seen) or [default[0]], default[1])[:, 0].tolist()
+    core_voltage: dict[str, float] = dict(zip(map(str, fit.clocks_seen), volts))
+    scores = sim.truth_scores(fit.model, fit.clocks_seen) if sim is not None else {}
     r = {"device": key, "samples": len(got), "samples_used": fit.readings_used,
          "clocks_seen": list(fit.clocks_seen), "clock_changes_made": 0, "activities": list(obs.activities),
          "power_reading": obs.power,
          "throttle_reasons_seen": dict(reasons), "source": fit.model.source_, "prior_stands": fit.prior_stands,
          "residual_sd": fit.residual_sd, "interval": fit.model.interval_, "model": out,
-         "readings": readings, "core_voltage": dict(zip(map(str, fit.clocks_seen),
-                                                        fit.model.voltage(list(fit.clocks_seen) or [default[0]],
-                                                                          default[1])[:, 0].tolist()))}
-    if sim is not None:
-        r |= sim.truth_scores(fit.model, fit.clocks_seen)
+         "readings": readings, "core_voltage": core_voltage, **scores}
     if as_json:
         print_json(r)
         return
@@ -74,20 +100,23 @@ def observe_(kind, index, seconds, window_s, replay, readings, out, force, as_js
     else:
         console.print(f"refined the prior: readings fit within {100 * fit.residual_sd:.1f}% (sd); core voltage "
                       "relative to the default clock: " + ", ".join(f"{c} MHz {v:.3f}" for c, v in
-                                                                     r["core_voltage"].items()),
+                                                                     core_voltage.items()),
                       highlight=False, soft_wrap=True)
-    if sim is not None:
-        console.print(f"against the simulator's truth: voltage within {100 * r['voltage_error_max']:.2f}%; power "
-                      f"at the {len(r['unseen_clocks'])} clocks never seen within "
-                      f"{r['power_mape_unseen']:.2f}% (MAPE)", highlight=False)
+    if scores:
+        console.print(f"against the simulator's truth: voltage within {100 * scores['voltage_error_max']:.2f}%; "
+                      f"power at the {len(scores['unseen_clocks'])} clocks never seen within "
+                      f"{scores['power_mape_unseen']:.2f}% (MAPE)", highlight=False)
     console.print(f"wrote {out}" + (f" and {readings}" if readings else ""))
 
 
-def _watch(kind: str, index: int, seconds: float, window_s: float, quiet: bool):
-    """(the observation of the GPU of ``kind``: the simulator under its own driver, or NVML
-    without setting anything, with a progress bar; the simulator, to score against its truth)."""
+def _watch(kind: str, index: int, seconds: float, window_s: float,
+           quiet: bool) -> tuple[Observation, DriverManagedGpu | None]:
+    """(the observation of the GPU of ``kind``, the simulator to score against its truth).
+
+    The simulator under its own driver, or NVML without setting anything, with a progress bar.
+    """
     with progress_bars(disable=quiet) as update:
-        def progress(done, total):
+        def progress(done: int, total: int) -> None:
             update("observing", done, total, f"{done * window_s:.0f} of {seconds:g} s")
         if kind == "sim":
             sim = DriverManagedGpu()

@@ -36,11 +36,42 @@ from gpudvfs.hardware.workload_file import read_workloads
 @click.option("--gpmtool", "gpmtool_out", type=click.Path(dir_okay=False), callback=output_file,
               help="Also write the power suite's result as a gpmTOOL power CSV (for gpmTOOL; `gpudvfs power fit` "
                    "reads OUT itself).")
-def sweep(suite, workload_file, device_kind, index, seed, out, resume, core_mhz, mem_mhz, min_seconds, repetitions,
-          leave_clocks, gpmtool_out) -> None:
-    """Measure workloads at every (core, memory) clock pair of a device: a microbenchmark
-    suite (power: `gpudvfs power fit OUT` fits the power model on it; time: the latency suite) or
-    user workloads."""
+def sweep(suite: str | None, workload_file: str | None, device_kind: str, index: int, seed: int, out: str,
+          resume: bool, core_mhz: list[float] | None, mem_mhz: list[float] | None, min_seconds: float,
+          repetitions: int | None, leave_clocks: bool, gpmtool_out: str | None) -> None:
+    """Measure workloads at every (core, memory) clock pair of a device.
+
+    A microbenchmark suite (power: `gpudvfs power fit OUT` fits the power model on it; time:
+    the latency suite) or user workloads.
+    \f
+
+    Parameters
+    ----------
+    suite : str or None
+        ``--suite``: a microbenchmark suite of the kernel manifest.
+    workload_file : str or None
+        ``--workloads``: a JSON file of user workloads.
+    device_kind : str
+        ``--device``: a kind of `DEVICE_KINDS`.
+    index : int
+        ``--index``: NVML's index of the GPU.
+    seed : int
+        ``--seed``: the simulated GPU's noise seed.
+    out : str
+        ``-o``: the sweep's CSV.
+    resume : bool
+        ``--resume``: continue the sweep in ``out``.
+    core_mhz, mem_mhz : list of float or None
+        ``--core-mhz``, ``--mem-mhz``: only these clocks.
+    min_seconds : float
+        ``--min-seconds``: each measurement's least length.
+    repetitions : int or None
+        ``--repetitions``: launches per measurement instead.
+    leave_clocks : bool
+        ``--leave-clocks``: measure at the driver's clocks.
+    gpmtool_out : str or None
+        ``--gpmtool``: also write the power suite as a gpmTOOL CSV.
+    """  # noqa: D301 -- click cuts the help text at the form feed
     with user_errors():
         if (suite is None) == (workload_file is None):
             raise click.UsageError("give either --suite or --workloads FILE")
@@ -50,7 +81,11 @@ def sweep(suite, workload_file, device_kind, index, seed, out, resume, core_mhz,
         refuse_overwrite([out], [workload_file], resume, "give --resume to continue the sweep in it, or another -o")
         refuse_overwrite([gpmtool_out], [workload_file, out], resume, "give --resume (which rewrites it) or another "
                                                                       "--gpmtool")
-        workloads = suite_workloads(suite) if suite else read_workloads(workload_file)
+        if suite is not None:
+            workloads = suite_workloads(suite)
+        else:
+            assert workload_file is not None  # one of the two, checked above
+            workloads = read_workloads(workload_file)
         device = make_device(device_kind, seed=seed, index=index, leave_clocks=leave_clocks)
         configs = None if leave_clocks else grid(device, core_mhz, mem_mhz)
         with progress_bars() as update:

@@ -31,13 +31,42 @@ from gpudvfs.hardware.kinds import DEVICE_KINDS, make_device
               help="Never set or reset the GPU's clocks (a shared or lent machine): measure at the clocks the "
                    "driver runs; the model fits that need several clock pairs are skipped.")
 @click.option("--json", "as_json", is_flag=True)
-def validate(device_kind, index, seed, out, budget_s, min_seconds, power_stride, no_profile, resume, leave_clocks,
-             as_json) -> None:
-    """What the driver reports, both microbenchmark suites and four real workloads (SGEMM,
+def validate(device_kind: str, index: int, seed: int, out: str | None, budget_s: float, min_seconds: float,
+             power_stride: int, no_profile: bool, resume: bool, leave_clocks: bool, as_json: bool) -> None:
+    """One pass of the measurement layer over a GPU: raw files and report.md in one folder.
+
+    What the driver reports, both microbenchmark suites and four real workloads (SGEMM,
     STREAM triad, Jacobi, histogram) over a coarse clock grid, power from the energy counter
     and from samples side by side, Nsight Compute profiles, the models fitted on the suites
-    and scored on the real workloads, `predict` on their ncu CSVs: raw files and report.md
-    in one folder. A step that fails is reported and the next one runs."""
+    and scored on the real workloads, `predict` on their ncu CSVs. A step that fails is
+    reported and the next one runs.
+    \f
+
+    Parameters
+    ----------
+    device_kind : str
+        ``--device``: a kind of `DEVICE_KINDS`.
+    index : int
+        ``--index``: NVML's index of the GPU.
+    seed : int
+        ``--seed``: the simulated GPU's noise seed.
+    out : str or None
+        ``-o``: the folder (default: ``validation/<gpu name>``).
+    budget_s : float
+        ``--budget-s``: seconds the sweeps may take.
+    min_seconds : float
+        ``--min-seconds``: each measurement's least length.
+    power_stride : int
+        ``--power-stride``: measure every N-th power kernel.
+    no_profile : bool
+        ``--no-profile``: power and time only.
+    resume : bool
+        ``--resume``: continue an interrupted run in the folder.
+    leave_clocks : bool
+        ``--leave-clocks``: never set or reset the GPU's clocks.
+    as_json : bool
+        ``--json``: print the report as JSON.
+    """  # noqa: D301 -- click cuts the help text at the form feed
     with user_errors():
         device = make_device(device_kind, seed=seed, index=index, leave_clocks=leave_clocks)
         folder = out or f"validation/{re.sub(r'[^a-z0-9]+', '-', device.name.lower()).strip('-')}"
@@ -46,7 +75,8 @@ def validate(device_kind, index, seed, out, budget_s, min_seconds, power_stride,
             with progress_bars(disable=as_json) as update:
                 report = run_validation(device, folder, budget_s=budget_s, min_seconds=min_seconds,
                                         power_stride=power_stride, profile=not no_profile, resume=resume,
-                                        progress=update, leave_clocks=leave_clocks)
+                                        progress=lambda step, done, total: update(step, done, total, ""),
+                                        leave_clocks=leave_clocks)
         finally:
             close = getattr(device, "close", None)
             if close is not None:

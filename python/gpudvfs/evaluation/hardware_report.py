@@ -41,16 +41,28 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 from gpudvfs.data.jsonfile import write_json_atomic
+from gpudvfs.data.profilers import read_ncu_csv
 from gpudvfs.errors import InputError
+from gpudvfs.evaluation.power_errors import cross_validate
+from gpudvfs.evaluation.time_errors import two_term
 from gpudvfs.hardware.apps import APPS
 from gpudvfs.hardware.calibrate import Progress, base_time_device, catalog_entry, stage
 from gpudvfs.hardware.device import Device, Workload
-from gpudvfs.hardware.sweep import run_sweep, suite_workloads
+from gpudvfs.hardware.gpm import GpmActivity
+from gpudvfs.hardware.nvml import NvmlDevice
+from gpudvfs.hardware.simulated import SimulatedDevice
+from gpudvfs.hardware.sweep import read_rows, run_sweep, suite_workloads, to_power_dataset, to_time_device
+from gpudvfs.hardware.sweep_record import load_record
+from gpudvfs.power import PowerModel
+from gpudvfs.predict.profile import device_of, predict_profile
+from gpudvfs.stats import mape
+from gpudvfs.time import KernelProfile, TimeDevice, TimeModel
 
 #: Seconds one measurement costs beyond its own length (clock changes, warm-up launch).
 OVERHEAD_S = 0.2
@@ -63,9 +75,28 @@ LEFT = "clocks left to the driver (leave_clocks): the models need several clock 
 
 
 def coarse_grid(device: Device, n_pairs: int) -> list[tuple[float, float]]:
-    """Up to ``n_pairs`` clock pairs: the default pair first, then core clocks spread evenly
-    (highest and lowest included) at the default memory clock and, a third of them, at the
-    lowest memory clock."""
+    """A few clock pairs spread over a device's grid.
+
+    The default pair first, then core clocks spread evenly (highest and lowest included) at
+    the default memory clock and, a third of them, at the lowest memory clock.
+
+    Parameters
+    ----------
+    device : Device
+        The device.
+    n_pairs : int
+        The most pairs, at least 1.
+
+    Returns
+    -------
+    list of tuple of float
+        (core, memory) pairs, MHz.
+
+    Raises
+    ------
+    InputError
+        Where ``n_pairs`` is under 1.
+    """
     if n_pairs < 1:
         raise InputError(f"n_pairs must be >= 1, got {n_pairs}")
     ref = device.default_clocks()
@@ -75,15 +106,28 @@ def coarse_grid(device: Device, n_pairs: int) -> list[tuple[float, float]]:
     pairs = [ref]
     for mem, k in shares:
         cores = [c for c in device.core_clocks(mem) if (c, mem) != ref]
-        picks = np.unique(np.linspace(0, len(cores) - 1, min(k, len(cores))).round().astype(int)) if k else []
-        pairs += [(cores[i], mem) for i in picks]
+        if k:
+            picks = np.unique(np.linspace(0, len(cores) - 1, min(k, len(cores))).round().astype(int))
+            pairs += [(cores[i], mem) for i in picks]
     return pairs
 
 
 def device_view(device: Device, leave_clocks: bool = False) -> dict:
-    """What the driver reports about ``device``, and whether a clock lock holds there (not
-    tried with ``leave_clocks``: then only what setting clocks would need, where the device
-    says)."""
+    """What the driver reports about a device, and whether a clock lock holds there.
+
+    Parameters
+    ----------
+    device : Device
+        The device.
+    leave_clocks : bool
+        Do not try a lock: then only what setting clocks would need, where the device says.
+
+    Returns
+    -------
+    dict
+        Identity, clocks, SM count, energy counter, throttle reasons, power and temperature
+        (a query's error where it failed), and ``clock_lock``: what each lock tried gave.
+    """
     view: dict = {"identity": device.identity(), "default_clocks": list(device.default_clocks()),
                   "sm_count": _ask(device.sm_count), "energy_counter": device.energy_joules() is not None,
                   "throttle_reasons": list(device.throttle_reasons()), "power_w": device.power_watts(),
@@ -107,8 +151,10 @@ def _ask(query: Callable[[], object]) -> object:
 
 
 def _try_lock(device: Device) -> dict:
-    """Lock the second-highest core clock at the default memory clock (and the lowest
-    memory clock, a separate capability on real GPUs), read back, reset."""
+    """Lock the second-highest core clock at the default memory clock, read back, reset.
+
+    The lowest memory clock is tried too: a separate capability on real GPUs.
+    """
     ref = device.default_clocks()
     cores = device.core_clocks(ref[1])
     lowest = min(device.memory_clocks())
@@ -128,18 +174,28 @@ def _try_lock(device: Device) -> dict:
 
 @contextmanager
 def sampled_power(device: Device) -> Iterator[bool]:
-    """``device`` with power from sampled readings for the block (yields False where this
-    device has no other source to compare with)."""
-    from gpudvfs.hardware.nvml import NvmlDevice
-    from gpudvfs.hardware.simulated import SimulatedDevice
+    """A device with power from sampled readings for the block.
 
+    Parameters
+    ----------
+    device : Device
+        The device.
+
+    Yields
+    ------
+    bool
+        False where this device has no other source to compare with (nothing changed then).
+    """
+    # The attribute that chooses the power source, and its value for samples.
+    setting: tuple[str, object]
     if isinstance(device, NvmlDevice):
-        attr, value = "power", "samples"
+        setting = ("power", "samples")
     elif isinstance(device, SimulatedDevice):
-        attr, value = "has_energy_counter", False
+        setting = ("has_energy_counter", False)
     else:
         yield False
         return
+    attr, value = setting
     if device.energy_joules() is None:
         yield False
         return
@@ -154,7 +210,7 @@ def sampled_power(device: Device) -> Iterator[bool]:
 class _Steps:
     """Runs each step, records its outcome (and the error of one that failed) and its time."""
 
-    def __init__(self, progress: Progress | None):
+    def __init__(self, progress: Progress | None) -> None:
         self.outcomes: dict[str, dict] = {}
         self.progress = progress
 
@@ -178,10 +234,42 @@ class _Steps:
 def validate(device: Device, out: str | Path, *, budget_s: float = 480.0, min_seconds: float = 0.5,
              power_stride: int = 1, profile: bool = True, resume: bool = False,
              apps: Sequence[Workload] = APPS, progress: Progress | None = None, leave_clocks: bool = False) -> dict:
-    """Run the steps of the module notes on ``device`` into ``out``; returns what
-    ``report.md`` says, as a dict. The grid gets as many pairs as ``budget_s`` allows for
-    both suites and ``apps`` at ``min_seconds`` a measurement (every ``power_stride``-th
-    power kernel); ``leave_clocks``: see the module notes."""
+    """Run the steps of the module notes on a device into a folder.
+
+    Parameters
+    ----------
+    device : Device
+        The GPU.
+    out : str or Path
+        The folder of the raw files and ``report.md``.
+    budget_s : float
+        Seconds the sweeps may take: the grid gets as many pairs as allow both suites and
+        ``apps`` at ``min_seconds`` a measurement.
+    min_seconds : float
+        Each measurement's least length.
+    power_stride : int
+        Measure every ``power_stride``-th power kernel.
+    profile : bool
+        Profile the power suite and the real workloads at the default clocks.
+    resume : bool
+        Continue the sweeps of an interrupted run in ``out``.
+    apps : sequence of Workload
+        The real workloads.
+    progress : callable, optional
+        Takes (step, done, total).
+    leave_clocks : bool
+        Set no clock (see the module notes).
+
+    Returns
+    -------
+    dict
+        What ``report.md`` says.
+
+    Raises
+    ------
+    InputError
+        Where ``budget_s``, ``min_seconds`` or ``power_stride`` is out of range.
+    """
     if not budget_s > 0 or not min_seconds > 0:
         raise InputError(f"budget_s and min_seconds must be > 0, got {budget_s!r}, {min_seconds!r}")
     if power_stride < 1:
@@ -189,8 +277,6 @@ def validate(device: Device, out: str | Path, *, budget_s: float = 480.0, min_se
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     step = _Steps(progress)
-    from gpudvfs.hardware.simulated import SimulatedDevice
-
     report: dict = {"device": device.name, "host": platform.node(), "simulated": isinstance(device, SimulatedDevice),
                     "steps": step.outcomes}
 
@@ -212,7 +298,8 @@ def validate(device: Device, out: str | Path, *, budget_s: float = 480.0, min_se
     report["grid"] = {"pairs": [list(c) for c in configs or []], "lockable": lockable, "leave_clocks": leave_clocks,
                       "power_kernels": len(power)}
     can_sweep = lockable or leave_clocks
-    sweep_kw = {"resume": resume, "min_seconds": min_seconds, "can_sweep": can_sweep, "leave_clocks": leave_clocks}
+    sweep = partial(_sweep, device, resume=resume, min_seconds=min_seconds, can_sweep=can_sweep,
+                    leave_clocks=leave_clocks)
 
     if profile and hasattr(device, "ncu_logs"):
         (folder / "ncu").mkdir(exist_ok=True)
@@ -220,8 +307,8 @@ def validate(device: Device, out: str | Path, *, budget_s: float = 480.0, min_se
     files = {"time": folder / "time-suite.csv", "power": folder / "power-suite.csv", "apps": folder / "apps.csv"}
     for suite, workloads in (("time", timing), ("power", power)):
         with step(f"{suite} suite") as r:
-            _sweep(device, workloads, files[suite], configs, r, profile=profile and suite == "power",
-                   progress=stage(progress, f"{suite} suite"), **sweep_kw)
+            sweep(workloads, files[suite], configs, r, profile=profile and suite == "power",
+                  progress=stage(progress, f"{suite} suite"))
 
     with step("power sources") as r:
         if not can_sweep:
@@ -244,8 +331,7 @@ def validate(device: Device, out: str | Path, *, budget_s: float = 480.0, min_se
 
     with step("real workloads") as r:
         if apps:
-            _sweep(device, apps, files["apps"], configs, r, profile=profile,
-                   progress=stage(progress, "real workloads"), **sweep_kw)
+            sweep(apps, files["apps"], configs, r, profile=profile, progress=stage(progress, "real workloads"))
         else:
             r["skipped"] = "none given"
 
@@ -283,8 +369,9 @@ def validate(device: Device, out: str | Path, *, budget_s: float = 480.0, min_se
     return report
 
 
-def _sweep(device: Device, workloads: Sequence[Workload], f: Path, configs, record: dict, *, can_sweep: bool,
-           leave_clocks: bool, resume: bool, min_seconds: float, profile: bool, progress) -> None:
+def _sweep(device: Device, workloads: Sequence[Workload], f: Path, configs: list[tuple[float, float]] | None,
+           record: dict, *, can_sweep: bool, leave_clocks: bool, resume: bool, min_seconds: float, profile: bool,
+           progress: Callable[[int, int, str], None]) -> None:
     if not can_sweep:
         record["skipped"] = NOT_LOCKABLE
         return
@@ -292,14 +379,12 @@ def _sweep(device: Device, workloads: Sequence[Workload], f: Path, configs, reco
                     profile=profile, progress=progress, leave_clocks=leave_clocks)
     record.update(file=f.name, measured=res.measured, throttled=res.throttled)
     if leave_clocks:  # which clocks the driver ran the workloads at is a finding
-        from gpudvfs.data import read
-
-        g = read(f, "tidy")
+        g = read_rows(f)
         record["clocks_seen"] = {k: [float(v.min()), float(np.median(v)), float(v.max())]
                                  for k, v in (("core_mhz", g.core_mhz), ("mem_mhz", g.mem_mhz))}
 
 
-def _gpm_activities(device: Device, gpm, apps: Sequence[Workload], min_seconds: float) -> dict:
+def _gpm_activities(device: Device, gpm: GpmActivity, apps: Sequence[Workload], min_seconds: float) -> dict:
     """(SM, pipe, DRAM) activity of each workload over one measurement of it, from GPM."""
     out = {}
     try:
@@ -314,13 +399,11 @@ def _gpm_activities(device: Device, gpm, apps: Sequence[Workload], min_seconds: 
 
 
 def _compare_sources(counter: Path, samples: Path) -> dict:
-    from gpudvfs.data import read
-
     # One measurement per kernel and file: at the default pair, or at the driver's clocks,
     # which may differ between the two runs (each row says which).
-    a, b = read(counter, "tidy"), read(samples, "tidy")
-    by = {n: (w, c) for n, c, w in zip(b.app.tolist(), b.core_mhz, b.watts)}
-    rows = [(n, w, *by[n], c) for n, c, w in zip(a.app.tolist(), a.core_mhz, a.watts) if n in by]
+    a, b = read_rows(counter), read_rows(samples)
+    by = {n: (w, c) for n, c, w in zip(b.workload.tolist(), b.core_mhz, b.watts)}
+    rows = [(n, w, *by[n], c) for n, c, w in zip(a.workload.tolist(), a.core_mhz, a.watts) if n in by]
     if not rows:
         raise InputError("no kernel was measured both ways")
     diff = np.array([100.0 * (s / w - 1.0) for _, w, s, _, _ in rows])
@@ -329,16 +412,14 @@ def _compare_sources(counter: Path, samples: Path) -> dict:
             "mean_abs_diff_pct": float(np.abs(diff).mean()), "max_abs_diff_pct": float(np.abs(diff).max())}
 
 
-def _fit_and_score(device: Device, files: dict[str, Path], profiled: bool) -> tuple[dict, object]:
-    """The time device from the latency suite; the power model's grouped cross-validated
-    error on the power suite; the time model's calibrated error (each kernel calibrated on
-    its own time at the default pair) at the other pairs, on the power-suite kernels and on
-    the real workloads, with power and the minimum-energy choice there. Returns the figures
-    and the power model (None when nothing was profiled)."""
-    from gpudvfs.evaluation.power_errors import cross_validate
-    from gpudvfs.hardware.sweep import to_power_dataset, to_time_device
-    from gpudvfs.power import PowerModel
+def _fit_and_score(device: Device, files: dict[str, Path], profiled: bool) -> tuple[dict, PowerModel | None]:
+    """The figures of the models fitted on the sweeps, and the power model (None when nothing was profiled).
 
+    The time device from the latency suite; the power model's grouped cross-validated error
+    on the power suite; the time model's calibrated error (each kernel calibrated on its own
+    time at the default pair) at the other pairs, on the power-suite kernels and on the real
+    workloads, with power and the minimum-energy choice there.
+    """
     out: dict = {}
     time_device, fit = to_time_device(files["time"], base_time_device(device, catalog_entry(device)))
     out["time_device"] = {"params": time_device.params(), "fit": fit}
@@ -359,20 +440,16 @@ def _fit_and_score(device: Device, files: dict[str, Path], profiled: bool) -> tu
     return out, model
 
 
-def _score(sweep: Path, time_device, power_model=None) -> dict | str:
-    """Per kernel of a profiled sweep: the time model's and two-term scaling's calibrated
-    MAPE away from the default pair; with ``power_model``, its power MAPE and the measured
-    energy of the pair of least predicted energy over the measured least (regret)."""
-    from gpudvfs.data import read
-    from gpudvfs.evaluation.time_errors import two_term
-    from gpudvfs.hardware.sweep import load_record
-    from gpudvfs.stats import mape
-    from gpudvfs.time import KernelProfile, TimeModel
+def _score(sweep: Path, time_device: TimeDevice, power_model: PowerModel | None = None) -> dict | str:
+    """Per kernel of a profiled sweep: the time model's and two-term scaling's calibrated MAPE.
 
-    grid = read(sweep, "tidy")
+    Away from the default pair; with ``power_model``, its power MAPE and the measured energy
+    of the pair of least predicted energy over the measured least (regret).
+    """
+    grid = read_rows(sweep)
     record = load_record(sweep)
-    ref = tuple(record["reference_mhz"])
-    names = np.array(grid.app.tolist())
+    ref = (float(record["reference_mhz"][0]), float(record["reference_mhz"][1]))
+    names = np.array(grid.workload.tolist())
     per_kernel, lacking = {}, []
     for name, counters in record["profiles"].items():
         rows = names == name
@@ -408,18 +485,17 @@ def _score(sweep: Path, time_device, power_model=None) -> dict | str:
             "per_kernel": per_kernel, "without_counters": lacking}
 
 
-def _predict_logs(logs: list[Path], folder: Path, device: Device, model) -> dict:
-    """`gpudvfs predict` on each raw ncu CSV (the profile at the default clocks), with the
-    fitted power model where there is one: what each kernel's file gives, or its error."""
-    from gpudvfs.data import read
-    from gpudvfs.predict.profile import device_of, predict_profile
+def _predict_logs(logs: list[Path], folder: Path, device: Device, model: PowerModel | None) -> dict:
+    """`gpudvfs predict` on each raw ncu CSV (the profile at the default clocks).
 
+    With the fitted power model where there is one: what each kernel's file gives, or its error.
+    """
     folder.mkdir(exist_ok=True)
     out = {}
     for log in logs:
         name = log.name.removesuffix(".ncu.csv")
         try:
-            report = read(log)
+            report = read_ncu_csv(log)
             spec = device_of(report, device.name)  # ncu names the GPU by its index and a shared CC
             # The reference is each launch's SM clock as ncu measured it: with the clocks left
             # to the driver, the GPU may boost past its default clocks.
@@ -435,8 +511,11 @@ def _predict_logs(logs: list[Path], folder: Path, device: Device, model) -> dict
 
 
 def _predicted_line(v: dict) -> str:
-    """One workload's `predict` outcome: its error, its times alone where no power model was
-    fitted (no pair can be chosen then), or the pair chosen for the whole and per launch."""
+    """One workload's `predict` outcome.
+
+    Its error, its times alone where no power model was fitted (no pair can be chosen then),
+    or the pair chosen for the whole and per launch.
+    """
     if "error" in v:
         return f"failed: {v['error']}"
     head = f"{len(v['kernels'])} kernel(s) on {v['device']}"
@@ -455,7 +534,18 @@ def _time_line(score: dict) -> str:
 
 
 def render(report: dict) -> str:
-    """``report.md``: one section per step."""
+    """The text of ``report.md``: one section per step.
+
+    Parameters
+    ----------
+    report : dict
+        What `validate` returned.
+
+    Returns
+    -------
+    str
+        Markdown.
+    """
     lines = [f"# gpudvfs validate: {report['device']}", "",
              "Written by `gpudvfs validate`; the raw files are beside this report.", ""]
     view = report.get("view")

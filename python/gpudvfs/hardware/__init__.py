@@ -1,5 +1,8 @@
-"""The measurement layer: the `Device` protocol, a simulated GPU, NVML on real GPUs, the
-CUDA microbenchmark suites and crash-safe frequency sweeps."""
+"""The measurement layer: GPUs to measure on, and what is measured on them.
+
+The `Device` protocol, a simulated GPU, NVML on real GPUs, the CUDA microbenchmark suites and
+crash-safe frequency sweeps.
+"""
 
 from gpudvfs.hardware.device import ClockPermissionError, Device, Measurement, Workload
 from gpudvfs.hardware.simulated import SimulatedDevice, SimulatedGpu

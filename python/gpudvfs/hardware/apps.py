@@ -1,5 +1,6 @@
-"""Real workloads: kernels the way applications run them (a cuBLAS SGEMM, a STREAM triad, a
-five-point Jacobi stencil, a histogram by atomics), not microbenchmarks.
+"""Real workloads: kernels the way applications run them, not microbenchmarks.
+
+A cuBLAS SGEMM, a STREAM triad, a five-point Jacobi stencil, a histogram by atomics.
 
 On a real GPU each runs through CuPy: a zero-argument function that launches the kernel once
 and waits, on data made on the first call (copied from the host, so that the kernel is the
@@ -61,10 +62,10 @@ def sgemm() -> None:
 
 
 def triad() -> None:
-    """a = b + s c over STREAM_N floats (one CuPy elementwise kernel)."""
+    """The STREAM triad a = b + s c over STREAM_N floats (one CuPy elementwise kernel)."""
     import cupy
 
-    def make():
+    def make() -> tuple:
         kernel = cupy.ElementwiseKernel("float32 b, float32 c, float32 s", "float32 a", "a = b + s * c",
                                         "gpudvfs_triad")
         return (kernel, *(cupy.asarray(np.full(STREAM_N, v, dtype=np.float32)) for v in (0.0, 1.0, 2.0)))
@@ -78,7 +79,7 @@ def jacobi() -> None:
     """One five-point Jacobi sweep over a JACOBI_N squared float32 grid (32 x 8 blocks)."""
     import cupy
 
-    def make():
+    def make() -> tuple:
         src = cupy.asarray(np.ones((JACOBI_N, JACOBI_N), dtype=np.float32))
         return cupy.RawKernel(JACOBI_SOURCE, "gpudvfs_jacobi5"), src, cupy.empty_like(src)  # allocates only
 
@@ -91,7 +92,7 @@ def histogram() -> None:
     """256-bin histogram of HIST_N bytes by global atomics (contended: a latency-bound kernel)."""
     import cupy
 
-    def make():
+    def make() -> tuple:
         kernel = cupy.ElementwiseKernel("uint8 x", "raw uint32 bins", "atomicAdd(&bins[x], 1u)", "gpudvfs_histogram")
         # Bytes spread over the bins by a multiplicative hash: fast to make, no pattern a cache keeps.
         values = ((np.arange(HIST_N, dtype=np.uint32) * np.uint32(2654435761)) >> np.uint32(24)).astype(np.uint8)

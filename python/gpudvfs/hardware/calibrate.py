@@ -1,6 +1,9 @@
-"""Calibrating one GPU: the power and latency suites swept over its clock grid (crash-safe,
-resumable sweeps), the power model fitted to the first and the time model's device
-parameters to the second. The demo and each task of a fleet calibration run this."""
+"""Calibrating one GPU: both microbenchmark suites swept, both models fitted.
+
+The power and latency suites are swept over the GPU's clock grid (crash-safe, resumable
+sweeps), the power model is fitted to the first and the time model's device parameters to the
+second. The demo and each task of a fleet calibration run this.
+"""
 
 from __future__ import annotations
 
@@ -24,14 +27,42 @@ POWER_CSV, TIME_CSV = "power-suite.csv", "time-suite.csv"
 
 @dataclass(frozen=True)
 class Calibration:
+    """What calibrating one GPU gives.
+
+    Parameters
+    ----------
+    power_model : PowerModel
+        Fitted to the power suite.
+    time_device : TimeDevice
+        The time model's device parameters, fitted to the latency suite.
+    time_fit : dict
+        That fit's report (`TimeDevice.fit`).
+    catalog : DeviceSpec or None
+        The catalog entry of the device's name, where there is one.
+    files : list of Path
+        The two sweeps' CSVs.
+    """
+
     power_model: PowerModel
     time_device: TimeDevice
     time_fit: dict
-    catalog: DeviceSpec | None   # the catalog entry of the device's name, where there is one
+    catalog: DeviceSpec | None
     files: list[Path]
 
 
 def catalog_entry(device: Device) -> DeviceSpec | None:
+    """The catalog entry of a device's name.
+
+    Parameters
+    ----------
+    device : Device
+        The device.
+
+    Returns
+    -------
+    DeviceSpec or None
+        None where the catalog does not know the name.
+    """
     try:
         return lookup(device.name)
     except InputError:
@@ -39,13 +70,41 @@ def catalog_entry(device: Device) -> DeviceSpec | None:
 
 
 def base_time_device(device: Device, spec: DeviceSpec | None) -> TimeDevice:
-    """What a latency-suite fit starts from: the catalog entry's time device, else the GTX 980
-    preset with the device's SM count (no benchmark measures the issue rate and the overlap
-    exponent); the suite then fits the latencies and delays."""
+    """What a latency-suite fit starts from.
+
+    No benchmark measures the issue rate and the overlap exponent: they come from here, and
+    the suite then fits the latencies and delays.
+
+    Parameters
+    ----------
+    device : Device
+        The device (its SM count, where the catalog has no entry).
+    spec : DeviceSpec or None
+        Its catalog entry.
+
+    Returns
+    -------
+    TimeDevice
+        The catalog entry's time device, else the GTX 980 preset with the device's SM count.
+    """
     return TimeDevice.from_spec(spec) if spec else replace(TimeDevice.gtx980(), sm_count=float(device.sm_count()))
 
 
-def stage(progress: Progress | None, name: str):
+def stage(progress: Progress | None, name: str) -> Callable[[int, int, str], None]:
+    """A sweep's progress callback that reports as one stage of a longer job.
+
+    Parameters
+    ----------
+    progress : callable, optional
+        Takes (stage, done, total).
+    name : str
+        The stage's name.
+
+    Returns
+    -------
+    callable
+        Takes a sweep's (done, total, label) and passes (``name``, done, total) on.
+    """
     def update(done: int, total: int, label: str) -> None:
         if progress:
             progress(name, done, total)
@@ -54,8 +113,28 @@ def stage(progress: Progress | None, name: str):
 
 def calibrate(device: Device, workdir: str | Path, *, resume: bool = False, power_variant: str = "per-domain",
               min_seconds: float = 1.0, progress: Progress | None = None) -> Calibration:
-    """Sweep both suites into ``workdir`` (replacing earlier sweeps there unless ``resume``
-    continues them) and fit both models; the time device starts from `base_time_device`."""
+    """Sweep both suites into a folder and fit both models.
+
+    Parameters
+    ----------
+    device : Device
+        The GPU.
+    workdir : str or Path
+        Where the sweeps go; earlier sweeps there are replaced unless ``resume``.
+    resume : bool
+        Continue the sweeps in ``workdir``.
+    power_variant : str
+        The power model's variant (`PowerModel`).
+    min_seconds : float
+        Each measurement's least length.
+    progress : callable, optional
+        Takes (stage, done, total).
+
+    Returns
+    -------
+    Calibration
+        Both models; the time device starts from `base_time_device`.
+    """
     work = Path(workdir)
     work.mkdir(parents=True, exist_ok=True)
     power_csv, time_csv = work / POWER_CSV, work / TIME_CSV

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import uuid as uuidlib
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -29,15 +30,53 @@ def _digest(text: str) -> bytes:
 
 
 def sim_uuid(index: int, fleet_seed: int = 0) -> str:
-    """The UUID of simulated GPU ``index`` of a fleet, in NVML's ``GPU-<uuid>`` form."""
+    """The UUID of one simulated GPU of a fleet.
+
+    Parameters
+    ----------
+    index : int
+        The GPU's index in the fleet.
+    fleet_seed : int
+        The fleet's seed: fleets of other seeds have other chips.
+
+    Returns
+    -------
+    str
+        NVML's ``GPU-<uuid>`` form.
+
+    Raises
+    ------
+    InputError
+        Where ``index`` is negative.
+    """
     if index < 0:
         raise InputError(f"a GPU index must be >= 0, got {index}")
     return f"GPU-{uuidlib.UUID(bytes=_digest(f'gpudvfs-sim|{fleet_seed}|{index}')[:16], version=4)}"
 
 
 def chip_gpu(uuid: str, base: SimulatedGpu | None = None, aging: float = 0.0) -> SimulatedGpu:
-    """``base`` (the default simulated GPU) as the chip with this UUID; ``aging``: the
-    fraction by which its static and idle power have grown since it was new (leakage)."""
+    """A simulated GPU model as the chip with this UUID.
+
+    Parameters
+    ----------
+    uuid : str
+        The chip's UUID: its variation is drawn from it.
+    base : SimulatedGpu, optional
+        The model (default: the default simulated GPU).
+    aging : float
+        The fraction by which the chip's static and idle power have grown since it was new
+        (leakage), in (-0.5, 10).
+
+    Returns
+    -------
+    SimulatedGpu
+        The chip's ground truth.
+
+    Raises
+    ------
+    InputError
+        Where ``uuid`` is empty or ``aging`` out of its range.
+    """
     if not uuid:
         raise InputError("a chip needs a non-empty UUID")
     if not -0.5 < aging < 10:
@@ -58,8 +97,24 @@ def chip_gpu(uuid: str, base: SimulatedGpu | None = None, aging: float = 0.0) ->
                    v_break_mhz=float(base.v_break_mhz + rng.uniform(-60.0, 60.0)), mem_volts=mem_volts)
 
 
-def chip_device(uuid: str, aging: float = 0.0, **options) -> SimulatedDevice:
-    """A `SimulatedDevice` of the chip with this UUID; its sensor noise is seeded from the UUID
-    too, so two chips do not share noise draws. ``options`` go to `SimulatedDevice`."""
+def chip_device(uuid: str, aging: float = 0.0, **options: Any) -> SimulatedDevice:
+    """A `SimulatedDevice` of the chip with this UUID.
+
+    Its sensor noise is seeded from the UUID too, so two chips do not share noise draws.
+
+    Parameters
+    ----------
+    uuid : str
+        The chip's UUID.
+    aging : float
+        Its leakage growth (`chip_gpu`).
+    **options
+        Go to `SimulatedDevice`.
+
+    Returns
+    -------
+    SimulatedDevice
+        The chip, simulated.
+    """
     seed = int.from_bytes(_digest(f"gpudvfs-noise|{uuid}")[:4], "little")
     return SimulatedDevice(chip_gpu(uuid, aging=aging), seed=seed, **options)

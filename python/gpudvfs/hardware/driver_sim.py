@@ -1,8 +1,9 @@
-"""A simulated GPU left to its driver: the user's work runs phase after phase, and the driver
-chooses the clocks as a real one does (idle clocks when nothing runs, the boost clock under
-load, lower clocks while the power would pass the power limit or the temperature its slowdown
-point). Nothing here sets a clock from outside: it is what `gpudvfs power observe` watches,
-with the simulator's truth to score what it recovers.
+"""A simulated GPU left to its driver, which chooses the clocks as a real one does.
+
+The user's work runs phase after phase, and the driver chooses the clocks: idle clocks when
+nothing runs, the boost clock under load, lower clocks while the power would pass the power
+limit or the temperature its slowdown point. Nothing here sets a clock from outside: it is what
+`gpudvfs power observe` watches, with the simulator's truth to score what it recovers.
 
 Readings are NVML's: the clocks, the power (an energy counter integrating the true power), the
 GPM-like activities (SM, the busiest pipe, DRAM) and the active throttle reasons. Time is
@@ -12,12 +13,18 @@ virtual: a minute of observation costs no real minute.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from gpudvfs.errors import InputError
 from gpudvfs.hardware.observer import GPM_ACTIVITIES, Reading
 from gpudvfs.hardware.simulated import SimulatedGpu
+from gpudvfs.power.model import PowerModel
+
+#: One phase of work: (label, seconds, utilization per power component).
+Phase = tuple[str, float, Sequence[float]]
 
 #: The user's work, repeated: (label, seconds, utilization per power component of the
 #: simulated GPU, in its order SP, INT, DP, SFU, L2, Shared, DRAM). Idle gaps between jobs let
@@ -36,29 +43,62 @@ WORK = (
 THERMAL_STEP_S = 0.5
 
 
-def activities(util) -> tuple[float, float, float]:
-    """GPM-like (SM, pipe, DRAM) activity of a simulated workload's component utilizations:
-    the SM is active while any of its units works, the pipe is the busiest arithmetic pipe."""
+def activities(util: ArrayLike) -> tuple[float, float, float]:
+    """GPM-like activities of a simulated workload's component utilizations.
+
+    The SM is active while any of its units works, the pipe is the busiest arithmetic pipe.
+
+    Parameters
+    ----------
+    util : array_like
+        Utilization per power component of the simulated GPU, in its order.
+
+    Returns
+    -------
+    tuple of float
+        (SM, pipe, DRAM) activity fractions.
+    """
     u = np.asarray(util, dtype=np.float64)
     return (float(min(1.0, 1.2 * u[:6].max())), float(max(u[0], u[2])), float(u[6]))
 
 
 class DriverManagedGpu:
-    """A `SimulatedGpu` (default: the demo's) under its driver's own DVFS, running ``work``
-    (default :data:`WORK`) round after round. ``power_limit_w``: the driver's power cap
-    (default: a little under what the heaviest work draws at boost); ``slowdown_c``: the
-    temperature where it lowers the clocks; ``noise``: relative noise of a power reading;
-    ``boost_levels``: core clocks above the default the driver may boost to. Its prior is the
-    catalog's GTX Titan X's (the board the simulator is modelled on), at its default clocks."""
+    """A `SimulatedGpu` under its driver's own DVFS, running its work round after round.
+
+    Its prior is the catalog's GTX Titan X's (the board the simulator is modelled on), at its
+    default clocks.
+
+    Parameters
+    ----------
+    gpu : SimulatedGpu, optional
+        The GPU (default: the demo's).
+    work : iterable of tuple
+        (label, seconds > 0, utilizations) phases (default :data:`WORK`).
+    power_limit_w : float, optional
+        The driver's power cap (default: a little under what the heaviest work draws at boost).
+    slowdown_c : float
+        The temperature where the driver lowers the clocks.
+    noise : float
+        Relative noise of a power reading.
+    seed : int
+        The noise's seed.
+    boost_levels : tuple of float
+        Core clocks above the default the driver may boost to, MHz.
+
+    Raises
+    ------
+    InputError
+        Where there is no work, or a phase lasts no time.
+    """
 
     catalog_key = "gtx-titan-x"
     activities = GPM_ACTIVITIES
     n_core = 2
     power_reading = "exact"
 
-    def __init__(self, gpu: SimulatedGpu | None = None, work=WORK, *, power_limit_w: float | None = None,
-                 slowdown_c: float = 65.0, noise: float = 0.01, seed: int = 0,
-                 boost_levels: tuple[float, ...] = (1164.0, 1126.0, 1088.0, 1050.0, 1013.0)):
+    def __init__(self, gpu: SimulatedGpu | None = None, work: Iterable[Phase] = WORK, *,
+                 power_limit_w: float | None = None, slowdown_c: float = 65.0, noise: float = 0.01, seed: int = 0,
+                 boost_levels: tuple[float, ...] = (1164.0, 1126.0, 1088.0, 1050.0, 1013.0)) -> None:
         self.gpu = gpu or SimulatedGpu()
         self.work = tuple(work)
         if not self.work or any(not (s > 0) for _, s, _ in self.work):
@@ -79,9 +119,22 @@ class DriverManagedGpu:
 
     @property
     def default_mhz(self) -> tuple[float, float]:
+        """The GPU's default (core, memory) clocks, MHz."""
         return self.gpu.default_mhz
 
     def phase_at(self, t: float) -> tuple[str, np.ndarray]:
+        """The phase of work running at an instant.
+
+        Parameters
+        ----------
+        t : float
+            Virtual time, s.
+
+        Returns
+        -------
+        tuple
+            The phase's label and its utilizations.
+        """
         period = sum(s for _, s, _ in self.work)
         t = t % period
         for label, s, u in self.work:
@@ -90,13 +143,27 @@ class DriverManagedGpu:
             t -= s
         return self.work[-1][0], np.array(self.work[-1][2], dtype=np.float64)
 
-    def true_volts(self, core_mhz) -> np.ndarray:
-        """The simulator's core voltage relative to the default clock's (the truth)."""
+    def true_volts(self, core_mhz: ArrayLike) -> np.ndarray:
+        """The simulator's core voltage relative to the default clock's (the truth).
+
+        Parameters
+        ----------
+        core_mhz : array_like
+            Core clocks, MHz.
+
+        Returns
+        -------
+        numpy.ndarray
+            The relative voltage at each.
+        """
         return self.gpu.core_volts(core_mhz) / self.gpu.core_volts(self.gpu.default_mhz[0])
 
     def _choose(self, util: np.ndarray) -> tuple[float, tuple[str, ...]]:
-        """The driver's clock for ``util``: idle clock when idle, else the highest level whose
-        power stays under the limit and, when hot, one level below the last clock."""
+        """The driver's clock for ``util``, and the throttle reasons active.
+
+        The idle clock when idle, else the highest level whose power stays under the limit and,
+        when hot, one level below the last clock.
+        """
         if not util.any():
             return self.idle_mhz, ()
         reasons: list[str] = []
@@ -115,8 +182,25 @@ class DriverManagedGpu:
         return core, tuple(reasons)
 
     def read(self, seconds: float, step_s: float = 0.01) -> Reading:
-        """Run ``seconds`` of virtual time (the driver deciding every ``step_s``) and read the GPU:
-        power and activities are the means over those seconds."""
+        """Run for a while of virtual time and read the GPU.
+
+        Parameters
+        ----------
+        seconds : float
+            Virtual time to run.
+        step_s : float
+            How often the driver decides the clock.
+
+        Returns
+        -------
+        Reading
+            Power and activities are the means over those seconds.
+
+        Raises
+        ------
+        InputError
+            Where ``seconds`` is not finite and positive.
+        """
         if not (math.isfinite(seconds) and seconds > 0):
             raise InputError(f"seconds must be finite and > 0, got {seconds}")
         n = max(1, int(round(seconds / step_s)))
@@ -137,10 +221,24 @@ class DriverManagedGpu:
                        watts=float(mean_w), activity=tuple((act / seconds).tolist()),
                        throttle_reasons=self._reasons)
 
-    def truth_scores(self, model, clocks_seen) -> dict:
-        """How near a model over this GPU's activities comes to the truth: the largest relative
-        error of its core voltage (relative to the default clock's) at the clocks seen, and its
-        power MAPE over the work's phases at the driver's clocks never seen."""
+    def truth_scores(self, model: PowerModel, clocks_seen: Iterable[float]) -> dict:
+        """How near a power model over this GPU's activities comes to the truth.
+
+        Parameters
+        ----------
+        model : PowerModel
+            Fitted to readings of this GPU (components: its activities).
+        clocks_seen : iterable of float
+            The core clocks the readings were taken at, MHz.
+
+        Returns
+        -------
+        dict
+            ``voltage_error_max``: the largest relative error of the model's core voltage
+            (relative to the default clock's) at the clocks seen (None where none was);
+            ``unseen_clocks``: the driver's clocks never seen; ``power_mape_unseen``: the
+            model's power MAPE, %, over the work's phases at those clocks (None where none).
+        """
         seen = np.asarray(sorted(clocks_seen), dtype=np.float64)
         v = model.voltage(seen, self.mem_mhz)[:, 0]
         unseen = [c for c in self.levels if c not in set(seen.tolist())]

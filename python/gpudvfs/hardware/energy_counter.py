@@ -25,8 +25,11 @@ POLL_S = 0.002
 
 
 class CounterTrace:
-    """Updates of a monotonic counter: `add` every poll; `energy(t0, t1)` between two instants
-    that lie between the first and the last update seen (else None)."""
+    """Updates of a monotonic counter, read between them.
+
+    `add` every poll; `energy` between two instants that lie between the first and the last
+    update seen (else None).
+    """
 
     def __init__(self) -> None:
         self.times: list[float] = []
@@ -34,8 +37,22 @@ class CounterTrace:
         self._last: float | None = None
 
     def add(self, t: float, value: float) -> None:
-        """A poll at ``t`` read ``value``: an update where it differs from the last poll's (the
-        first poll only sets where counting starts: when that value came is unknown)."""
+        """Record a poll: an update where its value differs from the last poll's.
+
+        The first poll only sets where counting starts: when that value came is unknown.
+
+        Parameters
+        ----------
+        t : float
+            When the poll read the counter, s.
+        value : float
+            What it read.
+
+        Raises
+        ------
+        GpudvfsError
+            Where the counter went backwards, or polls come out of time order.
+        """
         if self._last is not None and value < self._last:
             raise GpudvfsError("the energy counter went backwards (driver reloaded?)")
         if self._last is not None and value != self._last:
@@ -46,8 +63,18 @@ class CounterTrace:
         self._last = value
 
     def at(self, t: float) -> float | None:
-        """The counter's value at ``t``, interpolated between the updates around it; None outside
-        the first and last update seen."""
+        """The counter's value at an instant, interpolated between the updates around it.
+
+        Parameters
+        ----------
+        t : float
+            The instant, s.
+
+        Returns
+        -------
+        float or None
+            The value; None outside the first and last update seen.
+        """
         ts = self.times
         if len(ts) < 2 or not ts[0] <= t <= ts[-1]:
             return None
@@ -56,38 +83,86 @@ class CounterTrace:
         return v0 + (v1 - v0) * (t - t0) / (t1 - t0)
 
     def energy(self, t0: float, t1: float) -> float | None:
-        """The counter's advance from ``t0`` to ``t1`` (its unit), None where either lies outside
-        the updates seen so far."""
+        """The counter's advance between two instants.
+
+        Parameters
+        ----------
+        t0, t1 : float
+            The instants, s.
+
+        Returns
+        -------
+        float or None
+            In the counter's unit; None where either instant lies outside the updates seen so
+            far.
+        """
         a, b = self.at(t0), self.at(t1)
         return None if a is None or b is None else b - a
 
     def mean_power(self, t0: float, t1: float) -> float | None:
-        """The counter's mean rate between the first and the last update inside [t0, t1]: exact
-        for what ran there, with no interpolation; None where fewer than two updates came."""
+        """The counter's mean rate between the first and the last update inside a window.
+
+        Exact for what ran there, with no interpolation.
+
+        Parameters
+        ----------
+        t0, t1 : float
+            The window, s.
+
+        Returns
+        -------
+        float or None
+            The counter's unit per second; None where fewer than two updates came.
+        """
         i, j = bisect.bisect_left(self.times, t0), bisect.bisect_right(self.times, t1) - 1
         if j - i < 1:
             return None
         return (self.values[j] - self.values[i]) / (self.times[j] - self.times[i])
 
     def covers(self, t: float) -> bool:
-        """Whether an update at or after ``t`` has been seen (then `energy` up to ``t`` is known)."""
+        """Whether an update at or after an instant has been seen (then `energy` up to it is known).
+
+        Parameters
+        ----------
+        t : float
+            The instant, s.
+
+        Returns
+        -------
+        bool
+            Whether it is covered.
+        """
         return bool(self.times) and self.times[-1] >= t
 
 
 class CounterPoller:
-    """Polls ``read`` (the counter, e.g. ``NvmlDevice.energy_joules``) every ``interval`` seconds
-    in a daemon thread into `trace`. Use as a context manager, or `start` and `stop`."""
+    """Polls a counter in a daemon thread into a `CounterTrace`.
+
+    Use as a context manager, or `start` and `stop`. Its queries are the trace's, read under
+    a lock while the thread adds to it.
+
+    Parameters
+    ----------
+    read : callable
+        Reads the counter (e.g. ``NvmlDevice.energy_joules``); None: no reading this time.
+    interval : float
+        Seconds between polls.
+    clock : callable
+        The time of a poll, s.
+    """
 
     def __init__(self, read: Callable[[], float | None], interval: float = POLL_S,
-                 clock: Callable[[], float] = time.perf_counter):
+                 clock: Callable[[], float] = time.perf_counter) -> None:
         self.read, self.interval, self.clock = read, interval, clock
         self.trace = CounterTrace()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        #: What ended the polling thread, kept for the caller: a training run is not stopped by its meter.
         self.error: BaseException | None = None
 
     def poll(self) -> None:
+        """Read the counter once into the trace."""
         value = self.read()
         t = self.clock()
         if value is not None:
@@ -98,34 +173,91 @@ class CounterPoller:
         try:
             while not self._stop.wait(self.interval):
                 self.poll()
-        except BaseException as e:  # kept for the caller: a training run is not stopped by its meter
+        except BaseException as e:
             self.error = e
 
     def start(self) -> CounterPoller:
+        """Poll once, then every ``interval`` in a daemon thread.
+
+        Returns
+        -------
+        CounterPoller
+            This poller.
+        """
         self.poll()
         self._thread = threading.Thread(target=self._run, name="gpudvfs-energy-poller", daemon=True)
         self._thread.start()
         return self
 
     def stop(self) -> None:
+        """Stop polling."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
 
     def energy(self, t0: float, t1: float) -> float | None:
+        """The counter's advance between two instants (`CounterTrace.energy`).
+
+        Parameters
+        ----------
+        t0, t1 : float
+            The instants, s.
+
+        Returns
+        -------
+        float or None
+            None where either lies outside the updates seen so far.
+        """
         with self._lock:
             return self.trace.energy(t0, t1)
 
     def mean_power(self, t0: float, t1: float) -> float | None:
+        """The mean rate between the first and the last update inside a window (`CounterTrace.mean_power`).
+
+        Parameters
+        ----------
+        t0, t1 : float
+            The window, s.
+
+        Returns
+        -------
+        float or None
+            None where fewer than two updates came.
+        """
         with self._lock:
             return self.trace.mean_power(t0, t1)
 
     def covers(self, t: float) -> bool:
+        """Whether an update at or after an instant has been seen.
+
+        Parameters
+        ----------
+        t : float
+            The instant, s.
+
+        Returns
+        -------
+        bool
+            Whether it is covered.
+        """
         with self._lock:
             return self.trace.covers(t)
 
     def wait_past(self, t: float, timeout: float = 1.0) -> bool:
-        """Wait until an update at or after ``t`` has been seen (at most ``timeout`` s)."""
+        """Wait until an update at or after an instant has been seen.
+
+        Parameters
+        ----------
+        t : float
+            The instant, s.
+        timeout : float
+            The longest wait, s.
+
+        Returns
+        -------
+        bool
+            Whether one came (False after ``timeout``, or where the polling thread failed).
+        """
         end = self.clock() + timeout
         while not self.covers(t):
             if self.clock() > end or self.error is not None:
@@ -134,7 +266,9 @@ class CounterPoller:
         return True
 
     def __enter__(self) -> CounterPoller:
+        """Start polling."""
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
+        """Stop polling."""
         self.stop()

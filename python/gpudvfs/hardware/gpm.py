@@ -1,6 +1,7 @@
-"""GPU activities from NVML's GPU Performance Monitoring (GPM, Hopper and newer): the SM,
-pipe and DRAM utilizations between two samples, the same quantities as DCGM's profiling
-fields (SM active, pipe active, DRAM active), without DCGM. Older GPUs and drivers have no
+"""GPU activities from NVML's GPU Performance Monitoring (GPM, Hopper and newer).
+
+The SM, pipe and DRAM utilizations between two samples, the same quantities as DCGM's
+profiling fields (SM active, pipe active, DRAM active), without DCGM. Older GPUs and drivers have no
 GPM: `GpmActivity.open` returns None there, and a caller falls back to NVML's coarser
 utilization rates.
 
@@ -24,10 +25,20 @@ DRAM_METRIC = "NVML_GPM_METRIC_DRAM_BW_UTIL"
 
 
 class GpmActivity:
-    """Activities of one GPU between GPM samples. Use `open`, then `start` once and `read`
-    at the end of every window; `close` frees the samples."""
+    """Activities of one GPU between GPM samples.
 
-    def __init__(self, nv: Any, handle: Any):
+    Use `open`, then `start` once and `read` at the end of every window; `close` frees the
+    samples.
+
+    Parameters
+    ----------
+    nv : module
+        The NVML bindings.
+    handle : object
+        NVML's handle of a GPU with GPM.
+    """
+
+    def __init__(self, nv: Any, handle: Any) -> None:
         self._nv, self._handle = nv, handle
         self._ids = [getattr(nv, name) for name in (SM_METRIC, *PIPE_METRICS, DRAM_METRIC)]
         self._samples = [nv.nvmlGpmSampleAlloc(), nv.nvmlGpmSampleAlloc()]
@@ -35,7 +46,20 @@ class GpmActivity:
 
     @classmethod
     def open(cls, nv: Any, handle: Any) -> GpmActivity | None:
-        """GPM on this GPU, or None where the GPU, the driver or the bindings have none."""
+        """GPM on a GPU, where it has it.
+
+        Parameters
+        ----------
+        nv : module
+            The NVML bindings.
+        handle : object
+            NVML's handle of the GPU.
+
+        Returns
+        -------
+        GpmActivity or None
+            None where the GPU, the driver or the bindings have no GPM.
+        """
         if not hasattr(nv, "nvmlGpmQueryDeviceSupport"):
             return None
         try:
@@ -51,7 +75,18 @@ class GpmActivity:
         self._last = 0
 
     def read(self) -> np.ndarray:
-        """(SM, pipe, DRAM) utilization fractions since the last `start` or `read`."""
+        """The activities since the last `start` or `read`.
+
+        Returns
+        -------
+        numpy.ndarray
+            (SM, pipe, DRAM) utilization fractions; the pipe is the busiest of its candidates.
+
+        Raises
+        ------
+        GpudvfsError
+            Before `start`.
+        """
         if self._last is None:
             raise GpudvfsError("GpmActivity.read before start")
         nv = self._nv
@@ -72,6 +107,7 @@ class GpmActivity:
         return np.array([values[0], values[1:-1].max(), values[-1]])
 
     def close(self) -> None:
+        """Free the samples."""
         for s in self._samples:
             self._nv.nvmlGpmSampleFree(s)
         self._samples = []

@@ -14,12 +14,30 @@ import json
 import sys
 from contextlib import AbstractContextManager, nullcontext
 
+from gpudvfs.hardware import kernels
 from gpudvfs.hardware.device import Workload
 
 
 def target_argv(workload: Workload, pci_bus_id: str | None = None) -> list[str]:
-    """The command that launches ``workload`` once (manifest kernel, or an importable
-    ``module:function`` given as ``workload.spec``)."""
+    """The command that launches a workload once, in a process of its own.
+
+    Parameters
+    ----------
+    workload : Workload
+        A manifest kernel, or an importable ``module:function`` given as ``workload.spec``.
+    pci_bus_id : str, optional
+        The GPU to run on.
+
+    Returns
+    -------
+    list of str
+        The command's arguments, the Python interpreter first.
+
+    Raises
+    ------
+    ValueError
+        Where the workload has neither a kernel nor a ``spec``.
+    """
     base = [sys.executable, "-m", "gpudvfs.hardware.launch"]
     pci = ["--pci", pci_bus_id] if pci_bus_id else []
     if workload.kernel is not None:
@@ -32,6 +50,13 @@ def target_argv(workload: Workload, pci_bus_id: str | None = None) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Launch the workload the command line names, once.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments (default: the process's).
+    """
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     group = ap.add_mutually_exclusive_group(required=True)
     group.add_argument("--kernel")
@@ -40,8 +65,6 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--pci", help="PCI bus id of the GPU to run on (NVML and CUDA number GPUs differently)")
     a = ap.parse_args(argv)
     if a.kernel:
-        from gpudvfs.hardware import kernels
-
         with _cuda_device(a.pci):
             kernels.load(a.kernel, json.loads(a.params))()
         return
@@ -51,16 +74,28 @@ def main(argv: list[str] | None = None) -> None:
         fn()
 
 
-def _cuda_device(pci: str | None):
+def _cuda_device(pci: str | None) -> AbstractContextManager:
     import cupy
 
     return cupy.cuda.Device.from_pci_bus_id(pci) if pci else cupy.cuda.Device(0)
 
 
 def callable_device(pci: str | None) -> AbstractContextManager:
-    """Where a user callable runs: CuPy's current device set to the GPU at ``pci`` (NVML and
-    CUDA number GPUs differently); without CuPy, a callable on another framework chooses its
-    GPU itself."""
+    """Where a user callable runs: the GPU at a PCI address, as CuPy's current device.
+
+    NVML and CUDA number GPUs differently; the address names the same GPU in both.
+
+    Parameters
+    ----------
+    pci : str or None
+        The GPU's PCI address; None: CUDA's first GPU.
+
+    Returns
+    -------
+    contextlib.AbstractContextManager
+        CuPy's device, current inside the block; without CuPy, a block that sets nothing (a
+        callable on another framework chooses its GPU itself).
+    """
     try:
         return _cuda_device(pci)
     except ImportError:

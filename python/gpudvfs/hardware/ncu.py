@@ -1,7 +1,9 @@
-"""Collecting counters with the Nsight Compute CLI: the exact ``ncu`` command line for a set
-of metrics, and running it with the failures a user meets (not installed, no permission,
-hung application) turned into errors that say what to do. For GPUs before Volta, the exact
-``nvprof`` command line (printed for the user, not run here)."""
+"""Collecting counters with the Nsight Compute CLI.
+
+The exact ``ncu`` command line for a set of metrics, and running it with the failures a user
+meets (not installed, no permission, hung application) turned into errors that say what to do.
+For GPUs before Volta, the exact ``nvprof`` command line (printed for the user, not run here).
+"""
 
 from __future__ import annotations
 
@@ -13,10 +15,11 @@ import tempfile
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from gpudvfs.data.profilers.ncu import parse_ncu_csv
 from gpudvfs.data.profilers.records import CounterReport, ProfilerError
-from gpudvfs.errors import GpudvfsError, GpudvfsWarning, InputError
+from gpudvfs.errors import DataFileError, GpudvfsError, GpudvfsWarning, InputError
 from gpudvfs.limits import is_count
 
 
@@ -66,12 +69,38 @@ def ncu_command(metrics: Sequence[str], target_argv: Sequence[str], *, ncu: str 
                 target_processes: str = "all", kernel_name: str | None = None,
                 launch_skip: int | None = None, launch_count: int | None = None,
                 log_file: str | Path | None = None, extra_args: Sequence[str] = ()) -> list[str]:
-    """The exact ``ncu`` command line that collects ``metrics`` for every kernel that
-    ``target_argv`` launches, as CSV in base units (no auto-scaling, no rounding loss).
+    """The exact ``ncu`` command line that collects metrics for every kernel a program launches.
 
-    ``kernel_name`` filters kernels (``regex:...`` allowed, as ncu takes it); ``launch_skip`` /
-    ``launch_count`` select launches; ``log_file`` sends ncu's output to a file, keeping the
-    application's own stdout out of the CSV.
+    As CSV in base units (no auto-scaling, no rounding loss).
+
+    Parameters
+    ----------
+    metrics : sequence of str
+        Metric names, each once.
+    target_argv : sequence of str
+        The program and its arguments.
+    ncu : str
+        The ncu executable.
+    target_processes : str
+        ``"all"`` (child processes too) or ``"application-only"``.
+    kernel_name : str, optional
+        Only kernels of this name (``regex:...`` allowed, as ncu takes it).
+    launch_skip, launch_count : int, optional
+        Select launches.
+    log_file : str or Path, optional
+        Send ncu's output to a file, keeping the application's own stdout out of the CSV.
+    extra_args : sequence of str
+        More ncu arguments, before the program.
+
+    Returns
+    -------
+    list of str
+        The command.
+
+    Raises
+    ------
+    InputError
+        Where a metric name or an option is invalid.
     """
     names = _names(metrics, "metrics", target_argv)
     if target_processes not in ("all", "application-only"):
@@ -97,11 +126,35 @@ def ncu_command(metrics: Sequence[str], target_argv: Sequence[str], *, ncu: str 
 
 def nvprof_command(metrics: Sequence[str], target_argv: Sequence[str], *, events: Sequence[str] = (),
                    nvprof: str = "nvprof", log_file: str | Path | None = None) -> list[str]:
-    """The exact ``nvprof`` command line that collects ``metrics`` (and ``events``) for every
-    kernel ``target_argv`` launches, as CSV. Metrics alone give the summary form (one record per
-    kernel, averaged over its launches); with events it is the GPU trace (one row per launch),
-    where events and metrics share a row rather than two tables. ``log_file`` sends nvprof's
-    output to a file, keeping the application's own stdout out of the CSV."""
+    """The exact ``nvprof`` command line that collects metrics for every kernel a program launches.
+
+    As CSV. Metrics alone give the summary form (one record per kernel, averaged over its
+    launches); with events it is the GPU trace (one row per launch), where events and metrics
+    share a row rather than two tables.
+
+    Parameters
+    ----------
+    metrics : sequence of str
+        Metric names, each once.
+    target_argv : sequence of str
+        The program and its arguments.
+    events : sequence of str
+        Event names.
+    nvprof : str
+        The nvprof executable.
+    log_file : str or Path, optional
+        Send nvprof's output to a file, keeping the application's own stdout out of the CSV.
+
+    Returns
+    -------
+    list of str
+        The command.
+
+    Raises
+    ------
+    InputError
+        Where a metric or event name is invalid.
+    """
     names = _names(metrics, "metrics", target_argv)
     cmd = [nvprof, "--csv"] + (["--log-file", str(log_file)] if log_file is not None else [])
     if events:
@@ -115,16 +168,46 @@ def _ncu_problem(text: str) -> str | None:
 
 def run_ncu(metrics: Sequence[str], target_argv: Sequence[str], *, ncu: str = "ncu",
             timeout_s: float = 600.0, env: Mapping[str, str] | None = None,
-            cwd: str | Path | None = None, keep: str | Path | None = None, **options) -> CounterReport:
+            cwd: str | Path | None = None, keep: str | Path | None = None, **options: Any) -> CounterReport:
     """Run ``ncu_command(metrics, target_argv, **options)`` and parse what it wrote.
 
     ncu's output goes to a temporary ``--log-file`` so the application's stdout cannot mix
-    with the CSV. Raises :class:`NcuNotFoundError` when ``ncu`` is not found,
-    :class:`CounterPermissionError` (saying which setting fixes it) for ERR_NVGPUCTRPERM,
-    :class:`NcuTimeoutError` after ``timeout_s`` (ncu and the application are stopped),
-    :class:`ProfilerError` quoting ncu's ``==ERROR==`` lines when it produced no counters.
-    A non-zero exit with counters present returns them and warns. ``keep``: a file that
-    receives what ncu wrote, as it wrote it (the raw CSV).
+    with the CSV. A non-zero exit with counters present returns them and warns.
+
+    Parameters
+    ----------
+    metrics : sequence of str
+        Metric names.
+    target_argv : sequence of str
+        The program and its arguments.
+    ncu : str
+        The ncu executable, found on ``PATH``.
+    timeout_s : float
+        ncu and the application are stopped after this long.
+    env : Mapping of str to str, optional
+        The environment to run in (default: this process's).
+    cwd : str or Path, optional
+        The folder to run in.
+    keep : str or Path, optional
+        A file that receives what ncu wrote, as it wrote it (the raw CSV).
+    **options
+        Go to `ncu_command`.
+
+    Returns
+    -------
+    CounterReport
+        The counters of every kernel profiled.
+
+    Raises
+    ------
+    NcuNotFoundError
+        When ``ncu`` is not found.
+    CounterPermissionError
+        For ERR_NVGPUCTRPERM, saying which setting fixes it.
+    NcuTimeoutError
+        After ``timeout_s``.
+    ProfilerError
+        Quoting ncu's ``==ERROR==`` lines, when it produced no counters.
     """
     if not timeout_s > 0:
         raise InputError(f"timeout_s must be > 0, got {timeout_s!r}")
@@ -162,7 +245,7 @@ def run_ncu(metrics: Sequence[str], target_argv: Sequence[str], *, ncu: str = "n
             report = parse_ncu_csv(text, source=f"ncu output of {' '.join(cmd)}")
         except ProfilerError:
             raise
-        except GpudvfsError as e:
+        except DataFileError as e:  # the parser's: it names what is wrong in the output
             tail = (err.strip().splitlines() or [""])[-1]
             raise ProfilerError.at(f"ncu output of {' '.join(cmd)}",
                                    f"ncu exited with code {proc.returncode} and printed no usable "

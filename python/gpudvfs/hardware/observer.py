@@ -1,8 +1,7 @@
-"""Watching a GPU without touching it: windows of readings (clocks, power, activities,
-throttle reasons) while the user's own work runs, for `gpudvfs power observe`.
+"""Watching a GPU without touching it, for `gpudvfs power observe`.
 
-A source has ``activities`` (names, the first ``n_core`` in the core domain), ``default_mhz``,
-``catalog_key`` and ``read(window_s) -> Reading``. `NvmlObserver` reads a real GPU through
+Windows of readings (clocks, power, activities, throttle reasons) while the user's own work
+runs, from a `ReadingSource`. `NvmlObserver` reads a real GPU through
 NVML and sets nothing; `gpudvfs.hardware.driver_sim.DriverManagedGpu` is the simulated GPU
 under its own driver. Readings go to and come back from a CSV (`write_readings`,
 `read_readings`), so a run on a real GPU can be refitted and tested later.
@@ -14,12 +13,16 @@ import csv
 import math
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
+from typing import Protocol
 
 from gpudvfs.catalog import lookup
 from gpudvfs.errors import GpudvfsWarning, InputError
 from gpudvfs.hardware.energy_counter import CounterPoller
+from gpudvfs.hardware.gpm import GpmActivity
+from gpudvfs.hardware.nvml import NvmlDevice
 
 #: GPM's activities (SM active, busiest pipe, DRAM), and NVML's utilization rates where the GPU
 #: has no GPM (Hopper and newer have it).
@@ -31,9 +34,24 @@ POWER_POLL_S = 0.01
 
 @dataclass(frozen=True)
 class Reading:
-    """One window: its end (s from the first), the core clock at its start and end (a window the
-    clock changed in mixes two clocks' power), the memory clock, the mean power (W), the
-    activities over it (fractions) and the throttle reasons active at its end."""
+    """One window of readings.
+
+    Parameters
+    ----------
+    t_s : float
+        Its end, s from the first window's start.
+    core_mhz_start, core_mhz : float
+        The core clock at its start and end (a window the clock changed in mixes two clocks'
+        power).
+    mem_mhz : float
+        The memory clock.
+    watts : float
+        The mean power.
+    activity : tuple of float
+        The activities over it, fractions.
+    throttle_reasons : tuple of str
+        The throttle reasons active at its end.
+    """
 
     t_s: float
     core_mhz_start: float
@@ -53,9 +71,23 @@ POWER_READINGS = ("exact", "counter-interpolated", "counter-raw", "samples", "un
 
 @dataclass(frozen=True)
 class Observation:
-    """Readings of one GPU and what they are: the activities' names (the first ``n_core`` in
-    the core domain), the catalog GPU, its default clocks and how power was read
-    (:data:`POWER_READINGS`)."""
+    """Readings of one GPU and what they are.
+
+    Parameters
+    ----------
+    readings : list of Reading
+        The windows, in time order.
+    activities : tuple of str
+        The activities' names.
+    n_core : int
+        How many of them (the first) are in the core domain.
+    catalog_key : str
+        The catalog GPU.
+    default_mhz : tuple of float
+        Its default (core, memory) clocks.
+    power : str
+        How power was read (:data:`POWER_READINGS`).
+    """
 
     readings: list[Reading]
     activities: tuple[str, ...]
@@ -65,14 +97,68 @@ class Observation:
     power: str
 
 
+class ReadingSource(Protocol):
+    """What readings come from: a GPU read window by window.
+
+    A source may also have ``finish(readings) -> readings``, which `observe` calls on what it
+    read (`NvmlObserver.finish`).
+    """
+
+    @property
+    def activities(self) -> tuple[str, ...]:
+        """The activities' names, the first ``n_core`` in the core domain."""
+
+    @property
+    def n_core(self) -> int:
+        """How many activities are in the core domain."""
+
+    @property
+    def catalog_key(self) -> str:
+        """The catalog GPU."""
+
+    @property
+    def default_mhz(self) -> tuple[float, float]:
+        """Its default (core, memory) clocks."""
+
+    @property
+    def power_reading(self) -> str:
+        """How power is read (:data:`POWER_READINGS`)."""
+
+    def read(self, window_s: float) -> Reading:
+        """Read one window.
+
+        Parameters
+        ----------
+        window_s : float
+            Its length, s.
+
+        Returns
+        -------
+        Reading
+            What the GPU did over it.
+        """
+
+
 class NvmlObserver:
-    """Readings of an `NvmlDevice` (opened with ``leave_clocks=True``: it sets nothing). Power is
-    the energy counter's mean over each window, read between the counter's updates
+    """Readings of an `NvmlDevice` that sets nothing.
+
+    Power is the energy counter's mean over each window, read between the counter's updates
     (`gpudvfs.hardware.energy_counter`; filled in by `finish`), else the mean of power readings
     polled every POWER_POLL_S; activities are GPM's where the GPU has GPM, else NVML's
-    utilization rates."""
+    utilization rates.
 
-    def __init__(self, device):
+    Parameters
+    ----------
+    device : NvmlDevice
+        Opened with ``leave_clocks=True``.
+
+    Raises
+    ------
+    InputError
+        Where the device may set clocks.
+    """
+
+    def __init__(self, device: NvmlDevice) -> None:
         if not getattr(device, "leave_clocks", False):
             raise InputError("observation sets nothing: open the device with leave_clocks=True")
         self.device = device
@@ -94,9 +180,11 @@ class NvmlObserver:
         self._windows: list[tuple[float, float]] = []
 
     @staticmethod
-    def _working_gpm(device):
-        """GPM where the GPU has it and a first window reads (activities must be of one kind
-        throughout), else None: NVML's utilization rates then."""
+    def _working_gpm(device: NvmlDevice) -> GpmActivity | None:
+        """GPM where the GPU has it and a first window reads, else None.
+
+        Activities must be of one kind throughout: without GPM, NVML's utilization rates serve.
+        """
         gpm = device.gpm()
         if gpm is None:
             return None
@@ -112,6 +200,18 @@ class NvmlObserver:
         return gpm
 
     def read(self, window_s: float) -> Reading:
+        """Wait one window and read the GPU.
+
+        Parameters
+        ----------
+        window_s : float
+            The window's length, s.
+
+        Returns
+        -------
+        Reading
+            With a counter, its power is NaN until `finish`.
+        """
         dev = self.device
         start = dev.clocks[0]
         t0 = time.perf_counter()
@@ -131,8 +231,19 @@ class NvmlObserver:
                        watts=float(watts), activity=activity, throttle_reasons=tuple(dev.throttle_reasons()))
 
     def finish(self, readings: list[Reading]) -> list[Reading]:
-        """``readings`` (this observer's, in order) with each window's mean power from the
-        counter's updates around it (NaN for a window no update covers)."""
+        """Readings with each window's mean power from the counter's updates around it.
+
+        Parameters
+        ----------
+        readings : list of Reading
+            This observer's, in order.
+
+        Returns
+        -------
+        list of Reading
+            The same windows, their power filled in (NaN for a window no update covers); as
+            they were where the GPU has no counter.
+        """
         if self._poller is None:
             return readings
         self._poller.wait_past(self._windows[-1][1] if self._windows else 0.0)
@@ -143,15 +254,40 @@ class NvmlObserver:
         return out
 
     def close(self) -> None:
+        """Stop the counter's poller and free GPM's samples."""
         if self._poller is not None:
             self._poller.stop()
         if self._gpm is not None:
             self._gpm.close()
 
 
-def observe(source, seconds: float, window_s: float = 0.1, progress=None) -> Observation:
-    """``seconds`` of readings from ``source``, one per ``window_s``; ``progress(done, total)``
-    after each. A source that fails to answer partway keeps what it read and warns."""
+def observe(source: ReadingSource, seconds: float, window_s: float = 0.1,
+            progress: Callable[[int, int], None] | None = None) -> Observation:
+    """Read a GPU window by window.
+
+    A source that fails to answer partway keeps what it read and warns.
+
+    Parameters
+    ----------
+    source : ReadingSource
+        The GPU.
+    seconds : float
+        How long to read.
+    window_s : float
+        One reading per this many seconds.
+    progress : callable, optional
+        Called with (done, total) after each reading.
+
+    Returns
+    -------
+    Observation
+        The readings (finished by the source's ``finish`` where it has one).
+
+    Raises
+    ------
+    InputError
+        Where ``seconds`` or ``window_s`` is not positive, or ``window_s`` exceeds ``seconds``.
+    """
     if not (seconds > 0 and window_s > 0 and window_s <= seconds):
         raise InputError(f"--seconds must be > 0 and at least one --interval ({window_s}), got {seconds}")
     n = max(1, int(round(seconds / window_s)))
@@ -169,16 +305,26 @@ def observe(source, seconds: float, window_s: float = 0.1, progress=None) -> Obs
             progress(i + 1, n)
     finish = getattr(source, "finish", None)
     return Observation(finish(out) if finish is not None else out, tuple(source.activities), source.n_core,
-                       source.catalog_key, tuple(source.default_mhz), source.power_reading)
+                       source.catalog_key, source.default_mhz, source.power_reading)
 
 
 _COLUMNS = [f.name for f in fields(Reading)]
 
 
 def write_readings(path: str | Path, obs: Observation) -> None:
-    """The observation as CSV: a comment line with the device, default clocks, the core
-    activities' count and how power was read, then one row per reading (activities in their own
-    columns, throttle reasons joined by '|')."""
+    """Write an observation as CSV.
+
+    A comment line with the device, default clocks, the core activities' count and how power
+    was read, then one row per reading (activities in their own columns, throttle reasons
+    joined by '|').
+
+    Parameters
+    ----------
+    path : str or Path
+        The file.
+    obs : Observation
+        The readings.
+    """
     with open(path, "w", newline="", encoding="utf-8") as f:
         f.write(f"# gpudvfs readings: device={obs.catalog_key} default_mhz={obs.default_mhz[0]:g},"
                 f"{obs.default_mhz[1]:g} core_activities={obs.n_core} power={obs.power}\n")
@@ -190,8 +336,23 @@ def write_readings(path: str | Path, obs: Observation) -> None:
 
 
 def read_readings(path: str | Path) -> Observation:
-    """What `write_readings` wrote; ``power`` is ``"unknown"`` in a file written before it was
-    recorded."""
+    """Read what `write_readings` wrote.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file.
+
+    Returns
+    -------
+    Observation
+        Its ``power`` is ``"unknown"`` in a file written before it was recorded.
+
+    Raises
+    ------
+    InputError
+        Where the file cannot be read or is not a readings file.
+    """
     try:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
     except OSError as e:

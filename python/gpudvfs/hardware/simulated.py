@@ -22,10 +22,13 @@ import math
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from gpudvfs.data.counters import COMPONENTS, DOMAIN_SIZES
 from gpudvfs.errors import InputError
 from gpudvfs.hardware.device import ClockPermissionError, Measurement, Workload
+from gpudvfs.hardware.kernels import benchmark
+from gpudvfs.power.equations import power_grid
 from gpudvfs.time import KernelProfile, TimeDevice, TimeModel
 
 # The GTX Titan X's core clock levels (MHz), as in the public gpmTOOL measurements.
@@ -35,27 +38,58 @@ CORE_LEVELS = (1164.0, 1126.0, 1088.0, 1050.0, 1013.0, 975.0, 937.0, 899.0, 861.
 
 @dataclass(frozen=True)
 class SimulatedGpu:
-    """Ground truth of the simulated GPU (a GTX Titan X-like board)."""
+    """Ground truth of the simulated GPU (a GTX Titan X-like board).
+
+    Parameters
+    ----------
+    name : str
+        Its name.
+    uuid : str, optional
+        A chip of a simulated fleet (`chips.chip_gpu`); None: the one default GPU.
+    components : tuple of str
+        The power model's components.
+    domain_sizes : tuple of int
+        Components per voltage domain (core, memory).
+    default_mhz : tuple of float
+        The default (core, memory) clocks: the reference.
+    clocks : dict
+        Memory clock -> supported core clocks, MHz; the lowest memory clock allows fewer.
+    static_w : tuple of float
+        Static power per domain, W, times the normalized voltage.
+    idle_w : tuple of float
+        Idle power per domain, W, times V^2 f/f_ref.
+    weights_w : tuple of float
+        Dynamic power per component at full utilization, W, at the reference.
+    v_break_mhz : float
+        The core clock up to which the core voltage is flat.
+    v_low : float
+        The core voltage there, relative to the default clock's.
+    mem_volts : dict
+        Memory clock -> memory voltage, relative to the default clock's.
+    time_device : TimeDevice
+        The time model's parameters of this GPU (what the latency suite measures).
+    launch_ms : float
+        A launch's latency.
+    regime_sharpness : float
+        The exponent of the smooth maximum of compute and memory time.
+    """
 
     name: str = "gpudvfs simulated GPU"
-    #: A chip of a simulated fleet (`chips.chip_gpu`); None: the one default GPU.
     uuid: str | None = None
     components: tuple[str, ...] = COMPONENTS
     domain_sizes: tuple[int, ...] = DOMAIN_SIZES
     default_mhz: tuple[float, float] = (975.0, 3505.0)
-    # Memory clock -> supported core clocks; the lowest memory clock allows fewer.
     clocks: dict[float, tuple[float, ...]] = field(default_factory=lambda: {
         3505.0: CORE_LEVELS,
         3300.0: CORE_LEVELS,
         810.0: CORE_LEVELS[5:],
     })
-    static_w: tuple[float, ...] = (45.0, 8.0)   # per domain, times normalized V
-    idle_w: tuple[float, ...] = (20.0, 6.0)     # per domain, times V^2 f/f_ref
+    static_w: tuple[float, ...] = (45.0, 8.0)
+    idle_w: tuple[float, ...] = (20.0, 6.0)
     weights_w: tuple[float, ...] = (60.0, 35.0, 70.0, 30.0, 25.0, 30.0, 40.0)
     v_break_mhz: float = 700.0
     v_low: float = 0.88
     mem_volts: dict[float, float] = field(default_factory=lambda: {3505.0: 1.0, 3300.0: 0.97, 810.0: 0.9})
-    # The time model's parameters of this GPU (what the latency suite measures).
     time_device: TimeDevice = field(default_factory=lambda: TimeDevice(
         sm_count=24, max_warps_per_sm=64, dm_lat_a=210.0, dm_lat_b=290.0, dm_del_a=700.0, dm_del_b=8.5,
         l2_lat=210.0, l2_del=1.0, sh_lat=30.0, sh_del=1.0, inst_cycle=0.25, overlap_p=6.0, dp_inst_cycle=8.0,
@@ -63,25 +97,74 @@ class SimulatedGpu:
     launch_ms: float = 0.005
     regime_sharpness: float = 4.0
 
-    def core_volts(self, core_mhz):
-        """Flat at ``v_low`` up to the break frequency, linear above, 1 at the default clock."""
+    def core_volts(self, core_mhz: ArrayLike) -> np.ndarray:
+        """The core voltage: flat at ``v_low`` up to the break frequency, linear above.
+
+        Parameters
+        ----------
+        core_mhz : array_like
+            Core clocks, MHz.
+
+        Returns
+        -------
+        numpy.ndarray
+            The voltage at each, 1 at the default clock.
+        """
         rise = np.maximum(0.0, np.asarray(core_mhz, dtype=float) - self.v_break_mhz)
         return self.v_low + (1.0 - self.v_low) * rise / (self.default_mhz[0] - self.v_break_mhz)
 
     def volts(self, core_mhz: float, mem_mhz: float) -> tuple[float, float]:
+        """The voltages of a clock pair.
+
+        Parameters
+        ----------
+        core_mhz : float
+            Core clock, MHz.
+        mem_mhz : float
+            Memory clock, MHz, a supported one.
+
+        Returns
+        -------
+        tuple of float
+            (core, memory) voltage, relative to the default clocks'.
+        """
         return float(self.core_volts(core_mhz)), self.mem_volts[mem_mhz]
 
-    def power(self, util, core_mhz: float, mem_mhz: float) -> float:
-        """True average power (W) of a workload with utilizations ``util`` (Eq. 4 per domain)."""
-        from gpudvfs.power.equations import power_grid
+    def power(self, util: ArrayLike, core_mhz: float, mem_mhz: float) -> float:
+        """True average power of a workload (Eq. 4 per domain).
 
+        Parameters
+        ----------
+        util : array_like
+            Its utilization per component.
+        core_mhz, mem_mhz : float
+            The clocks, MHz.
+
+        Returns
+        -------
+        float
+            W.
+        """
         freqs = [[core_mhz / self.default_mhz[0], mem_mhz / self.default_mhz[1]]]
         volts = [list(self.volts(core_mhz, mem_mhz))]
         return float(power_grid(np.atleast_2d(util), self.domain_sizes, self.static_w, self.idle_w,
                                 self.weights_w, freqs, volts)[0, 0])
 
     def time_ms(self, compute_ms: float, memory_ms: float, core_mhz: float, mem_mhz: float) -> float:
-        """True time per launch: compute scales with 1/fc, memory with 1/fm; smooth maximum."""
+        """True time per launch: compute scales with 1/fc, memory with 1/fm; smooth maximum.
+
+        Parameters
+        ----------
+        compute_ms, memory_ms : float
+            Compute and memory time at the default clocks.
+        core_mhz, mem_mhz : float
+            The clocks, MHz.
+
+        Returns
+        -------
+        float
+            Milliseconds.
+        """
         c = compute_ms * self.default_mhz[0] / core_mhz
         m = memory_ms * self.default_mhz[1] / mem_mhz
         p = self.regime_sharpness
@@ -90,9 +173,17 @@ class SimulatedGpu:
 
 @dataclass(frozen=True)
 class SimProfile:
-    """What a simulated workload does: utilization per component (at any clock: the power
-    model's assumption) and either its time-model inputs or its compute and memory time at
-    the default clocks."""
+    """What a simulated workload does.
+
+    Parameters
+    ----------
+    util : numpy.ndarray
+        Utilization per component (at any clock: the power model's assumption).
+    compute_ms, memory_ms : float
+        Its compute and memory time at the default clocks (unused with ``kernel``).
+    kernel : KernelProfile, optional
+        Its time-model inputs, where its time comes from the time model.
+    """
 
     util: np.ndarray
     compute_ms: float
@@ -108,13 +199,13 @@ MAX_LAUNCH_MS = 3.6e6
 BANDWIDTH_BYTES = 256 * 2**20
 
 
-def _kernel_profile(workload: Workload, gpu: SimulatedGpu) -> SimProfile:
-    """A power-suite microbenchmark, emulated from what it is designed to stress: its
-    ``stresses`` are its utilizations; the busiest core-domain unit sets its compute time
-    and its DRAM stress its memory time (1 ms each at full load at the default clocks)."""
-    from gpudvfs.hardware.kernels import benchmark
+def _kernel_profile(kernel: str, gpu: SimulatedGpu) -> SimProfile:
+    """A power-suite microbenchmark, emulated from what it is designed to stress.
 
-    b = benchmark(workload.kernel)
+    Its ``stresses`` are its utilizations; the busiest core-domain unit sets its compute time
+    and its DRAM stress its memory time (1 ms each at full load at the default clocks).
+    """
+    b = benchmark(kernel)
     util = np.array([float(b.stresses.get(n, 0.0)) for n in gpu.components])
     core = [j for j, n in enumerate(gpu.components) if n != "DRAM"]
     dram = gpu.components.index("DRAM")
@@ -123,12 +214,32 @@ def _kernel_profile(workload: Workload, gpu: SimulatedGpu) -> SimProfile:
 
 
 def profile_of(workload: Workload, gpu: SimulatedGpu) -> SimProfile:
-    """A workload's simulated behaviour: a manifest microbenchmark's from its design
-    (``kernel=``), else from ``counters``: ``util:<component>`` in [0, 1] (missing ones are
-    0) and either nvprof counters (``warps``, ``achieved_occupancy``, ... as the time model
-    reads them; time from that model) or ``compute_ms`` / ``memory_ms`` at the default clocks."""
+    """A workload's simulated behaviour.
+
+    A manifest microbenchmark's comes from its design (``kernel=``), else from ``counters``:
+    ``util:<component>`` in [0, 1] (missing ones are 0) and either nvprof counters (``warps``,
+    ``achieved_occupancy``, ... as the time model reads them; time from that model) or
+    ``compute_ms`` / ``memory_ms`` at the default clocks.
+
+    Parameters
+    ----------
+    workload : Workload
+        The workload.
+    gpu : SimulatedGpu
+        The GPU it runs on.
+
+    Returns
+    -------
+    SimProfile
+        What it does there.
+
+    Raises
+    ------
+    InputError
+        Where its counters are out of range or unknown.
+    """
     if workload.kernel is not None:
-        return _kernel_profile(workload, gpu)
+        return _kernel_profile(workload.kernel, gpu)
     c = workload.counters
     util = np.array([float(c.get(f"util:{n}", 0.0)) for n in gpu.components])
     if np.any(~np.isfinite(util)) or np.any(util < 0) or np.any(util > 1):
@@ -148,8 +259,6 @@ def profile_of(workload: Workload, gpu: SimulatedGpu) -> SimProfile:
 
 def _time_suite(name: str, gpu: SimulatedGpu, fc: float, fm: float) -> tuple[float, dict[str, float]]:
     """(ms per launch, what the benchmark reports) of the latency suite's benchmarks."""
-    from gpudvfs.hardware.kernels import benchmark
-
     d = gpu.time_device
     b = benchmark(name)
     if b.launch.get("policy") in ("chase", "shared_chase"):
@@ -167,26 +276,41 @@ def _time_suite(name: str, gpu: SimulatedGpu, fc: float, fm: float) -> tuple[flo
 
 
 def _is_time_suite(kernel: str) -> bool:
-    from gpudvfs.hardware.kernels import benchmark
-
     return benchmark(kernel).suite == "time"
 
 
 class SimulatedDevice:
     """The `Device` protocol on a `SimulatedGpu`.
 
-    ``noise``: relative standard deviation of one power-sensor sample; ``time_noise``: of
-    one timed launch series; ``refresh_s``: sensor refresh period; ``energy_counter``:
-    whether power comes from an energy counter or from integrated samples;
-    ``permission=False`` makes clock changes fail like an unprivileged process's;
-    ``power_limit_w`` flags measurements above it as throttled, and `throttle_reasons`
-    reports the power cap while what `run` last ran draws more (the clock slow-down itself
-    is not modelled).
+    Parameters
+    ----------
+    gpu : SimulatedGpu, optional
+        The ground truth (default: the default simulated GPU).
+    seed : int
+        The noise's seed.
+    noise : float
+        Relative standard deviation of one power-sensor sample.
+    time_noise : float
+        Relative standard deviation of one timed launch series.
+    refresh_s : float
+        The power sensor's refresh period.
+    energy_counter : bool
+        Whether power comes from an energy counter or from integrated samples.
+    permission : bool
+        False makes clock changes fail like an unprivileged process's.
+    power_limit_w : float, optional
+        Flags measurements above it as throttled, and `throttle_reasons` reports the power cap
+        while what `run` last ran draws more (the clock slow-down itself is not modelled).
+
+    Raises
+    ------
+    InputError
+        Where a noise is negative or the refresh period not positive.
     """
 
     def __init__(self, gpu: SimulatedGpu | None = None, seed: int = 0, noise: float = 0.01,
                  time_noise: float = 0.005, refresh_s: float = 0.02, energy_counter: bool = True,
-                 permission: bool = True, power_limit_w: float | None = None):
+                 permission: bool = True, power_limit_w: float | None = None) -> None:
         if noise < 0 or time_noise < 0 or refresh_s <= 0:
             raise InputError("noise and time_noise must be >= 0 and refresh_s > 0")
         self.gpu = gpu or SimulatedGpu()
@@ -203,20 +327,65 @@ class SimulatedDevice:
 
     # clocks
     def memory_clocks(self) -> list[float]:
+        """Supported memory clocks.
+
+        Returns
+        -------
+        list of float
+            MHz, descending.
+        """
         return sorted(self.gpu.clocks, reverse=True)
 
     def core_clocks(self, mem_mhz: float) -> list[float]:
+        """Supported core clocks at a memory clock.
+
+        Parameters
+        ----------
+        mem_mhz : float
+            A supported memory clock, MHz.
+
+        Returns
+        -------
+        list of float
+            MHz, descending.
+
+        Raises
+        ------
+        InputError
+            Where ``mem_mhz`` is not supported.
+        """
         if mem_mhz not in self.gpu.clocks:
             raise InputError(f"unsupported memory clock {mem_mhz} MHz; supported: {self.memory_clocks()}")
         return sorted(self.gpu.clocks[mem_mhz], reverse=True)
 
     def default_clocks(self) -> tuple[float, float]:
+        """The reference configuration.
+
+        Returns
+        -------
+        tuple of float
+            (core, memory) MHz.
+        """
         return self.gpu.default_mhz
 
     def sm_count(self) -> int:
+        """Streaming multiprocessors, from the ground truth's time device.
+
+        Returns
+        -------
+        int
+            The SM count.
+        """
         return int(self.gpu.time_device.sm_count)
 
     def identity(self) -> dict[str, str | float | bool | None]:
+        """What tells this simulated GPU and its settings apart.
+
+        Returns
+        -------
+        dict
+            The settings, and a hash of the ground truth.
+        """
         gpu = json.dumps(asdict(self.gpu), sort_keys=True, default=str)
         return {"kind": "simulated", "name": self.name, "uuid": self.gpu.uuid, "seed": self.seed, "noise": self.noise,
                 "time_noise": self.time_noise, "refresh_s": self.refresh_s,
@@ -224,8 +393,21 @@ class SimulatedDevice:
                 "gpu": hashlib.sha256(gpu.encode()).hexdigest()[:16]}
 
     def check(self, workload: Workload) -> None:
-        """The simulator runs manifest kernels and workloads described by counters; a
-        callable is code only a real GPU runs. The time must be finite at every clock."""
+        """Refuse a workload the simulator cannot run, before any work starts.
+
+        The simulator runs manifest kernels and workloads described by counters; a callable is
+        code only a real GPU runs. The time must be finite at every clock.
+
+        Parameters
+        ----------
+        workload : Workload
+            The workload.
+
+        Raises
+        ------
+        InputError
+            Where it is a callable alone, or its counters give no finite time.
+        """
         if workload.kernel is None and workload.fn is not None and not workload.counters:
             raise InputError(f"workload {workload.name!r} is a callable ({workload.spec or workload.fn!r}): the "
                              "simulated GPU runs no code; describe it with 'counters' for --device sim, "
@@ -238,6 +420,20 @@ class SimulatedDevice:
                                  f"{fc:g}/{fm:g} MHz ({t!r} ms)")
 
     def lock_clocks(self, core_mhz: float, mem_mhz: float) -> None:
+        """Pin both clocks.
+
+        Parameters
+        ----------
+        core_mhz, mem_mhz : float
+            A supported pair, MHz.
+
+        Raises
+        ------
+        ClockPermissionError
+            Where made with ``permission=False``.
+        InputError
+            Where the pair is not supported.
+        """
         if not self.permission:
             raise ClockPermissionError(
                 "setting clocks needs root (simulated: SimulatedDevice(permission=False))")
@@ -246,10 +442,12 @@ class SimulatedDevice:
         self._clocks = (float(core_mhz), float(mem_mhz))
 
     def reset_clocks(self) -> None:
+        """Return to the default clocks."""
         self._clocks = self.gpu.default_mhz
 
     @property
     def clocks(self) -> tuple[float, float]:
+        """The (core, memory) MHz the GPU runs at now."""
         return self._clocks
 
     # sensors
@@ -257,16 +455,44 @@ class SimulatedDevice:
         return self.gpu.power(np.zeros(len(self.gpu.components)), *self._clocks)
 
     def power_watts(self) -> float:
+        """The power reading now: the idle power at the current clocks.
+
+        Returns
+        -------
+        float
+            W.
+        """
         return self._idle_power()
 
     def energy_joules(self) -> float | None:
+        """The energy counter, advanced by `run` and `measure` on the virtual clock.
+
+        Returns
+        -------
+        float or None
+            J; None where made with ``energy_counter=False``.
+        """
         return self._energy_j if self.has_energy_counter else None
 
     def throttle_reasons(self) -> tuple[str, ...]:
+        """The power cap, while what `run` last ran draws more than ``power_limit_w``.
+
+        Returns
+        -------
+        tuple of str
+            ``("sw_power_cap",)`` or empty.
+        """
         capped = self.power_limit_w is not None and self._running_w > self.power_limit_w
         return ("sw_power_cap",) if capped else ()
 
     def temperature_c(self) -> float:
+        """The GPU's temperature, from its idle power.
+
+        Returns
+        -------
+        float
+            Degrees C.
+        """
         return 35.0 + 0.25 * self._idle_power()
 
     # workloads
@@ -275,6 +501,19 @@ class SimulatedDevice:
         return np.random.default_rng(int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little"))
 
     def profile(self, workload: Workload) -> dict[str, float]:
+        """Counters of one run at the current clocks.
+
+        Parameters
+        ----------
+        workload : Workload
+            What to run.
+
+        Returns
+        -------
+        dict
+            Component utilizations (with a little measurement noise, inside [0, 1]) and, for a
+            workload described by nvprof counters, those counters.
+        """
         prof = profile_of(workload, self.gpu)
         rng = self._rng(workload, "profile")
         # Counter-derived utilizations carry a little measurement noise, kept inside [0, 1];
@@ -286,7 +525,20 @@ class SimulatedDevice:
         return out
 
     def true_time_ms(self, workload: Workload, core_mhz: float, mem_mhz: float) -> float:
-        """Noise-free time per launch: the ground truth the demo compares predictions with."""
+        """Noise-free time per launch: the ground truth the demo compares predictions with.
+
+        Parameters
+        ----------
+        workload : Workload
+            The workload.
+        core_mhz, mem_mhz : float
+            The clocks, MHz.
+
+        Returns
+        -------
+        float
+            Milliseconds.
+        """
         if workload.kernel is not None and _is_time_suite(workload.kernel):
             return _time_suite(workload.kernel, self.gpu, core_mhz, mem_mhz)[0]
         prof = profile_of(workload, self.gpu)
@@ -295,12 +547,37 @@ class SimulatedDevice:
         return self.gpu.time_ms(prof.compute_ms, prof.memory_ms, core_mhz, mem_mhz)
 
     def true_power_w(self, workload: Workload, core_mhz: float, mem_mhz: float) -> float:
-        """Noise-free average power while the workload runs."""
+        """Noise-free average power while the workload runs.
+
+        Parameters
+        ----------
+        workload : Workload
+            The workload.
+        core_mhz, mem_mhz : float
+            The clocks, MHz.
+
+        Returns
+        -------
+        float
+            W.
+        """
         return self.gpu.power(profile_of(workload, self.gpu).util, core_mhz, mem_mhz)
 
     def run(self, workload: Workload | None, seconds: float) -> None:
-        """Let ``workload`` run (None: the GPU idles) for ``seconds`` of virtual time at the
-        current clocks: the energy counter advances by its true power."""
+        """Let a workload run at the current clocks: the energy counter advances by its true power.
+
+        Parameters
+        ----------
+        workload : Workload or None
+            What runs; None: the GPU idles.
+        seconds : float
+            Virtual time.
+
+        Raises
+        ------
+        InputError
+            Where ``seconds`` is not finite and non-negative.
+        """
         if not (math.isfinite(seconds) and seconds >= 0):
             raise InputError(f"seconds must be finite and >= 0, got {seconds}")
         watts = self._idle_power() if workload is None else self.true_power_w(workload, *self._clocks)
@@ -310,6 +587,28 @@ class SimulatedDevice:
 
     def measure(self, workload: Workload, min_seconds: float = 1.0,
                 repetitions: int | None = None) -> Measurement:
+        """Measure a workload at the current clocks, on the virtual clock.
+
+        Parameters
+        ----------
+        workload : Workload
+            What to launch.
+        min_seconds : float
+            Launch until the measurement spans this long.
+        repetitions : int, optional
+            Launch exactly this often instead.
+
+        Returns
+        -------
+        Measurement
+            The truth with the sensors' noise, drawn from a generator seeded by (seed, workload,
+            clocks).
+
+        Raises
+        ------
+        InputError
+            Where ``min_seconds`` or ``repetitions`` is not positive.
+        """
         if repetitions is not None and repetitions < 1:
             raise InputError("repetitions must be at least 1")
         if min_seconds <= 0 and repetitions is None:

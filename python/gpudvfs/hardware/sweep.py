@@ -2,9 +2,8 @@
 
 Every measurement is appended to the output CSV (the `tidy` format) and flushed as soon
 as it is taken, so a crash or kill loses at most the row in flight. Beside it,
-``OUT.sweep.json`` (rewritten atomically) records what the sweep measures (its *plan*:
-device identity, workloads, clock pairs, measurement length, columns) and the counters of
-each workload, profiled once at the reference (default) configuration.
+``OUT.sweep.json`` records what the sweep measures and each workload's profile at the
+reference (`gpudvfs.hardware.sweep_record`).
 
 ``resume=True`` continues a partial sweep only after proving that OUT is that sweep's own
 file: its record matches the plan of this run (same device and seed, workloads, grid and
@@ -24,23 +23,30 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import json
 import math
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 
-from gpudvfs.data import read
 from gpudvfs.data.counters import COMPONENTS, DOMAIN_SIZES
 from gpudvfs.data.datasets import PowerDataset
-from gpudvfs.data.jsonfile import read_versioned, write_json_atomic
+from gpudvfs.data.grid_csv import TIDY, read_grid
 from gpudvfs.data.source import csv_line, format_number
 from gpudvfs.errors import InputError
 from gpudvfs.hardware.device import Device, Measurement, Workload
-from gpudvfs.limits import is_number
+from gpudvfs.hardware.kernels import load_manifest
+from gpudvfs.hardware.sweep_record import (
+    COLUMNS,
+    load_record,
+    plan_differences,
+    record_path,
+    save_record,
+    sweep_plan,
+)
 from gpudvfs.time.device import TimeDevice
 
 try:
@@ -48,18 +54,10 @@ try:
 except ImportError:  # Windows: no advisory locks; two sweeps on one file are not caught there
     fcntl = None  # type: ignore[assignment]
 
-COLUMNS = ("workload", "core_mhz", "mem_mhz", "time_ms", "watts", "joules", "repetitions",
-           "duration_s", "power_source", "throttled", "throttle_reasons", "temperature_c", "result")
 _NUMERIC = ("core_mhz", "mem_mhz", "time_ms", "watts", "joules", "repetitions", "duration_s")
-RECORD_VERSION = 1
 
+#: Takes (done, total, label) as a sweep goes.
 Progress = Callable[[int, int, str], None]
-
-
-def record_path(out: str | Path) -> Path:
-    """The sweep record beside OUT: its plan and the workloads' reference profiles."""
-    out = Path(out)
-    return out.with_name(out.name + ".sweep.json")
 
 
 def _row(m: Measurement) -> str:
@@ -72,7 +70,27 @@ def _row(m: Measurement) -> str:
 
 def grid(device: Device, core_mhz: Sequence[float] | None = None,
          mem_mhz: Sequence[float] | None = None) -> list[tuple[float, float]]:
-    """Supported (core, memory) pairs, highest clocks first, optionally restricted."""
+    """A device's supported clock pairs, optionally restricted.
+
+    Parameters
+    ----------
+    device : Device
+        The device.
+    core_mhz : sequence of float, optional
+        Only these core clocks, MHz.
+    mem_mhz : sequence of float, optional
+        Only these memory clocks, MHz.
+
+    Returns
+    -------
+    list of tuple of float
+        (core, memory) pairs, highest clocks first.
+
+    Raises
+    ------
+    InputError
+        Where a clock asked for is not supported, or no pair is left.
+    """
     mems = device.memory_clocks()
     if mem_mhz is not None:
         bad = sorted(set(mem_mhz) - set(mems))
@@ -94,84 +112,12 @@ def grid(device: Device, core_mhz: Sequence[float] | None = None,
     return pairs
 
 
-def workload_record(w: Workload) -> dict:
-    """What a workload is, as plain data: two sweeps of equal records measure the same thing."""
-    fn = w.spec or (None if w.fn is None else f"{w.fn.__module__}:{w.fn.__qualname__}")
-    # The kernel a profile reads decides the record's profiles (absent: the first launched).
-    which = {"profile_kernel": w.profile_kernel} if w.profile_kernel else {}
-    return {"name": w.name, "kernel": w.kernel, "params": dict(w.params), "callable": fn,
-            "counters": dict(w.counters), **which}
-
-
-def sweep_plan(device: Device, workloads: Sequence[Workload], configs: Sequence[tuple[float, float]],
-               min_seconds: float, repetitions: int | None, profile: bool = True, leave_clocks: bool = False) -> dict:
-    """Everything that decides a sweep's rows; a resume must have the same plan. Plain JSON
-    values, so a plan read back from the record compares equal. A sweep at the driver's clocks
-    has no clock pairs (``configs`` is empty) and says so."""
-    # The key only where clocks are left: records written before it still resume.
-    left = {"leave_clocks": True} if leave_clocks else {}
-    return json.loads(json.dumps({"device": device.identity(), "workloads": [workload_record(w) for w in workloads],
-            "configs": [[float(c), float(m)] for c, m in configs],
-            "protocol": {"min_seconds": None if repetitions is not None else float(min_seconds),
-                         "repetitions": repetitions},
-            "columns": list(COLUMNS), "profiled": profile, **left}))
-
-
-def _plan_differences(old: dict, new: dict) -> list[str]:
-    diffs = []
-    if old.get("device") != new["device"]:
-        diffs.append(f"device {old.get('device')} != {new['device']}")
-    old_w = {w.get("name"): w for w in old.get("workloads", []) if isinstance(w, dict)}
-    new_w = {w["name"]: w for w in new["workloads"]}
-    if old_w != new_w:
-        added, removed = sorted(set(new_w) - set(old_w)), sorted(set(old_w) - set(new_w))
-        changed = sorted(n for n in set(old_w) & set(new_w) if old_w[n] != new_w[n])
-        parts = [f"{k} {v}" for k, v in (("not in the sweep:", added), ("missing here:", removed),
-                                        ("defined differently:", changed)) if v]
-        diffs.append("workloads " + "; ".join(parts))
-    if old.get("configs") != new["configs"]:
-        diffs.append(f"clock pairs ({len(old.get('configs') or [])} in the sweep, {len(new['configs'])} here)")
-    for key in ("protocol", "columns"):
-        if old.get(key) != new[key]:
-            diffs.append(f"{key} {old.get(key)} != {new[key]}")
-    if old.get("leave_clocks", False) != new.get("leave_clocks", False):
-        diffs.append("clocks left to the driver" if old.get("leave_clocks") else "clocks locked per pair")
-    if old.get("profiled", True) != new["profiled"]:  # records before the option profiled
-        diffs.append("profiled at the reference" if old.get("profiled", True) else "not profiled")
-    return diffs
-
-
-def load_record(out: str | Path) -> dict:
-    """The sweep record of OUT (plan, reference clocks, profiles)."""
-    path = record_path(out)
-    doc = read_versioned(path, "sweep", RECORD_VERSION)
-    plan, profiles, ref = doc.get("plan"), doc.get("profiles"), doc.get("reference_mhz")
-    shapes = isinstance(plan, dict) and isinstance(profiles, dict) and _numbers(ref, 2) and all(
-        isinstance(v, dict) and all(_numbers([x], 1) for x in v.values()) for v in profiles.values())
-    if shapes:
-        workloads, configs = plan.get("workloads"), plan.get("configs")
-        shapes = (isinstance(workloads, list) and all(isinstance(w, dict) and isinstance(w.get("name"), str)
-                                                       for w in workloads)
-                  and isinstance(configs, list) and all(_numbers(c, 2) for c in configs))
-    if not shapes:
-        raise InputError(f"{path}: not a sweep record gpudvfs can use (it needs a plan with workloads and clock "
-                         "pairs, the reference clocks and profiles of numbers): damaged?")
-    return doc
-
-
-def _numbers(values, n: int) -> bool:
-    return (isinstance(values, list) and len(values) == n
-            and all(is_number(v) for v in values))
-
-
-def _save_record(out: Path, plan: dict, device: Device, profiles: dict[str, dict[str, float]]) -> None:
-    write_json_atomic(record_path(out), {"kind": "sweep", "version": RECORD_VERSION, "plan": plan,
-                                         "reference_mhz": list(device.default_clocks()), "profiles": profiles})
-
-
 def _complete_rows(out: Path, plan: dict) -> tuple[set[tuple[str, float, float]], int]:
-    """(measured keys, bytes of complete lines) of a sweep's CSV, each complete row checked
-    against the plan; the bytes after the last newline are a row a crash cut short."""
+    """(measured keys, bytes of complete lines) of a sweep's CSV, each complete row checked.
+
+    Rows are checked against the plan; the bytes after the last newline are a row a crash cut
+    short.
+    """
     names = {w["name"] for w in plan["workloads"]}
     configs = None if plan.get("leave_clocks") else {tuple(c) for c in plan["configs"]}
     header = csv_line(COLUMNS)
@@ -241,8 +187,10 @@ def _open_output(out: Path, resume: bool) -> tuple[int, bool]:
 
 
 def _resume_state(out: Path, plan: dict) -> tuple[set, dict, int | None]:
-    """(done keys, profiles, length to cut OUT to) of a sweep to resume, or an error that
-    says why OUT is not this sweep's file; nothing is written here."""
+    """(done keys, profiles, length to cut OUT to) of a sweep to resume.
+
+    Or an error that says why OUT is not this sweep's file; nothing is written here.
+    """
     size = out.stat().st_size
     if not record_path(out).exists():
         if size == 0:  # created, then killed before its record: nothing to lose
@@ -250,7 +198,7 @@ def _resume_state(out: Path, plan: dict) -> tuple[set, dict, int | None]:
         raise InputError(f"{out}: no sweep record ({record_path(out).name}) beside it, so it is not a "
                          "gpudvfs sweep (or one written by an older gpudvfs); refusing to append to it")
     doc = load_record(out)
-    diffs = _plan_differences(doc["plan"], plan)
+    diffs = plan_differences(doc["plan"], plan)
     if diffs:
         raise InputError(f"{out} is another sweep than this one: {'; '.join(diffs)}; "
                          "resume with the options it was started with, or write to a new -o")
@@ -260,6 +208,22 @@ def _resume_state(out: Path, plan: dict) -> tuple[set, dict, int | None]:
 
 @dataclass(frozen=True)
 class SweepResult:
+    """What a sweep did.
+
+    Parameters
+    ----------
+    out : Path
+        Its CSV.
+    record : Path
+        Its record (plan and profiles).
+    measured : int
+        Rows measured now.
+    skipped : int
+        Rows already in ``out`` (a resumed sweep).
+    throttled : int
+        Rows measured now that were throttled.
+    """
+
     out: Path
     record: Path
     measured: int
@@ -268,9 +232,23 @@ class SweepResult:
 
 
 def suite_workloads(suite: str) -> list[Workload]:
-    """The microbenchmarks of one suite of the kernel manifest (``power`` or ``time``)."""
-    from gpudvfs.hardware.kernels import load_manifest
+    """The microbenchmarks of one suite of the kernel manifest.
 
+    Parameters
+    ----------
+    suite : str
+        ``"power"`` or ``"time"``.
+
+    Returns
+    -------
+    list of Workload
+        One per benchmark, in the manifest's order.
+
+    Raises
+    ------
+    InputError
+        Where the suite has no benchmarks.
+    """
     found = load_manifest().suite(suite)
     if not found:
         raise InputError(f"no benchmarks in suite {suite!r}; the manifest has 'power' and 'time'")
@@ -281,11 +259,44 @@ def run_sweep(device: Device, workloads: Sequence[Workload], out: str | Path, *,
               configs: Sequence[tuple[float, float]] | None = None, resume: bool = False,
               min_seconds: float = 1.0, repetitions: int | None = None,
               progress: Progress | None = None, profile: bool = True, leave_clocks: bool = False) -> SweepResult:
-    """Profile each workload at the reference configuration (unless ``profile`` is False:
-    power and time only, no profiler needed), then measure it at every configuration;
-    clocks are reset at the end, also after an error. Every workload is checked against the
-    device (``Device.check``) before anything is measured or written. ``leave_clocks``: see
-    the module notes (no ``configs`` then)."""
+    """Profile each workload at the reference configuration, then measure it at every one.
+
+    Clocks are reset at the end, also after an error. Every workload is checked against the
+    device (``Device.check``) before anything is measured or written.
+
+    Parameters
+    ----------
+    device : Device
+        The GPU.
+    workloads : sequence of Workload
+        What to measure; names unique.
+    out : str or Path
+        The CSV the rows are appended to (`COLUMNS`); the record goes beside it.
+    configs : sequence of tuple of float, optional
+        The clock pairs (default: every supported pair, `grid`).
+    resume : bool
+        Continue the sweep in ``out`` (see the module notes).
+    min_seconds : float
+        Each measurement's least length.
+    repetitions : int, optional
+        Launch exactly this often instead.
+    progress : callable, optional
+        Takes (done, total, label).
+    profile : bool
+        False: power and time only, no profiler needed.
+    leave_clocks : bool
+        Measure at the driver's clocks (see the module notes; no ``configs`` then).
+
+    Returns
+    -------
+    SweepResult
+        What was measured.
+
+    Raises
+    ------
+    InputError
+        Where the workloads or options are invalid, or ``out`` is not this sweep's to resume.
+    """
     out = Path(out)
     names = [w.name for w in workloads]
     if not workloads:
@@ -304,7 +315,7 @@ def run_sweep(device: Device, workloads: Sequence[Workload], out: str | Path, *,
         if cut is not None:
             os.ftruncate(fd, cut)
         if new_file or out.stat().st_size == 0:
-            _save_record(out, plan, device, profiles)
+            save_record(out, plan, device, profiles)
             f.write(csv_line(COLUMNS) + "\n")
             f.flush()
         return _measure(device, workloads, configs, out, f, plan, done, profiles, min_seconds, repetitions,
@@ -312,13 +323,14 @@ def run_sweep(device: Device, workloads: Sequence[Workload], out: str | Path, *,
 
 
 def _measure(device: Device, workloads: Sequence[Workload], configs: Sequence[tuple[float, float]], out: Path,
-             f, plan: dict, done: set, profiles: dict, min_seconds: float, repetitions: int | None,
+             f: TextIO, plan: dict, done: set, profiles: dict, min_seconds: float, repetitions: int | None,
              progress: Progress | None) -> SweepResult:
     todo_profiles = [w for w in workloads if w.name not in profiles] if plan["profiled"] else []
     leave = bool(plan.get("leave_clocks"))
     if leave:  # one pass at whatever clocks the driver runs; a row of any clocks counts as done
         measured = {key[0] for key in done}
-        todo: list = [(None, [w for w in workloads if w.name not in measured])]
+        todo: list[tuple[tuple[float, float] | None, list[Workload]]] = [
+            (None, [w for w in workloads if w.name not in measured])]
     else:
         todo = [(c, [w for w in workloads if (w.name, *c) not in done]) for c in configs]
     total = len(todo_profiles) + sum(len(ws) for _, ws in todo)
@@ -339,7 +351,7 @@ def _measure(device: Device, workloads: Sequence[Workload], configs: Sequence[tu
                 device.lock_clocks(*device.default_clocks())
             for w in todo_profiles:
                 profiles[w.name] = device.profile(w)
-                _save_record(out, plan, device, profiles)
+                save_record(out, plan, device, profiles)
                 tick(f"profile {w.name}")
         for pair, pending in todo:
             if not pending:
@@ -359,11 +371,78 @@ def _measure(device: Device, workloads: Sequence[Workload], configs: Sequence[tu
     return SweepResult(out, record_path(out), step - len(todo_profiles), len(done), throttled)
 
 
+@dataclass(frozen=True)
+class SweepRows:
+    """A sweep's CSV as columns, one entry per row.
+
+    Parameters
+    ----------
+    workload : numpy.ndarray
+        Each row's workload name.
+    core_mhz, mem_mhz : numpy.ndarray
+        The clocks it was measured at.
+    time_ms : numpy.ndarray
+        Time per launch.
+    watts : numpy.ndarray
+        Mean power.
+    result : numpy.ndarray
+        What the benchmark measured itself, as written (``key=value`` pairs joined by ``;``).
+    """
+
+    workload: np.ndarray
+    core_mhz: np.ndarray
+    mem_mhz: np.ndarray
+    time_ms: np.ndarray
+    watts: np.ndarray
+    result: np.ndarray
+
+    def __len__(self) -> int:
+        """The number of rows."""
+        return len(self.workload)
+
+
+def read_rows(out: str | Path) -> SweepRows:
+    """Read a sweep's CSV.
+
+    Parameters
+    ----------
+    out : str or Path
+        The CSV (the `tidy` format).
+
+    Returns
+    -------
+    SweepRows
+        Its columns.
+
+    Raises
+    ------
+    DataFileError
+        Where the file is not a sweep's CSV.
+    """
+    c = read_grid(out, TIDY).columns
+    return SweepRows(c["workload"], c["core_mhz"], c["mem_mhz"], c["time_ms"], c["watts"], c["result"])
+
+
 def results(out: str | Path) -> list[dict[str, float]]:
-    """The ``result`` column of a sweep, parsed: one dict per row (empty where none)."""
-    g = read(out, "tidy")
+    """The ``result`` column of a sweep, parsed.
+
+    Parameters
+    ----------
+    out : str or Path
+        The sweep's CSV.
+
+    Returns
+    -------
+    list of dict
+        One dict per row (empty where the benchmark measured nothing).
+
+    Raises
+    ------
+    InputError
+        Where a result is not ``key=number`` pairs.
+    """
     parsed = []
-    for i, text in enumerate(g.columns["result"].tolist()):
+    for i, text in enumerate(read_rows(out).result.tolist()):
         row = {}
         for item in filter(None, text.split(";")):
             key, _, value = item.partition("=")
@@ -376,19 +455,39 @@ def results(out: str | Path) -> list[dict[str, float]]:
 
 
 def to_time_device(out: str | Path, base: TimeDevice) -> tuple[TimeDevice, dict]:
-    """Device parameters fitted to a sweep of the latency suite: the DRAM pointer chase's
-    cycles by Eq. 4, the bandwidth benchmark's memory cycles per transaction by the delay
-    law, the L2 and shared chases averaged; everything else from ``base``.
+    """Device parameters fitted to a sweep of the latency suite.
+
+    The DRAM pointer chase's cycles by Eq. 4, the bandwidth benchmark's memory cycles per
+    transaction by the delay law, the L2 and shared chases averaged; everything else from
+    ``base``.
 
     Each launch is timed on the host, launch and wait included. Where the shared chase
     records its steps, that overhead is measured (its launch's time beyond its timed chase,
     the median over its rows; the report's ``launch_overhead_ms``) and taken off the bandwidth
-    benchmark's time: left in, it reads 2.5 of an H100's 2.8 TB/s (validation/)."""
-    g = read(out, "tidy")
-    res = results(out)
-    names = g.app.tolist()
+    benchmark's time: left in, it reads 2.5 of an H100's 2.8 TB/s (validation/).
 
-    def rows(name):
+    Parameters
+    ----------
+    out : str or Path
+        The latency suite's sweep.
+    base : TimeDevice
+        Where the parameters no benchmark measures come from.
+
+    Returns
+    -------
+    tuple
+        The fitted `TimeDevice`, and the fit's report with ``launch_overhead_ms``.
+
+    Raises
+    ------
+    InputError
+        Where a benchmark of the suite was not measured, or a row lacks its result.
+    """
+    g = read_rows(out)
+    res = results(out)
+    names = g.workload.tolist()
+
+    def rows(name: str) -> list[int]:
         idx = [i for i, n in enumerate(names) if n == name]
         if not idx:
             raise InputError(f"{out}: the latency suite's {name!r} was not measured")
@@ -418,21 +517,42 @@ def to_time_device(out: str | Path, base: TimeDevice) -> tuple[TimeDevice, dict]
 
 def to_power_dataset(out: str | Path, components: Sequence[str] = COMPONENTS,
                      domain_sizes: Sequence[int] = DOMAIN_SIZES) -> PowerDataset:
-    """The power suite's sweep as a gpmTOOL-style dataset: measured power per row with
-    the workload's utilizations profiled at the reference configuration."""
-    g = read(out, "tidy")
+    """The power suite's sweep as a gpmTOOL-style dataset.
+
+    Parameters
+    ----------
+    out : str or Path
+        The power suite's sweep, profiled.
+    components : sequence of str
+        The power model's components.
+    domain_sizes : sequence of int
+        Components per voltage domain.
+
+    Returns
+    -------
+    PowerDataset
+        Measured power per row with the workload's utilizations profiled at the reference
+        configuration.
+
+    Raises
+    ------
+    InputError
+        Where a workload has no reference profile, or its profile lacks a component.
+    """
+    g = read_rows(out)
+    names = g.workload.tolist()
     doc = load_record(out)
     prof = doc["profiles"]
-    missing = sorted(set(g.app.tolist()) - set(prof))
+    missing = sorted(set(names) - set(prof))
     if missing:
         raise InputError(f"{out}: no reference profile for {missing}")
     for name, p in prof.items():
         lacking = [c for c in components if c not in p]
         if lacking:
             raise InputError(f"{out}: profile of {name!r} lacks utilizations {lacking}")
-    order = list(dict.fromkeys(g.app.tolist()))
-    bench = np.array([order.index(a) for a in g.app.tolist()], dtype=np.int64)
-    util = np.array([[prof[a][c] for c in components] for a in g.app.tolist()]).reshape(len(g), len(components))
+    order = list(dict.fromkeys(names))
+    bench = np.array([order.index(a) for a in names], dtype=np.int64)
+    util = np.array([[prof[a][c] for c in components] for a in names]).reshape(len(g), len(components))
     return PowerDataset(
         path=str(out),
         reference_mhz=tuple(float(x) for x in doc["reference_mhz"]),
@@ -441,7 +561,7 @@ def to_power_dataset(out: str | Path, components: Sequence[str] = COMPONENTS,
         watts=g.watts.copy(),
         freqs_mhz=np.column_stack([g.core_mhz, g.mem_mhz]),
         utilization=util,
-        row_names=tuple(g.app.tolist()),
+        row_names=tuple(names),
         benchmark=bench,
         benchmarks=tuple(order),
     )

@@ -1,4 +1,4 @@
-"""User workloads for a sweep, from a JSON file:
+"""User workloads for a sweep, from a JSON file.
 
 ```json
 {"workloads": [
@@ -15,6 +15,7 @@ workload to the simulated GPU.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from pathlib import Path
 
 from gpudvfs.data.jsonfile import read_json
@@ -23,7 +24,7 @@ from gpudvfs.hardware.device import Workload
 from gpudvfs.limits import is_number
 
 
-def _resolve(spec: str, where: str):
+def _resolve(spec: str, where: str) -> Callable[[], None]:
     mod, _, attr = spec.partition(":")
     if not mod or not attr:
         raise InputError(f"{where}: callable must look like 'module:function', got {spec!r}")
@@ -37,6 +38,23 @@ def _resolve(spec: str, where: str):
 
 
 def read_workloads(path: str | Path) -> list[Workload]:
+    """The workloads a JSON file describes (see the module notes).
+
+    Parameters
+    ----------
+    path : str or Path
+        The file.
+
+    Returns
+    -------
+    list of Workload
+        In the file's order; each callable imported.
+
+    Raises
+    ------
+    InputError
+        Where the file is not such a list, or a callable cannot be imported.
+    """
     doc = read_json(path)
     items = doc.get("workloads") if isinstance(doc, dict) else None
     if not isinstance(items, list) or not items:

@@ -1,5 +1,6 @@
-"""The CUDA microbenchmark suites: manifest, source rendering, NVRTC compilation, SASS checks,
-and the CuPy loader for real GPUs.
+"""The CUDA microbenchmark suites and what builds and checks them.
+
+Manifest, source rendering, NVRTC compilation, SASS checks, and the CuPy loader for real GPUs.
 
 The kernels live in ``kernels/`` as CUDA C templates; ``kernels/manifest.json`` lists every
 benchmark (the power suite of Guerreiro et al. and the latency/bandwidth suite of Wang & Chu)

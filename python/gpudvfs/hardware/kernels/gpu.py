@@ -1,5 +1,4 @@
-"""Loading and launching a benchmark on a real GPU through CuPy.
-"""
+"""Loading and launching a benchmark on a real GPU through CuPy."""
 
 from __future__ import annotations
 
@@ -10,12 +9,19 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+import numpy as np
+
 from gpudvfs.hardware.kernels.errors import ManifestError, ToolchainMissing
 from gpudvfs.hardware.kernels.manifest import _TYPES, Benchmark, Manifest, benchmark, load_manifest
 from gpudvfs.hardware.kernels.nvrtc import render
 
 # --------------------------------------------------------------------------------------------
 # Real GPU: CuPy
+
+# What a launch policy builds: grid, block, kernel arguments by name, buffer sizes, and what
+# reads the last launch's measurement.
+_Built = tuple[tuple[int, int, int], tuple[int, int, int], dict[str, Any], dict[str, int],
+               Callable[[], dict[str, float]]]
 
 _PARAM_KEYS = {
     "grid_stride": {"bytes", "elements", "reps", "blocks_per_sm", "a"},
@@ -27,7 +33,21 @@ _PARAM_KEYS = {
 
 @dataclass
 class LoadedBenchmark:
-    """A benchmark ready on the GPU. Calling it launches the kernel once and waits for it."""
+    """A benchmark ready on the GPU. Calling it launches the kernel once and waits for it.
+
+    Parameters
+    ----------
+    name : str
+        The benchmark's name.
+    launch_once : callable
+        Launches the kernel once and waits for it.
+    grid, block : tuple of int
+        The launch geometry.
+    sizes : Mapping of str to int
+        The buffers' sizes (elements, bytes, slots, words).
+    _result : callable, optional
+        Reads what the last launch measured; None: it measures nothing.
+    """
 
     name: str
     launch_once: Callable[[], None]
@@ -37,6 +57,7 @@ class LoadedBenchmark:
     _result: Callable[[], dict[str, float]] | None = None
 
     def __call__(self) -> None:
+        """Launch once and wait."""
         self.launch_once()
 
     @property
@@ -45,8 +66,19 @@ class LoadedBenchmark:
         return self._result is not None
 
     def result(self) -> dict[str, float]:
-        """What the last launch measured: in-kernel, cycles per access (latency benchmarks);
-        by construction, the bytes it read and wrote (grid-stride benchmarks)."""
+        """What the last launch measured.
+
+        Returns
+        -------
+        dict
+            In-kernel, cycles per access and steps (latency benchmarks); by construction, the
+            bytes it read and wrote (grid-stride benchmarks).
+
+        Raises
+        ------
+        ValueError
+            Where the benchmark measures nothing (idle).
+        """
         if self._result is None:
             raise ValueError(f"{self.name} measures nothing in-kernel; time its launches instead")
         return self._result()
@@ -54,9 +86,31 @@ class LoadedBenchmark:
 
 def load(b: str | Benchmark, params: Mapping[str, Any] | None = None,
          manifest: Manifest | None = None) -> LoadedBenchmark:
-    """Compile ``b`` with CuPy (NVRTC for the current device), allocate its buffers following
-    its launch policy and return a `LoadedBenchmark`. ``params`` override launch settings
-    (``bytes``, ``elements``, ``reps``, ``steps``, ...; unknown keys are an error)."""
+    """Compile a benchmark with CuPy and allocate its buffers following its launch policy.
+
+    CuPy compiles with NVRTC for the current device.
+
+    Parameters
+    ----------
+    b : str or Benchmark
+        The benchmark, or its name.
+    params : Mapping, optional
+        Override launch settings (``bytes``, ``elements``, ``reps``, ``steps``, ...).
+    manifest : Manifest, optional
+        Where to look it up (default: `load_manifest`).
+
+    Returns
+    -------
+    LoadedBenchmark
+        Ready to launch on the current device.
+
+    Raises
+    ------
+    ValueError
+        Where ``params`` has keys the launch policy does not take.
+    ToolchainMissing
+        Where CuPy is not installed.
+    """
     m = manifest or load_manifest()
     b = benchmark(b, m)
     params = dict(params or {})
@@ -123,8 +177,7 @@ def _elem(b: Benchmark) -> tuple[int, str, int]:
     return _TYPES[str(t)]
 
 
-def _grid_stride(cp, b: Benchmark, s: Mapping[str, Any], sms: int, l2: int):
-    import numpy as np
+def _grid_stride(cp: Any, b: Benchmark, s: Mapping[str, Any], sms: int, l2: int) -> _Built:
     size, dtype, width = _elem(b)
     block = int(b.params.get("BLOCK", s["block"]))
     granule = block * int(b.params.get("UNROLL", 1))  # stream kernels have no tail handling
@@ -145,8 +198,7 @@ def _grid_stride(cp, b: Benchmark, s: Mapping[str, Any], sms: int, l2: int):
     return grid, (block, 1, 1), values, {"elements": n, "bytes": n * size}, lambda: dict(moved)
 
 
-def _chase(cp, b: Benchmark, s: Mapping[str, Any], sms: int, l2: int):
-    import numpy as np
+def _chase(cp: Any, b: Benchmark, s: Mapping[str, Any], sms: int, l2: int) -> _Built:
     footprint = int(s.get("bytes", _footprint(str(s["footprint"]), l2)))
     stride = int(s["stride_bytes"])
     if stride % 8 or stride <= 0:
@@ -171,8 +223,7 @@ def _chase(cp, b: Benchmark, s: Mapping[str, Any], sms: int, l2: int):
     return (1, 1, 1), (1, 1, 1), values, {"bytes": footprint, "slots": slots}, result
 
 
-def _shared_chase(cp, b: Benchmark, s: Mapping[str, Any], sms: int, l2: int):
-    import numpy as np
+def _shared_chase(cp: Any, b: Benchmark, s: Mapping[str, Any], sms: int, l2: int) -> _Built:
     words = int(b.params["WORDS"])
     stride = int(s.get("stride_words", 1))
     ring = ((cp.arange(words, dtype=np.uint32) + stride) % words) * 4  # byte offsets

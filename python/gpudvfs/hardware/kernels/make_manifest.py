@@ -1,5 +1,6 @@
-"""Writes manifest.json: the benchmark list of both suites, generated so that sweeps, names and
-the design-intent `stresses` vectors stay consistent. Edit this file, then run
+"""Writes manifest.json: the benchmark list of both suites.
+
+Generated so that sweeps, names and the design-intent `stresses` vectors stay consistent. Edit this file, then run
 ``python kernels/make_manifest.py``; tests/test_kernels.py fails when manifest.json is stale.
 
 `stresses` is a rough roofline estimate on a nominal GPU, not a measurement: for each benchmark
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -43,24 +45,82 @@ MIXES = [  # name: (SP, DP, INT, SF, SH) per element
 ]
 
 
-def stresses(work: dict[str, float]) -> dict[str, float]:
+def stresses(work: Mapping[str, float]) -> dict[str, float]:
+    """A benchmark's design-intent utilizations from its work per element (see the module notes).
+
+    Parameters
+    ----------
+    work : Mapping
+        Component -> operations (units) or bytes (memories) per element.
+
+    Returns
+    -------
+    dict
+        Component -> its time per element over the bottleneck's, rounded to 3 places.
+    """
     t = {c: work.get(c, 0.0) / NOMINAL[c] for c in COMPONENTS}
     peak = max(t.values())
     return {c: (round(t[c] / peak, 3) if peak > 0 else 0.0) for c in COMPONENTS}
 
 
 def grid_stride(footprint: str, reps: int = 1) -> dict:
+    """A grid-stride launch policy.
+
+    Parameters
+    ----------
+    footprint : str
+        ``"dram"`` or ``"l2"``: where the buffers live.
+    reps : int
+        Passes over the buffers per launch.
+
+    Returns
+    -------
+    dict
+        The manifest's ``launch`` entry.
+    """
     return {"policy": "grid_stride", "block": BLOCK, "blocks_per_sm": 8, "footprint": footprint,
             "reps": reps}
 
 
-def entry(name, suite, group, source, kernel, template, launch, work, sass, description):
+def entry(name: str, suite: str, group: str, source: str | None, kernel: str | None, template: dict,
+          launch: dict, work: Mapping[str, float] | None, sass: dict, description: str) -> dict:
+    """One benchmark of the manifest.
+
+    Parameters
+    ----------
+    name, suite, group : str
+        Its name, suite and group.
+    source, kernel : str or None
+        Its ``.cu`` file and kernel (None for the idle benchmark).
+    template : dict
+        Its template arguments, in order.
+    launch : dict
+        Its launch policy.
+    work : Mapping or None
+        Its work per element (`stresses`); None: it stresses nothing.
+    sass : dict
+        What its disassembly must show.
+    description : str
+        What it does.
+
+    Returns
+    -------
+    dict
+        The manifest's entry.
+    """
     return {"name": name, "suite": suite, "group": group, "source": source, "kernel": kernel,
             "template": template, "launch": launch, "stresses": stresses(work) if work else
             {c: 0.0 for c in COMPONENTS}, "sass": sass, "description": description}
 
 
 def power_suite() -> list[dict]:
+    """The power suite of Guerreiro et al. (Sec. IV) and its mixes.
+
+    Returns
+    -------
+    list of dict
+        Manifest entries.
+    """
     out = []
     # INT / SP / DP (Fig. 3a): 4 chains x OPS multiply-adds + 3 adds per element, one load and
     # one store of the element from DRAM.
@@ -132,6 +192,13 @@ def power_suite() -> list[dict]:
 
 
 def time_suite() -> list[dict]:
+    """The latency and bandwidth suite of Wang & Chu (Sec. IV).
+
+    Returns
+    -------
+    list of dict
+        Manifest entries.
+    """
     chase_sass = {"dominant": "GLOBAL", "opcodes": ["LDG.E.64.STRONG.GPU"], "min_counts": {"LDG": 8}}
     return [
         entry("time_dram_latency", "time", "Latency", "chase.cu", "global_chase", {"UNROLL": 8},
@@ -155,6 +222,13 @@ def time_suite() -> list[dict]:
 
 
 def manifest() -> dict:
+    """The whole manifest.
+
+    Returns
+    -------
+    dict
+        What manifest.json holds.
+    """
     return {
         "format": "gpudvfs-kernel-manifest",
         "version": 1,
@@ -198,6 +272,13 @@ def manifest() -> dict:
 
 
 def render() -> str:
+    """The manifest as the text of manifest.json.
+
+    Returns
+    -------
+    str
+        JSON, one key per line inside each benchmark.
+    """
     # Hand-formatted: one key per line inside each benchmark, compact values, so the file reads
     # as a table and diffs stay small.
     m = manifest()

@@ -1,5 +1,4 @@
-"""The manifest of the microbenchmarks: loading, validation and lookup.
-"""
+"""The manifest of the microbenchmarks: loading, validation and lookup."""
 
 from __future__ import annotations
 
@@ -7,7 +6,7 @@ import functools
 import json
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -40,8 +39,19 @@ _TYPES: dict[str, tuple[int, str, int]] = {
 
 @dataclass(frozen=True)
 class KernelSpec:
-    """One ``__global__`` template in a source file: its template parameter names and its
-    argument names in order (as ``name:type``)."""
+    """One ``__global__`` template in a source file.
+
+    Parameters
+    ----------
+    source : str
+        The ``.cu`` file.
+    name : str
+        The kernel's name.
+    template : tuple of str
+        Its template parameter names.
+    args : tuple of str
+        Its arguments in order, as ``name:type``.
+    """
 
     source: str
     name: str
@@ -50,12 +60,23 @@ class KernelSpec:
 
     @property
     def arg_names(self) -> tuple[str, ...]:
+        """The arguments' names, in order."""
         return tuple(a.split(":", 1)[0] for a in self.args)
 
 
 @dataclass(frozen=True)
 class SourceSpec:
-    """One ``.cu`` file: NVRTC options it needs and the kernels it defines."""
+    """One ``.cu`` file: NVRTC options it needs and the kernels it defines.
+
+    Parameters
+    ----------
+    file : str
+        The file's name.
+    options : tuple of str
+        NVRTC options (never an architecture).
+    kernels : Mapping of str to KernelSpec
+        Its kernels by name.
+    """
 
     file: str
     options: tuple[str, ...]
@@ -64,8 +85,31 @@ class SourceSpec:
 
 @dataclass(frozen=True)
 class Benchmark:
-    """One microbenchmark: a kernel template instantiated with fixed arguments, a launch
-    policy, the components it stresses (design intent) and what its SASS must show."""
+    """One microbenchmark: a kernel template instantiated with fixed arguments.
+
+    Parameters
+    ----------
+    name : str
+        Its name, a lower-case identifier.
+    suite : str
+        One of `SUITES`.
+    group : str
+        Its group within the suite (e.g. ``SP``, ``Latency``).
+    source : str or None
+        Its ``.cu`` file; None for the idle benchmark.
+    kernel : str or None
+        Its kernel; None for the idle benchmark.
+    template : tuple of tuple
+        The template arguments, (name, value) in order.
+    launch : Mapping
+        The launch policy (one of `POLICIES`) and its settings.
+    stresses : Mapping of str to float
+        The components it stresses, in [0, 1] (design intent, not a measurement).
+    sass : Mapping
+        What its disassembly must show.
+    description : str
+        What it does.
+    """
 
     name: str
     suite: str
@@ -100,6 +144,20 @@ class Benchmark:
 
 @dataclass(frozen=True)
 class Manifest:
+    """The manifest: every benchmark of both suites, and the sources they compile from.
+
+    Parameters
+    ----------
+    path : Path
+        The manifest file.
+    doc : str
+        Its own notes.
+    sources : Mapping of str to SourceSpec
+        The ``.cu`` files by name.
+    benchmarks : Mapping of str to Benchmark
+        The benchmarks by name, in the file's order.
+    """
+
     path: Path
     doc: str
     sources: Mapping[str, SourceSpec]
@@ -107,29 +165,75 @@ class Manifest:
 
     @property
     def directory(self) -> Path:
+        """The folder of the manifest and its sources."""
         return self.path.parent
 
     def __getitem__(self, name: str) -> Benchmark:
+        """A benchmark by name; a KeyError that says how many there are otherwise."""
         try:
             return self.benchmarks[name]
         except KeyError:
             raise KeyError(f"no benchmark {name!r} in {self.path} "
                            f"({len(self.benchmarks)} benchmarks; see its 'benchmarks' list)") from None
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Benchmark]:
+        """The benchmarks, in the file's order."""
         return iter(self.benchmarks.values())
 
     def __len__(self) -> int:
+        """The number of benchmarks."""
         return len(self.benchmarks)
 
     def suite(self, suite: str) -> list[Benchmark]:
+        """The benchmarks of one suite.
+
+        Parameters
+        ----------
+        suite : str
+            One of `SUITES`.
+
+        Returns
+        -------
+        list of Benchmark
+            In the file's order.
+        """
         return [b for b in self.benchmarks.values() if b.suite == suite]
 
     def group(self, group: str) -> list[Benchmark]:
+        """The benchmarks of one group.
+
+        Parameters
+        ----------
+        group : str
+            The group (e.g. ``SP``).
+
+        Returns
+        -------
+        list of Benchmark
+            In the file's order.
+        """
         return [b for b in self.benchmarks.values() if b.group == group]
 
     def kernel_spec(self, b: Benchmark) -> KernelSpec:
-        assert b.source is not None and b.kernel is not None
+        """The kernel template a benchmark instantiates.
+
+        Parameters
+        ----------
+        b : Benchmark
+            A benchmark that launches a kernel.
+
+        Returns
+        -------
+        KernelSpec
+            Its kernel.
+
+        Raises
+        ------
+        ValueError
+            Where the benchmark launches no kernel (the idle one).
+        """
+        if b.source is None or b.kernel is None:
+            raise ValueError(f"benchmark {b.name!r} launches no kernel")
         return self.sources[b.source].kernels[b.kernel]
 
 
@@ -140,17 +244,35 @@ def _c_value(v: str | int | bool) -> str:
 
 
 def kernels_dir() -> Path:
-    """Where the ``.cu`` files and the manifest are: ``$GPUDVFS_KERNELS_DIR``, else the
-    folder of this module (shipped in the wheel; ``kernels/`` at the repository root links
-    to it)."""
+    """Where the ``.cu`` files and the manifest are.
+
+    Returns
+    -------
+    Path
+        ``$GPUDVFS_KERNELS_DIR``, else the folder of this module (shipped in the wheel;
+        ``kernels/`` at the repository root links to it).
+    """
     env = os.environ.get("GPUDVFS_KERNELS_DIR")
     return Path(env) if env else Path(__file__).resolve().parent
 
 
 def load_manifest(path: str | os.PathLike[str] | None = None) -> Manifest:
-    """Read and validate the manifest (default: ``kernels_dir()/manifest.json``).
+    """Read and validate the manifest (cached until the file changes).
 
-    Every problem raises `ManifestError` naming the file, the entry and what was expected.
+    Parameters
+    ----------
+    path : str or os.PathLike, optional
+        The manifest (default: ``kernels_dir()/manifest.json``).
+
+    Returns
+    -------
+    Manifest
+        Every benchmark, checked.
+
+    Raises
+    ------
+    ManifestError
+        At every problem, naming the file, the entry and what was expected.
     """
     p = Path(path) if path is not None else kernels_dir() / "manifest.json"
     return _load_manifest_cached(str(p.resolve()), p.stat().st_mtime_ns if p.exists() else 0)
@@ -354,7 +476,25 @@ def _validate_sass(sass: dict, where: str, fail: Callable[[str, str], ManifestEr
 
 
 def benchmark(name: str | Benchmark, manifest: Manifest | None = None) -> Benchmark:
-    """Look a benchmark up by name (a `Benchmark` is returned as is)."""
+    """Look a benchmark up by name.
+
+    Parameters
+    ----------
+    name : str or Benchmark
+        Its name (a `Benchmark` is returned as is).
+    manifest : Manifest, optional
+        Where to look it up (default: `load_manifest`).
+
+    Returns
+    -------
+    Benchmark
+        The benchmark.
+
+    Raises
+    ------
+    KeyError
+        Where the manifest has no such benchmark.
+    """
     if isinstance(name, Benchmark):
         return name
     return (manifest or load_manifest())[name]

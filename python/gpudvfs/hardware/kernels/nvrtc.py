@@ -1,5 +1,4 @@
-"""Rendering a benchmark's source and compiling it to CUBIN with NVRTC (no GPU needed).
-"""
+"""Rendering a benchmark's source and compiling it to CUBIN with NVRTC (no GPU needed)."""
 
 from __future__ import annotations
 
@@ -9,6 +8,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 from gpudvfs.hardware.kernels.errors import CompileError, ToolchainMissing
 from gpudvfs.hardware.kernels.manifest import Benchmark, Manifest, benchmark, load_manifest
@@ -23,8 +23,21 @@ BASE_OPTIONS: tuple[str, ...] = ()
 
 @dataclass(frozen=True)
 class Rendered:
-    """What a compiler needs for one benchmark: the source text, the options (without an
-    architecture) and the name expression to instantiate and look up."""
+    """What a compiler needs for one benchmark.
+
+    Parameters
+    ----------
+    benchmark : str
+        The benchmark's name.
+    source_path : Path
+        Its ``.cu`` file.
+    code : str
+        The source text.
+    options : tuple of str
+        Compile options, without an architecture.
+    name_expression : str
+        The template instantiation to compile and look up, e.g. ``arith<float, 16>``.
+    """
 
     benchmark: str
     source_path: Path
@@ -34,7 +47,25 @@ class Rendered:
 
 
 def render(b: str | Benchmark, manifest: Manifest | None = None) -> Rendered:
-    """Source text + compile options + name expression for one benchmark."""
+    """Source text, compile options and name expression of one benchmark.
+
+    Parameters
+    ----------
+    b : str or Benchmark
+        The benchmark, or its name.
+    manifest : Manifest, optional
+        Where to look it up (default: `load_manifest`).
+
+    Returns
+    -------
+    Rendered
+        What a compiler needs.
+
+    Raises
+    ------
+    ValueError
+        Where the benchmark launches no kernel (the idle one).
+    """
     m = manifest or load_manifest()
     b = benchmark(b, m)
     if b.source is None:
@@ -44,7 +75,7 @@ def render(b: str | Benchmark, manifest: Manifest | None = None) -> Rendered:
                     BASE_OPTIONS + m.sources[b.source].options, b.name_expression)
 
 
-def _nvrtc():
+def _nvrtc() -> Any:
     try:
         from cuda.bindings import nvrtc  # cuda-bindings >= 12.6
     except ImportError:
@@ -57,7 +88,7 @@ def _nvrtc():
     return nvrtc
 
 
-def _check(nvrtc, result: tuple, what: str):
+def _check(nvrtc: Any, result: tuple, what: str) -> Any:
     err = result[0]
     if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
         raise CompileError(f"{what} failed: {err!r}")
@@ -66,19 +97,62 @@ def _check(nvrtc, result: tuple, what: str):
 
 @dataclass(frozen=True)
 class CompiledSource:
-    """A CUBIN holding every requested instantiation of one source."""
+    """A CUBIN holding every requested instantiation of one source.
+
+    Parameters
+    ----------
+    source : str
+        The ``.cu`` file's name.
+    arch : str
+        The architecture compiled for, e.g. ``"sm_80"``.
+    cubin : bytes
+        The CUBIN.
+    lowered : Mapping of str to str
+        Name expression -> mangled symbol.
+    log : str
+        NVRTC's messages.
+    """
 
     source: str
     arch: str
     cubin: bytes
-    lowered: Mapping[str, str]  # name expression -> mangled symbol
+    lowered: Mapping[str, str]
     log: str
 
 
 def compile_source(source: str, arch: str, name_expressions: Iterable[str],
                    manifest: Manifest | None = None) -> CompiledSource:
-    """Compile one source file for ``arch`` (e.g. ``"sm_80"``) with NVRTC, instantiating all
-    ``name_expressions`` in one program (far faster than one program per benchmark)."""
+    """Compile one source file with NVRTC, every instantiation in one program.
+
+    One program is far faster than one program per benchmark.
+
+    Parameters
+    ----------
+    source : str
+        A source file of the manifest.
+    arch : str
+        The architecture, e.g. ``"sm_80"``.
+    name_expressions : iterable of str
+        The template instantiations to compile.
+    manifest : Manifest, optional
+        Where the source is listed (default: `load_manifest`).
+
+    Returns
+    -------
+    CompiledSource
+        The CUBIN and each instantiation's symbol.
+
+    Raises
+    ------
+    KeyError
+        Where the manifest lists no such source.
+    ValueError
+        Where ``arch`` is not of the form ``sm_80``.
+    ToolchainMissing
+        Where NVRTC is not installed.
+    CompileError
+        Where NVRTC rejects the source.
+    """
     m = manifest or load_manifest()
     if source not in m.sources:
         raise KeyError(f"{source!r} is not a source of {m.path}")
@@ -103,8 +177,8 @@ def _compile_cached(path: str, code: str, arch: str, options: tuple[str, ...],
         # cuda-bindings raises RuntimeError when it cannot load libnvrtc itself
         raise ToolchainMissing(f"cannot load NVRTC ({e}): pip install nvidia-cuda-nvrtc-cu12") from None
     try:
-        for e in exprs:
-            _check(nvrtc, nvrtc.nvrtcAddNameExpression(prog, e.encode()), f"adding {e!r}")
+        for expr in exprs:
+            _check(nvrtc, nvrtc.nvrtcAddNameExpression(prog, expr.encode()), f"adding {expr!r}")
         opts = [f"--gpu-architecture={arch}".encode()] + [o.encode() for o in options]
         result = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
         size = _check(nvrtc, nvrtc.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize")
@@ -117,16 +191,36 @@ def _compile_cached(path: str, code: str, arch: str, options: tuple[str, ...],
         cubin = b" " * size
         _check(nvrtc, nvrtc.nvrtcGetCUBIN(prog, cubin), "nvrtcGetCUBIN")
         lowered = {}
-        for e in exprs:
-            name = _check(nvrtc, nvrtc.nvrtcGetLoweredName(prog, e.encode()), f"lowered name of {e!r}")
-            lowered[e] = name.decode() if isinstance(name, bytes) else str(name)
+        for expr in exprs:
+            name = _check(nvrtc, nvrtc.nvrtcGetLoweredName(prog, expr.encode()), f"lowered name of {expr!r}")
+            lowered[expr] = name.decode() if isinstance(name, bytes) else str(name)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
     return CompiledSource(Path(path).name, arch, cubin, MappingProxyType(lowered), log)
 
 
 def compile_cubin(b: str | Benchmark, arch: str = "sm_80", manifest: Manifest | None = None) -> bytes:
-    """The CUBIN of one benchmark's kernel for ``arch``."""
+    """The CUBIN of one benchmark's kernel.
+
+    Parameters
+    ----------
+    b : str or Benchmark
+        The benchmark, or its name.
+    arch : str
+        The architecture, e.g. ``"sm_80"``.
+    manifest : Manifest, optional
+        Where to look it up (default: `load_manifest`).
+
+    Returns
+    -------
+    bytes
+        The CUBIN.
+
+    Raises
+    ------
+    ValueError
+        Where the benchmark launches no kernel.
+    """
     m = manifest or load_manifest()
     b = benchmark(b, m)
     if b.source is None:

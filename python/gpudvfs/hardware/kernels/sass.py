@@ -1,5 +1,7 @@
-"""Disassembly (nvdisasm) and the checks on it: instruction classes, loops, the hot loop,
-which class dominates it and the arithmetic intensity.
+"""Disassembly (nvdisasm) and the checks on it.
+
+Instruction classes, loops, the hot loop, which class dominates it and the arithmetic
+intensity.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import tempfile
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
 from gpudvfs.hardware.kernels.errors import DisassemblyError, ToolchainMissing, UnsupportedArchitecture
@@ -44,14 +47,24 @@ for _cls, _ops in {
 # Disassembly
 
 def nvdisasm_path() -> Path:
-    """The ``nvdisasm`` binary: ``$GPUDVFS_NVDISASM``, else the one shipped in the
-    ``nvidia-cuda-nvdisasm`` wheel, else one on ``PATH``."""
+    """The ``nvdisasm`` binary.
+
+    Returns
+    -------
+    Path
+        ``$GPUDVFS_NVDISASM``, else the one shipped in the ``nvidia-cuda-nvdisasm`` wheel, else
+        one on ``PATH``.
+
+    Raises
+    ------
+    ToolchainMissing
+        Where none is found.
+    """
     env = os.environ.get("GPUDVFS_NVDISASM")
     if env:
         if not Path(env).is_file():
             raise ToolchainMissing(f"GPUDVFS_NVDISASM={env} is not a file")
         return Path(env)
-    from importlib import metadata
     for dist in ("nvidia-cuda-nvdisasm", "nvidia-cuda-nvdisasm-cu12"):
         try:
             files = metadata.files(dist) or []
@@ -69,7 +82,27 @@ def nvdisasm_path() -> Path:
 
 
 def disassemble(cubin: bytes) -> str:
-    """SASS text of a CUBIN, from ``nvdisasm -c`` (code sections only)."""
+    """SASS text of a CUBIN, from ``nvdisasm -c`` (code sections only).
+
+    Parameters
+    ----------
+    cubin : bytes
+        The CUBIN.
+
+    Returns
+    -------
+    str
+        nvdisasm's output.
+
+    Raises
+    ------
+    ToolchainMissing
+        Where nvdisasm is not found or not executable.
+    UnsupportedArchitecture
+        Where this nvdisasm no longer handles the CUBIN's architecture.
+    DisassemblyError
+        Where nvdisasm fails otherwise.
+    """
     tool = nvdisasm_path()
     with tempfile.TemporaryDirectory() as d:
         f = Path(d) / "module.cubin"
@@ -88,11 +121,27 @@ def disassemble(cubin: bytes) -> str:
 
 @dataclass(frozen=True)
 class Instruction:
+    """One SASS instruction.
+
+    Parameters
+    ----------
+    address : int
+        Its address in the function.
+    predicate : str
+        ``""`` or e.g. ``"@!P0"``.
+    opcode : str
+        The full mnemonic with modifiers, e.g. ``"LDG.E.128.STRONG.GPU"``.
+    operands : str
+        The operands, as nvdisasm prints them.
+    target : int or None
+        The branch target's address, for branches to a label.
+    """
+
     address: int
-    predicate: str          # "" or e.g. "@!P0"
-    opcode: str             # full mnemonic with modifiers, e.g. "LDG.E.128.STRONG.GPU"
+    predicate: str
+    opcode: str
     operands: str
-    target: int | None      # branch target address, for branches to a label
+    target: int | None
 
     @property
     def base(self) -> str:
@@ -101,12 +150,26 @@ class Instruction:
 
     @property
     def cls(self) -> str:
+        """Its class (`instruction_class`)."""
         return instruction_class(self.opcode)
 
 
 def instruction_class(opcode: str) -> str:
-    """One of ``SASS_CLASSES`` for a mnemonic. Uniform-datapath instructions (``U...``:
-    scalar per warp, their own pipeline) and moves/conversions/special registers are OTHER."""
+    """The class of a mnemonic.
+
+    Uniform-datapath instructions (``U...``: scalar per warp, their own pipeline) and
+    moves/conversions/special registers are OTHER.
+
+    Parameters
+    ----------
+    opcode : str
+        The mnemonic, with or without modifiers.
+
+    Returns
+    -------
+    str
+        One of ``SASS_CLASSES``.
+    """
     return _OPCODE_CLASS.get(opcode.split(".", 1)[0], "OTHER")
 
 
@@ -117,7 +180,18 @@ _TARGET = re.compile(r"`\((\.L\w+)\)")
 
 
 def parse_sass(text: str) -> dict[str, list[Instruction]]:
-    """Instructions of every function in ``nvdisasm -c`` output, keyed by mangled name."""
+    """Instructions of every function in ``nvdisasm -c`` output.
+
+    Parameters
+    ----------
+    text : str
+        nvdisasm's output.
+
+    Returns
+    -------
+    dict
+        Mangled function name -> its instructions, in order.
+    """
     funcs: dict[str, list[tuple[int, str, str, str]]] = {}
     labels: dict[str, dict[str, int]] = {}
     current: str | None = None
@@ -157,25 +231,57 @@ def parse_sass(text: str) -> dict[str, list[Instruction]]:
 
 @dataclass(frozen=True)
 class Loop:
-    """Instructions ``body`` = indices [start, end] of a function: from a backward branch's
-    target label to the branch itself."""
+    """A loop of a function: from a backward branch's target label to the branch itself.
+
+    Parameters
+    ----------
+    start, end : int
+        The indices of its first and last instruction in the function.
+    body : tuple of Instruction
+        Its instructions, ``[start, end]``.
+    """
 
     start: int
     end: int
     body: tuple[Instruction, ...]
 
     def counts(self) -> Counter:
-        """Instructions per class (see `instruction_class`)."""
+        """Instructions per class.
+
+        Returns
+        -------
+        collections.Counter
+            Class (`instruction_class`) -> count.
+        """
         return Counter(i.cls for i in self.body)
 
     def opcode_counts(self) -> Counter:
-        """Instructions per base opcode (``FFMA``, ``LDG``, ...)."""
+        """Instructions per base opcode.
+
+        Returns
+        -------
+        collections.Counter
+            Base opcode (``FFMA``, ``LDG``, ...) -> count.
+        """
         return Counter(i.base for i in self.body)
 
 
 def find_loops(insns: list[Instruction]) -> list[Loop]:
-    """Every loop of a function: a branch whose target lies at or before it closes a loop over
-    the instructions in between. Branches to themselves (the padding after EXIT) are skipped."""
+    """Every loop of a function.
+
+    A branch whose target lies at or before it closes a loop over the instructions in between.
+    Branches to themselves (the padding after EXIT) are skipped.
+
+    Parameters
+    ----------
+    insns : list of Instruction
+        The function's instructions.
+
+    Returns
+    -------
+    list of Loop
+        In the order their branches come.
+    """
     index = {ins.address: k for k, ins in enumerate(insns)}
     loops = []
     for k, ins in enumerate(insns):
@@ -186,11 +292,27 @@ def find_loops(insns: list[Instruction]) -> list[Loop]:
 
 
 def hot_loop(insns: list[Instruction]) -> Loop:
-    """The measurement loop of a benchmark kernel: among the innermost loops (those whose range
-    holds no other loop), the one with the most work-class instructions (ties: the first).
+    """The measurement loop of a benchmark kernel.
 
-    This is what "the loop" means in the SASS checks: the code that repeats during the
-    measurement, unaffected by set-up code before it or by loops that enclose it.
+    Among the innermost loops (those whose range holds no other loop), the one with the most
+    work-class instructions (ties: the first). This is what "the loop" means in the SASS
+    checks: the code that repeats during the measurement, unaffected by set-up code before it
+    or by loops that enclose it.
+
+    Parameters
+    ----------
+    insns : list of Instruction
+        The kernel's instructions.
+
+    Returns
+    -------
+    Loop
+        The hot loop.
+
+    Raises
+    ------
+    ValueError
+        Where the function has no loop.
     """
     loops = find_loops(insns)
     if not loops:
@@ -201,15 +323,47 @@ def hot_loop(insns: list[Instruction]) -> Loop:
 
 
 def dominates(loop: Loop, cls: str, exempt: Iterable[str] = ()) -> bool:
-    """``cls`` dominates ``loop`` when the loop holds at least one ``cls`` instruction and no
-    other work class (except the ``exempt`` ones, deliberately mixed in) has more."""
+    """Whether a class dominates a loop.
+
+    It does when the loop holds at least one of its instructions and no other work class
+    (except the ``exempt`` ones, deliberately mixed in) has more.
+
+    Parameters
+    ----------
+    loop : Loop
+        The loop.
+    cls : str
+        A work class.
+    exempt : iterable of str
+        Work classes deliberately mixed in.
+
+    Returns
+    -------
+    bool
+        Whether ``cls`` dominates.
+    """
     c = loop.counts()
     skip = set(exempt) | {cls}
     return c[cls] > 0 and all(c[cls] >= c[k] for k in WORK_CLASSES if k not in skip)
 
 
 def intensity(loop: Loop, numerator: str, denominator: Iterable[str]) -> float:
-    """Instructions of class ``numerator`` per instruction of the ``denominator`` classes."""
+    """Instructions of one class per instruction of others.
+
+    Parameters
+    ----------
+    loop : Loop
+        The loop.
+    numerator : str
+        A class.
+    denominator : iterable of str
+        Classes.
+
+    Returns
+    -------
+    float
+        The ratio; infinite where the loop has none of the ``denominator`` classes.
+    """
     c = loop.counts()
     den = sum(c[d] for d in denominator)
     return math.inf if den == 0 else c[numerator] / den

@@ -285,8 +285,10 @@ class NvmlDevice(NvmlGpu):
         return self.refresh_period_s
 
     def _sampling_period(self, launch: LaunchFn) -> float | None:
-        """The refresh period samples are timed by: inferred on the first sampled measurement;
-        None (from then on, with a warning) where it cannot be."""
+        """The refresh period samples are timed by, inferred on the first sampled measurement.
+
+        None (from then on, with a warning) where it cannot be inferred.
+        """
         if self.refresh_period_s is None and not self._refresh_failed:
             try:
                 self.infer_refresh_period(launch=launch)
@@ -468,8 +470,11 @@ class NvmlDevice(NvmlGpu):
 
     def _counter_watts(self, workload: Workload, counter: CounterPoller, joules: float, t0: float,
                        t1: float) -> float:
-        """The mean power over [t0, t1] from the energy counter, which advanced by ``joules``
-        from t0 to t1 and was polled meanwhile; NaN (with a warning) where it did not advance."""
+        """The mean power over [t0, t1] from the energy counter, polled meanwhile.
+
+        The counter advanced by ``joules`` from t0 to t1; NaN (with a warning) where it did not
+        advance.
+        """
         if joules < 0:
             raise GpudvfsError(f"{workload.name}: the energy counter of {self.name} went "
                                "backwards during the measurement (driver reloaded?)")

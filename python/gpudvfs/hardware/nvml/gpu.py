@@ -89,9 +89,11 @@ class NvmlGpu:
         self._core_clocks: dict[float, list[float]] = {}
 
     def __enter__(self: _Gpu) -> _Gpu:
+        """Use the GPU in a ``with`` block."""
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Close it on the way out."""
         self.close()
 
     def close(self) -> None:

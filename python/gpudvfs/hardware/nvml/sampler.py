@@ -1,5 +1,8 @@
-"""What a GPU reports while a measurement runs: power (when sampled), throttle reasons,
-temperature and clocks, polled in a thread, and the mean of sampled power over a window."""
+"""What a GPU reports while a measurement runs, polled in a thread.
+
+Power (when sampled), throttle reasons, temperature and clocks; and the mean of sampled power
+over a window.
+"""
 
 from __future__ import annotations
 
@@ -23,13 +26,31 @@ class Polled(Protocol):
     """What the monitor reads of a GPU."""
 
     def power_watts(self) -> float:
-        """The power reading now, W."""
+        """The power reading now.
+
+        Returns
+        -------
+        float
+            W.
+        """
 
     def throttle_mask(self) -> int:
-        """The raw throttle reason bits active now."""
+        """The raw throttle reason bits active now.
+
+        Returns
+        -------
+        int
+            NVML's reason bits.
+        """
 
     def temperature_c(self) -> float:
-        """The GPU's temperature, degrees C."""
+        """The GPU's temperature.
+
+        Returns
+        -------
+        float
+            Degrees C.
+        """
 
     @property
     def clocks(self) -> tuple[float, float]:

@@ -1,0 +1,195 @@
+"""What a sweep is and the record beside its CSV: its plan and the workloads' profiles.
+
+``OUT.sweep.json`` (rewritten atomically) records what the sweep measures (its *plan*: device
+identity, workloads, clock pairs, measurement length, columns), the reference clocks and the
+counters of each workload, profiled once at the reference (default) configuration. A sweep
+resumes only where its record's plan is this run's (`plan_differences`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from gpudvfs.data.jsonfile import read_versioned, write_json_atomic
+from gpudvfs.errors import InputError
+from gpudvfs.hardware.device import Device, Workload
+from gpudvfs.limits import is_number
+
+#: The columns of a sweep's CSV (the `tidy` format), in order.
+COLUMNS = ("workload", "core_mhz", "mem_mhz", "time_ms", "watts", "joules", "repetitions",
+           "duration_s", "power_source", "throttled", "throttle_reasons", "temperature_c", "result")
+RECORD_VERSION = 1
+
+
+def record_path(out: str | Path) -> Path:
+    """The sweep record beside a sweep's CSV: its plan and the workloads' reference profiles.
+
+    Parameters
+    ----------
+    out : str or Path
+        The sweep's CSV.
+
+    Returns
+    -------
+    Path
+        ``OUT.sweep.json``.
+    """
+    out = Path(out)
+    return out.with_name(out.name + ".sweep.json")
+
+
+def workload_record(w: Workload) -> dict:
+    """What a workload is, as plain data: two sweeps of equal records measure the same thing.
+
+    Parameters
+    ----------
+    w : Workload
+        The workload.
+
+    Returns
+    -------
+    dict
+        Its name, kernel, parameters, callable (``module:function``), counters and, where
+        given, the kernel a profile reads.
+    """
+    fn = w.spec or (None if w.fn is None else f"{w.fn.__module__}:{w.fn.__qualname__}")
+    # The kernel a profile reads decides the record's profiles (absent: the first launched).
+    which = {"profile_kernel": w.profile_kernel} if w.profile_kernel else {}
+    return {"name": w.name, "kernel": w.kernel, "params": dict(w.params), "callable": fn,
+            "counters": dict(w.counters), **which}
+
+
+def sweep_plan(device: Device, workloads: Sequence[Workload], configs: Sequence[tuple[float, float]],
+               min_seconds: float, repetitions: int | None, profile: bool = True, leave_clocks: bool = False) -> dict:
+    """Everything that decides a sweep's rows; a resume must have the same plan.
+
+    Parameters
+    ----------
+    device : Device
+        The device (its identity).
+    workloads : sequence of Workload
+        What is measured.
+    configs : sequence of tuple of float
+        The clock pairs; empty for a sweep at the driver's clocks.
+    min_seconds : float
+        Each measurement's least length (without ``repetitions``).
+    repetitions : int or None
+        Launches per measurement, where fixed.
+    profile : bool
+        Whether each workload is profiled at the reference.
+    leave_clocks : bool
+        A sweep at the driver's clocks, which says so.
+
+    Returns
+    -------
+    dict
+        Plain JSON values, so a plan read back from the record compares equal.
+    """
+    # The key only where clocks are left: records written before it still resume.
+    left = {"leave_clocks": True} if leave_clocks else {}
+    return json.loads(json.dumps({"device": device.identity(), "workloads": [workload_record(w) for w in workloads],
+            "configs": [[float(c), float(m)] for c, m in configs],
+            "protocol": {"min_seconds": None if repetitions is not None else float(min_seconds),
+                         "repetitions": repetitions},
+            "columns": list(COLUMNS), "profiled": profile, **left}))
+
+
+def plan_differences(old: dict, new: dict) -> list[str]:
+    """How the plan of a sweep's record differs from the plan of this run.
+
+    Parameters
+    ----------
+    old : dict
+        The record's plan (`load_record` checked its shape).
+    new : dict
+        This run's plan (`sweep_plan`).
+
+    Returns
+    -------
+    list of str
+        One phrase per difference; empty: the same sweep.
+    """
+    diffs = []
+    if old.get("device") != new["device"]:
+        diffs.append(f"device {old.get('device')} != {new['device']}")
+    # load_record checked that every workload of a record has a name.
+    old_w: dict[str, dict] = {w["name"]: w for w in old["workloads"]}
+    new_w: dict[str, dict] = {w["name"]: w for w in new["workloads"]}
+    if old_w != new_w:
+        added, removed = sorted(set(new_w) - set(old_w)), sorted(set(old_w) - set(new_w))
+        changed = sorted(n for n in set(old_w) & set(new_w) if old_w[n] != new_w[n])
+        parts = [f"{k} {v}" for k, v in (("not in the sweep:", added), ("missing here:", removed),
+                                        ("defined differently:", changed)) if v]
+        diffs.append("workloads " + "; ".join(parts))
+    if old.get("configs") != new["configs"]:
+        diffs.append(f"clock pairs ({len(old.get('configs') or [])} in the sweep, {len(new['configs'])} here)")
+    for key in ("protocol", "columns"):
+        if old.get(key) != new[key]:
+            diffs.append(f"{key} {old.get(key)} != {new[key]}")
+    if old.get("leave_clocks", False) != new.get("leave_clocks", False):
+        diffs.append("clocks left to the driver" if old.get("leave_clocks") else "clocks locked per pair")
+    if old.get("profiled", True) != new["profiled"]:  # records before the option profiled
+        diffs.append("profiled at the reference" if old.get("profiled", True) else "not profiled")
+    return diffs
+
+
+def load_record(out: str | Path) -> dict:
+    """The sweep record of a sweep's CSV.
+
+    Parameters
+    ----------
+    out : str or Path
+        The sweep's CSV.
+
+    Returns
+    -------
+    dict
+        ``plan``, ``reference_mhz`` and ``profiles`` (workload -> counters), checked.
+
+    Raises
+    ------
+    InputError
+        Where the record is missing, of another version, or not the shape of a sweep record.
+    """
+    path = record_path(out)
+    doc = read_versioned(path, "sweep", RECORD_VERSION)
+    plan, profiles, ref = doc.get("plan"), doc.get("profiles"), doc.get("reference_mhz")
+    shapes = isinstance(plan, dict) and _is_plan(plan) and isinstance(profiles, dict) and _numbers(ref, 2) and all(
+        isinstance(v, dict) and all(_numbers([x], 1) for x in v.values()) for v in profiles.values())
+    if not shapes:
+        raise InputError(f"{path}: not a sweep record gpudvfs can use (it needs a plan with workloads and clock "
+                         "pairs, the reference clocks and profiles of numbers): damaged?")
+    return doc
+
+
+def _is_plan(plan: dict) -> bool:
+    """Whether a record's plan has named workloads and clock pairs."""
+    workloads, configs = plan.get("workloads"), plan.get("configs")
+    return (isinstance(workloads, list) and all(isinstance(w, dict) and isinstance(w.get("name"), str)
+                                                for w in workloads)
+            and isinstance(configs, list) and all(_numbers(c, 2) for c in configs))
+
+
+def _numbers(values: object, n: int) -> bool:
+    return (isinstance(values, list) and len(values) == n
+            and all(is_number(v) for v in values))
+
+
+def save_record(out: Path, plan: dict, device: Device, profiles: dict[str, dict[str, float]]) -> None:
+    """Write a sweep's record beside its CSV, atomically.
+
+    Parameters
+    ----------
+    out : Path
+        The sweep's CSV.
+    plan : dict
+        Its plan (`sweep_plan`).
+    device : Device
+        The device (its reference clocks).
+    profiles : dict
+        Workload -> its counters at the reference, as profiled so far.
+    """
+    write_json_atomic(record_path(out), {"kind": "sweep", "version": RECORD_VERSION, "plan": plan,
+                                         "reference_mhz": list(device.default_clocks()), "profiles": profiles})
