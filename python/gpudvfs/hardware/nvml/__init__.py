@@ -1,15 +1,15 @@
 """Real NVIDIA GPUs through NVML: `NvmlDevice`, the `Device` protocol on one GPU.
 
-| module          | what                                                                   |
-|-----------------|------------------------------------------------------------------------|
-| `bindings`      | nvidia-ml-py imported on first use; its errors and replies read alike  |
+| module          | what                                                                    |
+|-----------------|-------------------------------------------------------------------------|
+| `bindings`      | nvidia-ml-py imported on first use; its errors and replies read alike   |
 | `gpu`           | `NvmlGpu`: what NVML reports about a GPU, read without setting anything |
-| `throttle`      | the clock event ("throttle") reasons, read and named                   |
+| `throttle`      | the clock event ("throttle") reasons, read and named                    |
 | `clock_control` | setting clocks and the power limit, and undoing exactly that            |
 | `clock_guard`   | undoing them at exit and on SIGINT/SIGTERM                              |
 | `refresh`       | the power reading's refresh period, inferred from its changes           |
 | `sampler`       | what the GPU reports while a measurement runs, polled in a thread       |
-| `launchers`     | launching a workload on the GPU (CuPy)                                 |
+| `launchers`     | launching a workload on the GPU (CuPy)                                  |
 | `device`        | `NvmlDevice`: the `Device` protocol, measuring time and power           |
 
 NVML comes from the PyPI package ``nvidia-ml-py``, imported only when a device is opened, so

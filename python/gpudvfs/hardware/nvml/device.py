@@ -101,7 +101,7 @@ class NvmlDevice(NvmlGpu):
             raise InputError(f"power: expected one of {POWER_SOURCES}, got {power!r}")
         super().__init__(index, pynvml, default_clocks=default_clocks)
         self._control = ClockControl(self._nv, self._handle, self.index, self.name)
-        if power == "energy-counter" and self.energy_joules() is None:
+        if power == "energy-counter" and not self.has_energy_counter:
             self.close()
             raise GpudvfsError(f"{self.name} has no energy counter (it needs Volta or newer); "
                                "use power='auto' or 'samples'")
@@ -116,6 +116,7 @@ class NvmlDevice(NvmlGpu):
     def close(self) -> None:
         """Reset the clocks and shut NVML down (NVML counts its users, so others keep it)."""
         try:
+            # No control yet where opening the GPU failed: nothing was set.
             if getattr(self, "_control", None) is not None and self._control.active:
                 self.reset_clocks()
         finally:
@@ -394,7 +395,7 @@ class NvmlDevice(NvmlGpu):
             raise InputError(f"repetitions: expected a positive integer, got {repetitions!r}")
         launch = self._launcher(workload)
         launch()
-        sampled = self.energy_joules() is None or self.power == "samples"
+        sampled = not self.has_energy_counter or self.power == "samples"
         period = self._sampling_period(launch) if sampled else None
         locked = self._control.locked
         monitor = Monitor(self, sample_interval(sampled, period), power=sampled, clocks=locked is None)

@@ -253,6 +253,11 @@ class NvmlGpu:
         """
         return self._power_mw() / 1000.0  # NVML gives mW
 
+    @property
+    def has_energy_counter(self) -> bool:
+        """Whether the GPU has an energy counter (Volta and newer)."""
+        return self._has_energy
+
     def energy_joules(self) -> float | None:
         """The energy counter.
 
