@@ -1,11 +1,13 @@
-"""The DCGM time model (:mod:`gpudvfs.time.dcgm`) scored leave-one-workload-out on a measured
-grid: each workload's curve predicted by a model fitted on the other workloads, against 1/f
+"""The DCGM time model (:mod:`gpudvfs.time.dcgm`) scored leave-one-workload-out on a measured grid.
+
+Each workload's curve is predicted by a model fitted on the other workloads, against 1/f
 scaling, time unchanged, each predictor forced, and the curve the model's form fits to the
 workload itself.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -57,12 +59,12 @@ def loo_predictions(grid: MeasurementGrid, reference: tuple[float, float | None]
         rows = work == name
         t_ref = grid.time_ms[ref[a]]
 
-        def curve(s, rows=rows, t_ref=t_ref):
+        def curve(s: Sequence[float], rows: np.ndarray = rows, t_ref: float = t_ref) -> np.ndarray:
             return t_ref * (1.0 + s[0] * xc[rows] + s[1] * xm[rows])
 
         for p in ("auto", "mean", "activity"):
-            model = DcgmTimeModel(p, ridge).fit_shares(feats[keep], shares[keep], varies_mem, tuple(reference),
-                                                       grid.core_mhz, grid.mem_mhz)
+            model = DcgmTimeModel(p, ridge).fit_shares(feats[keep], shares[keep], varies_mem,
+                                                       (reference[0], reference[1]), grid.core_mhz, grid.mem_mhz)
             preds["cv" if p == "auto" else p][rows] = curve(model.shares(feats[a:a + 1])[0])
             if p == "auto":
                 chosen[name] = model.chosen_

@@ -1,5 +1,4 @@
-"""Regressors of the differential time model (Gupta et al. Eq. 6), one frequency term per
-clock domain, in two forms:
+"""Regressors of the differential time model (Gupta et al. Eq. 6), one frequency term per clock domain, in two forms:
 
 ``paper``   dt = sum_d a_d (f_d,prev / f_d,new - 1) + sum_i a_i dx_i        (Eq. 6)
 ``inverse`` dt = sum_j c_j (phi_j(f_new) - phi_j(f_prev)) + sum_i a_i dx_i

@@ -31,7 +31,9 @@ class GridTable:
     @classmethod
     def from_grid(cls, grid: MeasurementGrid) -> GridTable:
         """Dense arrays of a grid; every (workload, configuration) must be measured once.
-        Workloads are the grid's key columns joined (the application for the public files)."""
+
+        Workloads are the grid's key columns joined (the application for the public files).
+        """
         work = grid.workload
         apps, app_idx = np.unique(work, return_inverse=True)
         clocks = [("core", grid.core_mhz)] + ([] if grid.mem_mhz is None else [("mem", grid.mem_mhz)])
@@ -64,8 +66,7 @@ class GridTable:
                    time_ms, counters, names)
 
     def rows(self, apps) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Every configuration of the given workloads as flat rows: clocks (m, D), time (m,),
-        counters (m, C)."""
+        """Every configuration of the given workloads as flat rows: clocks (m, D), time (m,), counters (m, C)."""
         sub_t = self.time_ms[list(apps)]
         mesh = np.meshgrid(*self.levels, indexing="ij")
         f = np.stack([np.broadcast_to(g, sub_t.shape).reshape(-1) for g in mesh], axis=1)

@@ -1,5 +1,8 @@
-"""Offline feature selection (Gupta et al. Sec. 4.2, Eq. 7): Lasso with cross-validation and
-the one-standard-error rule. Needs scikit-learn, the ``online`` extra."""
+"""Offline feature selection (Gupta et al.
+
+Sec. 4.2, Eq. 7): Lasso with cross-validation and the one-standard-error rule. Needs
+scikit-learn, the ``online`` extra.
+"""
 
 from __future__ import annotations
 

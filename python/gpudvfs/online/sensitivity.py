@@ -1,6 +1,8 @@
-"""Frequency sensitivity (Gupta et al. Sec. 4.4): the time predicted at a candidate clock
-(Eq. 12), its slope (Eq. 13), and the counters' own frequency dependence (Eq. 14),
-learned offline from a measurement grid."""
+"""Frequency sensitivity (Gupta et al.
+
+Sec. 4.4): the time predicted at a candidate clock (Eq. 12), its slope (Eq. 13), and the
+counters' own frequency dependence (Eq. 14), learned offline from a measurement grid.
+"""
 
 from __future__ import annotations
 

@@ -16,8 +16,10 @@ from gpudvfs.power.grid import grid_power_dataset
 
 
 def dcgm_components(grid: MeasurementGrid) -> tuple[list[str], list[str], int]:
-    """(component names, their columns, how many belong to the core domain). Fields zero in
-    every row were not collected and are left out."""
+    """(component names, their columns, how many belong to the core domain).
+
+    Fields zero in every row were not collected and are left out.
+    """
     found = find_fields(grid.columns)
     sm = "sm_active" if "sm_active" in found else "gr_engine_active" if "gr_engine_active" in found else None
     core = ([sm] if sm else []) + [p for p in PIPES if p in found]

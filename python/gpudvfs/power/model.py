@@ -140,10 +140,12 @@ class PowerModel:
 
     # ---------------------------------------------------------------- fitting
     def fit(self, dataset: PowerDataset, *, unused: str = "error") -> PowerModel:
-        """Estimate the model from ``dataset``. A component zero in every row has no weight
-        to learn: ``unused="error"`` refuses it; ``"zero"`` gives it weight 0 (the model then
-        takes the same utilizations, and predicts no power for that component: noted in
-        ``notes_`` and ``untrained_``)."""
+        """Estimate the model from ``dataset``.
+
+        A component zero in every row has no weight to learn: ``unused="error"`` refuses it; ``"zero"``
+        gives it weight 0 (the model then takes the same utilizations, and predicts no power for that
+        component: noted in ``notes_`` and ``untrained_``).
+        """
         _require_dataset(dataset, "fit")
         if unused not in UNUSED:
             raise InputError(f"unknown unused={unused!r}; expected one of {UNUSED}")
@@ -252,8 +254,10 @@ class PowerModel:
                     f"{lo:g}-{hi:g} MHz: the voltage curve is extrapolated there"), stacklevel=3)
 
     def predict(self, utilization, core_mhz, mem_mhz):
-        """Watts for utilizations ``[..., n_components]`` at clocks broadcast against
-        ``utilization.shape[:-1]``. Scalars in, scalar out."""
+        """Watts for utilizations ``[..., n_components]`` at clocks broadcast against ``utilization.shape[:-1]``.
+
+        Scalars in, scalar out.
+        """
         fit = self._require_fit()
         u = _utilization(utilization, len(self.components_))
         c, m = clock_array(core_mhz, "core_mhz"), clock_array(mem_mhz, "mem_mhz")

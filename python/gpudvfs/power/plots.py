@@ -43,10 +43,12 @@ def model_figure(model: PowerModel, data: PowerDataset | None = None):
 
 
 def _voltage_panel(fig, ax, model: PowerModel, d: int) -> None:
-    """One line per level of the other domain's clock. A few levels get distinct colours and
-    markers and a legend beside the axes; many (sixteen core levels) are coloured along the
-    clock, with a colour bar. Memory clocks are few and far apart, so they sit at evenly
-    spaced categories."""
+    """One line per level of the other domain's clock.
+
+    A few levels get distinct colours and markers and a legend beside the axes; many (sixteen core
+    levels) are coloured along the clock, with a colour bar. Memory clocks are few and far apart, so
+    they sit at evenly spaced categories.
+    """
     import matplotlib as mpl
 
     cfg, v = model.configs_, model.voltages_

@@ -64,10 +64,13 @@ SETTINGS = tuple(Setting(rel, rows) for rel in (True, False) for rows in (400, 8
 
 @dataclass(frozen=True)
 class GpuFile:
-    """One measured file of one GPU. ``dataset``: power rows with utilizations over
-    :data:`COMPONENTS` (all zero where the file has none: ``absolute`` is then False),
-    ``reference_mhz`` the clocks its utilizations were measured at. ``train``: used to fit the
-    rule (microbenchmarks with profiler utilizations); the others are scored only."""
+    """One measured file of one GPU.
+
+    ``dataset``: power rows with utilizations over :data:`COMPONENTS` (all zero where the file has
+    none: ``absolute`` is then False), ``reference_mhz`` the clocks its utilizations were measured
+    at. ``train``: used to fit the rule (microbenchmarks with profiler utilizations); the others are
+    scored only.
+    """
 
     gpu: str
     label: str

@@ -1,5 +1,6 @@
-"""Time across clocks from DCGM activity at one reference clock pair, for clusters that have
-DCGM profiling fields rather than instruction counters.
+"""Time across clocks from DCGM activity at one reference clock pair.
+
+For clusters that have DCGM profiling fields rather than instruction counters:
 
     T(fc, fm) = T_ref * (1 + s_c (fc_ref/fc - 1) + s_m (fm_ref/fm - 1))
 
@@ -372,9 +373,11 @@ class DcgmTimeModel:
         fc = np.asarray(core_mhz, dtype=np.float64)
         fm = np.full_like(fc, np.nan) if mem_mhz is None else np.asarray(mem_mhz, dtype=np.float64)
         fc, fm = np.broadcast_arrays(fc, fm)
-        if not self.varies_mem_ and np.any(np.isfinite(fm) & (fm != (self.reference_mhz_[1] or np.nan))):
+        ref_mem = self.reference_mhz_[1]
+        if not self.varies_mem_ and np.any(np.isfinite(fm) & (fm != (ref_mem or np.nan))):
             raise InputError("the model was fitted at one memory clock: it cannot say how time moves with another")
-        xm = np.zeros_like(fc) if not self.varies_mem_ else self.reference_mhz_[1] / fm - 1.0
+        # A grid that moved the memory clock was matched on it: its reference has one.
+        xm = ref_mem / fm - 1.0 if self.varies_mem_ and ref_mem is not None else np.zeros_like(fc)
         xc = self.reference_mhz_[0] / fc - 1.0
         return t_ref[:, None] * (1.0 + s[:, :1] * xc.ravel() + s[:, 1:] * xm.ravel())
 
@@ -384,7 +387,7 @@ def _pair(values: list) -> tuple[Any, Any]:
     return (a, b)
 
 
-def _ridge(features, shares, ridge):
+def _ridge(features: np.ndarray, shares: np.ndarray, ridge: float) -> np.ndarray:
     x = np.column_stack([np.ones(len(features)), features])
     # Ridge as extra rows (the intercept not shrunk); least squares keeps collinear activities
     # (one SM activity in every workload) solvable.
@@ -392,12 +395,12 @@ def _ridge(features, shares, ridge):
     return np.linalg.lstsq(np.vstack([x, rows]), np.vstack([shares, np.zeros((len(rows), 2))]), rcond=None)[0]
 
 
-def _predict_shares(coef, features):
+def _predict_shares(coef: np.ndarray, features: np.ndarray) -> np.ndarray:
     s = (np.column_stack([np.ones(len(features)), features]) @ coef).clip(0.0, 1.0)
     return s / np.maximum(1.0, s.sum(axis=1, keepdims=True))
 
 
-def _choose(features, shares, ridge) -> str:
+def _choose(features: np.ndarray, shares: np.ndarray, ridge: float) -> str:
     """The predictor with the lower leave-one-out error of the shares on ``shares``' workloads."""
     n = len(shares)
     if n < 3:

@@ -107,14 +107,15 @@ class TimeDevice:
 
     @classmethod
     def preset(cls, name: str) -> TimeDevice:
-        """A microbenchmarked preset, else the catalog GPU's parameters (see
-        :meth:`from_spec`)."""
+        """A microbenchmarked preset, else the catalog GPU's parameters (see :meth:`from_spec`)."""
         return cls.resolve(name)[0]
 
     @classmethod
     def resolve(cls, name: str):
         """(time device, catalog entry or None) of a preset, catalog GPU or device JSON file.
-        A device file's catalog entry is the one its name designates, where there is one."""
+
+        A device file's catalog entry is the one its name designates, where there is one.
+        """
         if Path(name).suffix == ".json":
             device = cls.load(name)
             try:

@@ -71,10 +71,12 @@ class TimeModel:
 
     def predict(self, profiles: KernelProfile | Sequence[KernelProfile], core_mhz, mem_mhz, *,
                 calibrate: bool = False, return_cases: bool = False):
-        """Time [n_profiles, *clocks] in ms (a single profile drops the first axis; scalars
-        give a float). ``calibrate`` makes each kernel meet its measured reference time (as
-        ``calibration`` says; block-starved kernels: see the module notes); ``return_cases`` also
-        returns the regime label of each prediction."""
+        """Time [n_profiles, *clocks] in ms (a single profile drops the first axis; scalars give a float).
+
+        ``calibrate`` makes each kernel meet its measured reference time (as ``calibration`` says;
+        block-starved kernels: see the module notes); ``return_cases`` also returns the regime label of
+        each prediction.
+        """
         single = isinstance(profiles, KernelProfile)
         profs = [profiles] if single else list(profiles)
         if not profs:

@@ -83,10 +83,12 @@ class _Checked(Mapping[str, float]):
 @dataclass(frozen=True)
 class KernelProfile:
     """The time model's inputs for one kernel, from counters at a reference configuration.
-    ``reference_time_ms`` (the measured time there) enables calibrated predictions;
-    ``slot_warps`` (resident warps per SM the kernel's resources allow, from the profiler's
-    theoretical occupancy; None where it does not tell) lets them recognise block-starved
-    kernels; ``extra_chain`` is latency a calibration put into a warp's chain."""
+
+    ``reference_time_ms`` (the measured time there) enables calibrated predictions; ``slot_warps``
+    (resident warps per SM the kernel's resources allow, from the profiler's theoretical occupancy;
+    None where it does not tell) lets them recognise block-starved kernels; ``extra_chain`` is
+    latency a calibration put into a warp's chain.
+    """
 
     name: str
     warps_total: float
