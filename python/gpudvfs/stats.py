@@ -11,6 +11,7 @@ baseline on the same workloads) pass the per-workload differences, or the baseli
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -89,7 +90,7 @@ def mean_interval(values: ArrayLike, groups: ArrayLike | None = None, *, weights
     return float(lo), float(hi)
 
 
-def paired_intervals(values: ArrayLike, baselines: dict[str, ArrayLike] | None = None,
+def paired_intervals(values: ArrayLike, baselines: Mapping[str, ArrayLike] | None = None,
                      groups: ArrayLike | None = None, **options: Any) -> dict[str, tuple[float, float]]:
     """:func:`mean_interval` of values and of their paired difference from each baseline.
 
@@ -99,7 +100,7 @@ def paired_intervals(values: ArrayLike, baselines: dict[str, ArrayLike] | None =
     ----------
     values : array_like
         1-D finite numbers, one per workload.
-    baselines : dict of str to array_like, optional
+    baselines : mapping of str to array_like, optional
         Name -> the baseline's values on the same workloads.
     groups : array_like, optional
         A label per value; by default each value is its own group.

@@ -77,7 +77,7 @@ class TimeModel:
         self.mode = mode
         self.calibration_mode = calibration
 
-    def _raw(self, rows: np.ndarray, core: np.ndarray, mem: np.ndarray):
+    def _raw(self, rows: np.ndarray, core: np.ndarray, mem: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         try:
             return _core.time_predict(rows, core, mem, self.device.params(), self.mode)
         except ValueError as e:
@@ -141,16 +141,16 @@ class TimeModel:
             raise InputError(f"kernel {profs[i].name!r}: the model's time at {c_flat[j]:g}/{m_flat[j]:g} MHz is "
                              f"{t[i, j]}: its counters, the clocks or the device's parameters are out of range")
         t = t.reshape((len(profs),) + c.shape)
+        times: float | np.ndarray = t
         if single:
-            t = t[0]
-            t = float(t) if t.ndim == 0 else t
+            times = float(t[0]) if t[0].ndim == 0 else t[0]
         if not return_cases:
-            return t
+            return times
         # Labels only on request: a string per prediction costs more than the prediction.
         labels = np.asarray(CASES, dtype=object)[case].reshape((len(profs),) + c.shape)
         if single:
             labels = labels[0]  # a str at one pair: the object array holds Python strings
-        return t, labels
+        return times, labels
 
     def _dispatch_floor(self, p: KernelProfile, slot_warps: float, ref: tuple[float, float], ref_ms: float,
                         core: np.ndarray, mem: np.ndarray, t: np.ndarray, case: np.ndarray) -> None:
