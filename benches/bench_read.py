@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 import gpudvfs
-from gpudvfs.data import source
+from gpudvfs.data import columns
 from gpudvfs.data.source import csv_line
 from gpudvfs.hardware.device import Measurement
 from gpudvfs.hardware.sweep import COLUMNS, _row
@@ -96,11 +96,11 @@ def peak_memory(path: Path) -> tuple[int, int]:
 def with_numpy_split(path: Path) -> Callable[[], object]:
     """gpudvfs.read with the fast path it had before the Rust core's (numpy's loadtxt)."""
     def read():
-        saved, source._fast_columns = source._fast_columns, csv_columns_reference.fast_columns
+        saved, columns._fast_columns = columns._fast_columns, csv_columns_reference.fast_columns
         try:
             return gpudvfs.read(path, "tidy")
         finally:
-            source._fast_columns = saved
+            columns._fast_columns = saved
     return read
 
 

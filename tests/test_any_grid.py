@@ -23,11 +23,11 @@ from gpudvfs.data.counters import power_utilizations
 from gpudvfs.data.grid_columns import detect_roles
 from gpudvfs.data.utilization import bound_utilization
 from gpudvfs.errors import DataFileError, GpudvfsWarning, InputError
+from gpudvfs.evaluation.dcgm_time import cross_validate_dcgm_time as dcgm_time_cv
 from gpudvfs.evaluation.power_errors import cross_validate, held_out_predictions
 from gpudvfs.policy.choose import reference_inputs
 from gpudvfs.power import PowerModel
 from gpudvfs.time import TimeDevice
-from gpudvfs.time.dcgm import cross_validate as dcgm_time_cv
 
 
 def run(*args):

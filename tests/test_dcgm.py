@@ -17,9 +17,10 @@ from gpudvfs.data import read
 from gpudvfs.data.dcgm_fields import find_fields
 from gpudvfs.errors import GpudvfsWarning, InputError
 from gpudvfs.evaluation.dcgm_selection import evaluate_selection
+from gpudvfs.evaluation.dcgm_time import cross_validate_dcgm_time as cross_validate
 from gpudvfs.evaluation.power_errors import cross_validate as power_cv
 from gpudvfs.power.dcgm import dcgm_power_dataset
-from gpudvfs.time.dcgm import DcgmTimeModel, cross_validate
+from gpudvfs.time.dcgm import DcgmTimeModel
 
 CLOCKS = np.arange(600.0, 1401.0, 100.0)
 REF = (1000.0, 877.0)
@@ -73,9 +74,9 @@ def test_activity_predictor_recovers_a_linear_share(tmp_path):
 @given(st.floats(0, 1), st.floats(0, 1), st.floats(0, 1), st.floats(0.1, 100),
        st.lists(st.floats(300, 2000), min_size=2, max_size=8))
 def test_time_is_the_reference_time_at_the_reference_and_falls_with_clock(sm, fp, dram, t_ref, clocks):
-    model = DcgmTimeModel("activity")._fit(np.array([[0.9, 0.1, 0.5], [0.5, 0.9, 0.1], [0.7, 0.5, 0.9]]),
-                                           np.array([[0.1, 0.0], [0.9, 0.0], [0.5, 0.0]]), False, REF,
-                                           CLOCKS, None)
+    model = DcgmTimeModel("activity").fit_shares(np.array([[0.9, 0.1, 0.5], [0.5, 0.9, 0.1], [0.7, 0.5, 0.9]]),
+                                                 np.array([[0.1, 0.0], [0.9, 0.0], [0.5, 0.0]]), False, REF,
+                                                 CLOCKS, None)
     x = [[sm, fp, dram]]
     assert model.predict(x, [t_ref], [REF[0]])[0, 0] == pytest.approx(t_ref)
     f = np.sort(np.array(clocks))

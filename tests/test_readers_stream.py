@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import gpudvfs
 from gpudvfs import DataFileError
-from gpudvfs.data import source
+from gpudvfs.data import columns, source
 from gpudvfs.data.grid_csv import TIDY
 from gpudvfs.hardware.device import Measurement
 from gpudvfs.hardware.sweep import COLUMNS, _row
@@ -361,10 +361,10 @@ def test_the_fast_columns_are_the_csv_modules(rows):
     """Cell by cell: where the Rust core reads a chunk, its columns are those the csv module
     and float() give: the same values, bit for bit, and the same str dtype. (Where it does not
     read one, the csv module does: `test_the_fast_path_reads_as_the_csv_module`.)"""
-    fields = [source.Field(text=True), source.Field(), source.Field(text=True), source.Field()]
+    fields = [columns.Field(text=True), columns.Field(), columns.Field(text=True), columns.Field()]
     texts = [",".join(r) for r in rows]
-    slow, bad = source._csv_columns(source._split(texts), fields)
-    fast = source._fast_columns(texts, fields)
+    slow, bad = columns._csv_columns(source.split_rows(texts), fields)
+    fast = columns._fast_columns(texts, fields)
     if fast is None:
         return
     assert not bad.any() and not fast[1].any()
@@ -380,9 +380,9 @@ def test_the_fast_columns_are_the_csv_modules(rows):
 
 def test_ordinary_chunks_take_the_fast_path(tmp_path, small_chunks, monkeypatch):
     """A file as `gpudvfs sweep` writes it is read by the Rust core, every chunk of it."""
-    read = source._core.csv_columns
+    read = columns._core.csv_columns
     calls = []
-    monkeypatch.setattr(source._core, "csv_columns", lambda *a: calls.append(read(*a) is not None) or read(*a))
+    monkeypatch.setattr(columns._core, "csv_columns", lambda *a: calls.append(read(*a) is not None) or read(*a))
     lines, _, _ = build("tidy", 40)
     assert len(gpudvfs.read(write(tmp_path, lines), "tidy").time_ms) == 40
     assert len(calls) == -(-len(lines) // CHUNK) and all(calls)  # header and rows, CHUNK lines a chunk

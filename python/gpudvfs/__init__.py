@@ -60,6 +60,23 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
+    """A public name, imported from its module on first use.
+
+    Parameters
+    ----------
+    name : str
+        One of ``__all__``, or ``__version__``.
+
+    Returns
+    -------
+    object
+        The name's value.
+
+    Raises
+    ------
+    AttributeError
+        If the package has no such name.
+    """
     if name == "__version__":
         return importlib.import_module(f"{__name__}._core").__version__
     module = _EXPORTS.get(name)
@@ -71,4 +88,5 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
+    """The package's names, those not imported yet included."""
     return sorted(set(globals()) | set(__all__) | {"__version__"})

@@ -15,7 +15,10 @@ class GpudvfsError(Exception):
 
 
 class InputError(GpudvfsError, ValueError):
-    """An argument or file content that gpudvfs cannot accept."""
+    """An argument or file content that gpudvfs cannot accept.
+
+    A ``ValueError`` too, so callers can catch either.
+    """
 
 
 class GpudvfsWarning(UserWarning):
@@ -24,7 +27,21 @@ class GpudvfsWarning(UserWarning):
 
 @dataclass(frozen=True)
 class Problem:
-    """One thing wrong with a data file, located to its line and column (both 1-based)."""
+    """One thing wrong with a data file, located to its line and column (both 1-based).
+
+    Parameters
+    ----------
+    path : str
+        The data file.
+    line : int or None
+        The 1-based line, None where the problem is the whole file's.
+    column : int or None
+        The 1-based column, None where the problem is the whole line's.
+    column_name : str or None
+        The column's header, where the file has one.
+    message : str
+        What is wrong, and what was expected.
+    """
 
     path: str
     line: int | None
@@ -33,6 +50,7 @@ class Problem:
     message: str
 
     def __str__(self) -> str:
+        """The problem as ``path, line L, column C ('name'): message``."""
         where = [self.path]
         if self.line is not None:
             where.append(f"line {self.line}")
@@ -45,9 +63,15 @@ class Problem:
 
 
 class DataFileError(InputError):
-    """A data file that cannot be read as its format: says file, line, column and what was expected."""
+    """A data file that cannot be read as its format: says file, line, column and what was expected.
 
-    def __init__(self, problem: Problem):
+    Parameters
+    ----------
+    problem : Problem
+        Where the file is wrong, and how.
+    """
+
+    def __init__(self, problem: Problem) -> None:
         super().__init__(str(problem))
         self.problem = problem
 
@@ -60,21 +84,46 @@ class DataFileError(InputError):
         column: int | None = None,
         column_name: str | None = None,
     ) -> DataFileError:
+        """The error of one problem, located in a file.
+
+        Parameters
+        ----------
+        path : str or pathlib.Path
+            The data file.
+        message : str
+            What is wrong, and what was expected.
+        line : int, optional
+            The 1-based line.
+        column : int, optional
+            The 1-based column.
+        column_name : str, optional
+            The column's header.
+
+        Returns
+        -------
+        DataFileError
+            The error (of the class it is called on), to raise.
+        """
         return cls(Problem(str(path), line, column, column_name, message))
 
     @property
     def path(self) -> str:
+        """The data file."""
         return self.problem.path
 
     @property
     def line(self) -> int | None:
+        """The 1-based line of the problem, None for the whole file."""
         return self.problem.line
 
     @property
     def column(self) -> int | None:
+        """The 1-based column of the problem, None for the whole line."""
         return self.problem.column
 
 
 class InvalidRowError(DataFileError):
-    """One invalid row of a data file: reading with ``on_invalid="skip"`` would leave it out
-    (and record it) instead."""
+    """One invalid row of a data file.
+
+    Reading with ``on_invalid="skip"`` would leave it out (and record it) instead.
+    """

@@ -11,7 +11,11 @@ baseline on the same workloads) pass the per-workload differences, or the baseli
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from gpudvfs.errors import InputError
 from gpudvfs.limits import is_count, is_number
@@ -22,7 +26,7 @@ RESAMPLES = 4000
 SEED = 0
 
 
-def _finite_vector(x, name: str) -> np.ndarray:
+def _finite_vector(x: ArrayLike, name: str) -> np.ndarray:
     v = np.asarray(x)
     if v.dtype.kind not in "iuf" or v.ndim != 1 or v.size == 0:
         raise InputError(f"{name} must be a non-empty 1-D sequence of numbers, got {v.dtype} of shape {v.shape}")
@@ -32,13 +36,39 @@ def _finite_vector(x, name: str) -> np.ndarray:
     return v
 
 
-def mean_interval(values, groups=None, *, weights=None, level: float = 0.95, resamples: int = RESAMPLES,
-                  seed: int = SEED) -> tuple[float, float]:
-    """Percentile interval (``level``, two-sided) of the mean of ``values`` over resamples of
-    its groups with replacement (``groups``: a label per value; by default each value is its
-    own group). A resample's mean weighs every value alike, so a group of three counts three
-    times as much as a group of one, as in the figure itself; or by ``weights`` (> 0, one per
-    value), for a figure that is a mean of means (replays of unequal lengths)."""
+def mean_interval(values: ArrayLike, groups: ArrayLike | None = None, *, weights: ArrayLike | None = None,
+                  level: float = 0.95, resamples: int = RESAMPLES, seed: int = SEED) -> tuple[float, float]:
+    """Percentile interval (two-sided) of the mean of values over resamples of their groups with replacement.
+
+    A resample's mean weighs every value alike, so a group of three counts three times as much
+    as a group of one, as in the figure itself; or by ``weights``, for a figure that is a mean
+    of means (replays of unequal lengths).
+
+    Parameters
+    ----------
+    values : array_like
+        1-D finite numbers, one per workload.
+    groups : array_like, optional
+        A label per value; by default each value is its own group.
+    weights : array_like, optional
+        One weight > 0 per value.
+    level : float
+        The interval's coverage, in (0, 1).
+    resamples : int
+        Resamples drawn (>= 1).
+    seed : int
+        Seed of the resampling (>= 0).
+
+    Returns
+    -------
+    tuple of (float, float)
+        The interval's lower and upper ends.
+
+    Raises
+    ------
+    InputError
+        If the values or weights are not finite 1-D numbers, or an option is out of range.
+    """
     v = _finite_vector(values, "values")
     w = np.ones_like(v) if weights is None else _finite_vector(weights, "weights")
     if w.shape != v.shape or not (w > 0).all():
@@ -60,10 +90,34 @@ def mean_interval(values, groups=None, *, weights=None, level: float = 0.95, res
     return float(lo), float(hi)
 
 
-def paired_intervals(values, baselines: dict | None = None, groups=None, **options) -> dict:
-    """:func:`mean_interval` of ``values`` (``mean``) and of its paired difference from each
-    baseline (``minus_<name>``; ``baselines``: name -> its values on the same workloads), all
-    over the same resamples (``options`` as for :func:`mean_interval`)."""
+def paired_intervals(values: ArrayLike, baselines: Mapping[str, ArrayLike] | None = None,
+                     groups: ArrayLike | None = None, **options: Any) -> dict[str, tuple[float, float]]:
+    """:func:`mean_interval` of values and of their paired difference from each baseline.
+
+    All the intervals come from the same resamples of the same groups.
+
+    Parameters
+    ----------
+    values : array_like
+        1-D finite numbers, one per workload.
+    baselines : mapping of str to array_like, optional
+        Name -> the baseline's values on the same workloads.
+    groups : array_like, optional
+        A label per value; by default each value is its own group.
+    **options
+        ``weights``, ``level``, ``resamples``, ``seed``, as for :func:`mean_interval`.
+
+    Returns
+    -------
+    dict of str to tuple of (float, float)
+        ``mean``: the interval of the values' mean; ``minus_<name>``: that of their
+        difference from each baseline.
+
+    Raises
+    ------
+    InputError
+        If a baseline's shape is not the values', or as :func:`mean_interval` raises.
+    """
     v = np.asarray(values)
     out = {"mean": mean_interval(v, groups, **options)}
     for name, base in (baselines or {}).items():
@@ -74,7 +128,22 @@ def paired_intervals(values, baselines: dict | None = None, groups=None, **optio
     return out
 
 
-def mape(pred, meas, mask=None) -> float:
-    """Mean absolute percentage error of ``pred`` against ``meas`` (over ``mask``'s rows)."""
+def mape(pred: np.ndarray, meas: np.ndarray, mask: np.ndarray | None = None) -> float:
+    """Mean absolute percentage error of predictions against measurements.
+
+    Parameters
+    ----------
+    pred : numpy.ndarray
+        Predicted values.
+    meas : numpy.ndarray
+        Measured values (non-zero), of ``pred``'s shape.
+    mask : numpy.ndarray, optional
+        Boolean rows (or indices) to average over; all by default.
+
+    Returns
+    -------
+    float
+        The error in percent.
+    """
     e = np.abs(pred - meas) / meas
     return float(100.0 * (e if mask is None else e[mask]).mean())

@@ -1,6 +1,8 @@
-"""The GPUs gpudvfs knows: specifications (SMs, clocks, rates, latencies, TDP) by name or
-alias, from the built-in ``gpus.json`` and any file of the same shape (:mod:`.specs`); the
-power models' priors are in ``power_prior.json`` (:mod:`gpudvfs.power.prior`)."""
+"""The GPUs gpudvfs knows: specifications (SMs, clocks, rates, latencies, TDP) by name or alias.
+
+They come from the built-in ``gpus.json`` and any file of the same shape (:mod:`.specs`); the
+power models' priors are in ``power_prior.json`` (:mod:`gpudvfs.power.prior`).
+"""
 
 from gpudvfs.catalog.specs import (
     CATALOG_VERSION,

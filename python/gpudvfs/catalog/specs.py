@@ -1,5 +1,6 @@
-"""The device catalog: what gpudvfs knows of each GPU model (SMs, limits, issue rates,
-bandwidths, clocks, TDP, latencies), every figure with its source, in ``gpus.json``.
+"""The device catalog: what gpudvfs knows of each GPU model, every figure with its source, in ``gpus.json``.
+
+Each model's SMs, limits, issue rates, bandwidths, clocks, TDP and latencies.
 
 Looked up by the NVML name, a profile's device column, an alias (``A100``, ``RTX 4090``),
 the catalog key (``a100-sxm4-40gb``) or a compute capability. A user file (the
@@ -21,8 +22,10 @@ from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from gpudvfs.data.jsonfile import read_json
 from gpudvfs.errors import InputError
@@ -57,7 +60,63 @@ HOW_TO_CALIBRATE = (
 
 @dataclass(frozen=True)
 class DeviceSpec:
-    """One GPU model of the catalog; see ``gpus.json`` for each figure's source."""
+    """One GPU model of the catalog; see ``gpus.json`` for each figure's source.
+
+    Parameters
+    ----------
+    key : str
+        The catalog key (``a100-sxm4-40gb``).
+    name : str
+        The NVML name.
+    aliases : tuple of str
+        Other names it goes by (``A100``).
+    compute_capability : str
+        ``MAJOR.MINOR``.
+    architecture : str
+        The architecture's name.
+    sm_count : int
+        Streaming multiprocessors.
+    max_warps_per_sm : int
+        Resident warps an SM holds at most.
+    max_blocks_per_sm : int
+        Resident blocks an SM holds at most.
+    registers_per_sm : int
+        32-bit registers per SM.
+    shared_kib_per_sm : float
+        Shared memory per SM (KiB).
+    issue_per_sm_per_cycle : dict of str to float
+        Per unit of :data:`ISSUE_KEYS`: results an SM gives per core cycle (the CUDA Guide's
+        throughput table; ``ldst``: its load/store units; ``tensor_fp16_flops``: FP16 flops).
+    shared_bytes_per_sm_per_cycle : float
+        Shared-memory bandwidth per SM per cycle.
+    l2_bytes_per_cycle : float
+        L2 bandwidth per core cycle, the whole GPU.
+    l2_kib : float
+        L2 size (KiB).
+    dram_type : str
+        The memory technology (``GDDR6X``, ``HBM3``).
+    dram_bus_bits : int
+        The memory bus width.
+    dram_transfers_per_clock : float
+        Transfers per pin per cycle of NVML's memory clock.
+    dram_bandwidth_gbs : float
+        The spec sheet's DRAM bandwidth (GB/s).
+    core_mhz : dict of str to float
+        ``boost``, and where published ``base`` and ``min``.
+    mem_mhz : tuple of float
+        The memory clocks, in NVML's unit.
+    tdp_w : float
+        The board's power limit (W).
+    latency_cycles : dict of str to float
+        Per level of :data:`LATENCY_KEYS`: the access latency in cycles.
+    default_mhz : tuple of (float, float)
+        (core MHz, memory MHz) the GPU runs by default, in NVML's units: the default application
+        clocks where the driver reports them, else the rated base clock and the default memory clock.
+    sources : dict of str to str
+        Each figure's source.
+    notes : str
+        Anything else worth knowing.
+    """
 
     key: str
     name: str
@@ -81,20 +140,30 @@ class DeviceSpec:
     mem_mhz: tuple[float, ...]
     tdp_w: float
     latency_cycles: dict[str, float]
-    #: (core MHz, memory MHz) the GPU runs by default, in NVML's units: the default application
-    #: clocks where the driver reports them, else the rated base clock and the default memory clock.
     default_mhz: tuple[float, float]
     sources: dict[str, str] = field(default_factory=dict)
     notes: str = ""
 
     @property
     def dram_bytes_per_mem_cycle(self) -> float:
+        """DRAM bytes moved per cycle of NVML's memory clock, at the spec sheet's bus width."""
         return self.dram_bus_bits / 8 * self.dram_transfers_per_clock
 
     def peaks(self, mem_clock_to_nvml: float = 1.0) -> dict[str, tuple[tuple[str, ...], float, str]]:
-        """Per power component: (nvprof events, peak events per cycle of its clock, clock domain),
-        for utilizations as achieved over peak rate. ``mem_clock_to_nvml``: NVML memory clock
-        per unit of the clock a grid records (2 for NVIDIA Inspector's GDDR5 clocks)."""
+        """Per power component, the peak rate of its events, for utilizations as achieved over peak rate.
+
+        Parameters
+        ----------
+        mem_clock_to_nvml : float
+            NVML's memory clock per unit of the clock a grid records (2 for NVIDIA Inspector's
+            GDDR5 clocks).
+
+        Returns
+        -------
+        dict of str to tuple
+            Component -> (nvprof events, peak events per cycle of its clock, clock domain
+            ``core`` or ``memory``).
+        """
         r, n = self.issue_per_sm_per_cycle, self.sm_count
         return {
             "SP": (("inst_fp_32",), r["fp32"] * n, "core"),
@@ -108,10 +177,22 @@ class DeviceSpec:
                      self.dram_bytes_per_mem_cycle * mem_clock_to_nvml / SECTOR_BYTES, "memory"),
         }
 
-    def clock_warnings(self, core_mhz, mem_mhz=None) -> list[str]:
-        """Messages for clocks this GPU does not run: core clocks below its minimum or above
-        :data:`CLOCK_MARGIN` x boost, memory clocks (NVML's unit) above that factor of its
-        highest. Empty when all fit."""
+    def clock_warnings(self, core_mhz: ArrayLike, mem_mhz: ArrayLike | None = None) -> list[str]:
+        """Messages for clocks this GPU does not run.
+
+        Parameters
+        ----------
+        core_mhz : array_like
+            Core clocks (MHz).
+        mem_mhz : array_like, optional
+            Memory clocks, in NVML's unit (MHz).
+
+        Returns
+        -------
+        list of str
+            A message for core clocks below its minimum or above :data:`CLOCK_MARGIN` x boost, and
+            one for memory clocks above that factor of its highest; empty when all fit.
+        """
         out = []
         core = np.unique(np.asarray(core_mhz, dtype=np.float64))
         lo, hi = self.core_mhz.get("min", 0.0), CLOCK_MARGIN * self.core_mhz["boost"]
@@ -130,18 +211,27 @@ class DeviceSpec:
                            "are they in NVML's unit?")
         return out
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
+        """The entry as the catalog's JSON schema has it (without its key).
+
+        Returns
+        -------
+        dict
+            Field -> value, tuples as lists.
+        """
         d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "key"}
         return d | {"aliases": list(self.aliases), "mem_mhz": list(self.mem_mhz), "default_mhz": list(self.default_mhz)}
 
 
-def _listing(values, n: int = 6) -> str:
+def _listing(values: np.ndarray, n: int = 6) -> str:
     return ", ".join(f"{v:g}" for v in values[:n]) + (f" (and {len(values) - n} more)" if len(values) > n else "")
 
 
 def _norm(name: str) -> str:
-    """Compare names without case, vendor words or punctuation: 'NVIDIA GeForce RTX 4090' ->
-    'rtx4090', 'Tesla V100-SXM2-16GB' -> 'v100sxm216gb'."""
+    """A name to compare without case, vendor words or punctuation.
+
+    'NVIDIA GeForce RTX 4090' -> 'rtx4090', 'Tesla V100-SXM2-16GB' -> 'v100sxm216gb'.
+    """
     s = name.lower()
     for word in ("nvidia", "geforce", "tesla", "quadro"):
         s = s.replace(word, "")
@@ -149,9 +239,12 @@ def _norm(name: str) -> str:
 
 
 def _default_clocks(key: str, d: dict, core: dict, mem: list, where: str, required: bool) -> tuple[float, float]:
-    """The entry's ``default_mhz``, checked against its clocks: the core clock within [min (if
-    stated), boost], the memory clock one of ``mem_mhz``. Left out (a user file), the base
-    clock (the boost clock without one) and the highest memory clock."""
+    """The entry's ``default_mhz``, checked against its clocks.
+
+    The core clock lies within [min (if stated), boost], the memory clock is one of
+    ``mem_mhz``. Left out (a user file), the base clock (the boost clock without one) and the
+    highest memory clock.
+    """
     if "default_mhz" not in d:
         if required:
             raise InputError(f"{where}: device {key!r}: default_mhz is required: [core MHz, memory MHz], the clocks "
@@ -173,7 +266,7 @@ def _default_clocks(key: str, d: dict, core: dict, mem: list, where: str, requir
 
 
 def _entry(key: str, d: dict, where: str, require_default: bool = False) -> DeviceSpec:
-    def need(k, kind=(int, float)):
+    def need(k: str, kind: type | tuple[type, ...] = (int, float)) -> Any:
         v = d.get(k)
         if isinstance(v, bool) or not isinstance(v, kind):
             raise InputError(f"{where}: device {key!r}: {k} must be {getattr(kind, '__name__', 'a number')}, got {v!r}")
@@ -219,7 +312,7 @@ def _entry(key: str, d: dict, where: str, require_default: bool = False) -> Devi
         raise InputError(f"{where}: device {key!r}: {e}") from None
 
 
-def _read(doc, where: str, require_default: bool = False) -> dict[str, DeviceSpec]:
+def _read(doc: Any, where: str, require_default: bool = False) -> dict[str, DeviceSpec]:
     if not isinstance(doc, dict) or doc.get("version") != CATALOG_VERSION or not isinstance(doc.get("devices"), dict):
         raise InputError(f"{where}: a device catalog is {{\"version\": {CATALOG_VERSION}, \"devices\": {{...}}}}")
     bad = [k for k, v in doc["devices"].items() if not isinstance(v, dict)]
@@ -235,7 +328,24 @@ def _builtin() -> dict[str, DeviceSpec]:
 
 
 def catalog(extra: str | Path | None = None) -> dict[str, DeviceSpec]:
-    """Every device: the built-in catalog, then ``GPUDVFS_CATALOG``'s, then ``extra``'s entries."""
+    """Every device: the built-in catalog, then ``GPUDVFS_CATALOG``'s, then ``extra``'s entries.
+
+    Parameters
+    ----------
+    extra : str or pathlib.Path, optional
+        A catalog file of the same schema whose entries add to or override (by key) the others.
+
+    Returns
+    -------
+    dict of str to DeviceSpec
+        Key -> device.
+
+    Raises
+    ------
+    InputError
+        If a catalog file cannot be read, an entry is malformed, or an alias is another
+        device's key.
+    """
     out = dict(_builtin())
     for path in (os.environ.get("GPUDVFS_CATALOG"), extra):
         if path:
@@ -250,8 +360,27 @@ def catalog(extra: str | Path | None = None) -> dict[str, DeviceSpec]:
 
 
 def lookup(name: str, extra: str | Path | None = None) -> DeviceSpec:
-    """The device a name designates (key, NVML name, alias, or compute capability such as
-    ``8.0`` / ``sm_80`` when one device has it), or an error that says how to add one."""
+    """The device a name designates, or an error that says how to add one.
+
+    Parameters
+    ----------
+    name : str
+        A key, NVML name or alias, compared without case, vendor words or punctuation; or a
+        compute capability such as ``8.0`` / ``sm_80`` when one device has it.
+    extra : str or pathlib.Path, optional
+        A catalog file whose entries add to the others, as for :func:`catalog`.
+
+    Returns
+    -------
+    DeviceSpec
+        The device.
+
+    Raises
+    ------
+    InputError
+        If the name is empty, names no device (the message says how to add one), or names
+        several.
+    """
     devices = catalog(extra)
     if not isinstance(name, str) or not name.strip():
         raise InputError(f"a device name is needed, got {name!r}")

@@ -23,11 +23,11 @@ from gpudvfs.data import read_measured_grid
 from gpudvfs.data.dcgm_fields import is_dcgm_grid
 from gpudvfs.data.grid_csv import SPECS
 from gpudvfs.errors import InputError
+from gpudvfs.evaluation.dcgm_time import cross_validate_dcgm_time as dcgm_cross_validate
 from gpudvfs.evaluation.time_cv import HOLD_OUTS, constant_sensitivity, cross_validate
 from gpudvfs.evaluation.time_errors import evaluate
 from gpudvfs.time import MODES, TimeDevice, TimeModel, profiles_from_grid
 from gpudvfs.time.dcgm import PREDICTORS, DcgmTimeModel
-from gpudvfs.time.dcgm import cross_validate as dcgm_cross_validate
 from gpudvfs.time.fit_device import fit_device
 
 

@@ -1,5 +1,4 @@
-"""Readers and writers of the public GPU measurement formats and the profilers' output,
-with format detection.
+"""Readers and writers of the public GPU measurement formats and the profilers' output, with format detection.
 
 | format          | what                                                        | returns            |
 |-----------------|-------------------------------------------------------------|--------------------|

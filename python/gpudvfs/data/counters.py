@@ -1,4 +1,4 @@
-"""Profiler counters -> the models' inputs, per tool and architecture generation, as data tables.
+r"""Profiler counters -> the models' inputs, per tool and architecture generation, as data tables.
 
 Two targets:
 
@@ -12,8 +12,8 @@ Two targets:
   bandwidth over the run (Eq. 9), so compute pipes use Nsight Compute's
   ``pct_of_peak_sustained_active`` and memories ``pct_of_peak_sustained_elapsed``.
 
-Each input has an ordered list of recipes; the first whose metrics are all present is used
-(:class:`Mapped` says which). An input a tool cannot provide at all is listed in ``unmappable``
+Each input has an ordered list of recipes (:mod:`.recipes`); the first whose metrics are all
+present is used (:class:`Mapped` says which). An input a tool cannot provide at all is listed in ``unmappable``
 with the reason and is always None, never a made-up value. An input the tool could provide but
 whose metrics the record lacks is *missing*: :func:`time_model_inputs` and
 :func:`power_utilizations` raise :class:`MissingCountersError` naming, for every missing input,
@@ -34,17 +34,17 @@ Time model, :data:`TIME_INPUTS` (nvprof name: recipes in order; ``|`` separates 
 
 | input | ncu (SM >= 7.0) | ncu-pascal (SM 6.x, 2019) | nvprof | dcgm |
 |---|---|---|---|---|
-| warps | smsp__warps_launched.sum \\| launch__grid_size * ceil(launch__block_size / 32) | launch__grid_size * ceil(launch__block_size / 32) | unique_warps_launched \\| warps_launched \\| warps | unmappable |
-| achieved_occupancy | sm__warps_active.avg.pct_of_peak_sustained_active / 100 | sm__active_warps_avg_per_active_cycle_pct / 100 | achieved_occupancy | DCGM_FI_PROF_SM_OCCUPANCY / DCGM_FI_PROF_SM_ACTIVE \\| sm_occupancy / sm_active \\| SMOCC / SMACT |
-| dram_read_transactions | dram__sectors_read.sum \\| dram__bytes_read.sum / 32 | dram__read_sectors | dram_read_transactions | unmappable |
-| dram_write_transactions | dram__sectors_write.sum \\| dram__bytes_write.sum / 32 | dram__write_sectors | dram_write_transactions | unmappable |
+| warps | smsp__warps_launched.sum \| launch__grid_size * ceil(launch__block_size / 32) | launch__grid_size * ceil(launch__block_size / 32) | unique_warps_launched \| warps_launched \| warps | unmappable |
+| achieved_occupancy | sm__warps_active.avg.pct_of_peak_sustained_active / 100 | sm__active_warps_avg_per_active_cycle_pct / 100 | achieved_occupancy | DCGM_FI_PROF_SM_OCCUPANCY / DCGM_FI_PROF_SM_ACTIVE \| sm_occupancy / sm_active \| SMOCC / SMACT |
+| dram_read_transactions | dram__sectors_read.sum \| dram__bytes_read.sum / 32 | dram__read_sectors | dram_read_transactions | unmappable |
+| dram_write_transactions | dram__sectors_write.sum \| dram__bytes_write.sum / 32 | dram__write_sectors | dram_write_transactions | unmappable |
 | l2_read_transactions | lts__t_sectors_op_read.sum + lts__t_sectors_op_atom.sum + lts__t_sectors_op_red.sum | unmappable | l2_read_transactions | unmappable |
 | l2_write_transactions | lts__t_sectors_op_write.sum + lts__t_sectors_op_atom.sum + lts__t_sectors_op_red.sum | unmappable | l2_write_transactions | unmappable |
 | shared_load_transactions | l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum | unmappable | shared_load_transactions | unmappable |
 | shared_store_transactions | l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum | unmappable | shared_store_transactions | unmappable |
 | flop_count_sp | smsp__sass_thread_inst_executed_op_fadd_pred_on.sum + smsp__sass_thread_inst_executed_op_fmul_pred_on.sum + 2 * smsp__sass_thread_inst_executed_op_ffma_pred_on.sum | unmappable | flop_count_sp | unmappable |
-| inst_issued | smsp__inst_issued.sum \\| sm__inst_issued.sum | smsp__inst_issued_sum | inst_issued | unmappable |
-| inst_per_warp | smsp__average_inst_executed_per_warp.ratio \\| smsp__inst_executed.sum / smsp__warps_launched.sum \\| smsp__inst_executed.sum / (launch__grid_size * ceil(launch__block_size / 32)) \\| sm__inst_executed.sum / (launch__grid_size * ceil(launch__block_size / 32)) | smsp__inst_executed_sum / (launch__grid_size * ceil(launch__block_size / 32)) | inst_per_warp | unmappable |
+| inst_issued | smsp__inst_issued.sum \| sm__inst_issued.sum | smsp__inst_issued_sum | inst_issued | unmappable |
+| inst_per_warp | smsp__average_inst_executed_per_warp.ratio \| smsp__inst_executed.sum / smsp__warps_launched.sum \| smsp__inst_executed.sum / (launch__grid_size * ceil(launch__block_size / 32)) \| sm__inst_executed.sum / (launch__grid_size * ceil(launch__block_size / 32)) | smsp__inst_executed_sum / (launch__grid_size * ceil(launch__block_size / 32)) | inst_per_warp | unmappable |
 
 Optional time-model inputs, :data:`TIME_EXTRAS` (added where present, never required)
 
@@ -56,7 +56,7 @@ Optional time-model inputs, :data:`TIME_EXTRAS` (added where present, never requ
 | blocks | launch__grid_size | launch__grid_size | unmappable (the launch geometry is printed beside the metrics) | unmappable |
 | threads_per_block | launch__block_size | launch__block_size | unmappable | unmappable |
 | theoretical_occupancy | sm__maximum_warps_per_active_cycle_pct / 100 | sm__maximum_warps_per_active_cycle_pct / 100 | unmappable | unmappable |
-| sm_clock_mhz | smsp__cycles_elapsed.avg.per_second / 1e6 \\| sm__cycles_elapsed.avg.per_second / 1e6 | unmappable | unmappable | unmappable |
+| sm_clock_mhz | smsp__cycles_elapsed.avg.per_second / 1e6 \| sm__cycles_elapsed.avg.per_second / 1e6 | unmappable | unmappable | unmappable |
 
 nvprof counts special-function operations per thread, Nsight Compute the XU pipe's warp
 instructions: 32 per warp instruction, full warps assumed; on SM >= 7.0 the XU pipe also
@@ -78,13 +78,13 @@ Power model, :data:`COMPONENTS` (values in [0, 1])
 
 | component | ncu (SM >= 7.0) | ncu-pascal | nvprof | dcgm |
 |---|---|---|---|---|
-| SP | smsp__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active / 100 \\| sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active / 100 | unmappable | single_precision_fu_utilization / 10 * inst_fp_32 / (inst_fp_32 + inst_integer) | DCGM_FI_PROF_PIPE_FP32_ACTIVE \\| fp32_active \\| FP32A |
-| INT | smsp__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active / 100 \\| sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active / 100 \\| sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active / 100 | unmappable | single_precision_fu_utilization / 10 * inst_integer / (inst_fp_32 + inst_integer) | DCGM_FI_PROF_PIPE_INT_ACTIVE |
-| DP | smsp__inst_executed_pipe_fp64.avg.pct_of_peak_sustained_active / 100 \\| sm__inst_executed_pipe_fp64.avg.pct_of_peak_sustained_active / 100 \\| sm__pipe_fp64_cycles_active.avg.pct_of_peak_sustained_active / 100 | unmappable | double_precision_fu_utilization / 10 | DCGM_FI_PROF_PIPE_FP64_ACTIVE \\| fp64_active \\| FP64A |
-| SFU | smsp__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active / 100 \\| sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active / 100 | unmappable | special_fu_utilization / 10 | unmappable |
+| SP | smsp__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active / 100 \| sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active / 100 | unmappable | single_precision_fu_utilization / 10 * inst_fp_32 / (inst_fp_32 + inst_integer) | DCGM_FI_PROF_PIPE_FP32_ACTIVE \| fp32_active \| FP32A |
+| INT | smsp__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active / 100 \| sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active / 100 \| sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active / 100 | unmappable | single_precision_fu_utilization / 10 * inst_integer / (inst_fp_32 + inst_integer) | DCGM_FI_PROF_PIPE_INT_ACTIVE |
+| DP | smsp__inst_executed_pipe_fp64.avg.pct_of_peak_sustained_active / 100 \| sm__inst_executed_pipe_fp64.avg.pct_of_peak_sustained_active / 100 \| sm__pipe_fp64_cycles_active.avg.pct_of_peak_sustained_active / 100 | unmappable | double_precision_fu_utilization / 10 | DCGM_FI_PROF_PIPE_FP64_ACTIVE \| fp64_active \| FP64A |
+| SFU | smsp__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active / 100 \| sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active / 100 | unmappable | special_fu_utilization / 10 | unmappable |
 | L2 | lts__t_sectors.avg.pct_of_peak_sustained_elapsed / 100 | unmappable | l2_utilization / 10 | unmappable |
 | Shared | l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed / 100 | unmappable | shared_utilization / 10 | unmappable |
-| DRAM | dram__throughput.avg.pct_of_peak_sustained_elapsed / 100 \\| gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed / 100 | (dram__read_pct + dram__write_pct) / 100 | dram_utilization / 10 | DCGM_FI_PROF_DRAM_ACTIVE \\| dram_active \\| DRAMA |
+| DRAM | dram__throughput.avg.pct_of_peak_sustained_elapsed / 100 \| gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed / 100 | (dram__read_pct + dram__write_pct) / 100 | dram_utilization / 10 | DCGM_FI_PROF_DRAM_ACTIVE \| dram_active \| DRAMA |
 
 Caveats, each a documented choice: on SM >= 7.0 FP32 runs on the FMA pipe and integer/logic on
 the ALU pipe, which stand for the paper's SP and INT units (the FMA pipe also executes IMAD, the
@@ -100,11 +100,27 @@ active cycles); a power model must be trained and used with counters of the same
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpudvfs.data.profilers.records import KernelCounters
-from gpudvfs.data.profilers.units import LEVEL_UNIT
+from gpudvfs.data.recipes import (
+    BLOCK_SIZE,
+    GRID_SIZE,
+    Recipe,
+    Table,
+    eq10_split,
+    inst_over_launch_warps,
+    launch_warps,
+    level,
+    megahertz,
+    percent,
+    percent_sum,
+    ratio,
+    same,
+    scaled,
+    weighted_sum,
+)
 from gpudvfs.data.utilization import bound_utilization
 from gpudvfs.errors import InputError
 from gpudvfs.limits import is_number
@@ -125,90 +141,19 @@ UTIL_TOLERANCE = 0.01
 
 
 class MissingCountersError(InputError):
-    """Counters needed for some model inputs are absent; ``missing`` maps each input to the
-    metric names it needs that the record lacks."""
+    """Counters needed for some model inputs are absent.
 
-    def __init__(self, message: str, missing: Mapping[str, tuple[str, ...]]):
+    Parameters
+    ----------
+    message : str
+        The error's message.
+    missing : mapping of str to tuple of str
+        Each input -> the metric names it needs that the record lacks (kept as ``missing``).
+    """
+
+    def __init__(self, message: str, missing: Mapping[str, tuple[str, ...]]) -> None:
         super().__init__(message)
         self.missing = dict(missing)
-
-
-@dataclass(frozen=True)
-class Recipe:
-    """One way to compute an input: ``combine`` of the values of ``needs`` (None: undefined for
-    these values, e.g. 0/0). ``units`` are the expected units of ``needs`` when the record
-    states them ('' = any; a tuple: any of those); ``formula`` is what the docs show."""
-
-    needs: tuple[str, ...]
-    combine: Callable[[Sequence[float]], float | None]
-    formula: str
-    units: tuple[str | tuple[str, ...], ...] = ()
-
-
-def same(name: str, unit: str = "") -> Recipe:
-    return Recipe((name,), lambda v: v[0], name, (unit,))
-
-
-def percent(name: str) -> Recipe:
-    return Recipe((name,), lambda v: v[0] / 100.0, f"{name} / 100", ("%",))
-
-
-def level(name: str) -> Recipe:
-    return Recipe((name,), lambda v: v[0] / 10.0, f"{name} / 10", (LEVEL_UNIT,))
-
-
-def scaled(name: str, divisor: float, unit: str) -> Recipe:
-    return Recipe((name,), lambda v: v[0] / divisor, f"{name} / {divisor:g}", (unit,))
-
-
-def weighted_sum(*terms: tuple[float, str]) -> Recipe:
-    parts = [n if w == 1 else f"{w:g} * {n}" for w, n in terms]
-    return Recipe(tuple(n for _, n in terms),
-                  lambda v: sum(w * x for (w, _), x in zip(terms, v)), " + ".join(parts))
-
-
-def megahertz(name: str) -> Recipe:
-    """Cycles per second in MHz. The readers convert ncu's printed rates (cycle/nsecond,
-    cycle/usecond) to cycle/second and MHz, GHz to Hz; a value in any other unit is refused."""
-    return Recipe((name,), lambda v: v[0] / 1e6, f"{name} / 1e6", (("cycle/second", "Hz"),))
-
-
-def ratio(num: str, den: str) -> Recipe:
-    return Recipe((num, den), lambda v: v[0] / v[1] if v[1] != 0 else None, f"{num} / {den}")
-
-
-def percent_sum(*names: str) -> Recipe:
-    return Recipe(names, lambda v: sum(v) / 100.0, f"({' + '.join(names)}) / 100",
-                  tuple("%" for _ in names))
-
-
-_GRID, _BLOCK = "launch__grid_size", "launch__block_size"
-_LAUNCH_WARPS = f"{_GRID} * ceil({_BLOCK} / 32)"
-
-
-def launch_warps() -> Recipe:
-    return Recipe((_GRID, _BLOCK), lambda v: v[0] * math.ceil(v[1] / 32), _LAUNCH_WARPS)
-
-
-def inst_over_launch_warps(inst: str) -> Recipe:
-    def f(v: Sequence[float]) -> float | None:
-        warps = v[1] * math.ceil(v[2] / 32)
-        return v[0] / warps if warps else None
-    return Recipe((inst, _GRID, _BLOCK), f, f"{inst} / ({_LAUNCH_WARPS})")
-
-
-def eq10_split(fu: str, own: str, other: str, own_first: bool) -> Recipe:
-    """Guerreiro et al. Eq. 10: a combined FP32/INT unit utilization split by instruction counts."""
-    fp32, integer = (own, other) if own_first else (other, own)
-
-    def f(v: Sequence[float]) -> float | None:
-        u, mine, theirs = v[0] / 10.0, v[1], v[2]
-        total = mine + theirs
-        if total == 0:
-            return 0.0 if u == 0 else None
-        return u * mine / total
-    return Recipe((fu, own, other), f, f"{fu} / 10 * {own} / ({fp32} + {integer})",
-                  (LEVEL_UNIT, "", ""))
 
 
 def _ncu_flops() -> Recipe:
@@ -226,9 +171,6 @@ def _active(pipe_metric: str) -> list[Recipe]:
     return [percent(f"smsp__{pipe_metric}.avg.pct_of_peak_sustained_active"),
             percent(f"sm__{pipe_metric}.avg.pct_of_peak_sustained_active")]
 
-
-# An input maps to a list of recipes (first usable wins) or to a string: why it is unmappable.
-Table = Mapping[str, "list[Recipe] | str"]
 
 _NO_DCGM_COUNTS = "DCGM samples device-wide activity ratios, not per-kernel counts"
 _PASCAL_GAP = "no such count in the 2019 Nsight Compute Pascal metric set"
@@ -298,8 +240,8 @@ TIME_EXTRA_TABLES: dict[str, Table] = {
                                       for op in ("dadd", "dmul", "dfma")))],
         "global_requests": [weighted_sum((1, "smsp__inst_executed_op_global_ld.sum"),
                                          (1, "smsp__inst_executed_op_global_st.sum"))],
-        "blocks": [same(_GRID)],
-        "threads_per_block": [same(_BLOCK)],
+        "blocks": [same(GRID_SIZE)],
+        "threads_per_block": [same(BLOCK_SIZE)],
         "theoretical_occupancy": [percent("sm__maximum_warps_per_active_cycle_pct")],
         "sm_clock_mhz": [megahertz("smsp__cycles_elapsed.avg.per_second"),
                          megahertz("sm__cycles_elapsed.avg.per_second")],
@@ -308,8 +250,8 @@ TIME_EXTRA_TABLES: dict[str, Table] = {
     "ncu-pascal": {
         "inst_fp_64": _PASCAL_GAP,
         "global_requests": _PASCAL_GAP,
-        "blocks": [same(_GRID)],
-        "threads_per_block": [same(_BLOCK)],
+        "blocks": [same(GRID_SIZE)],
+        "threads_per_block": [same(BLOCK_SIZE)],
         "theoretical_occupancy": [percent("sm__maximum_warps_per_active_cycle_pct")],
         "sm_clock_mhz": "the recorded 2019 Pascal metric set has no clock rate",
         "flop_count_sp_special": _PASCAL_GAP,
@@ -370,10 +312,24 @@ POWER_TABLES: dict[str, Table] = {
 
 @dataclass
 class Mapped:
-    """The result of mapping one record: ``values`` (None where not available), the formula
-    used for each computed input, the ``missing`` inputs with the metrics they lack, the
-    ``undefined`` ones (all metrics present but the formula has no value, e.g. 0/0) and the
-    ``unmappable`` ones with the reason."""
+    """The result of mapping one record.
+
+    Parameters
+    ----------
+    scheme : str
+        The table's scheme (one of :data:`SCHEMES`).
+    values : dict of str to float or None
+        Each input's value, None where not available.
+    formulas : dict of str to str
+        The formula used for each computed input.
+    missing : dict of str to tuple of str
+        The inputs whose metrics the record lacks, with the metrics they lack.
+    undefined : dict of str to str
+        The inputs whose metrics are all present but whose formula has no value (e.g. 0/0),
+        with the formula.
+    unmappable : dict of str to str
+        The inputs the tool cannot provide, with the reason.
+    """
 
     scheme: str
     values: dict[str, float | None]
@@ -387,8 +343,24 @@ Counters = KernelCounters | Mapping[str, float]
 
 
 def scheme_of(counters: Counters) -> str:
-    """The table for a parsed record: its tool, and for Nsight Compute its compute capability
-    (SM 6.x -> ``"ncu-pascal"``; unknown -> ``"ncu"``). Plain mappings need an explicit scheme."""
+    """The scheme of a parsed record's tables: its tool, and for Nsight Compute its compute capability.
+
+    Parameters
+    ----------
+    counters : Counters
+        A parsed record; a plain mapping needs an explicit scheme instead.
+
+    Returns
+    -------
+    str
+        ``nvprof``; for Nsight Compute ``ncu-pascal`` on SM 6.x, else ``ncu`` (also where the
+        compute capability is unknown).
+
+    Raises
+    ------
+    InputError
+        For a plain mapping, an unknown tool or an unreadable compute capability.
+    """
     if not isinstance(counters, KernelCounters):
         raise InputError("give scheme= (one of " + ", ".join(SCHEMES) + ") for a plain mapping of counters")
     if counters.tool == "nvprof":
@@ -406,8 +378,18 @@ def scheme_of(counters: Counters) -> str:
 
 
 def recorded_compute_capability(counters: KernelCounters) -> str | None:
-    """The compute capability a record states ("M.m"): Nsight Compute's CC column, else its
-    device attributes; None where it states none (nvprof, a trimmed export)."""
+    """The compute capability a record states: Nsight Compute's CC column, else its device attributes.
+
+    Parameters
+    ----------
+    counters : KernelCounters
+        A parsed record.
+
+    Returns
+    -------
+    str or None
+        ``"M.m"``; None where the record states none (nvprof, a trimmed export).
+    """
     if counters.info.get("CC"):
         return counters.info["CC"]
     major = counters.metrics.get("device__attribute_compute_capability_major")
@@ -428,7 +410,27 @@ def _lookup(counters: Counters, name: str) -> tuple[float | None, str | None]:
 
 
 def map_counters(counters: Counters, table: Table, scheme: str) -> Mapped:
-    """Apply one table to one record (see the module docs for the tables)."""
+    """Apply one table to one record (see the module docs for the tables).
+
+    Parameters
+    ----------
+    counters : Counters
+        A parsed record, or a mapping of counter names to values.
+    table : Table
+        Input -> its recipes, or why the tool cannot give it.
+    scheme : str
+        The table's scheme, recorded in the result.
+
+    Returns
+    -------
+    Mapped
+        The values, and how each was found or why not.
+
+    Raises
+    ------
+    InputError
+        If a counter is not a finite number, or its stated unit is not the one its recipe needs.
+    """
     out = Mapped(scheme, {})
     for target, recipes in table.items():
         out.values[target] = None
@@ -437,16 +439,17 @@ def map_counters(counters: Counters, table: Table, scheme: str) -> Mapped:
             continue
         for recipe in recipes:
             found = [_lookup(counters, n) for n in recipe.needs]
-            if any(v is None for v, _ in found):
+            values = [v for v, _ in found if v is not None]
+            if len(values) < len(found):
                 continue
-            for n, (v, unit), want in zip(recipe.needs, found, recipe.units or ("",) * len(found)):
-                if not math.isfinite(v):  # type: ignore[arg-type]
+            for n, v, (_, unit), want in zip(recipe.needs, values, found, recipe.units or ("",) * len(found)):
+                if not math.isfinite(v):
                     raise InputError(f"counter {n!r} is not finite: {v!r}")
                 accepted = (want,) if isinstance(want, str) else want
                 if want and unit is not None and unit not in accepted:
                     stated = f"is in {unit!r}" if unit else "states no unit (an export without its units row)"
                     raise InputError(f"counter {n!r} {stated}; {target} needs it in {' or '.join(map(repr, accepted))}")
-            value = recipe.combine([v for v, _ in found])  # type: ignore[misc]
+            value = recipe.combine(values)
             out.formulas[target] = recipe.formula
             if value is None:
                 out.undefined[target] = recipe.formula
@@ -474,7 +477,8 @@ def _finish(mapped: Mapped, table: Table, counters: Counters, missing: str,
             if t in mapped.undefined:
                 parts.append(f"{t} (undefined: {mapped.undefined[t]} has no value, e.g. 0/0)")
             else:
-                alts = " | ".join(r.formula for r in table[t])  # type: ignore[union-attr]
+                # A missing input is one of recipes (an unmappable one is never missing).
+                alts = " | ".join(r.formula for r in table[t] if isinstance(r, Recipe))
                 parts.append(f"{t} (needs {alts}; absent: {', '.join(mapped.missing[t])})")
         raise MissingCountersError(
             f"{_name(counters)}: {len(lacking)} {what} cannot be computed from its "
@@ -486,11 +490,32 @@ def time_model_inputs(counters: Counters, scheme: str | None = None, *,
                       missing: str = "raise") -> dict[str, float | None]:
     """The time model's kernel inputs under their nvprof names (:data:`TIME_INPUTS`).
 
-    ``missing="raise"`` (default): :class:`MissingCountersError` lists every mappable input
-    whose metrics are absent, with the metrics needed. ``missing="none"``: None for those.
     Inputs the tool cannot provide at all (``unmappable`` in :func:`explain`) are always None
     and do not raise: with DCGM only ``achieved_occupancy`` exists. The optional
     :data:`TIME_EXTRAS` are added where the record has them, and never raise.
+
+    Parameters
+    ----------
+    counters : Counters
+        A parsed record, or a mapping of counter names to values.
+    scheme : str, optional
+        One of :data:`SCHEMES`; by default the record's (:func:`scheme_of`).
+    missing : str
+        ``raise`` (the default): raise for inputs whose metrics are absent; ``none``: None for them.
+
+    Returns
+    -------
+    dict of str to float or None
+        Input -> value, every one of :data:`TIME_INPUTS` and the extras found.
+
+    Raises
+    ------
+    MissingCountersError
+        With ``missing="raise"``: every mappable input whose metrics are absent (or whose
+        formula is undefined), with the metrics needed.
+    InputError
+        If the scheme cannot be told or is unknown, ``missing`` is neither, or a counter is
+        not a finite number in the unit its recipe needs.
     """
     scheme = _scheme(counters, scheme)
     mapped = map_counters(counters, TIME_TABLES[scheme], scheme)
@@ -499,7 +524,26 @@ def time_model_inputs(counters: Counters, scheme: str | None = None, *,
 
 
 def time_model_extras(counters: Counters, scheme: str | None = None) -> dict[str, float]:
-    """The :data:`TIME_EXTRAS` that ``counters`` give (absent ones are left out)."""
+    """The :data:`TIME_EXTRAS` that a record gives.
+
+    Parameters
+    ----------
+    counters : Counters
+        A parsed record, or a mapping of counter names to values.
+    scheme : str, optional
+        One of :data:`SCHEMES`; by default the record's (:func:`scheme_of`).
+
+    Returns
+    -------
+    dict of str to float
+        Extra -> value; absent ones are left out.
+
+    Raises
+    ------
+    InputError
+        If the scheme cannot be told or is unknown, or a counter is not a finite number in the
+        unit its recipe needs.
+    """
     scheme = _scheme(counters, scheme)
     values = map_counters(counters, TIME_EXTRA_TABLES[scheme], scheme).values
     return {k: v for k, v in values.items() if v is not None}
@@ -508,16 +552,42 @@ def time_model_extras(counters: Counters, scheme: str | None = None) -> dict[str
 def power_utilizations(counters: Counters, scheme: str | None = None, *,
                        missing: str = "raise", clip: bool = False) -> dict[str, float | None]:
     """Component utilizations U in [0, 1] for :data:`COMPONENTS` (power model, Eq. 8-10).
-    Missing and unmappable components as in :func:`time_model_inputs`. A value outside
-    [0, 1] by more than :data:`UTIL_TOLERANCE` is an error, or with ``clip`` clipped with a
-    warning."""
+
+    Missing and unmappable components as in :func:`time_model_inputs`.
+
+    Parameters
+    ----------
+    counters : Counters
+        A parsed record, or a mapping of counter names to values.
+    scheme : str, optional
+        One of :data:`SCHEMES`; by default the record's (:func:`scheme_of`).
+    missing : str
+        ``raise`` (the default) or ``none``, as for :func:`time_model_inputs`.
+    clip : bool
+        Clip a value outside [0, 1] by more than :data:`UTIL_TOLERANCE` with a warning, rather
+        than refuse it.
+
+    Returns
+    -------
+    dict of str to float or None
+        Component -> utilization; None for one the tool cannot provide (or, with
+        ``missing="none"``, whose metrics are absent).
+
+    Raises
+    ------
+    MissingCountersError
+        With ``missing="raise"``: every mappable component whose metrics are absent.
+    InputError
+        If a utilization is outside [0, 1] by more than :data:`UTIL_TOLERANCE` and ``clip`` is not
+        set, or as :func:`time_model_inputs` raises.
+    """
     scheme = _scheme(counters, scheme)
     table = POWER_TABLES[scheme]
     mapped = map_counters(counters, table, scheme)
-    known = [c for c, v in mapped.values.items() if v is not None]
-    far = [c for c in known if not -UTIL_TOLERANCE <= mapped.values[c] <= 1 + UTIL_TOLERANCE]
+    known = {c: v for c, v in mapped.values.items() if v is not None}
+    far = [c for c, v in known.items() if not -UTIL_TOLERANCE <= v <= 1 + UTIL_TOLERANCE]
     if far:
-        bounded = bound_utilization([mapped.values[c] for c in known], known, _name(counters), clip=clip,
+        bounded = bound_utilization(list(known.values()), list(known), _name(counters), clip=clip,
                                     tolerance=UTIL_TOLERANCE, hint="a ratio (not a percentage) was expected from "
                                     + "; ".join(f"{c} = {mapped.formulas.get(c, '?')}" for c in far))
         mapped.values.update(zip(known, bounded.tolist()))
@@ -525,8 +595,27 @@ def power_utilizations(counters: Counters, scheme: str | None = None, *,
 
 
 def explain(counters: Counters, target: str = "time", scheme: str | None = None) -> Mapped:
-    """The full mapping result (values, formulas used, missing, undefined, unmappable) for
-    ``target`` "time" or "power"."""
+    """The full mapping result of a record: values, formulas used, missing, undefined, unmappable.
+
+    Parameters
+    ----------
+    counters : Counters
+        A parsed record, or a mapping of counter names to values.
+    target : str
+        ``time`` (:data:`TIME_INPUTS`) or ``power`` (:data:`COMPONENTS`).
+    scheme : str, optional
+        One of :data:`SCHEMES`; by default the record's (:func:`scheme_of`).
+
+    Returns
+    -------
+    Mapped
+        The result, nothing raised for missing inputs.
+
+    Raises
+    ------
+    InputError
+        If ``target`` is neither, or the scheme cannot be told or is unknown.
+    """
     if target not in ("time", "power"):
         raise InputError(f"target must be 'time' or 'power', got {target!r}")
     scheme = _scheme(counters, scheme)
@@ -535,7 +624,25 @@ def explain(counters: Counters, target: str = "time", scheme: str | None = None)
 
 
 def required_metrics(target: str = "time", scheme: str = "ncu") -> list[str]:
-    """The metric names of each input's first recipe: what to ask the profiler for."""
+    """The metric names of each input's first recipe: what to ask the profiler for.
+
+    Parameters
+    ----------
+    target : str
+        ``time`` (with the extras) or ``power``.
+    scheme : str
+        One of :data:`SCHEMES`.
+
+    Returns
+    -------
+    list of str
+        The metric names, each once, in table order.
+
+    Raises
+    ------
+    InputError
+        If ``target`` or ``scheme`` is unknown.
+    """
     if target not in ("time", "power"):
         raise InputError(f"target must be 'time' or 'power', got {target!r}")
     if scheme not in SCHEMES:

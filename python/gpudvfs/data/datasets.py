@@ -11,10 +11,13 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from gpudvfs.errors import GpudvfsWarning, InputError, Problem
 
@@ -31,11 +34,35 @@ def _range(x: np.ndarray) -> list[float]:
 class PowerDataset:
     """Average power of benchmarks at frequency configurations (gpmTOOL CSV).
 
-    Rows are measurements. ``freqs_mhz`` has one column per V-F domain (core first);
-    ``utilization`` one column per component, the components of domain 0 first, then
-    those of domain 1, as given by ``domain_sizes``. A benchmark is identified by its name
-    and utilization vector (names repeat in some files for different sweeps); ``benchmark``
-    indexes ``benchmarks``, whose labels add ``#k`` to the k-th benchmark sharing a name.
+    Rows are measurements. A benchmark is identified by its name and utilization vector
+    (names repeat in some files for different sweeps).
+
+    Parameters
+    ----------
+    path : str
+        The file read.
+    reference_mhz : tuple of float
+        The reference frequency of each V-F domain (core first).
+    domain_sizes : tuple of int
+        The number of components in each domain.
+    components : tuple of str
+        The components' names, those of domain 0 first, then those of domain 1.
+    watts : numpy.ndarray
+        Measured power (W) per row.
+    freqs_mhz : numpy.ndarray
+        [rows x domains] frequencies (MHz), core first.
+    utilization : numpy.ndarray
+        [rows x components] utilizations, in the order of ``components``.
+    row_names : tuple of str or None
+        Each row's name, None where the file's rows have none.
+    benchmark : numpy.ndarray
+        Each row's benchmark, an index into ``benchmarks``.
+    benchmarks : tuple of str
+        The benchmarks' labels: the name, with ``#k`` added for the k-th benchmark sharing it.
+    skipped : tuple of Problem
+        The invalid rows left out in reading.
+    format : str
+        The format it was read from.
     """
 
     path: str
@@ -52,18 +79,22 @@ class PowerDataset:
     format: str = "gpmtool"
 
     def __len__(self) -> int:
+        """The number of rows (measurements)."""
         return len(self.watts)
 
     @property
     def n_domains(self) -> int:
+        """The number of V-F domains."""
         return len(self.domain_sizes)
 
     @property
     def core_mhz(self) -> np.ndarray:
+        """The core frequency (MHz) per row."""
         return self.freqs_mhz[:, 0]
 
     @property
     def mem_mhz(self) -> np.ndarray:
+        """The memory frequency (MHz) per row; NaN in a dataset of one domain."""
         return self.freqs_mhz[:, 1] if self.n_domains > 1 else np.full(len(self), np.nan)
 
     @property
@@ -72,13 +103,30 @@ class PowerDataset:
         return np.unique(self.freqs_mhz, axis=0)
 
     def benchmark_utilization(self) -> np.ndarray:
-        """One utilization vector per benchmark, [n_benchmarks x n_components]."""
+        """One utilization vector per benchmark.
+
+        Returns
+        -------
+        numpy.ndarray
+            [benchmarks x components] utilizations, in the order of ``benchmarks``.
+        """
         out = np.empty((len(self.benchmarks), len(self.components)))
         out[self.benchmark] = self.utilization
         return out
 
     def subset(self, rows: np.ndarray) -> PowerDataset:
-        """The dataset restricted to ``rows`` (a boolean mask or indices), benchmarks renumbered."""
+        """The dataset restricted to some rows, benchmarks renumbered.
+
+        Parameters
+        ----------
+        rows : numpy.ndarray
+            A boolean mask or indices.
+
+        Returns
+        -------
+        PowerDataset
+            The rows' dataset, with only the benchmarks they measure.
+        """
         idx = np.arange(len(self))[rows]
         kept, bench = np.unique(self.benchmark[idx], return_inverse=True)
         return replace(self, watts=self.watts[idx], freqs_mhz=self.freqs_mhz[idx],
@@ -86,14 +134,31 @@ class PowerDataset:
                        row_names=None if self.row_names is None else tuple(self.row_names[i] for i in idx),
                        benchmark=bench.astype(np.int64), benchmarks=tuple(self.benchmarks[k] for k in kept))
 
-    def without_components(self, names) -> PowerDataset:
-        """The dataset without some components (e.g. ones no benchmark exercises)."""
+    def without_components(self, names: Iterable[str]) -> PowerDataset:
+        """The dataset without some components (e.g. ones no benchmark exercises).
+
+        Parameters
+        ----------
+        names : iterable of str
+            The components to leave out.
+
+        Returns
+        -------
+        PowerDataset
+            The dataset without their utilizations, domain sizes adjusted.
+
+        Raises
+        ------
+        ValueError
+            If a name is not one of the components.
+        """
         drop = set(names)
         unknown = drop - set(self.components)
         if unknown:
             raise ValueError(f"unknown components {sorted(unknown)}")
         keep = [j for j, c in enumerate(self.components) if c not in drop]
-        sizes, start = [], 0
+        sizes: list[int] = []
+        start = 0
         for size in self.domain_sizes:
             sizes.append(sum(1 for j in keep if start <= j < start + size))
             start += size
@@ -101,10 +166,25 @@ class PowerDataset:
                        utilization=self.utilization[:, keep], domain_sizes=tuple(sizes))
 
     def unused_components(self) -> list[str]:
-        """Components that are zero in every row."""
+        """Components that are zero in every row.
+
+        Returns
+        -------
+        list of str
+            Their names, in the order of ``components``.
+        """
         return [c for j, c in enumerate(self.components) if not np.any(self.utilization[:, j] > 0)]
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
+        """What the dataset holds, for `gpudvfs data info`.
+
+        Returns
+        -------
+        dict
+            ``format``, ``path``, ``rows``, ``reference_mhz``, ``domains``, ``domain_sizes``,
+            ``components``, ``named_rows``, ``benchmarks`` and ``benchmark_names``, ``configurations``,
+            the clock levels, each column's ``ranges`` and the ``skipped`` rows.
+        """
         return {
             "format": self.format,
             "path": self.path,
@@ -129,7 +209,27 @@ class PowerDataset:
 
 @dataclass(frozen=True, eq=False)
 class UtilizationTable:
-    """Component utilizations of named applications at the reference configuration."""
+    """Component utilizations of named applications at the reference configuration.
+
+    Parameters
+    ----------
+    path : str
+        The file read.
+    reference_mhz : tuple of float
+        The reference frequency of each V-F domain (core first).
+    domain_sizes : tuple of int
+        The number of components in each domain.
+    components : tuple of str
+        The components' names, those of domain 0 first.
+    names : tuple of str
+        The applications' names.
+    utilization : numpy.ndarray
+        [applications x components] utilizations.
+    skipped : tuple of Problem
+        The invalid rows left out in reading.
+    format : str
+        The format it was read from.
+    """
 
     path: str
     reference_mhz: tuple[float, ...]
@@ -141,9 +241,18 @@ class UtilizationTable:
     format: str = "gpmtool-utils"
 
     def __len__(self) -> int:
+        """The number of applications."""
         return len(self.names)
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
+        """What the table holds, for `gpudvfs data info`.
+
+        Returns
+        -------
+        dict
+            ``format``, ``path``, ``rows``, ``reference_mhz``, ``domain_sizes``, ``components``,
+            ``benchmarks`` and ``benchmark_names``, each utilization's ``ranges`` and the ``skipped`` rows.
+        """
         return {
             "format": self.format,
             "path": self.path,
@@ -162,12 +271,29 @@ class UtilizationTable:
 class MeasurementGrid:
     """Applications measured over a grid of clocks, with profiler counters.
 
-    ``columns`` keeps every column of the file in its order (numbers as float64 arrays,
-    text as str arrays) so a grid writes back as it was read; ``roles`` names the column
-    that plays each part (``app``, ``core_mhz``, ``mem_mhz``, ``time``, ``watts``, or
-    ``energy`` where a file gives energy instead of power) and ``time_to_ms`` converts the
-    time column to milliseconds. ``knob``: what the ``core_mhz`` column sets, ``"clocks"``
-    (MHz) or ``"power_limit"`` (W: Zeus's traces, one setting a power limit).
+    Parameters
+    ----------
+    format : str
+        The format it was read from.
+    path : str
+        The file read.
+    columns : dict of str to numpy.ndarray
+        Every column of the file in its order (numbers as float64 arrays, text as str
+        arrays), so a grid writes back as it was read.
+    roles : dict of str to str
+        The column that plays each part: ``app``, ``core_mhz``, ``mem_mhz``, ``time``,
+        ``watts``, or ``energy`` where a file gives energy instead of power.
+    key_columns : tuple of str
+        The columns that name a workload (joined, :attr:`workload`).
+    time_to_ms : float
+        The time column's factor to milliseconds.
+    index_columns : tuple of str
+        Columns that number the rows, not measurements.
+    skipped : tuple of Problem
+        The invalid rows left out in reading.
+    knob : str
+        What the ``core_mhz`` column sets: ``clocks`` (MHz) or ``power_limit`` (W: Zeus's
+        traces, one setting a power limit).
     """
 
     format: str
@@ -181,6 +307,7 @@ class MeasurementGrid:
     knob: str = "clocks"
 
     def __len__(self) -> int:
+        """The number of rows."""
         return len(self.columns[self.roles["app"]])
 
     def _role(self, role: str) -> np.ndarray | None:
@@ -189,12 +316,15 @@ class MeasurementGrid:
 
     @property
     def app(self) -> np.ndarray:
+        """The application per row."""
         return self.columns[self.roles["app"]]
 
     @cached_property
     def workload(self) -> np.ndarray:
-        """Identity of the measured workload: the key columns joined, e.g. app/kernel/args
-        (computed once: the grid does not change)."""
+        """Identity of the measured workload per row: the key columns joined, e.g. app/kernel/args.
+
+        Computed once: the grid does not change.
+        """
         keys = [self.columns[k].astype(str) for k in self.key_columns]
         out = keys[0]
         for k in keys[1:]:
@@ -203,6 +333,7 @@ class MeasurementGrid:
 
     @property
     def core_mhz(self) -> np.ndarray:
+        """Core clock per row (MHz; W where the knob is a power limit)."""
         return self.columns[self.roles["core_mhz"]]
 
     @property
@@ -212,6 +343,7 @@ class MeasurementGrid:
 
     @property
     def time_ms(self) -> np.ndarray:
+        """Time per row in milliseconds."""
         return self.columns[self.roles["time"]] * self.time_to_ms
 
     @property
@@ -231,12 +363,32 @@ class MeasurementGrid:
         }
 
     def reference_rows(self, reference: tuple[float, float | None]) -> tuple[list[str], np.ndarray]:
-        """(workload names in file order, the index of each one's first row at the reference
-        clocks). Workloads never measured at the reference (a failed run) cannot be profiled
-        there: they are left out with a warning, and if none was measured there it is an
-        error (most likely a wrong reference). A grid without a memory clock column was
-        measured at one memory clock: only the core clock is matched there. Computed (and
-        warned about) once per reference: the steps of one command share it."""
+        """The workloads measured at the reference clocks, and each one's first row there.
+
+        Workloads never measured at the reference (a failed run) cannot be profiled there: they
+        are left out with a warning. A grid without a memory clock column was measured at one
+        memory clock: only the core clock is matched there. Computed (and warned about) once per
+        reference: the steps of one command share it.
+
+        Parameters
+        ----------
+        reference : tuple of (float, float or None)
+            The reference (core, memory) clocks in MHz; the memory clock may be None in a grid
+            without a memory clock column.
+
+        Returns
+        -------
+        names : list of str
+            The workloads, in file order.
+        rows : numpy.ndarray
+            The index of each one's first row at the reference.
+
+        Raises
+        ------
+        InputError
+            If no workload was measured at the reference (most likely a wrong reference), or the
+            grid varies the memory clock and the reference gives none.
+        """
         known = self.__dict__.setdefault("_reference_rows", {})
         key = tuple(reference)
         if key not in known:
@@ -271,13 +423,36 @@ class MeasurementGrid:
                 f"{where} MHz and are left out ({shown})"), stacklevel=4)
         return names, np.array(rows, dtype=np.int64)
 
-    def table(self, names: list[str], *values, mem_mhz: float | None = None) -> tuple[np.ndarray, list[np.ndarray]]:
-        """(configs [K x 2], one [W x K] table per array of ``values``): each array's value of
-        every workload of ``names`` at every (core, memory) pair of the grid that all of them
-        were measured at (the last row where one repeats). Pairs some workload lacks (a run
-        that failed) are left out with a warning, since every table compares workloads pair
-        by pair; fewer than two pairs in common is an error. A grid without a memory clock
-        column is at ``mem_mhz``."""
+    def table(self, names: list[str], *values: ArrayLike,
+              mem_mhz: float | None = None) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Per-row arrays as tables of workloads by the clock pairs all of them were measured at.
+
+        Where a workload repeats a pair, its last row counts. Pairs some workload lacks (a run
+        that failed) are left out with a warning, since every table compares workloads pair by
+        pair.
+
+        Parameters
+        ----------
+        names : list of str
+            The workloads, one table row each.
+        *values : array_like
+            Arrays of one value per grid row.
+        mem_mhz : float, optional
+            The memory clock of a grid without a memory clock column.
+
+        Returns
+        -------
+        configs : numpy.ndarray
+            [K x 2] (core, memory) pairs.
+        tables : list of numpy.ndarray
+            One [W x K] table per array of ``values``.
+
+        Raises
+        ------
+        InputError
+            If the grid has no memory clock column and ``mem_mhz`` is not given, fewer than two
+            pairs are common to all workloads, or a workload has no value at a pair.
+        """
         mem = self.mem_mhz
         if mem is None:
             if mem_mhz is None:
@@ -305,9 +480,11 @@ class MeasurementGrid:
         return configs, tables
 
     def _common_pairs(self, configs: np.ndarray, config_of: np.ndarray, rows: list[np.ndarray],
-                      lacking: list[tuple[str, np.ndarray]]):
-        """``table``'s pairs, index of each row's pair and rows, restricted to the pairs every
-        workload was measured at; warns which pairs went and why."""
+                      lacking: list[tuple[str, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+        """``table``'s pairs, index of each row's pair and rows, restricted to the pairs every workload was measured at.
+
+        Warns which pairs went and why.
+        """
         gone = np.unique(np.concatenate([m for _, m in lacking]))
         keep = np.setdiff1d(np.arange(len(configs)), gone)
         worst, missing = max(lacking, key=lambda x: len(x[1]))
@@ -325,7 +502,16 @@ class MeasurementGrid:
         config_of = new_index[config_of]
         return configs[keep], config_of, [r[config_of[r] >= 0] for r in rows]
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
+        """What the grid holds, for `gpudvfs data info`.
+
+        Returns
+        -------
+        dict
+            ``format``, ``path``, ``rows``, ``columns``, ``workloads`` and ``benchmark_names``,
+            ``configurations``, the ``knob`` and clock levels, the ``metrics``, the ranges of time
+            and power and the ``skipped`` rows.
+        """
         watts = self.watts
         mem = self.mem_mhz
         configs = self.core_mhz[:, None] if mem is None else np.column_stack([self.core_mhz, mem])

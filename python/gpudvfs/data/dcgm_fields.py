@@ -1,7 +1,8 @@
-"""DCGM profiling fields under the three spellings tools print them in: `dcgmi dmon` tags
-(SMACT), dcgm-exporter names (DCGM_FI_PROF_SM_ACTIVE) and DCGM's lowercase short names
-(sm_active). Each field is a ratio in [0, 1] of elapsed time (or, for occupancy, of the
-warp slots) averaged over the sampling period.
+"""DCGM profiling fields under the three spellings tools print them in.
+
+The spellings: `dcgmi dmon` tags (SMACT), dcgm-exporter names (DCGM_FI_PROF_SM_ACTIVE) and
+DCGM's lowercase short names (sm_active). Each field is a ratio in [0, 1] of elapsed time (or,
+for occupancy, of the warp slots) averaged over the sampling period.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from gpudvfs.data.datasets import MeasurementGrid
 from gpudvfs.errors import InputError
 
 #: canonical (lowercase) name -> (dmon tag, exporter name)
@@ -28,14 +30,43 @@ PIPES = ("fp64_active", "fp32_active", "fp16_active", "tensor_active")
 
 
 def spellings(name: str) -> tuple[str, str, str]:
+    """A field's three spellings.
+
+    Parameters
+    ----------
+    name : str
+        The canonical (lowercase) name, a key of :data:`FIELDS`.
+
+    Returns
+    -------
+    tuple of (str, str, str)
+        The short name, the dmon tag and the exporter name.
+    """
     tag, exporter = FIELDS[name]
     return name, tag, exporter
 
 
 def find_fields(columns: Mapping[str, np.ndarray], *, nonzero: bool = True) -> dict[str, str]:
-    """canonical field -> the column that holds it, for every DCGM field among ``columns``
-    (case-insensitive). With ``nonzero``, a field zero in every row counts as not collected
-    (DCGM writes 0 for a profiling field its GPU or settings do not sample)."""
+    """The column that holds each DCGM field among some columns (case-insensitive).
+
+    Parameters
+    ----------
+    columns : mapping of str to numpy.ndarray
+        Column name -> values.
+    nonzero : bool
+        Count a field zero in every row as not collected (DCGM writes 0 for a profiling field
+        its GPU or settings do not sample).
+
+    Returns
+    -------
+    dict of str to str
+        Canonical field -> the column that holds it.
+
+    Raises
+    ------
+    InputError
+        If a field appears under two spellings.
+    """
     lower = {c.lower(): c for c in columns}
     found = {}
     for name in FIELDS:
@@ -47,8 +78,18 @@ def find_fields(columns: Mapping[str, np.ndarray], *, nonzero: bool = True) -> d
     return found
 
 
+def is_dcgm_grid(grid: MeasurementGrid) -> bool:
+    """Whether a measured grid goes down the DCGM path.
 
-def is_dcgm_grid(grid) -> bool:
-    """Whether a measured grid goes down the DCGM path: the nsfcac export, or a `grid` CSV
-    whose counters include DCGM fields (one with nvprof counters alone goes the nvprof way)."""
+    Parameters
+    ----------
+    grid : MeasurementGrid
+        The grid.
+
+    Returns
+    -------
+    bool
+        True for the nsfcac export, or a `grid` CSV whose counters include DCGM fields (one with
+        nvprof counters alone goes the nvprof way).
+    """
     return grid.format == "dcgm" or (grid.format == "grid" and bool(find_fields(grid.metrics)))

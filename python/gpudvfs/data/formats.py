@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 from gpudvfs.data import spikes
@@ -47,7 +48,8 @@ DESCRIPTIONS = {
     "nvidia-smi": "an nvidia-smi query log (samples of GPU state)",
 }
 FORMATS = tuple(DESCRIPTIONS)
-_PROFILERS = {"ncu": read_ncu_csv, "nvprof": read_nvprof_csv, "nvidia-smi": read_smi_csv}
+_PROFILERS: dict[str, Callable[[str | Path], CounterReport | SmiLog]] = {
+    "ncu": read_ncu_csv, "nvprof": read_nvprof_csv, "nvidia-smi": read_smi_csv}
 
 Dataset = PowerDataset | UtilizationTable | MeasurementGrid | CounterReport | SmiLog
 
@@ -67,8 +69,26 @@ def _is_number(text: str) -> bool:
 
 
 def detect_format(path: str | Path) -> str:
-    """The format of a data file, judged from its first lines (a profiler's output, which may
-    follow the application's own, from its header wherever it is)."""
+    """The format of a data file, judged from its first lines.
+
+    A profiler's output, which may follow the application's own, is told from its header
+    wherever it is.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The data file.
+
+    Returns
+    -------
+    str
+        One of :data:`FORMATS`.
+
+    Raises
+    ------
+    DataFileError
+        If the file is missing, empty, or of no format gpudvfs reads.
+    """
     with Source(path, chunk_lines=DETECT_LINES) as src:
         recs = [f for _, f in src.head(DETECT_LINES)]
     if not recs:
@@ -105,14 +125,38 @@ def detect_format(path: str | Path) -> str:
 
 def read(path: str | Path, format: str | None = None, on_invalid: str = "raise",
          columns: dict[str, str] | None = None, clip_utilization: bool = False) -> Dataset:
-    """Read any supported measurement file or profiler output. ``format=None`` detects it.
+    """Read any supported measurement file or profiler output.
 
-    ``on_invalid="skip"`` leaves out invalid rows instead of raising, records each in the
-    dataset's ``skipped`` and warns; the default raises :class:`DataFileError` at the first.
-    Profilers' output has no rows to skip: it is read whole or refused. ``columns``
-    ({role: column}, see :func:`parse_columns`) reads the file as a `grid` with those roles.
-    ``clip_utilization`` clips a gpmTOOL file's utilizations into [0, 1] with a warning
-    instead of refusing values outside it.
+    Profilers' output has no rows to skip: it is read whole or refused.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The data file.
+    format : str, optional
+        One of :data:`FORMATS`; None detects it (:func:`detect_format`).
+    on_invalid : str
+        ``raise`` (the default) raises :class:`DataFileError` at the first invalid row;
+        ``skip`` leaves invalid rows out, records each in the dataset's ``skipped`` and warns.
+    columns : dict of str to str, optional
+        Role -> column (see :func:`parse_columns`): read the file as a `grid` with those roles.
+    clip_utilization : bool
+        Clip a gpmTOOL file's utilizations into [0, 1] with a warning instead of refusing
+        values outside it.
+
+    Returns
+    -------
+    Dataset
+        A :class:`PowerDataset`, :class:`UtilizationTable`, :class:`MeasurementGrid`,
+        :class:`CounterReport` or :class:`SmiLog`, as the format gives (see the module's table).
+
+    Raises
+    ------
+    InputError
+        If ``format`` is unknown, or ``columns`` is given with a format other than `grid`.
+    DataFileError
+        If the file cannot be read as its format (naming the format it looks like, where
+        ``format`` was given).
     """
     if format is not None and format not in FORMATS:
         raise InputError(f"unknown format {format!r}; expected one of {FORMATS}")
@@ -160,9 +204,33 @@ def _with_hint(error: DataFileError, path: str | Path, asked: str) -> DataFileEr
 def read_measured_grid(path: str | Path, needs: str, formats: tuple[str, ...] = (*SPECS, "ptx", "grid"),
                        on_invalid: str = "raise", columns: dict[str, str] | None = None,
                        drop_spikes: float | None = None) -> MeasurementGrid:
-    """A grid of measured times over clock pairs in one of ``formats``, or a clear error that
-    says what the file is and what ``needs`` (the command or model) reads instead. With
-    ``drop_spikes`` (a threshold), its spikes' rows are left out (:mod:`gpudvfs.data.spikes`)."""
+    """Read a grid of measured times over clock pairs, or fail with what the file is and what is read instead.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The data file.
+    needs : str
+        The command or model that reads the grid, for the error.
+    formats : tuple of str
+        The formats accepted.
+    on_invalid : str
+        ``raise`` or ``skip``, as for :func:`read`.
+    columns : dict of str to str, optional
+        Role -> column, as for :func:`read`.
+    drop_spikes : float, optional
+        A threshold: the grid's spikes' rows are left out (:mod:`gpudvfs.data.spikes`).
+
+    Returns
+    -------
+    MeasurementGrid
+        The grid.
+
+    Raises
+    ------
+    DataFileError
+        If the file is not a grid of one of ``formats``, or cannot be read.
+    """
     ds = read(path, on_invalid=on_invalid, columns=columns)
     if not isinstance(ds, MeasurementGrid) or ds.format not in formats:
         wanted = ", ".join(f"{f} ({DESCRIPTIONS[f]})" for f in formats)
@@ -172,19 +240,55 @@ def read_measured_grid(path: str | Path, needs: str, formats: tuple[str, ...] = 
 
 
 def read_power_dataset(path: str | Path, on_invalid: str = "raise", clip_utilization: bool = False) -> PowerDataset:
-    """Read a gpmTOOL power CSV: the training and test input of the power model. Another kind
-    of file is refused with what it is."""
+    """Read a gpmTOOL power CSV: the training and test input of the power model.
+
+    Another kind of file is refused with what it is.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The data file.
+    on_invalid : str
+        ``raise`` or ``skip``, as for :func:`read`.
+    clip_utilization : bool
+        Clip utilizations into [0, 1] with a warning instead of refusing values outside it.
+
+    Returns
+    -------
+    PowerDataset
+        The measurements.
+
+    Raises
+    ------
+    DataFileError
+        If the file is not a gpmTOOL power CSV, or cannot be read.
+    """
     found = detect_format(path)
     if found != "gpmtool":
         raise DataFileError.at(path, f"this is {DESCRIPTIONS[found]} (format {found!r}), not a gpmTOOL power CSV "
                                      "(power of benchmarks over clock pairs with their utilizations), which "
                                      "the power model is fitted and scored on")
+    # read() checks the variant: format "gpmtool" gives a PowerDataset, which its union type cannot say.
     return read(path, "gpmtool", on_invalid, clip_utilization=clip_utilization)  # type: ignore[return-value]
 
 
 def write(ds: Dataset, path: str | Path) -> None:
-    """Write a dataset in the format it was read from (reads back to equal arrays). Profilers'
-    output is read, not written."""
+    """Write a dataset in the format it was read from (reads back to equal arrays).
+
+    Profilers' output is read, not written.
+
+    Parameters
+    ----------
+    ds : Dataset
+        A dataset :func:`read` returned.
+    path : str or pathlib.Path
+        The file to write.
+
+    Raises
+    ------
+    InputError
+        If ``ds`` is profiler output or not a dataset gpudvfs reads.
+    """
     if isinstance(ds, (CounterReport, SmiLog)):
         raise InputError("profiler output is read only: gpudvfs does not write Nsight Compute, nvprof or "
                          "nvidia-smi files")

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
+from gpudvfs.data.columns import Columns, Field, KeyPart, Strings
 from gpudvfs.data.datasets import PowerDataset, UtilizationTable
-from gpudvfs.data.source import Columns, Field, Source, Strings, csv_line, format_number, repeated_at
+from gpudvfs.data.source import Source, csv_line, format_number, repeated_at
 from gpudvfs.data.utilization import bound_utilization
 from gpudvfs.limits import MAX_MHZ, MAX_WATTS
 
@@ -57,14 +58,35 @@ def _header(src: Source) -> tuple[tuple[float, ...], tuple[int, ...], tuple[str,
     names = tuple(n.strip() for n in rec[4])
     if "" in names:
         raise src.error("empty component name", 4, names.index("") + 1)
-    if (j := repeated_at(names)) is not None:
-        raise src.error(f"component name {names[j]!r} repeated", 4, j + 1)
+    if (at := repeated_at(names)) is not None:
+        raise src.error(f"component name {names[at]!r} repeated", 4, at + 1)
     return ref, tuple(sizes), names
 
 
 def read_gpmtool(path: str | Path, on_invalid: str = "raise", clip: bool = False) -> PowerDataset | UtilizationTable:
     """Read a gpmTOOL CSV, power or utilization-only variant (told apart by the row width).
-    ``clip``: utilizations outside [0, 1] are clipped into it with a warning, not refused."""
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file.
+    on_invalid : str
+        ``raise`` to stop at the first invalid row, ``skip`` to leave it out and record it.
+    clip : bool
+        Clip utilizations outside [0, 1] into it with a warning, rather than refuse them.
+
+    Returns
+    -------
+    PowerDataset or UtilizationTable
+        The measurements (power variant) or the applications' utilizations.
+
+    Raises
+    ------
+    DataFileError
+        If the header or (with ``on_invalid="raise"``) a row cannot be read as the format.
+    InputError
+        If utilizations are outside [0, 1] and ``clip`` is not set.
+    """
     with Source(path, on_invalid) as src:
         ref, sizes, comps = _header(src)
         n_dom, n_comp = len(sizes), len(comps)
@@ -96,7 +118,8 @@ def _utilization(src: Source, columns: list[np.ndarray], comps: tuple[str, ...],
     return bound_utilization(u, comps, src.path, clip=True) if clip else u
 
 
-def _read_power(src: Source, ref, sizes, comps, named: bool, clip: bool) -> PowerDataset:
+def _read_power(src: Source, ref: tuple[float, ...], sizes: tuple[int, ...], comps: tuple[str, ...], named: bool,
+                clip: bool) -> PowerDataset:
     n_dom = len(sizes)
     off = 1 if named else 0
     fields = ([Field("name", text=True, empty="empty benchmark name")] if named else []) + [
@@ -108,10 +131,10 @@ def _read_power(src: Source, ref, sizes, comps, named: bool, clip: bool) -> Powe
     cols = Columns(src, fields, "(benchmark, frequencies)")
     unnamed = Strings()
 
-    def name(values):
-        return cols.part(values, 0) if named else (unnamed.encode([""] * len(values[0])), unnamed)
+    def name(values: list[np.ndarray]) -> tuple[np.ndarray, Strings]:
+        return cols.text_part(values, 0) if named else (unnamed.encode([""] * len(values[0])), unnamed)
 
-    def key(values):
+    def key(values: list[np.ndarray]) -> list[KeyPart]:
         return [name(values), np.column_stack(values[util]), np.column_stack(values[freq])]
 
     for chunk in src.chunks():
@@ -138,8 +161,10 @@ def _read_power(src: Source, ref, sizes, comps, named: bool, clip: bool) -> Powe
 
 def _benchmarks(names: np.ndarray, strings: Strings, utilization: np.ndarray, named: bool
                 ) -> tuple[np.ndarray, list[str]]:
-    """Each row's benchmark, numbered in order of first appearance, and the benchmarks' labels:
-    the name, with ``#k`` for the k-th benchmark sharing it (``bench#k`` for unnamed rows)."""
+    """Each row's benchmark, numbered in order of first appearance, and the benchmarks' labels.
+
+    A label is the name, with ``#k`` for the k-th benchmark sharing it (``bench#k`` for unnamed rows).
+    """
     keys = np.column_stack([names, utilization]) + 0.0  # -0.0 and 0.0 are one utilization
     _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
     order = np.argsort(first)
@@ -154,11 +179,12 @@ def _benchmarks(names: np.ndarray, strings: Strings, utilization: np.ndarray, na
     return number[inverse.ravel()].astype(np.int64), labels
 
 
-def _read_utils(src: Source, ref, sizes, comps, clip: bool) -> UtilizationTable:
+def _read_utils(src: Source, ref: tuple[float, ...], sizes: tuple[int, ...], comps: tuple[str, ...],
+                clip: bool) -> UtilizationTable:
     cols = Columns(src, [Field("name", text=True, empty="empty application name"),
                          *_utilization_fields(comps, clip)], "application")
 
-    def key(values):
+    def key(values: list[np.ndarray]) -> list[KeyPart]:
         return [cols.part(values, 0)]
 
     for chunk in src.chunks():
@@ -186,7 +212,15 @@ def _header_lines(ds: PowerDataset | UtilizationTable) -> list[str]:
 
 
 def write_gpmtool(ds: PowerDataset | UtilizationTable, path: str | Path) -> None:
-    """Write a dataset in the gpmTOOL format it was read from; floats round-trip exactly."""
+    """Write a dataset in the gpmTOOL format it was read from; floats round-trip exactly.
+
+    Parameters
+    ----------
+    ds : PowerDataset or UtilizationTable
+        The measurements (power variant) or utilizations (utilization-only variant).
+    path : str or pathlib.Path
+        The file to write.
+    """
     lines = _header_lines(ds)
     if isinstance(ds, UtilizationTable):
         for name, u in zip(ds.names, ds.utilization):

@@ -1,7 +1,8 @@
-"""Grid CSVs of any origin: which column holds the workload, the clocks, time and power, told
-from common names (``coreF``, ``core_frequency``, ``sm_app_clock``, ``time/ms``, ``run_time``,
-``power/W``, ``average_power``, ``benchmark``, ...) or named by the user
-(``--columns workload=bench,core_mhz=f_sm,time=t,time_unit=us``).
+"""Grid CSVs of any origin: which column holds the workload, the clocks, time and power.
+
+They are told from common names (``coreF``, ``core_frequency``, ``sm_app_clock``,
+``time/ms``, ``run_time``, ``power/W``, ``average_power``, ``benchmark``, ...) or named by
+the user (``--columns workload=bench,core_mhz=f_sm,time=t,time_unit=us``).
 
 Names are compared without case, spaces or punctuation, after a trailing unit (``/ms``,
 ``_s``, ``(MHz)``, ``[W]``) is taken off; a time column's unit sets the conversion to
@@ -45,7 +46,24 @@ _UNIT_SUFFIX = re.compile(r"^(?P<base>.*?)[\s_/(\[-]+(?P<unit>[a-zA-Zµ]+)[)\]]?
 
 
 def parse_columns(text: str | None) -> dict[str, str]:
-    """``role=column,...`` (as ``--columns`` takes it) -> {role: column}; ``time_unit=ms`` too."""
+    """Parse ``role=column,...`` as ``--columns`` takes it; ``time_unit=ms`` too.
+
+    Parameters
+    ----------
+    text : str or None
+        The option's value; None or empty for none.
+
+    Returns
+    -------
+    dict of str to str
+        Role -> column (``workload``, ``benchmark`` and ``application`` read as ``app``), and
+        ``time_unit`` where given.
+
+    Raises
+    ------
+    InputError
+        If a pair is malformed, a role unknown or given twice, or the time unit unknown.
+    """
     if not text:
         return {}
     out: dict[str, str] = {}
@@ -76,9 +94,30 @@ def _split_unit(name: str) -> tuple[str, str | None]:
 
 
 def detect_roles(header: list[str], overrides: dict[str, str] | None = None) -> tuple[dict[str, str], float]:
-    """({role: column}, the time column's factor to milliseconds) for a grid header, the
-    user's ``overrides`` first. A role two columns could play, or a required role no column
-    plays, is an error that says how to name it."""
+    """Which column of a grid header plays each role, the user's overrides first.
+
+    A time column that does not give its unit is read as seconds, with a warning.
+
+    Parameters
+    ----------
+    header : list of str
+        The grid's column names.
+    overrides : dict of str to str, optional
+        Role -> column, as :func:`parse_columns` gives them.
+
+    Returns
+    -------
+    roles : dict of str to str
+        Role -> column.
+    time_factor : float
+        The time column's factor to milliseconds.
+
+    Raises
+    ------
+    InputError
+        If a role two columns could play, or a required role no column plays (the message
+        says how to name it), or an override names a column the header lacks.
+    """
     overrides = dict(overrides or {})
     unit_given = overrides.pop("time_unit", None)
     for role, column in overrides.items():

@@ -1,9 +1,11 @@
-"""Measurement grids in header-first CSV: the NV-DVFS-Benchmark grids (`nvdvfs`: time, power
-and nvprof counters at every clock pair), the nsfcac DCGM/SPEC CSV, gpudvfs's own sweeps,
-Zeus's training jobs at each power limit and Perseus's pipeline stages at each SM clock, and
-any other grid whose columns go by common names (`grid`, see :mod:`.grid_columns`).
-A :class:`GridSpec` says which column plays which part; every other column is a counter and
-must be a non-negative number (in a `grid`, a column whose first value is not a number is text).
+"""Measurement grids in header-first CSV, read and written.
+
+The NV-DVFS-Benchmark grids (`nvdvfs`: time, power and nvprof counters at every clock pair),
+the nsfcac DCGM/SPEC CSV, gpudvfs's own sweeps, Zeus's training jobs at each power limit and
+Perseus's pipeline stages at each SM clock, and any other grid whose columns go by common
+names (`grid`, see :mod:`.grid_columns`). A :class:`GridSpec` says which column plays which
+part; every other column is a counter and must be a non-negative number (in a `grid`, a
+column whose first value is not a number is text).
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
+from gpudvfs.data.columns import Columns, Field, KeyPart
 from gpudvfs.data.datasets import MeasurementGrid
 from gpudvfs.data.grid_columns import detect_roles
-from gpudvfs.data.source import Columns, Field, Source, csv_line, format_number, repeated_at
+from gpudvfs.data.source import Source, csv_line, format_number, repeated_at
 from gpudvfs.errors import InputError
 from gpudvfs.limits import MAX_COUNT, MAX_MHZ, MAX_WATTS
 
@@ -26,6 +29,34 @@ _GEOMETRY = re.compile(r"^\s*\((\d+) (\d+) (\d+)\) \((\d+) (\d+) (\d+)\)\s*$")
 
 @dataclass(frozen=True)
 class GridSpec:
+    """Which column of a grid CSV format plays which part.
+
+    Parameters
+    ----------
+    format : str
+        The format's name.
+    roles : dict of str to str
+        Role (``app``, ``core_mhz``, ``mem_mhz``, ``time``, ``watts``, ``energy``) -> column.
+    required : tuple of str
+        The columns a header must have (also how a header is told to be of the format).
+    key_columns : tuple of str
+        The columns that name a workload (with the clocks, a row's key).
+    text_columns : frozenset of str
+        The columns of text; every other is a number.
+    index_columns : tuple of str
+        Columns that number the rows (a pandas index), not measurements.
+    time_to_ms : float
+        The time column's factor to milliseconds.
+    geometry_column : str, optional
+        The column of launch geometry, ``(x y z) (x y z)``.
+    mem_clock_to_nvml : float
+        NVML's memory clock per unit of the file's memory clock.
+    knob : str
+        What the ``core_mhz`` role's column sets: ``clocks`` (MHz), or ``power_limit`` (W).
+    reference_mhz : tuple of (float, float), optional
+        The clock pair (the file's units) the format's protocol profiles each workload at.
+    """
+
     format: str
     roles: dict[str, str]
     required: tuple[str, ...]
@@ -42,6 +73,18 @@ class GridSpec:
     reference_mhz: tuple[float, float] | None = None
 
     def matches(self, header: list[str]) -> bool:
+        """Whether a header is of this format: it has every required column.
+
+        Parameters
+        ----------
+        header : list of str
+            A CSV header.
+
+        Returns
+        -------
+        bool
+            True where every column of :attr:`required` is in it.
+        """
         return all(c in header for c in self.required)
 
 
@@ -108,8 +151,27 @@ GRID_ROLES = ("app", "core_mhz", "mem_mhz", "time", "watts", "energy")
 
 
 def generic_spec(header: list[str], first_row: list[str] | None, columns: dict[str, str] | None = None) -> GridSpec:
-    """The spec of a grid CSV from its header (roles by common names, ``columns`` first) and
-    its first data row (columns that are not numbers there are text)."""
+    """The spec of a grid CSV of no known format, from its header and first data row.
+
+    Parameters
+    ----------
+    header : list of str
+        The header; roles are told by common names (see :func:`~.grid_columns.detect_roles`).
+    first_row : list of str or None
+        The first data row: columns that are not numbers there are text.
+    columns : dict of str to str, optional
+        Role -> column, before the common names.
+
+    Returns
+    -------
+    GridSpec
+        The spec, of format ``grid``.
+
+    Raises
+    ------
+    InputError
+        If a role two columns could play, or a required role no column plays.
+    """
     roles, to_ms = detect_roles(header, columns)
     keys = tuple(roles[r] for r in ("app", "kernel", "args") if r in roles)
     numeric = {roles[r] for r in GRID_ROLES if r in roles and r != "app"}
@@ -133,8 +195,30 @@ def generic_spec(header: list[str], first_row: list[str] | None, columns: dict[s
 
 def read_grid(path: str | Path, spec: GridSpec | None, on_invalid: str = "raise",
               columns: dict[str, str] | None = None) -> MeasurementGrid:
-    """A grid CSV read with ``spec``, or (None) with the spec its header gives (see
-    :func:`generic_spec`; ``columns`` names roles the header's names do not give)."""
+    """Read a grid CSV with a spec, or with the spec its header gives.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file.
+    spec : GridSpec or None
+        The format's spec; None for that of :func:`generic_spec`.
+    on_invalid : str
+        ``raise`` to stop at the first invalid row, ``skip`` to leave it out and record it.
+    columns : dict of str to str, optional
+        Role -> column, for roles the header's names do not give (with ``spec`` None).
+
+    Returns
+    -------
+    MeasurementGrid
+        The grid.
+
+    Raises
+    ------
+    DataFileError
+        If the header lacks a required column or repeats one, or (with ``on_invalid="raise"``)
+        at the first invalid row.
+    """
     with Source(path, on_invalid) as src:
         head = src.head(1)
         if not head:
@@ -157,13 +241,13 @@ def read_grid(path: str | Path, spec: GridSpec | None, on_invalid: str = "raise"
         keys = tuple(c for c in spec.key_columns if c in header)
         clocks = [c for c in (roles["core_mhz"], roles.get("mem_mhz")) if c]
         positive = {*clocks, roles["time"], roles.get("watts"), roles.get("energy")}  # a GPU at work never draws 0 W
-        maxima = {**dict.fromkeys(clocks, MAX_WATTS if spec.knob == "power_limit" else MAX_MHZ),
-                  roles.get("watts"): MAX_WATTS}
+        clock_max = MAX_WATTS if spec.knob == "power_limit" else MAX_MHZ
+        maxima: dict[str | None, float] = {**dict.fromkeys(clocks, clock_max), roles.get("watts"): MAX_WATTS}
         cols = Columns(src, [_field(spec, name, name in keys, name in positive, maxima.get(name)) for name in header],
                        f"({', '.join(keys)}, clocks)")
         key_at = [header.index(c) for c in (*keys, *clocks)]
 
-        def key(values):
+        def key(values: list[np.ndarray]) -> list[KeyPart]:
             return [cols.part(values, j) for j in key_at]
 
         for chunk in src.chunks():
@@ -183,8 +267,11 @@ def read_grid(path: str | Path, spec: GridSpec | None, on_invalid: str = "raise"
 
 
 def _field(spec: GridSpec, name: str, key: bool, positive: bool, maximum: float | None) -> Field:
-    """What a column holds: text (a key column not empty), else a number >= 0 (> 0 for clocks,
-    time and power, at most what a GPU can measure: ``maximum``, else :data:`MAX_COUNT`)."""
+    """What a column holds: text (a key column not empty), else a number >= 0.
+
+    Numbers are > 0 for clocks, time and power, and at most what a GPU can measure:
+    ``maximum``, else :data:`MAX_COUNT`.
+    """
     if name not in spec.text_columns:
         return Field(name, minimum=0, exclusive=positive, maximum=MAX_COUNT if maximum is None else maximum)
     return Field(name, text=True, empty="expected a non-empty name" if key else None,
@@ -192,17 +279,48 @@ def _field(spec: GridSpec, name: str, key: bool, positive: bool, maximum: float 
 
 
 def launch_geometry(grid: MeasurementGrid) -> tuple[np.ndarray, np.ndarray] | None:
-    """(blocks, threads) as int arrays [n_rows x 3] where the grid records launch geometry
-    (every row's: a column left blank anywhere records none)."""
+    """Each row's launch geometry, where the grid records it (a column left blank anywhere records none).
+
+    Parameters
+    ----------
+    grid : MeasurementGrid
+        The grid.
+
+    Returns
+    -------
+    tuple of (numpy.ndarray, numpy.ndarray) or None
+        (blocks, threads) as int arrays [rows x 3]; None where the grid records no geometry.
+
+    Raises
+    ------
+    InputError
+        If a row's geometry is not ``(x y z) (x y z)`` (a grid built other than by reading).
+    """
     spec = SPECS.get(grid.format)
     if spec is None or spec.geometry_column not in grid.columns or (grid.columns[spec.geometry_column] == "").any():
         return None
-    nums = np.array([[int(g) for g in _GEOMETRY.match(t).groups()] for t in grid.columns[spec.geometry_column]],
+    nums = np.array([_geometry(grid.path, t) for t in grid.columns[spec.geometry_column]],
                     dtype=np.int64).reshape(-1, 6)
     return nums[:, :3], nums[:, 3:]
 
 
+def _geometry(path: str, text: str) -> list[int]:
+    m = _GEOMETRY.match(text)
+    if m is None:
+        raise InputError(f"{path}: launch geometry {text!r} is not '(x y z) (x y z)'")
+    return [int(g) for g in m.groups()]
+
+
 def write_grid(grid: MeasurementGrid, path: str | Path) -> None:
+    """Write a grid in header-first CSV, its columns as read; floats round-trip exactly.
+
+    Parameters
+    ----------
+    grid : MeasurementGrid
+        The grid.
+    path : str or pathlib.Path
+        The file to write.
+    """
     cols = list(grid.columns)
     lines = [csv_line(cols)]
     for i in range(len(grid)):

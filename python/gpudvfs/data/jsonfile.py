@@ -1,5 +1,7 @@
-"""JSON files: reading with located errors, writing atomically, and version checks for
-the versioned documents gpudvfs writes (models, sweep profiles)."""
+"""JSON files: reading with located errors, writing atomically, and version checks.
+
+The versioned documents are those gpudvfs writes (models, sweep profiles).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import json
 import math
 import os
 from pathlib import Path
+from typing import Any, NoReturn
 
 from gpudvfs.errors import InputError
 
@@ -14,7 +17,7 @@ from gpudvfs.errors import InputError
 MAX_BYTES = 64 * 2**20
 
 
-def _reject_constant(name: str):
+def _reject_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not a number JSON allows")
 
 
@@ -25,9 +28,25 @@ def _finite(text: str) -> float:
     return value
 
 
-def read_json(path: str | Path):
-    """A JSON document; any problem (missing, a folder, unreadable, not UTF-8, not JSON,
-    NaN or Infinity, too large) is an `InputError` naming the file."""
+def read_json(path: str | Path) -> Any:
+    """Read a JSON document, any problem with it an `InputError` naming the file.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The JSON file.
+
+    Returns
+    -------
+    object
+        The document: a dict, list, str, number, bool or None.
+
+    Raises
+    ------
+    InputError
+        If the file is missing, a folder, unreadable, not UTF-8, not JSON, holds NaN or
+        Infinity, or is too large for a gpudvfs JSON file.
+    """
     path = Path(path)
     try:
         if path.is_dir():
@@ -51,8 +70,28 @@ def read_json(path: str | Path):
         raise InputError(f"{path}: JSON nested too deeply") from None
 
 
-def read_versioned(path: str | Path, kind: str, version: int) -> dict:
-    """A JSON object written by gpudvfs as ``{"kind": kind, "version": version, ...}``."""
+def read_versioned(path: str | Path, kind: str, version: int) -> dict[str, Any]:
+    """Read a JSON object written by gpudvfs as ``{"kind": kind, "version": version, ...}``.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The JSON file.
+    kind : str
+        The kind of document expected (e.g. ``dcgm-time-model``).
+    version : int
+        The version this gpudvfs reads.
+
+    Returns
+    -------
+    dict
+        The document.
+
+    Raises
+    ------
+    InputError
+        If the file cannot be read as JSON, is not an object of this kind, or is of another version.
+    """
     doc = read_json(path)
     if not isinstance(doc, dict) or doc.get("kind") != kind:
         raise InputError(f"{path}: not a gpudvfs {kind} file")
@@ -62,10 +101,24 @@ def read_versioned(path: str | Path, kind: str, version: int) -> dict:
     return doc
 
 
-def write_json_atomic(path: str | Path, doc) -> None:
-    """Write through a temporary file and a rename, so a crash never leaves half a file. NaN and
-    infinities are refused here, as `read_json` refuses them: no file is written that cannot be
-    read back."""
+def write_json_atomic(path: str | Path, doc: Any) -> None:
+    """Write a JSON document through a temporary file and a rename, so a crash never leaves half a file.
+
+    NaN and infinities are refused here, as `read_json` refuses them: no file is written that
+    cannot be read back.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file to write.
+    doc : object
+        A document ``json.dumps`` takes.
+
+    Raises
+    ------
+    ValueError
+        If ``doc`` holds NaN or an infinity.
+    """
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(doc, indent=1, allow_nan=False))

@@ -1,18 +1,42 @@
-"""Prometheus range-query exports (the JSON of ``/api/v1/query_range``, e.g. of the DCGM
-exporter's series) as one wide table: a row per series identity (its labels but the metric
-name) and timestamp, a column per metric. Needs pandas (the `fleet` extra); the export is
-read whole, so split a long range into several files."""
+"""Prometheus range-query exports as one wide table.
+
+An export is the JSON of ``/api/v1/query_range`` (e.g. of the DCGM exporter's series); the
+table has a row per series identity (its labels but the metric name) and timestamp, a column
+per metric. Needs pandas (the `fleet` extra); the export is read whole, so split a long range
+into several files.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpudvfs.data.jsonfile import read_json
 from gpudvfs.errors import InputError
 
+if TYPE_CHECKING:
+    import pandas as pd
 
-def read_range_export(path: str | Path):
-    """A pandas DataFrame with ``timestamp``, the series' labels, and one column per metric."""
+
+def read_range_export(path: str | Path) -> pd.DataFrame:
+    """Read a Prometheus range-query export as one wide table.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The export's JSON file.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``timestamp``, the series' labels, and one column per metric.
+
+    Raises
+    ------
+    InputError
+        If the file is not a range-query export, holds no samples, or a series has two
+        values at one timestamp.
+    """
     import pandas as pd
 
     doc = read_json(path)

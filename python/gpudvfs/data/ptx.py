@@ -1,5 +1,7 @@
-"""gpuPTXModel block format (hpc-ulisboa/gpuPTXModel): a benchmark name on a line of its
-own, then rows ``fmem,fcore,time,power_W,energy`` for each configuration.
+"""gpuPTXModel block format (hpc-ulisboa/gpuPTXModel), read and written.
+
+A benchmark name on a line of its own, then rows ``fmem,fcore,time,power_W,energy`` for each
+configuration.
 
 The files do not state the time unit; energy equals power times time in them, so energy
 carries the same unit times watts. Times are read as milliseconds (kernel-scale values).
@@ -14,8 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
+from gpudvfs.data.columns import Columns, Field, KeyPart, Strings
 from gpudvfs.data.datasets import MeasurementGrid
-from gpudvfs.data.source import Columns, Field, Flagged, KeyPart, Source, Strings, format_number
+from gpudvfs.data.source import Flagged, Source, format_number
 from gpudvfs.limits import MAX_MHZ, MAX_WATTS
 
 COLUMNS = ("fmem", "fcore", "time", "power_W", "energy")
@@ -25,6 +28,27 @@ FIELDS = tuple(Field(c, minimum=0, exclusive=c in ("fmem", "fcore", "time", "pow
 
 
 def read_ptx(path: str | Path, on_invalid: str = "raise") -> MeasurementGrid:
+    """Read a gpuPTXModel block file.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file.
+    on_invalid : str
+        ``raise`` to stop at the first invalid row or block, ``skip`` to leave it out and
+        record it in the grid's ``skipped``.
+
+    Returns
+    -------
+    MeasurementGrid
+        The grid, a row per configuration, workloads in the ``benchmark`` column.
+
+    Raises
+    ------
+    DataFileError
+        If the file cannot be read as the format (with ``on_invalid="raise"``: at its first
+        invalid row).
+    """
     with Source(path, on_invalid) as src:
         blocks = _Blocks(src)
         cols = Columns(src, FIELDS, "(benchmark, fmem, fcore)")
@@ -55,11 +79,13 @@ def _key(bench: KeyPart, values: list[np.ndarray]) -> list[KeyPart]:
 
 
 class _Blocks:
-    """The benchmark blocks read so far, across chunks: which block each data row belongs to, and
-    the problems of whole blocks (a benchmark measured again, whose rows are left out; a block
-    without rows)."""
+    """The benchmark blocks read so far, across chunks.
 
-    def __init__(self, src: Source):
+    Which block each data row belongs to, and the problems of whole blocks (a benchmark
+    measured again, whose rows are left out; a block without rows).
+    """
+
+    def __init__(self, src: Source) -> None:
         self.src = src
         self.names = Strings()
         self.first: dict[str, int] = {}  # benchmark -> line of its first block
@@ -110,6 +136,15 @@ class _Blocks:
 
 
 def write_ptx(grid: MeasurementGrid, path: str | Path) -> None:
+    """Write a grid read from a gpuPTXModel file back in the format.
+
+    Parameters
+    ----------
+    grid : MeasurementGrid
+        A grid with the format's columns (``benchmark`` and :data:`COLUMNS`).
+    path : str or pathlib.Path
+        The file to write.
+    """
     lines = []
     bench = grid.columns["benchmark"]
     for i in range(len(grid)):

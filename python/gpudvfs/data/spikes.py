@@ -32,9 +32,31 @@ from gpudvfs.limits import is_finite_number
 
 @dataclass(frozen=True)
 class Spike:
-    """One cell: ``row`` of the grid, its ``quantity`` ("time" or "power") and ``value``,
-    the ``axis`` ("core" or "memory") its neighbours lie along, their values and clocks on
-    that axis, and ``deviation``: value over the neighbours' geometric mean, minus 1."""
+    """One spike: a cell of a grid and the neighbours it departs from.
+
+    Parameters
+    ----------
+    row : int
+        The cell's row of the grid.
+    workload : str
+        The row's workload.
+    core_mhz : float
+        The row's core clock.
+    mem_mhz : float or None
+        The row's memory clock, None where the grid has no memory clock column.
+    quantity : str
+        ``time`` or ``power``.
+    value : float
+        The cell's value (ms or W).
+    neighbours : tuple of (float, float)
+        The neighbours' values.
+    neighbour_mhz : tuple of (float, float)
+        The neighbours' clocks on ``axis``.
+    deviation : float
+        The value over the neighbours' geometric mean, minus 1.
+    axis : str
+        ``core`` or ``memory``: the clock the neighbours lie along.
+    """
 
     row: int
     workload: str
@@ -48,6 +70,7 @@ class Spike:
     axis: str = "core"
 
     def __str__(self) -> str:
+        """The spike in a sentence: the cell, how far above or below its neighbours, and theirs."""
         unit = "ms" if self.quantity == "time" else "W"
         at = f"{self.core_mhz:g}" + ("" if self.mem_mhz is None else f"/{self.mem_mhz:g}")
         lo, hi = self.neighbours
@@ -64,9 +87,12 @@ def _check_threshold(threshold: float) -> float:
     return float(threshold)
 
 
-def _series(work: np.ndarray, along: np.ndarray, other: np.ndarray):
-    """Rows (before, cell, after) with, for each, whether the three are one series (same
-    workload, same ``other`` clock) in rising ``along`` clock: a cell's neighbours beside it."""
+def _series(work: np.ndarray, along: np.ndarray,
+            other: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Rows (before, cell, after), a cell's neighbours beside it, and whether the three are one series.
+
+    One series: same workload, same ``other`` clock, in rising ``along`` clock.
+    """
     order = np.lexsort((along, other, work))
     prev, mid, nxt = order[:-2], order[1:-1], order[2:]
     same = ((work[prev] == work[mid]) & (work[mid] == work[nxt]) & (other[prev] == other[mid])
@@ -75,15 +101,34 @@ def _series(work: np.ndarray, along: np.ndarray, other: np.ndarray):
 
 
 def find_spikes(grid: MeasurementGrid, threshold: float = 0.1) -> list[Spike]:
-    """Every spike of the grid's time and (where it has one) power column, in row order; a
-    cell that is one along both clocks is listed once, along the core clock."""
+    """Every spike of a grid's time and (where it has one) power column, in row order.
+
+    A cell that is one along both clocks is listed once, along the core clock.
+
+    Parameters
+    ----------
+    grid : MeasurementGrid
+        The measured grid.
+    threshold : float
+        A spike departs from both neighbours by more than a factor ``1 + threshold``.
+
+    Returns
+    -------
+    list of Spike
+        The spikes, by row and quantity.
+
+    Raises
+    ------
+    InputError
+        If ``threshold`` is not a number > 0.
+    """
     limit = np.log1p(_check_threshold(threshold))
     work, core, mem = np.unique(grid.workload, return_inverse=True)[1].ravel(), grid.core_mhz, grid.mem_mhz
     axes = [("core", core, np.zeros(len(grid)) if mem is None else mem)]
     if mem is not None and len(np.unique(mem)) > 2:
         axes.append(("memory", mem, core))
     series = [(axis, along, *_series(work, along, other)) for axis, along, other in axes]
-    found = {}
+    found: dict[tuple[int, str], Spike] = {}
     for quantity, values in (("time", grid.time_ms), ("power", grid.watts)):
         if values is None:
             continue
@@ -107,9 +152,28 @@ def find_spikes(grid: MeasurementGrid, threshold: float = 0.1) -> list[Spike]:
 
 
 def drop_spikes(grid: MeasurementGrid, threshold: float = 0.1) -> MeasurementGrid:
-    """The grid without its spikes' rows, each recorded in ``skipped``, with a warning that
-    names them. A grid's table then leaves their clock pairs out for every workload (with
-    its own warning), since tables compare workloads pair by pair."""
+    """The grid without its spikes' rows, each recorded in ``skipped``, with a warning that names them.
+
+    A grid's table then leaves their clock pairs out for every workload (with its own
+    warning), since tables compare workloads pair by pair.
+
+    Parameters
+    ----------
+    grid : MeasurementGrid
+        The measured grid.
+    threshold : float
+        As for :func:`find_spikes`.
+
+    Returns
+    -------
+    MeasurementGrid
+        The grid itself where it has no spike, else a copy without the spikes' rows.
+
+    Raises
+    ------
+    InputError
+        If ``threshold`` is not a number > 0.
+    """
     spikes = find_spikes(grid, threshold)
     if not spikes:
         return grid

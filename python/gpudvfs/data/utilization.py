@@ -1,7 +1,10 @@
-"""Utilizations outside [0, 1]. Counter noise puts some a hair outside (1.0039 on a Volta L2),
-counters of another vendor or a wrong peak rate far outside (1.42 on AMD write counters).
-They are refused, naming the worst, unless the user asks for clipping; clipping warns with
-how many values moved per component and the farthest, so nothing changes silently."""
+"""Utilizations outside [0, 1]: refused, or clipped with a warning.
+
+Counter noise puts some a hair outside (1.0039 on a Volta L2), counters of another vendor or a
+wrong peak rate far outside (1.42 on AMD write counters). They are refused, naming the worst,
+unless the user asks for clipping; clipping warns with how many values moved per component
+and the farthest, so nothing changes silently.
+"""
 
 from __future__ import annotations
 
@@ -9,15 +12,41 @@ import warnings
 from collections.abc import Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from gpudvfs.data.source import UTIL_TOLERANCE
 from gpudvfs.errors import GpudvfsWarning, InputError
 
 
-def bound_utilization(u, components: Sequence[str], where: str, *, clip: bool = False,
+def bound_utilization(u: ArrayLike, components: Sequence[str], where: str, *, clip: bool = False,
                       tolerance: float = UTIL_TOLERANCE, hint: str = "") -> np.ndarray:
-    """``u`` [..., components] as it is when within ``tolerance`` of [0, 1]; otherwise an
-    :class:`InputError`, or with ``clip`` the values clipped into [0, 1] and a warning."""
+    """Utilizations as they are when within a tolerance of [0, 1]; otherwise refused, or clipped with a warning.
+
+    Parameters
+    ----------
+    u : array_like
+        [..., components] utilizations.
+    components : sequence of str
+        The components' names, for the message.
+    where : str
+        The source of the values, for the message.
+    clip : bool
+        Clip values outside [0, 1] (with a :class:`GpudvfsWarning`) rather than refuse them.
+    tolerance : float
+        How far outside [0, 1] a value passes unchanged.
+    hint : str
+        A likely cause to name in the error.
+
+    Returns
+    -------
+    numpy.ndarray
+        The utilizations as float64, clipped into [0, 1] where ``clip`` was needed.
+
+    Raises
+    ------
+    InputError
+        If a value is beyond ``tolerance`` of [0, 1] and ``clip`` is not set.
+    """
     u = np.asarray(u, dtype=np.float64)
     outside = (u < -tolerance) | (u > 1 + tolerance)
     if not outside.any():

@@ -6,6 +6,7 @@ imports it.
 |-------------------|----------------------------------------------------------------------|
 | `time_errors`     | the time model's errors on a measured grid, and its baselines        |
 | `time_cv`         | the time protocol: settings chosen by nested leave-one-application-out |
+| `dcgm_time`       | the DCGM time model scored leave-one-workload-out                    |
 | `power_errors`    | the power model's grouped cross-validation                           |
 | `power_cv`        | the power fit's setting chosen by grouped CV across GPUs             |
 | `selection`       | energy regret of the models' choice on measured grids, with baselines |

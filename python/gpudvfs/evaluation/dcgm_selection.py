@@ -12,13 +12,13 @@ import numpy as np
 
 from gpudvfs.data.datasets import MeasurementGrid, PowerDataset
 from gpudvfs.errors import InputError
+from gpudvfs.evaluation.dcgm_time import loo_predictions as time_predictions
 from gpudvfs.evaluation.power_errors import held_out_predictions
 from gpudvfs.evaluation.regret import single_pair, single_pair_indices
 from gpudvfs.evaluation.safe import safe_report
 from gpudvfs.policy.policies import highest_index, select
 from gpudvfs.power.dcgm import dcgm_power_dataset
 from gpudvfs.stats import paired_intervals
-from gpudvfs.time.dcgm import loo_predictions as time_predictions
 
 
 def power_predictions(grid: MeasurementGrid, reference: tuple[float, float],

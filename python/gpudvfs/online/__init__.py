@@ -1,5 +1,6 @@
-"""The online time predictor of Gupta et al. (Section 4): the differential time model,
-its coefficients learned by covariance-form RLS as a workload runs.
+"""The online time predictor of Gupta et al. (Section 4).
+
+The differential time model, its coefficients learned by covariance-form RLS as a workload runs.
 
 * ``OnlinePredictor`` / ``OnlinePredictorBank``: the RLS estimators (Rust core), one stream
   or many updated in one call; ``save_predictor`` / ``load_predictor``.

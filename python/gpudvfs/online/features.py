@@ -1,5 +1,6 @@
-"""Regressors of the differential time model (Gupta et al. Eq. 6), one frequency term per
-clock domain, in two forms:
+"""Regressors of the differential time model (Gupta et al. Eq. 6), one frequency term per clock domain.
+
+Two forms:
 
 ``paper``   dt = sum_d a_d (f_d,prev / f_d,new - 1) + sum_i a_i dx_i        (Eq. 6)
 ``inverse`` dt = sum_j c_j (phi_j(f_new) - phi_j(f_prev)) + sum_i a_i dx_i
@@ -19,9 +20,12 @@ counters of very different magnitudes.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from gpudvfs.errors import InputError
 from gpudvfs.online.grid import GridTable
@@ -29,7 +33,27 @@ from gpudvfs.online.grid import GridTable
 FORMS = ("paper", "inverse")
 
 
-def frequency_names(form: str, domains) -> list[str]:
+def frequency_names(form: str, domains: Sequence[str]) -> list[str]:
+    """The names of a form's frequency terms.
+
+    Parameters
+    ----------
+    form : str
+        One of :data:`FORMS`.
+    domains : sequence of str
+        The clock domains (``core``, and ``mem`` where the grid moves it).
+
+    Returns
+    -------
+    list of str
+        ``ratio:<domain>`` per domain (``paper``); ``inv:<domain>``, ``inv2:<domain>`` per domain
+        and ``inv:core*mem`` for two domains (``inverse``).
+
+    Raises
+    ------
+    InputError
+        If the form is unknown.
+    """
     if form == "paper":
         return [f"ratio:{d}" for d in domains]
     if form == "inverse":
@@ -42,8 +66,27 @@ def frequency_names(form: str, domains) -> list[str]:
 class FeatureMap:
     """How (clocks, counters) before and after a step become the regressors h of a step.
 
-    ``selected`` indexes :attr:`all_names` (frequency terms first, then counter changes);
-    :meth:`regressors` returns those columns."""
+    Parameters
+    ----------
+    form : str
+        One of :data:`FORMS`.
+    domains : tuple of str
+        The clock domains.
+    ref_mhz : tuple of float
+        One positive reference clock per domain (the inverse form's u_d = f_d,ref / f_d).
+    counters : tuple of str
+        The counters whose changes enter.
+    scale : tuple of float
+        One positive finite scale per counter: changes are divided by it.
+    selected : tuple of int
+        Indices into :attr:`all_names` (frequency terms first, then counter changes):
+        :meth:`regressors` returns those columns.
+
+    Raises
+    ------
+    InputError
+        If the form is unknown, or the clocks, scales or selection do not match.
+    """
 
     form: str
     domains: tuple[str, ...]
@@ -53,6 +96,7 @@ class FeatureMap:
     selected: tuple[int, ...]
 
     def __post_init__(self) -> None:
+        """Check the map (see Raises above)."""
         n_all = len(self.all_names)  # also checks the form
         if len(self.ref_mhz) != len(self.domains) or not all(f > 0 for f in self.ref_mhz):
             raise InputError(f"FeatureMap: need one positive reference clock per domain {self.domains}")
@@ -62,11 +106,33 @@ class FeatureMap:
             raise InputError(f"FeatureMap: selected must index the {n_all} features")
 
     @classmethod
-    def fit(cls, table: GridTable, apps, form: str, counters=None) -> FeatureMap:
-        """Scale = standard deviation of each counter (of ``counters``, default all) over
-        every configuration of ``apps``; counters constant there carry no information and
-        are left out. The reference clocks are the highest levels. Every feature is
-        selected (see :meth:`with_selection`)."""
+    def fit(cls, table: GridTable, apps: Sequence[int], form: str, counters: Iterable[str] | None = None) -> FeatureMap:
+        """The map of a grid's workloads: each counter's scale is its standard deviation over their configurations.
+
+        Counters constant there carry no information and are left out. The reference clocks
+        are the highest levels. Every feature is selected (see :meth:`with_selection`).
+
+        Parameters
+        ----------
+        table : GridTable
+            The measurement grid.
+        apps : sequence of int
+            The training workloads (indices into ``table.apps``).
+        form : str
+            One of :data:`FORMS`.
+        counters : iterable of str, optional
+            The counters to consider; all of the grid's by default.
+
+        Returns
+        -------
+        FeatureMap
+            The map.
+
+        Raises
+        ------
+        InputError
+            If every counter is constant over the workloads, or the form is unknown.
+        """
         _, _, x = table.rows(apps)
         sd = x.std(axis=0)
         wanted = set(table.counter_names if counters is None else counters)
@@ -78,25 +144,46 @@ class FeatureMap:
                    tuple(table.counter_names[i] for i in keep), tuple(float(sd[i]) for i in keep),
                    tuple(range(n_all)))
 
-    def with_selection(self, selected) -> FeatureMap:
+    def with_selection(self, selected: Iterable[int]) -> FeatureMap:
+        """The same map with other columns selected.
+
+        Parameters
+        ----------
+        selected : iterable of int
+            Indices into :attr:`all_names`.
+
+        Returns
+        -------
+        FeatureMap
+            The new map.
+
+        Raises
+        ------
+        InputError
+            If the selection is empty or out of range.
+        """
         return FeatureMap(self.form, self.domains, self.ref_mhz, self.counters, self.scale,
                           tuple(int(i) for i in selected))
 
     @property
     def n_frequency(self) -> int:
+        """The number of frequency terms."""
         return len(frequency_names(self.form, self.domains))
 
     @property
     def all_names(self) -> list[str]:
+        """Every feature's name: the frequency terms, then ``d:<counter>`` per counter."""
         return frequency_names(self.form, self.domains) + [f"d:{c}" for c in self.counters]
 
     @property
     def names(self) -> list[str]:
+        """The selected features' names."""
         all_names = self.all_names
         return [all_names[i] for i in self.selected]
 
     @property
     def n_features(self) -> int:
+        """The number of selected features."""
         return len(self.selected)
 
     def _phi(self, f: np.ndarray) -> np.ndarray:
@@ -104,29 +191,87 @@ class FeatureMap:
         parts = [u, u * u] + ([u[:, :1] * u[:, 1:2]] if f.shape[1] == 2 else [])
         return np.hstack(parts)
 
-    def frequency_terms(self, f_prev, f_new) -> np.ndarray:
-        """The frequency regressors of steps f_prev -> f_new, both (m, domains) in MHz."""
+    def frequency_terms(self, f_prev: ArrayLike, f_new: ArrayLike) -> np.ndarray:
+        """The frequency regressors of steps f_prev -> f_new.
+
+        Parameters
+        ----------
+        f_prev, f_new : array_like
+            (m, domains) clocks in MHz before and after each step.
+
+        Returns
+        -------
+        numpy.ndarray
+            (m, :attr:`n_frequency`) terms.
+        """
         f_prev, f_new = np.atleast_2d(f_prev), np.atleast_2d(f_new)
         if self.form == "paper":
             return f_prev / f_new - 1.0
         return self._phi(f_new) - self._phi(f_prev)
 
-    def counter_change(self, dx) -> np.ndarray:
-        """Raw counter changes (m, counters) in scaled units."""
+    def counter_change(self, dx: ArrayLike) -> np.ndarray:
+        """Raw counter changes in scaled units.
+
+        Parameters
+        ----------
+        dx : array_like
+            (m, counters) raw changes.
+
+        Returns
+        -------
+        numpy.ndarray
+            (m, counters) changes over each counter's scale.
+        """
         return np.atleast_2d(dx) / np.asarray(self.scale)
 
-    def regressors(self, f_prev, f_new, x_prev, x_new) -> np.ndarray:
-        """h of steps (rows): clocks (m, domains) and raw counters (m, counters) before and
-        after, as a C-contiguous (m, n_features) array."""
+    def regressors(self, f_prev: ArrayLike, f_new: ArrayLike, x_prev: ArrayLike, x_new: ArrayLike) -> np.ndarray:
+        """The regressors h of steps (rows), from the clocks and raw counters before and after each.
+
+        Parameters
+        ----------
+        f_prev, f_new : array_like
+            (m, domains) clocks in MHz before and after.
+        x_prev, x_new : array_like
+            (m, counters) raw counters before and after.
+
+        Returns
+        -------
+        numpy.ndarray
+            A C-contiguous (m, :attr:`n_features`) array of the selected columns.
+        """
         h = np.hstack([self.frequency_terms(f_prev, f_new),
                        self.counter_change(np.atleast_2d(x_new) - np.atleast_2d(x_prev))])
         return np.ascontiguousarray(h[:, list(self.selected)])
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
+        """The map as plain data (JSON), which :meth:`from_dict` reads.
+
+        Returns
+        -------
+        dict
+            Field -> value, tuples as lists.
+        """
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
     @classmethod
-    def from_dict(cls, d: dict) -> FeatureMap:
+    def from_dict(cls, d: dict[str, Any]) -> FeatureMap:
+        """A map from :meth:`to_dict`'s data.
+
+        Parameters
+        ----------
+        d : dict
+            The data.
+
+        Returns
+        -------
+        FeatureMap
+            The map.
+
+        Raises
+        ------
+        InputError
+            If the data is not a complete, valid map.
+        """
         try:
             return cls(str(d["form"]), tuple(d["domains"]), tuple(map(float, d["ref_mhz"])),
                        tuple(d["counters"]), tuple(map(float, d["scale"])), tuple(map(int, d["selected"])))

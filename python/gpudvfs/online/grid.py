@@ -1,9 +1,12 @@
-"""A measurement grid as dense arrays: every workload measured at every clock configuration,
-indexed (workload, core level[, memory level]). The replay draws its traces from it and the
-offline parts (counter scale, Lasso, Eq. 14) are fitted on it."""
+"""A measurement grid as dense arrays: every workload measured at every clock configuration.
+
+Indexed (workload, core level[, memory level]). The replay draws its traces from it and the
+offline parts (counter scale, Lasso, Eq. 14) are fitted on it.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -13,25 +16,76 @@ from gpudvfs.errors import InputError
 
 
 def is_target_readout(name: str) -> bool:
-    """Counters that are the target in disguise: a cumulative energy is power x time, so a
-    time model fed its change would read the answer instead of predicting it."""
+    """Whether a counter is the target in disguise.
+
+    A cumulative energy is power x time, so a time model fed its change would read the answer
+    instead of predicting it.
+
+    Parameters
+    ----------
+    name : str
+        The counter's name.
+
+    Returns
+    -------
+    bool
+        True for an energy counter.
+    """
     return "energy" in name.lower()
 
 
 @dataclass(frozen=True, eq=False)
 class GridTable:
+    """A measurement grid as dense arrays.
+
+    Parameters
+    ----------
+    path : str
+        The grid's file.
+    apps : tuple of str
+        The workloads.
+    domains : tuple of str
+        ``("core",)`` or ``("core", "mem")``.
+    levels : tuple of numpy.ndarray
+        The measured MHz per domain, ascending.
+    time_ms : numpy.ndarray
+        Time (ms), (apps, levels of domain 0[, levels of domain 1]).
+    counters : numpy.ndarray
+        ``time_ms.shape + (counters,)``.
+    counter_names : tuple of str
+        The counters, energy counters left out (:func:`is_target_readout`).
+    """
+
     path: str
     apps: tuple[str, ...]
-    domains: tuple[str, ...]          # ("core",) or ("core", "mem")
-    levels: tuple[np.ndarray, ...]    # supported MHz per domain, ascending
-    time_ms: np.ndarray               # (apps, levels of domain 0[, levels of domain 1])
-    counters: np.ndarray              # time_ms.shape + (counters,)
+    domains: tuple[str, ...]
+    levels: tuple[np.ndarray, ...]
+    time_ms: np.ndarray
+    counters: np.ndarray
     counter_names: tuple[str, ...]
 
     @classmethod
     def from_grid(cls, grid: MeasurementGrid) -> GridTable:
         """Dense arrays of a grid; every (workload, configuration) must be measured once.
-        Workloads are the grid's key columns joined (the application for the public files)."""
+
+        Workloads are the grid's key columns joined (the application for the public files).
+
+        Parameters
+        ----------
+        grid : MeasurementGrid
+            The grid.
+
+        Returns
+        -------
+        GridTable
+            Its arrays.
+
+        Raises
+        ------
+        InputError
+            If every row is at one configuration, the grid has no counters, or a cell is not
+            measured exactly once.
+        """
         work = grid.workload
         apps, app_idx = np.unique(work, return_inverse=True)
         clocks = [("core", grid.core_mhz)] + ([] if grid.mem_mhz is None else [("mem", grid.mem_mhz)])
@@ -63,18 +117,39 @@ class GridTable:
         return cls(grid.path, tuple(str(a) for a in apps), tuple(d for d, _ in clocks), tuple(levels),
                    time_ms, counters, names)
 
-    def rows(self, apps) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Every configuration of the given workloads as flat rows: clocks (m, D), time (m,),
-        counters (m, C)."""
+    def rows(self, apps: Sequence[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every configuration of the given workloads as flat rows.
+
+        Parameters
+        ----------
+        apps : sequence of int
+            The workloads (indices into :attr:`apps`).
+
+        Returns
+        -------
+        clocks : numpy.ndarray
+            (m, domains) MHz.
+        time_ms : numpy.ndarray
+            (m,) time.
+        counters : numpy.ndarray
+            (m, counters).
+        """
         sub_t = self.time_ms[list(apps)]
         mesh = np.meshgrid(*self.levels, indexing="ij")
         f = np.stack([np.broadcast_to(g, sub_t.shape).reshape(-1) for g in mesh], axis=1)
         return f, sub_t.reshape(-1), self.counters[list(apps)].reshape(-1, len(self.counter_names))
 
     def shared_time_curves(self) -> list[list[str]]:
-        """Groups of workloads whose measured time is identical at every configuration (the
-        V100 file has one group of ten: an application switch there changes the counters
-        but not the time)."""
+        """Groups of workloads whose measured time is identical at every configuration.
+
+        The V100 file has one group of ten: an application switch there changes the counters
+        but not the time.
+
+        Returns
+        -------
+        list of list of str
+            The groups of more than one workload.
+        """
         groups: dict[bytes, list[str]] = {}
         for a, t in zip(self.apps, self.time_ms.reshape(len(self.apps), -1)):
             groups.setdefault(t.tobytes(), []).append(a)

@@ -2,7 +2,8 @@
 
 The predictors themselves live in the Rust core (``OnlinePredictor``: one stream;
 ``OnlinePredictorBank``: many). Their ``state()`` is plain data and ``from_state`` checks it;
-they also pickle. The files here are versioned JSON."""
+they also pickle. The files here are versioned JSON.
+"""
 
 from __future__ import annotations
 
@@ -15,11 +16,25 @@ from gpudvfs.data.jsonfile import read_json, write_json_atomic
 from gpudvfs.errors import InputError
 
 VERSION = 1
-_KINDS = {"online-predictor": OnlinePredictor, "online-predictor-bank": OnlinePredictorBank}
+_KINDS: dict[str, type[OnlinePredictor] | type[OnlinePredictorBank]] = {
+    "online-predictor": OnlinePredictor, "online-predictor-bank": OnlinePredictorBank}
 
 
 def save_predictor(predictor: OnlinePredictor | OnlinePredictorBank, path: str | Path) -> None:
-    """Write a predictor's complete state (written atomically: a crash leaves the old file)."""
+    """Write a predictor's complete state (written atomically: a crash leaves the old file).
+
+    Parameters
+    ----------
+    predictor : OnlinePredictor or OnlinePredictorBank
+        The predictor.
+    path : str or pathlib.Path
+        The file to write.
+
+    Raises
+    ------
+    InputError
+        If ``predictor`` is neither.
+    """
     kind = {OnlinePredictor: "online-predictor", OnlinePredictorBank: "online-predictor-bank"}.get(type(predictor))
     if kind is None:
         raise InputError(f"save_predictor: expected an OnlinePredictor or OnlinePredictorBank, got {type(predictor)}")
@@ -28,8 +43,24 @@ def save_predictor(predictor: OnlinePredictor | OnlinePredictorBank, path: str |
 
 
 def load_predictor(path: str | Path) -> OnlinePredictor | OnlinePredictorBank:
-    """A predictor saved by :func:`save_predictor`, checked (shapes, finite values, a
-    symmetric positive definite covariance)."""
+    """A predictor saved by :func:`save_predictor`, checked.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The predictor file.
+
+    Returns
+    -------
+    OnlinePredictor or OnlinePredictorBank
+        The predictor, as saved.
+
+    Raises
+    ------
+    InputError
+        If the file is not a predictor of this version, or its state fails the checks (shapes,
+        finite values, a symmetric positive definite covariance).
+    """
     doc = read_json(path)
     if not isinstance(doc, dict) or not isinstance(doc.get("kind"), str) or doc["kind"] not in _KINDS:
         raise InputError(f"{path}: not a gpudvfs online predictor file")

@@ -1,17 +1,23 @@
-"""Offline feature selection (Gupta et al. Sec. 4.2, Eq. 7): Lasso with cross-validation and
-the one-standard-error rule. Needs scikit-learn, the ``online`` extra."""
+"""Offline feature selection (Gupta et al. Sec. 4.2, Eq. 7).
+
+Lasso with cross-validation and the one-standard-error rule. Needs scikit-learn, the
+``online`` extra.
+"""
 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from gpudvfs.errors import InputError
 
 
-def _sklearn():
+def _sklearn() -> tuple[Any, Any, Any, type[Warning]]:
     try:
         from sklearn.exceptions import ConvergenceWarning
         from sklearn.linear_model import Lasso, LassoCV
@@ -24,23 +30,68 @@ def _sklearn():
 
 @dataclass(frozen=True)
 class FeatureSelection:
-    selected: tuple[int, ...]        # columns kept: Lasso's at alpha_1se plus the forced ones
-    lasso_selected: tuple[int, ...]  # columns with a nonzero Lasso coefficient at alpha_1se
-    alpha_min: float                 # alpha of the smallest cross-validated MSE
-    alpha_1se: float                 # largest alpha within one standard error of it
-    n_at_alpha_min: int              # features the minimum-MSE model uses
-    converged: bool                  # coordinate descent converged on every fit
+    """The columns Lasso keeps, and how it chose them.
+
+    Parameters
+    ----------
+    selected : tuple of int
+        Columns kept: Lasso's at ``alpha_1se`` plus the forced ones.
+    lasso_selected : tuple of int
+        Columns with a nonzero Lasso coefficient at ``alpha_1se``.
+    alpha_min : float
+        The alpha of the smallest cross-validated MSE.
+    alpha_1se : float
+        The largest alpha within one standard error of it.
+    n_at_alpha_min : int
+        Features the minimum-MSE model uses.
+    converged : bool
+        Coordinate descent converged on every fit.
+    """
+
+    selected: tuple[int, ...]
+    lasso_selected: tuple[int, ...]
+    alpha_min: float
+    alpha_1se: float
+    n_at_alpha_min: int
+    converged: bool
 
 
-def lasso_select(h, y, *, keep=(), folds: int = 10, n_alphas: int = 100) -> FeatureSelection:
-    """Columns of ``h`` (rows = steps) that predict ``y`` by Lasso, regularised by the
-    one-standard-error rule: the largest penalty whose cross-validated MSE is within one
-    standard error of the minimum (fewer features for a statistically equal error).
+def lasso_select(h: ArrayLike, y: ArrayLike, *, keep: Iterable[int] = (), folds: int = 10,
+                 n_alphas: int = 100) -> FeatureSelection:
+    """The columns of the regressors that predict the target by Lasso, regularised by the one-standard-error rule.
 
-    Columns are standardised first (the penalty then weighs them alike); ``keep`` are
-    columns kept whatever Lasso says (the frequency terms: the sensitivity needs them).
-    Folds are contiguous blocks, not shuffled rows: rows are consecutive steps of traces,
-    and shuffling would let a fold validate on neighbours of its training rows."""
+    The rule takes the largest penalty whose cross-validated MSE is within one standard error
+    of the minimum (fewer features for a statistically equal error). Columns are
+    standardised first (the penalty then weighs them alike). Folds are contiguous blocks, not
+    shuffled rows: rows are consecutive steps of traces, and shuffling would let a fold
+    validate on neighbours of its training rows.
+
+    Parameters
+    ----------
+    h : array_like
+        (m, p) regressors, a row per step.
+    y : array_like
+        (m,) the target of each step.
+    keep : iterable of int
+        Columns kept whatever Lasso says (the frequency terms: the sensitivity needs them).
+    folds : int
+        Cross-validation folds.
+    n_alphas : int
+        Penalties tried, log-spaced from the one that zeroes every coefficient down to 1e-3 of it.
+
+    Returns
+    -------
+    FeatureSelection
+        The columns kept and the penalties.
+
+    Raises
+    ------
+    InputError
+        If the shapes do not match, the rows are too few for the folds, a value is not finite,
+        or ``y`` is orthogonal to every column.
+    ImportError
+        If scikit-learn is not installed.
+    """
     Lasso, LassoCV, KFold, ConvergenceWarning = _sklearn()
     h, y = np.asarray(h, dtype=np.float64), np.asarray(y, dtype=np.float64)
     if h.ndim != 2 or y.shape != (h.shape[0],):

@@ -1,12 +1,16 @@
-"""Frequency sensitivity (Gupta et al. Sec. 4.4): the time predicted at a candidate clock
-(Eq. 12), its slope (Eq. 13), and the counters' own frequency dependence (Eq. 14),
-learned offline from a measurement grid."""
+"""Frequency sensitivity (Gupta et al. Sec. 4.4).
+
+The time predicted at a candidate clock (Eq. 12), its slope (Eq. 13), and the counters' own
+frequency dependence (Eq. 14), learned offline from a measurement grid.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from gpudvfs.errors import InputError
 from gpudvfs.online.features import FeatureMap
@@ -20,16 +24,40 @@ class CounterFrequencyModel:
     Per domain d and counter i: x_i(f_new) - x_i(f) = x_i(f) (b1 r + b2 r^2) with
     r = f_d / f_d,new - 1, so a counter that counts per unit of work (instructions)
     stays put (b = 0) and a rate or stall count scales with the clock. Changes of several
-    domains add up (first order)."""
+    domains add up (first order).
+
+    Parameters
+    ----------
+    domains : tuple of str
+        The clock domains.
+    counters : tuple of str
+        The counters.
+    coef : numpy.ndarray
+        (domains, counters, 2): b1 and b2 of each.
+    """
 
     domains: tuple[str, ...]
     counters: tuple[str, ...]
-    coef: np.ndarray  # (domains, counters, 2)
+    coef: np.ndarray
 
     @classmethod
-    def fit(cls, table: GridTable, apps, counters) -> CounterFrequencyModel:
-        """Least squares over one-level moves (the moves a governor weighs) of every
-        domain, from every configuration of ``apps``."""
+    def fit(cls, table: GridTable, apps: Sequence[int], counters: Sequence[str]) -> CounterFrequencyModel:
+        """Least squares over one-level moves (the moves a governor weighs) of every domain.
+
+        Parameters
+        ----------
+        table : GridTable
+            The measurement grid.
+        apps : sequence of int
+            The workloads (indices into ``table.apps``) whose every configuration is fitted on.
+        counters : sequence of str
+            The counters, among ``table.counter_names``.
+
+        Returns
+        -------
+        CounterFrequencyModel
+            The model; a counter never nonzero keeps b = 0.
+        """
         cols = [table.counter_names.index(c) for c in counters]
         x_all = table.counters[list(apps)][..., cols]
         coef = np.zeros((len(table.domains), len(cols), 2))
@@ -48,8 +76,21 @@ class CounterFrequencyModel:
                     coef[d, c] = np.linalg.lstsq(a_mat[:, c], t[:, c], rcond=None)[0]
         return cls(table.domains, tuple(counters), coef)
 
-    def change(self, x, f_now, f_new) -> np.ndarray:
-        """Predicted counter changes (m, counters) when the clocks go f_now -> f_new (m, domains)."""
+    def change(self, x: ArrayLike, f_now: ArrayLike, f_new: ArrayLike) -> np.ndarray:
+        """Predicted counter changes when the clocks go f_now -> f_new.
+
+        Parameters
+        ----------
+        x : array_like
+            (m, counters) counters at f_now.
+        f_now, f_new : array_like
+            (m, domains) clocks in MHz.
+
+        Returns
+        -------
+        numpy.ndarray
+            (m, counters) changes.
+        """
         x = np.atleast_2d(np.asarray(x, dtype=np.float64))
         r = np.atleast_2d(f_now) / np.atleast_2d(f_new) - 1.0
         dx = np.zeros_like(x)
@@ -59,13 +100,38 @@ class CounterFrequencyModel:
         return dx
 
 
-def predict_time_at(features: FeatureMap, coef, time_ms, f_now, f_new, counters_now,
-                    counter_model: CounterFrequencyModel | None = None) -> np.ndarray:
-    """Eq. 12: time at candidate clocks f_new (m, domains) of a workload now taking
-    ``time_ms`` at f_now with raw counters ``counters_now`` (m, counters in
-    ``features.counters`` order), from the model's coefficients (n_features,), or one row
-    of them per candidate. Without a counter model the counters are taken as frequency
-    independent (dx = 0)."""
+def predict_time_at(features: FeatureMap, coef: ArrayLike, time_ms: ArrayLike, f_now: ArrayLike, f_new: ArrayLike,
+                    counters_now: ArrayLike, counter_model: CounterFrequencyModel | None = None) -> np.ndarray:
+    """Eq. 12: time at candidate clocks of a workload now taking ``time_ms`` at f_now.
+
+    Parameters
+    ----------
+    features : FeatureMap
+        The model's regressors.
+    coef : array_like
+        The model's coefficients (n_features,), or one row of them per candidate.
+    time_ms : array_like
+        The workload's time now (ms), per row.
+    f_now : array_like
+        (m, domains) clocks now (MHz).
+    f_new : array_like
+        (m, domains) candidate clocks (MHz).
+    counters_now : array_like
+        (m, counters) raw counters now, in ``features.counters`` order.
+    counter_model : CounterFrequencyModel, optional
+        How the counters move with the clock; without it they are taken as frequency
+        independent (dx = 0).
+
+    Returns
+    -------
+    numpy.ndarray
+        (m,) predicted times (ms).
+
+    Raises
+    ------
+    InputError
+        If the counters' columns are not the feature map's, or the counter model's counters differ.
+    """
     x = np.atleast_2d(np.asarray(counters_now, dtype=np.float64))
     if x.shape[1] != len(features.counters):
         raise InputError(f"counters_now has {x.shape[1]} columns, the feature map {len(features.counters)}")
@@ -77,10 +143,38 @@ def predict_time_at(features: FeatureMap, coef, time_ms, f_now, f_new, counters_
     return np.asarray(time_ms, dtype=np.float64) + np.einsum("ij,ij->i", h, coef)
 
 
-def time_slope(features: FeatureMap, coef, time_ms, f_now, f_new, counters_now,
-               counter_model: CounterFrequencyModel | None = None) -> np.ndarray:
-    """Eq. 13: d time / d f in ms per MHz, the finite difference of Eq. 12 over a move of
-    exactly one clock domain per row."""
+def time_slope(features: FeatureMap, coef: ArrayLike, time_ms: ArrayLike, f_now: ArrayLike, f_new: ArrayLike,
+               counters_now: ArrayLike, counter_model: CounterFrequencyModel | None = None) -> np.ndarray:
+    """Eq. 13: d time / d f, the finite difference of Eq. 12 over a move of exactly one clock domain per row.
+
+    Parameters
+    ----------
+    features : FeatureMap
+        The model's regressors.
+    coef : array_like
+        The model's coefficients (n_features,), or one row of them per candidate.
+    time_ms : array_like
+        The workload's time now (ms), per row.
+    f_now : array_like
+        (m, domains) clocks now (MHz).
+    f_new : array_like
+        (m, domains) candidate clocks (MHz).
+    counters_now : array_like
+        (m, counters) raw counters now, in ``features.counters`` order.
+    counter_model : CounterFrequencyModel, optional
+        How the counters move with the clock; without it they are taken as frequency
+        independent (dx = 0).
+
+    Returns
+    -------
+    numpy.ndarray
+        (m,) slopes in ms per MHz.
+
+    Raises
+    ------
+    InputError
+        If a row does not change exactly one clock domain, or as :func:`predict_time_at` raises.
+    """
     f_now, f_new = np.atleast_2d(f_now), np.atleast_2d(f_new)
     moved = f_now != f_new
     if not np.all(moved.sum(axis=1) == 1):

@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from gpudvfs import _core
 from gpudvfs.errors import InputError
 
 
-def _matrix(name: str, x, cols: int | None = None) -> np.ndarray:
+def _matrix(name: str, x: ArrayLike, cols: int | None = None) -> np.ndarray:
     a = np.ascontiguousarray(x, dtype=np.float64)
     if a.ndim != 2:
         raise InputError(f"{name} must be a 2-D array, got shape {a.shape}")
@@ -27,7 +28,7 @@ def _matrix(name: str, x, cols: int | None = None) -> np.ndarray:
     return a
 
 
-def _vector(name: str, x, n: int) -> np.ndarray:
+def _vector(name: str, x: ArrayLike, n: int) -> np.ndarray:
     a = np.ascontiguousarray(x, dtype=np.float64)
     if a.shape != (n,):
         raise InputError(f"{name} must have shape ({n},), got {a.shape}")
@@ -36,7 +37,9 @@ def _vector(name: str, x, n: int) -> np.ndarray:
     return a
 
 
-def _check(utilization, domain_sizes, static_coef, idle_coef, weights, freqs, volts):
+def _check(utilization: ArrayLike, domain_sizes: Sequence[int], static_coef: ArrayLike, idle_coef: ArrayLike,
+           weights: ArrayLike, freqs: ArrayLike, volts: ArrayLike
+           ) -> tuple[np.ndarray, list[int], np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     sizes = [int(s) for s in domain_sizes]
     if not sizes or any(s < 0 for s in sizes):
         raise InputError(f"domain_sizes must be non-negative counts, got {list(domain_sizes)}")
@@ -50,17 +53,72 @@ def _check(utilization, domain_sizes, static_coef, idle_coef, weights, freqs, vo
             _vector("weights", weights, nc), f, v)
 
 
-def power_grid(utilization, domain_sizes: Sequence[int], static_coef, idle_coef, weights,
-               freqs, volts) -> np.ndarray:
-    """Watts [n_workloads x n_configs] for utilizations [n_workloads x n_components] at
-    configurations given by ``freqs`` and normalized ``volts``, both [n_configs x n_domains]."""
+def power_grid(utilization: ArrayLike, domain_sizes: Sequence[int], static_coef: ArrayLike, idle_coef: ArrayLike,
+               weights: ArrayLike, freqs: ArrayLike, volts: ArrayLike) -> np.ndarray:
+    """Watts of each workload at each configuration, in the Rust core (GIL released).
+
+    Parameters
+    ----------
+    utilization : array_like
+        [n_workloads x n_components] utilizations, domain 0's components first.
+    domain_sizes : sequence of int
+        The number of components in each domain.
+    static_coef : array_like
+        Per domain, the static coefficient s_d.
+    idle_coef : array_like
+        Per domain, the idle coefficient i_d.
+    weights : array_like
+        Per component, its weight w_c.
+    freqs : array_like
+        [n_configs x n_domains] frequencies, normalized to the reference.
+    volts : array_like
+        [n_configs x n_domains] normalized voltages.
+
+    Returns
+    -------
+    numpy.ndarray
+        Watts [n_workloads x n_configs].
+
+    Raises
+    ------
+    InputError
+        If a shape does not match the domain sizes, or a value is not finite.
+    """
     u, sizes, s, i, w, f, v = _check(utilization, domain_sizes, static_coef, idle_coef, weights, freqs, volts)
     return _core.power_grid(u, sizes, s, i, w, f, v)
 
 
-def power_grid_numpy(utilization, domain_sizes: Sequence[int], static_coef, idle_coef, weights,
-                     freqs, volts) -> np.ndarray:
-    """The same equations written plainly in numpy (reference for tests and benchmarks)."""
+def power_grid_numpy(utilization: ArrayLike, domain_sizes: Sequence[int], static_coef: ArrayLike,
+                     idle_coef: ArrayLike, weights: ArrayLike, freqs: ArrayLike, volts: ArrayLike) -> np.ndarray:
+    """The same equations as :func:`power_grid` written plainly in numpy (reference for tests and benchmarks).
+
+    Parameters
+    ----------
+    utilization : array_like
+        [n_workloads x n_components] utilizations, domain 0's components first.
+    domain_sizes : sequence of int
+        The number of components in each domain.
+    static_coef : array_like
+        Per domain, the static coefficient s_d.
+    idle_coef : array_like
+        Per domain, the idle coefficient i_d.
+    weights : array_like
+        Per component, its weight w_c.
+    freqs : array_like
+        [n_configs x n_domains] frequencies, normalized to the reference.
+    volts : array_like
+        [n_configs x n_domains] normalized voltages.
+
+    Returns
+    -------
+    numpy.ndarray
+        Watts [n_workloads x n_configs].
+
+    Raises
+    ------
+    InputError
+        If a shape does not match the domain sizes, or a value is not finite.
+    """
     u, sizes, s, i, w, f, v = _check(utilization, domain_sizes, static_coef, idle_coef, weights, freqs, volts)
     out = np.zeros((u.shape[0], f.shape[0]))
     start = 0

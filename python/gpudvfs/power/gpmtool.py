@@ -24,14 +24,35 @@ voltages: they are 1 (its model has none).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from gpudvfs.data.source import Source, csv_line, format_number
 from gpudvfs.errors import InputError
 
 
-def read_gpmtool_model(path: str | Path) -> tuple[tuple[str, ...], dict]:
-    """(component names, state for `_core.PowerFit.from_state`) of a gpmTOOL model file."""
+def read_gpmtool_model(path: str | Path) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """Read a gpmTOOL model file (v1 or v2 layout) as the power fit's state.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The model file.
+
+    Returns
+    -------
+    names : tuple of str
+        The components' names.
+    state : dict
+        The fit's state, for `_core.PowerFit.from_state`.
+
+    Raises
+    ------
+    DataFileError
+        If the file is truncated or malformed, not of 2 domains, has negative coefficients,
+        or voltage lines of neither layout.
+    """
     src = Source(path)
     rec = dict(src.records(0))
     lines = sorted(rec)
@@ -58,6 +79,8 @@ def read_gpmtool_model(path: str | Path) -> tuple[tuple[str, ...], dict]:
         raise src.error("coefficients must be >= 0", 7)
     vlines = [i for i in lines if i > 7]
     pairs = [(c, m) for m in mem for c in core]
+    levels: list[list[float]]
+    level_v: list[list[float]]
     if len(vlines) == len(mem) and all(len(rec[i]) == len(core) for i in vlines):
         # v1: per-configuration core voltages, memory at 1.
         vc = [row(i, len(core), "voltage") for i in vlines]
@@ -85,9 +108,25 @@ def read_gpmtool_model(path: str | Path) -> tuple[tuple[str, ...], dict]:
     return names, state
 
 
-def write_gpmtool_model(path: str | Path, names, state: dict) -> None:
-    """Write a per-config (v1 layout, core voltages; memory voltages must be 1) or a
-    per-domain (v2 layout) model in gpmTOOL's model file format."""
+def write_gpmtool_model(path: str | Path, names: Sequence[str], state: dict[str, Any]) -> None:
+    """Write a model in gpmTOOL's model file format.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file to write.
+    names : sequence of str
+        The components' names.
+    state : dict
+        The fit's state: a per-config model (v1 layout, core voltages; its memory voltages must
+        be 1) or a per-domain one (v2 layout).
+
+    Raises
+    ------
+    InputError
+        If a per-config model lacks a pair of the grid or has memory voltages other than 1,
+        or the model is of another variant.
+    """
     ref, sizes = state["ref_mhz"], state["domain_sizes"]
     configs = [tuple(c) for c in state["configs"]]
     core = sorted({c for c, _ in configs})

@@ -1,6 +1,8 @@
-"""A measured grid as the power model's dataset: every row's power at its clocks, with its
-workload's utilizations at the reference clocks (from DCGM activities or from profiler
-counters over the device's peak rates)."""
+"""A measured grid as the power model's dataset.
+
+Every row's power at its clocks, with its workload's utilizations at the reference clocks
+(from DCGM activities or from profiler counters over the device's peak rates).
+"""
 
 from __future__ import annotations
 
@@ -12,10 +14,36 @@ from gpudvfs.errors import InputError
 
 def grid_power_dataset(grid: MeasurementGrid, reference: tuple[float, float], names: list[str], util: np.ndarray,
                        components: tuple[str, ...], domain_sizes: tuple[int, int]) -> PowerDataset:
-    """``util`` [workloads x components] in the order of ``names`` (the grid's workloads; rows
-    of others, which have no utilizations, are left out). A grid without a memory clock
-    column was measured at one memory clock: the reference's memory clock is given to every
-    row."""
+    """A grid's power measurements with each workload's utilizations, as the power model's dataset.
+
+    A grid without a memory clock column was measured at one memory clock: the reference's
+    memory clock is given to every row.
+
+    Parameters
+    ----------
+    grid : MeasurementGrid
+        A grid with a power column.
+    reference : tuple of (float, float)
+        The reference (core, memory) clocks in MHz.
+    names : list of str
+        The workloads with utilizations; rows of others are left out.
+    util : numpy.ndarray
+        [workloads x components] utilizations, in the order of ``names``.
+    components : tuple of str
+        The components' names, core domain first.
+    domain_sizes : tuple of (int, int)
+        How many components belong to the core and to the memory domain.
+
+    Returns
+    -------
+    PowerDataset
+        A row per grid row of the workloads in ``names``.
+
+    Raises
+    ------
+    InputError
+        If the grid has no power column.
+    """
     if grid.watts is None:
         raise InputError(f"{grid.path}: the power model is fitted on measured power; the grid has no power column")
     work = grid.workload

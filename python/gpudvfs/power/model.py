@@ -33,9 +33,12 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from gpudvfs import _core
 from gpudvfs.catalog import DeviceSpec, lookup
@@ -65,7 +68,7 @@ _SETTINGS = {
 }
 
 
-def _utilization(u, n_comp: int) -> np.ndarray:
+def _utilization(u: ArrayLike, n_comp: int) -> np.ndarray:
     a = np.asarray(u, dtype=np.float64)
     if a.ndim == 0 or a.shape[-1] != n_comp:
         raise InputError(f"utilizations must end in a dimension of {n_comp} components, got shape {a.shape}")
@@ -76,7 +79,7 @@ def _utilization(u, n_comp: int) -> np.ndarray:
     return a
 
 
-def _require_dataset(dataset, what: str) -> None:
+def _require_dataset(dataset: object, what: str) -> None:
     if not isinstance(dataset, PowerDataset):
         raise InputError(f"{what} needs a PowerDataset (gpudvfs.read_power_dataset), got {type(dataset).__name__}")
 
@@ -86,12 +89,65 @@ class PowerModel:
 
     ``PowerModel(variant).fit(dataset)`` estimates coefficients and voltages from a
     :class:`~gpudvfs.PowerDataset` (microbenchmarks measured over a frequency grid).
-    ``relative_error`` and ``ridge`` override the variant's objective.
+
+    Parameters
+    ----------
+    variant : str
+        One of :data:`VARIANTS` (see the module's table).
+    relative_error : bool, optional
+        Fit squared relative errors (True) or squared watts; the variant's by default.
+    ridge : float, optional
+        Ridge penalty on the coefficients; the variant's by default.
+    max_iter : int
+        Iterations of the alternation at most.
+    tol_voltage : float
+        Converged when no voltage moves more than this ...
+    tol_objective : float
+        ... and the objective changes by less than this share of itself.
+    v_min, v_max : float
+        Bounds of the normalized voltages.
+
+    Raises
+    ------
+    InputError
+        If the variant is unknown, ``relative_error`` is not a bool or None, or ``max_iter`` is
+        not an integer >= 1.
+
+    Attributes
+    ----------
+    components_ : tuple of str
+        The components, in the order of a utilization vector (set by fitting or loading).
+    static_w_, idle_w_ : numpy.ndarray
+        Per domain, the static and idle power (W at the reference clocks).
+    weights_ : dict of str to float
+        Per component, its dynamic power at full utilization (W at the reference clocks).
+    configs_, voltages_ : numpy.ndarray
+        [K x 2] the configurations the model is laid out on, and their normalized voltages.
+    untrained_ : tuple of str
+        Components zero in every training row, given weight 0 by ``fit(..., unused="zero")``.
+    device_ : str or None
+        The catalog key of the GPU whose measurements it was fitted on, where the fitter knew
+        it (`select fit-power`, `power fit --device`): its weights and clocks are that GPU's.
+    energy_error_ : numpy.ndarray or None
+        Relative error of an energy predicted with this model and the time model at each of
+        ``configs_``, from applications held out of the power fit (`select fit-power` sets it:
+        `gpudvfs.evaluation.selection.energy_errors`); None where nobody measured it.
+    interval_ : float or None
+        Half-width q of a 90% interval on each predicted power in log space (P in [P e^-q,
+        P e^q]), where it is known: a prior's (`PowerModel.prior`: its rule's error on GPUs it
+        was not fitted on), or refined by `gpudvfs power observe`. None: not stated.
+    source_ : str
+        One of :data:`SOURCES`: whether the model is fitted, a catalog prior (no measurement of
+        this GPU) or refined from one.
+    fallback_ : str or None
+        The variant fitted in place of this one's, which did not converge (None: its own).
+    notes_ : list of str
+        What the fit says about itself (bounds hit, folded domains, fallbacks).
     """
 
     def __init__(self, variant: str = "default", *, relative_error: bool | None = None,
                  ridge: float | None = None, max_iter: int = 3000, tol_voltage: float = 1e-6,
-                 tol_objective: float = 1e-9, v_min: float = 0.5, v_max: float = 1.5):
+                 tol_objective: float = 1e-9, v_min: float = 0.5, v_max: float = 1.5) -> None:
         if variant not in VARIANTS:
             raise InputError(f"unknown variant {variant!r}; expected one of {VARIANTS}")
         base, rel, rid = _SETTINGS[variant]
@@ -106,28 +162,33 @@ class PowerModel:
         self.v_min, self.v_max = float(v_min), float(v_max)
         self._base = base
         self._fit: _core.PowerFit | None = None
-        #: Components zero in every training row, given weight 0 by ``fit(..., unused="zero")``.
         self.untrained_: tuple[str, ...] = ()
-        #: The catalog key of the GPU whose measurements it was fitted on, where the fitter knew it
-        #: (`select fit-power`, `power fit --device`): its weights and clocks are that GPU's.
         self.device_: str | None = None
-        #: Relative error of an energy predicted with this model and the time model at each of
-        #: ``configs_``, from applications held out of the power fit (`select fit-power` sets
-        #: it: `gpudvfs.evaluation.selection.energy_errors`); None where nobody measured it.
         self.energy_error_: np.ndarray | None = None
-        #: Half-width q of a 90% interval on each predicted power in log space (P in [P e^-q,
-        #: P e^q]), where it is known: a prior's (`PowerModel.prior`: its rule's error on GPUs it
-        #: was not fitted on), or refined by `gpudvfs power observe`. None: not stated.
         self.interval_: float | None = None
-        #: Whether the model is a catalog prior (no measurement of this GPU) or refined from one.
         self.source_: str = "fitted"
 
     @classmethod
-    def prior(cls, device, reference=None) -> PowerModel:
-        """The prior of a catalog GPU (a key, name or alias, or a `DeviceSpec`): the catalog's
-        rule scaled by its TDP at its default clocks (or at ``reference`` (core, memory) MHz),
-        with the rule's 90% interval (``interval_``), made without any measurement of it
-        (:mod:`gpudvfs.power.prior`)."""
+    def prior(cls, device: str | DeviceSpec, reference: Sequence[float] | None = None) -> PowerModel:
+        """The prior of a catalog GPU, made without any measurement of it (:mod:`gpudvfs.power.prior`).
+
+        Parameters
+        ----------
+        device : str or DeviceSpec
+            The GPU: a catalog key, name or alias, or its entry.
+        reference : sequence of float, optional
+            The (core, memory) MHz the model is placed at; the GPU's default clocks by default.
+
+        Returns
+        -------
+        PowerModel
+            The catalog's rule scaled by the GPU's TDP, with the rule's 90% interval (``interval_``).
+
+        Raises
+        ------
+        InputError
+            If the GPU is not in the catalog.
+        """
         spec = device if isinstance(device, DeviceSpec) else lookup(device)
         model = cls("curve")
         model._fit = _core.PowerFit.from_state(prior_state(spec, reference=reference))
@@ -140,10 +201,32 @@ class PowerModel:
 
     # ---------------------------------------------------------------- fitting
     def fit(self, dataset: PowerDataset, *, unused: str = "error") -> PowerModel:
-        """Estimate the model from ``dataset``. A component zero in every row has no weight
-        to learn: ``unused="error"`` refuses it; ``"zero"`` gives it weight 0 (the model then
-        takes the same utilizations, and predicts no power for that component: noted in
-        ``notes_`` and ``untrained_``)."""
+        """Estimate the model from measurements.
+
+        A fit that did not converge, hit a voltage bound, fell back to per-domain voltages or left
+        components untrained warns with its notes.
+
+        Parameters
+        ----------
+        dataset : PowerDataset
+            Power measured over a frequency grid of two domains (core, memory), with utilizations.
+        unused : str
+            A component zero in every row has no weight to learn: ``error`` refuses it; ``zero``
+            gives it weight 0 (the model then takes the same utilizations, and predicts no power
+            for that component: noted in ``notes_`` and ``untrained_``).
+
+        Returns
+        -------
+        PowerModel
+            This model, fitted.
+
+        Raises
+        ------
+        InputError
+            If ``dataset`` is not a PowerDataset of two domains, its watts, clocks or
+            utilizations are out of bounds, ``unused`` is unknown, or (with ``unused="error"``)
+            a component is zero in every row.
+        """
         _require_dataset(dataset, "fit")
         if unused not in UNUSED:
             raise InputError(f"unknown unused={unused!r}; expected one of {UNUSED}")
@@ -177,18 +260,18 @@ class PowerModel:
         return self
 
     def _estimate(self, dataset: PowerDataset, base: str) -> _core.PowerFit:
+        watts, core, mem, util = (np.ascontiguousarray(a, dtype=np.float64)
+                                  for a in (dataset.watts, dataset.core_mhz, dataset.mem_mhz, dataset.utilization))
         try:
             return _core.PowerFit.fit(
-                *(np.ascontiguousarray(a, dtype=np.float64)
-                  for a in (dataset.watts, dataset.core_mhz, dataset.mem_mhz, dataset.utilization)),
-                list(dataset.domain_sizes), float(dataset.reference_mhz[0]), float(dataset.reference_mhz[1]),
-                base, self.max_iter, self.tol_voltage, self.tol_objective, self.v_min, self.v_max,
-                self.relative_error, self.ridge)
+                watts, core, mem, util, list(dataset.domain_sizes), float(dataset.reference_mhz[0]),
+                float(dataset.reference_mhz[1]), base, self.max_iter, self.tol_voltage, self.tol_objective,
+                self.v_min, self.v_max, self.relative_error, self.ridge)
         except ValueError as e:
             raise InputError(f"{dataset.path}: {e}") from None
 
     def _set_state(self) -> None:
-        s = self._fit.state()
+        s = self._require_fit().state()
         self.domain_sizes_ = tuple(s["domain_sizes"])
         self.reference_mhz_ = tuple(s["ref_mhz"])
         self.static_w_ = np.array(s["static_coef"])
@@ -205,15 +288,26 @@ class PowerModel:
         self.train_mape_ = s["train_mape"]
         self.sse_ = s["sse"]
         self.notes_ = list(s["notes"])
-        #: The variant fitted in place of this one's, which did not converge (None: its own).
         self.fallback_ = s["variant"] if s["variant"] != self._base else None
         if self.fallback_:
             self.notes_.insert(0, f"the {self._base} fit did not converge in {self.max_iter} iterations: fell back "
                                   f"to {self.fallback_} voltages, which did")
 
     def check_gpu(self, key: str) -> None:
-        """Refuse to predict ``key``'s power with a model fitted on another GPU's measurements
-        (where the model records which): weights and voltages belong to one GPU."""
+        """Refuse to predict a GPU's power with a model fitted on another GPU's measurements.
+
+        Weights and voltages belong to one GPU; a model that does not record which passes.
+
+        Parameters
+        ----------
+        key : str
+            The catalog key of the GPU to predict.
+
+        Raises
+        ------
+        InputError
+            If the model was fitted on another GPU's measurements.
+        """
         if self.device_ is not None and self.device_ != key:
             raise InputError(f"the power model was fitted on {self.device_}'s measurements, not {key}'s: fit one "
                              f"on this GPU (gpudvfs select fit-power / power fit --device {key})")
@@ -224,11 +318,29 @@ class PowerModel:
         return self._fit
 
     # -------------------------------------------------------------- prediction
-    def voltage(self, core_mhz, mem_mhz) -> np.ndarray:
-        """Normalized (core, memory) voltages, shape ``broadcast(core, mem) + (2,)``.
+    def voltage(self, core_mhz: ArrayLike, mem_mhz: ArrayLike) -> np.ndarray:
+        """Normalized (core, memory) voltages at clock pairs.
 
-        `per-config` knows the measured pairs, `per-domain` the measured clocks; `curve`
-        gives any clock. Anything else is an error."""
+        `per-config` knows the measured pairs, `per-domain` the measured clocks; `curve` gives
+        any clock (with a warning beyond the clocks it was fitted on).
+
+        Parameters
+        ----------
+        core_mhz : array_like
+            Core clocks (MHz), broadcast with ``mem_mhz``.
+        mem_mhz : array_like
+            Memory clocks (MHz).
+
+        Returns
+        -------
+        numpy.ndarray
+            Voltages of shape ``broadcast(core, mem) + (2,)``.
+
+        Raises
+        ------
+        InputError
+            If the model is not fitted, a clock is invalid, or the variant does not know a pair.
+        """
         fit = self._require_fit()
         c, m = np.broadcast_arrays(clock_array(core_mhz, "core_mhz"), clock_array(mem_mhz, "mem_mhz"))
         self._warn_outside_fit(c, m)
@@ -239,9 +351,11 @@ class PowerModel:
         return v.reshape(c.shape + (2,))
 
     def _warn_outside_fit(self, core: np.ndarray, mem: np.ndarray) -> None:
-        """The `curve` variant extrapolates; say so beyond the clocks it was fitted on (the
-        other variants refuse unmeasured clocks outright). A prior was fitted on no clock of its
-        GPU: its curve is the catalog rule's at every clock, and it says so in ``notes_``."""
+        """The `curve` variant extrapolates; say so beyond the clocks it was fitted on.
+
+        The other variants refuse unmeasured clocks outright. A prior was fitted on no clock of
+        its GPU: its curve is the catalog rule's at every clock, and it says so in ``notes_``.
+        """
         if self._base != "curve" or core.size == 0 or self.source_ == "prior":
             return
         for name, clocks, fitted in (("core", core, self.configs_[:, 0]), ("memory", mem, self.configs_[:, 1])):
@@ -251,9 +365,29 @@ class PowerModel:
                     f"{name} clocks {clocks.min():g}-{clocks.max():g} MHz reach beyond the fitted "
                     f"{lo:g}-{hi:g} MHz: the voltage curve is extrapolated there"), stacklevel=3)
 
-    def predict(self, utilization, core_mhz, mem_mhz):
-        """Watts for utilizations ``[..., n_components]`` at clocks broadcast against
-        ``utilization.shape[:-1]``. Scalars in, scalar out."""
+    def predict(self, utilization: ArrayLike, core_mhz: ArrayLike, mem_mhz: ArrayLike) -> Any:
+        """Watts for utilizations at clock pairs.
+
+        Parameters
+        ----------
+        utilization : array_like
+            [..., n_components] utilizations in [0, 1].
+        core_mhz : array_like
+            Core clocks (MHz), broadcast against ``utilization.shape[:-1]``.
+        mem_mhz : array_like
+            Memory clocks (MHz), likewise.
+
+        Returns
+        -------
+        numpy.ndarray or float
+            Watts of the broadcast shape; scalars in, a float out.
+
+        Raises
+        ------
+        InputError
+            If the model is not fitted, a utilization or clock is invalid, or the variant does
+            not know a pair.
+        """
         fit = self._require_fit()
         u = _utilization(utilization, len(self.components_))
         c, m = clock_array(core_mhz, "core_mhz"), clock_array(mem_mhz, "mem_mhz")
@@ -268,9 +402,27 @@ class PowerModel:
         p = p.reshape(shape)
         return float(p) if p.ndim == 0 else p
 
-    def predict_grid(self, utilization, configs=None) -> np.ndarray:
-        """Watts [n_workloads x n_configs] through the batched Rust kernel; ``configs``
-        [n_configs x 2] (core, memory MHz) defaults to the fitted configurations."""
+    def predict_grid(self, utilization: ArrayLike, configs: ArrayLike | None = None) -> np.ndarray:
+        """Watts of each workload at each configuration, through the batched Rust kernel.
+
+        Parameters
+        ----------
+        utilization : array_like
+            [n_workloads x n_components] utilizations in [0, 1].
+        configs : array_like, optional
+            [n_configs x 2] (core, memory MHz); the fitted configurations by default.
+
+        Returns
+        -------
+        numpy.ndarray
+            Watts [n_workloads x n_configs].
+
+        Raises
+        ------
+        InputError
+            If the model is not fitted, or the utilizations or configurations are malformed or
+            unknown to the variant.
+        """
         self._require_fit()
         u = _utilization(utilization, len(self.components_))
         if u.ndim != 2:
@@ -283,10 +435,30 @@ class PowerModel:
         return power_grid(u, self.domain_sizes_, self.static_w_, self.idle_w_,
                           list(self.weights_.values()), freqs, volts)
 
-    def breakdown(self, utilization, core_mhz: float, mem_mhz: float) -> dict[str, float]:
-        """One workload's power at one configuration split into the terms of Eq. 6-7:
-        ``static:<domain>``, ``idle:<domain>`` (the utilization-independent power of that
-        V-F level) and ``dynamic:<component>``; they add up to :meth:`predict`."""
+    def breakdown(self, utilization: ArrayLike, core_mhz: float, mem_mhz: float) -> dict[str, float]:
+        """One workload's power at one configuration split into the terms of Eq. 6-7.
+
+        Parameters
+        ----------
+        utilization : array_like
+            The workload's n_components utilizations.
+        core_mhz : float
+            The core clock (MHz).
+        mem_mhz : float
+            The memory clock (MHz).
+
+        Returns
+        -------
+        dict of str to float
+            Watts of ``static:<domain>``, ``idle:<domain>`` (the utilization-independent power
+            of that V-F level) and ``dynamic:<component>``; they add up to :meth:`predict`.
+
+        Raises
+        ------
+        InputError
+            If the model is not fitted, the utilizations are not one workload's, or the pair is
+            unknown to the variant.
+        """
         self._require_fit()
         u = _utilization(utilization, len(self.components_))
         if u.ndim != 1:
@@ -305,10 +477,27 @@ class PowerModel:
             start += size
         return out
 
-    def evaluate(self, dataset: PowerDataset) -> dict:
-        """Absolute percentage errors on a measured dataset: mean (MAPE), median, max,
-        count, per configuration and per benchmark, and the MAPE's 95% bootstrap interval over
-        the benchmarks (``mape_interval``: a benchmark's rows drawn together)."""
+    def evaluate(self, dataset: PowerDataset) -> dict[str, Any]:
+        """Absolute percentage errors on a measured dataset.
+
+        Parameters
+        ----------
+        dataset : PowerDataset
+            Measurements over the model's components.
+
+        Returns
+        -------
+        dict
+            ``mape``, ``median_ape``, ``max_ape`` (%), the count ``n``, ``per_config`` and
+            ``per_benchmark`` MAPEs, and ``mape_interval``: the MAPE's 95% bootstrap interval
+            over the benchmarks (a benchmark's rows drawn together).
+
+        Raises
+        ------
+        InputError
+            If the model is not fitted, ``dataset`` is not a PowerDataset, its watts are out of
+            bounds, or its components differ from the model's.
+        """
         self._require_fit()
         _require_dataset(dataset, "evaluate")
         check_watts(dataset.watts, dataset.path)
@@ -328,12 +517,24 @@ class PowerModel:
                 "per_benchmark": per_b}
 
     # ------------------------------------------------------------ persistence
-    def _options(self) -> dict:
+    def _options(self) -> dict[str, Any]:
         return {"variant": self.variant, "relative_error": self.relative_error, "ridge": self.ridge,
                 "max_iter": self.max_iter, "tol_voltage": self.tol_voltage,
                 "tol_objective": self.tol_objective, "v_min": self.v_min, "v_max": self.v_max}
 
     def save(self, path: str | Path) -> None:
+        """Write the fitted model as versioned JSON.
+
+        Parameters
+        ----------
+        path : str or pathlib.Path
+            The file to write (atomically).
+
+        Raises
+        ------
+        InputError
+            If the model is not fitted.
+        """
         fit = self._require_fit()
         state = dict(fit.state())
         if state["curves"] is not None:  # a flat curve's break is infinite, which JSON cannot hold
@@ -351,6 +552,23 @@ class PowerModel:
 
     @classmethod
     def load(cls, path: str | Path) -> PowerModel:
+        """Read a model written by :meth:`save`.
+
+        Parameters
+        ----------
+        path : str or pathlib.Path
+            The model file.
+
+        Returns
+        -------
+        PowerModel
+            The fitted model.
+
+        Raises
+        ------
+        InputError
+            If the file is not a power model of this version, or is incomplete or inconsistent.
+        """
         doc = read_versioned(path, "power-model", MODEL_VERSION)
         options, names, state = doc.get("options"), doc.get("components"), doc.get("state")
         if not (isinstance(options, dict) and isinstance(state, dict) and isinstance(names, list)
@@ -394,12 +612,39 @@ class PowerModel:
         return model
 
     def to_gpmtool(self, path: str | Path) -> None:
-        """Write the model as a gpmTOOL model file (per-config or per-domain variants)."""
+        """Write the model as a gpmTOOL model file (per-config or per-domain variants).
+
+        Parameters
+        ----------
+        path : str or pathlib.Path
+            The file to write.
+
+        Raises
+        ------
+        InputError
+            If the model is not fitted or of a variant the format cannot hold.
+        """
         write_gpmtool_model(path, self.components_, dict(self._require_fit().state()))
 
     @classmethod
     def from_gpmtool(cls, path: str | Path) -> PowerModel:
-        """A model from a gpmTOOL model file (v1: per-configuration voltages, v2: per-domain)."""
+        """A model from a gpmTOOL model file (v1: per-configuration voltages, v2: per-domain).
+
+        Parameters
+        ----------
+        path : str or pathlib.Path
+            The model file.
+
+        Returns
+        -------
+        PowerModel
+            The model.
+
+        Raises
+        ------
+        InputError
+            If the file is malformed (a :class:`DataFileError`) or its model invalid.
+        """
         names, state = read_gpmtool_model(path)
         model = cls(state["variant"])
         try:
@@ -411,13 +656,16 @@ class PowerModel:
         return model
 
     def __repr__(self) -> str:
+        """The variant, and whether the model is fitted."""
         state = "unfitted" if self._fit is None else f"fitted on {len(self.configs_)} configurations"
         return f"PowerModel(variant={self.variant!r}, {state})"
 
 
-def _with_zero_weights(state: dict, dataset: PowerDataset, zero: list[str]) -> dict:
-    """A fit's state over ``dataset``'s components, with weight 0 for those in ``zero`` (fitted
-    without them) and the domain sizes that count them again."""
+def _with_zero_weights(state: dict[str, Any], dataset: PowerDataset, zero: list[str]) -> dict[str, Any]:
+    """A fit's state over ``dataset``'s components, with weight 0 for those in ``zero``.
+
+    The fit was made without them; the domain sizes count them again.
+    """
     fitted = iter(state["weights"])
     state["weights"] = [0.0 if c in zero else next(fitted) for c in dataset.components]
     state["domain_sizes"] = list(dataset.domain_sizes)

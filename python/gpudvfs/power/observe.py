@@ -18,9 +18,12 @@ left out (`steady_readings`).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from gpudvfs import _core
 from gpudvfs.errors import InputError
@@ -51,11 +54,68 @@ STEADY_ACTIVITY = 0.1
 MIN_CLOCKS = 2
 
 
+class ObservedWindow(Protocol):
+    """What the fit reads of one window of readings (`gpudvfs.hardware.observer.Reading` has it)."""
+
+    @property
+    def core_mhz_start(self) -> float:
+        """The core clock at the window's start (MHz)."""
+
+    @property
+    def core_mhz(self) -> float:
+        """The core clock at its end (MHz)."""
+
+    @property
+    def mem_mhz(self) -> float:
+        """The memory clock (MHz)."""
+
+    @property
+    def watts(self) -> float:
+        """The mean power over the window (W)."""
+
+    @property
+    def activity(self) -> Sequence[float]:
+        """The activities over it (fractions)."""
+
+
+class Observed(Protocol):
+    """What the fit reads of an observation (`gpudvfs.hardware.observer.Observation` has it)."""
+
+    @property
+    def readings(self) -> Sequence[ObservedWindow]:
+        """The windows, in time order."""
+
+    @property
+    def activities(self) -> tuple[str, ...]:
+        """The activities' names, the first ``n_core`` in the core domain."""
+
+    @property
+    def n_core(self) -> int:
+        """How many activities belong to the core domain."""
+
+    @property
+    def power(self) -> str:
+        """How power was read: ``exact`` (the simulator's) or not."""
+
+
 @dataclass(frozen=True)
 class ObservedFit:
-    """The refined model and what the fit saw: readings used, distinct core clocks, the
-    residuals' standard deviation in log space (about the relative one), and why the prior
-    stands where it does."""
+    """The refined model and what the fit saw.
+
+    Parameters
+    ----------
+    model : PowerModel
+        The refined model (``source_`` ``observed``, or ``prior`` where the prior stands).
+    readings_used : int
+        The readings the fit used.
+    clocks_seen : tuple of float
+        Their distinct core clocks (MHz).
+    residual_sd : float
+        The residuals' standard deviation in log space (about the relative one); NaN without
+        readings.
+    prior_stands : str or None
+        Why the prior stands where it does; None where the readings moved it.
+    """
 
     model: PowerModel
     readings_used: int
@@ -69,10 +129,12 @@ def _volts(x: np.ndarray, xb: float, slope: float) -> np.ndarray:
 
 
 class _Problem:
-    """The model's parameters as one vector: logs of s_c, i_c, the core weights, s_m, i_m, the
-    memory weights, the slope; and the break. With their prior means and deviations."""
+    """The model's parameters as one vector, with their prior means and deviations.
 
-    def __init__(self, prior: PowerModel, n_core: int, n_mem: int):
+    Logs of s_c, i_c, the core weights, s_m, i_m, the memory weights, the slope; and the break.
+    """
+
+    def __init__(self, prior: PowerModel, n_core: int, n_mem: int) -> None:
         self.n_core, self.n_mem = n_core, n_mem
         xb, slope = prior._require_fit().state()["curves"][0]
         if not np.isfinite(xb):
@@ -86,7 +148,7 @@ class _Problem:
         self.mean = np.array([np.log(max(c, floor)) for c in coefs] + [np.log(max(slope, MIN_SLOPE)), xb])
         self.sd = np.array([COEF_LOG_SD] * len(coefs) + [SLOPE_LOG_SD, BREAK_SD])
 
-    def split(self, theta: np.ndarray):
+    def split(self, theta: np.ndarray) -> tuple[float, float, np.ndarray, float, float, np.ndarray, float, float]:
         c = np.exp(theta[:-2])
         n, m = self.n_core, self.n_mem
         slope, xb = float(np.exp(theta[-2])), float(theta[-1])
@@ -98,9 +160,12 @@ class _Problem:
         return sc * v + v**2 * x * (ic + act[:, :self.n_core] @ wc) + sm + xm * (im + act[:, self.n_core:] @ wm)
 
 
-def _levenberg_marquardt(residuals, theta: np.ndarray, iters: int = 200) -> np.ndarray:
-    """Least squares of ``residuals(theta)`` (a vector) by Levenberg-Marquardt with a
-    forward-difference Jacobian: a dozen parameters, hundreds of readings."""
+def _levenberg_marquardt(residuals: Callable[[np.ndarray], np.ndarray], theta: np.ndarray,
+                         iters: int = 200) -> np.ndarray:
+    """Least squares of ``residuals(theta)`` (a vector) by Levenberg-Marquardt with a forward-difference Jacobian.
+
+    A dozen parameters, hundreds of readings.
+    """
     lam, r = 1e-2, residuals(theta)
     cost = r @ r
     for _ in range(iters):
@@ -123,13 +188,43 @@ def _levenberg_marquardt(residuals, theta: np.ndarray, iters: int = 200) -> np.n
     return theta
 
 
-def fit_observed(prior: PowerModel, activity_names: tuple[str, ...], n_core: int, core_mhz, mem_mhz, watts,
-                 activity, *, configs=None) -> ObservedFit:
-    """The prior refined by readings: ``core_mhz``, ``mem_mhz``, ``watts`` [N] and ``activity``
-    [N x A] (the first ``n_core`` of ``activity_names`` in the core domain, the rest in the
-    memory domain). The model returned predicts power from those activities at any clock
-    (laid out on ``configs``, default the prior's); ``source_`` is ``"observed"``, or
-    ``"prior"`` with ``prior_stands`` saying why where the readings cannot move it."""
+def fit_observed(prior: PowerModel, activity_names: tuple[str, ...], n_core: int, core_mhz: ArrayLike,
+                 mem_mhz: ArrayLike, watts: ArrayLike, activity: ArrayLike, *,
+                 configs: ArrayLike | None = None) -> ObservedFit:
+    """The prior refined by readings.
+
+    Readings without a positive power, clocks or finite activities are left out; activities
+    are clipped into [0, 1].
+
+    Parameters
+    ----------
+    prior : PowerModel
+        The GPU's prior (:meth:`PowerModel.prior`), fitted.
+    activity_names : tuple of str
+        The activities' names: the first ``n_core`` in the core domain, the rest in the memory domain.
+    n_core : int
+        How many activities belong to the core domain.
+    core_mhz, mem_mhz : array_like
+        [N] clocks of each reading (MHz).
+    watts : array_like
+        [N] power of each reading (W).
+    activity : array_like
+        [N x A] activities of each reading (fractions).
+    configs : array_like, optional
+        The (core, memory) pairs the model is laid out on; the prior's by default.
+
+    Returns
+    -------
+    ObservedFit
+        The model, which predicts power from those activities at any clock: ``source_``
+        ``observed``, or ``prior`` with ``prior_stands`` saying why where the readings cannot
+        move it.
+
+    Raises
+    ------
+    InputError
+        If the readings' shapes differ, or ``n_core`` is not in [1, A].
+    """
     core, mem, p = (np.asarray(a, dtype=np.float64) for a in (core_mhz, mem_mhz, watts))
     act = np.asarray(activity, dtype=np.float64)
     n = len(p)
@@ -152,7 +247,7 @@ def fit_observed(prior: PowerModel, activity_names: tuple[str, ...], n_core: int
     x, xm = core / ref[0], mem / ref[1]
     theta = problem.mean.copy()
     if stands is None:
-        def residuals(t):
+        def residuals(t: np.ndarray) -> np.ndarray:
             return np.r_[(problem.power(t, x, xm, act) / p - 1.0) / READING_SD, (t - problem.mean) / problem.sd]
         theta = _levenberg_marquardt(residuals, theta)
     sc, ic, wc, sm, im, wm, slope, xb = problem.split(theta)
@@ -173,10 +268,25 @@ def fit_observed(prior: PowerModel, activity_names: tuple[str, ...], n_core: int
     return ObservedFit(model, int(len(p)), clocks, float("nan") if sd is None else sd, stands)
 
 
-def steady_readings(readings, tolerance: float = STEADY_ACTIVITY) -> list:
-    """The readings whose window saw one core clock and the same activities (each within
-    ``tolerance``) as the windows on both sides: a window's power read between the energy
-    counter's updates around it holds, at a change of work, some of its neighbour's."""
+def steady_readings(readings: Sequence[ObservedWindow], tolerance: float = STEADY_ACTIVITY) -> list[ObservedWindow]:
+    """The readings whose window saw one core clock and the same activities as the windows on both sides.
+
+    A window's power read between the energy counter's updates around it holds, at a change
+    of work, some of its neighbour's.
+
+    Parameters
+    ----------
+    readings : sequence of ObservedWindow
+        The windows, in time order.
+    tolerance : float
+        How far each activity may differ from the neighbours'; infinite keeps every window of
+        one clock (the first and last included).
+
+    Returns
+    -------
+    list of ObservedWindow
+        The steady windows, in order.
+    """
     out = []
     for i, r in enumerate(readings):
         if r.core_mhz_start != r.core_mhz:
@@ -192,10 +302,29 @@ def steady_readings(readings, tolerance: float = STEADY_ACTIVITY) -> list:
     return out
 
 
-def fit_readings(prior: PowerModel, obs) -> ObservedFit:
-    """`fit_observed` on a `gpudvfs.hardware.observer.Observation`'s readings at a steady clock
-    (and, where power was not read exactly, at a steady activity: `steady_readings`); the refined
-    model is laid out on the prior's pairs and every pair seen."""
+def fit_readings(prior: PowerModel, obs: Observed) -> ObservedFit:
+    """`fit_observed` on an observation's readings at a steady clock.
+
+    Where power was not read exactly, at a steady activity too (`steady_readings`); the refined
+    model is laid out on the prior's pairs and every pair seen.
+
+    Parameters
+    ----------
+    prior : PowerModel
+        The GPU's prior, fitted.
+    obs : Observed
+        The observation, e.g. a `gpudvfs.hardware.observer.Observation`.
+
+    Returns
+    -------
+    ObservedFit
+        The refined model and what the fit saw.
+
+    Raises
+    ------
+    InputError
+        As :func:`fit_observed` raises.
+    """
     steady = steady_readings(obs.readings, STEADY_ACTIVITY if obs.power != "exact" else np.inf)
     activity_names, n_core = obs.activities, obs.n_core
     seen = {(r.core_mhz, r.mem_mhz) for r in steady}

@@ -1,14 +1,22 @@
-"""Figures of a power model: the voltage of each domain over its clock (the paper's Figure 6)
-and, given measurements, predicted against measured power. Needs matplotlib."""
+"""Figures of a power model: the voltage of each domain over its clock (the paper's Figure 6).
+
+Given measurements, also predicted against measured power. Needs matplotlib.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from gpudvfs.data.datasets import PowerDataset
 from gpudvfs.power.model import PowerModel
+
+if TYPE_CHECKING:  # matplotlib is an optional dependency, imported where a figure is drawn
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 DOMAINS = ("core", "memory")
 # Up to this many lines get a legend; more are told apart by a colour scale.
@@ -16,7 +24,22 @@ MAX_LEGEND = 6
 
 
 def plot_model(model: PowerModel, path: str | Path, data: PowerDataset | None = None) -> Path:
-    """Write :func:`model_figure` to ``path`` (the format follows its suffix); returns the path."""
+    """Write :func:`model_figure` to a file (the format follows its suffix).
+
+    Parameters
+    ----------
+    model : PowerModel
+        A fitted model.
+    path : str or pathlib.Path
+        The image file.
+    data : PowerDataset, optional
+        Measurements to plot the predictions against.
+
+    Returns
+    -------
+    pathlib.Path
+        The file written.
+    """
     import matplotlib.pyplot as plt
 
     fig = model_figure(model, data)
@@ -25,9 +48,21 @@ def plot_model(model: PowerModel, path: str | Path, data: PowerDataset | None = 
     return Path(path)
 
 
-def model_figure(model: PowerModel, data: PowerDataset | None = None):
-    """The voltage of each domain over its clock and, given ``data``, predicted against
-    measured power: a matplotlib figure."""
+def model_figure(model: PowerModel, data: PowerDataset | None = None) -> Figure:
+    """The voltage of each domain over its clock and, given measurements, predicted against measured power.
+
+    Parameters
+    ----------
+    model : PowerModel
+        A fitted model.
+    data : PowerDataset, optional
+        Measurements to plot the predictions against.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure: two panels, three with ``data``.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -42,11 +77,13 @@ def model_figure(model: PowerModel, data: PowerDataset | None = None):
     return fig
 
 
-def _voltage_panel(fig, ax, model: PowerModel, d: int) -> None:
-    """One line per level of the other domain's clock. A few levels get distinct colours and
-    markers and a legend beside the axes; many (sixteen core levels) are coloured along the
-    clock, with a colour bar. Memory clocks are few and far apart, so they sit at evenly
-    spaced categories."""
+def _voltage_panel(fig: Figure, ax: Axes, model: PowerModel, d: int) -> None:
+    """One line per level of the other domain's clock.
+
+    A few levels get distinct colours and markers and a legend beside the axes; many (sixteen core
+    levels) are coloured along the clock, with a colour bar. Memory clocks are few and far apart, so
+    they sit at evenly spaced categories.
+    """
     import matplotlib as mpl
 
     cfg, v = model.configs_, model.voltages_
@@ -61,7 +98,7 @@ def _voltage_panel(fig, ax, model: PowerModel, d: int) -> None:
     for k, level in enumerate(levels):
         sel = cfg[:, other] == level
         order = np.argsort(cfg[sel, d])
-        colour = f"C{k}" if few else cmap(norm(level))
+        colour = f"C{k}" if norm is None else cmap(norm(level))
         ax.plot([x_of[c] for c in cfg[sel, d][order]], v[sel, d][order], marker="os^Dv<>p"[k % 8], ms=4,
                 lw=1.2, color=colour, label=f"{DOMAINS[other]} {level:g} MHz")
     if categorical:
@@ -77,15 +114,32 @@ def _voltage_panel(fig, ax, model: PowerModel, d: int) -> None:
         bar.set_label(f"{DOMAINS[other]} clock (MHz)")
 
 
-def clock_label(domain: str, clocks, categorical: bool) -> str:
-    """An axis of clocks: one drawn as evenly spaced levels says so where their real spacing is
-    uneven, so no one reads distances off it."""
+def clock_label(domain: str, clocks: ArrayLike, categorical: bool) -> str:
+    """The label of an axis of clocks.
+
+    One drawn as evenly spaced levels says so where their real spacing is uneven, so no one
+    reads distances off it.
+
+    Parameters
+    ----------
+    domain : str
+        ``core`` or ``memory``.
+    clocks : array_like
+        The clocks on the axis (MHz).
+    categorical : bool
+        Whether they are drawn as evenly spaced levels.
+
+    Returns
+    -------
+    str
+        The label.
+    """
     steps = np.diff(np.unique(clocks))
     uneven = categorical and steps.size > 1 and not np.allclose(steps, steps[0])
     return f"{domain} clock (MHz" + (", levels not to scale)" if uneven else ")")
 
 
-def _measured_panel(ax, model: PowerModel, data: PowerDataset) -> None:
+def _measured_panel(ax: Axes, model: PowerModel, data: PowerDataset) -> None:
     pred = model.predict(data.utilization, data.core_mhz, data.mem_mhz)
     ax.scatter(data.watts, pred, s=5, alpha=0.4, edgecolors="none")
     lim = [min(data.watts.min(), pred.min()), max(data.watts.max(), pred.max())]

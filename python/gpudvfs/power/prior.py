@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from importlib import resources
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from gpudvfs.catalog import DeviceSpec
 from gpudvfs.data.counters import COMPONENTS, DOMAIN_SIZES
@@ -30,14 +33,44 @@ RULE_VERSION = 1
 PRIOR_LEVELS = 16
 
 
-def rule_document() -> dict:
-    """The rule shipped with the package (``catalog/power_prior.json``), checked."""
+def rule_document() -> dict[str, Any]:
+    """The rule shipped with the package (``catalog/power_prior.json``), checked.
+
+    Returns
+    -------
+    dict
+        The rule document.
+
+    Raises
+    ------
+    InputError
+        If the shipped file is not a rule of this version.
+    """
     text = resources.files("gpudvfs.catalog").joinpath("power_prior.json").read_text(encoding="utf-8")
     return check_rule(json.loads(text), "gpudvfs/catalog/power_prior.json")
 
 
-def check_rule(doc, where: str) -> dict:
-    """``doc`` if it is a power-prior rule of this version, else an `InputError`."""
+def check_rule(doc: Any, where: str) -> dict[str, Any]:
+    """Check that a document is a power-prior rule of this version.
+
+    Parameters
+    ----------
+    doc : object
+        The document, as JSON gives it.
+    where : str
+        Where it came from, for the error.
+
+    Returns
+    -------
+    dict
+        The document itself.
+
+    Raises
+    ------
+    InputError
+        If it is not a rule of this version over :data:`COMPONENTS`, or a coefficient, curve
+        or the interval is malformed.
+    """
     if not isinstance(doc, dict) or doc.get("kind") != RULE_KIND or doc.get("version") != RULE_VERSION:
         raise InputError(f"{where}: not a gpudvfs {RULE_KIND} file of version {RULE_VERSION}")
     sizes = doc.get("domain_sizes")
@@ -58,27 +91,61 @@ def check_rule(doc, where: str) -> dict:
     return doc
 
 
-def _nonneg(x) -> bool:
+def _nonneg(x: object) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
 
 
-def prior_configs(spec: DeviceSpec, reference=None) -> np.ndarray:
-    """[K x 2] (core, memory) MHz a prior is laid out on: PRIOR_LEVELS core clocks up to boost
-    at each of the catalog's memory clocks, with the reference (default: the default clocks)
-    among them."""
+def prior_configs(spec: DeviceSpec, reference: Sequence[float] | None = None) -> np.ndarray:
+    """The (core, memory) pairs a prior is laid out on.
+
+    Parameters
+    ----------
+    spec : DeviceSpec
+        The catalog GPU.
+    reference : sequence of float, optional
+        A (core, memory) pair to include; the GPU's default clocks by default.
+
+    Returns
+    -------
+    numpy.ndarray
+        [K x 2] MHz: :data:`PRIOR_LEVELS` core clocks up to boost at each of the catalog's
+        memory clocks, with the reference among them.
+    """
     ref = spec.default_mhz if reference is None else reference
     lo = spec.core_mhz.get("min") or 0.3 * spec.core_mhz["boost"]
     cores = np.unique(np.r_[np.round(np.linspace(lo, spec.core_mhz["boost"], PRIOR_LEVELS)), ref[0]])
     return np.array([(c, m) for m in sorted({*spec.mem_mhz, ref[1]}) for c in cores], dtype=np.float64)
 
 
-def prior_state(spec: DeviceSpec, rule: dict | None = None, configs=None, reference=None) -> dict:
-    """A `curve`-variant power model's state (what ``_core.PowerFit.from_state`` reads) for
-    ``spec``: ``rule`` (default: the shipped one) scaled by its TDP, at its default clocks (or
-    at ``reference``, the clocks a workload's utilizations were measured at), laid out on
-    ``configs`` (default: :func:`prior_configs`)."""
+def prior_state(spec: DeviceSpec, rule: dict[str, Any] | None = None, configs: ArrayLike | None = None,
+                reference: Sequence[float] | None = None) -> dict[str, Any]:
+    """A `curve`-variant power model's state for a catalog GPU: the rule scaled by its TDP.
+
+    Parameters
+    ----------
+    spec : DeviceSpec
+        The catalog GPU.
+    rule : dict, optional
+        The rule (:func:`check_rule`); the shipped one by default.
+    configs : array_like, optional
+        [K x 2] (core, memory) pairs to lay the model out on; :func:`prior_configs` by default.
+    reference : sequence of float, optional
+        The (core, memory) clocks a workload's utilizations were measured at; the GPU's default
+        clocks by default.
+
+    Returns
+    -------
+    dict
+        The state, what ``_core.PowerFit.from_state`` reads.
+
+    Raises
+    ------
+    InputError
+        If the shipped rule is malformed.
+    """
     rule = rule_document() if rule is None else rule
-    ref = tuple(float(x) for x in (spec.default_mhz if reference is None else reference))
+    at = spec.default_mhz if reference is None else reference
+    ref = (float(at[0]), float(at[1]))
     tdp = float(spec.tdp_w)
     return curve_state(
         ref, [tdp * x for x in rule["static_per_tdp"]], [tdp * x for x in rule["idle_per_tdp"]],
@@ -88,15 +155,40 @@ def prior_state(spec: DeviceSpec, rule: dict | None = None, configs=None, refere
          f"MHz; not fitted on this GPU (90% interval x/{math.exp(rule['interval']):.2f})"])
 
 
-def curve_state(ref, static, idle, weights, domain_sizes, curves, configs, notes: list[str]) -> dict:
-    """The state of a `curve`-variant power model from its coefficients (W at ``ref``) and its
-    voltage curves (per domain None for flat, or [break, slope] over the clock as a fraction of
-    ``ref``), laid out on ``configs`` [K x 2]."""
+def curve_state(ref: Sequence[float], static: Sequence[float], idle: Sequence[float], weights: Sequence[float],
+                domain_sizes: Sequence[int], curves: Sequence[Sequence[float] | None], configs: ArrayLike,
+                notes: list[str]) -> dict[str, Any]:
+    """The state of a `curve`-variant power model from its coefficients and voltage curves.
+
+    Parameters
+    ----------
+    ref : sequence of float
+        The reference (core, memory) clocks in MHz.
+    static : sequence of float
+        Per domain, the static power (W at ``ref``).
+    idle : sequence of float
+        Per domain, the idle power (W at ``ref``).
+    weights : sequence of float
+        Per component, its dynamic power at full utilization (W at ``ref``).
+    domain_sizes : sequence of int
+        The number of components in each domain.
+    curves : sequence of (sequence of float or None)
+        Per domain, None for a flat voltage, or [break, slope] over the clock as a fraction of ``ref``.
+    configs : array_like
+        [K x 2] (core, memory) pairs to lay the model out on.
+    notes : list of str
+        The model's notes.
+
+    Returns
+    -------
+    dict
+        The state, what ``_core.PowerFit.from_state`` reads.
+    """
     cfg = np.asarray(configs, dtype=np.float64)
     # A flat domain: slope 0 (its break then plays no part, and JSON has no infinity).
     full = [[1.0, 0.0] if c is None else [float(c[0]), float(c[1])] for c in curves]
 
-    def volts(d: int, mhz) -> np.ndarray:
+    def volts(d: int, mhz: ArrayLike) -> np.ndarray:
         xb, s = full[d]
         x = np.asarray(mhz, dtype=np.float64) / ref[d]
         return 1.0 + s * (np.maximum(0.0, x - xb) - max(0.0, 1.0 - xb)) if s > 0 else np.ones_like(x)

@@ -19,17 +19,18 @@ from __future__ import annotations
 
 import csv
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from gpudvfs import _core
 from gpudvfs.catalog import lookup
-from gpudvfs.data import read, read_power_dataset
+from gpudvfs.data import read_measured_grid, read_power_dataset
 from gpudvfs.data.counters import COMPONENTS, DOMAIN_SIZES
-from gpudvfs.data.datasets import PowerDataset
+from gpudvfs.data.datasets import MeasurementGrid, PowerDataset
 from gpudvfs.data.jsonfile import read_json
 from gpudvfs.errors import InputError
 from gpudvfs.power.model import PowerModel
@@ -46,14 +47,22 @@ INTERVAL_QUANTILE = 0.9
 
 @dataclass(frozen=True)
 class Setting:
-    """How the rule is fitted: the pooled fit's objective (relative errors or squared watts)
-    and the rows a GPU contributes at most (None: all its rows)."""
+    """How the rule is fitted.
+
+    Parameters
+    ----------
+    relative_error : bool
+        The pooled fit's objective: relative errors (True) or squared watts.
+    rows_per_gpu : int or None
+        The rows a GPU contributes at most; None: all its rows.
+    """
 
     relative_error: bool
     rows_per_gpu: int | None
 
     @property
     def label(self) -> str:
+        """The setting in words, for reports."""
         rows = "all rows" if self.rows_per_gpu is None else f"{self.rows_per_gpu} rows a GPU"
         return f"{'relative' if self.relative_error else 'watts'}, {rows}"
 
@@ -64,10 +73,25 @@ SETTINGS = tuple(Setting(rel, rows) for rel in (True, False) for rows in (400, 8
 
 @dataclass(frozen=True)
 class GpuFile:
-    """One measured file of one GPU. ``dataset``: power rows with utilizations over
-    :data:`COMPONENTS` (all zero where the file has none: ``absolute`` is then False),
-    ``reference_mhz`` the clocks its utilizations were measured at. ``train``: used to fit the
-    rule (microbenchmarks with profiler utilizations); the others are scored only."""
+    """One measured file of one GPU.
+
+    Parameters
+    ----------
+    gpu : str
+        The catalog GPU.
+    label : str
+        The file, as reports name it.
+    dataset : PowerDataset
+        Power rows with utilizations over :data:`COMPONENTS` (all zero where the file has none),
+        its ``reference_mhz`` the clocks its utilizations were measured at.
+    train : bool
+        Used to fit the rule (microbenchmarks with profiler utilizations); the others are
+        scored only.
+    absolute : bool
+        Whether the file's utilizations allow an absolute figure (False where it has none).
+    note : str
+        How its activities were mapped onto the components, where they were.
+    """
 
     gpu: str
     label: str
@@ -78,8 +102,10 @@ class GpuFile:
 
 
 def _components(ds: PowerDataset, combine: dict[str, tuple[str, ...]]) -> PowerDataset:
-    """``ds`` over :data:`COMPONENTS`: each a column of the file, or the sum of several
-    (``combine``, clipped at 1: K40c's separate add, multiply and FMA pipes), others dropped."""
+    """``ds`` over :data:`COMPONENTS`: each a column of the file, or the sum of several, others dropped.
+
+    The sums (``combine``) are clipped at 1: K40c's separate add, multiply and FMA pipes.
+    """
     cols = []
     for c in COMPONENTS:
         names = combine.get(c, (c,))
@@ -98,17 +124,20 @@ def _gpmtool(path: Path, on_invalid: str = "raise") -> PowerDataset:
         return _components(read_power_dataset(path, on_invalid), combine)
 
 
-def _one_clock_dataset(path: str, names, watts, util, ref) -> PowerDataset:
+def _one_clock_dataset(path: str, names: list[str], watts: list[float], util: list[list[float]],
+                       ref: tuple[float, float]) -> PowerDataset:
     n = len(names)
-    return PowerDataset(path=path, reference_mhz=tuple(ref), domain_sizes=DOMAIN_SIZES, components=COMPONENTS,
+    return PowerDataset(path=path, reference_mhz=ref, domain_sizes=DOMAIN_SIZES, components=COMPONENTS,
                         watts=np.asarray(watts, dtype=np.float64), freqs_mhz=np.tile(np.asarray(ref, float), (n, 1)),
                         utilization=np.asarray(util, dtype=np.float64), row_names=tuple(names),
                         benchmark=np.arange(n), benchmarks=tuple(names))
 
 
 def _h100_suite(folder: Path) -> PowerDataset:
-    """The power suite measured on an H100 at the driver's clocks, with each benchmark's
-    Nsight Compute utilizations (`validation/`)."""
+    """The power suite measured on an H100 at the driver's clocks, with each benchmark's utilizations.
+
+    The utilizations are Nsight Compute's (`validation/`).
+    """
     profiles = read_json(folder / "power-suite.csv.sweep.json")["profiles"]
     rows = list(csv.DictReader(open(folder / "power-suite.csv", encoding="utf-8")))
     ref = (float(rows[0]["core_mhz"]), float(rows[0]["mem_mhz"]))
@@ -118,10 +147,13 @@ def _h100_suite(folder: Path) -> PowerDataset:
 
 
 def _v100_dcgm(path: Path) -> PowerDataset:
-    """The V100 grid's DCGM activities at the default clock, mapped onto the components they
-    measure (fp32 -> SP, fp64 -> DP, DRAM -> DRAM; the other components have no DCGM field
-    and count 0, so the absolute figure is a lower bound on what the prior would say)."""
-    grid = read(path)
+    """The V100 grid's DCGM activities at the default clock, mapped onto the components they measure.
+
+    fp32 -> SP, fp64 -> DP, DRAM -> DRAM; the other components have no DCGM field and count 0,
+    so the absolute figure is a lower bound on what the prior would say.
+    """
+    grid = read_measured_grid(path, "the power prior's V100 file", ("dcgm",))
+    watts = _measured_power(grid)
     ref = _nearest(np.unique(grid.core_mhz), lookup("v100-pcie").default_mhz[0])
     names, rows = grid.reference_rows((ref, None))
     m = grid.metrics
@@ -134,26 +166,35 @@ def _v100_dcgm(path: Path) -> PowerDataset:
     bench = np.array([index[w] for w in work[keep].tolist()], dtype=np.int64)
     mem = lookup("v100-pcie").default_mhz[1]
     return PowerDataset(path=str(path), reference_mhz=(ref, mem), domain_sizes=DOMAIN_SIZES, components=COMPONENTS,
-                        watts=grid.watts[keep], freqs_mhz=np.column_stack([grid.core_mhz[keep],
+                        watts=watts[keep], freqs_mhz=np.column_stack([grid.core_mhz[keep],
                                                                            np.full(keep.sum(), mem)]),
                         utilization=util[bench], row_names=tuple(work[keep].tolist()), benchmark=bench,
                         benchmarks=tuple(names))
 
 
 def _a40_stages(path: Path) -> PowerDataset:
-    """Perseus's A40 stage profiles: power (energy over time) of each stage's forward and
-    backward pass at each SM clock; no utilizations (the shape is scored alone)."""
-    grid = read(path, "perseus")
+    """Perseus's A40 stage profiles: power (energy over time) of each stage's passes at each SM clock.
+
+    Each stage's forward and backward pass; no utilizations (the shape is scored alone).
+    """
+    grid = read_measured_grid(path, "the power prior's A40 files", ("perseus",))
     keys = list(dict.fromkeys(grid.workload.tolist()))
     index = {k: i for i, k in enumerate(keys)}
     spec = lookup("a40")
     core = grid.core_mhz
     return PowerDataset(path=str(path), reference_mhz=(float(core.max()), spec.default_mhz[1]),
-                        domain_sizes=DOMAIN_SIZES, components=COMPONENTS, watts=grid.watts,
+                        domain_sizes=DOMAIN_SIZES, components=COMPONENTS, watts=_measured_power(grid),
                         freqs_mhz=np.column_stack([core, np.full(len(grid), spec.default_mhz[1])]),
                         utilization=np.zeros((len(grid), len(COMPONENTS))), row_names=None,
                         benchmark=np.array([index[w] for w in grid.workload.tolist()], dtype=np.int64),
                         benchmarks=tuple(f"stage {k.replace('/', ' ')}" for k in keys))
+
+
+def _measured_power(grid: MeasurementGrid) -> np.ndarray:
+    watts = grid.watts
+    if watts is None:
+        raise InputError(f"{grid.path}: the power prior is scored on measured power; the grid has none")
+    return watts
 
 
 def _nearest(values: np.ndarray, x: float) -> float:
@@ -161,8 +202,25 @@ def _nearest(values: np.ndarray, x: float) -> float:
 
 
 def gpu_files(data: Path, validation: Path | None = None) -> list[GpuFile]:
-    """Every measured GPU file the rule is fitted on or scored on that exists under ``data``
-    (``../shared/data``) and ``validation`` (the H100 run)."""
+    """Every measured GPU file the rule is fitted on or scored on that exists.
+
+    Parameters
+    ----------
+    data : pathlib.Path
+        The public data (``../shared/data``).
+    validation : pathlib.Path, optional
+        The H100 run (`validation/`).
+
+    Returns
+    -------
+    list of GpuFile
+        The files found.
+
+    Raises
+    ------
+    InputError
+        If none of the training files is there, or a file cannot be read.
+    """
     g = data / "gpupowermodel"
     out = []
     for name, gpu, train in GPMTOOL_FILES:
@@ -212,8 +270,28 @@ def _pooled(files: list[GpuFile], rows_per_gpu: int | None) -> PowerDataset:
         benchmarks=tuple(f"{p.path}:{b}" for p in parts for b in p.benchmarks))
 
 
-def fit_rule(files: list[GpuFile], setting: Setting, interval: float = 0.0) -> dict:
-    """The rule fitted on ``files``' training files (a `power-prior-rule` document)."""
+def fit_rule(files: list[GpuFile], setting: Setting, interval: float = 0.0) -> dict[str, Any]:
+    """The rule fitted on some files' training files.
+
+    Parameters
+    ----------
+    files : list of GpuFile
+        The files; those with ``train`` are fitted on.
+    setting : Setting
+        How the rule is fitted.
+    interval : float
+        The rule's 90% interval (log half-width) to record.
+
+    Returns
+    -------
+    dict
+        A `power-prior-rule` document.
+
+    Raises
+    ------
+    InputError
+        If no file is a training file.
+    """
     train = [f for f in files if f.train]
     if not train:
         raise InputError("the power prior's rule needs at least one training file")
@@ -231,8 +309,21 @@ def fit_rule(files: list[GpuFile], setting: Setting, interval: float = 0.0) -> d
             "trained_on": sorted({f.gpu for f in train}), "files": [f.label for f in train]}
 
 
-def prior_predictions(rule: dict, f: GpuFile) -> np.ndarray:
-    """The rule's prior of ``f``'s GPU, placed at the file's reference clocks, at every row."""
+def prior_predictions(rule: dict[str, Any], f: GpuFile) -> np.ndarray:
+    """The rule's prior of a file's GPU, placed at the file's reference clocks, at every row.
+
+    Parameters
+    ----------
+    rule : dict
+        A `power-prior-rule` document.
+    f : GpuFile
+        The file.
+
+    Returns
+    -------
+    numpy.ndarray
+        Predicted watts per row.
+    """
     ds = f.dataset
     fit = _core.PowerFit.from_state(prior_state(lookup(f.gpu), rule, configs=np.unique(ds.freqs_mhz, axis=0),
                                                 reference=ds.reference_mhz))
@@ -241,8 +332,10 @@ def prior_predictions(rule: dict, f: GpuFile) -> np.ndarray:
 
 
 def _reference_scaled(pred: np.ndarray, ds: PowerDataset) -> np.ndarray | None:
-    """``pred`` scaled per workload so that it equals the measurement at the reference clocks
-    (None where a workload has no row there)."""
+    """``pred`` scaled per workload so that it equals the measurement at the reference clocks.
+
+    None where a workload has no row there.
+    """
     at_ref = np.all(ds.freqs_mhz == np.asarray(ds.reference_mhz), axis=1)
     out = pred.copy()
     for b in np.unique(ds.benchmark):
@@ -259,17 +352,35 @@ def _ape(pred: np.ndarray, watts: np.ndarray) -> np.ndarray:
 
 
 def _scored(f: GpuFile) -> bool:
-    """Whether ``f``'s absolute error counts in the protocol's score: its utilizations are the
-    profilers' components (not DCGM activities mapped onto them, nor none)."""
+    """Whether ``f``'s absolute error counts in the protocol's score.
+
+    It does where its utilizations are the profilers' components (not DCGM activities mapped
+    onto them, nor none).
+    """
     return f.absolute and not f.note
 
 
-def score_file(rule: dict, f: GpuFile) -> tuple[dict, np.ndarray | None]:
-    """``f`` under ``rule``: ``mape`` (absolute, where its utilizations allow), ``median_ape``,
-    ``bias``, ``reference_mape`` (frequency scaling alone); and |ln(predicted / measured)| per
-    row where the file is scored (else None)."""
+def score_file(rule: dict[str, Any], f: GpuFile) -> tuple[dict[str, Any], np.ndarray | None]:
+    """A file's errors under a rule.
+
+    Parameters
+    ----------
+    rule : dict
+        A `power-prior-rule` document.
+    f : GpuFile
+        The file.
+
+    Returns
+    -------
+    scores : dict
+        ``gpu``, ``rows``, ``trained_on``, ``note``; ``mape``, ``median_ape`` and ``bias`` (%,
+        absolute, where its utilizations allow); ``reference_mape`` (frequency scaling alone,
+        where every workload has a row at the reference).
+    log_errors : numpy.ndarray or None
+        |ln(predicted / measured)| per row where the file is scored, else None.
+    """
     pred = prior_predictions(rule, f)
-    r: dict = {"gpu": f.gpu, "rows": len(f.dataset), "trained_on": rule["trained_on"], "note": f.note}
+    r: dict[str, Any] = {"gpu": f.gpu, "rows": len(f.dataset), "trained_on": rule["trained_on"], "note": f.note}
     if f.absolute:
         ape = _ape(pred, f.dataset.watts)
         r |= {"mape": float(ape.mean()), "median_ape": float(np.median(ape)),
@@ -280,17 +391,46 @@ def score_file(rule: dict, f: GpuFile) -> tuple[dict, np.ndarray | None]:
     return r, (np.abs(np.log(pred / f.dataset.watts)) if _scored(f) else None)
 
 
-def leave_one_gpu_out(files: list[GpuFile], setting: Setting) -> dict[str, dict]:
-    """Each GPU's files scored by the rule fitted with ``setting`` on the other GPUs' files."""
-    out = {}
+def leave_one_gpu_out(files: list[GpuFile], setting: Setting) -> dict[str, dict[str, Any]]:
+    """Each GPU's files scored by the rule fitted on the other GPUs' files.
+
+    Parameters
+    ----------
+    files : list of GpuFile
+        The files.
+    setting : Setting
+        How each rule is fitted.
+
+    Returns
+    -------
+    dict of str to dict
+        File label -> its scores (:func:`score_file`).
+
+    Raises
+    ------
+    InputError
+        If leaving a GPU out leaves no training file.
+    """
+    out: dict[str, dict[str, Any]] = {}
     for gpu in dict.fromkeys(f.gpu for f in files):
         rule = fit_rule([f for f in files if f.gpu != gpu], setting)
         out |= {f.label: score_file(rule, f)[0] for f in files if f.gpu == gpu}
     return out
 
 
-def mean_over_gpus(per_file: dict[str, dict]) -> float:
-    """Mean over GPUs of each GPU's mean absolute MAPE over its scored files."""
+def mean_over_gpus(per_file: dict[str, dict[str, Any]]) -> float:
+    """Mean over GPUs of each GPU's mean absolute MAPE over its scored files.
+
+    Parameters
+    ----------
+    per_file : dict of str to dict
+        File label -> its scores (:func:`score_file`).
+
+    Returns
+    -------
+    float
+        The mean MAPE (%); files without an absolute figure or with a note are left out.
+    """
     by_gpu: dict[str, list[float]] = {}
     for r in per_file.values():
         if "mape" in r and not r["note"]:
@@ -309,16 +449,39 @@ def _weighted_quantile(groups: list[tuple[str, np.ndarray]], q: float) -> float:
     return float(values[order][np.searchsorted(cum, q)])
 
 
-def choose_rule(files: list[GpuFile], settings=SETTINGS,
-                progress: Callable[[int, int, str], None] | None = None) -> dict:
-    """The protocol, nested by GPU: for each GPU whose files are scored, the setting with the
-    least mean leave-one-GPU-out MAPE over the *other* GPUs is chosen, fitted on the other GPUs'
-    files and scored on its own (``cv``: per file, each GPU's chosen setting, and the interval:
-    the INTERVAL_QUANTILE of these held-out |ln(predicted / measured)|, each GPU weighing the
-    same). The files that are not scored (mapped or no utilizations) get the setting chosen on
-    all GPUs, fitted without them. ``settings``: each setting's plain leave-one-GPU-out figures,
-    for how the figures move with it. ``rule``: fitted on every training file with the setting
-    chosen on all GPUs, carrying the nested interval."""
+def choose_rule(files: list[GpuFile], settings: Sequence[Setting] = SETTINGS,
+                progress: Callable[[int, int, str], None] | None = None) -> dict[str, Any]:
+    """The protocol, nested by GPU: the rule's setting chosen without the GPU it is scored on.
+
+    For each GPU whose files are scored, the setting with the least mean leave-one-GPU-out
+    MAPE over the *other* GPUs is chosen, fitted on the other GPUs' files and scored on its
+    own. The files that are not scored (mapped or no utilizations) get the setting chosen on
+    all GPUs, fitted without them.
+
+    Parameters
+    ----------
+    files : list of GpuFile
+        The files.
+    settings : sequence of Setting
+        The settings to choose among.
+    progress : callable, optional
+        Called with (steps done, steps in all, what runs now).
+
+    Returns
+    -------
+    dict
+        ``chosen``: the setting on all GPUs and per GPU; ``cv``: per file its scores and chosen
+        setting, their ``mean_mape`` and the ``interval``, the :data:`INTERVAL_QUANTILE` of the
+        held-out |ln(predicted / measured)|, each GPU weighing the same; ``settings``: each
+        setting's plain leave-one-GPU-out figures, for how the figures move with it; ``rule``:
+        fitted on every training file with the setting chosen on all GPUs, carrying the nested
+        interval.
+
+    Raises
+    ------
+    InputError
+        If leaving a GPU out leaves no training file.
+    """
     scored = list(dict.fromkeys(f.gpu for f in files if _scored(f)))
     loo = {}
     for i, s in enumerate(settings):

@@ -1,5 +1,6 @@
-"""Time across clocks from DCGM activity at one reference clock pair, for clusters that have
-DCGM profiling fields rather than instruction counters.
+"""Time across clocks from DCGM activity at one reference clock pair.
+
+For clusters that have DCGM profiling fields rather than instruction counters:
 
     T(fc, fm) = T_ref * (1 + s_c (fc_ref/fc - 1) + s_m (fm_ref/fm - 1))
 
@@ -17,20 +18,23 @@ shares of a new workload from its activities at the reference, one of two ways:
   ``gr_engine_active``, and pipe activity the largest of the FP64/FP32/FP16/tensor fields.
 
 ``auto`` (the default) picks one of them by leave-one-workload-out over the training
-workloads, the same protocol :func:`cross_validate` scores it with.
+workloads, the same protocol
+:func:`~gpudvfs.evaluation.dcgm_time.cross_validate_dcgm_time` scores it with.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
+from gpudvfs._moved import moved_names
 from gpudvfs.data.datasets import MeasurementGrid
 from gpudvfs.data.dcgm_fields import PIPES, find_fields
 from gpudvfs.data.jsonfile import read_versioned, write_json_atomic
 from gpudvfs.errors import InputError
-from gpudvfs.stats import mape
 
 PREDICTORS = ("auto", "mean", "activity")
 #: Ridge penalty of the activity regression (on shares in [0, 1], features in [0, 1]).
@@ -39,7 +43,25 @@ MODEL_KIND, MODEL_VERSION = "dcgm-time-model", 1
 
 
 def activity_features(grid: MeasurementGrid) -> tuple[np.ndarray, list[str]]:
-    """Per row (SM activity, pipe activity, DRAM activity) and the columns they came from."""
+    """Per row of a grid, its (SM activity, pipe activity, DRAM activity), and the columns they came from.
+
+    Parameters
+    ----------
+    grid : MeasurementGrid
+        A grid with DCGM activity fields.
+
+    Returns
+    -------
+    features : numpy.ndarray
+        [rows x 3] activities; a pipe or DRAM field the grid lacks reads 0.
+    columns : list of str
+        The grid's columns the activities were read from.
+
+    Raises
+    ------
+    InputError
+        If the grid has no SM activity field with a non-zero value.
+    """
     found = find_fields(grid.columns)
     sm = found.get("sm_active") or found.get("gr_engine_active")
     if sm is None:
@@ -53,17 +75,59 @@ def activity_features(grid: MeasurementGrid) -> tuple[np.ndarray, list[str]]:
     return np.column_stack([grid.columns[sm], pipe, dram]), used
 
 
-def _clock_terms(grid, reference):
+def clock_terms(grid: MeasurementGrid, reference: tuple[float, float | None]) -> tuple[np.ndarray, np.ndarray]:
+    """The model's clock terms ``fc_ref/fc - 1`` and ``fm_ref/fm - 1`` at every row of a grid.
+
+    Parameters
+    ----------
+    grid : MeasurementGrid
+        The measured grid.
+    reference : tuple of (float, float or None)
+        The reference (core, memory) pair in MHz.
+
+    Returns
+    -------
+    core : numpy.ndarray
+        The core clock term per row.
+    memory : numpy.ndarray
+        The memory clock term per row; zeros where the grid has no memory clock column.
+    """
     xc = reference[0] / grid.core_mhz - 1.0
     xm = np.zeros(len(grid)) if grid.mem_mhz is None else reference[1] / grid.mem_mhz - 1.0
     return xc, xm
 
 
-def measured_shares(grid: MeasurementGrid, reference) -> tuple[list[str], np.ndarray, np.ndarray, bool]:
-    """Each workload's name, reference row and (s_c, s_m) fitted to its own measured curve,
-    clipped to s >= 0 and s_c + s_m <= 1; and whether the grid moves the memory clock at all."""
+def measured_shares(grid: MeasurementGrid,
+                    reference: tuple[float, float | None]) -> tuple[list[str], np.ndarray, np.ndarray, bool]:
+    """Each workload's (s_c, s_m) fitted to its own measured curve.
+
+    The shares are clipped to s >= 0 and s_c + s_m <= 1.
+
+    Parameters
+    ----------
+    grid : MeasurementGrid
+        The measured grid.
+    reference : tuple of (float, float or None)
+        The reference (core, memory) pair in MHz.
+
+    Returns
+    -------
+    names : list of str
+        The workloads measured at the reference, in file order.
+    rows : numpy.ndarray
+        The index of each workload's reference row.
+    shares : numpy.ndarray
+        [workloads x 2] fitted (s_c, s_m); s_m is 0 where the memory clock does not move.
+    varies_mem : bool
+        Whether the grid moves the memory clock at all.
+
+    Raises
+    ------
+    InputError
+        If no workload was measured at the reference.
+    """
     names, ref = grid.reference_rows(reference)
-    xc, xm = _clock_terms(grid, reference)
+    xc, xm = clock_terms(grid, reference)
     varies_mem = bool(np.any(xm != 0))
     work = grid.workload
     shares = np.zeros((len(names), 2))
@@ -77,9 +141,49 @@ def measured_shares(grid: MeasurementGrid, reference) -> tuple[list[str], np.nda
 
 
 class DcgmTimeModel:
-    """Shares of core- and memory-bound time from DCGM activity; see the module docs."""
+    """Shares of core- and memory-bound time from DCGM activity; see the module docs.
 
-    def __init__(self, predictor: str = "auto", ridge: float = RIDGE):
+    Parameters
+    ----------
+    predictor : str
+        One of :data:`PREDICTORS`: ``mean``, ``activity``, or ``auto`` to choose one by
+        leave-one-workload-out on the training workloads.
+    ridge : float
+        Ridge penalty of the activity regression.
+
+    Raises
+    ------
+    InputError
+        If ``predictor`` is unknown or ``ridge`` negative.
+
+    Attributes
+    ----------
+    chosen_ : str
+        The predictor used, ``mean`` or ``activity`` (set by fitting).
+    reference_mhz_ : tuple of (float, float or None)
+        The reference pair the model was fitted at.
+    varies_mem_ : bool
+        Whether the training grid moved the memory clock.
+    core_range_, mem_range_ : tuple of (float, float)
+        The clocks the training grid spanned (``mem_range_`` None without a memory column).
+    mean_share_ : numpy.ndarray
+        The training workloads' mean (s_c, s_m).
+    coef_ : numpy.ndarray
+        [4 x 2] ridge coefficients of (s_c, s_m) on (1, SM, pipe, DRAM activity).
+    fields_ : list of str
+        The columns the activities were read from.
+    """
+
+    chosen_: str
+    reference_mhz_: tuple[float, float | None]
+    varies_mem_: bool
+    core_range_: tuple[float, float]
+    mem_range_: tuple[float, float] | None
+    mean_share_: np.ndarray
+    coef_: np.ndarray
+    fields_: list[str]
+
+    def __init__(self, predictor: str = "auto", ridge: float = RIDGE) -> None:
         if predictor not in PREDICTORS:
             raise InputError(f"unknown predictor {predictor!r}; expected one of {PREDICTORS}")
         if not ridge >= 0:
@@ -87,11 +191,63 @@ class DcgmTimeModel:
         self.predictor, self.ridge = predictor, float(ridge)
 
     def fit(self, grid: MeasurementGrid, reference: tuple[float, float | None]) -> DcgmTimeModel:
+        """Fit the shares to a measured DCGM grid.
+
+        Parameters
+        ----------
+        grid : MeasurementGrid
+            A DCGM grid of at least two workloads: time and activity fields at every pair.
+        reference : tuple of (float, float or None)
+            The reference (core, memory) pair in MHz.
+
+        Returns
+        -------
+        DcgmTimeModel
+            This model, fitted.
+
+        Raises
+        ------
+        InputError
+            If the grid has no SM activity field, fewer than two workloads at the reference,
+            or no reference row at all.
+        """
         _, ref, shares, varies_mem = measured_shares(grid, reference)
         features, self.fields_ = activity_features(grid)
-        return self._fit(features[ref], shares, varies_mem, tuple(reference), grid.core_mhz, grid.mem_mhz)
+        return self.fit_shares(features[ref], shares, varies_mem, (reference[0], reference[1]),
+                               grid.core_mhz, grid.mem_mhz)
 
-    def _fit(self, features, shares, varies_mem, reference, core_mhz, mem_mhz) -> DcgmTimeModel:
+    def fit_shares(self, features: np.ndarray, shares: np.ndarray, varies_mem: bool,
+                   reference: tuple[float, float | None], core_mhz: np.ndarray,
+                   mem_mhz: np.ndarray | None) -> DcgmTimeModel:
+        """Fit the model to workloads' measured shares, as :meth:`fit` does after measuring them.
+
+        Leave-one-out scoring calls it with one workload's row left out.
+
+        Parameters
+        ----------
+        features : numpy.ndarray
+            [workloads x 3] (SM, pipe, DRAM) activities at the reference.
+        shares : numpy.ndarray
+            [workloads x 2] measured (s_c, s_m), as :func:`measured_shares` gives them.
+        varies_mem : bool
+            Whether the training grid moved the memory clock.
+        reference : tuple of (float, float or None)
+            The reference (core, memory) pair in MHz.
+        core_mhz : numpy.ndarray
+            The training grid's core clocks (their range is kept).
+        mem_mhz : numpy.ndarray or None
+            The training grid's memory clocks, None without a memory column.
+
+        Returns
+        -------
+        DcgmTimeModel
+            This model, fitted.
+
+        Raises
+        ------
+        InputError
+            If fewer than two workloads are given.
+        """
         if len(shares) < 2:
             raise InputError("the DCGM time model needs at least two training workloads")
         self.reference_mhz_, self.varies_mem_ = reference, varies_mem
@@ -103,6 +259,18 @@ class DcgmTimeModel:
         return self
 
     def save(self, path: str | Path) -> None:
+        """Write the fitted model as versioned JSON.
+
+        Parameters
+        ----------
+        path : str or pathlib.Path
+            The file to write (atomically).
+
+        Raises
+        ------
+        InputError
+            If the model is not fitted.
+        """
         if not hasattr(self, "coef_"):
             raise InputError("the DCGM time model is not fitted")
         write_json_atomic(path, {
@@ -114,24 +282,57 @@ class DcgmTimeModel:
 
     @classmethod
     def load(cls, path: str | Path) -> DcgmTimeModel:
+        """Read a model written by :meth:`save`.
+
+        Parameters
+        ----------
+        path : str or pathlib.Path
+            The model file.
+
+        Returns
+        -------
+        DcgmTimeModel
+            The fitted model.
+
+        Raises
+        ------
+        InputError
+            If the file is not a complete DCGM time model of this version.
+        """
         doc = read_versioned(path, MODEL_KIND, MODEL_VERSION)
         try:
             m = cls(doc["predictor"], doc["ridge"])
             m.chosen_, m.varies_mem_, m.fields_ = str(doc["chosen"]), bool(doc["varies_mem"]), list(doc["fields"])
-            m.reference_mhz_ = tuple(doc["reference_mhz"])
-            m.core_range_ = tuple(doc["core_range"])
-            m.mem_range_ = None if doc["mem_range"] is None else tuple(doc["mem_range"])
+            m.reference_mhz_ = _pair(doc["reference_mhz"])
+            m.core_range_ = _pair(doc["core_range"])
+            m.mem_range_ = None if doc["mem_range"] is None else _pair(doc["mem_range"])
             m.mean_share_ = np.array(doc["mean_share"], dtype=np.float64)
             m.coef_ = np.array(doc["coef"], dtype=np.float64)
         except (KeyError, TypeError, ValueError) as e:
             raise InputError(f"{path}: not a complete DCGM time model ({e})") from None
         if (m.chosen_ not in ("mean", "activity") or m.mean_share_.shape != (2,) or m.coef_.shape != (4, 2)
-                or len(m.reference_mhz_) != 2 or not np.all(np.isfinite(m.coef_))):
+                or not np.all(np.isfinite(m.coef_))):
             raise InputError(f"{path}: not a complete DCGM time model (shapes or values)")
         return m
 
-    def shares(self, activities) -> np.ndarray:
-        """(s_c, s_m) per workload from its (SM, pipe, DRAM) activities at the reference."""
+    def shares(self, activities: ArrayLike) -> np.ndarray:
+        """(s_c, s_m) per workload from its (SM, pipe, DRAM) activities at the reference.
+
+        Parameters
+        ----------
+        activities : array_like
+            One row of (SM, pipe, DRAM) activity per workload, or a single row.
+
+        Returns
+        -------
+        numpy.ndarray
+            [workloads x 2] shares, each >= 0 and summing to at most 1.
+
+        Raises
+        ------
+        InputError
+            If the activities are not finite rows of three.
+        """
         x = np.atleast_2d(np.asarray(activities, dtype=np.float64))
         if x.shape[-1] != 3 or not np.all(np.isfinite(x)):
             raise InputError(f"activities must be finite rows of (SM, pipe, DRAM) activity, got shape {x.shape}")
@@ -139,8 +340,32 @@ class DcgmTimeModel:
             return np.broadcast_to(self.mean_share_, (len(x), 2)).copy()
         return _predict_shares(self.coef_, x)
 
-    def predict(self, activities, reference_time_ms, core_mhz, mem_mhz=None) -> np.ndarray:
-        """Time (ms) [workloads x clocks] at ``core_mhz`` (and ``mem_mhz``, broadcast together)."""
+    def predict(self, activities: ArrayLike, reference_time_ms: ArrayLike, core_mhz: ArrayLike,
+                mem_mhz: ArrayLike | None = None) -> np.ndarray:
+        """Time (ms) of each workload at each clock pair.
+
+        Parameters
+        ----------
+        activities : array_like
+            One row of (SM, pipe, DRAM) activity at the reference per workload.
+        reference_time_ms : array_like
+            Each workload's measured time (ms) at the reference.
+        core_mhz : array_like
+            Core clocks (MHz).
+        mem_mhz : array_like, optional
+            Memory clocks (MHz), broadcast with ``core_mhz``; None keeps the reference's.
+
+        Returns
+        -------
+        numpy.ndarray
+            [workloads x clocks] time (ms).
+
+        Raises
+        ------
+        InputError
+            If the activities or reference times are malformed, or a memory clock other than
+            the reference's is asked of a model fitted at one memory clock.
+        """
         s = self.shares(activities)
         t_ref = np.atleast_1d(np.asarray(reference_time_ms, dtype=np.float64))
         if t_ref.shape != (len(s),) or not np.all(t_ref > 0) or not np.all(np.isfinite(t_ref)):
@@ -148,14 +373,21 @@ class DcgmTimeModel:
         fc = np.asarray(core_mhz, dtype=np.float64)
         fm = np.full_like(fc, np.nan) if mem_mhz is None else np.asarray(mem_mhz, dtype=np.float64)
         fc, fm = np.broadcast_arrays(fc, fm)
-        if not self.varies_mem_ and np.any(np.isfinite(fm) & (fm != (self.reference_mhz_[1] or np.nan))):
+        ref_mem = self.reference_mhz_[1]
+        if not self.varies_mem_ and np.any(np.isfinite(fm) & (fm != (ref_mem or np.nan))):
             raise InputError("the model was fitted at one memory clock: it cannot say how time moves with another")
-        xm = np.zeros_like(fc) if not self.varies_mem_ else self.reference_mhz_[1] / fm - 1.0
+        # A grid that moved the memory clock was matched on it: its reference has one.
+        xm = ref_mem / fm - 1.0 if self.varies_mem_ and ref_mem is not None else np.zeros_like(fc)
         xc = self.reference_mhz_[0] / fc - 1.0
         return t_ref[:, None] * (1.0 + s[:, :1] * xc.ravel() + s[:, 1:] * xm.ravel())
 
 
-def _ridge(features, shares, ridge):
+def _pair(values: list) -> tuple[Any, Any]:
+    a, b = values  # a ValueError for a list of another length
+    return (a, b)
+
+
+def _ridge(features: np.ndarray, shares: np.ndarray, ridge: float) -> np.ndarray:
     x = np.column_stack([np.ones(len(features)), features])
     # Ridge as extra rows (the intercept not shrunk); least squares keeps collinear activities
     # (one SM activity in every workload) solvable.
@@ -163,12 +395,12 @@ def _ridge(features, shares, ridge):
     return np.linalg.lstsq(np.vstack([x, rows]), np.vstack([shares, np.zeros((len(rows), 2))]), rcond=None)[0]
 
 
-def _predict_shares(coef, features):
+def _predict_shares(coef: np.ndarray, features: np.ndarray) -> np.ndarray:
     s = (np.column_stack([np.ones(len(features)), features]) @ coef).clip(0.0, 1.0)
     return s / np.maximum(1.0, s.sum(axis=1, keepdims=True))
 
 
-def _choose(features, shares, ridge) -> str:
+def _choose(features: np.ndarray, shares: np.ndarray, ridge: float) -> str:
     """The predictor with the lower leave-one-out error of the shares on ``shares``' workloads."""
     n = len(shares)
     if n < 3:
@@ -179,64 +411,8 @@ def _choose(features, shares, ridge) -> str:
         err["mean"] += float(np.abs(shares[keep].mean(axis=0) - shares[k]).sum())
         guess = _predict_shares(_ridge(features[keep], shares[keep], ridge), features[k:k + 1])[0]
         err["activity"] += float(np.abs(guess - shares[k]).sum())
-    return min(err, key=err.get)
+    return min(err, key=lambda k: err[k])
 
 
-def loo_predictions(grid: MeasurementGrid, reference: tuple[float, float | None],
-                    ridge: float = RIDGE) -> tuple[dict[str, np.ndarray], dict]:
-    """Per row of ``grid``, the time predicted with its workload left out of the fit (``cv``:
-    predictor chosen on the others; ``mean``, ``activity``: forced), the baselines
-    (``inverse_f``, ``unchanged``) and the curve fitted to the workload itself (``own_fit``);
-    and what the fits found."""
-    names, ref, shares, varies_mem = measured_shares(grid, reference)
-    features, fields = activity_features(grid)
-    feats = features[ref]
-    work = grid.workload
-    xc, xm = _clock_terms(grid, reference)
-    preds = {k: np.empty(len(grid)) for k in ("cv", "mean", "activity", "inverse_f", "unchanged", "own_fit")}
-    chosen = {}
-    for a, name in enumerate(names):
-        keep = np.arange(len(names)) != a
-        rows = work == name
-        t_ref = grid.time_ms[ref[a]]
-
-        def curve(s, rows=rows, t_ref=t_ref):
-            return t_ref * (1.0 + s[0] * xc[rows] + s[1] * xm[rows])
-
-        for p in ("auto", "mean", "activity"):
-            model = DcgmTimeModel(p, ridge)._fit(feats[keep], shares[keep], varies_mem, tuple(reference),
-                                                 grid.core_mhz, grid.mem_mhz)
-            preds["cv" if p == "auto" else p][rows] = curve(model.shares(feats[a:a + 1])[0])
-            if p == "auto":
-                chosen[name] = model.chosen_
-        preds["inverse_f"][rows] = curve((1.0, 0.0))
-        preds["unchanged"][rows] = t_ref
-        preds["own_fit"][rows] = curve(shares[a])
-    meas = grid.time_ms
-    # Workloads whose measured curves are identical teach the model one curve, not several.
-    curves = {tuple(np.round(meas[work == n] / meas[ref[a]], 9)) for a, n in enumerate(names)}
-    info = {"names": names, "shares": shares, "fields": fields, "memory_clock_varies": varies_mem,
-            "chosen": chosen, "distinct_time_curves": len(curves)}
-    return preds, info
-
-
-def cross_validate(grid: MeasurementGrid, reference: tuple[float, float | None], ridge: float = RIDGE) -> dict:
-    """Leave-one-workload-out: each workload's whole curve predicted by a model fitted on the
-    others (the predictor chosen on those others alone), against 1/f scaling, time unchanged
-    and each predictor forced; plus the curve this form fits to the workload itself (a floor)."""
-    preds, info = loo_predictions(grid, reference, ridge)
-    meas, work, chosen = grid.time_ms, grid.workload, info["chosen"]
-    return {
-        "reference_mhz": list(reference), "workloads": len(info["names"]), "rows": int(len(grid)),
-        "fields": info["fields"], "memory_clock_varies": info["memory_clock_varies"],
-        "distinct_time_curves": info["distinct_time_curves"],
-        "cv_mape": mape(preds["cv"], meas),
-        "predictors": {k: mape(preds[k], meas) for k in ("mean", "activity")},
-        "baselines": {k: mape(preds[k], meas) for k in ("inverse_f", "unchanged")},
-        "own_fit_mape": mape(preds["own_fit"], meas),
-        "chosen": {p: sum(1 for v in chosen.values() if v == p) for p in ("mean", "activity")},
-        "per_workload": {n: {"cv": mape(preds["cv"], meas, work == n),
-                             "inverse_f": mape(preds["inverse_f"], meas, work == n),
-                             "measured_core_share": float(info["shares"][a, 0]), "chosen": chosen[n]}
-                         for a, n in enumerate(info["names"])},
-    }
+__getattr__ = moved_names(__name__, {"loo_predictions": "gpudvfs.evaluation.dcgm_time",
+                                     "cross_validate": "gpudvfs.evaluation.dcgm_time:cross_validate_dcgm_time"})

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from gpudvfs import _core
 from gpudvfs.catalog import SECTOR_BYTES, SHARED_WAVEFRONT_BYTES, SUSTAINED_DRAM_FRACTION, DeviceSpec, lookup
@@ -23,8 +26,48 @@ DEVICE_VERSION = 2
 class TimeDevice:
     """Microbenchmarked parameters of one GPU, in core cycles unless named otherwise.
 
-    ``dm_lat = dm_lat_a * fc/fm + dm_lat_b`` (Eq. 4); the DRAM service time per transaction
-    is ``dm_del_a / fm + dm_del_b`` memory cycles (Table III's law), converted by fc/fm."""
+    Parameters
+    ----------
+    sm_count : float
+        Streaming multiprocessors.
+    max_warps_per_sm : float
+        Resident warps an SM holds at most.
+    dm_lat_a, dm_lat_b : float
+        The DRAM latency's parts: ``dm_lat = dm_lat_a * fc/fm + dm_lat_b`` (Eq. 4).
+    dm_del_a, dm_del_b : float
+        The DRAM service time per transaction, ``dm_del_a / fm + dm_del_b`` memory cycles
+        (Table III's law), converted by fc/fm.
+    l2_lat, l2_del : float
+        L2 latency and service time per transaction.
+    sh_lat, sh_del : float
+        Shared-memory latency and service time per transaction.
+    inst_cycle : float
+        Issue cost of one warp instruction on one SM.
+    overlap_p : float
+        Exponent of the soft maximum that overlaps compute and memory time (>= 1).
+    dp_inst_cycle : float
+        Issue cost of one FP64 warp instruction on one SM.
+    name : str
+        The device's name: a preset or catalog key, or ``custom``.
+    inst_lat : float
+        Latency of a dependent warp instruction in one warp's chain; 0: the chain costs the
+        issue rate only, as in the paper.
+    parallel_queues : bool
+        L2 hits and DRAM misses queue in parallel (True) or one after the other, as the
+        paper's Eq. 5b has it (False).
+    overlapped_rounds : bool
+        Consecutive rounds of resident warps overlap: a round's exposed latency is paid once
+        per kernel (the pipeline's fill), not once per round as the paper's Eq. 9/11/17.
+    sf_inst_cycle : float
+        Issue cost of one special-function warp instruction on one SM (32 threads over its SFU
+        lanes); at or below ``inst_cycle`` (0: files written before it) it costs the issue rate.
+
+    Raises
+    ------
+    InputError
+        If a parameter is not a finite number >= 0 (a switch not a bool, the name not text),
+        ``sm_count`` or ``max_warps_per_sm`` is below 1, or ``overlap_p`` below 1.
+    """
 
     sm_count: float
     max_warps_per_sm: float
@@ -40,20 +83,13 @@ class TimeDevice:
     overlap_p: float
     dp_inst_cycle: float
     name: str = "custom"
-    #: Latency of a dependent warp instruction in one warp's chain (core cycles); 0: the
-    #: chain costs the issue rate only, as in the paper.
     inst_lat: float = 0.0
-    #: L2 hits and DRAM misses queue in parallel (True) or one after the other, as the
-    #: paper's Eq. 5b has it (False).
     parallel_queues: bool = False
-    #: Consecutive rounds of resident warps overlap: a round's exposed latency is paid once
-    #: per kernel (the pipeline's fill), not once per round as the paper's Eq. 9/11/17.
     overlapped_rounds: bool = False
-    #: Issue cost of one special-function warp instruction on one SM (32 threads over its SFU
-    #: lanes); at or below ``inst_cycle`` (0: files written before it) it costs the issue rate.
     sf_inst_cycle: float = 0.0
 
     def __post_init__(self) -> None:
+        """Check every parameter (see Raises above)."""
         for f in fields(self):
             v = getattr(self, f.name)
             if f.name == "name":
@@ -71,18 +107,39 @@ class TimeDevice:
 
     @classmethod
     def gtx980(cls) -> TimeDevice:
-        """The GTX 980 of the paper: Eq. 4, Table III's delay law, Sec. IV-B's L2."""
-        return cls(**_core.time_device_gtx980(), name="gtx980")
+        """The GTX 980 of the paper: Eq. 4, Table III's delay law, Sec. IV-B's L2.
+
+        Returns
+        -------
+        TimeDevice
+            The preset.
+        """
+        # The core's dict holds every field's value, the switches as bools, which its stub's
+        # dict[str, float] cannot tell apart.
+        return cls(**_core.time_device_gtx980(), name="gtx980")  # type: ignore[arg-type]
 
     @classmethod
     def from_spec(cls, spec: DeviceSpec, base: TimeDevice | None = None) -> TimeDevice:
-        """Time-model parameters of a catalog GPU: SMs, warp slots, issue costs and latencies;
-        the DRAM service time per transaction from the bandwidth a kernel sustains,
-        :data:`SUSTAINED_DRAM_FRACTION` of the peak (no fitted delay law:
-        `gpudvfs time fit-device` fits one to a measured grid). The split of the DRAM latency
-        into its core- and memory-clock parts (Eq. 4), the overlap exponent and the
-        dependent-instruction latency come from ``base`` (the GTX 980 preset, the only
-        device where a protocol chose them)."""
+        """Time-model parameters of a catalog GPU: SMs, warp slots, issue costs and latencies.
+
+        The DRAM service time per transaction comes from the bandwidth a kernel sustains,
+        :data:`SUSTAINED_DRAM_FRACTION` of the peak (no fitted delay law: `gpudvfs time
+        fit-device` fits one to a measured grid).
+
+        Parameters
+        ----------
+        spec : DeviceSpec
+            The catalog entry.
+        base : TimeDevice, optional
+            Where the split of the DRAM latency into its core- and memory-clock parts (Eq. 4),
+            the overlap exponent and the dependent-instruction latency come from; the GTX 980
+            preset by default, the only device where a protocol chose them.
+
+        Returns
+        -------
+        TimeDevice
+            The device, named by the entry's key.
+        """
         base = base or cls.gtx980()
         lat = spec.latency_cycles
         share_a = base.dm_lat_a / (base.dm_lat_a + base.dm_lat_b)  # Eq. 4's split at fc = fm
@@ -104,17 +161,49 @@ class TimeDevice:
             overlapped_rounds=base.overlapped_rounds,
             name=spec.key)
 
-
     @classmethod
     def preset(cls, name: str) -> TimeDevice:
-        """A microbenchmarked preset, else the catalog GPU's parameters (see
-        :meth:`from_spec`)."""
+        """A microbenchmarked preset, else the catalog GPU's parameters (see :meth:`from_spec`).
+
+        Parameters
+        ----------
+        name : str
+            A preset, a catalog GPU's name, or a device JSON file.
+
+        Returns
+        -------
+        TimeDevice
+            The device.
+
+        Raises
+        ------
+        InputError
+            If the name designates no GPU, or the file is not a time device.
+        """
         return cls.resolve(name)[0]
 
     @classmethod
-    def resolve(cls, name: str):
-        """(time device, catalog entry or None) of a preset, catalog GPU or device JSON file.
-        A device file's catalog entry is the one its name designates, where there is one."""
+    def resolve(cls, name: str) -> tuple[TimeDevice, DeviceSpec | None]:
+        """The time device and catalog entry of a preset, catalog GPU or device JSON file.
+
+        Parameters
+        ----------
+        name : str
+            A preset, a catalog GPU's name, or a device JSON file (``.json``).
+
+        Returns
+        -------
+        device : TimeDevice
+            The device.
+        spec : DeviceSpec or None
+            Its catalog entry; a device file's is the one its name designates, None where there
+            is none.
+
+        Raises
+        ------
+        InputError
+            If the name designates no GPU, or the file is not a time device.
+        """
         if Path(name).suffix == ".json":
             device = cls.load(name)
             try:
@@ -124,43 +213,119 @@ class TimeDevice:
         spec = lookup(name)
         return (cls.gtx980() if spec.key == "gtx980" else cls.from_spec(spec)), spec
 
-    def dram_busy_ms(self, transactions, mem_mhz):
-        """Time the DRAM channels of one SM's share are busy serving ``transactions`` (32-byte,
-        the whole kernel's) at ``mem_mhz``: the delay law's memory cycles per transaction."""
-        clock_array(mem_mhz, "mem_mhz")
-        return transactions / self.sm_count * (self.dm_del_a / mem_mhz + self.dm_del_b) / (mem_mhz * 1e3)
+    def dram_busy_ms(self, transactions: ArrayLike, mem_mhz: ArrayLike) -> np.ndarray:
+        """Time the DRAM channels of one SM's share are busy serving a kernel's transactions.
 
-    def dram_delay_of(self, busy_ms, transactions, mem_mhz):
-        """The inverse of `dram_busy_ms`: the memory cycles per transaction of one SM's share
-        (the delay law's value) that keep DRAM busy ``busy_ms`` for ``transactions`` (32-byte,
-        the whole kernel's) at ``mem_mhz``: what a bandwidth benchmark measures."""
-        clock_array(mem_mhz, "mem_mhz")
-        return busy_ms * mem_mhz * 1e3 * self.sm_count / transactions
+        The delay law's memory cycles per transaction, at the memory clock.
+
+        Parameters
+        ----------
+        transactions : array_like
+            The whole kernel's 32-byte DRAM transactions.
+        mem_mhz : array_like
+            Memory clocks (MHz).
+
+        Returns
+        -------
+        numpy.ndarray
+            The busy time (ms), broadcast over the inputs.
+
+        Raises
+        ------
+        InputError
+            If a memory clock is not a positive finite number.
+        """
+        fm = clock_array(mem_mhz, "mem_mhz")
+        return np.asarray(transactions) / self.sm_count * (self.dm_del_a / fm + self.dm_del_b) / (fm * 1e3)
+
+    def dram_delay_of(self, busy_ms: ArrayLike, transactions: ArrayLike, mem_mhz: ArrayLike) -> np.ndarray:
+        """The inverse of `dram_busy_ms`: memory cycles per transaction that keep DRAM busy a time.
+
+        The memory cycles per transaction of one SM's share (the delay law's value): what a
+        bandwidth benchmark measures.
+
+        Parameters
+        ----------
+        busy_ms : array_like
+            The time DRAM was busy (ms).
+        transactions : array_like
+            The whole kernel's 32-byte DRAM transactions.
+        mem_mhz : array_like
+            Memory clocks (MHz).
+
+        Returns
+        -------
+        numpy.ndarray
+            Memory cycles per transaction, broadcast over the inputs.
+
+        Raises
+        ------
+        InputError
+            If a memory clock is not a positive finite number.
+        """
+        fm = clock_array(mem_mhz, "mem_mhz")
+        return np.asarray(busy_ms) * fm * 1e3 * self.sm_count / np.asarray(transactions)
 
     def params(self) -> dict[str, float | bool]:
+        """The parameters as the Rust core takes them.
+
+        Returns
+        -------
+        dict of str to float or bool
+            Field -> value, the name left out.
+        """
         # Field by field, not asdict, which deep-copies each value: every prediction asks
         # for this (`time cv`: 10.3 -> 9.2 s).
         return {f.name: v if isinstance(v := getattr(self, f.name), bool) else float(v)
                 for f in fields(self) if f.name != "name"}
 
-    def fit(self, dram_latency, dram_delay=None, *, l2_latency_cycles=None,
-            shared_latency_cycles=None, name: str | None = None) -> tuple[TimeDevice, dict]:
+    def fit(self, dram_latency: Sequence[ArrayLike], dram_delay: Sequence[ArrayLike] | None = None, *,
+            l2_latency_cycles: ArrayLike | None = None, shared_latency_cycles: ArrayLike | None = None,
+            name: str | None = None) -> tuple[TimeDevice, dict[str, Any]]:
         """A device with the memory parameters fitted to microbenchmark results.
 
-        ``dram_latency``: (core_mhz, mem_mhz, core cycles) of a pointer chase, fitted to
-        Eq. 4's form by least squares; ``dram_delay``: (mem_mhz, memory cycles per
-        transaction) of a bandwidth benchmark, fitted to ``a / fm + b``. Measured at one
-        clock pair (one memory clock for the delay), a law's two parts cannot be told apart: the
-        base's law is scaled through the measurements' mean instead (its R^2 is None). L2 and
-        shared latencies, when given, are averaged. Returns the device and the fits' R^2."""
-        def arrays(name, xs, n):
+        Measured at one clock pair (one memory clock for the delay), a law's two parts cannot be
+        told apart: this device's law is scaled through the measurements' mean instead (its R^2
+        is None).
+
+        Parameters
+        ----------
+        dram_latency : sequence of array_like
+            (core_mhz, mem_mhz, core cycles) of a pointer chase, fitted to Eq. 4's form by
+            least squares.
+        dram_delay : sequence of array_like, optional
+            (mem_mhz, memory cycles per transaction) of a bandwidth benchmark, fitted to
+            ``a / fm + b``.
+        l2_latency_cycles : array_like, optional
+            Measured L2 latencies, averaged.
+        shared_latency_cycles : array_like, optional
+            Measured shared-memory latencies, averaged.
+        name : str, optional
+            The fitted device's name; this one's by default.
+
+        Returns
+        -------
+        device : TimeDevice
+            The fitted device.
+        report : dict
+            Per law fitted (``dm_lat``, ``dm_del``): its ``a``, ``b``, ``r2`` and point count ``n``.
+
+        Raises
+        ------
+        InputError
+            If the measurements are malformed, not positive and finite, or the fit fails.
+        """
+        def arrays(name: str, xs: Sequence[ArrayLike], n: int) -> list[np.ndarray]:
             if len(xs) != n:
                 raise InputError(f"{name} must be {n} arrays")
             return [np.ascontiguousarray(x, dtype=np.float64) for x in xs]
 
-        def law(fit, clocks, x, y, a, b, what):
-            """(a, b, R^2) of ``y = a x + b``: fitted, or the base's (a, b) scaled where every
-            point was measured at one clock pair."""
+        def law(fit: Callable[[], tuple[float, float, float]], clocks: np.ndarray, x: np.ndarray, y: np.ndarray,
+                a: float, b: float, what: str) -> tuple[float, float, float | None]:
+            """(a, b, R^2) of ``y = a x + b``: fitted, or the base's (a, b) scaled at one clock pair.
+
+            Scaled where every point was measured at one clock pair.
+            """
             if len(y) == 0 or np.unique(clocks, axis=0).shape[0] != 1:
                 return fit()
             at = float(a * x[0] + b)
@@ -177,7 +342,7 @@ class TimeDevice:
             a, b, r2 = law(lambda: _core.time_fit_dm_lat(c, m, cyc), np.c_[c, m], c / m, cyc,
                            self.dm_lat_a, self.dm_lat_b, "the DRAM latency cycles")
             report = {"dm_lat": {"a": a, "b": b, "r2": r2, "n": len(cyc)}}
-            changes = {"dm_lat_a": a, "dm_lat_b": b}
+            changes: dict[str, Any] = {"dm_lat_a": a, "dm_lat_b": b}  # replace()'s keywords
             if dram_delay is not None:
                 dm, dcyc = arrays("dram_delay", dram_delay, 2)
                 clock_array(dm, "dram_delay's memory clocks")
@@ -196,11 +361,35 @@ class TimeDevice:
         return replace(self, **changes, name=name or self.name), report
 
     def save(self, path: str | Path) -> None:
+        """Write the device as versioned JSON.
+
+        Parameters
+        ----------
+        path : str or pathlib.Path
+            The file to write (atomically).
+        """
         write_json_atomic(path, {"kind": "time-device", "version": DEVICE_VERSION, "name": self.name,
                                  "params": self.params()})
 
     @classmethod
     def load(cls, path: str | Path) -> TimeDevice:
+        """Read a device written by :meth:`save`.
+
+        Parameters
+        ----------
+        path : str or pathlib.Path
+            The device file.
+
+        Returns
+        -------
+        TimeDevice
+            The device.
+
+        Raises
+        ------
+        InputError
+            If the file is not a time device of this version, or its parameters are invalid.
+        """
         doc = read_versioned(path, "time-device", DEVICE_VERSION)
         params = doc.get("params")
         if not isinstance(params, dict):

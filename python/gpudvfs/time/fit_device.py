@@ -1,6 +1,8 @@
-"""Fitting a device's memory parameters to a measured grid of its own kernels: the DRAM
-latency (Eq. 4, both parts scaled together) and the DRAM service time per transaction (the
-``a / fm + b`` law), so a GPU without a microbenchmark campaign gets a device from a sweep.
+"""Fitting a device's memory parameters to a measured grid of its own kernels.
+
+The DRAM latency (Eq. 4, both parts scaled together) and the DRAM service time per
+transaction (the ``a / fm + b`` law), so a GPU without a microbenchmark campaign gets a
+device from a sweep.
 
 The parameters are multiplied by factors found by a coordinate search in log space on the
 absolute (uncalibrated) prediction error, mean |log(predicted / measured)| over every row.
@@ -10,7 +12,9 @@ factors fitted on the others.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -20,6 +24,7 @@ from gpudvfs.stats import mape
 from gpudvfs.time.device import TimeDevice
 from gpudvfs.time.from_grid import profiles_from_grid
 from gpudvfs.time.model import TimeModel
+from gpudvfs.time.profile import KernelProfile
 
 #: Factor groups: the parameters each factor multiplies.
 GROUPS = {"dm_lat": ("dm_lat_a", "dm_lat_b"), "dm_del_b": ("dm_del_b",), "dm_del_a": ("dm_del_a",)}
@@ -30,23 +35,28 @@ def _apply(base: TimeDevice, factors: dict[str, float]) -> TimeDevice:
     return replace(base, **{p: getattr(base, p) * f for g, f in factors.items() for p in GROUPS[g]})
 
 
-def _predict(device, profiles, rows_of, grid) -> np.ndarray:
+def _predict(device: TimeDevice, profiles: list[KernelProfile], rows_of: list[np.ndarray],
+             clocks: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Each row's time (ms) at the (core, memory) ``clocks`` of the grid's rows."""
     model = TimeModel(device)
-    out = np.empty(len(grid))
+    core, mem = clocks
+    out = np.empty(len(core))
     for p, rows in zip(profiles, rows_of):
-        out[rows] = model.predict(p, grid.core_mhz[rows], grid.mem_mhz[rows])
+        out[rows] = model.predict(p, core[rows], mem[rows])
     return out
 
 
-def _search(base, profiles, rows_of, grid, use, groups, sweeps=6) -> dict[str, float]:
+def _search(base: TimeDevice, profiles: list[KernelProfile], rows_of: list[np.ndarray],
+            clocks: tuple[np.ndarray, np.ndarray], time_ms: np.ndarray, use: list[int], groups: Sequence[str],
+            sweeps: int = 6) -> dict[str, float]:
     """Coordinate search of log-factors: each factor tried at x step^(+-1), step shrinking."""
-    log_t = np.log(grid.time_ms)
-    sel = np.zeros(len(grid), dtype=bool)
+    log_t = np.log(time_ms)
+    sel = np.zeros(len(time_ms), dtype=bool)
     for k in use:
         sel |= rows_of[k]
 
-    def loss(f):
-        pred = _predict(_apply(base, f), [profiles[k] for k in use], [rows_of[k] for k in use], grid)
+    def loss(f: dict[str, float]) -> float:
+        pred = _predict(_apply(base, f), [profiles[k] for k in use], [rows_of[k] for k in use], clocks)
         return float(np.mean(np.abs(np.log(pred[sel]) - log_t[sel])))
 
     factors = dict.fromkeys(groups, 1.0)
@@ -64,16 +74,44 @@ def _search(base, profiles, rows_of, grid, use, groups, sweeps=6) -> dict[str, f
 
 
 def fit_device(grid: MeasurementGrid, reference: tuple[float, float], base: TimeDevice, *,
-               groups=tuple(GROUPS), name: str | None = None) -> tuple[TimeDevice, dict]:
-    """The base device with its memory parameters fitted to ``grid`` (every kernel), and a
-    report: absolute MAPE before, after (in-sample) and leave-one-kernel-out."""
+               groups: Sequence[str] = tuple(GROUPS), name: str | None = None) -> tuple[TimeDevice, dict[str, Any]]:
+    """A base device with its memory parameters fitted to a grid of its kernels, and a report.
+
+    Parameters
+    ----------
+    grid : MeasurementGrid
+        A grid over at least two memory clocks, of at least two kernels with nvprof counters.
+    reference : tuple of (float, float)
+        The reference (core, memory) clocks in MHz the kernels are profiled at.
+    base : TimeDevice
+        The device whose parameters are scaled.
+    groups : sequence of str
+        The factor groups to fit, among :data:`GROUPS`.
+    name : str, optional
+        The fitted device's name; the base's by default (it keeps its catalog entry).
+
+    Returns
+    -------
+    device : TimeDevice
+        The fitted device.
+    report : dict
+        ``kernels``, ``rows``, ``groups``, the ``factors`` found, and the absolute MAPE (%)
+        ``mape_before``, ``mape_in_sample`` and ``mape_leave_one_kernel_out``.
+
+    Raises
+    ------
+    InputError
+        If a group is unknown or none is given, the grid has fewer than two memory clocks or
+        kernels, or profiles cannot be read from it.
+    """
     unknown = set(groups) - set(GROUPS)
     if unknown or not groups:
         raise InputError(f"parameter groups must be among {sorted(GROUPS)}, got {sorted(groups)}")
     if base.dm_del_a == 0 and "dm_del_a" in groups:
         groups = tuple(g for g in groups if g != "dm_del_a")  # a zero stays zero under any factor
-    mems = np.unique(grid.mem_mhz) if grid.mem_mhz is not None else np.empty(0)
-    if len(mems) < 2:  # the delay law a / fm + b, and the latency's memory part, need fm to move
+    mem = grid.mem_mhz
+    mems = np.unique(mem) if mem is not None else np.empty(0)
+    if mem is None or len(mems) < 2:  # the delay law a / fm + b, and the latency's memory part, need fm to move
         raise InputError(f"{grid.path}: fitting a device's memory parameters needs a grid over at least two memory "
                          f"clocks, got {mems.tolist() or 'none'}")
     profiles = profiles_from_grid(grid, reference, base)
@@ -82,15 +120,15 @@ def fit_device(grid: MeasurementGrid, reference: tuple[float, float], base: Time
     work = grid.workload
     rows_of = [work == p.name for p in profiles]
     everyone = list(range(len(profiles)))
-    factors = _search(base, profiles, rows_of, grid, everyone, groups)
+    clocks, meas = (grid.core_mhz, mem), grid.time_ms
+    factors = _search(base, profiles, rows_of, clocks, meas, everyone, groups)
     held = np.empty(len(grid))
     for k in everyone:
-        f = _search(base, profiles, rows_of, grid, [i for i in everyone if i != k], groups)
-        held[rows_of[k]] = _predict(_apply(base, f), [profiles[k]], [rows_of[k]], grid)[rows_of[k]]
+        f = _search(base, profiles, rows_of, clocks, meas, [i for i in everyone if i != k], groups)
+        held[rows_of[k]] = _predict(_apply(base, f), [profiles[k]], [rows_of[k]], clocks)[rows_of[k]]
     fitted = replace(_apply(base, factors), name=name or base.name)  # the name keeps its catalog entry
-    meas = grid.time_ms
     report = {"kernels": len(profiles), "rows": int(len(grid)), "groups": list(groups), "factors": factors,
-              "mape_before": mape(_predict(base, profiles, rows_of, grid), meas),
-              "mape_in_sample": mape(_predict(fitted, profiles, rows_of, grid), meas),
+              "mape_before": mape(_predict(base, profiles, rows_of, clocks), meas),
+              "mape_in_sample": mape(_predict(fitted, profiles, rows_of, clocks), meas),
               "mape_leave_one_kernel_out": mape(held, meas)}
     return fitted, report

@@ -1,5 +1,6 @@
-"""How far a predicted time can be off at each clock pair: a 90% interval that grows with the
-pair's distance from the reference the prediction was calibrated at.
+"""How far a predicted time can be off at each clock pair: a 90% interval that grows with the distance.
+
+The distance is the pair's from the reference the prediction was calibrated at.
 
 A time calibrated on the profile's measured duration is exact at the reference and drifts as
 the clocks move away from it: on the GTX 980 grids the cross-validated residuals' root mean
@@ -14,7 +15,11 @@ Uncalibrated, the level's own error (`UNCALIBRATED_LEVEL`) adds in quadrature.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from gpudvfs.errors import InputError
 
@@ -30,8 +35,26 @@ DISTANCE_BANDS = ((0.0, 0.3), (0.3, 0.5), (0.5, np.inf))
 UNCALIBRATED_LEVEL = 0.885
 
 
-def log_distance(configs, reference) -> np.ndarray:
-    """Each (core, memory) pair's log distance from ``reference`` (core, memory MHz): [K]."""
+def log_distance(configs: ArrayLike, reference: ArrayLike) -> np.ndarray:
+    """Each (core, memory) pair's log distance from a reference pair.
+
+    Parameters
+    ----------
+    configs : array_like
+        [K x 2] (core, memory) pairs in MHz.
+    reference : array_like
+        The reference (core, memory) in MHz.
+
+    Returns
+    -------
+    numpy.ndarray
+        [K] Euclidean distances between the pairs' and the reference's log clocks.
+
+    Raises
+    ------
+    InputError
+        If the shapes are not [K x 2] and (2,), or a clock is not a positive finite number.
+    """
     c, r = np.asarray(configs, dtype=np.float64), np.asarray(reference, dtype=np.float64)
     if c.ndim != 2 or c.shape[1] != 2 or r.shape != (2,):
         raise InputError(f"configs must be [K x 2] and the reference (core, memory), got {c.shape} and {r.shape}")
@@ -40,9 +63,26 @@ def log_distance(configs, reference) -> np.ndarray:
     return np.sqrt(((np.log(c) - np.log(r)) ** 2).sum(axis=1))
 
 
-def fit_spread(residuals, d) -> tuple[float, float]:
-    """(A, B) of the least-squares fit of the squared ``residuals`` (log) to ``A + B d^2``,
-    both >= 0; ``d`` broadcasts against ``residuals``."""
+def fit_spread(residuals: ArrayLike, d: ArrayLike) -> tuple[float, float]:
+    """The least-squares fit of squared log residuals to ``A + B d^2``, both >= 0.
+
+    Parameters
+    ----------
+    residuals : array_like
+        Log residuals, ln(predicted / measured).
+    d : array_like
+        The log distance of each from the reference; broadcasts against ``residuals``.
+
+    Returns
+    -------
+    tuple of (float, float)
+        (A, B): the variance at the reference and its growth per squared distance.
+
+    Raises
+    ------
+    InputError
+        If there is no residual, or one is not finite.
+    """
     r2 = np.asarray(residuals, dtype=np.float64) ** 2
     d2 = np.broadcast_to(np.asarray(d, dtype=np.float64) ** 2, r2.shape).ravel()
     r2 = r2.ravel()
@@ -52,42 +92,101 @@ def fit_spread(residuals, d) -> tuple[float, float]:
     if b < 0:  # no growth with the distance: the mean square alone
         return float(r2.mean()), 0.0
     if a < 0:  # no error at the reference: growth alone, through the origin
-        return 0.0, float((r2 @ d2) / max((d2 @ d2), 1e-300))
+        return 0.0, float((r2 @ d2) / max(float(d2 @ d2), 1e-300))
     return float(a), float(b)
 
 
-def spread(d, a: float, b: float) -> np.ndarray:
+def spread(d: ArrayLike, a: float, b: float) -> np.ndarray:
+    """Standard deviation of a log time error at a log distance from the reference: ``sqrt(a + b d^2)``.
+
+    Parameters
+    ----------
+    d : array_like
+        Log distance of each clock pair from the reference pair.
+    a : float
+        Variance at the reference.
+    b : float
+        Growth of the variance per squared log distance.
+
+    Returns
+    -------
+    numpy.ndarray
+        One standard deviation per pair.
+    """
     return np.sqrt(a + b * np.asarray(d, dtype=np.float64) ** 2)
 
 
-def time_interval(configs, reference, calibrated: bool) -> np.ndarray:
-    """The 90% interval of a predicted time at each pair [K], as a log half-width (x lies in
-    [x e^-q, x e^q]): ``Z90 sigma(d)``; uncalibrated, with the level's error in quadrature."""
+def time_interval(configs: ArrayLike, reference: ArrayLike, calibrated: bool) -> np.ndarray:
+    """The 90% interval of a predicted time at each pair, as a log half-width.
+
+    A time x lies in [x e^-q, x e^q] with ``q = Z90 sigma(d)``; uncalibrated, with the level's
+    error (:data:`UNCALIBRATED_LEVEL`) in quadrature.
+
+    Parameters
+    ----------
+    configs : array_like
+        [K x 2] (core, memory) pairs in MHz.
+    reference : array_like
+        The reference (core, memory) in MHz the prediction was made at.
+    calibrated : bool
+        Whether the prediction was calibrated on the measured time at the reference.
+
+    Returns
+    -------
+    numpy.ndarray
+        [K] log half-widths q.
+
+    Raises
+    ------
+    InputError
+        As :func:`log_distance` raises.
+    """
     q = Z90 * spread(log_distance(configs, reference), SPREAD_A, SPREAD_B)
     return q if calibrated else np.hypot(q, UNCALIBRATED_LEVEL)
 
 
-def interval_cv(residuals: list[np.ndarray], distances: list[np.ndarray], groups) -> dict:
-    """The interval scored on applications held out: for each group, (A, B) and Z90 fitted on
-    the other groups' kernels (``residuals``/``distances``: per kernel, the log residual and the
-    log distance at each of its measured pairs), and the share of its kernels' residuals within
-    ``Z90 sigma(d)``, pairs at the reference left out (``coverage``, the target 0.9); beside
-    it the share within a constant interval of the same mean width (``constant_coverage``),
-    both per band of distance (``by_distance``: a constant interval covers too much near the
-    reference and too little far from it), and the constants fitted on every kernel (``on_all``)."""
+def interval_cv(residuals: list[np.ndarray], distances: list[np.ndarray], groups: ArrayLike) -> dict[str, Any]:
+    """The interval scored on applications held out.
+
+    For each group, (A, B) and Z90 are fitted on the other groups' kernels, and its kernels'
+    residuals are checked against ``Z90 sigma(d)``, pairs at the reference left out.
+
+    Parameters
+    ----------
+    residuals : list of numpy.ndarray
+        Per kernel, the log residual at each of its measured pairs.
+    distances : list of numpy.ndarray
+        Per kernel, the log distance of each of those pairs from the reference.
+    groups : array_like
+        Per kernel, its group (application); at least two groups.
+
+    Returns
+    -------
+    dict
+        ``coverage``: the share of held-out residuals within the interval (the target 0.9);
+        ``constant_coverage``: the share within a constant interval of the same
+        ``mean_half_width``; both per band of distance (``by_distance``: a constant interval
+        covers too much near the reference and too little far from it); and ``on_all``, the
+        constants fitted on every kernel.
+
+    Raises
+    ------
+    InputError
+        If the lists and groups differ in length or there are fewer than two groups.
+    """
     groups = np.asarray(groups)
     if len(residuals) != len(distances) or len(residuals) != len(groups) or len(np.unique(groups)) < 2:
         raise InputError("one residual and distance array per kernel, with a group each, of at least two groups")
-    err, dist, width = [], [], []
+    errs, dists, widths = [], [], []
     for g in np.unique(groups):
         train = [j for j in range(len(groups)) if groups[j] != g]
         a, b, z = _fit(residuals, distances, train)
         for j in np.flatnonzero(groups == g):
             off = distances[j] > 0
-            err.append(np.abs(residuals[j][off]))
-            dist.append(distances[j][off])
-            width.append(z * spread(distances[j][off], a, b))
-    err, dist, width = (np.concatenate(x) for x in (err, dist, width))
+            errs.append(np.abs(residuals[j][off]))
+            dists.append(distances[j][off])
+            widths.append(z * spread(distances[j][off], a, b))
+    err, dist, width = (np.concatenate(x) for x in (errs, dists, widths))
     flat = float(width.mean())
     bands = {}
     for lo, hi in DISTANCE_BANDS:
@@ -102,7 +201,8 @@ def interval_cv(residuals: list[np.ndarray], distances: list[np.ndarray], groups
             "on_all": {"spread_a": a, "spread_b": b, "z90": z}}
 
 
-def _fit(residuals, distances, kernels) -> tuple[float, float, float]:
+def _fit(residuals: list[np.ndarray], distances: list[np.ndarray],
+         kernels: Iterable[int]) -> tuple[float, float, float]:
     r = np.concatenate([residuals[j] for j in kernels])
     d = np.concatenate([distances[j] for j in kernels])
     a, b = fit_spread(r, d)

@@ -21,8 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from gpudvfs import _core
 from gpudvfs.errors import InputError
@@ -43,16 +45,28 @@ DRAM_BOUND = 0.8
 class TimeModel:
     """Kernel time (ms) at core/memory clock pairs, from profiles and a device.
 
-    ``mode="default"`` is the resolved model, ``"paper"`` the text as printed.
+    Parameters
+    ----------
+    device : TimeDevice or str
+        The GPU's parameters, or a preset or catalog name (:meth:`TimeDevice.preset`).
+    mode : str
+        ``default``: the resolved model; ``paper``: the text as printed.
+    calibration : str
+        How a calibrated prediction meets the measured reference time: ``scale`` multiplies
+        the model by the ratio; ``dram-check`` first checks the memory bound against the
+        device's bandwidth: a kernel whose DRAM transfers fill less than :data:`DRAM_BOUND` of
+        its reference time, and which the model finds faster than measured, gets the missing
+        time as latency in its warps' chains (core cycles: barriers, dependent instructions
+        the counters do not show), not as more memory time.
 
-    ``calibration`` says how a calibrated prediction meets the measured reference time:
-    ``"scale"`` multiplies the model by the ratio; ``"dram-check"`` first checks the memory
-    bound against the device's bandwidth: a kernel whose DRAM transfers fill less than
-    ``DRAM_BOUND`` of its reference time, and which the model finds faster than measured,
-    gets the missing time as latency in its warps' chains (core cycles: barriers, dependent
-    instructions the counters do not show), not as more memory time."""
+    Raises
+    ------
+    InputError
+        If the mode or calibration is unknown, or the device is neither a name nor a TimeDevice.
+    """
 
-    def __init__(self, device: TimeDevice | str = "gtx980", mode: str = "default", calibration: str = "scale"):
+    def __init__(self, device: TimeDevice | str = "gtx980", mode: str = "default",
+                 calibration: str = "scale") -> None:
         if mode not in MODES:
             raise InputError(f"unknown mode {mode!r}; expected one of {MODES}")
         if calibration not in CALIBRATIONS:
@@ -63,20 +77,46 @@ class TimeModel:
         self.mode = mode
         self.calibration_mode = calibration
 
-    def _raw(self, rows: np.ndarray, core: np.ndarray, mem: np.ndarray):
+    def _raw(self, rows: np.ndarray, core: np.ndarray, mem: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         try:
             return _core.time_predict(rows, core, mem, self.device.params(), self.mode)
         except ValueError as e:
             raise InputError(str(e)) from None
 
-    def predict(self, profiles: KernelProfile | Sequence[KernelProfile], core_mhz, mem_mhz, *,
-                calibrate: bool = False, return_cases: bool = False):
-        """Time [n_profiles, *clocks] in ms (a single profile drops the first axis; scalars
-        give a float). ``calibrate`` makes each kernel meet its measured reference time (as
-        ``calibration`` says; block-starved kernels: see the module notes); ``return_cases`` also
-        returns the regime label of each prediction."""
+    def predict(self, profiles: KernelProfile | Sequence[KernelProfile], core_mhz: ArrayLike, mem_mhz: ArrayLike, *,
+                calibrate: bool = False, return_cases: bool = False) -> Any:
+        """Time in ms of each kernel at each clock pair.
+
+        Parameters
+        ----------
+        profiles : KernelProfile or sequence of KernelProfile
+            The kernels.
+        core_mhz : array_like
+            Core clocks (MHz), broadcast with ``mem_mhz``.
+        mem_mhz : array_like
+            Memory clocks (MHz).
+        calibrate : bool
+            Make each kernel meet its measured reference time (as ``calibration`` says;
+            block-starved kernels: see the module notes).
+        return_cases : bool
+            Also return the regime label of each prediction (one of :data:`CASES`).
+
+        Returns
+        -------
+        numpy.ndarray or float
+            Time [n_profiles, *clocks] in ms; a single profile drops the first axis, and a single
+            profile at scalar clocks gives a float.
+        numpy.ndarray or str
+            With ``return_cases``: the labels, of the times' shape.
+
+        Raises
+        ------
+        InputError
+            If no profile is given, one is not a KernelProfile, a clock is invalid, calibration
+            lacks a profile's reference, or the model's time is not finite.
+        """
         single = isinstance(profiles, KernelProfile)
-        profs = [profiles] if single else list(profiles)
+        profs: list[KernelProfile] = [profiles] if isinstance(profiles, KernelProfile) else list(profiles)
         if not profs:
             raise InputError("no kernel profiles given")
         if not all(isinstance(p, KernelProfile) for p in profs):
@@ -89,34 +129,40 @@ class TimeModel:
         t, case = self._raw(rows, c_flat, m_flat)
         if calibrate:
             t = t * self.calibration(profs)[:, None]
-            for i, p in enumerate(profs):
-                if self.mode == "default" and p.block_starved(self.device):
-                    self._dispatch_floor(p, c_flat, m_flat, t[i], case[i])
+            if self.mode == "default":
+                refs, ref_ms = self._references(profs)
+                for i, p in enumerate(profs):
+                    # Only a kernel whose slot count is known can be block-starved.
+                    if p.slot_warps is not None and p.block_starved(self.device):
+                        self._dispatch_floor(p, p.slot_warps, refs[i], float(ref_ms[i]), c_flat, m_flat, t[i],
+                                             case[i])
         if not np.isfinite(t).all():
             i, j = np.argwhere(~np.isfinite(t))[0]
             raise InputError(f"kernel {profs[i].name!r}: the model's time at {c_flat[j]:g}/{m_flat[j]:g} MHz is "
                              f"{t[i, j]}: its counters, the clocks or the device's parameters are out of range")
         t = t.reshape((len(profs),) + c.shape)
+        times: float | np.ndarray = t
         if single:
-            t = t[0]
-            t = float(t) if t.ndim == 0 else t
+            times = float(t[0]) if t[0].ndim == 0 else t[0]
         if not return_cases:
-            return t
+            return times
         # Labels only on request: a string per prediction costs more than the prediction.
         labels = np.asarray(CASES, dtype=object)[case].reshape((len(profs),) + c.shape)
         if single:
             labels = labels[0]  # a str at one pair: the object array holds Python strings
-        return t, labels
+        return times, labels
 
-    def _dispatch_floor(self, p: KernelProfile, core: np.ndarray, mem: np.ndarray, t: np.ndarray,
-                        case: np.ndarray) -> None:
-        """Overwrite a block-starved kernel's calibrated times with soft-max(floor, model at its
-        theoretical occupancy); the floor is what the reference time leaves over that model.
-        Nothing changes if the model alone already exceeds the reference."""
-        full = replace(p, active_warps=p.slot_warps)
+    def _dispatch_floor(self, p: KernelProfile, slot_warps: float, ref: tuple[float, float], ref_ms: float,
+                        core: np.ndarray, mem: np.ndarray, t: np.ndarray, case: np.ndarray) -> None:
+        """Overwrite a block-starved kernel's calibrated times with soft-max(floor, model at its theoretical occupancy).
+
+        The floor is what the reference time leaves over that model. Nothing changes if the
+        model alone already exceeds the reference.
+        """
+        full = replace(p, active_warps=slot_warps)
         t_full, case_full = self._raw(np.array([full.inputs()], dtype=np.float64), core, mem)
         q = self.device.overlap_p
-        rest = p.reference_time_ms ** q - self._at_references([full])[0] ** q
+        rest = ref_ms ** q - self._at_references([full], [ref])[0] ** q
         if rest <= 0:
             return
         floor = rest ** (1 / q)
@@ -124,35 +170,40 @@ class TimeModel:
         case[:] = np.where(t_full[0] > floor, case_full[0], DISPATCH_CASE)
 
     def _latency_for_unexplained_time(self, profiles: list[KernelProfile]) -> list[KernelProfile]:
-        """Profiles of kernels that are not memory-bound by the DRAM check and that the model
-        finds faster than measured, with the extra chain latency that closes the gap (found by
-        bisection: the model's time grows with it)."""
-        self._require_reference(profiles)
-        at_ref = self._at_references(profiles)
-        dram = np.array([self.device.dram_busy_ms(p.dram_transactions, p.reference_mhz[1]) for p in profiles])
-        ref_ms = np.array([p.reference_time_ms for p in profiles])
+        """Profiles of kernels the model finds faster than measured, with the chain latency that closes the gap.
+
+        Only kernels that are not memory-bound by the DRAM check; the latency is found by
+        bisection (the model's time grows with it).
+        """
+        refs, ref_ms = self._references(profiles)
+        at_ref = self._at_references(profiles, refs)
+        dram = np.array([self.device.dram_busy_ms(p.dram_transactions, r[1]) for p, r in zip(profiles, refs)])
         gap = np.flatnonzero((dram < DRAM_BOUND * ref_ms) & (at_ref < ref_ms))
         if not len(gap):
             return profiles
+        gap_refs = [refs[i] for i in gap]
+
+        def at_refs(chains: np.ndarray) -> np.ndarray:
+            return self._at_references([replace(profiles[i], extra_chain=x) for i, x in zip(gap, chains)], gap_refs)
+
         lo, hi = np.zeros(len(gap)), np.array([profiles[i].comp_inst + 1.0 for i in gap])
         while True:  # grow the bracket until each kernel's model reaches its reference time
-            short = self._at_references([replace(profiles[i], extra_chain=h) for i, h in zip(gap, hi)]) < ref_ms[gap]
+            short = at_refs(hi) < ref_ms[gap]
             if not short.any():
                 break
             hi = np.where(short, 4 * hi, hi)
         for _ in range(60):
             mid = (lo + hi) / 2
-            low = self._at_references([replace(profiles[i], extra_chain=x) for i, x in zip(gap, mid)]) < ref_ms[gap]
+            low = at_refs(mid) < ref_ms[gap]
             lo, hi = np.where(low, mid, lo), np.where(low, hi, mid)
         out = list(profiles)
         for i, x in zip(gap, hi):
             out[i] = replace(profiles[i], extra_chain=float(x))
         return out
 
-    def _at_references(self, profiles: Sequence[KernelProfile]) -> np.ndarray:
-        """The model's time (ms) of each profile at its own reference pair: one batch per pair."""
+    def _at_references(self, profiles: Sequence[KernelProfile], refs: list[tuple[float, float]]) -> np.ndarray:
+        """The model's time (ms) of each profile at its own reference pair ``refs``: one batch per pair."""
         out = np.empty(len(profiles))
-        refs = [tuple(map(float, p.reference_mhz)) for p in profiles]
         for ref in dict.fromkeys(refs):
             idx = [i for i, r in enumerate(refs) if r == ref]
             rows = np.array([profiles[i].inputs() for i in idx], dtype=np.float64)
@@ -161,19 +212,43 @@ class TimeModel:
         return out
 
     @staticmethod
-    def _require_reference(profiles: Sequence[KernelProfile]) -> None:
-        missing = [p.name for p in profiles if p.reference_time_ms is None or p.reference_mhz is None]
+    def _references(profiles: Sequence[KernelProfile]) -> tuple[list[tuple[float, float]], np.ndarray]:
+        """Each profile's reference pair and measured time there, which calibration needs."""
+        refs, times, missing = [], [], []
+        for p in profiles:
+            if p.reference_mhz is None or p.reference_time_ms is None:
+                missing.append(p.name)
+            else:
+                refs.append(p.reference_mhz)
+                times.append(p.reference_time_ms)
         if missing:
             raise InputError(f"calibration needs each profile's reference_mhz and reference_time_ms; "
                              f"missing for {missing}")
+        return refs, np.array(times)
 
     def calibration(self, profiles: Sequence[KernelProfile]) -> np.ndarray:
-        """Per kernel: measured reference time over the model's time at the reference."""
-        self._require_reference(profiles)
-        at_ref = self._at_references(profiles)
+        """Per kernel: measured reference time over the model's time at the reference.
+
+        Parameters
+        ----------
+        profiles : sequence of KernelProfile
+            Profiles with their ``reference_mhz`` and ``reference_time_ms``.
+
+        Returns
+        -------
+        numpy.ndarray
+            One factor per profile.
+
+        Raises
+        ------
+        InputError
+            If a profile lacks its reference, or the model's time there is not a positive finite number.
+        """
+        refs, ref_ms = self._references(profiles)
+        at_ref = self._at_references(profiles, refs)
         bad = np.flatnonzero(~(np.isfinite(at_ref) & (at_ref > 0)))
         if len(bad):
-            p = profiles[bad[0]]
-            raise InputError(f"kernel {p.name!r}: the model's time at its reference {p.reference_mhz[0]:g}/"
-                             f"{p.reference_mhz[1]:g} MHz is {at_ref[bad[0]]}, which no measured time can calibrate")
-        return np.array([p.reference_time_ms for p in profiles]) / at_ref
+            i = int(bad[0])
+            raise InputError(f"kernel {profiles[i].name!r}: the model's time at its reference {refs[i][0]:g}/"
+                             f"{refs[i][1]:g} MHz is {at_ref[i]}, which no measured time can calibrate")
+        return ref_ms / at_ref

@@ -29,6 +29,7 @@ import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
+from gpudvfs.data.counters import time_model_inputs
 from gpudvfs.errors import InputError
 from gpudvfs.limits import clock_array, is_finite_number
 from gpudvfs.time.device import TimeDevice
@@ -56,16 +57,18 @@ def _counter(counters: Mapping[str, float], name: str, kernel: str) -> float:
     return v
 
 
-def _finite(v, allow_none: bool = False) -> bool:
+def _finite(v: object, allow_none: bool = False) -> bool:
     """A number in [0, inf) (numpy scalars included); None where ``allow_none``."""
     return allow_none if v is None else is_finite_number(v, 0)
 
 
 class _Checked(Mapping[str, float]):
-    """A kernel's counters, each checked by :func:`_counter` when read: the mapping tables
-    then read only numbers, and a bad value is reported with the kernel's name."""
+    """A kernel's counters, each checked by :func:`_counter` when read.
 
-    def __init__(self, counters: Mapping[str, float], kernel: str):
+    The mapping tables then read only numbers, and a bad value is reported with the kernel's name.
+    """
+
+    def __init__(self, counters: Mapping[str, float], kernel: str) -> None:
         self._counters, self._kernel = counters, kernel
 
     def __getitem__(self, name: str) -> float:
@@ -83,10 +86,49 @@ class _Checked(Mapping[str, float]):
 @dataclass(frozen=True)
 class KernelProfile:
     """The time model's inputs for one kernel, from counters at a reference configuration.
-    ``reference_time_ms`` (the measured time there) enables calibrated predictions;
-    ``slot_warps`` (resident warps per SM the kernel's resources allow, from the profiler's
-    theoretical occupancy; None where it does not tell) lets them recognise block-starved
-    kernels; ``extra_chain`` is latency a calibration put into a warp's chain."""
+
+    The module's table says how each input comes from the counters.
+
+    Parameters
+    ----------
+    name : str
+        The kernel.
+    warps_total : float
+        Warps of the launch.
+    active_warps : float
+        Warps resident per SM on average (achieved occupancy x max warps per SM).
+    warps_per_block : float
+        Warps per block (8 where the launch is not known: the paper mode only uses it).
+    gld_trans : float
+        L2 transactions per warp.
+    trans_per_req : float
+        L2 transactions per global request.
+    l2_hit_rate : float
+        The share of L2 transactions that do not go to DRAM, in [0, 1].
+    comp_inst : float
+        Warp instructions issued per warp.
+    shared_trans : float
+        Shared-memory transactions per warp.
+    dp_inst : float
+        FP64 warp instructions per warp.
+    sf_inst : float
+        Special-function warp instructions per warp.
+    extra_chain : float
+        Latency a calibration put into a warp's chain (core cycles).
+    reference_mhz : tuple of (float, float), optional
+        The (core, memory) clocks the counters were profiled at.
+    reference_time_ms : float, optional
+        The measured time there: it enables calibrated predictions.
+    slot_warps : float, optional
+        Resident warps per SM the kernel's resources allow, from the profiler's theoretical
+        occupancy; None where it does not tell. It lets calibrated predictions recognise
+        block-starved kernels.
+
+    Raises
+    ------
+    InputError
+        If an input is not a finite number >= 0, ``slot_warps`` is 0, or the reference is invalid.
+    """
 
     name: str
     warps_total: float
@@ -105,6 +147,7 @@ class KernelProfile:
     slot_warps: float | None = None
 
     def __post_init__(self) -> None:
+        """Check the inputs (see Raises above) and store the reference clocks as floats."""
         bad = [k for k in (*INPUT_KEYS, "slot_warps") if not _finite(getattr(self, k), allow_none=k == "slot_warps")]
         if bad:
             raise InputError(f"kernel {self.name!r}: {', '.join(bad)} must be finite numbers >= 0")
@@ -124,15 +167,41 @@ class KernelProfile:
                       device: TimeDevice | None = None, reference_mhz: tuple[float, float] | None = None,
                       reference_time_ms: float | None = None, launch: tuple[float, float] | None = None,
                       trans_per_req: float | None = None) -> KernelProfile:
-        """Build a profile from one kernel's counters (nvprof names, or ``tool="ncu"`` /
-        ``"ncu-pascal"`` / ``"dcgm"`` names mapped through gpudvfs.data.counters).
+        """Build a profile from one kernel's counters.
 
-        ``launch`` = (blocks, threads per block) of the profiled launch; without it, the
-        counters' ``blocks`` and ``threads_per_block`` (Nsight Compute reports them) where
-        present. It replaces the ``warps`` counter. ``trans_per_req`` overrides the one
-        from counters."""
-        from gpudvfs.data.counters import time_model_inputs
+        Parameters
+        ----------
+        name : str
+            The kernel.
+        counters : mapping of str to float
+            Its counters: nvprof names, or the names of ``tool`` mapped through
+            :mod:`gpudvfs.data.counters`.
+        tool : str
+            ``nvprof``, ``ncu``, ``ncu-pascal`` or ``dcgm``.
+        device : TimeDevice, optional
+            The GPU (its warp slots per SM); the GTX 980 by default.
+        reference_mhz : tuple of (float, float), optional
+            The (core, memory) clocks the counters were profiled at.
+        reference_time_ms : float, optional
+            The measured time there.
+        launch : tuple of (float, float), optional
+            (blocks, threads per block) of the profiled launch; without it, the counters'
+            ``blocks`` and ``threads_per_block`` (Nsight Compute reports them) where present.
+            It replaces the ``warps`` counter.
+        trans_per_req : float, optional
+            Overrides the L2 transactions per request the counters give.
 
+        Returns
+        -------
+        KernelProfile
+            The profile.
+
+        Raises
+        ------
+        InputError
+            If a counter the model needs is missing or not a finite number >= 0, an occupancy
+            is outside (0, 1], or the launch is invalid.
+        """
         if tool != "nvprof":
             # Inputs the model does not use (flop counts) may be absent; the ones it needs
             # are checked below under their nvprof names.
@@ -194,6 +263,13 @@ class KernelProfile:
         )
 
     def inputs(self) -> list[float]:
+        """The model's inputs, one row of the Rust core's batch.
+
+        Returns
+        -------
+        list of float
+            The values of :data:`INPUT_KEYS`, in order.
+        """
         return [float(getattr(self, k)) for k in INPUT_KEYS]
 
     @property
@@ -202,9 +278,21 @@ class KernelProfile:
         return self.warps_total * self.gld_trans * (1 - self.l2_hit_rate)
 
     def block_starved(self, device: TimeDevice) -> bool:
-        """Whether the SMs waited for blocks at the reference: achieved occupancy below
-        STARVED_OCCUPANCY of the theoretical one, over at least STARVED_WAVES waves (fewer
-        waves leave occupancy short through the tail alone)."""
+        """Whether the SMs waited for blocks at the reference.
+
+        Parameters
+        ----------
+        device : TimeDevice
+            The GPU (its SM count).
+
+        Returns
+        -------
+        bool
+            True where the achieved occupancy is below :data:`STARVED_OCCUPANCY` of the
+            theoretical one over at least :data:`STARVED_WAVES` waves (fewer waves leave
+            occupancy short through the tail alone); False where the theoretical occupancy is
+            not known.
+        """
         if self.slot_warps is None:
             return False
         waves = self.warps_total / (self.slot_warps * device.sm_count)

@@ -16,6 +16,7 @@ Compute, is :mod:`gpudvfs.data.counters`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from gpudvfs.data.profilers.ncu import parse_ncu_csv, read_ncu_csv
@@ -32,12 +33,28 @@ __all__ = [
 ]
 
 
-_READERS = {"nvidia-smi": read_smi_csv, "ncu": read_ncu_csv, "nvprof": read_nvprof_csv}
+_READERS: dict[str, Callable[[str | Path], CounterReport | SmiLog]] = {
+    "nvidia-smi": read_smi_csv, "ncu": read_ncu_csv, "nvprof": read_nvprof_csv}
 
 
 def counter_tool(path: str | Path) -> str | None:
-    """Which tool wrote a file ("ncu", "nvprof", "nvidia-smi"), told by its header line or,
-    without CSV, by the messages the tool printed; None for anything else."""
+    """Which tool wrote a file, told by its header line or, without CSV, by the messages the tool printed.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file.
+
+    Returns
+    -------
+    str or None
+        ``ncu``, ``nvprof`` or ``nvidia-smi``; None for anything else.
+
+    Raises
+    ------
+    DataFileError
+        If the file cannot be read as text.
+    """
     src = Text.from_path(path)
     first = next((ln for ln in src.lines if ln.strip()), "")
     # nvidia-smi: an unquoted header of dotted query names, units in brackets.
@@ -57,7 +74,23 @@ def counter_tool(path: str | Path) -> str | None:
 
 
 def read_counters(path: str | Path) -> CounterReport | SmiLog:
-    """Read an Nsight Compute, nvprof or nvidia-smi CSV, told apart by :func:`counter_tool`."""
+    """Read an Nsight Compute, nvprof or nvidia-smi CSV, told apart by :func:`counter_tool`.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file.
+
+    Returns
+    -------
+    CounterReport or SmiLog
+        The profilers' counters, or nvidia-smi's samples.
+
+    Raises
+    ------
+    DataFileError
+        If no tool is recognised, or the tool's output is malformed or holds only its errors.
+    """
     tool = counter_tool(path)
     if tool is None:
         raise DataFileError.at(path, "not a recognised counter file: expected an Nsight Compute "

@@ -41,20 +41,56 @@ RULE_COLUMNS = ("Rule Name", "Rule Type", "Rule Description", "Estimated Speedup
 
 
 def read_ncu_csv(path: str | Path) -> CounterReport:
-    """Parse a file written by ``ncu --csv`` (stdout redirect or ``--log-file``)."""
+    """Parse a file written by ``ncu --csv`` (stdout redirect or ``--log-file``).
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file.
+
+    Returns
+    -------
+    CounterReport
+        The launches, in file order.
+
+    Raises
+    ------
+    DataFileError
+        If the output is malformed, located to line and column; a :class:`ProfilerError` where
+        Nsight Compute printed only its errors.
+    """
     return _parse(Text.from_path(path))
 
 
 def parse_ncu_csv(text: str, source: str = "<ncu output>") -> CounterReport:
-    """Parse ``ncu --csv`` output held in a string; errors name ``source``."""
+    """Parse ``ncu --csv`` output held in a string.
+
+    Parameters
+    ----------
+    text : str
+        The tool's output.
+    source : str
+        What the text came from, named in errors.
+
+    Returns
+    -------
+    CounterReport
+        The launches, in file order.
+
+    Raises
+    ------
+    DataFileError
+        If the output is malformed, located to line and column; a :class:`ProfilerError` where
+        Nsight Compute printed only its errors.
+    """
     return _parse(Text(source, text.splitlines()))
 
 
 def _parse(src: Text) -> CounterReport:
     h = src.find_header((HEADER_START,), "Nsight Compute")
     header = [c.strip() for c in src.fields(h)]
-    if (j := repeated_at(header)) is not None:
-        raise src.error(f"column name {header[j]!r} repeated", h + 1, j + 1)
+    if (at := repeated_at(header)) is not None:
+        raise src.error(f"column name {header[at]!r} repeated", h + 1, at + 1)
     messages, other = src.split_preamble(h)
     long = all(c in header for c in LONG_COLUMNS)
     rows = []

@@ -32,15 +32,52 @@ TRACE_INFO = frozenset({"Device", "Context", "Stream", "Kernel", "Correlation_ID
 
 
 def read_nvprof_csv(path: str | Path) -> CounterReport:
-    """Parse a file written by ``nvprof --csv`` (metrics or events; summary or GPU trace)."""
+    """Parse a file written by ``nvprof --csv`` (metrics or events; summary or GPU trace).
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file.
+
+    Returns
+    -------
+    CounterReport
+        The kernels (summary) or launches (trace), in file order.
+
+    Raises
+    ------
+    DataFileError
+        If the output is malformed, located to line and column; a :class:`ProfilerError` where
+        nvprof printed only its errors.
+    """
     return _parse(Text.from_path(path))
 
 
 def parse_nvprof_csv(text: str, source: str = "<nvprof output>") -> CounterReport:
+    """Parse ``nvprof --csv`` output held in a string.
+
+    Parameters
+    ----------
+    text : str
+        The tool's output.
+    source : str
+        What the text came from, named in errors.
+
+    Returns
+    -------
+    CounterReport
+        The kernels (summary) or launches (trace), in file order.
+
+    Raises
+    ------
+    DataFileError
+        If the output is malformed, located to line and column; a :class:`ProfilerError` where
+        nvprof printed only its errors.
+    """
     return _parse(Text(source, text.splitlines()))
 
 
-def _rows(src: Text, h: int, width: int, messages: list) -> list[tuple[int, list[str]]]:
+def _rows(src: Text, h: int, width: int, messages: list[tuple[int, str]]) -> list[tuple[int, list[str]]]:
     rows = []
     for i, f in src.data_rows(h, messages):
         if len(f) != width:
@@ -79,7 +116,7 @@ def _value(src: Text, text: str, line: int, column: int, name: str) -> tuple[flo
     return vu[0] * factor, base
 
 
-def _summary(src: Text, header: list[str], rows) -> list[KernelCounters]:
+def _summary(src: Text, header: list[str], rows: list[tuple[int, list[str]]]) -> list[KernelCounters]:
     col = {c: j for j, c in enumerate(header)}
     name_col = col.get("Metric Name", col.get("Event Name"))
     if name_col is None:
@@ -114,17 +151,18 @@ def _summary(src: Text, header: list[str], rows) -> list[KernelCounters]:
                                 line, col[value_col] + 1, value_col)
             rec.text[metric] = f[col[value_col]].strip()
             continue
-        units = {cells[c][1] for c in cells if cells[c] is not None}
-        if None in (cells["Min"], cells["Max"]) or len(units) != 1:
+        low, high = cells["Min"], cells["Max"]
+        units = {cell[1] for cell in cells.values() if cell is not None}
+        if low is None or high is None or len(units) != 1:
             raise src.error(f"Min, Max and {value_col} must be numbers of one kind, found "
                             f"{[f[col[c]] for c in ('Min', 'Max', value_col)]}", line, col["Min"] + 1)
         rec.metrics[metric] = main[0]
         rec.units[metric] = main[1]
-        rec.extrema[metric] = (cells["Min"][0], cells["Max"][0])  # type: ignore[index]
+        rec.extrema[metric] = (low[0], high[0])
     return list(records.values())
 
 
-def _trace(src: Text, header: list[str], rows) -> list[KernelCounters]:
+def _trace(src: Text, header: list[str], rows: list[tuple[int, list[str]]]) -> list[KernelCounters]:
     units = [""] * len(header)
     if rows[0][1][0].strip() == "":
         units = rows[0][1]
@@ -141,8 +179,9 @@ def _trace(src: Text, header: list[str], rows) -> list[KernelCounters]:
                                 line, header.index("Correlation_ID") + 1, "Correlation_ID")
             cid = int(v)
         name = f[kernel_col]
-        rec = KernelCounters(name=name, id=cid, invocation=seen.get(name, 0), tool="nvprof", line=line)
-        seen[name] = rec.invocation + 1
+        invocation = seen.get(name, 0)
+        rec = KernelCounters(name=name, id=cid, invocation=invocation, tool="nvprof", line=line)
+        seen[name] = invocation + 1
         for j, c in enumerate(header):
             if c in TRACE_INFO:
                 if c != "Kernel":

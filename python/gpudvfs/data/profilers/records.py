@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import csv
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from gpudvfs.errors import DataFileError
 
@@ -22,7 +24,23 @@ class ProfilerError(DataFileError):
 
 @dataclass(frozen=True)
 class Rule:
-    """One Nsight Compute rule result (rows whose metric fields are empty)."""
+    """One Nsight Compute rule result (rows whose metric fields are empty).
+
+    Parameters
+    ----------
+    section : str
+        The section the rule belongs to.
+    name : str
+        The rule's name.
+    type : str
+        Its result type (e.g. ``OPT``, ``WRN``).
+    description : str
+        What it says.
+    speedup_type : str
+        How the estimated speedup is measured (``local``, ``global``), where given.
+    speedup : float, optional
+        The estimated speedup, where given.
+    """
 
     section: str
     name: str
@@ -36,13 +54,35 @@ class Rule:
 class KernelCounters:
     """The counters of one kernel launch (or, for nvprof's summary, of ``invocations`` launches).
 
-    ``metrics`` holds every numeric value converted to ``units[name]`` (the base unit, see
-    :mod:`.units`); ``text`` holds the values that are not numbers (``n/a``, names, modes),
-    ``lists`` the ``"; "``-joined lists of the 2019 Nsight Compute raw page, ``extrema`` nvprof's
-    (min, max) beside the average kept in ``metrics``. ``info`` holds the identification columns
-    (process, context, stream, block and grid size, device, CC ...). ``invocation`` counts the
-    launches of the same kernel name before this one in the file (0 for the first); nvprof's
-    summary has no per-launch rows, so there it is None. ``tool`` is "ncu" or "nvprof".
+    Parameters
+    ----------
+    name : str
+        The kernel's name.
+    id : int or None
+        The launch's ID in the file (Nsight Compute), None where the tool gives none.
+    invocation : int or None
+        The launches of the same kernel name before this one in the file (0 for the first);
+        nvprof's summary has no per-launch rows, so there it is None.
+    invocations : int
+        The launches the counters cover.
+    tool : str
+        ``ncu`` or ``nvprof``.
+    metrics : dict of str to float
+        Every numeric value converted to ``units[name]`` (the base unit, see :mod:`.units`).
+    units : dict of str to str
+        Each metric's base unit.
+    text : dict of str to str
+        The values that are not numbers (``n/a``, names, modes).
+    lists : dict of str to tuple of float
+        The ``"; "``-joined lists of the 2019 Nsight Compute raw page.
+    extrema : dict of str to tuple of (float, float)
+        nvprof's (min, max) beside the average kept in ``metrics``.
+    info : dict of str to str
+        The identification columns (process, context, stream, block and grid size, device, CC ...).
+    rules : list of Rule
+        Nsight Compute's rule results for the launch.
+    line : int
+        The 1-based line the launch starts on.
     """
 
     name: str
@@ -60,9 +100,22 @@ class KernelCounters:
     line: int = 0
 
     def get(self, metric: str) -> float | None:
+        """A metric's value in its base unit.
+
+        Parameters
+        ----------
+        metric : str
+            The metric's name.
+
+        Returns
+        -------
+        float or None
+            The value; None where the launch has no numeric value of it.
+        """
         return self.metrics.get(metric)
 
     def __contains__(self, metric: str) -> bool:
+        """Whether the launch has a numeric value of a metric."""
         return metric in self.metrics
 
 
@@ -70,11 +123,21 @@ class KernelCounters:
 class CounterReport:
     """A parsed profiler output: the kernels in file order plus everything else the file said.
 
-    ``tool`` is ``"ncu"`` or ``"nvprof"``; ``form`` is ``"wide"`` (one row per kernel: ncu
-    ``--page raw``, nvprof ``--print-gpu-trace``) or ``"long"`` (one row per kernel and metric:
-    ncu ``--metrics``/details page, nvprof summary). ``messages`` are the tool's own lines
-    (``==PROF==``, ``==ERROR==``, ...), ``other_lines`` the application's output, both with
-    their 1-based line numbers.
+    Parameters
+    ----------
+    path : str
+        The file.
+    tool : str
+        ``ncu`` or ``nvprof``.
+    form : str
+        ``wide`` (one row per kernel: ncu ``--page raw``, nvprof ``--print-gpu-trace``) or
+        ``long`` (one row per kernel and metric: ncu ``--metrics``/details page, nvprof summary).
+    kernels : list of KernelCounters
+        The launches, in file order.
+    messages : list of tuple of (int, str)
+        The tool's own lines (``==PROF==``, ``==ERROR==``, ...) with their 1-based line numbers.
+    other_lines : list of tuple of (int, str)
+        The application's output, with their 1-based line numbers.
     """
 
     path: str
@@ -85,6 +148,7 @@ class CounterReport:
     other_lines: list[tuple[int, str]] = field(default_factory=list)
 
     def __len__(self) -> int:
+        """The number of launches."""
         return len(self.kernels)
 
     @property
@@ -94,10 +158,18 @@ class CounterReport:
 
     @property
     def errors(self) -> list[tuple[int, str]]:
+        """The tool's error lines, with their 1-based line numbers."""
         return [(n, t) for n, t in self.messages if ERROR_LINE.match(t)]
 
-    def describe(self) -> dict:
-        """What the output holds, for `gpudvfs data info`."""
+    def describe(self) -> dict[str, Any]:
+        """What the output holds, for `gpudvfs data info`.
+
+        Returns
+        -------
+        dict
+            ``format``, ``path``, ``form``, counts of ``rows``, ``kernels``, ``launches`` and
+            ``rules``, and the ``kernel_names``, ``devices``, ``metrics``, ``messages`` and ``errors``.
+        """
         metrics = list(dict.fromkeys(m for k in self.kernels for m in k.metrics))
         devices = sorted({k.info.get("Device", "") for k in self.kernels} - {""})
         return {
@@ -109,7 +181,25 @@ class CounterReport:
         }
 
     def find(self, name_contains: str, invocation: int = 0) -> KernelCounters:
-        """The ``invocation``-th launch of the kernel whose name contains ``name_contains``."""
+        """The ``invocation``-th launch of the kernel whose name contains a text.
+
+        Parameters
+        ----------
+        name_contains : str
+            Part of the kernel's name.
+        invocation : int
+            Which launch of it, from 0.
+
+        Returns
+        -------
+        KernelCounters
+            The launch.
+
+        Raises
+        ------
+        KeyError
+            If the text matches several kernels' names, or the kernel has no such launch.
+        """
         hits = [k for k in self.kernels if name_contains in k.name]
         names = sorted({k.name for k in hits})
         if len(names) > 1:
@@ -122,13 +212,38 @@ class CounterReport:
 
 @dataclass
 class Text:
-    """A file's lines with the helpers the parsers need; errors name the source and line."""
+    """A file's lines with the helpers the parsers need; errors name the source and line.
+
+    Parameters
+    ----------
+    source : str
+        The file's path, or what the text came from.
+    lines : list of str
+        Its lines.
+    """
 
     source: str
     lines: list[str]
 
     @classmethod
     def from_path(cls, path: str | Path) -> Text:
+        """Read a file's lines.
+
+        Parameters
+        ----------
+        path : str or pathlib.Path
+            The file.
+
+        Returns
+        -------
+        Text
+            Its lines.
+
+        Raises
+        ------
+        DataFileError
+            If the file is missing, not a regular file, or not UTF-8 text.
+        """
         p = Path(path)
         if not p.is_file():
             raise DataFileError.at(path, "file not found" if not p.exists() else "not a regular file")
@@ -140,17 +255,71 @@ class Text:
 
     def error(self, message: str, line: int | None = None, column: int | None = None,
               column_name: str | None = None) -> DataFileError:
+        """The error of a problem in this text, to raise.
+
+        Parameters
+        ----------
+        message : str
+            What is wrong, and what was expected.
+        line : int, optional
+            The 1-based line.
+        column : int, optional
+            The 1-based column.
+        column_name : str, optional
+            The column's header.
+
+        Returns
+        -------
+        DataFileError
+            The located error.
+        """
         return DataFileError.at(self.source, message, line, column, column_name)
 
     def fields(self, index: int) -> list[str]:
+        """A line's CSV fields.
+
+        Parameters
+        ----------
+        index : int
+            The line's 0-based index.
+
+        Returns
+        -------
+        list of str
+            Its fields.
+
+        Raises
+        ------
+        DataFileError
+            If the line is not CSV (a field over the csv module's limit, a stray quote).
+        """
         try:
             return next(csv.reader([self.lines[index]]))
         except csv.Error as e:  # a field over the csv module's limit (128 KB), a stray quote
             raise self.error(f"not a CSV line ({e})", index + 1) from None
 
     def find_header(self, starts: tuple[tuple[str, ...], ...], tool: str) -> int:
-        """Index of the first line whose leading CSV fields are one of ``starts``; when there is
-        none, raise: quoting the tool's ``==ERROR==`` lines if it printed any."""
+        """The index of the first line whose leading CSV fields are one of some starts.
+
+        Parameters
+        ----------
+        starts : tuple of tuple of str
+            The leading fields a header may have.
+        tool : str
+            The tool, for the error.
+
+        Returns
+        -------
+        int
+            The header line's 0-based index.
+
+        Raises
+        ------
+        ProfilerError
+            If there is no header and the tool printed ``==ERROR==`` lines (quoting them).
+        DataFileError
+            If there is no header otherwise.
+        """
         for i, line in enumerate(self.lines):
             if MESSAGE.match(line) or not line.startswith('"'):
                 continue
@@ -167,9 +336,26 @@ class Text:
         want = " or ".join(",".join(f'"{f}"' for f in s) for s in starts)
         raise self.error(f"no {tool} CSV header found: expected a line starting with {want}{hint}")
 
-    def data_rows(self, header: int, messages: list[tuple[int, str]]):
-        """(line index, fields) of every data line after the header; the tool's ``==...``
-        messages interleaved with them go to ``messages`` (1-based line, text)."""
+    def data_rows(self, header: int, messages: list[tuple[int, str]]) -> Iterator[tuple[int, list[str]]]:
+        """Every data line after the header; the tool's ``==...`` messages among them go to a list.
+
+        Parameters
+        ----------
+        header : int
+            The header line's 0-based index.
+        messages : list of tuple of (int, str)
+            Where the messages go, as (1-based line, text).
+
+        Yields
+        ------
+        tuple of (int, list of str)
+            A data line's 0-based index and its fields.
+
+        Raises
+        ------
+        DataFileError
+            At a line that is not CSV.
+        """
         for i in range(header + 1, len(self.lines)):
             line = self.lines[i]
             if not line.strip():
@@ -180,8 +366,22 @@ class Text:
             yield i, self.fields(i)
 
     def split_preamble(self, header: int) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
-        """Tool messages and application output before the header line."""
-        messages, other = [], []
+        """Tool messages and application output before the header line.
+
+        Parameters
+        ----------
+        header : int
+            The header line's 0-based index.
+
+        Returns
+        -------
+        messages : list of tuple of (int, str)
+            The tool's lines, as (1-based line, text).
+        other : list of tuple of (int, str)
+            The application's output, likewise.
+        """
+        messages: list[tuple[int, str]] = []
+        other: list[tuple[int, str]] = []
         for i in range(header):
             line = self.lines[i]
             if not line.strip():

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from gpudvfs.data.profilers.records import Text
 from gpudvfs.data.profilers.units import normalize_unit, parse_number, split_value_unit
@@ -23,9 +24,25 @@ _FIELD = re.compile(r"^(?P<name>[^\[]+?)\s*(\[(?P<unit>[^\]]*)\])?$")
 
 @dataclass
 class SmiLog:
-    """Samples of an nvidia-smi query log. ``fields`` are the query names without units,
-    ``units[name]`` the base unit of the converted values, ``printed_units[name]`` the unit in
-    the header; ``samples[i][name]`` is a float, a string or None (not available)."""
+    """Samples of an nvidia-smi query log.
+
+    Parameters
+    ----------
+    path : str
+        The log.
+    fields : list of str
+        The query names, without units.
+    units : dict of str to str
+        Each field's base unit, that of the converted values.
+    printed_units : dict of str to str
+        Each field's unit in the header.
+    samples : list of dict
+        Per sample, field -> a float, a string or None (not available).
+    lines : list of int
+        Each sample's 1-based line.
+    repeated_headers : list of int
+        The lines of header lines repeated (a restarted logger), skipped.
+    """
 
     path: str
     fields: list[str]
@@ -36,19 +53,45 @@ class SmiLog:
     repeated_headers: list[int] = field(default_factory=list)
 
     def __len__(self) -> int:
+        """The number of samples."""
         return len(self.samples)
 
     format = "nvidia-smi"  # the format name `gpudvfs.read` knows it by
 
-    def describe(self) -> dict:
-        """What the log holds, for `gpudvfs data info`."""
+    def describe(self) -> dict[str, Any]:
+        """What the log holds, for `gpudvfs data info`.
+
+        Returns
+        -------
+        dict
+            ``format``, ``path``, counts of ``rows`` and ``samples``, the ``fields``, their
+            printed ``units``, the ``gpus`` named and the ``repeated_headers``.
+        """
         gpus = sorted({str(s.get("name")) for s in self.samples} - {"None"}) if "name" in self.fields else []
         return {"format": "nvidia-smi", "path": self.path, "rows": len(self.samples), "samples": len(self.samples),
                 "fields": list(self.fields), "units": dict(self.printed_units), "gpus": gpus,
                 "repeated_headers": list(self.repeated_headers)}
 
     def values(self, name: str) -> list[float | None]:
-        """The numeric values of one field, in sample order (None where not available)."""
+        """The numeric values of one field, in sample order.
+
+        Parameters
+        ----------
+        name : str
+            The field.
+
+        Returns
+        -------
+        list of float or None
+            A value per sample in the base unit, None where not available.
+
+        Raises
+        ------
+        KeyError
+            If the log has no such field.
+        TypeError
+            If a sample's value of it is text.
+        """
         if name not in self.fields:
             raise KeyError(f"no field {name!r} in {self.path}; fields: {self.fields}")
         out = []
@@ -61,10 +104,46 @@ class SmiLog:
 
 
 def read_smi_csv(path: str | Path) -> SmiLog:
+    """Parse an ``nvidia-smi --query-gpu --format=csv`` log.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file.
+
+    Returns
+    -------
+    SmiLog
+        The samples.
+
+    Raises
+    ------
+    DataFileError
+        If the log is malformed, located to line and column.
+    """
     return _parse(Text.from_path(path))
 
 
 def parse_smi_csv(text: str, source: str = "<nvidia-smi output>") -> SmiLog:
+    """Parse an nvidia-smi query log held in a string.
+
+    Parameters
+    ----------
+    text : str
+        The tool's output.
+    source : str
+        What the text came from, named in errors.
+
+    Returns
+    -------
+    SmiLog
+        The samples.
+
+    Raises
+    ------
+    DataFileError
+        If the log is malformed, located to line and column.
+    """
     return _parse(Text(source, text.splitlines()))
 
 
@@ -78,7 +157,8 @@ def _parse(src: Text) -> SmiLog:
     if first is None:
         raise src.error("empty file: expected an nvidia-smi --query-gpu CSV header")
     raw_header = _split(src.lines[first])
-    names, printed = [], {}
+    names: list[str] = []
+    printed: dict[str, str] = {}
     for j, h in enumerate(raw_header):
         m = _FIELD.match(h)
         if not h or m is None:

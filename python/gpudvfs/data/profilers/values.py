@@ -11,10 +11,35 @@ NOT_AVAILABLE = ("n/a", "N/A", "[N/A]", "[Not Supported]")
 
 def store(rec: KernelCounters, name: str, raw: str, unit: str, src: Text, line: int,
           column: int) -> None:
-    """Put ``raw`` (printed in ``unit``) under ``name``: a number goes to ``metrics`` in the base
-    unit, a ``"; "``-joined list of numbers to ``lists``, anything else to ``text``. A value that
-    is neither a number nor ``n/a`` under a scalable unit (bytes, time, ...) is an error: the
-    column says it holds a quantity."""
+    """Store a printed value under its metric's name in a kernel's counters.
+
+    A number goes to ``metrics`` in the base unit, a ``"; "``-joined list of numbers to
+    ``lists``, anything else to ``text``.
+
+    Parameters
+    ----------
+    rec : KernelCounters
+        The kernel's counters.
+    name : str
+        The metric.
+    raw : str
+        The value as printed.
+    unit : str
+        The unit it was printed in.
+    src : Text
+        The file, for errors.
+    line : int
+        The value's 1-based line.
+    column : int
+        Its 1-based column.
+
+    Raises
+    ------
+    DataFileError
+        If the metric is already stored for the kernel, the value is beyond what a GPU
+        measures, or under a scalable unit (bytes, time, ...) it is neither a number nor
+        ``n/a``: the column says it holds a quantity.
+    """
     if name in rec.metrics or name in rec.text or name in rec.lists:
         raise src.error(f"metric {name!r} appears twice for kernel {rec.name!r} (ID {rec.id})",
                         line, column, name)
@@ -30,8 +55,9 @@ def store(rec: KernelCounters, name: str, raw: str, unit: str, src: Text, line: 
         return
     if ";" in raw:
         parts = [parse_number(p) for p in raw.split(";")]
-        if all(p is not None for p in parts):
-            rec.lists[name] = tuple(p * factor for p in parts)  # type: ignore[operator]
+        numbers = [p for p in parts if p is not None]
+        if len(numbers) == len(parts):
+            rec.lists[name] = tuple(p * factor for p in numbers)
             rec.units[name] = base
             return
     stripped = raw.strip()
