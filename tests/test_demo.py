@@ -370,6 +370,8 @@ def test_cross_validation_by_kernel_alone(data):
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
     assert d["hold_out"] == "kernel" and d["applications"] == {}
+    # Each extension's figures under the JSON keys the docs name ("with" is no Python name).
+    assert all(list(v) == ["with", "without"] and set(v["with"]) == set(files) for v in d["extensions"].values())
     assert [d["files"][f]["cv_mape"] for f in files] == pytest.approx([3.29, 3.13], abs=0.01)
     s = d["selection"][files[1]]
     assert s["cv_regret_mean"] == pytest.approx(0.0358, abs=1e-4)

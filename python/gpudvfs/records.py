@@ -1,11 +1,13 @@
-"""Results as frozen dataclasses that callers read by attribute, each with the JSON the command
-line prints (`Record.to_dict`): one conversion for every report, so a report's fields and its
-JSON keys cannot drift apart."""
+"""Results as frozen dataclasses that callers read by attribute, each with the JSON the command line prints.
+
+One conversion (`Record.to_dict`) for every report, so a report's fields and its JSON keys
+cannot drift apart.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -33,6 +35,9 @@ def renamed(key: str) -> dict[str, str]:
 class Record:
     """Base of a frozen dataclass result: `to_dict` gives its JSON."""
 
+    # Set by @dataclass on each record; declared so that type checkers see a dataclass.
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+
     def to_dict(self) -> dict:
         """The record as JSON: its fields in order, by name (or the key `renamed` gives).
 
@@ -46,7 +51,7 @@ class Record:
             What ``--json`` prints.
         """
         out = {}
-        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+        for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if value is not None or f.metadata.get("nullable"):
                 out[f.metadata.get("key", f.name)] = as_json(value)

@@ -514,8 +514,10 @@ def grid_reference(grid: MeasurementGrid, spec: DeviceSpec | None,
 
 
 def _default_reference(grid: MeasurementGrid, spec: DeviceSpec | None) -> tuple[tuple[float, float], str]:
-    """(the pair the grid's format profiles at, else the GPU's default clocks in the grid's
-    memory unit; where it comes from, for an error to say)."""
+    """The pair the grid's format profiles at, else the GPU's default clocks in the grid's memory unit.
+
+    Beside it, where it comes from, for an error to say.
+    """
     own = SPECS[grid.format].reference_mhz if grid.format in SPECS else None
     if own is not None:
         return own, f"the grid's own {own[0]:g},{own[1]:g}"

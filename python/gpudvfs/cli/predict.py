@@ -2,6 +2,7 @@
 
 From a profile of any GPU in the catalog to predictions, and what the catalog knows.
 """
+# ruff: noqa: D301 - "\f" ends a command's --help text; its numpy sections follow.
 
 from __future__ import annotations
 
@@ -61,6 +62,32 @@ def predict(profile: str, device: str | None, model_path: str | None, policy: st
 
     Each with its 90% interval, per kernel and for all launches together, and the pair the
     policy chooses for the whole (a clock change costs milliseconds).
+    \f
+
+    Parameters
+    ----------
+    profile : str
+        Nsight Compute or nvprof CSV.
+    device : str or None
+        The catalog GPU (default: the one the profile names).
+    model_path : str or None
+        A power model of this GPU (default: the catalog prior).
+    policy : str
+        The policy.
+    slowdown : float
+        The deadline policy's allowed slowdown.
+    eta : float
+        The cost policy's weight of energy against time.
+    reference : tuple of float or None
+        The clocks the profile was taken at.
+    clip_utilization : bool
+        Clip utilizations outside [0, 1].
+    uncalibrated : bool
+        Leave the measured durations out.
+    per_launch : bool
+        A line per launch, however many.
+    as_json : bool
+        Print JSON.
     """
     if policy == "power-cap":
         raise click.UsageError("predict takes the energy, edp, ed2p, deadline and cost policies")
@@ -70,7 +97,7 @@ def predict(profile: str, device: str | None, model_path: str | None, policy: st
         if not isinstance(report, CounterReport):
             raise InputError(f"{profile}: expected Nsight Compute or nvprof output, got format {report.format!r}")
         # Missing counters first: they are the answer whatever the GPU.
-        kernels = kernel_inputs(report, True, clip_utilization)
+        kernels = kernel_inputs(report, clip_utilization)
         spec = device_of(report, device)
         if reference is not None:
             check_clocks(spec, f"--reference {reference[0]:g},{reference[1]:g}", [reference[0]], [reference[1]])
@@ -90,10 +117,10 @@ def predict(profile: str, device: str | None, model_path: str | None, policy: st
     else:
         total = r.application.time_ms
         shown = sorted(r.by_name.items(), key=lambda kv: -sum(kv[1].time_ms))
-        for name, n in shown[:PER_LAUNCH_LINES]:
-            share = 100 * sum(n.time_ms) / sum(total)
-            console.print(f"{_line(name[:60], n, n_pairs, policy)} ({n.launches} launches, {share:.0f}% of the "
-                          "time)", highlight=False, soft_wrap=True)
+        for name, by_name in shown[:PER_LAUNCH_LINES]:
+            share = 100 * sum(by_name.time_ms) / sum(total)
+            console.print(f"{_line(name[:60], by_name, n_pairs, policy)} ({by_name.launches} launches, "
+                          f"{share:.0f}% of the time)", highlight=False, soft_wrap=True)
         if len(shown) > PER_LAUNCH_LINES:
             console.print(f"... {len(shown) - PER_LAUNCH_LINES} more kernel names (--json has them all)",
                           highlight=False)
@@ -106,8 +133,7 @@ def predict(profile: str, device: str | None, model_path: str | None, policy: st
 
 
 def _pair_table(r: PredictionDetail) -> Table:
-    """Every clock pair for all launches together: time, power and energy with their 90% intervals,
-    the chosen pair marked."""
+    """Every clock pair for all launches together: time, power and energy with 90% intervals, the choice marked."""
     app, q = r.application, r.intervals
     chosen = (app.chosen.core_mhz, app.chosen.mem_mhz)
 
@@ -146,10 +172,30 @@ DEFAULT_LAUNCHES = 100
               help="Nsight Compute's clock control: base (its default) locks the base clock; none leaves the "
                    "clocks to the driver, for a GPU whose settings are not yours to change.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def profile_command_(device, out, kernel_name, launch_count, all_launches, clock_control, command) -> None:
-    """The profiler command that collects what `gpudvfs predict` reads (Nsight Compute from
-    Volta on, nvprof before), for COMMAND given after `--` (`-- ./app --size 3`) or as one
-    quoted string."""
+def profile_command_(device: str, out: str | None, kernel_name: str | None, launch_count: int | None,
+                     all_launches: bool, clock_control: str | None, command: tuple[str, ...]) -> None:
+    """The profiler command that collects what `gpudvfs predict` reads (Nsight Compute from Volta on, nvprof before).
+
+    For COMMAND given after `--` (`-- ./app --size 3`) or as one quoted string.
+    \f
+
+    Parameters
+    ----------
+    device : str
+        The catalog GPU.
+    out : str or None
+        The CSV the profiler writes.
+    kernel_name : str or None
+        Profile only kernels of this name.
+    launch_count : int or None
+        Profile at most this many launches.
+    all_launches : bool
+        Profile every launch.
+    clock_control : str or None
+        Nsight Compute's clock control.
+    command : tuple of str
+        The command to profile.
+    """
     with user_errors():
         cc = lookup(device).compute_capability
         if all_launches and launch_count is not None:
@@ -170,8 +216,16 @@ def devices() -> None:
 
 @devices.command("list")
 @click.option("--json", "as_json", is_flag=True)
-def list_(as_json) -> None:
-    """Every GPU of the catalog."""
+def list_(as_json: bool) -> None:
+    """Every GPU of the catalog.
+
+    \f
+
+    Parameters
+    ----------
+    as_json : bool
+        Print JSON.
+    """
     with user_errors():
         found = catalog()
     if as_json:
@@ -187,8 +241,18 @@ def list_(as_json) -> None:
 @devices.command()
 @click.argument("name")
 @click.option("--json", "as_json", is_flag=True)
-def show(name, as_json) -> None:
-    """One GPU's entry, with the source of each figure."""
+def show(name: str, as_json: bool) -> None:
+    """One GPU's entry, with the source of each figure.
+
+    \f
+
+    Parameters
+    ----------
+    name : str
+        The GPU, by any name the catalog knows.
+    as_json : bool
+        Print JSON.
+    """
     with user_errors():
         d = lookup(name)
     if as_json:

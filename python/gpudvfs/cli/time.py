@@ -1,4 +1,5 @@
 """`gpudvfs time ...`: the analytical kernel-time model (Wang & Chu)."""
+# ruff: noqa: D301 - "\f" ends a command's --help text; its numpy sections follow.
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from gpudvfs.cli.output import (
     user_errors,
 )
 from gpudvfs.cli.progress import progress_bars
+from gpudvfs.data.datasets import MeasurementGrid
 from gpudvfs.data.dcgm_fields import is_dcgm_grid
 from gpudvfs.errors import InputError
 from gpudvfs.evaluation.regret import MeanMax
@@ -45,10 +47,10 @@ from gpudvfs.time.fit_device import fit_device
 NEEDS = "the time model"
 
 
-def _beyond_grid(grid, cores: list[float], mems: list[float]) -> list[str]:
+def _beyond_grid(grid: MeasurementGrid, measured_mem: np.ndarray, cores: list[float], mems: list[float]) -> list[str]:
     """Requested clocks outside the measured grid: the model extrapolates there, untested."""
     out = []
-    for name, asked, measured in (("core", cores, grid.core_mhz), ("memory", mems, grid.mem_mhz)):
+    for name, asked, measured in (("core", cores, grid.core_mhz), ("memory", mems, measured_mem)):
         lo, hi = float(measured.min()), float(measured.max())
         beyond = [c for c in asked if not lo <= c <= hi]
         if beyond:
@@ -72,10 +74,31 @@ def time_() -> None:
 @options.skip_invalid
 @options.drop_spikes
 @click.option("--json", "as_json", is_flag=True)
-def eval_(data, device, reference, mode, baselines, columns, as_json) -> None:
-    """Errors predicting every clock pair of DATA from the reference pair's counters:
-    absolute (counters alone) and calibrated (one scale per kernel on its measured reference time).
-    On a DCGM grid: the DCGM time model, leave-one-workload-out, against 1/f scaling."""
+def eval_(data: str, device: str, reference: tuple[float, float] | None, mode: str, baselines: bool,
+          columns: dict[str, str] | None, as_json: bool) -> None:
+    """Errors predicting every clock pair of DATA from the reference pair's counters.
+
+    Absolute (counters alone) and calibrated (one scale per kernel on its measured reference
+    time). On a DCGM grid: the DCGM time model, leave-one-workload-out, against 1/f scaling.
+    \f
+
+    Parameters
+    ----------
+    data : str
+        The measured grid.
+    device : str
+        The GPU it was measured on.
+    reference : tuple of float or None
+        --reference.
+    mode : str
+        The time model's mode.
+    baselines : bool
+        Also the baselines.
+    columns : dict or None
+        --columns.
+    as_json : bool
+        Print JSON.
+    """
     with user_errors():
         grid = measured_grid(data, NEEDS, columns, ("nvdvfs", "dcgm", "grid"))
         time_device, spec = resolve_device(device, grid)
@@ -110,9 +133,30 @@ def eval_(data, device, reference, mode, baselines, columns, as_json) -> None:
 @options.skip_invalid
 @options.drop_spikes
 @click.option("--json", "as_json", is_flag=True)
-def fit_dcgm(grid_path, reference, predictor, out, force, columns, as_json) -> None:
-    """Fit the DCGM time model (core- and memory-bound shares of time from DCGM activities) to
-    a DCGM grid and save it: the time model of `gpudvfs fleet whatif`."""
+def fit_dcgm(grid_path: str, reference: tuple[float, float], predictor: str, out: str, force: bool,
+             columns: dict[str, str] | None, as_json: bool) -> None:
+    """Fit the DCGM time model to a DCGM grid and save it: the time model of `gpudvfs fleet whatif`.
+
+    The model gives the core- and memory-bound shares of time from DCGM activities.
+    \f
+
+    Parameters
+    ----------
+    grid_path : str
+        The DCGM grid.
+    reference : tuple of float
+        The pair whose activities are the model's input.
+    predictor : str
+        The model's predictor of the shares.
+    out : str
+        The model file to write.
+    force : bool
+        Write over an existing one.
+    columns : dict or None
+        --columns.
+    as_json : bool
+        Print JSON.
+    """
     with user_errors():
         refuse_overwrite([out], [grid_path], force)
         grid = measured_grid(grid_path, NEEDS, columns, ("dcgm", "grid"))
@@ -129,7 +173,7 @@ def fit_dcgm(grid_path, reference, predictor, out, force, columns, as_json) -> N
                       f"{model.mean_share_[0]:.3f}, memory share {model.mean_share_[1]:.3f}", highlight=False)
 
 
-def _eval_dcgm(data, r, as_json) -> None:
+def _eval_dcgm(data: str, r: dict, as_json: bool) -> None:
     if as_json:
         print_json(r)
         return
@@ -158,24 +202,52 @@ def _eval_dcgm(data, r, as_json) -> None:
 @options.skip_invalid
 @options.drop_spikes
 @click.option("--json", "as_json", is_flag=True)
-def predict(data, kernels, device, reference, core_mhz, mem_mhz, mode, calibrate, columns, as_json) -> None:
-    """Predicted time (ms) of kernels profiled at the reference pair over a grid of clocks."""
+def predict(data: str, kernels: tuple[str, ...], device: str, reference: tuple[float, float] | None,
+            core_mhz: list[float] | None, mem_mhz: list[float] | None, mode: str, calibrate: bool,
+            columns: dict[str, str] | None, as_json: bool) -> None:
+    """Predicted time (ms) of kernels profiled at the reference pair over a grid of clocks.
+
+    \f
+
+    Parameters
+    ----------
+    data : str
+        The measured grid whose reference rows profile the kernels.
+    kernels : tuple of str
+        Only these workloads (empty: all).
+    device : str
+        The GPU it was measured on.
+    reference : tuple of float or None
+        --reference.
+    core_mhz, mem_mhz : list of float or None
+        The clocks to predict at (default: the grid's).
+    mode : str
+        The time model's mode.
+    calibrate : bool
+        Scale each kernel to its measured reference time.
+    columns : dict or None
+        --columns.
+    as_json : bool
+        Print JSON.
+    """
     with user_errors():
         grid = measured_grid(data, NEEDS, columns)
         time_device, spec = resolve_device(device, grid)
         reference = grid_reference(grid, spec, reference)
         model = TimeModel(time_device, mode)
         profiles = profiles_from_grid(grid, reference, model.device)
+        measured_mem = grid.mem_mhz
+        assert measured_mem is not None  # profiles_from_grid refuses a grid without memory clocks
         if kernels:
             unknown = set(kernels) - {p.name for p in profiles}
             if unknown:
                 raise InputError(f"{data}: no workload named {sorted(unknown)}")
             profiles = [p for p in profiles if p.name in kernels]
         cores = core_mhz or np.unique(grid.core_mhz).tolist()
-        mems = mem_mhz or np.unique(grid.mem_mhz).tolist()
+        mems = mem_mhz or np.unique(measured_mem).tolist()
         if spec is not None:
             check_clocks(spec, "--core-mhz/--mem-mhz", cores, np.asarray(mems) * nvml_mem_unit(grid))
-        outside = _beyond_grid(grid, cores, mems)
+        outside = _beyond_grid(grid, measured_mem, cores, mems)
         fc, fm = np.meshgrid(cores, mems, indexing="ij")
         t, cases = model.predict(profiles, fc, fm, calibrate=calibrate, return_cases=True)
     for line in outside:
@@ -206,13 +278,34 @@ def predict(data, kernels, device, reference, core_mhz, mem_mhz, mode, calibrate
               help="What is held out together: an application's kernels in every DATA (names compared without "
                    "case and punctuation, one beginning another), or each kernel alone.")
 @click.option("--json", "as_json", is_flag=True)
-def cv(data, device, reference, columns, sensitivity, hold_out, as_json) -> None:
-    """Nested leave-one-application-out cross-validation over the kernels of every DATA grid:
-    each kernel scored with the settings (soft-max exponent, dependent latency, calibration)
-    chosen on the kernels of the other applications (an application's kernels in every file
-    held out together); for grids with power, the energy regret scored the same way, beside
-    its baselines. 95% intervals (cluster bootstrap over the held-out groups) say how far each
-    figure could move with other kernels of these kinds."""
+def cv(data: tuple[str, ...], device: str, reference: tuple[float, float] | None, columns: dict[str, str] | None,
+       sensitivity: bool, hold_out: str, as_json: bool) -> None:
+    """Nested leave-one-application-out cross-validation over the kernels of every DATA grid.
+
+    Each kernel is scored with the settings (soft-max exponent, dependent latency,
+    calibration) chosen on the kernels of the other applications (an application's kernels in
+    every file held out together); for grids with power, the energy regret is scored the same
+    way, beside its baselines. 95% intervals (cluster bootstrap over the held-out groups) say
+    how far each figure could move with other kernels of these kinds.
+    \f
+
+    Parameters
+    ----------
+    data : tuple of str
+        The measured grids, their kernels pooled.
+    device : str
+        The GPU they were measured on.
+    reference : tuple of float or None
+        --reference, one for all grids.
+    columns : dict or None
+        --columns.
+    sensitivity : bool
+        Also the protocol with each device constant scaled.
+    hold_out : str
+        What is held out together.
+    as_json : bool
+        Print JSON.
+    """
     with user_errors():
         grids = [measured_grid(path, NEEDS, columns) for path in data]
         for g in grids[1:]:
@@ -282,6 +375,7 @@ def _mean_max(v: MeanMax) -> str:
 
 def _print_regret(path: str, s: TimeCVRegret) -> None:
     """The protocol's minimum-energy regret on one grid with power, beside its variants and baselines."""
+
     def row(label: str, v: MeanMax) -> list[str]:
         return [label, f"{100 * v.mean:.2f}", f"{100 * v.max:.2f}"]
 
@@ -338,9 +432,30 @@ def _print_sensitivity(r: TimeCVReport, constants: dict[str, dict[str, ConstantV
 @options.skip_invalid
 @options.drop_spikes
 @click.option("--json", "as_json", is_flag=True)
-def fit_device_(data, base, reference, out, force, columns, as_json) -> None:
-    """Fit the DRAM latency and service-time parameters of a device to a measured grid of its
-    kernels (absolute error, every kernel), scored by leave-one-kernel-out."""
+def fit_device_(data: str, base: str, reference: tuple[float, float] | None, out: str, force: bool,
+                columns: dict[str, str] | None, as_json: bool) -> None:
+    """Fit the DRAM latency and service-time parameters of a device to a measured grid of its kernels.
+
+    The fit minimizes the absolute error over every kernel, and is scored by leave-one-kernel-out.
+    \f
+
+    Parameters
+    ----------
+    data : str
+        The measured grid.
+    base : str
+        The device to start from.
+    reference : tuple of float or None
+        --reference.
+    out : str
+        The device file to write.
+    force : bool
+        Write over an existing one.
+    columns : dict or None
+        --columns.
+    as_json : bool
+        Print JSON.
+    """
     with user_errors():
         refuse_overwrite([out], [data, base], force)
         grid = measured_grid(data, NEEDS, columns)

@@ -112,10 +112,28 @@ def power_predictions(grid: MeasurementGrid, reference: tuple[float, float],
 
 @dataclass(frozen=True, eq=False)
 class LooTable:
-    """Per workload [A x K]: measured time (ms) and power (W) at every pair, and each
-    predicted with the workload left out of the fits: time by the DCGM time model
-    (``time_cv``) and by 1/f scaling (``time_inverse_f``), power calibrated on the
-    workload's measured reference power. ``fastest``: the highest pair."""
+    """Per workload: measured time and power at every pair, and each predicted with the workload left out of the fits.
+
+    Attributes
+    ----------
+    names : list of str
+        The workloads.
+    configs : numpy.ndarray
+        The pairs [K x 2] (core, memory MHz).
+    fastest : int
+        The highest pair.
+    time_ms, watts : numpy.ndarray
+        Measured time (ms) and power (W) [A x K].
+    time_cv : numpy.ndarray
+        Time by the DCGM time model, each workload left out [A x K].
+    time_inverse_f : numpy.ndarray
+        Time by 1/f scaling [A x K].
+    watts_pred : numpy.ndarray
+        Power by the power model, each workload left out, calibrated on its measured
+        reference power [A x K].
+    distinct_time_curves : int
+        How many distinct measured time curves the workloads have.
+    """
 
     names: list[str]
     configs: np.ndarray
@@ -208,7 +226,7 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
     regret = objective / objective[np.arange(len(names)), best][:, None] - 1.0
     meets = t <= (1 + slowdown) * t[:, [fastest]] * (1 + 1e-12)  # the deadline, measured
 
-    def at(index) -> np.ndarray:
+    def at(index: np.ndarray) -> np.ndarray:
         return regret[np.arange(len(names)), index]
 
     def score(r: np.ndarray) -> WorkloadRegrets:

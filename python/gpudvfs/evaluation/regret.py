@@ -57,9 +57,10 @@ class MeanMax(Record):
 
 @dataclass(frozen=True)
 class FixedPair(MeanMax):
-    """One pair for all applications, chosen on all of them: the regret in hindsight, a bound
-    on any fixed choice; ``met``: how many applications it meets the constraint for (None
-    without a constraint)."""
+    """One pair for all applications, chosen on all of them: the regret in hindsight, a bound on any fixed choice.
+
+    ``met``: how many applications it meets the constraint for (None without a constraint).
+    """
 
     pair: tuple[float, ...]
     met: int | None = None
@@ -67,9 +68,11 @@ class FixedPair(MeanMax):
 
 @dataclass(frozen=True)
 class HeldOutPairs(MeanMax):
-    """One pair for all, each application scored at the pair chosen without it (``pairs``);
+    """One pair for all, each application scored at the pair chosen without it (``pairs``).
+
     ``met``: how many applications their pair meets the constraint for (None without a
-    constraint; a pair chosen without an application need not meet it)."""
+    constraint; a pair chosen without an application need not meet it).
+    """
 
     pairs: tuple[tuple[float, ...], ...]
     met: int | None = None
@@ -100,8 +103,9 @@ class NearTies(Record):
 
 @dataclass(frozen=True, eq=False)
 class RegretTable:
-    """Every application of a grid measured at every pair, with its power predicted by a model
-    fitted on the other applications: what a choice is scored against.
+    """Every application of a grid measured at every pair: what a choice is scored against.
+
+    Its power is also predicted by a model fitted on the other applications.
 
     Attributes
     ----------
@@ -202,8 +206,7 @@ class RegretTable:
         return self.regret(select(time_pred, watts, self.configs, "energy", **rules).index)
 
     def _squared_log_errors(self, time_pred: np.ndarray) -> np.ndarray:
-        """Per application and pair, the squared log errors of predicted time and of the
-        held-out power, summed: [A x K]."""
+        """Per application and pair, the squared log errors of predicted time and of the held-out power, summed."""
         return np.log(time_pred / self.time_ms) ** 2 + np.log(self.watts_pred / self.watts) ** 2
 
     def energy_error(self, time_pred: np.ndarray) -> np.ndarray:

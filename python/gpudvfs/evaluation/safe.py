@@ -120,12 +120,11 @@ class _Fold:
     """Anchors and spreads for workloads predicted without a set of others."""
 
     def __init__(self, regret: np.ndarray, residual: np.ndarray, d: np.ndarray, reference_index: int,
-                 labels: np.ndarray):
+                 labels: np.ndarray) -> None:
         self.regret, self.residual, self.d, self.ref, self.labels = regret, residual, d, reference_index, labels
 
     def anchor_and_spread(self, a: int, out: np.ndarray) -> tuple[dict, np.ndarray]:
-        """Workload ``a``'s anchors and spread, fitted on the workloads where ``out`` is False
-        and that are not of ``a``'s group."""
+        """Workload ``a``'s anchors and spread, fitted on the others where ``out`` is False, not of its group."""
         train = ~out & (self.labels != self.labels[a])
         pair = int(np.argmin(self.regret[train].mean(axis=0)))
         return {"single_pair": pair, "reference": self.ref}, spread(self.d, *fit_spread(self.residual[train], self.d))
@@ -179,9 +178,9 @@ def safe_report(regret: np.ndarray, log_pred: np.ndarray, log_measured: np.ndarr
     rows = np.arange(n)
     none = np.zeros(n, dtype=bool)
     # Each workload with its anchors and spread fitted without it: the one-level scores.
-    own = [fold.anchor_and_spread(a, none) for a in rows]
+    own = [fold.anchor_and_spread(a, none) for a in range(n)]
 
-    def regrets(fits, members, anchor: str, z: float) -> np.ndarray:
+    def regrets(fits: list[tuple[dict, np.ndarray]], members: np.ndarray, anchor: str, z: float) -> np.ndarray:
         idx = [safe_indices(log_pred[[a]], fits[i][1][None, :], np.array([fits[i][0][anchor]]), z)[0]
                for i, a in enumerate(members)]
         return regret[members, idx]

@@ -31,6 +31,16 @@ from gpudvfs.data.datasets import MeasurementGrid
 from gpudvfs.errors import InputError
 from gpudvfs.evaluation.nested import AGGREGATES, application_groups, nested_choice, protocol_choice, protocol_least
 from gpudvfs.evaluation.regret import MeanMax, RegretTable, near_ties_by_tolerance, regret_table, single_pair_indices
+from gpudvfs.evaluation.time_candidates import (
+    CANDIDATES,
+    EXTENSIONS,
+    OVERLAP_PS,
+    Candidate,
+    KernelCase,
+    error_matrix,
+    kernel_cases,
+    two_term_errors,
+)
 from gpudvfs.evaluation.time_cv_report import (
     ConstantVariant,
     CriterionChosen,
@@ -49,13 +59,9 @@ from gpudvfs.limits import is_finite_number
 from gpudvfs.policy.policies import highest_index
 from gpudvfs.stats import mape, paired_intervals
 from gpudvfs.time.device import TimeDevice
-from gpudvfs.time.from_grid import profiles_from_grid
 from gpudvfs.time.interval import interval_cv, log_distance
 from gpudvfs.time.model import TimeModel
-from gpudvfs.time.profile import KernelProfile
 
-#: Soft-max exponents tried (the overlap of the memory queue with SM work).
-OVERLAP_PS = (4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 12.0)
 #: Ridge strengths of the learned correction tried (on standardized features).
 CORRECTION_RIDGES = (0.1, 1.0, 10.0)
 #: Device constants `constant_sensitivity` scales: hardware figures from microbenchmarks and
@@ -68,91 +74,9 @@ CONSTANT_SCALES = (0.5, 0.75, 1.25, 1.5)
 HOLD_OUTS = ("application", "kernel")
 
 
-@dataclass(frozen=True)
-class Candidate:
-    """One setting of the time model: the soft-max exponent; whether a warp's chain waits the
-    device's dependent-instruction latency (the base device's ``inst_lat``); whether L2 hits
-    and DRAM misses queue in parallel or in series (Eq. 5b); whether FP64 instructions issue
-    and special-function ones at their pipe's rate (the base device's ``dp_inst_cycle`` and
-    ``sf_inst_cycle``) or like any other; and how a calibrated prediction meets the reference
-    time (``TimeModel(calibration=...)``)."""
-
-    overlap_p: float
-    dependent_latency: bool
-    parallel_queues: bool
-    pipe_rates: bool
-    calibration: str
-    overlapped_rounds: bool = False
-
-    @property
-    def label(self) -> str:
-        return ", ".join([f"p={self.overlap_p:g}", "dependent latency" if self.dependent_latency else "issue only",
-                          "parallel queues" if self.parallel_queues else "queues in series",
-                          "pipe rates" if self.pipe_rates else "one issue rate", self.calibration]
-                         + (["overlapped rounds"] if self.overlapped_rounds else []))
-
-    def model(self, base: TimeDevice) -> TimeModel:
-        dev = replace(base, overlap_p=self.overlap_p, inst_lat=base.inst_lat if self.dependent_latency else 0.0,
-                      parallel_queues=self.parallel_queues, overlapped_rounds=self.overlapped_rounds,
-                      dp_inst_cycle=base.dp_inst_cycle if self.pipe_rates else base.inst_cycle,
-                      sf_inst_cycle=base.sf_inst_cycle if self.pipe_rates else base.inst_cycle)
-        return TimeModel(dev, calibration=self.calibration)
-
-
-CANDIDATES = tuple(Candidate(p, lat, par, pipes, cal, rounds) for p in OVERLAP_PS for lat in (False, True)
-                   for par in (False, True) for pipes in (False, True) for cal in ("scale", "dram-check")
-                   for rounds in (False, True))
-#: The switches of a candidate, for the report of what each does under the protocol.
-EXTENSIONS = {"dependent latency": lambda c: c.dependent_latency, "parallel queues": lambda c: c.parallel_queues,
-              "pipe rates": lambda c: c.pipe_rates, "DRAM check": lambda c: c.calibration == "dram-check",
-              "overlapped rounds": lambda c: c.overlapped_rounds}
-
-
-@dataclass(frozen=True)
-class KernelCase:
-    """One kernel of a measured grid: its reference profile and its measured times."""
-
-    file: str
-    profile: KernelProfile
-    core_mhz: np.ndarray
-    mem_mhz: np.ndarray
-    time_ms: np.ndarray
-
-    @property
-    def name(self) -> str:
-        return self.profile.name
-
-
-def kernel_cases(grids: list[MeasurementGrid], reference: tuple[float, float], device: TimeDevice
-                 ) -> list[KernelCase]:
-    """Every kernel of every grid, profiled at the reference pair."""
-    cases = []
-    for g in grids:
-        work = g.workload
-        for p in profiles_from_grid(g, reference, device):
-            rows = work == p.name
-            cases.append(KernelCase(g.path, p, g.core_mhz[rows], g.mem_mhz[rows], g.time_ms[rows]))
-    return cases
-
-
 def _by_file(cases: list[KernelCase], grids: list[MeasurementGrid]) -> dict[str, np.ndarray]:
     """Per grid, the mask of its kernels among ``cases``."""
     return {g.path: np.array([k.file == g.path for k in cases]) for g in grids}
-
-
-def error_matrix(cases: list[KernelCase], candidates, device: TimeDevice) -> np.ndarray:
-    """Calibrated MAPE [candidates x kernels]."""
-    out = np.empty((len(candidates), len(cases)))
-    for i, cand in enumerate(candidates):
-        model = cand.model(device)
-        for j, k in enumerate(cases):
-            out[i, j] = mape(model.predict(k.profile, k.core_mhz, k.mem_mhz, calibrate=True), k.time_ms)
-    return out
-
-
-def two_term_errors(cases: list[KernelCase], device: TimeDevice, reference: tuple[float, float]) -> np.ndarray:
-    """MAPE of the two-term baseline (`gpudvfs.evaluation.time_errors.two_term`) per kernel."""
-    return np.array([mape(two_term(k.profile, device, reference, k.core_mhz, k.mem_mhz), k.time_ms) for k in cases])
 
 
 def _groups(names: list[str], hold_out: str) -> np.ndarray:
@@ -322,8 +246,8 @@ def cross_validate_time(grids: list[MeasurementGrid], reference: tuple[float, fl
                                                    hold_out=hold_out, progress=progress) if sensitivity else None)
 
 
-def _interval(cases: list[KernelCase], groups: np.ndarray, candidates, chosen: np.ndarray, device: TimeDevice,
-              reference: tuple[float, float]) -> dict:
+def _interval(cases: list[KernelCase], groups: np.ndarray, candidates: Sequence[Candidate], chosen: np.ndarray,
+              device: TimeDevice, reference: tuple[float, float]) -> dict:
     """`gpudvfs.time.interval.interval_cv` on the cross-validated predictions' residuals."""
     residuals, distances = [], []
     for j, k in enumerate(cases):
@@ -339,8 +263,7 @@ def _labels(cases: list[KernelCase], groups: np.ndarray) -> dict[str, int]:
 
 
 def _shared_applications(cases: list[KernelCase], groups: np.ndarray) -> dict[str, list[str]]:
-    """The applications with more than one kernel among the cases, by their shortest name:
-    what the protocol holds out together."""
+    """The applications with more than one kernel among the cases, by their shortest name: held out together."""
     out = {}
     for g in np.unique(groups):
         names = [k.name for k, h in zip(cases, groups) if h == g]
@@ -351,8 +274,7 @@ def _shared_applications(cases: list[KernelCase], groups: np.ndarray) -> dict[st
 
 def _extensions(candidates: Sequence[Candidate], errors: np.ndarray, by_file: dict[str, np.ndarray],
                 groups: np.ndarray) -> dict[str, ExtensionScore]:
-    """What each extension does under the protocol: the cross-validated MAPE per file with the
-    candidates restricted to those with it, and to those without."""
+    """What each extension does under the protocol: the CV MAPE per file with the candidates with it, and without."""
 
     def restricted(on: Callable[[Candidate], bool], state: bool) -> dict[str, float]:
         keep = np.array([on(c) == state for c in candidates])
@@ -364,8 +286,11 @@ def _extensions(candidates: Sequence[Candidate], errors: np.ndarray, by_file: di
 
 
 def _kernel_features(k: KernelCase, device: TimeDevice, reference: tuple[float, float]) -> np.ndarray:
-    """Counter ratios a correction may lean on: the core share of the two-term split, the
-    DRAM transfers' share of the reference time, the occupancy and the L2 hit rate."""
+    """Counter ratios a correction may lean on.
+
+    The core share of the two-term split, the DRAM transfers' share of the reference time,
+    the occupancy and the L2 hit rate.
+    """
     p = k.profile
     dram = device.dram_busy_ms(p.dram_transactions, reference[1])
     return np.array([core_share(p, device, reference), dram / p.reference_time_ms,
@@ -377,18 +302,21 @@ def _interactions(phi: np.ndarray, x: np.ndarray) -> np.ndarray:
     return np.einsum("ni,j->nij", phi, x).reshape(len(phi), -1)
 
 
-def _learned_correction(cases: list[KernelCase], groups: np.ndarray, candidates, chosen: np.ndarray,
-                        device: TimeDevice, reference: tuple[float, float], by_file: dict[str, np.ndarray]) -> dict:
-    """A hybrid of the model and the data: each prediction times exp(phi(f) . B x), where x
-    are a kernel's standardized counter ratios (and 1), phi(f) the log clock ratios to the
-    reference, and B a ridge fit of the other applications' log residuals. Scored like the
-    rest: for each kernel, B fitted without its application on the candidate chosen without
-    it. Returns the cross-validated MAPE per file for each ridge strength."""
+def _learned_correction(cases: list[KernelCase], groups: np.ndarray, candidates: Sequence[Candidate],
+                        chosen: np.ndarray, device: TimeDevice, reference: tuple[float, float],
+                        by_file: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
+    """A hybrid of the model and the data, scored like the rest: the CV MAPE per file for each ridge strength.
+
+    Each prediction times exp(phi(f) . B x), where x are a kernel's standardized counter
+    ratios (and 1), phi(f) the log clock ratios to the reference, and B a ridge fit of the
+    other applications' log residuals: for each kernel, B fitted without its application on
+    the candidate chosen without it.
+    """
     feats = np.array([_kernel_features(k, device, reference) for k in cases])
     # phi(f) per kernel; predictions per (candidate, kernel), made once across held-out kernels.
     designs = [np.column_stack([np.log(k.core_mhz / reference[0]), np.log(k.mem_mhz / reference[1])])
                for k in cases]
-    preds = {}
+    preds: dict[tuple[int, int], np.ndarray] = {}
     out = {}
     for lam in CORRECTION_RIDGES:
         cv = np.empty(len(cases))
@@ -417,9 +345,10 @@ def _learned_correction(cases: list[KernelCase], groups: np.ndarray, candidates,
 def _selection(grid: MeasurementGrid, reference: tuple[float, float], device: TimeDevice, spec: DeviceSpec,
                run: ProtocolRun, candidates: Sequence[Candidate], best: int, alone: dict[str, np.ndarray],
                other_files: int | None = None) -> TimeCVRegret:
-    """Energy regret of the minimum-energy choice on a grid with power: each application's
-    time from the candidate chosen without it (cross-validated), on all kernels, or (index
-    ``other_files``) on the other files' kernels alone; with the candidate chosen by the
+    """Energy regret of the minimum-energy choice on a grid with power, each application's time from the protocol.
+
+    Each application's time from the candidate chosen without it (cross-validated), on all
+    kernels, or (index ``other_files``) on the other files' kernels alone; with the candidate chosen by the
     regret itself instead of the time error (the least mean regret over the other
     applications: ``chosen_by_regret``), and with that criterion or the time error itself
     chosen for each application on the others (``criterion_chosen``, :func:`_criterion_chosen`);
@@ -434,16 +363,18 @@ def _selection(grid: MeasurementGrid, reference: tuple[float, float], device: Ti
     applications' groups, and of the highest clocks; ``intervals``: 95% cluster-bootstrap
     intervals (over the application groups) of the cross-validated mean (``mean``) and of its
     paired differences from the first two baselines and from the regret with the mean as the
-    protocol's only aggregate (``minus_mean``)."""
+    protocol's only aggregate (``minus_mean``).
+    """
     cases, groups, errors, chosen = run.cases, run.groups, run.errors, run.chosen
     table = regret_table(grid, reference, device, spec, groups=_labels(cases, groups))
 
-    def regrets(model_of: Callable[[int], TimeModel]) -> np.ndarray:
-        return _regrets(table, grid.path, cases, model_of)
+    def regrets(candidate: Candidate) -> np.ndarray:
+        """Each application's regret with every kernel's time from ``candidate``."""
+        return _regrets(table, grid.path, cases, lambda j: candidate.model(device))
 
     # Every candidate's regret per application [candidates x applications]: the cross-validated,
     # in-sample and other-files figures are rows of it.
-    every = np.array([regrets(lambda j, c=c: c.model(device)) for c in candidates])
+    every = np.array([regrets(c) for c in candidates])
     apps = np.arange(every.shape[1])
     case_of = _case_index(cases, grid.path)
 
@@ -470,8 +401,7 @@ def _selection(grid: MeasurementGrid, reference: tuple[float, float], device: Ti
                  "highest_clocks": at_pairs[:, hi]}
     sensitivity = {}
     for p in OVERLAP_PS:
-        cand = replace(candidates[best], overlap_p=p)
-        r = regrets(lambda j, cand=cand: cand.model(device))
+        r = regrets(replace(candidates[best], overlap_p=p))
         sensitivity[f"{p:g}"] = OverlapRegret(float(r.mean()), float(r.max()))
     by_other_files = None if other_files is None else every[other_files]
     return TimeCVRegret(
@@ -494,15 +424,18 @@ def _selection(grid: MeasurementGrid, reference: tuple[float, float], device: Ti
         other_files_regret_max=None if by_other_files is None else float(by_other_files.max()))
 
 
-def _criterion_chosen(errors: np.ndarray, groups: np.ndarray, every: np.ndarray, app_groups: np.ndarray):
-    """Per application (columns of ``every``, regret [candidates x applications]), its regret
-    when the criterion that chooses the time settings, the time error over the kernels
-    (``errors``, [candidates x kernels], aggregated as :func:`protocol_least` does) or the mean
-    regret over the applications, is itself chosen
-    on the other applications: the one whose settings, chosen without each other application
-    in turn, gave that application the lower mean regret (the time error on a tie). Returns
-    the regrets and where the regret criterion was picked."""
-    def chosen(criterion: str, left_out) -> int:
+def _criterion_chosen(errors: np.ndarray, groups: np.ndarray, every: np.ndarray, app_groups: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """Per application, its regret when the criterion that chooses the time settings is itself chosen on the others.
+
+    The applications are the columns of ``every`` (regret [candidates x applications]). The
+    criterion is the time error over the kernels (``errors``, [candidates x kernels],
+    aggregated as :func:`protocol_least` does) or the mean regret over the applications: the
+    one whose settings, chosen without each other application in turn, gave that application
+    the lower mean regret (the time error on a tie). Returns the regrets and where the regret
+    criterion was picked.
+    """
+    def chosen(criterion: str, left_out: list) -> int:
         if criterion == "time":
             keep = ~np.isin(groups, left_out)
             return protocol_least(errors[:, keep], groups[keep])[0]
@@ -517,9 +450,12 @@ def _criterion_chosen(errors: np.ndarray, groups: np.ndarray, every: np.ndarray,
     return out, picked
 
 
-def _times(table, path: str, cases: list[KernelCase], model_of: Callable[[int], TimeModel]) -> np.ndarray:
-    """Calibrated time of each application of ``table`` (of the grid at ``path``) at every pair
-    [applications x pairs], from ``model_of(j)``, j its index among ``cases``."""
+def _times(table: RegretTable, path: str, cases: list[KernelCase], model_of: Callable[[int], TimeModel]
+           ) -> np.ndarray:
+    """Calibrated time of each application of ``table`` (of the grid at ``path``) at every pair.
+
+    [applications x pairs], from ``model_of(j)``, j its index among ``cases``.
+    """
     index = _case_index(cases, path)
     return np.vstack([model_of(index[n]).predict(cases[index[n]].profile, table.configs[:, 0], table.configs[:, 1],
                                                  calibrate=True) for n in table.names])
@@ -530,9 +466,9 @@ def _case_index(cases: list[KernelCase], path: str) -> dict[str, int]:
     return {k.name: j for j, k in enumerate(cases) if k.file == path}
 
 
-def _regrets(table, path: str, cases: list[KernelCase], model_of: Callable[[int], TimeModel]) -> np.ndarray:
-    """Minimum-energy regret per application of ``table``, each application's time from
-    ``model_of`` (as :func:`_times`)."""
+def _regrets(table: RegretTable, path: str, cases: list[KernelCase], model_of: Callable[[int], TimeModel]
+             ) -> np.ndarray:
+    """Minimum-energy regret per application of ``table``, each one's time from ``model_of`` (as :func:`_times`)."""
     return table.regrets(_times(table, path, cases, model_of))
 
 

@@ -66,9 +66,9 @@ class LaunchInputs:
     scheme : str
         The counter scheme the profile used (`gpudvfs.data.counters.scheme_of`).
     inputs : dict
-        The time model's inputs, by name (None where the tool has no counter for one).
-    utilization : dict or None
-        The power model's utilizations by component (None when power was not asked for).
+        The time model's inputs, by name (None for an optional one the profile lacks).
+    utilization : dict
+        The power model's utilizations by component (`gpudvfs.data.counters.COMPONENTS`).
     time_ms : float or None
         The launch's measured duration, where the profile has it.
     """
@@ -76,7 +76,7 @@ class LaunchInputs:
     label: str
     scheme: str
     inputs: dict[str, float | None]
-    utilization: dict[str, float | None] | None
+    utilization: dict[str, float]
     time_ms: float | None
 
 
@@ -197,14 +197,38 @@ class PredictionDetail(Record):
 def profile_command(compute_capability: str, target: str | Sequence[str] = "./app", *, kernel_name: str | None = None,
                     launch_count: int | None = None, clock_control: str | None = None,
                     log_file: str | None = None) -> str:
-    """The profiler command that collects every counter `gpudvfs predict` reads on a GPU of this
-    compute capability: Nsight Compute from Volta on; nvprof before, since Nsight Compute's
-    Pascal metric set has no L2, shared-memory or FLOP counts and it does not profile Maxwell.
-    ``kernel_name`` and ``launch_count`` limit what Nsight Compute profiles (each launch is
-    replayed once per counter pass, so a long application profiled whole takes long);
-    ``clock_control`` is Nsight Compute's (:data:`CLOCK_CONTROLS`; ``base`` where not given).
-    ``target``: the command as one string (split as a shell would) or its words; ``log_file``: the
-    file the profiler writes its CSV to (default: its standard output)."""
+    """The profiler command that collects every counter `gpudvfs predict` reads on a GPU of this compute capability.
+
+    Nsight Compute from Volta on; nvprof before, since Nsight Compute's Pascal metric set has
+    no L2, shared-memory or FLOP counts and it does not profile Maxwell.
+
+    Parameters
+    ----------
+    compute_capability : str
+        The GPU's, e.g. ``"9.0"``.
+    target : str or sequence of str
+        The command to profile, as one string (split as a shell would) or its words.
+    kernel_name : str, optional
+        Profile only kernels of this name (Nsight Compute).
+    launch_count : int, optional
+        Profile at most this many launches (Nsight Compute: each launch is replayed once per
+        counter pass, so a long application profiled whole takes long).
+    clock_control : str, optional
+        Nsight Compute's clock control (:data:`CLOCK_CONTROLS`; ``base`` where not given).
+    log_file : str, optional
+        The file the profiler writes its CSV to (default: its standard output).
+
+    Returns
+    -------
+    str
+        The command line.
+
+    Raises
+    ------
+    InputError
+        For an unreadable compute capability, an unknown clock control, or an option of
+        Nsight Compute before Volta.
+    """
     try:
         cc = float(compute_capability)
     except ValueError:
@@ -234,7 +258,18 @@ def profile_command(compute_capability: str, target: str | Sequence[str] = "./ap
 
 
 def recorded_device(report: CounterReport) -> tuple[str | None, str | None]:
-    """(the GPU name, the compute capability) the profile records, each None where it has none."""
+    """The GPU name and compute capability the profile records.
+
+    Parameters
+    ----------
+    report : CounterReport
+        Nsight Compute or nvprof output.
+
+    Returns
+    -------
+    tuple of (str or None, str or None)
+        The name and the compute capability, each None where the profile has none.
+    """
     name = cc = None
     for k in report.kernels:
         label = k.text.get("device__attribute_display_name") or k.info.get("Device", "")
@@ -247,9 +282,28 @@ def recorded_device(report: CounterReport) -> tuple[str | None, str | None]:
 
 
 def device_of(report: CounterReport, name: str | None) -> DeviceSpec:
-    """The catalog entry of ``name``, else of the device the profile names. A profile taken on
-    another GPU than ``name`` (by its recorded name or compute capability) is refused: its
-    counters and time belong to the GPU that ran it."""
+    """The catalog entry of ``name``, else of the device the profile names.
+
+    A profile taken on another GPU than ``name`` (by its recorded name or compute capability)
+    is refused: its counters and time belong to the GPU that ran it.
+
+    Parameters
+    ----------
+    report : CounterReport
+        Nsight Compute or nvprof output.
+    name : str or None
+        --device.
+
+    Returns
+    -------
+    DeviceSpec
+        The catalog entry.
+
+    Raises
+    ------
+    InputError
+        For a profile of another GPU than ``name``, or one that does not say its GPU without ``name``.
+    """
     recorded, cc = recorded_device(report)
     if name:
         spec = lookup(name)
@@ -275,7 +329,7 @@ def device_of(report: CounterReport, name: str | None) -> DeviceSpec:
     raise InputError(f"{report.path}: the profile does not name its GPU; give --device NAME")
 
 
-def kernel_inputs(report: CounterReport, with_power: bool = True, clip: bool = False) -> list[LaunchInputs]:
+def kernel_inputs(report: CounterReport, clip: bool = False) -> list[LaunchInputs]:
     """What the models need of each kernel launch, from its counters.
 
     Every missing counter of every kernel is gathered into one error with the command that
@@ -287,8 +341,6 @@ def kernel_inputs(report: CounterReport, with_power: bool = True, clip: bool = F
     ----------
     report : CounterReport
         Nsight Compute or nvprof output.
-    with_power : bool
-        Also the power model's utilizations.
     clip : bool
         Clip utilizations outside [0, 1] into it, with a warning.
 
@@ -312,7 +364,7 @@ def kernel_inputs(report: CounterReport, with_power: bool = True, clip: bool = F
         scheme = scheme_of(k)
         try:
             inputs = time_model_inputs(k)
-            util = power_utilizations(k, clip=clip) if with_power else None
+            util = power_utilizations(k, clip=clip)
         except MissingCountersError as e:
             needed = [n for need in e.missing.values() for n in need]
             printed = [n for n in needed if n in k.text]  # there, but not a number
@@ -322,7 +374,8 @@ def kernel_inputs(report: CounterReport, with_power: bool = True, clip: bool = F
             missing.update(dict.fromkeys(needed))
             continue
         # Inputs the tool has no counter for come back None without raising.
-        gaps = [t for t in TIME_INPUTS if inputs[t] is None] + [c for c in COMPONENTS if util and util[c] is None]
+        present = {c: u for c in COMPONENTS if (u := util[c]) is not None}
+        gaps = [t for t in TIME_INPUTS if inputs[t] is None] + [c for c in COMPONENTS if c not in present]
         if gaps:
             lacking.update(dict.fromkeys(gaps))
             continue
@@ -331,7 +384,7 @@ def kernel_inputs(report: CounterReport, with_power: bool = True, clip: bool = F
         if ms is not None and base != "ns":
             raise InputError(f"{report.path}, line {k.line}: kernel {k.name!r}: gpu__time_duration.sum is in "
                              f"{k.units['gpu__time_duration.sum']!r}, not a unit of time")
-        out.append(LaunchInputs(label, scheme, inputs, util, None if ms is None else ms * factor * 1e-6))
+        out.append(LaunchInputs(label, scheme, inputs, present, None if ms is None else ms * factor * 1e-6))
     if missing or lacking:
         cc = _compute_capability(report)
         command = profile_command(cc)
@@ -373,8 +426,10 @@ def launch_labels(kernels: Sequence[KernelCounters]) -> list[str]:
 
 
 def _compute_capability(report: CounterReport) -> str:
-    """The compute capability the profile records, else that of the GPU it names, else the
-    oldest its tool profiles with what predict needs (nvprof: Pascal; Nsight Compute: Volta)."""
+    """The compute capability the profile records, else its GPU's, else the oldest its tool serves predict on.
+
+    The oldest: nvprof's Pascal, Nsight Compute's Volta.
+    """
     for k in report.kernels:
         cc = recorded_compute_capability(k)
         if cc is not None:
@@ -443,7 +498,7 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
     if beyond:
         raise InputError(f"the power model's clock pairs are not {device.key}'s: {beyond[0]}")
     if kernels is None:
-        kernels = kernel_inputs(report, True, clip)
+        kernels = kernel_inputs(report, clip)
     refs, reference_from = _references(kernels, device, reference)
     tdev = TimeDevice.from_spec(device)
     profiles = [KernelProfile.from_counters(k.label, {n: v for n, v in k.inputs.items() if v is not None},
@@ -456,7 +511,7 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
     median = np.median(refs, axis=0)
     q_time = time_interval(configs, median, calibrated)
     q_power = power_model.interval_
-    util = np.array([[k.utilization[c] for c in COMPONENTS] for k in kernels])  # type: ignore[index]
+    util = np.array([[k.utilization[c] for c in COMPONENTS] for k in kernels])
     p = power_model.predict_grid(util, configs)
 
     def choose(time_ms: np.ndarray, watts: np.ndarray) -> Selection:
@@ -497,23 +552,26 @@ def _chosen(s: Selection, i: int) -> ChosenPair:
 
 def _references(kernels: list[LaunchInputs], device: DeviceSpec, reference: tuple[float, float] | None
                 ) -> tuple[np.ndarray, str]:
-    """Per launch, the (core, memory) clocks its counters and time belong to [n x 2], and where
-    they come from: ``reference`` where given; else each launch's SM clock as Nsight Compute
-    measured it (its clock control may lock the driver's base clock, which can differ from the
-    catalog's, or leave the GPU boosting) with the catalog's default memory clock; else the
-    catalog's default clocks (the GPU's own, never another GPU's)."""
+    """Per launch, the (core, memory) clocks its counters and time belong to [n x 2], and where they come from.
+
+    ``reference`` where given; else each launch's SM clock as Nsight Compute measured it (its
+    clock control may lock the driver's base clock, which can differ from the catalog's, or
+    leave the GPU boosting) with the catalog's default memory clock; else the catalog's
+    default clocks (the GPU's own, never another GPU's).
+    """
     n = len(kernels)
     if reference is not None:
         return np.tile(np.asarray(reference, dtype=np.float64), (n, 1)), "given"
-    sm = [k.inputs.get("sm_clock_mhz") for k in kernels]
-    for k, c in zip(kernels, sm):
+    for k in kernels:
+        c = k.inputs.get("sm_clock_mhz")
         if c is None:
             continue
         beyond = device.clock_warnings([c]) if c >= 1 else ["no GPU runs below 1 MHz"]
         if beyond:
             raise InputError(f"launch {k.label!r}: its SM clock rate (sm_clock_mhz) {c:g} MHz cannot be "
                              f"{device.key}'s: {beyond[0]}; give --reference CORE,MEM")
-    if all(c is not None for c in sm):
+    sm = [c for k in kernels if (c := k.inputs.get("sm_clock_mhz")) is not None]
+    if len(sm) == n:
         return (np.column_stack([sm, np.full(n, float(device.default_mhz[1]))]),
                 "the profile's SM clock, the catalog's default memory clock")
     return np.tile(np.asarray(device.default_mhz, dtype=np.float64), (n, 1)), "the catalog's default clocks"
@@ -521,10 +579,13 @@ def _references(kernels: list[LaunchInputs], device: DeviceSpec, reference: tupl
 
 def _application(names: list[str], t: np.ndarray, p: np.ndarray, choose: Callable[[np.ndarray, np.ndarray], Selection]
                  ) -> tuple[dict[str, NamePrediction], ApplicationPrediction]:
-    """The profiled launches together: per kernel name, its launches and their summed time and
-    energy at each pair; for the whole, the summed time, energy and mean power, and the one
-    pair chosen for all of them (a clock change costs milliseconds, far more than most launches
-    last, so a governor sets one pair per application or phase)."""
+    """The profiled launches together: per kernel name, and for the whole with the one pair chosen for all.
+
+    Per kernel name, its launches and their summed time and energy at each pair; for the
+    whole, the summed time, energy and mean power, and the one pair chosen for all of them (a
+    clock change costs milliseconds, far more than most launches last, so a governor sets one
+    pair per application or phase).
+    """
     index = {n: i for i, n in enumerate(dict.fromkeys(names))}
     of = np.array([index[n] for n in names], dtype=np.int64)
 
