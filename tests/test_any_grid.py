@@ -427,8 +427,9 @@ def test_workloads_without_a_reference_row_are_left_out_with_one_warning(data, t
     grid = read(str(p))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", GpudvfsWarning)
-        names, profiles, util = reference_inputs(grid, (700.0, 700.0), TimeDevice.gtx980(), lookup("gtx980"))
-    assert [str(w.message).count(note) for w in caught] == [1] and len(names) == len(profiles) == len(util) == 14
+        inputs = reference_inputs(grid, (700.0, 700.0), TimeDevice.gtx980(), lookup("gtx980"))
+    assert [str(w.message).count(note) for w in caught] == [1]
+    assert len(inputs.names) == len(inputs.profiles) == len(inputs.utilization) == 14
     # A reference no workload was measured at is still an error: most likely the wrong one.
     r = run("select", "eval", p, "--device", "gtx980", "--reference", "650,700")
     assert r.exit_code == 2 and "has no row at the reference 650/700 MHz (nor has any other)" in r.output

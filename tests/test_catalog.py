@@ -186,7 +186,7 @@ def test_gtx980_peaks_keep_the_selection_figures(data):
     from gpudvfs.evaluation.selection import evaluate_selection
     grid = read(data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv")
     r = evaluate_selection(grid, (700.0, 700.0), time_device=TimeDevice.gtx980(), spec=lookup("gtx980"))
-    assert r["regret_mean"] == pytest.approx(0.0336, abs=1e-4)
+    assert r.regret_mean == pytest.approx(0.0336, abs=1e-4)
 
 
 @pytest.mark.parametrize("name", ["ncu_a100_learningnote4dev.csv", "ncu_b200_roofline-analysis.csv",
@@ -258,7 +258,8 @@ def test_the_nvprof_command_asks_for_all_predict_reads(cc):
     metrics |= {n: 2.0 for n in names if n.endswith("utilization")}  # nvprof's 0-10 levels
     k = KernelCounters(name="k", id=1, invocation=0, tool="nvprof", metrics=metrics,
                        units=dict.fromkeys((n for n in names if n.endswith("utilization")), "level (0-10)"))
-    [(label, scheme, inputs, util, ms)] = kernel_inputs(CounterReport("<stand-in>", "nvprof", "wide", [k]))
+    [launch] = kernel_inputs(CounterReport("<stand-in>", "nvprof", "wide", [k]))
+    label, scheme, inputs, util, ms = launch.label, launch.scheme, launch.inputs, launch.utilization, launch.time_ms
     assert (label, scheme, ms) == ("k", "nvprof", None) and None not in inputs.values()
     assert util is not None and all(0 <= u <= 1 for u in util.values())
     del metrics[names[0]]
@@ -310,7 +311,7 @@ def test_a_shared_compute_capability_asks_for_the_device():
 
 def test_predict_full_path_on_a_stand_in_record():
     spec = lookup("h100-sxm")
-    r = predict_profile(_stand_in("9.0"), spec)
+    r = predict_profile(_stand_in("9.0"), spec).to_dict()
     t = np.array(r["kernels"]["stand_in_kernel"]["time_ms"])
     cfg = np.array(r["configs"])
     assert len(cfg) == len(prior_configs(spec)) and cfg[:, 0].max() == spec.core_mhz["boost"]
@@ -330,11 +331,11 @@ def test_predict_takes_the_reference_from_the_clock_the_profile_ran_at(data):
     spec = lookup("h100-sxm")
     report = _stand_in("9.0")
     report.kernels[0].metrics["smsp__cycles_elapsed.avg.per_second"] = 1.98e9
-    r = predict_profile(report, spec)
+    r = predict_profile(report, spec).to_dict()
     cfg, t = np.array(r["configs"]), np.array(r["kernels"]["stand_in_kernel"]["time_ms"])
     top = np.flatnonzero(cfg[:, 0] == 1980.0)
     assert r["reference_mhz"] == [1980.0, 2619.0] and t[top] == pytest.approx(0.2, rel=1e-9)
-    given = predict_profile(report, spec, reference=(1590.0, 2619.0))
+    given = predict_profile(report, spec, reference=(1590.0, 2619.0)).to_dict()
     assert given["reference_from"] == "given" and given["kernels"]["stand_in_kernel"]["time_ms"][top[0]] < 0.19
     # A rate whose unit is not cycles per second or Hz (or not stated) cannot be read as a clock.
     for unit, said in (("cycle", "is in 'cycle'"), ("", "states no unit")):
@@ -342,7 +343,7 @@ def test_predict_takes_the_reference_from_the_clock_the_profile_ran_at(data):
         with pytest.raises(InputError, match=f"{said}.*sm_clock_mhz needs it in 'cycle/second' or 'Hz'"):
             predict_profile(report, spec)
     report.kernels[0].units["smsp__cycles_elapsed.avg.per_second"] = "Hz"  # ncu printing MHz or GHz
-    assert predict_profile(report, spec)["reference_mhz"] == [1980.0, 2619.0]
+    assert predict_profile(report, spec).reference_mhz == (1980.0, 2619.0)
     report.kernels[0].metrics["smsp__cycles_elapsed.avg.per_second"] = 1234.0  # '1,234' (Hz) read as a number
     with pytest.raises(InputError, match="SM clock rate .* 0.001234 MHz cannot be h100-sxm's: no GPU runs below"):
         predict_profile(report, spec)
@@ -353,9 +354,9 @@ def test_predict_takes_the_reference_from_the_clock_the_profile_ran_at(data):
     report.kernels[0].units["gpu__time_duration.sum"] = "ns"
     del report.kernels[0].metrics["smsp__cycles_elapsed.avg.per_second"]
     r = predict_profile(report, spec)
-    assert r["reference_from"] == "the catalog's default clocks" and r["reference_mhz"] == [1980.0, 2619.0]
+    assert r.reference_from == "the catalog's default clocks" and r.reference_mhz == (1980.0, 2619.0)
     # A GPU with no base clock in the catalog (B200) still has its default clocks.
-    assert predict_profile(report, lookup("b200"))["reference_mhz"] == list(lookup("b200").default_mhz)
+    assert predict_profile(report, lookup("b200")).reference_mhz == tuple(lookup("b200").default_mhz)
     real = read(data / "tool-outputs/ncu_a100_learningnote4dev.csv")
     assert [round(time_model_extras(k)["sm_clock_mhz"]) for k in real.kernels] == [765, 765, 764]
 
@@ -430,7 +431,7 @@ def test_one_pair_is_chosen_for_all_launches_on_their_summed_energy():
                            metrics=heavy.metrics | {"gpu__time_duration.sum": 2e4},
                            units=heavy.units, info=heavy.info)
     report = CounterReport(path="<stand-in>", tool="ncu", form="wide", kernels=[heavy, light, light])
-    out = predict_profile(report, spec, power_model=model)
+    out = predict_profile(report, spec, power_model=model).to_dict()
     assert list(out["by_name"]) == ["stand_in_kernel", "light"] and out["by_name"]["light"]["launches"] == 2
     joules = np.sum([k["joules"] for k in out["kernels"].values()], axis=0)
     time_ms = np.sum([k["time_ms"] for k in out["kernels"].values()], axis=0)

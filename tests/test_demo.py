@@ -145,9 +145,9 @@ def test_a_slowdown_cap_chosen_without_the_application_is_worse_than_none(data):
     grid = read_measured_grid(data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv", "the test")
     runs = [evaluate_selection(grid, (700.0, 700.0), time_device=TimeDevice.preset("gtx980"), spec=lookup("gtx980"),
                                slowdown=s) for s in (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0)]
-    apps = list(runs[0]["per_app"])
-    capped = np.array([[run["per_app"][a]["deadline_regret"] for a in apps] for run in runs])
-    regret = np.vstack([[runs[0]["per_app"][a]["regret"] for a in apps], capped])  # [no cap, caps...] x apps
+    apps = list(runs[0].per_app)
+    capped = np.array([[run.per_app[a].deadline_regret for a in apps] for run in runs])
+    regret = np.vstack([[runs[0].per_app[a].regret for a in apps], capped])  # [no cap, caps...] x apps
     assert (capped.mean(axis=1).min(), capped.mean(axis=1).max()) == pytest.approx((0.0336, 0.0352), abs=1e-4)
     held_out = [regret[np.argmin(np.delete(regret, a, axis=1).mean(axis=1)), a] for a in range(len(apps))]
     assert np.mean(held_out) == pytest.approx(0.0456, abs=1e-4) and np.mean(held_out) > regret[0].mean()
@@ -348,8 +348,8 @@ def test_the_trimmed_mean_over_how_many_it_trims(data, monkeypatch):
     from gpudvfs.evaluation import time_cv as crossval
 
     grids = _gtx980_grids(data)
-    cases, groups, errors, *_ = crossval._protocol(grids, (700.0, 700.0), TimeDevice.gtx980(), crossval.CANDIDATES,
-                                                   "application")
+    run = crossval.protocol_run(grids, (700.0, 700.0), TimeDevice.gtx980(), crossval.CANDIDATES, "application")
+    cases, groups, errors = run.cases, run.groups, run.errors
     first = np.array([k.file == grids[0].path for k in cases])
     figures = []
     for trim in (1, 2, 3, 4):
@@ -370,6 +370,8 @@ def test_cross_validation_by_kernel_alone(data):
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
     assert d["hold_out"] == "kernel" and d["applications"] == {}
+    # Each extension's figures under the JSON keys the docs name ("with" is no Python name).
+    assert all(list(v) == ["with", "without"] and set(v["with"]) == set(files) for v in d["extensions"].values())
     assert [d["files"][f]["cv_mape"] for f in files] == pytest.approx([3.29, 3.13], abs=0.01)
     s = d["selection"][files[1]]
     assert s["cv_regret_mean"] == pytest.approx(0.0358, abs=1e-4)
@@ -379,10 +381,10 @@ def test_cross_validation_by_kernel_alone(data):
     r = CliRunner().invoke(cli, ["time", "cv", "--device", "gtx980", *files, "--hold-out", "app"])
     assert r.exit_code == 2 and "--hold-out" in r.output
     from gpudvfs.errors import InputError
-    from gpudvfs.evaluation.time_cv import cross_validate
+    from gpudvfs.evaluation.time_cv import cross_validate_time
 
     with pytest.raises(InputError, match="hold_out must be one of"):
-        cross_validate(_gtx980_grids(data), (700.0, 700.0), TimeDevice.gtx980(), hold_out="file")
+        cross_validate_time(_gtx980_grids(data), (700.0, 700.0), TimeDevice.gtx980(), hold_out="file")
 
 
 def _gtx980_grids(data):
@@ -422,12 +424,13 @@ def test_the_protocol_figures_over_the_device_constants(data):
     for name, rows in CONSTANT_TABLE.items():
         for x, row in zip(CONSTANT_SCALES, rows):
             v = r[name][f"{x:g}"]
-            got = (v["cv_mape"][time_dev], v["cv_mape"][time_power], 100 * v["cv_regret"][time_power]["mean"])
+            assert v.cv_regret is not None
+            got = (v.cv_mape[time_dev], v.cv_mape[time_power], 100 * v.cv_regret[time_power].mean)
             assert got == pytest.approx(row, abs=0.005), (name, x)
-            assert 0.182 - 0.001 <= v["cv_regret"][time_power]["max"] <= 0.301 + 0.001, (name, x)
-    assert r["l2_lat"]["1.5"]["cv_regret"][time_power]["max"] == pytest.approx(0.182, abs=0.001)
+            assert 0.182 - 0.001 <= v.cv_regret[time_power].max <= 0.301 + 0.001, (name, x)
+    assert r["l2_lat"]["1.5"].cv_regret[time_power].max == pytest.approx(0.182, abs=0.001)
     worst = [(name, x) for name, by_scale in r.items() for x, v in by_scale.items()
-             if v["cv_regret"][time_power]["max"] > 0.2]
+             if v.cv_regret[time_power].max > 0.2]
     assert worst == [("inst_lat", "1.5"), ("dp_inst_cycle", "0.5"), ("dp_inst_cycle", "1.25"),
                      ("dp_inst_cycle", "1.5")]
 
@@ -450,10 +453,10 @@ def test_time_cv_sensitivity_table(data, monkeypatch):
     command's set of constants cut to one, to keep the test short)."""
     from functools import partial
 
-    import gpudvfs.cli.time as cli_time
+    from gpudvfs.evaluation import time_cv
 
-    monkeypatch.setattr(cli_time, "constant_sensitivity",
-                        partial(cli_time.constant_sensitivity, constants=("inst_lat",), scales=(1.5,)))
+    monkeypatch.setattr(time_cv, "constant_sensitivity",
+                        partial(time_cv.constant_sensitivity, constants=("inst_lat",), scales=(1.5,)))
     files = [str(data / f"nv-dvfs-benchmark/{f}") for f in ("gtx980_time_dev.csv", "gtx980_time_power_dev.csv")]
     r = CliRunner().invoke(cli, ["time", "cv", "--device", "gtx980", *files, "--sensitivity"],
                            env={"COLUMNS": "200"})

@@ -58,12 +58,12 @@ def test_a_model_that_is_right_is_kept_and_one_that_is_wrong_far_away_falls_back
     measured = np.log(1 + np.arange(8.0))[None, :] + rng.normal(0, 0.01, (6, 8))
     regret = np.exp(measured - measured.min(axis=1, keepdims=True)) - 1
     right = safe_report(regret, measured + rng.normal(0, 0.01, (6, 8)), measured, CONFIGS, 3)
-    assert right["cross_validated"]["mean"] == pytest.approx(right["plain"]["mean"]) and right["plain"]["mean"] < 0.05
+    assert right.cross_validated.mean == pytest.approx(right.plain.mean) and right.plain.mean < 0.05
     wrong = measured.copy()
     wrong[:, 4] -= 3.0  # the pair farthest from the reference (400/1000 MHz) predicted far cheaper
     r = safe_report(regret, wrong, measured, CONFIGS, 3)
-    assert r["plain"]["mean"] > 1 and r["cross_validated"]["mean"] == pytest.approx(r["single_pair"]["mean"])
-    assert r["spread"]["farthest"] > r["spread"]["at_reference"]
+    assert r.plain.mean > 1 and r.cross_validated.mean == pytest.approx(r.single_pair.mean)
+    assert r.spread.farthest > r.spread.at_reference
 
 
 # ------------------------------------------------------------------ real grids
@@ -72,12 +72,12 @@ def test_gtx980_the_safe_choice_keeps_the_models_choice(data):
     plain one, 3.36% (max 18.9%), below one pair for all chosen on the other applications,
     5.34% (max 32.8%); the figure over the constants moves 3.22-24.24%."""
     grid = read(data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv")
-    r = evaluate_selection(grid, (700.0, 700.0), time_device=TimeDevice.gtx980(), spec=lookup("gtx980"))["safe"]
-    cv = r["cross_validated"]
-    assert (cv["mean"], cv["max"]) == pytest.approx((0.0336, 0.189), abs=1e-3)
-    assert cv["mean"] <= r["single_pair"]["mean"] and cv["max"] < 0.2
-    assert r["single_pair"]["mean"] == pytest.approx(0.0534, abs=1e-4)
-    over = [v["mean"] for v in r["over_constants"].values()]
+    r = evaluate_selection(grid, (700.0, 700.0), time_device=TimeDevice.gtx980(), spec=lookup("gtx980")).safe
+    cv = r.cross_validated
+    assert (cv.mean, cv.max) == pytest.approx((0.0336, 0.189), abs=1e-3)
+    assert cv.mean <= r.single_pair.mean and cv.max < 0.2
+    assert r.single_pair.mean == pytest.approx(0.0534, abs=1e-4)
+    over = [v.mean for v in r.over_constants.values()]
     assert (min(over), max(over)) == pytest.approx((0.0322, 0.2424), abs=1e-4)
 
 
@@ -87,13 +87,17 @@ def test_v100_the_safe_choice_falls_back_to_one_pair_for_all(data):
     every application (its 95% paired difference from the plain choice -13.4 to -2.4 points).
     Under EDP it gets 6.62% (max 25.7%) against the plain 18.50% and one pair's 4.78%."""
     grid = read(data / "nsfcac/v100_spec_dev.csv")
-    r = evaluate_dcgm(grid, (1245.0, 877.0))["safe"]
-    cv = r["cross_validated"]
-    assert (cv["mean"], cv["max"]) == pytest.approx((0.0380, 0.187), abs=1e-3)
-    assert cv["mean"] <= r["single_pair"]["mean"] + 1e-12 and cv["max"] < 0.2
-    assert r["plain"]["mean"] == pytest.approx(0.1129, abs=1e-4)
-    assert r["intervals"]["minus_plain"] == pytest.approx((-0.1339, -0.0243), abs=1e-3)
-    assert r["spread"]["farthest"] > 2 * r["spread"]["at_reference"]
-    edp = evaluate_dcgm(grid, (1245.0, 877.0), policy="edp")["safe"]
-    assert (edp["cross_validated"]["mean"], edp["plain"]["mean"], edp["single_pair"]["mean"]) == pytest.approx(
+    r = evaluate_dcgm(grid, (1245.0, 877.0)).safe
+    assert r is not None
+    cv = r.cross_validated
+    assert (cv.mean, cv.max) == pytest.approx((0.0380, 0.187), abs=1e-3)
+    assert cv.mean <= r.single_pair.mean + 1e-12 and cv.max < 0.2
+    # Each application's constants, chosen on the others, anchor it on one pair for all.
+    assert len(cv.chosen) == 11 and all(c.startswith("single_pair z=") for c in cv.chosen)
+    assert r.plain.mean == pytest.approx(0.1129, abs=1e-4)
+    assert r.intervals["minus_plain"] == pytest.approx((-0.1339, -0.0243), abs=1e-3)
+    assert r.spread.farthest > 2 * r.spread.at_reference
+    edp = evaluate_dcgm(grid, (1245.0, 877.0), policy="edp").safe
+    assert edp is not None
+    assert (edp.cross_validated.mean, edp.plain.mean, edp.single_pair.mean) == pytest.approx(
         (0.0662, 0.1850, 0.0478), abs=1e-4)

@@ -124,12 +124,12 @@ def test_one_pair_chosen_without_an_application_does_no_better_on_it_than_in_hin
 
     cfg = np.column_stack([np.arange(r.shape[1]) * 10.0 + 500, np.full(r.shape[1], 877.0)])
     out = single_pair(r, cfg)
-    h = int(np.flatnonzero(cfg[:, 0] == out["hindsight"]["pair"][0])[0])
-    assert out["hindsight"]["mean"] == pytest.approx(r.mean(axis=0).min())
-    chosen = [int(np.flatnonzero(cfg[:, 0] == p[0])[0]) for p in out["cross_validated"]["pairs"]]
+    h = int(np.flatnonzero(cfg[:, 0] == out.hindsight.pair[0])[0])
+    assert out.hindsight.mean == pytest.approx(r.mean(axis=0).min())
+    chosen = [int(np.flatnonzero(cfg[:, 0] == p[0])[0]) for p in out.cross_validated.pairs]
     per_app = r[np.arange(len(r)), chosen]
     assert np.all(per_app >= r[:, h] - 1e-12)
-    assert out["cross_validated"]["mean"] == pytest.approx(per_app.mean())
+    assert out.cross_validated.mean == pytest.approx(per_app.mean())
 
 
 def test_one_pair_is_chosen_without_the_application_and_among_pairs_the_others_allow():
@@ -140,19 +140,23 @@ def test_one_pair_is_chosen_without_the_application_and_among_pairs_the_others_a
                   [0.3, 0.0, 0.2],
                   [0.3, 0.1, 0.0]])
     out = single_pair(r, cfg)
-    assert out["hindsight"]["pair"] == [700.0, 877.0] and out["hindsight"]["mean"] == pytest.approx(0.5 / 3)
+    assert out.hindsight.pair == (700.0, 877.0) and out.hindsight.mean == pytest.approx(0.5 / 3)
     # Without application 0 the others choose 700; without 1 or 2, application 0 pulls them to 500.
-    assert out["cross_validated"]["pairs"] == [[700.0, 877.0], [500.0, 877.0], [500.0, 877.0]]
-    assert out["cross_validated"]["mean"] == pytest.approx(1.0 / 3)
+    assert out.cross_validated.pairs == ((700.0, 877.0), (500.0, 877.0), (500.0, 877.0))
+    assert out.cross_validated.mean == pytest.approx(1.0 / 3)
     # Application 2 meets its deadline at 900 only: a pair chosen on it must be 900, one chosen
     # without it need not meet it.
     allowed = np.array([[True, True, True], [True, True, True], [False, False, True]])
     out = single_pair(r, cfg, allowed)
-    assert out["hindsight"]["pair"] == [900.0, 877.0]
-    assert out["cross_validated"]["pairs"] == [[900.0, 877.0], [900.0, 877.0], [500.0, 877.0]]
-    assert out["cross_validated"]["mean"] == pytest.approx(0.9 / 3)
-    assert (out["hindsight"]["met"], out["cross_validated"]["met"]) == (3, 2)
-    assert "met" not in single_pair(r, cfg)["cross_validated"]
+    assert out.hindsight.pair == (900.0, 877.0)
+    assert out.cross_validated.pairs == ((900.0, 877.0), (900.0, 877.0), (500.0, 877.0))
+    assert out.cross_validated.mean == pytest.approx(0.9 / 3)
+    assert (out.hindsight.met, out.cross_validated.met) == (3, 2)
+    # Without a constraint nothing is met or missed: the JSON has no "met".
+    unconstrained = single_pair(r, cfg)
+    assert unconstrained.cross_validated.met is None and "met" not in unconstrained.to_dict()["cross_validated"]
+    assert out.to_dict()["cross_validated"] == {"mean": pytest.approx(0.3), "max": pytest.approx(0.4),
+                                                "pairs": [[900.0, 877.0], [900.0, 877.0], [500.0, 877.0]], "met": 2}
 
 
 def test_one_pair_is_chosen_without_the_applications_whole_group():

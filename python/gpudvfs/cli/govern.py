@@ -5,9 +5,12 @@ from __future__ import annotations
 import click
 
 from gpudvfs.cli import options
+from gpudvfs.cli.options import DEVICE_HELP, REFERENCE_HELP, grid_reference
+from gpudvfs.cli.options import clock_pair as _pair
+from gpudvfs.cli.options import optional_clock_pair as _optional_pair
+from gpudvfs.cli.options import resolve_gpu as _gpu
 from gpudvfs.cli.output import console, interval, output_file, paired_line, print_json, table, user_errors
 from gpudvfs.cli.progress import progress_bars
-from gpudvfs.cli.time import DEVICE_HELP, REFERENCE_HELP, _gpu, _optional_pair, _pair, grid_reference
 from gpudvfs.data import read_measured_grid
 from gpudvfs.data.dcgm_fields import is_dcgm_grid
 from gpudvfs.evaluation.govern_replay import (

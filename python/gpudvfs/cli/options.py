@@ -1,19 +1,33 @@
-"""Options that several commands share: how to read a grid's columns, clipping of utilizations,
-comma-separated clocks, seeds, finite numbers, the GPU's index, the options of one policy."""
+"""Options that several commands share, and what they resolve to.
+
+How to read a grid's columns, clipping of utilizations, comma-separated clocks, seeds, finite
+numbers, the GPU's index, the options of one policy; the GPU a grid was measured on and the
+reference pair its workloads are profiled at.
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import click
+import numpy as np
 from click.core import ParameterSource
 
-from gpudvfs.data import parse_columns
+from gpudvfs.catalog import DeviceSpec
+from gpudvfs.data import parse_columns, read_measured_grid
+from gpudvfs.data.datasets import MeasurementGrid
+from gpudvfs.data.grid_csv import SPECS
 from gpudvfs.errors import InputError
 from gpudvfs.limits import clock_array
+from gpudvfs.time.device import TimeDevice
+
+#: A click option: a decorator that adds it to a command.
+Option = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 
-def _columns(ctx, param, value):
+def _columns(ctx: click.Context, param: click.Parameter, value: str | None) -> dict[str, str] | None:
     try:
         return parse_columns(value)
     except InputError as e:
@@ -30,7 +44,7 @@ columns = click.option(
 ON_INVALID = "gpudvfs.on_invalid"
 
 
-def _on_invalid(ctx, param, value):
+def _on_invalid(ctx: click.Context, param: click.Parameter, value: bool) -> None:
     ctx.meta[ON_INVALID] = "skip" if value else "raise"
 
 
@@ -41,13 +55,25 @@ skip_invalid = click.option(
 
 
 def on_invalid() -> str:
-    """What the running command's --skip-invalid asks of a reader ("raise" for commands without it)."""
+    """What the running command's --skip-invalid asks of a reader.
+
+    Returns
+    -------
+    str
+        ``"skip"`` or ``"raise"`` (for commands without it, too).
+    """
     ctx = click.get_current_context(silent=True)
     return ctx.meta.get(ON_INVALID, "raise") if ctx is not None else "raise"
 
 
 def offers_skip() -> bool:
-    """Whether the running command takes --skip-invalid (an invalid row's error then says so)."""
+    """Whether the running command takes --skip-invalid (an invalid row's error then says so).
+
+    Returns
+    -------
+    bool
+        True where it does.
+    """
     ctx = click.get_current_context(silent=True)
     return ctx is not None and ON_INVALID in ctx.meta
 
@@ -63,7 +89,23 @@ class Finite(click.FloatRange):
 
     name = "finite float range"
 
-    def convert(self, value, param, ctx):
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """The value as a float within the range, refusing inf and nan.
+
+        Parameters
+        ----------
+        value : Any
+            What the command line gave.
+        param : click.Parameter or None
+            The option.
+        ctx : click.Context or None
+            The command's context.
+
+        Returns
+        -------
+        float
+            The value.
+        """
         v = super().convert(value, param, ctx)
         if not math.isfinite(v):
             self.fail(f"{v} is not a finite number", param, ctx)
@@ -74,7 +116,7 @@ class Finite(click.FloatRange):
 DROP_SPIKES = "gpudvfs.drop_spikes"
 
 
-def _drop_spikes(ctx, param, value):
+def _drop_spikes(ctx: click.Context, param: click.Parameter, value: float | None) -> None:
     ctx.meta[DROP_SPIKES] = value
 
 
@@ -87,34 +129,113 @@ drop_spikes = click.option(
 
 
 def spike_threshold() -> float | None:
-    """The running command's --drop-spikes threshold (None: keep every row)."""
+    """The running command's --drop-spikes threshold.
+
+    Returns
+    -------
+    float or None
+        The threshold; None keeps every row.
+    """
     ctx = click.get_current_context(silent=True)
     return ctx.meta.get(DROP_SPIKES) if ctx is not None else None
+
+
+def measured_grid(path: str, needs: str, columns: dict[str, str] | None = None,
+                  formats: tuple[str, ...] = ("nvdvfs", "grid")) -> MeasurementGrid:
+    """A measured grid read as the running command's --skip-invalid and --drop-spikes ask.
+
+    Parameters
+    ----------
+    path : str
+        The file.
+    needs : str
+        The command or model that reads it, for the error of a file of another format.
+    columns : dict, optional
+        --columns.
+    formats : tuple of str
+        The formats the command reads.
+
+    Returns
+    -------
+    MeasurementGrid
+        The grid.
+    """
+    return read_measured_grid(path, needs, formats, on_invalid(), columns, spike_threshold())
 
 
 #: Longest measurement window (--min-seconds) a command takes: an hour per pair and workload.
 MAX_WINDOW_S = 3600.0
 
 
-def min_seconds(default: float = 1.0, help: str = "Length of each measurement."):
-    """A --min-seconds option: a measurement window, positive and at most :data:`MAX_WINDOW_S`."""
+def min_seconds(default: float = 1.0, help: str = "Length of each measurement.") -> Option:
+    """A --min-seconds option: a measurement window, positive and at most :data:`MAX_WINDOW_S`.
+
+    Parameters
+    ----------
+    default : float
+        Its default.
+    help : str
+        Its help.
+
+    Returns
+    -------
+    Option
+        The option.
+    """
     return click.option("--min-seconds", default=default, show_default=True,
                         type=Finite(min=0, min_open=True, max=MAX_WINDOW_S), help=help)
 
 
-def seed(help: str | None = None):
-    """A --seed option: numpy's generators take non-negative integers only."""
+def seed(help: str | None = None) -> Option:
+    """A --seed option: numpy's generators take non-negative integers only.
+
+    Parameters
+    ----------
+    help : str, optional
+        Its help.
+
+    Returns
+    -------
+    Option
+        The option.
+    """
     return click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help=help)
 
 
-def workers():
-    """A --workers option: processes for independent replays (default: one per core)."""
+def workers() -> Option:
+    """A --workers option: processes for independent replays (default: one per core).
+
+    Returns
+    -------
+    Option
+        The option.
+    """
     return click.option("--workers", type=click.IntRange(min=1),
                         help="Worker processes for the replays (default: one per core; 1: in this process).")
 
 
 def clocks(text: str, what: str, count: int | None = None) -> list[float]:
-    """Comma-separated clocks in MHz (``count`` of them, if given), each checked as a clock."""
+    """Comma-separated clocks in MHz, each checked as a clock.
+
+    Parameters
+    ----------
+    text : str
+        The option's value.
+    what : str
+        The option, for the error.
+    count : int, optional
+        How many clocks it must hold.
+
+    Returns
+    -------
+    list of float
+        The clocks.
+
+    Raises
+    ------
+    click.BadParameter
+        For text that is not that many clocks.
+    """
     shape = "CORE,MEM: two clocks in MHz" if count == 2 else "comma-separated clocks in MHz"
     try:
         values = clock_array([float(x) for x in text.split(",")], what).tolist()
@@ -127,16 +248,85 @@ def clocks(text: str, what: str, count: int | None = None) -> list[float]:
     return values
 
 
-def clock_list(ctx, param, value):
-    """Click callback: a comma-separated list of clocks, or None."""
-    return None if value is None else clocks(value, f"--{param.name.replace('_', '-')}")
+def clock_list(ctx: click.Context | None, param: click.Parameter, value: str | None) -> list[float] | None:
+    """Click callback: a comma-separated list of clocks, or None.
+
+    Parameters
+    ----------
+    ctx : click.Context or None
+        The command's context.
+    param : click.Parameter
+        The option (its name names the clocks in an error).
+    value : str or None
+        The option's value.
+
+    Returns
+    -------
+    list of float or None
+        The clocks, None where the option was not given.
+    """
+    return None if value is None else clocks(value, f"--{(param.name or '').replace('_', '-')}")
+
+
+def clock_pair(ctx: click.Context | None, param: click.Parameter | None, value: str) -> tuple[float, float]:
+    """Click callback: CORE,MEM, two clocks in MHz.
+
+    Parameters
+    ----------
+    ctx : click.Context or None
+        The command's context.
+    param : click.Parameter or None
+        The option.
+    value : str
+        The option's value.
+
+    Returns
+    -------
+    tuple of float
+        (core, memory) MHz.
+    """
+    a, b = clocks(value, "clocks", count=2)
+    return (a, b)
+
+
+def optional_clock_pair(ctx: click.Context | None, param: click.Parameter | None,
+                        value: str | None) -> tuple[float, float] | None:
+    """Click callback: CORE,MEM as :func:`clock_pair`, or None where the option was not given.
+
+    Parameters
+    ----------
+    ctx : click.Context or None
+        The command's context.
+    param : click.Parameter or None
+        The option.
+    value : str or None
+        The option's value.
+
+    Returns
+    -------
+    tuple of float or None
+        (core, memory) MHz.
+    """
+    return None if value is None else clock_pair(ctx, param, value)
 
 
 #: --force: write over existing output files (`output.refuse_overwrite`).
 force = click.option("--force", is_flag=True, help="Write over existing output files (never over an input).")
 
 
-def gpu_index(help: str = "NVML index of the GPU (nvml; the simulated GPU is index 0)."):
+def gpu_index(help: str = "NVML index of the GPU (nvml; the simulated GPU is index 0).") -> Option:
+    """An --index option: the NVML index of the GPU.
+
+    Parameters
+    ----------
+    help : str
+        Its help.
+
+    Returns
+    -------
+    Option
+        The option.
+    """
     return click.option("--index", default=0, show_default=True, type=click.IntRange(min=0), help=help)
 
 
@@ -148,8 +338,22 @@ eta = click.option("--eta", default=0.5, show_default=True, type=Finite(0, 1),
 
 
 def policy_options(policy: str, power_cap: float | None) -> None:
-    """--power-cap and --slowdown each belong to one policy: given with another, refused
-    (ignored, they would let the user believe they applied)."""
+    """Refuse --power-cap, --slowdown and --eta given with another policy than theirs.
+
+    Each belongs to one policy: ignored, they would let the user believe they applied.
+
+    Parameters
+    ----------
+    policy : str
+        --policy.
+    power_cap : float or None
+        --power-cap.
+
+    Raises
+    ------
+    click.UsageError
+        For an option given with another policy, or the power-cap policy without a cap.
+    """
     if policy == "power-cap" and power_cap is None:
         raise click.UsageError("--policy power-cap needs --power-cap WATTS (the cap to stay under)")
     if policy != "power-cap" and power_cap is not None:
@@ -159,3 +363,180 @@ def policy_options(policy: str, power_cap: float | None) -> None:
         raise click.UsageError(f"--slowdown is for --policy deadline (the {policy} policy has no time bound)")
     if policy != "cost" and "eta" in ctx.params and ctx.get_parameter_source("eta") is not ParameterSource.DEFAULT:
         raise click.UsageError(f"--eta is for --policy cost (the {policy} policy does not price time)")
+
+
+#: --device: no default, since a grid does not say which GPU measured it.
+DEVICE_HELP = "The GPU the data was measured on: a catalog name (gpudvfs devices list) or a device JSON file."
+#: --reference of the commands that profile each workload of a grid at one pair.
+REFERENCE_HELP = ("The clock pair CORE,MEM (the grid's units) whose counters profile each workload. Default: the "
+                  "grid's own (an NV-DVFS grid's 700,700), else the GPU's default clocks.")
+
+
+def check_clocks(spec: DeviceSpec, what: str, core_mhz: Sequence[float] | np.ndarray,
+                 mem_mhz: Sequence[float] | np.ndarray | None = None, hint: str = "") -> None:
+    """Refuse clocks the catalog GPU does not run: data measured there came from another GPU.
+
+    A prediction there answers nothing.
+
+    Parameters
+    ----------
+    spec : DeviceSpec
+        The GPU.
+    what : str
+        What gave the clocks (a file, an option), named in the error.
+    core_mhz : sequence of float
+        Core clocks.
+    mem_mhz : sequence of float, optional
+        Memory clocks, in NVML's unit.
+    hint : str
+        Ends the error's message.
+
+    Raises
+    ------
+    InputError
+        For a clock the GPU does not run.
+    """
+    beyond = spec.clock_warnings(core_mhz, mem_mhz)
+    if beyond:
+        raise InputError(f"{what}: {'; '.join(beyond)}{hint}")
+
+
+def nvml_mem_unit(grid: MeasurementGrid) -> float:
+    """NVML's memory clock per unit of the grid's (2 for NVIDIA Inspector's GDDR5 clocks).
+
+    Parameters
+    ----------
+    grid : MeasurementGrid
+        The grid.
+
+    Returns
+    -------
+    float
+        The factor.
+    """
+    return SPECS[grid.format].mem_clock_to_nvml if grid.format in SPECS else 1.0
+
+
+def resolve_device(name: str, grid: MeasurementGrid | None = None) -> tuple[TimeDevice, DeviceSpec | None]:
+    """The time device and catalog entry of a catalog GPU or a device JSON file.
+
+    Parameters
+    ----------
+    name : str
+        --device.
+    grid : MeasurementGrid, optional
+        A grid measured on it: its clocks must be the GPU's.
+
+    Returns
+    -------
+    tuple of (TimeDevice, DeviceSpec or None)
+        The device, and its catalog entry where it has one.
+
+    Raises
+    ------
+    InputError
+        For a grid with clocks the GPU does not run.
+    """
+    device, spec = TimeDevice.resolve(name)
+    if grid is not None and spec is not None:
+        mem = grid.mem_mhz
+        check_clocks(spec, grid.path, grid.core_mhz, None if mem is None else mem * nvml_mem_unit(grid),
+                     " Give --device the GPU that measured it.")
+    return device, spec
+
+
+def resolve_gpu(name: str, grid: MeasurementGrid | None = None) -> tuple[TimeDevice, DeviceSpec]:
+    """:func:`resolve_device` for commands that also need the GPU's peak rates, which the catalog gives.
+
+    Parameters
+    ----------
+    name : str
+        --device.
+    grid : MeasurementGrid, optional
+        A grid measured on it: its clocks must be the GPU's.
+
+    Returns
+    -------
+    tuple of (TimeDevice, DeviceSpec)
+        The device and its catalog entry.
+
+    Raises
+    ------
+    InputError
+        For a device file that names no catalog GPU, or a grid with clocks the GPU does not run.
+    """
+    device, spec = resolve_device(name, grid)
+    if spec is None:
+        raise InputError(f"{name}: the device file names no catalog GPU ({device.name!r}); the peak rates "
+                         "come from the catalog: save the device under a catalog key")
+    return device, spec
+
+
+def grid_reference(grid: MeasurementGrid, spec: DeviceSpec | None,
+                   reference: tuple[float, float] | None = None) -> tuple[float, float]:
+    """--reference, else the pair the grid's format profiles at, else the GPU's default clocks.
+
+    Checked to be a pair the GPU runs and the grid measured every workload at (else an error
+    that suggests --reference).
+
+    Parameters
+    ----------
+    grid : MeasurementGrid
+        The grid.
+    spec : DeviceSpec or None
+        The GPU it was measured on, where the catalog has it.
+    reference : tuple of float, optional
+        --reference, in the grid's units.
+
+    Returns
+    -------
+    tuple of float
+        The (core, memory) pair in the grid's units.
+
+    Raises
+    ------
+    InputError
+        For a pair the GPU does not run or some workload was not measured at, or no pair to default to.
+    """
+    why = None
+    if reference is None:
+        reference, why = _default_reference(grid, spec)
+    if spec is not None:
+        check_clocks(spec, f"--reference {reference[0]:g},{reference[1]:g}", [reference[0]],
+                     [reference[1] * nvml_mem_unit(grid)])
+    try:
+        grid.reference_rows(reference)
+    except InputError as e:
+        raise InputError(f"{e}; " + (f"the reference defaults to {why}: " if why else "") + "give --reference "
+                         f"CORE,MEM, a pair the grid measured every workload at ({_nearest_pairs(grid, reference)})"
+                         ) from None
+    return reference
+
+
+def _default_reference(grid: MeasurementGrid, spec: DeviceSpec | None) -> tuple[tuple[float, float], str]:
+    """The pair the grid's format profiles at, else the GPU's default clocks in the grid's memory unit.
+
+    Beside it, where it comes from, for an error to say.
+    """
+    own = SPECS[grid.format].reference_mhz if grid.format in SPECS else None
+    if own is not None:
+        return own, f"the grid's own {own[0]:g},{own[1]:g}"
+    if spec is None:
+        raise InputError(f"{grid.path}: give --reference CORE,MEM: the grid records no reference pair, and the "
+                         "device file names no catalog GPU whose default clocks it would be")
+    pair = (spec.default_mhz[0], spec.default_mhz[1] / nvml_mem_unit(grid))
+    return pair, f"{spec.key}'s default clocks {pair[0]:g},{pair[1]:g}"
+
+
+def _nearest_pairs(grid: MeasurementGrid, reference: tuple[float, float], n: int = 4) -> str:
+    """The ``n`` pairs nearest ``reference`` at which every workload of ``grid`` has a row."""
+    mem = np.zeros(len(grid)) if grid.mem_mhz is None else grid.mem_mhz
+    pairs, of = np.unique(np.column_stack([grid.core_mhz, mem]), axis=0, return_inverse=True)
+    work = grid.workload
+    full = [k for k in range(len(pairs)) if len(set(work[of.ravel() == k].tolist())) == len(set(work.tolist()))]
+    if not full:
+        return "it has none"
+    near = sorted(full, key=lambda k: abs(pairs[k, 0] - reference[0]) + abs(pairs[k, 1] - reference[1]))[:n]
+    # A grid at one memory clock matches the core clock alone: any MEM does.
+    mem_of: Callable[[int], float] = (lambda k: reference[1]) if grid.mem_mhz is None else (lambda k: pairs[k, 1])
+    return "nearest: " + "; ".join(f"{pairs[k, 0]:g},{mem_of(k):g}" for k in near)

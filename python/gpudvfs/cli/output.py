@@ -1,5 +1,7 @@
-"""Shared output helpers: one JSON object with --json, rich tables otherwise, and input
-errors turned into a one-line message with a non-zero exit status."""
+"""Shared output helpers: one JSON object with --json, rich tables otherwise, and one-line errors.
+
+Input errors are turned into a one-line message with a non-zero exit status.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +9,9 @@ import contextlib
 import json
 import os
 import sys
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import IO, Any, NoReturn
 
 import click
 from rich.console import Console
@@ -25,11 +28,34 @@ PIPE_WIDTH = 200
 console = Console(width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else PIPE_WIDTH)
 
 
-def print_json(obj) -> None:
+def print_json(obj: Any) -> None:
+    """Print ``obj`` as indented JSON: what every ``--json`` prints.
+
+    Parameters
+    ----------
+    obj : Any
+        A JSON-ready object (a record's `to_dict`).
+    """
     click.echo(json.dumps(obj, indent=2))
 
 
-def table(title: str, columns: list[str], rows: list[list]) -> Table:
+def table(title: str, columns: list[str], rows: Sequence[Sequence[Any]]) -> Table:
+    """A rich table whose cells fold rather than get cut, so a long name reaches a file or a pipe whole.
+
+    Parameters
+    ----------
+    title : str
+        Its title.
+    columns : list of str
+        The column headers.
+    rows : sequence of sequence
+        The rows, each cell printed with `str`.
+
+    Returns
+    -------
+    rich.table.Table
+        The table, for `console.print`.
+    """
     t = Table(title=title, title_justify="left")
     for c in columns:
         # Fold, not cut: a long workload name or pair must reach a file or a pipe whole.
@@ -39,53 +65,135 @@ def table(title: str, columns: list[str], rows: list[list]) -> Table:
     return t
 
 
-def interval(ends, scale: float = 1.0) -> str:
-    """A bootstrap interval's ends (``gpudvfs.stats``), times ``scale`` (100 for a percent)."""
+def interval(ends: Sequence[float], scale: float = 1.0) -> str:
+    """A bootstrap interval's ends (``gpudvfs.stats``), times ``scale`` (100 for a percent).
+
+    Parameters
+    ----------
+    ends : sequence of float
+        The low and high ends.
+    scale : float
+        What they are multiplied by.
+
+    Returns
+    -------
+    str
+        ``[low, high]``.
+    """
     return f"[{scale * ends[0]:.2f}, {scale * ends[1]:.2f}]"
 
 
 def paired_line(ci: dict, names: dict[str, str], scale: float = 1.0, sep: str = ", ") -> str:
-    """`gpudvfs.stats.paired_intervals`' result in a line: the mean's interval, then the
-    paired difference from each baseline, named by ``names`` (by its key where absent)."""
+    """`gpudvfs.stats.paired_intervals`' result in a line: the mean's interval, then each paired difference.
+
+    Parameters
+    ----------
+    ci : dict
+        The intervals: ``mean`` and ``minus_<baseline>``.
+    names : dict
+        How each baseline reads (by its key where absent).
+    scale : float
+        What the ends are multiplied by (100 for a percent).
+    sep : str
+        Between the intervals.
+
+    Returns
+    -------
+    str
+        The line.
+    """
     return sep.join([interval(ci["mean"], scale)] + [
         f"minus {names.get(k.removeprefix('minus_'), k.removeprefix('minus_'))} {interval(v, scale)}"
         for k, v in ci.items() if k != "mean"])
 
 
 def show_error(message: str) -> None:
-    """The one form of every error the command line reports."""
+    """Print an error in the one form of every error the command line reports.
+
+    Parameters
+    ----------
+    message : str
+        What went wrong.
+    """
     click.echo(f"gpudvfs: error: {message}", err=True)
 
 
 def fail(message: str) -> NoReturn:
+    """Print an error (:func:`show_error`) and exit with status 2.
+
+    Parameters
+    ----------
+    message : str
+        What went wrong.
+    """
     show_error(message)
     sys.exit(2)
 
 
 class UsageError(click.UsageError):
-    """click's own errors (an unknown option, a bad value, a missing argument) in gpudvfs's
-    form: one line naming the help to read, status 2."""
+    """click's own errors (an unknown option, a bad value, a missing argument) in gpudvfs's form.
+
+    One line naming the help to read, status 2.
+    """
 
     exit_code = 2
 
-    def show(self, file=None) -> None:
+    def show(self, file: IO[Any] | None = None) -> None:
+        """Print the error as :func:`show_error` does, naming the help to read.
+
+        Parameters
+        ----------
+        file : file object, optional
+            Unused: the error goes where every error does.
+        """
         show_error(self.format_message() + (f" (see '{self.ctx.command_path} --help')" if self.ctx else ""))
 
 
 class Group(click.Group):
     """A command group whose click errors, its sub-commands' included, read as gpudvfs's."""
 
-    def make_context(self, info_name, args, parent=None, **extra):
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        """The context of click, its errors in gpudvfs's form.
+
+        Parameters
+        ----------
+        info_name : str or None
+            The command's name as invoked.
+        args : list of str
+            The arguments.
+        parent : click.Context, optional
+            The parent command's context.
+        **extra
+            click's other context settings.
+
+        Returns
+        -------
+        click.Context
+            The context.
+        """
         with _one_error_form():
             return super().make_context(info_name, args, parent, **extra)
 
-    def invoke(self, ctx):
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the sub-command, its errors in gpudvfs's form.
+
+        Parameters
+        ----------
+        ctx : click.Context
+            The group's context.
+
+        Returns
+        -------
+        Any
+            What the sub-command returns.
+        """
         with _one_error_form():
             return super().invoke(ctx)
 
 
 @contextlib.contextmanager
-def _one_error_form():
+def _one_error_form() -> Iterator[None]:
     try:
         yield
     except (UsageError, click.exceptions.NoArgsIsHelpError):  # already in form; a bare group shows its help
@@ -95,11 +203,22 @@ def _one_error_form():
 
 
 @contextlib.contextmanager
-def user_errors(skip_option: bool = False):
-    """Report input errors, the device's (no driver, no permission) and the file system's
-    (a path that cannot be read or written) as `gpudvfs: error: ...` and exit 2, without a
-    traceback. ``skip_option``: the command takes --skip-invalid, so an invalid row's error
-    says it."""
+def user_errors(skip_option: bool = False) -> Iterator[None]:
+    """Report input, device and file-system errors as `gpudvfs: error: ...` and exit 2, without a traceback.
+
+    The device's errors: no driver, no permission; the file system's: a path that cannot be
+    read or written.
+
+    Parameters
+    ----------
+    skip_option : bool
+        The command takes --skip-invalid, so an invalid row's error says it.
+
+    Yields
+    ------
+    None
+        The block whose errors are reported.
+    """
     try:
         yield
     except InvalidRowError as e:
@@ -116,8 +235,29 @@ def _writable_dir(d: Path) -> bool:
 
 
 def output_file(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """Click callback: an output file whose folder exists and can be written, checked before
-    any work starts (so a long run does not end on an unwritable path)."""
+    """Click callback: an output file whose folder exists and can be written.
+
+    Checked before any work starts, so a long run does not end on an unwritable path.
+
+    Parameters
+    ----------
+    ctx : click.Context
+        The command's context.
+    param : click.Parameter
+        The option.
+    value : str or None
+        The path given.
+
+    Returns
+    -------
+    str or None
+        The path, None where the option was not given.
+
+    Raises
+    ------
+    click.BadParameter
+        For a folder, a path in a folder that does not exist, or one that cannot be written.
+    """
     if value is None:
         return None
     p = Path(value)
@@ -135,12 +275,29 @@ def _taken(p: Path) -> bool:
     return p.is_file() or (p.is_dir() and any(p.iterdir()))
 
 
-def refuse_overwrite(outputs, inputs=(), force: bool = False,
-                     how: str = "give --force to write over it") -> None:
-    """The one rule of every command that writes: never over one of its own inputs, whatever
-    the options (the measurement would be lost), and over an existing output only with
-    ``force`` (``how`` says which option grants it). ``None`` entries are options not given; an
-    output folder counts as existing once it holds something."""
+def refuse_overwrite(outputs: Iterable[str | Path | None], inputs: Iterable[str | Path | None] = (),
+                     force: bool = False, how: str = "give --force to write over it") -> None:
+    """The one rule of every command that writes: never over its inputs, over an output only with ``force``.
+
+    Never over one of its own inputs, whatever the options: the measurement would be lost.
+    An output folder counts as existing once it holds something.
+
+    Parameters
+    ----------
+    outputs : iterable of str, pathlib.Path or None
+        The files or folders the command writes (None: an option not given).
+    inputs : iterable of str, pathlib.Path or None
+        The files it reads (None: an option not given).
+    force : bool
+        Write over existing outputs.
+    how : str
+        Which option grants it, for the error.
+
+    Raises
+    ------
+    InputError
+        For an output that is an input, or that exists without ``force``.
+    """
     given = [Path(i) for i in inputs if i is not None and Path(i).exists()]
     for out in outputs:
         if out is None or not _taken(Path(out)):
@@ -152,7 +309,27 @@ def refuse_overwrite(outputs, inputs=(), force: bool = False,
 
 
 def output_dir(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """Click callback: an output folder that exists and can be written, or can be created."""
+    """Click callback: an output folder that exists and can be written, or can be created.
+
+    Parameters
+    ----------
+    ctx : click.Context
+        The command's context.
+    param : click.Parameter
+        The option.
+    value : str or None
+        The path given.
+
+    Returns
+    -------
+    str or None
+        The path, None where the option was not given.
+
+    Raises
+    ------
+    click.BadParameter
+        For a file, or a path that cannot be written or created.
+    """
     if value is None:
         return None
     p = Path(value)
@@ -166,7 +343,27 @@ def output_dir(ctx: click.Context, param: click.Parameter, value: str | None) ->
 
 
 def figure_file(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """Click callback: a writable figure file in a format matplotlib writes (by its suffix)."""
+    """Click callback: a writable figure file in a format matplotlib writes (by its suffix).
+
+    Parameters
+    ----------
+    ctx : click.Context
+        The command's context.
+    param : click.Parameter
+        The option.
+    value : str or None
+        The path given.
+
+    Returns
+    -------
+    str or None
+        The path, None where the option was not given.
+
+    Raises
+    ------
+    click.BadParameter
+        For a path :func:`output_file` refuses, or a suffix matplotlib does not write.
+    """
     value = output_file(ctx, param, value)
     if value is None:
         return None

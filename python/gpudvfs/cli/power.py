@@ -9,6 +9,9 @@ import click
 from gpudvfs.catalog import lookup
 from gpudvfs.cli import options
 from gpudvfs.cli.observe import observe_
+from gpudvfs.cli.options import check_clocks, grid_reference
+from gpudvfs.cli.options import optional_clock_pair as _optional_pair
+from gpudvfs.cli.options import resolve_gpu as _gpu
 from gpudvfs.cli.output import (
     console,
     figure_file,
@@ -21,7 +24,6 @@ from gpudvfs.cli.output import (
 )
 from gpudvfs.cli.prior import prior, prior_cv
 from gpudvfs.cli.progress import progress_bars
-from gpudvfs.cli.time import _gpu, _optional_pair, check_clocks, grid_reference
 from gpudvfs.data import DESCRIPTIONS, detect_format, read, read_measured_grid, read_power_dataset
 from gpudvfs.data.datasets import PowerDataset, UtilizationTable
 from gpudvfs.data.dcgm_fields import is_dcgm_grid

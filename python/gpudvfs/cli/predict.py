@@ -1,5 +1,8 @@
-"""`gpudvfs predict`, `gpudvfs profile-command`, `gpudvfs devices`: from a profile of any GPU
-in the catalog to predictions, and what the catalog knows."""
+"""`gpudvfs predict`, `gpudvfs profile-command`, `gpudvfs devices`: from a profile to predictions, and the catalog.
+
+From a profile of any GPU in the catalog to predictions, and what the catalog knows.
+"""
+# ruff: noqa: D301 - "\f" ends a command's --help text; its numpy sections follow.
 
 from __future__ import annotations
 
@@ -8,11 +11,12 @@ import shlex
 from pathlib import Path
 
 import click
+from rich.table import Table
 
 from gpudvfs.catalog import catalog, lookup
 from gpudvfs.cli import options
+from gpudvfs.cli.options import check_clocks, optional_clock_pair
 from gpudvfs.cli.output import console, print_json, table, user_errors
-from gpudvfs.cli.time import _optional_pair, check_clocks
 from gpudvfs.data import read
 from gpudvfs.data.profilers import CounterReport
 from gpudvfs.errors import InputError
@@ -21,6 +25,9 @@ from gpudvfs.power import PowerModel
 from gpudvfs.predict.profile import (
     CLOCK_CONTROLS,
     LAUNCH_SCALE_MS,
+    LaunchPrediction,
+    NamePrediction,
+    PredictionDetail,
     device_of,
     kernel_inputs,
     predict_profile,
@@ -39,7 +46,7 @@ PER_LAUNCH_LINES = 20
 @click.option("--policy", type=click.Choice(POLICIES), default="energy", show_default=True)
 @click.option("--slowdown", default=0.1, show_default=True, type=options.Finite(min=0))
 @options.eta
-@click.option("--reference", callback=_optional_pair,
+@click.option("--reference", callback=optional_clock_pair,
               help="Clocks CORE,MEM the profile was taken at (default: each launch's SM clock as Nsight Compute "
                    "measured it, else the GPU's default clocks; the default memory clock).")
 @options.clip_utilization
@@ -48,11 +55,40 @@ PER_LAUNCH_LINES = 20
 @click.option("--per-launch", is_flag=True,
               help=f"A line per launch even past {PER_LAUNCH_LINES} launches (then: a line per kernel name).")
 @click.option("--json", "as_json", is_flag=True)
-def predict(profile, device, model_path, policy, slowdown, eta, reference, clip_utilization, uncalibrated, per_launch,
-            as_json) -> None:
-    """Time, power and energy of PROFILE (ncu or nvprof CSV) at every clock pair of the GPU, each
-    with its 90% interval, per kernel and for all launches together, and the pair the policy
-    chooses for the whole (a clock change costs milliseconds)."""
+def predict(profile: str, device: str | None, model_path: str | None, policy: str, slowdown: float, eta: float,
+            reference: tuple[float, float] | None, clip_utilization: bool, uncalibrated: bool, per_launch: bool,
+            as_json: bool) -> None:
+    """Time, power and energy of PROFILE (ncu or nvprof CSV) at every clock pair of the GPU.
+
+    Each with its 90% interval, per kernel and for all launches together, and the pair the
+    policy chooses for the whole (a clock change costs milliseconds).
+    \f
+
+    Parameters
+    ----------
+    profile : str
+        Nsight Compute or nvprof CSV.
+    device : str or None
+        The catalog GPU (default: the one the profile names).
+    model_path : str or None
+        A power model of this GPU (default: the catalog prior).
+    policy : str
+        The policy.
+    slowdown : float
+        The deadline policy's allowed slowdown.
+    eta : float
+        The cost policy's weight of energy against time.
+    reference : tuple of float or None
+        The clocks the profile was taken at.
+    clip_utilization : bool
+        Clip utilizations outside [0, 1].
+    uncalibrated : bool
+        Leave the measured durations out.
+    per_launch : bool
+        A line per launch, however many.
+    as_json : bool
+        Print JSON.
+    """
     if policy == "power-cap":
         raise click.UsageError("predict takes the energy, edp, ed2p, deadline and cost policies")
     options.policy_options(policy, None)
@@ -61,7 +97,7 @@ def predict(profile, device, model_path, policy, slowdown, eta, reference, clip_
         if not isinstance(report, CounterReport):
             raise InputError(f"{profile}: expected Nsight Compute or nvprof output, got format {report.format!r}")
         # Missing counters first: they are the answer whatever the GPU.
-        kernels = kernel_inputs(report, True, clip_utilization)
+        kernels = kernel_inputs(report, clip_utilization)
         spec = device_of(report, device)
         if reference is not None:
             check_clocks(spec, f"--reference {reference[0]:g},{reference[1]:g}", [reference[0]], [reference[1]])
@@ -69,54 +105,53 @@ def predict(profile, device, model_path, policy, slowdown, eta, reference, clip_
         r = predict_profile(report, spec, power_model=model, reference=reference, policy=policy, slowdown=slowdown,
                             eta=eta, kernels=kernels, calibrate=not uncalibrated)
     if as_json:
-        print_json(r)
+        print_json(r.to_dict())
         return
-    ref = r["reference_mhz"]
-    console.print(f"{r['device']}: profiled at {ref[0]:.0f}/{ref[1]:.0f} MHz ({r['reference_from']})", highlight=False)
-    console.print(r["rests_on"], highlight=False, soft_wrap=True)
-    n_pairs = len(r["configs"])
-    if per_launch or len(r["kernels"]) <= PER_LAUNCH_LINES:
-        for name, k in r["kernels"].items():
+    ref = r.reference_mhz
+    console.print(f"{r.device}: profiled at {ref[0]:.0f}/{ref[1]:.0f} MHz ({r.reference_from})", highlight=False)
+    console.print(r.rests_on, highlight=False, soft_wrap=True)
+    n_pairs = len(r.configs)
+    if per_launch or len(r.kernels) <= PER_LAUNCH_LINES:
+        for name, k in r.kernels.items():
             console.print(_line(name[:60], k, n_pairs, policy), highlight=False, soft_wrap=True)
     else:
-        total = r["application"]["time_ms"]
-        shown = sorted(r["by_name"].items(), key=lambda kv: -sum(kv[1]["time_ms"]))
-        for name, k in shown[:PER_LAUNCH_LINES]:
-            share = 100 * sum(k["time_ms"]) / sum(total)
-            console.print(f"{_line(name[:60], k, n_pairs, policy)} ({k['launches']} launches, {share:.0f}% of the "
-                          "time)", highlight=False, soft_wrap=True)
+        total = r.application.time_ms
+        shown = sorted(r.by_name.items(), key=lambda kv: -sum(kv[1].time_ms))
+        for name, by_name in shown[:PER_LAUNCH_LINES]:
+            share = 100 * sum(by_name.time_ms) / sum(total)
+            console.print(f"{_line(name[:60], by_name, n_pairs, policy)} ({by_name.launches} launches, "
+                          f"{share:.0f}% of the time)", highlight=False, soft_wrap=True)
         if len(shown) > PER_LAUNCH_LINES:
             console.print(f"... {len(shown) - PER_LAUNCH_LINES} more kernel names (--json has them all)",
                           highlight=False)
     console.print(_pair_table(r), width=min(console.width, 100))
-    if r.get("under_launch_scale"):
-        n = len(r["under_launch_scale"])
+    if r.under_launch_scale:
+        n = len(r.under_launch_scale)
         console.print(f"{n} kernel(s) predicted under {LAUNCH_SCALE_MS * 1e3:g} us without a measured time to "
                       "calibrate on: a launch's own few microseconds, which the model leaves out, outweigh it "
                       "there; read those times as lower bounds", highlight=False)
 
 
-def _pair_table(r: dict):
-    """Every clock pair for all launches together: time, power and energy with their 90% intervals,
-    the chosen pair marked."""
-    app, q = r["application"], r["intervals"]
-    chosen = (app["chosen"]["core_mhz"], app["chosen"]["mem_mhz"])
+def _pair_table(r: PredictionDetail) -> Table:
+    """Every clock pair for all launches together: time, power and energy with 90% intervals, the choice marked."""
+    app, q = r.application, r.intervals
+    chosen = (app.chosen.core_mhz, app.chosen.mem_mhz)
 
     def span(x: float, h: float | None) -> str:
         return f"{x:.4g}" if h is None else f"{x:.4g} ({x * math.exp(-h):.3g}-{x * math.exp(h):.3g})"
 
-    rows = [[f"{c:g}/{m:g}" + (" *" if (c, m) == chosen else ""), span(app["time_ms"][k], q["time"][k]),
-             span(app["watts"][k], q["power"]), span(app["joules"][k], q["energy"] and q["energy"][k])]
-            for k, (c, m) in enumerate(r["configs"])]
-    return table(f"all {app['launches']} launches at each pair (90% intervals; * {r['policy']}'s choice)",
+    rows = [[f"{c:g}/{m:g}" + (" *" if (c, m) == chosen else ""), span(app.time_ms[k], q.time[k]),
+             span(app.watts[k], q.power), span(app.joules[k], None if q.energy is None else q.energy[k])]
+            for k, (c, m) in enumerate(r.configs.tolist())]
+    return table(f"all {app.launches} launches at each pair (90% intervals; * {r.policy}'s choice)",
                  ["core/mem MHz", "time ms", "power W", "energy J"], rows)
 
 
-def _line(label: str, k: dict, n_pairs: int, policy: str) -> str:
-    line = f"{label}: {min(k['time_ms']):.4g}-{max(k['time_ms']):.4g} ms over {n_pairs} pairs"
-    if "chosen" in k:
-        c = k["chosen"]
-        line += f"; {policy}: {c['core_mhz']:g}/{c['mem_mhz']:g} MHz, {c['time_ms']:.4g} ms, {c['watts']:.1f} W"
+def _line(label: str, k: LaunchPrediction | NamePrediction, n_pairs: int, policy: str) -> str:
+    line = f"{label}: {min(k.time_ms):.4g}-{max(k.time_ms):.4g} ms over {n_pairs} pairs"
+    if isinstance(k, LaunchPrediction):
+        c = k.chosen
+        line += f"; {policy}: {c.core_mhz:g}/{c.mem_mhz:g} MHz, {c.time_ms:.4g} ms, {c.watts:.1f} W"
     return line
 
 
@@ -137,10 +172,30 @@ DEFAULT_LAUNCHES = 100
               help="Nsight Compute's clock control: base (its default) locks the base clock; none leaves the "
                    "clocks to the driver, for a GPU whose settings are not yours to change.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def profile_command_(device, out, kernel_name, launch_count, all_launches, clock_control, command) -> None:
-    """The profiler command that collects what `gpudvfs predict` reads (Nsight Compute from
-    Volta on, nvprof before), for COMMAND given after `--` (`-- ./app --size 3`) or as one
-    quoted string."""
+def profile_command_(device: str, out: str | None, kernel_name: str | None, launch_count: int | None,
+                     all_launches: bool, clock_control: str | None, command: tuple[str, ...]) -> None:
+    """The profiler command that collects what `gpudvfs predict` reads (Nsight Compute from Volta on, nvprof before).
+
+    For COMMAND given after `--` (`-- ./app --size 3`) or as one quoted string.
+    \f
+
+    Parameters
+    ----------
+    device : str
+        The catalog GPU.
+    out : str or None
+        The CSV the profiler writes.
+    kernel_name : str or None
+        Profile only kernels of this name.
+    launch_count : int or None
+        Profile at most this many launches.
+    all_launches : bool
+        Profile every launch.
+    clock_control : str or None
+        Nsight Compute's clock control.
+    command : tuple of str
+        The command to profile.
+    """
     with user_errors():
         cc = lookup(device).compute_capability
         if all_launches and launch_count is not None:
@@ -161,8 +216,16 @@ def devices() -> None:
 
 @devices.command("list")
 @click.option("--json", "as_json", is_flag=True)
-def list_(as_json) -> None:
-    """Every GPU of the catalog."""
+def list_(as_json: bool) -> None:
+    """Every GPU of the catalog.
+
+    \f
+
+    Parameters
+    ----------
+    as_json : bool
+        Print JSON.
+    """
     with user_errors():
         found = catalog()
     if as_json:
@@ -178,8 +241,18 @@ def list_(as_json) -> None:
 @devices.command()
 @click.argument("name")
 @click.option("--json", "as_json", is_flag=True)
-def show(name, as_json) -> None:
-    """One GPU's entry, with the source of each figure."""
+def show(name: str, as_json: bool) -> None:
+    """One GPU's entry, with the source of each figure.
+
+    \f
+
+    Parameters
+    ----------
+    name : str
+        The GPU, by any name the catalog knows.
+    as_json : bool
+        Print JSON.
+    """
     with user_errors():
         d = lookup(name)
     if as_json:

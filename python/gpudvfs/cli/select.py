@@ -1,25 +1,32 @@
 """`gpudvfs select ...`: choosing frequencies from predicted time and power."""
+# ruff: noqa: D301 - "\f" ends a command's --help text; its numpy sections follow.
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import click
 
 from gpudvfs.cli import options
+from gpudvfs.cli.options import (
+    DEVICE_HELP,
+    REFERENCE_HELP,
+    grid_reference,
+    measured_grid,
+    optional_clock_pair,
+    resolve_gpu,
+)
 from gpudvfs.cli.output import console, output_file, paired_line, print_json, refuse_overwrite, table, user_errors
-from gpudvfs.cli.time import DEVICE_HELP, REFERENCE_HELP, _gpu, _optional_pair, grid_reference
-from gpudvfs.data import read_measured_grid
 from gpudvfs.data.dcgm_fields import is_dcgm_grid
-from gpudvfs.evaluation.dcgm_selection import evaluate_selection as evaluate_dcgm
-from gpudvfs.evaluation.selection import evaluate_selection, with_energy_error
+from gpudvfs.evaluation.dcgm_selection import DcgmSelectionReport, evaluate_policies
+from gpudvfs.evaluation.regret import MeanMax, SinglePair
+from gpudvfs.evaluation.selection import SelectionReport, evaluate_selection, fit_power_model_with_error
 from gpudvfs.policy import POLICIES
 from gpudvfs.policy.choose import choose as choose_configs
-from gpudvfs.policy.choose import fit_power_model
 from gpudvfs.power import PowerModel
 
-
-def _grid(path: str, columns=None, formats=("nvdvfs", "grid")):
-    return read_measured_grid(path, "frequency selection from nvprof profiles or DCGM fields", formats,
-                              options.on_invalid(), columns, options.spike_threshold())
+#: What reads a grid here, for the error of a file of another format.
+NEEDS = "frequency selection from nvprof profiles or DCGM fields"
 
 
 @click.group("select")
@@ -29,7 +36,7 @@ def select_() -> None:
 
 @select_.command("eval")
 @click.argument("data", type=click.Path(dir_okay=False))
-@click.option("--reference", callback=_optional_pair, help=REFERENCE_HELP)
+@click.option("--reference", callback=optional_clock_pair, help=REFERENCE_HELP)
 @click.option("--slowdown", default=0.1, show_default=True, type=options.Finite(min=0),
               help="Deadline policy: at most this slower than at the highest clocks.")
 @click.option("--device", required=True, help=DEVICE_HELP)
@@ -38,54 +45,78 @@ def select_() -> None:
 @options.drop_spikes
 @options.clip_utilization
 @click.option("--json", "as_json", is_flag=True)
-def eval_(data, reference, slowdown, device, columns, clip_utilization, as_json) -> None:
-    """Energy regret of the chosen configurations on measured time and power (NV-DVFS
-    nvprof CSV with power, or a DCGM grid), against the highest-clocks, reference and
-    best-single-pair baselines."""
+def eval_(data: str, reference: tuple[float, float] | None, slowdown: float, device: str,
+          columns: dict[str, str] | None, clip_utilization: bool, as_json: bool) -> None:
+    """Energy regret of the chosen configurations on measured time and power.
+
+    On an NV-DVFS nvprof CSV with power, or a DCGM grid; against the highest-clocks, reference
+    and best-single-pair baselines.
+    \f
+
+    Parameters
+    ----------
+    data : str
+        The measured grid.
+    reference : tuple of float or None
+        --reference.
+    slowdown : float
+        The deadline policy's allowed slowdown.
+    device : str
+        The GPU it was measured on.
+    columns : dict or None
+        --columns.
+    clip_utilization : bool
+        Clip utilizations outside [0, 1].
+    as_json : bool
+        Print JSON.
+    """
     with user_errors():
-        grid = _grid(data, columns, ("nvdvfs", "dcgm", "grid"))
-        time_device, spec = _gpu(device, grid)
+        grid = measured_grid(data, NEEDS, columns, ("nvdvfs", "dcgm", "grid"))
+        time_device, spec = resolve_gpu(device, grid)
         reference = grid_reference(grid, spec, reference)
         if is_dcgm_grid(grid):
-            return _eval_dcgm(data, {p: evaluate_dcgm(grid, reference, policy=p, slowdown=slowdown)
-                                     for p in ("energy", "edp", "deadline")}, as_json)
+            return _eval_dcgm(data, evaluate_policies(grid, reference, slowdown=slowdown), as_json)
         r = evaluate_selection(grid, reference, slowdown=slowdown, time_device=time_device, spec=spec,
                                clip=clip_utilization)
     if as_json:
-        print_json(r)
+        print_json(r.to_dict())
         return
-    b = r["baselines"]
-    d = r["deadline"]
-    safe = r["safe"]["cross_validated"]
-    rows = [["minimum energy (predicted)", f"{100 * r['regret_mean']:.2f}", f"{100 * r['regret_max']:.2f}"],
-            ["minimum energy, safe (kept where its saving exceeds the spread; nested CV)",
-             f"{100 * safe['mean']:.2f}", f"{100 * safe['max']:.2f}"],
-            [f"min energy within {100 * slowdown:g}% slowdown ({d['deadline_met']}/{d['apps']} met)",
-             f"{100 * d['mean']:.2f}", f"{100 * d['max']:.2f}"],
-            *[[f"baseline: {label}", f"{100 * b[key]['mean']:.2f}", f"{100 * b[key]['max']:.2f}"]
-              for label, key in (("highest clocks", "highest_clocks"), ("reference pair", "reference"))],
-            *_single_pair_rows(b["single_pair"], lambda v: [f"{100 * v['mean']:.2f}", f"{100 * v['max']:.2f}"])]
-    rows += [[f"attribution: minimum energy with measured {k.removeprefix('measured_')}",
-              f"{100 * v['mean']:.2f}", f"{100 * v['max']:.2f}"] for k, v in r["attribution"].items()]
-    u = r["uncertainty"]
-    rows += [[f"with the energy error ({100 * u['energy_error_mean']:.1f}% mean): {label}",
-              f"{100 * u[k]['mean']:.2f}", f"{100 * u[k]['max']:.2f}"]
-             for label, k in (("worst case within it", "worst_case"), ("its expectation", "expected"),
-                              ("nearest the highest clocks within it", "near_ties_to_highest"))]
-    ties = r["near_ties"]
-    over = [v["mean"] for v in ties["over_tolerance"].values()]
-    tols = [100 * float(k) for k in ties["over_tolerance"]]
+    _print_selection(data, r, slowdown)
+
+
+def _print_selection(data: str, r: SelectionReport, slowdown: float) -> None:
+    """`select eval`'s tables of an NV-DVFS grid."""
+    b, d, safe, u = r.baselines, r.deadline, r.safe.cross_validated, r.uncertainty
+
+    def cells(v: MeanMax) -> list[str]:
+        return [f"{100 * v.mean:.2f}", f"{100 * v.max:.2f}"]
+
+    rows = [["minimum energy (predicted)", f"{100 * r.regret_mean:.2f}", f"{100 * r.regret_max:.2f}"],
+            ["minimum energy, safe (kept where its saving exceeds the spread; nested CV)", *cells(safe)],
+            [f"min energy within {100 * slowdown:g}% slowdown ({d.deadline_met}/{d.apps} met)",
+             f"{100 * d.mean:.2f}", f"{100 * d.max:.2f}"],
+            ["baseline: highest clocks", *cells(b.highest_clocks)],
+            ["baseline: reference pair", *cells(b.reference)],
+            *_single_pair_rows([b.single_pair], cells),
+            ["attribution: minimum energy with measured time", *cells(r.attribution.measured_time)],
+            ["attribution: minimum energy with measured power", *cells(r.attribution.measured_power)],
+            *[[f"with the energy error ({100 * u.energy_error_mean:.1f}% mean): {label}", *cells(v)]
+              for label, v in (("worst case within it", u.worst_case), ("its expectation", u.expected),
+                               ("nearest the highest clocks within it", u.near_ties_to_highest))]]
+    ties = r.near_ties
+    over = [v.mean for v in ties.over_tolerance.values()]
+    tols = [100 * float(k) for k in ties.over_tolerance]
     rows.append([f"nearest the highest clocks within a tie tolerance chosen without the application "
                  f"({100 * min(over):.2f}-{100 * max(over):.2f}% over tolerances {min(tols):g}-{max(tols):g}%)",
-                 f"{100 * ties['cross_validated']['mean']:.2f}", f"{100 * ties['cross_validated']['max']:.2f}"])
-    console.print(table(f"energy regret on {data} (time MAPE {r['time_mape']:.2f}%, power MAPE "
-                        f"{r['power_mape']:.2f}%, leave-one-application-out)", ["policy", "mean %", "max %"], rows))
-    ci = r["intervals"]
+                 *cells(ties.cross_validated)])
+    console.print(table(f"energy regret on {data} (time MAPE {r.time_mape:.2f}%, power MAPE "
+                        f"{r.power_mape:.2f}%, leave-one-application-out)", ["policy", "mean %", "max %"], rows))
+    ci = r.intervals
     console.print("95% intervals over the applications (bootstrap), %: minimum energy "
-                  f"{_intervals(ci['minimum_energy'])}; within the slowdown {_intervals(ci['deadline'])}",
+                  f"{_intervals(ci.minimum_energy)}; within the slowdown {_intervals(ci.deadline)}",
                   highlight=False)
     console.print(table("per application (pairs: core, memory MHz)", ["application", "chosen", "best", "regret %"],
-                        [[k, v["chosen"], v["best"], f"{100 * v['regret']:.2f}"] for k, v in r["per_app"].items()]))
+                        [[k, list(v.chosen), list(v.best), f"{100 * v.regret:.2f}"] for k, v in r.per_app.items()]))
 
 
 #: How a paired interval's baseline reads.
@@ -98,37 +129,42 @@ def _intervals(ci: dict) -> str:
     return paired_line(ci, BASELINES, 100)
 
 
-def _single_pair_rows(single, cells) -> list[list[str]]:
-    """The one-pair-for-all baseline's rows: chosen on the other applications, then in hindsight."""
-    return [["baseline: one pair for all, chosen without the application", *cells(single["cross_validated"])],
-            ["baseline: one pair for all, in hindsight", *cells(single["hindsight"])]]
+def _single_pair_rows(single: list[SinglePair], cells: Callable[[MeanMax], list[str]]) -> list[list[str]]:
+    """The one-pair-for-all baseline's rows, a cell per report: chosen on the other applications, then in hindsight."""
+    return [["baseline: one pair for all, chosen without the application",
+             *[c for s in single for c in cells(s.cross_validated)]],
+            ["baseline: one pair for all, in hindsight", *[c for s in single for c in cells(s.hindsight)]]]
 
 
-def _eval_dcgm(data, r, as_json) -> None:
+def _eval_dcgm(data: str, r: dict[str, DcgmSelectionReport], as_json: bool) -> None:
+    """`select eval`'s table of a DCGM grid: each policy's regrets side by side."""
     if as_json:
-        print_json(r)
+        print_json({p: v.to_dict() for p, v in r.items()})
         return
-    labels = {"model": "DCGM time x calibrated power (cross-validated)", "highest_clocks": "baseline: highest clocks",
-              "reference": "baseline: reference clocks", "inverse_f_time": "baseline: 1/f time x calibrated power"}
-    rows = [[labels[k], *[f"{100 * r[p][k]['mean'] if k == 'model' else 100 * r[p]['baselines'][k]['mean']:.2f}"
-                          for p in r]]
-            for k in labels]
-    rows.insert(1, ["safe: kept where its gain exceeds the spread (nested CV)",
-                    *[f"{100 * r[p]['safe']['cross_validated']['mean']:.2f}" if "safe" in r[p] else "-" for p in r]])
-    rows += _single_pair_rows({k: [r[p]["baselines"]["single_pair"][k] for p in r]
-                               for k in ("cross_validated", "hindsight")},
-                              lambda per_policy: [f"{100 * v['mean']:.2f}" for v in per_policy])
-    met, fixed = r["deadline"]["deadline_met"], r["deadline"]["baselines"]["single_pair"]["cross_validated"]["met"]
-    console.print(table(f"mean regret % on {data}, leave-one-workload-out over {r['energy']['workloads']} workloads "
+
+    def mean(v: MeanMax) -> list[str]:
+        return [f"{100 * v.mean:.2f}"]
+
+    reports = list(r.values())
+    rows = [["DCGM time x calibrated power (cross-validated)", *[c for v in reports for c in mean(v.model)]],
+            ["safe: kept where its gain exceeds the spread (nested CV)",
+             *[f"{100 * v.safe.cross_validated.mean:.2f}" if v.safe is not None else "-" for v in reports]],
+            ["baseline: highest clocks", *[c for v in reports for c in mean(v.baselines.highest_clocks)]],
+            ["baseline: reference clocks", *[c for v in reports for c in mean(v.baselines.reference)]],
+            ["baseline: 1/f time x calibrated power", *[c for v in reports for c in mean(v.baselines.inverse_f_time)]],
+            *_single_pair_rows([v.baselines.single_pair for v in reports], mean)]
+    deadline = r["deadline"]
+    met, fixed = deadline.deadline_met, deadline.baselines.single_pair.cross_validated.met
+    console.print(table(f"mean regret % on {data}, leave-one-workload-out over {r['energy'].workloads} workloads "
                         f"(deadline met by the models' choice for {met}, by one pair for all for {fixed})",
                         ["predictor", *r], rows))
     console.print("95% intervals over the workloads (bootstrap), %: " + "; ".join(
-        f"{policy} {_intervals(v['intervals'])}" for policy, v in r.items()), highlight=False)
+        f"{policy} {_intervals(v.intervals)}" for policy, v in r.items()), highlight=False)
 
 
 @select_.command("fit-power")
 @click.argument("data", type=click.Path(dir_okay=False))
-@click.option("--reference", callback=_optional_pair, help=REFERENCE_HELP)
+@click.option("--reference", callback=optional_clock_pair, help=REFERENCE_HELP)
 @click.option("--device", required=True, help=DEVICE_HELP)
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), callback=output_file,
               help="Power model JSON to write.")
@@ -137,20 +173,42 @@ def _eval_dcgm(data, r, as_json) -> None:
 @options.skip_invalid
 @options.drop_spikes
 @options.clip_utilization
-def fit_power(data, reference, device, out, force, columns, clip_utilization) -> None:
-    """Fit the power model `select choose` uses on a measured grid (NV-DVFS nvprof CSV with
-    power): utilizations from each workload's reference-row counters."""
+def fit_power(data: str, reference: tuple[float, float] | None, device: str, out: str, force: bool,
+              columns: dict[str, str] | None, clip_utilization: bool) -> None:
+    """Fit the power model `select choose` uses on a measured grid (NV-DVFS nvprof CSV with power).
+
+    Utilizations come from each workload's reference-row counters.
+    \f
+
+    Parameters
+    ----------
+    data : str
+        The measured grid.
+    reference : tuple of float or None
+        --reference.
+    device : str
+        The GPU it was measured on.
+    out : str
+        The power model file to write.
+    force : bool
+        Write over an existing one.
+    columns : dict or None
+        --columns.
+    clip_utilization : bool
+        Clip utilizations outside [0, 1].
+    """
     with user_errors():
         refuse_overwrite([out], [data], force)
-        grid = _grid(data, columns)
-        time_device, spec = _gpu(device, grid)
-        ref = grid_reference(grid, spec, reference)
-        model = with_energy_error(fit_power_model(grid, ref, time_device, spec, clip=clip_utilization), grid, ref,
-                                  time_device, spec, clip=clip_utilization)
+        grid = measured_grid(data, NEEDS, columns)
+        time_device, spec = resolve_gpu(device, grid)
+        model = fit_power_model_with_error(grid, grid_reference(grid, spec, reference), time_device, spec,
+                                           clip=clip_utilization)
         model.save(out)
+    error = model.energy_error_
+    assert error is not None  # fit_power_model_with_error sets it
     console.print(f"power model (per-domain) on {len(model.configs_)} configurations: training MAPE "
                   f"{model.train_mape_:.2f}%; error of a predicted energy (workloads held out) "
-                  f"{100 * model.energy_error_.min():.1f}-{100 * model.energy_error_.max():.1f}% over the "
+                  f"{100 * error.min():.1f}-{100 * error.max():.1f}% over the "
                   f"configurations; wrote {out}")
 
 
@@ -158,7 +216,7 @@ def fit_power(data, reference, device, out, force, columns, clip_utilization) ->
 @click.argument("data", type=click.Path(dir_okay=False))
 @click.option("--power-model", "model_path", required=True, type=click.Path(dir_okay=False),
               help="From `gpudvfs select fit-power`.")
-@click.option("--reference", callback=_optional_pair, help=REFERENCE_HELP)
+@click.option("--reference", callback=optional_clock_pair, help=REFERENCE_HELP)
 @click.option("--device", required=True, help=DEVICE_HELP)
 @click.option("--policy", type=click.Choice(POLICIES), default="energy", show_default=True)
 @click.option("--slowdown", default=0.1, show_default=True, type=options.Finite(min=0),
@@ -170,24 +228,51 @@ def fit_power(data, reference, device, out, force, columns, clip_utilization) ->
 @options.drop_spikes
 @options.clip_utilization
 @click.option("--json", "as_json", is_flag=True)
-def choose(data, model_path, reference, device, policy, slowdown, power_cap, eta, columns, clip_utilization,
-           as_json) -> None:
-    """Choose frequencies for workloads profiled once at the reference pair."""
+def choose(data: str, model_path: str, reference: tuple[float, float] | None, device: str, policy: str,
+           slowdown: float, power_cap: float | None, eta: float, columns: dict[str, str] | None,
+           clip_utilization: bool, as_json: bool) -> None:
+    """Choose frequencies for workloads profiled once at the reference pair.
+
+    \f
+
+    Parameters
+    ----------
+    data : str
+        The workloads' nvprof profiles, a grid whose reference rows are read.
+    model_path : str
+        The power model of `select fit-power`.
+    reference : tuple of float or None
+        --reference.
+    device : str
+        The GPU they were profiled on.
+    policy : str
+        The policy.
+    slowdown : float
+        The deadline policy's allowed slowdown.
+    power_cap : float or None
+        The power-cap policy's cap.
+    eta : float
+        The cost policy's weight of energy against time.
+    columns : dict or None
+        --columns.
+    clip_utilization : bool
+        Clip utilizations outside [0, 1].
+    as_json : bool
+        Print JSON.
+    """
     options.policy_options(policy, power_cap)
     with user_errors():
-        grid = _grid(data, columns)
-        time_device, spec = _gpu(device, grid)
-        reference = grid_reference(grid, spec, reference)
-        r = choose_configs(grid, reference, PowerModel.load(model_path), time_device=time_device,
-                           spec=spec, policy=policy, slowdown=slowdown, power_cap_w=power_cap, eta=eta,
-                           clip=clip_utilization)
+        grid = measured_grid(data, NEEDS, columns)
+        time_device, spec = resolve_gpu(device, grid)
+        r = choose_configs(grid, grid_reference(grid, spec, reference), PowerModel.load(model_path),
+                           time_device=time_device, spec=spec, policy=policy, slowdown=slowdown,
+                           power_cap_w=power_cap, eta=eta, clip=clip_utilization)
     if as_json:
-        print_json(r)
+        print_json(r.to_dict())
         return
-    rows = [[n, f"{w['core_mhz']:g}/{w['mem_mhz']:g}" + ("" if w["feasible"] else " (infeasible)"),
-             f"{w['time_ms']:.4g}", f"{w['watts']:.1f}", f"{1e3 * w['joules']:.4g}",
-             "-" if w["energy_error"] is None else f"{100 * w['energy_error']:.0f}%", len(w["pareto"])]
-            for n, w in r["workloads"].items()]
-    columns = ["workload", "core/memory MHz", "time (ms)", "power (W)", "energy (mJ)", "energy error",
-               "Pareto points"]
-    console.print(table(f"{policy}: predicted at the chosen configuration", columns, rows))
+    rows = [[n, f"{w.core_mhz:g}/{w.mem_mhz:g}" + ("" if w.feasible else " (infeasible)"),
+             f"{w.time_ms:.4g}", f"{w.watts:.1f}", f"{1e3 * w.joules:.4g}",
+             "-" if w.energy_error is None else f"{100 * w.energy_error:.0f}%", len(w.pareto)]
+            for n, w in r.workloads.items()]
+    header = ["workload", "core/memory MHz", "time (ms)", "power (W)", "energy (mJ)", "energy error", "Pareto points"]
+    console.print(table(f"{policy}: predicted at the chosen configuration", header, rows))

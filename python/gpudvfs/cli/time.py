@@ -1,4 +1,5 @@
 """`gpudvfs time ...`: the analytical kernel-time model (Wang & Chu)."""
+# ruff: noqa: D301 - "\f" ends a command's --help text; its numpy sections follow.
 
 from __future__ import annotations
 
@@ -8,6 +9,17 @@ import click
 import numpy as np
 
 from gpudvfs.cli import options
+from gpudvfs.cli.options import (
+    DEVICE_HELP,
+    REFERENCE_HELP,
+    check_clocks,
+    clock_pair,
+    grid_reference,
+    measured_grid,
+    nvml_mem_unit,
+    optional_clock_pair,
+    resolve_device,
+)
 from gpudvfs.cli.output import (
     console,
     interval,
@@ -19,124 +31,26 @@ from gpudvfs.cli.output import (
     user_errors,
 )
 from gpudvfs.cli.progress import progress_bars
-from gpudvfs.data import read_measured_grid
+from gpudvfs.data.datasets import MeasurementGrid
 from gpudvfs.data.dcgm_fields import is_dcgm_grid
-from gpudvfs.data.grid_csv import SPECS
 from gpudvfs.errors import InputError
 from gpudvfs.evaluation.dcgm_time import cross_validate_dcgm_time as dcgm_cross_validate
-from gpudvfs.evaluation.time_cv import HOLD_OUTS, constant_sensitivity, cross_validate
+from gpudvfs.evaluation.regret import MeanMax
+from gpudvfs.evaluation.time_cv import HOLD_OUTS, cross_validate_time
+from gpudvfs.evaluation.time_cv_report import ConstantVariant, TimeCVRegret, TimeCVReport
 from gpudvfs.evaluation.time_errors import evaluate
-from gpudvfs.time import MODES, TimeDevice, TimeModel, profiles_from_grid
+from gpudvfs.time import MODES, TimeModel, profiles_from_grid
 from gpudvfs.time.dcgm import PREDICTORS, DcgmTimeModel
 from gpudvfs.time.fit_device import fit_device
 
-
-def _pair(ctx, param, value):
-    a, b = options.clocks(value, "clocks", count=2)
-    return (a, b)
+#: What reads a grid here, for the error of a file of another format.
+NEEDS = "the time model"
 
 
-def _optional_pair(ctx, param, value):
-    return None if value is None else _pair(ctx, param, value)
-
-
-def _resolve(name: str, grid=None):
-    """(time device, catalog entry or None) of a catalog GPU or a device JSON file; with
-    ``grid``, an error for its clocks the GPU does not run."""
-    device, spec = TimeDevice.resolve(name)
-    if grid is not None and spec is not None:
-        mem = grid.mem_mhz
-        check_clocks(spec, grid.path, grid.core_mhz, None if mem is None else mem * _mem_unit(grid),
-                     " Give --device the GPU that measured it.")
-    return device, spec
-
-
-def check_clocks(spec, what: str, core_mhz, mem_mhz=None, hint: str = "") -> None:
-    """Refuse clocks the catalog GPU does not run (memory clocks in NVML's unit), ``what`` (a
-    file, an option) named: data measured there came from another GPU, and a prediction there
-    answers nothing; ``hint`` ends the message."""
-    beyond = spec.clock_warnings(core_mhz, mem_mhz)
-    if beyond:
-        raise InputError(f"{what}: {'; '.join(beyond)}{hint}")
-
-
-def _mem_unit(grid) -> float:
-    """NVML's memory clock per unit of the grid's."""
-    return SPECS[grid.format].mem_clock_to_nvml if grid.format in SPECS else 1.0
-
-
-#: --reference of the commands that profile each workload of a grid at one pair.
-REFERENCE_HELP = ("The clock pair CORE,MEM (the grid's units) whose counters profile each workload. Default: the "
-                  "grid's own (an NV-DVFS grid's 700,700), else the GPU's default clocks.")
-
-
-def grid_reference(grid, spec, reference=None) -> tuple[float, float]:
-    """--reference, else :func:`_default_reference`; checked to be a pair the GPU runs and the
-    grid measured every workload at (else an error that suggests --reference)."""
-    why = None
-    if reference is None:
-        reference, why = _default_reference(grid, spec)
-    if spec is not None:
-        check_clocks(spec, f"--reference {reference[0]:g},{reference[1]:g}", [reference[0]],
-                     [reference[1] * _mem_unit(grid)])
-    try:
-        grid.reference_rows(reference)
-    except InputError as e:
-        raise InputError(f"{e}; " + (f"the reference defaults to {why}: " if why else "") + "give --reference "
-                         f"CORE,MEM, a pair the grid measured every workload at ({_nearest_pairs(grid, reference)})"
-                         ) from None
-    return reference
-
-
-def _default_reference(grid, spec) -> tuple[tuple[float, float], str]:
-    """(the pair the grid's format profiles at, else the GPU's default clocks in the grid's
-    memory unit; where it comes from, for an error to say)."""
-    own = SPECS[grid.format].reference_mhz if grid.format in SPECS else None
-    if own is not None:
-        return own, f"the grid's own {own[0]:g},{own[1]:g}"
-    if spec is None:
-        raise InputError(f"{grid.path}: give --reference CORE,MEM: the grid records no reference pair, and the "
-                         "device file names no catalog GPU whose default clocks it would be")
-    pair = (spec.default_mhz[0], spec.default_mhz[1] / _mem_unit(grid))
-    return pair, f"{spec.key}'s default clocks {pair[0]:g},{pair[1]:g}"
-
-
-def _nearest_pairs(grid, reference, n: int = 4) -> str:
-    """The ``n`` pairs nearest ``reference`` at which every workload of ``grid`` has a row."""
-    mem = np.zeros(len(grid)) if grid.mem_mhz is None else grid.mem_mhz
-    pairs, of = np.unique(np.column_stack([grid.core_mhz, mem]), axis=0, return_inverse=True)
-    work = grid.workload
-    full = [k for k in range(len(pairs)) if len(set(work[of.ravel() == k].tolist())) == len(set(work.tolist()))]
-    if not full:
-        return "it has none"
-    near = sorted(full, key=lambda k: abs(pairs[k, 0] - reference[0]) + abs(pairs[k, 1] - reference[1]))[:n]
-    # A grid at one memory clock matches the core clock alone: any MEM does.
-    mem_of = (lambda k: reference[1]) if grid.mem_mhz is None else (lambda k: pairs[k, 1])
-    return "nearest: " + "; ".join(f"{pairs[k, 0]:g},{mem_of(k):g}" for k in near)
-
-
-def _gpu(name: str, grid=None):
-    """(time device, catalog entry): for commands that also need the GPU's peak rates."""
-    device, spec = _resolve(name, grid)
-    if spec is None:
-        raise InputError(f"{name}: the device file names no catalog GPU ({device.name!r}); the peak rates "
-                         "come from the catalog: save the device under a catalog key")
-    return device, spec
-
-
-#: --device: no default, since a grid does not say which GPU measured it.
-DEVICE_HELP = "The GPU the data was measured on: a catalog name (gpudvfs devices list) or a device JSON file."
-
-
-def _grid(path, columns=None, formats=("nvdvfs", "grid")):
-    return read_measured_grid(path, "the time model", formats, options.on_invalid(), columns,
-                              options.spike_threshold())
-
-
-def _beyond_grid(grid, cores: list[float], mems: list[float]) -> list[str]:
+def _beyond_grid(grid: MeasurementGrid, measured_mem: np.ndarray, cores: list[float], mems: list[float]) -> list[str]:
     """Requested clocks outside the measured grid: the model extrapolates there, untested."""
     out = []
-    for name, asked, measured in (("core", cores, grid.core_mhz), ("memory", mems, grid.mem_mhz)):
+    for name, asked, measured in (("core", cores, grid.core_mhz), ("memory", mems, measured_mem)):
         lo, hi = float(measured.min()), float(measured.max())
         beyond = [c for c in asked if not lo <= c <= hi]
         if beyond:
@@ -153,20 +67,41 @@ def time_() -> None:
 @time_.command("eval")
 @click.argument("data", type=click.Path(dir_okay=False))
 @click.option("--device", required=True, help=DEVICE_HELP)
-@click.option("--reference", callback=_optional_pair, help=REFERENCE_HELP)
+@click.option("--reference", callback=optional_clock_pair, help=REFERENCE_HELP)
 @click.option("--mode", type=click.Choice(MODES), default="default", show_default=True)
 @click.option("--baselines", is_flag=True, help="Also the time-unchanged and two-term scaling baselines.")
 @options.columns
 @options.skip_invalid
 @options.drop_spikes
 @click.option("--json", "as_json", is_flag=True)
-def eval_(data, device, reference, mode, baselines, columns, as_json) -> None:
-    """Errors predicting every clock pair of DATA from the reference pair's counters:
-    absolute (counters alone) and calibrated (one scale per kernel on its measured reference time).
-    On a DCGM grid: the DCGM time model, leave-one-workload-out, against 1/f scaling."""
+def eval_(data: str, device: str, reference: tuple[float, float] | None, mode: str, baselines: bool,
+          columns: dict[str, str] | None, as_json: bool) -> None:
+    """Errors predicting every clock pair of DATA from the reference pair's counters.
+
+    Absolute (counters alone) and calibrated (one scale per kernel on its measured reference
+    time). On a DCGM grid: the DCGM time model, leave-one-workload-out, against 1/f scaling.
+    \f
+
+    Parameters
+    ----------
+    data : str
+        The measured grid.
+    device : str
+        The GPU it was measured on.
+    reference : tuple of float or None
+        --reference.
+    mode : str
+        The time model's mode.
+    baselines : bool
+        Also the baselines.
+    columns : dict or None
+        --columns.
+    as_json : bool
+        Print JSON.
+    """
     with user_errors():
-        grid = _grid(data, columns, ("nvdvfs", "dcgm", "grid"))
-        time_device, spec = _resolve(device, grid)
+        grid = measured_grid(data, NEEDS, columns, ("nvdvfs", "dcgm", "grid"))
+        time_device, spec = resolve_device(device, grid)
         reference = grid_reference(grid, spec, reference)
         model = TimeModel(time_device, mode)
         if is_dcgm_grid(grid):
@@ -189,7 +124,7 @@ def eval_(data, device, reference, mode, baselines, columns, as_json) -> None:
 
 @time_.command("fit-dcgm")
 @click.argument("grid_path", metavar="GRID", type=click.Path(dir_okay=False))
-@click.option("--reference", required=True, callback=_pair,
+@click.option("--reference", required=True, callback=clock_pair,
               help="Clock pair (core,memory MHz) whose DCGM activities are the model's input.")
 @click.option("--predictor", type=click.Choice(PREDICTORS), default="auto", show_default=True)
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), callback=output_file)
@@ -198,12 +133,33 @@ def eval_(data, device, reference, mode, baselines, columns, as_json) -> None:
 @options.skip_invalid
 @options.drop_spikes
 @click.option("--json", "as_json", is_flag=True)
-def fit_dcgm(grid_path, reference, predictor, out, force, columns, as_json) -> None:
-    """Fit the DCGM time model (core- and memory-bound shares of time from DCGM activities) to
-    a DCGM grid and save it: the time model of `gpudvfs fleet whatif`."""
+def fit_dcgm(grid_path: str, reference: tuple[float, float], predictor: str, out: str, force: bool,
+             columns: dict[str, str] | None, as_json: bool) -> None:
+    """Fit the DCGM time model to a DCGM grid and save it: the time model of `gpudvfs fleet whatif`.
+
+    The model gives the core- and memory-bound shares of time from DCGM activities.
+    \f
+
+    Parameters
+    ----------
+    grid_path : str
+        The DCGM grid.
+    reference : tuple of float
+        The pair whose activities are the model's input.
+    predictor : str
+        The model's predictor of the shares.
+    out : str
+        The model file to write.
+    force : bool
+        Write over an existing one.
+    columns : dict or None
+        --columns.
+    as_json : bool
+        Print JSON.
+    """
     with user_errors():
         refuse_overwrite([out], [grid_path], force)
-        grid = _grid(grid_path, columns, ("dcgm", "grid"))
+        grid = measured_grid(grid_path, NEEDS, columns, ("dcgm", "grid"))
         if not is_dcgm_grid(grid):
             raise InputError(f"{grid_path}: no DCGM activity fields: the DCGM time model needs them")
         model = DcgmTimeModel(predictor).fit(grid, reference)
@@ -217,7 +173,7 @@ def fit_dcgm(grid_path, reference, predictor, out, force, columns, as_json) -> N
                       f"{model.mean_share_[0]:.3f}, memory share {model.mean_share_[1]:.3f}", highlight=False)
 
 
-def _eval_dcgm(data, r, as_json) -> None:
+def _eval_dcgm(data: str, r: dict, as_json: bool) -> None:
     if as_json:
         print_json(r)
         return
@@ -237,7 +193,7 @@ def _eval_dcgm(data, r, as_json) -> None:
 @click.argument("data", type=click.Path(dir_okay=False))
 @click.option("--kernel", "kernels", multiple=True, help="Only these workloads (default: all).")
 @click.option("--device", required=True, help=DEVICE_HELP)
-@click.option("--reference", callback=_optional_pair, help=REFERENCE_HELP)
+@click.option("--reference", callback=optional_clock_pair, help=REFERENCE_HELP)
 @click.option("--core-mhz", callback=options.clock_list, help="Core clocks (comma-separated; default: DATA's).")
 @click.option("--mem-mhz", callback=options.clock_list, help="Memory clocks (comma-separated; default: DATA's).")
 @click.option("--mode", type=click.Choice(MODES), default="default", show_default=True)
@@ -246,24 +202,52 @@ def _eval_dcgm(data, r, as_json) -> None:
 @options.skip_invalid
 @options.drop_spikes
 @click.option("--json", "as_json", is_flag=True)
-def predict(data, kernels, device, reference, core_mhz, mem_mhz, mode, calibrate, columns, as_json) -> None:
-    """Predicted time (ms) of kernels profiled at the reference pair over a grid of clocks."""
+def predict(data: str, kernels: tuple[str, ...], device: str, reference: tuple[float, float] | None,
+            core_mhz: list[float] | None, mem_mhz: list[float] | None, mode: str, calibrate: bool,
+            columns: dict[str, str] | None, as_json: bool) -> None:
+    """Predicted time (ms) of kernels profiled at the reference pair over a grid of clocks.
+
+    \f
+
+    Parameters
+    ----------
+    data : str
+        The measured grid whose reference rows profile the kernels.
+    kernels : tuple of str
+        Only these workloads (empty: all).
+    device : str
+        The GPU it was measured on.
+    reference : tuple of float or None
+        --reference.
+    core_mhz, mem_mhz : list of float or None
+        The clocks to predict at (default: the grid's).
+    mode : str
+        The time model's mode.
+    calibrate : bool
+        Scale each kernel to its measured reference time.
+    columns : dict or None
+        --columns.
+    as_json : bool
+        Print JSON.
+    """
     with user_errors():
-        grid = _grid(data, columns)
-        time_device, spec = _resolve(device, grid)
+        grid = measured_grid(data, NEEDS, columns)
+        time_device, spec = resolve_device(device, grid)
         reference = grid_reference(grid, spec, reference)
         model = TimeModel(time_device, mode)
         profiles = profiles_from_grid(grid, reference, model.device)
+        measured_mem = grid.mem_mhz
+        assert measured_mem is not None  # profiles_from_grid refuses a grid without memory clocks
         if kernels:
             unknown = set(kernels) - {p.name for p in profiles}
             if unknown:
                 raise InputError(f"{data}: no workload named {sorted(unknown)}")
             profiles = [p for p in profiles if p.name in kernels]
         cores = core_mhz or np.unique(grid.core_mhz).tolist()
-        mems = mem_mhz or np.unique(grid.mem_mhz).tolist()
+        mems = mem_mhz or np.unique(measured_mem).tolist()
         if spec is not None:
-            check_clocks(spec, "--core-mhz/--mem-mhz", cores, np.asarray(mems) * _mem_unit(grid))
-        outside = _beyond_grid(grid, cores, mems)
+            check_clocks(spec, "--core-mhz/--mem-mhz", cores, np.asarray(mems) * nvml_mem_unit(grid))
+        outside = _beyond_grid(grid, measured_mem, cores, mems)
         fc, fm = np.meshgrid(cores, mems, indexing="ij")
         t, cases = model.predict(profiles, fc, fm, calibrate=calibrate, return_cases=True)
     for line in outside:
@@ -283,7 +267,7 @@ def predict(data, kernels, device, reference, core_mhz, mem_mhz, mode, calibrate
 @time_.command("cv")
 @click.argument("data", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--device", required=True, help=DEVICE_HELP)
-@click.option("--reference", callback=_optional_pair, help=REFERENCE_HELP)
+@click.option("--reference", callback=optional_clock_pair, help=REFERENCE_HELP)
 @options.columns
 @options.skip_invalid
 @options.drop_spikes
@@ -294,125 +278,153 @@ def predict(data, kernels, device, reference, core_mhz, mem_mhz, mode, calibrate
               help="What is held out together: an application's kernels in every DATA (names compared without "
                    "case and punctuation, one beginning another), or each kernel alone.")
 @click.option("--json", "as_json", is_flag=True)
-def cv(data, device, reference, columns, sensitivity, hold_out, as_json) -> None:
-    """Nested leave-one-application-out cross-validation over the kernels of every DATA grid:
-    each kernel scored with the settings (soft-max exponent, dependent latency, calibration)
-    chosen on the kernels of the other applications (an application's kernels in every file
-    held out together); for grids with power, the energy regret scored the same way, beside
-    its baselines. 95% intervals (cluster bootstrap over the held-out groups) say how far each
-    figure could move with other kernels of these kinds."""
+def cv(data: tuple[str, ...], device: str, reference: tuple[float, float] | None, columns: dict[str, str] | None,
+       sensitivity: bool, hold_out: str, as_json: bool) -> None:
+    """Nested leave-one-application-out cross-validation over the kernels of every DATA grid.
+
+    Each kernel is scored with the settings (soft-max exponent, dependent latency,
+    calibration) chosen on the kernels of the other applications (an application's kernels in
+    every file held out together); for grids with power, the energy regret is scored the same
+    way, beside its baselines. 95% intervals (cluster bootstrap over the held-out groups) say
+    how far each figure could move with other kernels of these kinds.
+    \f
+
+    Parameters
+    ----------
+    data : tuple of str
+        The measured grids, their kernels pooled.
+    device : str
+        The GPU they were measured on.
+    reference : tuple of float or None
+        --reference, one for all grids.
+    columns : dict or None
+        --columns.
+    sensitivity : bool
+        Also the protocol with each device constant scaled.
+    hold_out : str
+        What is held out together.
+    as_json : bool
+        Print JSON.
+    """
     with user_errors():
-        grids = [_grid(path, columns) for path in data]
+        grids = [measured_grid(path, NEEDS, columns) for path in data]
         for g in grids[1:]:
-            _resolve(device, g)
-        time_device, spec = _resolve(device, grids[0])
+            resolve_device(device, g)
+        time_device, spec = resolve_device(device, grids[0])
         reference = grid_reference(grids[0], spec, reference)  # one for all grids: each is checked
         for g in grids[1:]:
             grid_reference(g, spec, reference)
-        r = cross_validate(grids, reference, time_device, spec, hold_out=hold_out)
-        if sensitivity:
-            with progress_bars(disable=as_json) as update:
-                r["over_device_constants"] = constant_sensitivity(
-                    grids, reference, time_device, spec, hold_out=hold_out,
-                    progress=lambda done, total, label: update("device constants", done, total, label))
+        with progress_bars(disable=as_json) as update:
+            r = cross_validate_time(grids, reference, time_device, spec, hold_out=hold_out, sensitivity=sensitivity,
+                                    progress=lambda done, total, label: update("device constants", done, total,
+                                                                               label))
     if as_json:
-        print_json(r)
+        print_json(r.to_dict())
         return
-    console.print(table(f"time model, nested leave-one-{hold_out}-out over {r['kernels']} kernels "
-                        f"({r['candidates']} candidate settings)",
+    console.print(table(f"time model, nested leave-one-{hold_out}-out over {r.kernels} kernels "
+                        f"({r.candidates} candidate settings)",
                         ["file", "kernels", "CV MAPE %", "95% interval", "in-sample %", "two-term %",
                          "CV - two-term, 95%", "CV beats two-term", "CV - mean alone, 95%"],
-                        [[Path(f).name, v["kernels"], f"{v['cv_mape']:.2f}", interval(v["intervals"]["mean"]),
-                          f"{v['in_sample_mape']:.2f}", f"{v['two_term_mape']:.2f}",
-                          interval(v["intervals"]["minus_two_term"]), f"{v['cv_beats_two_term']}/{v['kernels']}",
-                          interval(v["intervals"]["minus_mean"])]
-                         for f, v in r["files"].items()]))
+                        [[Path(f).name, v.kernels, f"{v.cv_mape:.2f}", interval(v.intervals["mean"]),
+                          f"{v.in_sample_mape:.2f}", f"{v.two_term_mape:.2f}",
+                          interval(v.intervals["minus_two_term"]), f"{v.cv_beats_two_term}/{v.kernels}",
+                          interval(v.intervals["minus_mean"])]
+                         for f, v in r.files.items()]))
     console.print("95% intervals: cluster bootstrap over the held-out groups, what another set of as many "
                   "kernels of these kinds could give", highlight=False)
-    if r["applications"]:
+    if r.applications:
         console.print("held out together, as one application: " + "; ".join(
-            f"{name} ({len(kernels)} kernels)" for name, kernels in r["applications"].items()), highlight=False)
-    shifted = [[Path(f).name, f"{v['other_files']['mape']:.2f}", f"{v['other_files']['beats_two_term']}/{v['kernels']}",
-                v["other_files"]["chosen"]] for f, v in r["files"].items() if "other_files" in v]
+            f"{name} ({len(kernels)} kernels)" for name, kernels in r.applications.items()), highlight=False)
+    shifted = [[Path(f).name, f"{v.other_files.mape:.2f}", f"{v.other_files.beats_two_term}/{v.kernels}",
+                v.other_files.chosen] for f, v in r.files.items() if v.other_files is not None]
     if shifted:
         console.print(table("each file under the settings chosen on the other files alone",
                             ["file", "MAPE %", "beats two-term", "chosen on the others"], shifted))
-    console.print(f"chosen on all kernels (the default): {r['chosen_on_all']}; per held-out kernel: "
-                  + "; ".join(f"{k} x{n}" for k, n in r["chosen_per_kernel"].items()), highlight=False)
-    console.print(f"errors over the training kernels aggregated by the {r['aggregate_on_all']} on all kernels; per "
-                  "held-out kernel: " + "; ".join(f"{a} x{n}" for a, n in r["aggregate_per_kernel"].items()),
+    console.print(f"chosen on all kernels (the default): {r.chosen_on_all}; per held-out kernel: "
+                  + "; ".join(f"{k} x{n}" for k, n in r.chosen_per_kernel.items()), highlight=False)
+    console.print(f"errors over the training kernels aggregated by the {r.aggregate_on_all} on all kernels; per "
+                  "held-out kernel: " + "; ".join(f"{a} x{n}" for a, n in r.aggregate_per_kernel.items()),
                   highlight=False)
-    regret_files = list(r.get("selection", {}))
-    console.print(table("each aggregate alone: CV MAPE %" + (" and CV regret % (max)" if regret_files else ""),
-                        ["aggregate", *[Path(f).name for f in r["files"]],
-                         *[f"regret {Path(f).name}" for f in regret_files]],
-                        [[a, *[f"{v[f]:.2f}" for f in r["files"]],
-                          *[f"{100 * r['selection'][f]['over_aggregates'][a]['mean']:.2f} "
-                            f"({100 * r['selection'][f]['over_aggregates'][a]['max']:.1f})" for f in regret_files]]
-                         for a, v in r["over_aggregates"].items()]))
+    selection = r.selection or {}
+    console.print(table("each aggregate alone: CV MAPE %" + (" and CV regret % (max)" if selection else ""),
+                        ["aggregate", *[Path(f).name for f in r.files],
+                         *[f"regret {Path(f).name}" for f in selection]],
+                        [[a, *[f"{v[f]:.2f}" for f in r.files],
+                          *[_mean_max(s.over_aggregates[a]) for s in selection.values()]]
+                         for a, v in r.over_aggregates.items()]))
     console.print(table("each extension under the protocol: CV MAPE % with it / without it",
-                        ["extension", *[Path(f).name for f in r["files"]]],
-                        [[name, *[f"{v['with'][f]:.2f} / {v['without'][f]:.2f}" for f in r["files"]]]
-                         for name, v in r["extensions"].items()]))
+                        ["extension", *[Path(f).name for f in r.files]],
+                        [[name, *[f"{v.with_it[f]:.2f} / {v.without[f]:.2f}" for f in r.files]]
+                         for name, v in r.extensions.items()]))
     console.print(table("learned correction (ridge fit of the other kernels' log residuals): CV MAPE %",
-                        ["ridge", *[Path(f).name for f in r["files"]]],
-                        [[lam, *[f"{v[f]:.2f}" for f in r["files"]]] for lam, v in r["learned_correction"].items()]))
-    for f, s in r.get("selection", {}).items():
-        console.print(table(f"minimum-energy regret on {Path(f).name} (%)", ["", "mean", "max"],
-                            [["cross-validated", f"{100 * s['cv_regret_mean']:.2f}", f"{100 * s['cv_regret_max']:.2f}"],
-                             ["in-sample", f"{100 * s['in_sample_regret_mean']:.2f}",
-                              f"{100 * s['in_sample_regret_max']:.2f}"],
-                             ["settings chosen by the regret on the other applications",
-                              *[f"{100 * s['chosen_by_regret'][k]:.2f}" for k in ("mean", "max")]],
-                             [f"criterion (time error or regret) chosen on the other applications (regret "
-                              f"{s['criterion_chosen']['regret_chosen']} times)",
-                              *[f"{100 * s['criterion_chosen'][k]:.2f}" for k in ("mean", "max")]],
-                             ["near-ties rule, its tolerance chosen on the other applications",
-                              *[f"{100 * s['near_ties'][k]:.2f}" for k in ("mean", "max")]],
-                             *([["settings chosen on the other files", f"{100 * s['other_files_regret_mean']:.2f}",
-                                 f"{100 * s['other_files_regret_max']:.2f}"]] if "other_files_regret_max" in s
-                               else []),
-                             *[[f"in hindsight, {label}", *[f"{100 * v[k]:.2f}" for k in ("mean", "max")]]
-                               for label, v in (("each application's best settings", s["hindsight"]["per_application"]),
-                                                ("the best settings for all", s["hindsight"]["one_candidate"]))],
-                             *[[f"soft-max exponent {p}", f"{100 * v['regret_mean']:.2f}",
-                                f"{100 * v['regret_max']:.2f}"] for p, v in s["over_overlap_p"].items()],
-                             *[[f"baseline: {label}", *[f"{100 * s['baselines'][key][k]:.2f}" for k in ("mean", "max")]]
-                               for key, label in (("two_term", "two-term times"),
-                                                  ("single_pair", "one pair for all, chosen on the other applications"),
-                                                  ("highest_clocks", "highest clocks"))]]))
-        ci = s["intervals"]
-        console.print("95% intervals over the applications (cluster bootstrap), %: cross-validated mean "
-                      + paired_line(ci, {"two_term": "two-term", "single_pair": "one pair for all",
-                                         "mean": "the mean as the only aggregate"}, 100, sep="; "), highlight=False)
+                        ["ridge", *[Path(f).name for f in r.files]],
+                        [[lam, *[f"{v[f]:.2f}" for f in r.files]] for lam, v in r.learned_correction.items()]))
+    for f, s in selection.items():
+        _print_regret(f, s)
     console.print(table("per kernel (calibrated MAPE %)", ["kernel", "CV", "two-term", "chosen settings"],
-                        [[k, f"{v['cv_mape']:.2f}", f"{v['two_term_mape']:.2f}", v["chosen"]]
-                         for k, v in r["per_kernel"].items()]))
-    if "over_device_constants" in r:
-        _print_sensitivity(r)
+                        [[k, f"{v.cv_mape:.2f}", f"{v.two_term_mape:.2f}", v.chosen]
+                         for k, v in r.per_kernel.items()]))
+    if r.over_device_constants is not None:
+        _print_sensitivity(r, r.over_device_constants)
 
 
-def _print_sensitivity(r: dict) -> None:
-    files = list(r["files"])
-    regret_files = list(r.get("selection", {}))
-    rows = [["as preset", "x1", *[f"{r['files'][f]['cv_mape']:.2f}" for f in files],
-             *[f"{100 * r['selection'][f]['cv_regret_mean']:.2f} ({100 * r['selection'][f]['cv_regret_max']:.1f})"
-               for f in regret_files]]]
-    for name, by_scale in r["over_device_constants"].items():
+def _mean_max(v: MeanMax) -> str:
+    """A regret's mean and max in %: ``mean (max)``."""
+    return f"{100 * v.mean:.2f} ({100 * v.max:.1f})"
+
+
+def _print_regret(path: str, s: TimeCVRegret) -> None:
+    """The protocol's minimum-energy regret on one grid with power, beside its variants and baselines."""
+
+    def row(label: str, v: MeanMax) -> list[str]:
+        return [label, f"{100 * v.mean:.2f}", f"{100 * v.max:.2f}"]
+
+    other = ([["settings chosen on the other files", f"{100 * s.other_files_regret_mean:.2f}",
+               f"{100 * s.other_files_regret_max:.2f}"]]
+             if s.other_files_regret_mean is not None and s.other_files_regret_max is not None else [])
+    b = s.baselines
+    console.print(table(f"minimum-energy regret on {Path(path).name} (%)", ["", "mean", "max"],
+                        [["cross-validated", f"{100 * s.cv_regret_mean:.2f}", f"{100 * s.cv_regret_max:.2f}"],
+                         ["in-sample", f"{100 * s.in_sample_regret_mean:.2f}", f"{100 * s.in_sample_regret_max:.2f}"],
+                         row("settings chosen by the regret on the other applications", s.chosen_by_regret),
+                         row(f"criterion (time error or regret) chosen on the other applications (regret "
+                             f"{s.criterion_chosen.regret_chosen} times)", s.criterion_chosen),
+                         row("near-ties rule, its tolerance chosen on the other applications", s.near_ties),
+                         *other,
+                         row("in hindsight, each application's best settings", s.hindsight.per_application),
+                         row("in hindsight, the best settings for all", s.hindsight.one_candidate),
+                         *[[f"soft-max exponent {p}", f"{100 * v.regret_mean:.2f}", f"{100 * v.regret_max:.2f}"]
+                           for p, v in s.over_overlap_p.items()],
+                         row("baseline: two-term times", b.two_term),
+                         row("baseline: one pair for all, chosen on the other applications", b.single_pair),
+                         row("baseline: highest clocks", b.highest_clocks)]))
+    console.print("95% intervals over the applications (cluster bootstrap), %: cross-validated mean "
+                  + paired_line(s.intervals, {"two_term": "two-term", "single_pair": "one pair for all",
+                                              "mean": "the mean as the only aggregate"}, 100, sep="; "),
+                  highlight=False)
+
+
+def _print_sensitivity(r: TimeCVReport, constants: dict[str, dict[str, ConstantVariant]]) -> None:
+    """The protocol's figures with each device constant scaled, beside those as preset."""
+    files = list(r.files)
+    selection = r.selection or {}
+    rows = [["as preset", "x1", *[f"{r.files[f].cv_mape:.2f}" for f in files],
+             *[f"{100 * s.cv_regret_mean:.2f} ({100 * s.cv_regret_max:.1f})" for s in selection.values()]]]
+    for name, by_scale in constants.items():
         for x, v in by_scale.items():
-            rows.append([name, f"x{x}", *[f"{v['cv_mape'][f]:.2f}" for f in files],
-                         *[f"{100 * v['cv_regret'][f]['mean']:.2f} ({100 * v['cv_regret'][f]['max']:.1f})"
-                           for f in regret_files]])
+            regret = v.cv_regret or {}
+            rows.append([name, f"x{x}", *[f"{v.cv_mape[f]:.2f}" for f in files],
+                         *[_mean_max(regret[f]) for f in selection]])
     console.print(table("the protocol with one device constant scaled: CV MAPE % and CV regret % (max)",
                         ["constant", "scale", *[f"MAPE {Path(f).name}" for f in files],
-                         *[f"regret {Path(f).name}" for f in regret_files]], rows))
+                         *[f"regret {Path(f).name}" for f in selection]], rows))
 
 
 @time_.command("fit-device")
 @click.argument("data", type=click.Path(dir_okay=False))
 @click.option("--device", "base", required=True,
               help="The device to start from: a catalog GPU, the gtx980 preset or a device JSON file.")
-@click.option("--reference", callback=_optional_pair, help=REFERENCE_HELP)
+@click.option("--reference", callback=optional_clock_pair, help=REFERENCE_HELP)
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), callback=output_file,
               help="Device JSON to write (for --device of the other time commands).")
 @options.force
@@ -420,13 +432,34 @@ def _print_sensitivity(r: dict) -> None:
 @options.skip_invalid
 @options.drop_spikes
 @click.option("--json", "as_json", is_flag=True)
-def fit_device_(data, base, reference, out, force, columns, as_json) -> None:
-    """Fit the DRAM latency and service-time parameters of a device to a measured grid of its
-    kernels (absolute error, every kernel), scored by leave-one-kernel-out."""
+def fit_device_(data: str, base: str, reference: tuple[float, float] | None, out: str, force: bool,
+                columns: dict[str, str] | None, as_json: bool) -> None:
+    """Fit the DRAM latency and service-time parameters of a device to a measured grid of its kernels.
+
+    The fit minimizes the absolute error over every kernel, and is scored by leave-one-kernel-out.
+    \f
+
+    Parameters
+    ----------
+    data : str
+        The measured grid.
+    base : str
+        The device to start from.
+    reference : tuple of float or None
+        --reference.
+    out : str
+        The device file to write.
+    force : bool
+        Write over an existing one.
+    columns : dict or None
+        --columns.
+    as_json : bool
+        Print JSON.
+    """
     with user_errors():
         refuse_overwrite([out], [data, base], force)
-        grid = _grid(data, columns)
-        time_device, spec = _resolve(base, grid)
+        grid = measured_grid(data, NEEDS, columns)
+        time_device, spec = resolve_device(base, grid)
         device, r = fit_device(grid, grid_reference(grid, spec, reference), time_device)
         device.save(out)
     r["device"] = out

@@ -1,7 +1,9 @@
-"""Frequency selection scored on a DCGM grid: each workload's time (DCGM time model) and power
-(power model on DCGM activities, calibrated on its reference power) predicted with that
-workload left out of both fits, the clocks chosen by a policy, and the choice scored by
-the measured energy against the best measured clocks.
+"""Frequency selection scored on a DCGM grid, against the best measured clocks.
+
+Each workload's time (DCGM time model) and power (power model on DCGM activities, calibrated
+on its reference power) is predicted with that workload left out of both fits, the clocks are
+chosen by a policy, and the choice is scored by the measured energy against the best
+measured clocks.
 """
 
 from __future__ import annotations
@@ -14,27 +16,124 @@ from gpudvfs.data.datasets import MeasurementGrid, PowerDataset
 from gpudvfs.errors import InputError
 from gpudvfs.evaluation.dcgm_time import loo_predictions as time_predictions
 from gpudvfs.evaluation.power_errors import held_out_predictions
-from gpudvfs.evaluation.regret import single_pair, single_pair_indices
-from gpudvfs.evaluation.safe import safe_report
+from gpudvfs.evaluation.regret import MeanMax, SinglePair, single_pair, single_pair_indices
+from gpudvfs.evaluation.safe import SafeReport, safe_report
 from gpudvfs.policy.policies import highest_index, select
 from gpudvfs.power.dcgm import dcgm_power_dataset
+from gpudvfs.records import Record
 from gpudvfs.stats import paired_intervals
+
+#: The policies scored on a DCGM grid.
+POLICIES = ("energy", "edp", "deadline")
+
+
+@dataclass(frozen=True)
+class WorkloadRegrets(MeanMax):
+    """A choice's regret: mean, max and each workload's."""
+
+    per_workload: dict[str, float]
+
+
+@dataclass(frozen=True)
+class DcgmBaselines(Record):
+    """The regret of the highest clocks, the reference clocks, 1/f time with the calibrated power, one pair for all."""
+
+    highest_clocks: WorkloadRegrets
+    reference: WorkloadRegrets
+    inverse_f_time: WorkloadRegrets
+    single_pair: SinglePair
+
+
+@dataclass(frozen=True)
+class DcgmSelectionReport(Record):
+    """A policy's choice on a DCGM grid scored by the measured energy (:func:`evaluate_selection`).
+
+    Attributes
+    ----------
+    policy : str
+        One of `POLICIES`.
+    reference_mhz : tuple of float
+        The reference pair.
+    workloads : int
+        How many workloads.
+    distinct_time_curves : int
+        How many distinct measured time curves they have.
+    model : WorkloadRegrets
+        The regret of the models' choice, each workload left out of the fits.
+    chosen : dict
+        Workload -> the models' pair (core, memory MHz).
+    baselines : DcgmBaselines
+        Fixed choices and 1/f time.
+    intervals : dict
+        95% bootstrap intervals of the models' mean regret and its paired differences from the
+        highest clocks, 1/f time and one pair for all (`gpudvfs.stats.paired_intervals`).
+    deadline_met : int or None
+        Under the deadline policy, how many workloads the choice meets it for.
+    safe : SafeReport or None
+        Under the energy and EDP policies, the choice kept only where its predicted gain
+        exceeds the spread.
+    """
+
+    policy: str
+    reference_mhz: tuple[float, ...]
+    workloads: int
+    distinct_time_curves: int
+    model: WorkloadRegrets
+    chosen: dict[str, tuple[float, ...]]
+    baselines: DcgmBaselines
+    intervals: dict
+    deadline_met: int | None = None
+    safe: SafeReport | None = None
 
 
 def power_predictions(grid: MeasurementGrid, reference: tuple[float, float],
-                    variant: str = "default") -> tuple[PowerDataset, dict[str, np.ndarray]]:
-    """Leave-one-workload-out power predictions of every row of a DCGM grid (see
-    :func:`~gpudvfs.evaluation.power_errors.held_out_predictions`)."""
+                      variant: str = "default") -> tuple[PowerDataset, dict[str, np.ndarray]]:
+    """Leave-one-workload-out power predictions of every row of a DCGM grid.
+
+    See :func:`~gpudvfs.evaluation.power_errors.held_out_predictions`.
+
+    Parameters
+    ----------
+    grid : MeasurementGrid
+        A DCGM grid.
+    reference : tuple of float
+        The (core, memory) pair whose activities are the model's input.
+    variant : str
+        The power model's variant.
+
+    Returns
+    -------
+    tuple of (PowerDataset, dict)
+        The dataset and its held-out predictions by kind.
+    """
     ds = dcgm_power_dataset(grid, reference)
     return ds, held_out_predictions(ds, len(ds.benchmarks), variant=variant)[0]
 
 
 @dataclass(frozen=True, eq=False)
 class LooTable:
-    """Per workload [A x K]: measured time (ms) and power (W) at every pair, and each
-    predicted with the workload left out of the fits: time by the DCGM time model
-    (``time_cv``) and by 1/f scaling (``time_inverse_f``), power calibrated on the
-    workload's measured reference power. ``fastest``: the highest pair."""
+    """Per workload: measured time and power at every pair, and each predicted with the workload left out of the fits.
+
+    Attributes
+    ----------
+    names : list of str
+        The workloads.
+    configs : numpy.ndarray
+        The pairs [K x 2] (core, memory MHz).
+    fastest : int
+        The highest pair.
+    time_ms, watts : numpy.ndarray
+        Measured time (ms) and power (W) [A x K].
+    time_cv : numpy.ndarray
+        Time by the DCGM time model, each workload left out [A x K].
+    time_inverse_f : numpy.ndarray
+        Time by 1/f scaling [A x K].
+    watts_pred : numpy.ndarray
+        Power by the power model, each workload left out, calibrated on its measured
+        reference power [A x K].
+    distinct_time_curves : int
+        How many distinct measured time curves the workloads have.
+    """
 
     names: list[str]
     configs: np.ndarray
@@ -48,6 +147,22 @@ class LooTable:
 
 
 def loo_table(grid: MeasurementGrid, reference: tuple[float, float], variant: str = "default") -> LooTable:
+    """Every workload's measured and held-out predicted time and power at every pair.
+
+    Parameters
+    ----------
+    grid : MeasurementGrid
+        A DCGM grid.
+    reference : tuple of float
+        The (core, memory) pair whose activities are the models' input.
+    variant : str
+        The power model's variant.
+
+    Returns
+    -------
+    LooTable
+        The table.
+    """
     t_pred, info = time_predictions(grid, reference)
     _, p_pred = power_predictions(grid, reference, variant)
     names = info["names"]
@@ -59,23 +174,49 @@ def loo_table(grid: MeasurementGrid, reference: tuple[float, float], variant: st
 
 
 def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *, policy: str = "energy",
-                       slowdown: float = 0.1, variant: str = "default") -> dict:
-    """Energy regret (measured energy at the chosen clocks over the measured minimum, minus
-    1) per workload, against the highest clocks, the reference clocks, 1/f time scaling
+                       slowdown: float = 0.1, variant: str = "default") -> DcgmSelectionReport:
+    """Energy regret per workload of a policy's choice, against the baselines.
+
+    The regret is the measured energy at the chosen clocks over the measured minimum, minus
+    1; the baselines are the highest clocks, the reference clocks, 1/f time scaling
     with the calibrated power (what a governor without the time model would do) and one
     pair for all (:func:`~gpudvfs.evaluation.regret.single_pair`); ``intervals``: 95% bootstrap
     intervals over the workloads of the model's mean regret and of its paired difference from
     the highest clocks, 1/f time and one pair for all (chosen without the workload); ``safe``
     (energy and EDP): the choice kept only where its predicted gain exceeds the spread
-    (`gpudvfs.evaluation.safe.safe_report`)."""
-    if policy not in ("energy", "edp", "deadline"):
+    (`gpudvfs.evaluation.safe.safe_report`).
+
+    Parameters
+    ----------
+    grid : MeasurementGrid
+        A DCGM grid.
+    reference : tuple of float
+        The (core, memory) pair whose activities are the models' input.
+    policy : str
+        One of `POLICIES`.
+    slowdown : float
+        The deadline policy's allowed slowdown over the highest clocks.
+    variant : str
+        The power model's variant.
+
+    Returns
+    -------
+    DcgmSelectionReport
+        The regrets.
+
+    Raises
+    ------
+    InputError
+        For a policy not in `POLICIES`.
+    """
+    if policy not in POLICIES:
         raise InputError(f"policy must be energy, edp or deadline on a DCGM grid, got {policy!r}")
     tab = loo_table(grid, reference, variant)
     names, configs, t, w, fastest = tab.names, tab.configs, tab.time_ms, tab.watts, tab.fastest
     e = t * w
     ref = int(np.flatnonzero(configs[:, 0] == reference[0])[0])
 
-    def chosen(tp, wp):
+    def chosen(tp: np.ndarray, wp: np.ndarray) -> np.ndarray:
         return select(tp, wp, configs, policy, default_index=fastest, slowdown=slowdown).index
 
     # The measured best under the same policy: minimum energy (or EDP) among the pairs the
@@ -85,11 +226,11 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
     regret = objective / objective[np.arange(len(names)), best][:, None] - 1.0
     meets = t <= (1 + slowdown) * t[:, [fastest]] * (1 + 1e-12)  # the deadline, measured
 
-    def at(index) -> np.ndarray:
+    def at(index: np.ndarray) -> np.ndarray:
         return regret[np.arange(len(names)), index]
 
-    def score(r):
-        return {"mean": float(r.mean()), "max": float(r.max()), "per_workload": dict(zip(names, r.tolist()))}
+    def score(r: np.ndarray) -> WorkloadRegrets:
+        return WorkloadRegrets.of(r, per_workload=dict(zip(names, r.tolist())))
 
     model = chosen(tab.time_cv, tab.watts_pred)
     # Under a deadline a fixed pair must meet it for the applications it is chosen on.
@@ -97,19 +238,40 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
     compared = {"highest_clocks": at(np.full(len(names), fastest)),
                 "inverse_f_time": at(chosen(tab.time_inverse_f, tab.watts_pred)),
                 "single_pair": at(single_pair_indices(regret, allowed)[1])}
-    out = {"policy": policy, "reference_mhz": list(reference), "workloads": len(names),
-           "distinct_time_curves": tab.distinct_time_curves, "model": score(at(model)),
-           "chosen": {n: configs[k].tolist() for n, k in zip(names, model)},
-           "baselines": {
-               "highest_clocks": score(compared["highest_clocks"]),
-               "reference": score(at(np.full(len(names), ref))),
-               "inverse_f_time": score(compared["inverse_f_time"]),
-               "single_pair": single_pair(regret, configs, allowed),
-           },
-           "intervals": paired_intervals(at(model), compared)}
-    if policy == "deadline":
-        out["deadline_met"] = int(meets[np.arange(len(names)), model].sum())
-    else:
-        predicted = tab.time_cv * tab.watts_pred * (tab.time_cv if policy == "edp" else 1.0)
-        out["safe"] = safe_report(regret, np.log(predicted), np.log(objective), configs, ref)
-    return out
+    deadline = policy == "deadline"
+    predicted = tab.time_cv * tab.watts_pred * (tab.time_cv if policy == "edp" else 1.0)
+    return DcgmSelectionReport(
+        policy=policy, reference_mhz=tuple(reference), workloads=len(names),
+        distinct_time_curves=tab.distinct_time_curves, model=score(at(model)),
+        chosen={n: tuple(configs[k].tolist()) for n, k in zip(names, model)},
+        baselines=DcgmBaselines(
+            highest_clocks=score(compared["highest_clocks"]),
+            reference=score(at(np.full(len(names), ref))),
+            inverse_f_time=score(compared["inverse_f_time"]),
+            single_pair=single_pair(regret, configs, allowed)),
+        intervals=paired_intervals(at(model), compared),
+        deadline_met=int(meets[np.arange(len(names)), model].sum()) if deadline else None,
+        safe=None if deadline else safe_report(regret, np.log(predicted), np.log(objective), configs, ref))
+
+
+def evaluate_policies(grid: MeasurementGrid, reference: tuple[float, float], *, slowdown: float = 0.1,
+                      variant: str = "default") -> dict[str, DcgmSelectionReport]:
+    """:func:`evaluate_selection` under each of `POLICIES`: what `gpudvfs select eval` reports of a DCGM grid.
+
+    Parameters
+    ----------
+    grid : MeasurementGrid
+        A DCGM grid.
+    reference : tuple of float
+        The (core, memory) pair whose activities are the models' input.
+    slowdown : float
+        The deadline policy's allowed slowdown over the highest clocks.
+    variant : str
+        The power model's variant.
+
+    Returns
+    -------
+    dict
+        Policy -> its report.
+    """
+    return {p: evaluate_selection(grid, reference, policy=p, slowdown=slowdown, variant=variant) for p in POLICIES}

@@ -133,7 +133,8 @@ def replay_table(grid: MeasurementGrid, reference: tuple[float, float], device: 
         names, configs, t, p, p_pred, profiles = (tab.names, tab.configs, tab.time_ms, tab.watts, tab.watts_pred,
                                                   tab.profiles)
     else:
-        names, configs, t, p, util, profiles = measured_table(grid, reference, device, spec, clip)
+        m = measured_table(grid, reference, device, spec, clip)
+        names, configs, t, p, util, profiles = m.names, m.configs, m.time_ms, m.watts, m.utilization, m.profiles
         shared = sorted(set(names) & set(train.workload.tolist()))
         if shared:
             raise InputError(f"{train.path}: the scored applications must not be in TRAIN, but {len(shared)} are "

@@ -499,7 +499,7 @@ def _predict_logs(logs: list[Path], folder: Path, device: Device, model: PowerMo
             spec = device_of(report, device.name)  # ncu names the GPU by its index and a shared CC
             # The reference is each launch's SM clock as ncu measured it: with the clocks left
             # to the driver, the GPU may boost past its default clocks.
-            r = predict_profile(report, spec, power_model=model)
+            r = predict_profile(report, spec, power_model=model).to_dict()
             write_json_atomic(folder / f"{name}.json", r)
             # One pair for the whole workload (a governor sets one per application), and each launch's own.
             out[name] = {"device": spec.key, "kernels": list(r["kernels"]),

@@ -1,11 +1,14 @@
-"""Nested cross-validation over groups of columns (a kernel, an application): each held-out
-group is scored by the candidate the other groups chose, and the way that choice sums up
-errors is itself chosen one level in. The time and selection protocols share it."""
+"""Nested cross-validation over groups of columns (a kernel, an application).
+
+Each held-out group is scored by the candidate the other groups chose, and the way that
+choice sums up errors is itself chosen one level in. The time and selection protocols share it.
+"""
 
 from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -24,11 +27,24 @@ _LOG_FLOOR = 1e-12
 
 
 def application_groups(names: list[str]) -> np.ndarray:
-    """A group label per workload name: one per application, so that cross-validation holds
-    out an application's every kernel, in every file, together. A name's application is its
-    first '/'-part, compared without case and punctuation; two are one application where one
-    begins the other (the NV-DVFS files name an application in one file, 'scan', and its
-    kernels in the other, 'scanScanExclusiveShared', 'scanUniformUpdate')."""
+    """A group label per workload name: one per application.
+
+    Cross-validation then holds out an application's every kernel, in every file, together.
+    A name's application is its first '/'-part, compared without case and punctuation; two
+    are one application where one begins the other (the NV-DVFS files name an application in
+    one file, 'scan', and its kernels in the other, 'scanScanExclusiveShared',
+    'scanUniformUpdate').
+
+    Parameters
+    ----------
+    names : list of str
+        The workloads.
+
+    Returns
+    -------
+    numpy.ndarray
+        A label per name, equal for names of one application.
+    """
     keys = [re.sub(r"[^0-9a-z]", "", n.split("/")[0].lower()) for n in names]
     label = list(range(len(names)))
 
@@ -43,9 +59,26 @@ def application_groups(names: list[str]) -> np.ndarray:
     return np.array([root(i) for i in range(len(names))])
 
 
-def held_out_groups(groups, n: int) -> np.ndarray:
-    """The group labels of ``n`` columns (default: every column its own group), checked: one per
-    column, and at least two groups to hold out in turn."""
+def held_out_groups(groups: Sequence | np.ndarray | None, n: int) -> np.ndarray:
+    """The group labels of ``n`` columns, checked: one per column, and at least two groups to hold out in turn.
+
+    Parameters
+    ----------
+    groups : array_like or None
+        A label per column (None: every column its own group).
+    n : int
+        How many columns.
+
+    Returns
+    -------
+    numpy.ndarray
+        The labels.
+
+    Raises
+    ------
+    InputError
+        For a label count other than ``n``, or fewer than two groups.
+    """
     groups = np.arange(n) if groups is None else np.asarray(groups)
     if len(groups) != n:
         raise InputError(f"{len(groups)} group labels for {n} columns")
@@ -55,8 +88,20 @@ def held_out_groups(groups, n: int) -> np.ndarray:
 
 
 def nested_choice(errors: np.ndarray, groups: np.ndarray | None = None) -> np.ndarray:
-    """Per column (a kernel, an application), the candidate with the lowest mean error over the
-    columns of the other groups (default: every column its own group)."""
+    """Per column (a kernel, an application), the candidate with the lowest mean error over the other groups' columns.
+
+    Parameters
+    ----------
+    errors : numpy.ndarray
+        Each candidate's error on each column [candidates x columns].
+    groups : numpy.ndarray, optional
+        A label per column (default: every column its own group).
+
+    Returns
+    -------
+    numpy.ndarray
+        The chosen candidate per column.
+    """
     groups = held_out_groups(groups, errors.shape[1])
     same = groups[:, None] == groups[None, :]
     # Per held-out column j, the mean over the columns outside j's group.
@@ -64,10 +109,29 @@ def nested_choice(errors: np.ndarray, groups: np.ndarray | None = None) -> np.nd
 
 
 def aggregate_scores(errors: np.ndarray, aggregate: str) -> np.ndarray:
-    """Per candidate (row), its errors over the columns summed up by ``aggregate``
-    (:data:`AGGREGATES`; lower is better): the mean; the mean without the :data:`TRIM` least
-    and greatest columns (with more than twice as many); the median; the mean logarithm; the
-    mean rank among the candidates per column (tied candidates share their ranks' mean)."""
+    """Per candidate (row), its errors over the columns summed up by ``aggregate`` (lower is better).
+
+    The aggregates (:data:`AGGREGATES`): the mean; the mean without the :data:`TRIM` least and
+    greatest columns (with more than twice as many); the median; the mean logarithm; the mean
+    rank among the candidates per column (tied candidates share their ranks' mean).
+
+    Parameters
+    ----------
+    errors : numpy.ndarray
+        [candidates x columns].
+    aggregate : str
+        One of :data:`AGGREGATES`.
+
+    Returns
+    -------
+    numpy.ndarray
+        One score per candidate.
+
+    Raises
+    ------
+    InputError
+        For an unknown aggregate.
+    """
     if aggregate == "mean":
         return errors.mean(axis=1)
     if aggregate == "trimmed mean":
@@ -90,10 +154,26 @@ def _least(errors: np.ndarray, aggregate: str) -> int:
     return int(np.argmin(aggregate_scores(errors, aggregate)))
 
 
-def chosen_aggregate(errors: np.ndarray, groups: np.ndarray, aggregates=AGGREGATES) -> str:
-    """The aggregate whose choice scores best by leave-one-group-out over these columns: each
-    column scored with the candidate that aggregate chooses on the columns of the other groups,
-    the least mean score wins (the first on a tie; with one group, the first)."""
+def chosen_aggregate(errors: np.ndarray, groups: np.ndarray, aggregates: Sequence[str] = AGGREGATES) -> str:
+    """The aggregate whose choice scores best by leave-one-group-out over these columns.
+
+    Each column is scored with the candidate that aggregate chooses on the columns of the
+    other groups; the least mean score wins (the first on a tie; with one group, the first).
+
+    Parameters
+    ----------
+    errors : numpy.ndarray
+        [candidates x columns].
+    groups : numpy.ndarray
+        A label per column.
+    aggregates : sequence of str
+        The aggregates tried (:data:`AGGREGATES`).
+
+    Returns
+    -------
+    str
+        The chosen aggregate.
+    """
     held = np.unique(groups)
     if len(held) < 2 or len(aggregates) == 1:
         return aggregates[0]
@@ -107,16 +187,48 @@ def chosen_aggregate(errors: np.ndarray, groups: np.ndarray, aggregates=AGGREGAT
     return min(aggregates, key=lambda a: score[a])
 
 
-def protocol_least(errors: np.ndarray, groups: np.ndarray, aggregates=AGGREGATES) -> tuple[int, str]:
-    """The protocol's choice of a candidate (row) on these columns: (its index, the aggregate
-    :func:`chosen_aggregate` chose to find it)."""
+def protocol_least(errors: np.ndarray, groups: np.ndarray,
+                   aggregates: Sequence[str] = AGGREGATES) -> tuple[int, str]:
+    """The protocol's choice of a candidate (row) on these columns.
+
+    Parameters
+    ----------
+    errors : numpy.ndarray
+        [candidates x columns].
+    groups : numpy.ndarray
+        A label per column.
+    aggregates : sequence of str
+        The aggregates tried (:data:`AGGREGATES`).
+
+    Returns
+    -------
+    tuple of (int, str)
+        The candidate's index, and the aggregate :func:`chosen_aggregate` chose to find it.
+    """
     a = chosen_aggregate(errors, groups, aggregates)
     return _least(errors, a), a
 
 
-def protocol_choice(errors: np.ndarray, groups: np.ndarray, aggregates=AGGREGATES) -> tuple[np.ndarray, list[str]]:
-    """Per column, the protocol's choice (:func:`protocol_least`) on the columns of the other
-    groups, and the aggregate it used: the nested choice, with the aggregate chosen one level in."""
+def protocol_choice(errors: np.ndarray, groups: np.ndarray,
+                    aggregates: Sequence[str] = AGGREGATES) -> tuple[np.ndarray, list[str]]:
+    """Per column, the protocol's choice (:func:`protocol_least`) on the columns of the other groups.
+
+    The nested choice, with the aggregate chosen one level in.
+
+    Parameters
+    ----------
+    errors : numpy.ndarray
+        [candidates x columns].
+    groups : numpy.ndarray
+        A label per column.
+    aggregates : sequence of str
+        The aggregates tried (:data:`AGGREGATES`).
+
+    Returns
+    -------
+    tuple of (numpy.ndarray, list of str)
+        The chosen candidate per column, and the aggregate that chose it.
+    """
     groups = held_out_groups(groups, errors.shape[1])
     chosen, used = np.empty(len(groups), dtype=int), [""] * len(groups)
     for g in np.unique(groups):

@@ -1,10 +1,13 @@
-"""Energy regret: what a choice of clocks costs over the least energy each application
-measured, scored against one pair for all applications and the near-ties rule."""
+"""Energy regret: what a choice of clocks costs over the least energy each application measured.
+
+Scored against one pair for all applications and the near-ties rule.
+"""
 
 from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -15,6 +18,7 @@ from gpudvfs.evaluation.nested import nested_choice
 from gpudvfs.policy.choose import measured_table, training_dataset
 from gpudvfs.policy.policies import select
 from gpudvfs.power.model import PowerModel
+from gpudvfs.records import Record
 from gpudvfs.time.device import TimeDevice
 from gpudvfs.time.model import TimeModel
 from gpudvfs.time.profile import KernelProfile
@@ -22,35 +26,141 @@ from gpudvfs.time.profile import KernelProfile
 #: Tie tolerances tried for the near-ties rule (a relative energy difference): 0 is no rule.
 TIE_TOLERANCES = (0.0, 0.0025, 0.005, 0.01, 0.02, 0.03, 0.05, 0.1)
 
+_M = TypeVar("_M", bound="MeanMax")
 
 
-def mean_max(r: np.ndarray) -> dict:
-    """A regret's mean and max, as the reports give them."""
-    return {"mean": float(r.mean()), "max": float(r.max())}
+@dataclass(frozen=True)
+class MeanMax(Record):
+    """A regret's mean and max over the applications, as the reports give them."""
+
+    mean: float
+    max: float
+
+    @classmethod
+    def of(cls: type[_M], r: np.ndarray, **extra: Any) -> _M:
+        """The record of ``r``'s mean and max.
+
+        Parameters
+        ----------
+        r : numpy.ndarray
+            One regret per application.
+        **extra
+            The other fields of a record that extends `MeanMax`.
+
+        Returns
+        -------
+        MeanMax
+            The record, of the class it is called on.
+        """
+        return cls(float(r.mean()), float(r.max()), **extra)
+
+
+@dataclass(frozen=True)
+class FixedPair(MeanMax):
+    """One pair for all applications, chosen on all of them: the regret in hindsight, a bound on any fixed choice.
+
+    ``met``: how many applications it meets the constraint for (None without a constraint).
+    """
+
+    pair: tuple[float, ...]
+    met: int | None = None
+
+
+@dataclass(frozen=True)
+class HeldOutPairs(MeanMax):
+    """One pair for all, each application scored at the pair chosen without it (``pairs``).
+
+    ``met``: how many applications their pair meets the constraint for (None without a
+    constraint; a pair chosen without an application need not meet it).
+    """
+
+    pairs: tuple[tuple[float, ...], ...]
+    met: int | None = None
+
+
+@dataclass(frozen=True)
+class SinglePair(Record):
+    """The baseline of one pair for every application: in hindsight, and cross-validated."""
+
+    hindsight: FixedPair
+    cross_validated: HeldOutPairs
+
+
+@dataclass(frozen=True)
+class TolerancesChosen(MeanMax):
+    """The near-ties rule's regret, each application at the tolerance chosen without it."""
+
+    tolerances: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class NearTies(Record):
+    """The near-ties rule scored: cross-validated, and at each fixed tolerance."""
+
+    cross_validated: TolerancesChosen
+    over_tolerance: dict[str, MeanMax]
 
 
 @dataclass(frozen=True, eq=False)
 class RegretTable:
-    """Every application of a grid measured at every pair, with its power predicted by a
-    model fitted on the other applications: what a choice is scored against."""
+    """Every application of a grid measured at every pair: what a choice is scored against.
+
+    Its power is also predicted by a model fitted on the other applications.
+
+    Attributes
+    ----------
+    names : list of str
+        The applications.
+    configs : numpy.ndarray
+        The pairs [K x 2] (core, memory MHz).
+    time_ms, watts : numpy.ndarray
+        Measured [A x K].
+    watts_pred : numpy.ndarray
+        Predicted by a model fitted without the application [A x K].
+    profiles : list of KernelProfile
+        Each application's profile at the reference pair.
+    """
 
     names: list[str]
-    configs: np.ndarray          # [K x 2] MHz
-    time_ms: np.ndarray          # measured [A x K]
-    watts: np.ndarray            # measured [A x K]
-    watts_pred: np.ndarray       # leave-one-application-out [A x K]
+    configs: np.ndarray
+    time_ms: np.ndarray
+    watts: np.ndarray
+    watts_pred: np.ndarray
     profiles: list[KernelProfile]
 
     @property
     def energy(self) -> np.ndarray:
+        """Measured energy [A x K] (time x power, in mJ)."""
         return self.time_ms * self.watts
 
     def calibrated_time(self, device: TimeDevice) -> np.ndarray:
-        """Each application's time at every pair predicted by the time model on ``device``,
-        calibrated on its reference time: [A x K]."""
+        """Each application's time at every pair by the time model, calibrated on its reference time.
+
+        Parameters
+        ----------
+        device : TimeDevice
+            The device the time model runs on.
+
+        Returns
+        -------
+        numpy.ndarray
+            Time (ms) [A x K].
+        """
         return TimeModel(device).predict(self.profiles, self.configs[:, 0], self.configs[:, 1], calibrate=True)
 
-    def index_of(self, pair) -> int:
+    def index_of(self, pair: tuple[float, float]) -> int:
+        """The index of a pair among the configurations.
+
+        Parameters
+        ----------
+        pair : tuple of float
+            (core, memory) MHz, one of ``configs``.
+
+        Returns
+        -------
+        int
+            Its row in ``configs``.
+        """
         return int(np.flatnonzero((self.configs == np.asarray(pair)).all(axis=1))[0])
 
     @property
@@ -60,60 +170,154 @@ class RegretTable:
         return e / e.min(axis=1, keepdims=True) - 1.0
 
     def regret(self, idx: np.ndarray) -> np.ndarray:
-        """:attr:`regret_at_every_pair` at the chosen pair, per application."""
+        """:attr:`regret_at_every_pair` at the chosen pairs.
+
+        Parameters
+        ----------
+        idx : numpy.ndarray
+            The chosen pair's index per application [A].
+
+        Returns
+        -------
+        numpy.ndarray
+            The regret per application [A].
+        """
         return self.regret_at_every_pair[np.arange(len(self.names)), idx]
 
-    def regrets(self, time_pred: np.ndarray, watts_pred: np.ndarray | None = None, **rules) -> np.ndarray:
-        """Regret of the minimum-energy choice on predicted time (and the fitted power)."""
+    def regrets(self, time_pred: np.ndarray, watts_pred: np.ndarray | None = None, **rules: Any) -> np.ndarray:
+        """Regret of the minimum-energy choice on predicted time and power.
+
+        Parameters
+        ----------
+        time_pred : numpy.ndarray
+            Predicted time [A x K].
+        watts_pred : numpy.ndarray, optional
+            Predicted power [A x K] (default: the power fitted without each application).
+        **rules
+            `gpudvfs.policy.select`'s uncertainty options (``error``, ``rule``, ``near_ties``,
+            ``default_index``).
+
+        Returns
+        -------
+        numpy.ndarray
+            The regret per application [A].
+        """
         watts = self.watts_pred if watts_pred is None else watts_pred
         return self.regret(select(time_pred, watts, self.configs, "energy", **rules).index)
 
     def _squared_log_errors(self, time_pred: np.ndarray) -> np.ndarray:
-        """Per application and pair, the squared log errors of predicted time and of the
-        held-out power, summed: [A x K]."""
+        """Per application and pair, the squared log errors of predicted time and of the held-out power, summed."""
         return np.log(time_pred / self.time_ms) ** 2 + np.log(self.watts_pred / self.watts) ** 2
 
     def energy_error(self, time_pred: np.ndarray) -> np.ndarray:
-        """Relative error of each predicted energy, from the other applications' residuals
-        at the same pair (time and power errors combined): [A x K]."""
+        """Relative error of each predicted energy, from the other applications' residuals at the same pair.
+
+        Time and power errors are combined.
+
+        Parameters
+        ----------
+        time_pred : numpy.ndarray
+            Predicted time [A x K].
+
+        Returns
+        -------
+        numpy.ndarray
+            The relative error [A x K].
+        """
         sq = self._squared_log_errors(time_pred)
         return np.expm1(np.sqrt((sq.sum(axis=0) - sq) / (len(self.names) - 1)))
 
     def pair_error(self, time_pred: np.ndarray) -> np.ndarray:
-        """Relative error of an energy predicted at each pair for an application that is none
-        of these, from all their residuals: [K]."""
+        """Relative error of an energy predicted at each pair for an application none of these is.
+
+        It comes from all their residuals.
+
+        Parameters
+        ----------
+        time_pred : numpy.ndarray
+            Predicted time [A x K].
+
+        Returns
+        -------
+        numpy.ndarray
+            The relative error per pair [K].
+        """
         return np.expm1(np.sqrt(self._squared_log_errors(time_pred).mean(axis=0)))
 
 
 def regret_table(grid: MeasurementGrid, reference: tuple[float, float], device: TimeDevice,
                  spec: DeviceSpec, clip: bool = False, groups: dict | None = None) -> RegretTable:
-    """The grid's applications with their power from a model fitted without them; with
-    ``groups`` (application name -> label), without every application of their label (an
-    application's kernels left out together, `gpudvfs.evaluation.nested.application_groups`)."""
-    names, configs, t, p, util, profiles = measured_table(grid, reference, device, spec, clip)
-    label = [(groups or {}).get(n, ("own", n)) for n in names]
-    p_pred = np.empty_like(p)
-    for a in range(len(names)):
-        train = [i for i in range(len(names)) if label[i] != label[a]]
-        data = training_dataset(util[train], configs, p[train], reference, [names[i] for i in train])
+    """The grid's applications with their power from a model fitted without them.
+
+    With ``groups``, each application's power comes from a model fitted without every
+    application of its label (an application's kernels left out together,
+    `gpudvfs.evaluation.nested.application_groups`).
+
+    Parameters
+    ----------
+    grid : MeasurementGrid
+        A grid with every application measured at every pair, with power and counters.
+    reference : tuple of float
+        The (core, memory) pair whose counters profile each application.
+    device : TimeDevice
+        The time model's device.
+    spec : DeviceSpec
+        The catalog entry whose peak rates give the utilizations.
+    clip : bool
+        Clip utilizations outside [0, 1] instead of refusing them.
+    groups : dict, optional
+        Application name -> label.
+
+    Returns
+    -------
+    RegretTable
+        The measured and held-out predicted table.
+    """
+    m = measured_table(grid, reference, device, spec, clip)
+    label = [(groups or {}).get(n, ("own", n)) for n in m.names]
+    p_pred = np.empty_like(m.watts)
+    for a in range(len(m.names)):
+        train = [i for i in range(len(m.names)) if label[i] != label[a]]
+        data = training_dataset(m.utilization[train], m.configs, m.watts[train], reference,
+                                [m.names[i] for i in train])
         # A component only the held-out application uses has no weight to learn: it gets none.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", GpudvfsWarning)
             model = PowerModel("per-domain").fit(data, unused="zero")
-        p_pred[a] = model.predict_grid(util[a:a + 1], configs)[0]
-    return RegretTable(names, configs, t, p, p_pred, profiles)
+        p_pred[a] = model.predict_grid(m.utilization[a:a + 1], m.configs)[0]
+    return RegretTable(m.names, m.configs, m.time_ms, m.watts, p_pred, m.profiles)
 
 
 def single_pair_indices(regret: np.ndarray, allowed: np.ndarray | None = None,
                         groups: np.ndarray | None = None) -> tuple[int, np.ndarray]:
-    """The baseline of one pair for every application, from ``regret`` [A x K] (each
-    application's regret at each pair; ``allowed`` [A x K]: where a pair meets its
-    constraint): the pair with the least mean regret over all applications (hindsight, a
-    bound on any fixed choice), and for each application the pair with the least mean regret
-    over the *other* applications (with ``groups``, a label per application: over those of
-    the other groups; a fixed pair chosen without measuring it), each among the pairs all of
-    them allow. Where no pair is allowed for them all (a power cap some exceed everywhere),
-    the pairs allowed for the most of them are the candidates."""
+    """The baseline of one pair for every application, chosen in hindsight and without each application.
+
+    In hindsight: the pair with the least mean regret over all applications (a bound on any
+    fixed choice). Held out: for each application the pair with the least mean regret over the
+    *other* applications (with ``groups``: over those of the other groups; a fixed pair chosen
+    without measuring it). Each is chosen among the pairs all of them allow; where no pair is
+    allowed for them all (a power cap some exceed everywhere), the pairs allowed for the most
+    of them are the candidates.
+
+    Parameters
+    ----------
+    regret : numpy.ndarray
+        Each application's regret at each pair [A x K].
+    allowed : numpy.ndarray, optional
+        Where a pair meets the application's constraint [A x K] (default: everywhere).
+    groups : numpy.ndarray, optional
+        A label per application (default: each its own).
+
+    Returns
+    -------
+    tuple of (int, numpy.ndarray)
+        The pair in hindsight, and each application's held-out pair [A].
+
+    Raises
+    ------
+    InputError
+        With applications of fewer than two groups.
+    """
     ok = np.ones(regret.shape, dtype=bool) if allowed is None else allowed
     rows = np.arange(len(regret))
     labels = rows if groups is None else np.asarray(groups)
@@ -121,37 +325,71 @@ def single_pair_indices(regret: np.ndarray, allowed: np.ndarray | None = None,
         raise InputError("one pair for all, chosen without each application, needs applications of at least "
                          f"two groups; got {len(rows)} application(s) of one")
 
-    def best(apps) -> int:
+    def best(apps: np.ndarray) -> int:
         count = ok[apps].sum(axis=0)
         return int(np.argmin(np.where(count == count.max(), regret[apps].mean(axis=0), np.inf)))
 
     return best(rows), np.array([best(labels != labels[a]) for a in rows])
 
 
-def single_pair(regret: np.ndarray, configs: np.ndarray, allowed: np.ndarray | None = None) -> dict:
-    """:func:`single_pair_indices` scored: ``hindsight`` and ``cross_validated`` regrets, with
-    their pairs; with ``allowed``, how many applications each meets its constraint for
-    (``met``: a pair chosen without an application need not meet it)."""
+def single_pair(regret: np.ndarray, configs: np.ndarray, allowed: np.ndarray | None = None) -> SinglePair:
+    """:func:`single_pair_indices` scored, in hindsight and cross-validated, with the pairs.
+
+    Parameters
+    ----------
+    regret : numpy.ndarray
+        Each application's regret at each pair [A x K].
+    configs : numpy.ndarray
+        The pairs [K x 2] (core, memory MHz).
+    allowed : numpy.ndarray, optional
+        Where a pair meets the application's constraint [A x K]; with it, each score counts
+        the applications its pairs meet the constraint for.
+
+    Returns
+    -------
+    SinglePair
+        Both scores.
+    """
     hindsight, held_out = single_pair_indices(regret, allowed)
     rows = np.arange(len(regret))
-    out = {"hindsight": {**mean_max(regret[:, hindsight]), "pair": configs[hindsight].tolist()},
-           "cross_validated": {**mean_max(regret[rows, held_out]), "pairs": configs[held_out].tolist()}}
-    if allowed is not None:
-        out["hindsight"]["met"] = int(allowed[:, hindsight].sum())
-        out["cross_validated"]["met"] = int(allowed[rows, held_out].sum())
-    return out
+    met = (None, None) if allowed is None else (int(allowed[:, hindsight].sum()), int(allowed[rows, held_out].sum()))
+    return SinglePair(
+        FixedPair.of(regret[:, hindsight], pair=tuple(configs[hindsight].tolist()), met=met[0]),
+        HeldOutPairs.of(regret[rows, held_out], pairs=tuple(map(tuple, configs[held_out].tolist())), met=met[1]))
 
 
 def near_ties_by_tolerance(tab: RegretTable, time_pred: np.ndarray, default_index: int,
-                           tolerances=TIE_TOLERANCES, groups: np.ndarray | None = None) -> dict:
-    """The near-ties rule with a fixed tolerance: among pairs whose predicted energy is within
-    ``1 + tolerance`` of the predicted minimum, the one nearest ``default_index``. The regret
-    at each tolerance (how the figure moves with it), and cross-validated: each application
-    scored at the tolerance with the least mean regret over the other applications (with
-    ``groups``, a label per application: over those of the other groups)."""
+                           tolerances: tuple[float, ...] = TIE_TOLERANCES, groups: np.ndarray | None = None
+                           ) -> NearTies:
+    """The near-ties rule with a fixed tolerance, at each tolerance and cross-validated.
+
+    The rule: among pairs whose predicted energy is within ``1 + tolerance`` of the predicted
+    minimum, the one nearest ``default_index``. The regret at each tolerance says how the
+    figure moves with it; cross-validated, each application is scored at the tolerance with
+    the least mean regret over the other applications (with ``groups``: over those of the
+    other groups).
+
+    Parameters
+    ----------
+    tab : RegretTable
+        The measured table.
+    time_pred : numpy.ndarray
+        Predicted time [A x K].
+    default_index : int
+        The pair the rule moves toward.
+    tolerances : tuple of float
+        The relative energy differences tried (0: no rule).
+    groups : numpy.ndarray, optional
+        A label per application.
+
+    Returns
+    -------
+    NearTies
+        The cross-validated regret with each application's tolerance, and the regret per tolerance.
+    """
     regret = np.array([tab.regrets(time_pred, error=tol, near_ties=True, default_index=default_index)
                        for tol in tolerances])
     chosen = nested_choice(regret, groups)
-    return {"cross_validated": {**mean_max(regret[chosen, np.arange(regret.shape[1])]),
-                                "tolerances": [tolerances[c] for c in chosen]},
-            "over_tolerance": {f"{tol:g}": mean_max(r) for tol, r in zip(tolerances, regret)}}
+    return NearTies(TolerancesChosen.of(regret[chosen, np.arange(regret.shape[1])],
+                                        tolerances=tuple(tolerances[c] for c in chosen)),
+                    {f"{tol:g}": MeanMax.of(r) for tol, r in zip(tolerances, regret)})

@@ -20,11 +20,14 @@ choice; ``z = inf`` the anchor always.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from gpudvfs.errors import InputError
 from gpudvfs.evaluation.nested import protocol_least
-from gpudvfs.evaluation.regret import mean_max
+from gpudvfs.evaluation.regret import MeanMax
+from gpudvfs.records import Record
 from gpudvfs.stats import paired_intervals
 from gpudvfs.time.interval import fit_spread, log_distance, spread
 
@@ -34,10 +37,78 @@ Z_GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, np.inf)
 ANCHORS = ("single_pair", "reference")
 
 
+@dataclass(frozen=True)
+class SafeChoice(MeanMax):
+    """The safe choice's regret, each workload with the (anchor, z) chosen on the others.
+
+    ``chosen``: each workload's constants, named as in `SafeReport.over_constants`;
+    ``aggregates``: the aggregate of the scores that chose them.
+    """
+
+    chosen: tuple[str, ...]
+    aggregates: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Spread(Record):
+    """The spread of a predicted log objective, fitted on every workload: its range over the pairs."""
+
+    at_reference: float
+    farthest: float
+
+
+@dataclass(frozen=True, eq=False)
+class SafeReport(Record):
+    """The safe choice scored by nested cross-validation, beside its baselines.
+
+    Attributes
+    ----------
+    cross_validated : SafeChoice
+        The safe choice's regret, its constants chosen for each workload on the others.
+    plain, single_pair, reference : MeanMax
+        Baselines on the same workloads: the models' plain choice, one pair for all chosen
+        without the workload, the reference clocks.
+    over_constants : dict
+        The regret at each fixed (anchor, z), each workload's anchor and spread fitted without
+        it: how the figure moves with the constants.
+    intervals : dict
+        95% bootstrap intervals of the safe choice's mean regret and of its paired differences
+        from the plain choice and one pair for all (`gpudvfs.stats.paired_intervals`).
+    spread : Spread
+        The spread's range over the pairs, fitted on every workload, for reading.
+    per_workload : numpy.ndarray
+        The safe choice's regret per workload.
+    """
+
+    cross_validated: SafeChoice
+    plain: MeanMax
+    single_pair: MeanMax
+    reference: MeanMax
+    over_constants: dict[str, MeanMax]
+    intervals: dict
+    spread: Spread
+    per_workload: np.ndarray
+
+
 def safe_indices(log_pred: np.ndarray, sd: np.ndarray, anchor: np.ndarray, z: float) -> np.ndarray:
-    """Per workload, the predicted optimum of ``log_pred`` [A x K] where its gain over
-    ``anchor`` [A] exceeds ``z`` spreads of the difference (``sd`` [A x K], each prediction's
-    spread); else the anchor."""
+    """Per workload, the predicted optimum where its gain over the anchor exceeds ``z`` spreads; else the anchor.
+
+    Parameters
+    ----------
+    log_pred : numpy.ndarray
+        The predicted log objective [A x K].
+    sd : numpy.ndarray
+        Each prediction's spread [A x K]; the difference's is their root sum of squares.
+    anchor : numpy.ndarray
+        Each workload's anchor pair [A].
+    z : float
+        Spreads the gain must exceed (0: the plain choice; inf: the anchor always).
+
+    Returns
+    -------
+    numpy.ndarray
+        The chosen pair per workload [A].
+    """
     rows = np.arange(log_pred.shape[0])
     best = np.argmin(log_pred, axis=1)
     gain = log_pred[rows, anchor] - log_pred[rows, best]
@@ -49,31 +120,50 @@ class _Fold:
     """Anchors and spreads for workloads predicted without a set of others."""
 
     def __init__(self, regret: np.ndarray, residual: np.ndarray, d: np.ndarray, reference_index: int,
-                 labels: np.ndarray):
+                 labels: np.ndarray) -> None:
         self.regret, self.residual, self.d, self.ref, self.labels = regret, residual, d, reference_index, labels
 
     def anchor_and_spread(self, a: int, out: np.ndarray) -> tuple[dict, np.ndarray]:
-        """Workload ``a``'s anchors and spread, fitted on the workloads where ``out`` is False
-        and that are not of ``a``'s group."""
+        """Workload ``a``'s anchors and spread, fitted on the others where ``out`` is False, not of its group."""
         train = ~out & (self.labels != self.labels[a])
         pair = int(np.argmin(self.regret[train].mean(axis=0)))
         return {"single_pair": pair, "reference": self.ref}, spread(self.d, *fit_spread(self.residual[train], self.d))
 
 
 def safe_report(regret: np.ndarray, log_pred: np.ndarray, log_measured: np.ndarray, configs: np.ndarray,
-                reference_index: int, groups=None, z_grid=Z_GRID, anchors=ANCHORS) -> dict:
-    """The safe choice scored by nested cross-validation (module notes). ``regret`` [A x K]:
-    each workload's measured regret at each pair; ``log_pred``/``log_measured`` [A x K]: its
-    objective's log, predicted without it and measured; ``groups``: a label per workload (its
-    group held out together; default: each alone). Needs workloads of three groups.
+                reference_index: int, groups: np.ndarray | None = None, z_grid: tuple[float, ...] = Z_GRID,
+                anchors: tuple[str, ...] = ANCHORS) -> SafeReport:
+    """The safe choice scored by nested cross-validation (module notes).
 
-    ``cross_validated``: the safe choice's regret (mean, max) with the (anchor, z) chosen for
-    each workload on the others (``chosen``); ``plain``, ``single_pair``, ``reference``:
-    baselines on the same workloads (one pair for all chosen without the workload);
-    ``over_constants``: the regret at each fixed (anchor, z), each workload's anchor and spread
-    fitted without it (how the figure moves with the constants); ``intervals``: 95% bootstrap
-    intervals of the safe choice's mean regret and its paired differences from the baselines;
-    ``spread``: the spread's range over the pairs (fitted on every workload, for reading)."""
+    Parameters
+    ----------
+    regret : numpy.ndarray
+        Each workload's measured regret at each pair [A x K].
+    log_pred : numpy.ndarray
+        Its objective's log, predicted without it [A x K].
+    log_measured : numpy.ndarray
+        Its objective's log, measured [A x K].
+    configs : numpy.ndarray
+        The pairs [K x 2] (core, memory MHz).
+    reference_index : int
+        The reference pair, where the spread is least.
+    groups : numpy.ndarray, optional
+        A label per workload, its group held out together (default: each alone).
+    z_grid : tuple of float
+        The spreads tried.
+    anchors : tuple of str
+        The anchors tried (`ANCHORS`).
+
+    Returns
+    -------
+    SafeReport
+        The cross-validated safe choice and its baselines.
+
+    Raises
+    ------
+    InputError
+        Where the shapes differ, or with workloads of fewer than three groups.
+    """
     regret, log_pred = np.asarray(regret, dtype=np.float64), np.asarray(log_pred, dtype=np.float64)
     n, k = regret.shape
     labels = np.arange(n) if groups is None else np.asarray(groups)
@@ -88,9 +178,9 @@ def safe_report(regret: np.ndarray, log_pred: np.ndarray, log_measured: np.ndarr
     rows = np.arange(n)
     none = np.zeros(n, dtype=bool)
     # Each workload with its anchors and spread fitted without it: the one-level scores.
-    own = [fold.anchor_and_spread(a, none) for a in rows]
+    own = [fold.anchor_and_spread(a, none) for a in range(n)]
 
-    def regrets(fits, members, anchor: str, z: float) -> np.ndarray:
+    def regrets(fits: list[tuple[dict, np.ndarray]], members: np.ndarray, anchor: str, z: float) -> np.ndarray:
         idx = [safe_indices(log_pred[[a]], fits[i][1][None, :], np.array([fits[i][0][anchor]]), z)[0]
                for i, a in enumerate(members)]
         return regret[members, idx]
@@ -114,11 +204,10 @@ def safe_report(regret: np.ndarray, log_pred: np.ndarray, log_measured: np.ndarr
     single = regret[rows, [f[0]["single_pair"] for f in own]]
     reference = regret[:, reference_index]
     overall = spread(d, *fit_spread(fold.residual, d))
-    return {
-        "cross_validated": {**mean_max(safe), "chosen": chosen, "aggregates": used},
-        "plain": mean_max(plain), "single_pair": mean_max(single), "reference": mean_max(reference),
-        "over_constants": {name: mean_max(r) for name, r in over.items()},
-        "intervals": paired_intervals(safe, {"plain": plain, "single_pair": single}, groups=labels),
-        "spread": {"at_reference": float(overall.min()), "farthest": float(overall.max())},
-        "per_workload": safe.tolist(),
-    }
+    return SafeReport(
+        cross_validated=SafeChoice.of(safe, chosen=tuple(chosen), aggregates=tuple(used)),
+        plain=MeanMax.of(plain), single_pair=MeanMax.of(single), reference=MeanMax.of(reference),
+        over_constants={name: MeanMax.of(r) for name, r in over.items()},
+        intervals=paired_intervals(safe, {"plain": plain, "single_pair": single}, groups=labels),
+        spread=Spread(float(overall.min()), float(overall.max())),
+        per_workload=safe)

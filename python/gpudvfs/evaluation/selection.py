@@ -1,5 +1,6 @@
-"""Validation of frequency selection on measured time and power at every configuration
-(`gtx980_time_power_dev.csv`): profile each application at the reference pair, predict its
+"""Validation of frequency selection on measured time and power at every configuration.
+
+On `gtx980_time_power_dev.csv`: profile each application at the reference pair, predict its
 time (time model, calibrated on its reference time) and power (power model fitted on the
 *other* applications: leave-one-application-out, since no microbenchmark set exists for
 this board) at every pair, choose, and score the choice by the measured energy.
@@ -7,32 +8,205 @@ this board) at every pair, choose, and score the choice by the measured energy.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from gpudvfs.catalog import DeviceSpec
 from gpudvfs.data.datasets import MeasurementGrid
-from gpudvfs.evaluation.regret import mean_max, near_ties_by_tolerance, regret_table, single_pair, single_pair_indices
-from gpudvfs.evaluation.safe import safe_report
+from gpudvfs.evaluation.regret import (
+    MeanMax,
+    NearTies,
+    SinglePair,
+    near_ties_by_tolerance,
+    regret_table,
+    single_pair,
+    single_pair_indices,
+)
+from gpudvfs.evaluation.safe import SafeReport, safe_report
+from gpudvfs.policy.choose import fit_power_model
 from gpudvfs.policy.policies import highest_index, select
 from gpudvfs.power.model import PowerModel
+from gpudvfs.records import Record
 from gpudvfs.stats import paired_intervals
 from gpudvfs.time.device import TimeDevice
 
 
+@dataclass(frozen=True)
+class DeadlineRegret(Record):
+    """The deadline policy's regret (``slowdown`` relative to the highest clocks) and the deadlines it met."""
+
+    slowdown: float
+    mean: float
+    max: float
+    deadline_met: int
+    apps: int
+
+
+@dataclass(frozen=True)
+class SelectionBaselines(Record):
+    """The regret of fixed choices: the highest clocks, the reference pair and one pair for all."""
+
+    highest_clocks: MeanMax
+    reference: MeanMax
+    single_pair: SinglePair
+
+
+@dataclass(frozen=True)
+class Attribution(Record):
+    """The minimum-energy regret with measured time, or measured power, in place of the prediction.
+
+    How much of the regret each model leaves.
+    """
+
+    measured_time: MeanMax
+    measured_power: MeanMax
+
+
+@dataclass(frozen=True)
+class Uncertainty(Record):
+    """Each predicted energy's error (from the other applications' residuals) and choices that use it.
+
+    Attributes
+    ----------
+    energy_error_mean : float
+        The mean relative error of a predicted energy.
+    within_error : float
+        The share of measured energies within their prediction's error.
+    worst_case, expected, near_ties_to_highest : MeanMax
+        The regret when the choice minimizes the worst case within the error, its
+        expectation, or takes the pair nearest the highest clocks within the chosen one's
+        error band.
+    """
+
+    energy_error_mean: float
+    within_error: float
+    worst_case: MeanMax
+    expected: MeanMax
+    near_ties_to_highest: MeanMax
+
+
+@dataclass(frozen=True)
+class SelectionIntervals(Record):
+    """95% bootstrap intervals over the applications of each policy's mean regret and its paired differences.
+
+    Each is `gpudvfs.stats.paired_intervals`' result: for minimum energy, from the highest
+    clocks and one pair for all (chosen without the application); for the deadline, from the
+    highest clocks.
+    """
+
+    minimum_energy: dict
+    deadline: dict
+
+
+@dataclass(frozen=True)
+class AppChoice(Record):
+    """One application's chosen and best pairs and regrets under both policies."""
+
+    chosen: tuple[float, ...]
+    best: tuple[float, ...]
+    regret: float
+    deadline_choice: tuple[float, ...]
+    deadline_regret: float
+
+
+@dataclass(frozen=True)
+class SelectionReport(Record):
+    """Frequency selection scored on measured energy (:func:`evaluate_selection`).
+
+    Attributes
+    ----------
+    regret_mean, regret_max : float
+        The minimum-energy policy's regret.
+    deadline : DeadlineRegret
+        The deadline policy's.
+    baselines : SelectionBaselines
+        Fixed choices'.
+    attribution : Attribution
+        With measured time or power in place of the prediction.
+    uncertainty : Uncertainty
+        Choices that use each energy's error.
+    near_ties : NearTies
+        The pair nearest the highest clocks within a tolerance of the predicted minimum.
+    safe : SafeReport
+        The minimum-energy choice kept only where its predicted saving exceeds the spread.
+    intervals : SelectionIntervals
+        95% bootstrap intervals.
+    time_mape, power_mape : float
+        The predictions' errors (%).
+    per_app : dict
+        Application -> its `AppChoice`.
+    """
+
+    regret_mean: float
+    regret_max: float
+    deadline: DeadlineRegret
+    baselines: SelectionBaselines
+    attribution: Attribution
+    uncertainty: Uncertainty
+    near_ties: NearTies
+    safe: SafeReport
+    intervals: SelectionIntervals
+    time_mape: float
+    power_mape: float
+    per_app: dict[str, AppChoice]
+
+
 def energy_errors(grid: MeasurementGrid, reference: tuple[float, float], *, time_device: TimeDevice,
                   spec: DeviceSpec, clip: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """(configs [K x 2], relative error of a predicted energy at each [K]): the root mean
-    square over the grid's applications of the log errors of their calibrated time and of
-    their power from a model fitted without them. The error bar `select choose` reports."""
+    """The relative error of a predicted energy at each pair: the error bar `select choose` reports.
+
+    It is the root mean square over the grid's applications of the log errors of their
+    calibrated time and of their power from a model fitted without them.
+
+    Parameters
+    ----------
+    grid : MeasurementGrid
+        A grid with nvprof counters, power and both clocks.
+    reference : tuple of float
+        The (core, memory) pair whose counters profile each application.
+    time_device : TimeDevice
+        The time model's device.
+    spec : DeviceSpec
+        The catalog entry whose peak rates give the utilizations.
+    clip : bool
+        Clip utilizations outside [0, 1] into it, with a warning.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        The pairs [K x 2] and the error at each [K].
+    """
     tab = regret_table(grid, reference, time_device, spec, clip)
     return tab.configs, tab.pair_error(tab.calibrated_time(time_device))
 
 
-def with_energy_error(model: PowerModel, grid: MeasurementGrid, reference: tuple[float, float],
-                      device: TimeDevice, spec: DeviceSpec, clip: bool = False) -> PowerModel:
-    """``model`` (fitted by `gpudvfs.policy.choose.fit_power_model` on ``grid``) with its
-    ``energy_error_`` set: per configuration, the error of a predicted energy with the
-    workload held out (:func:`energy_errors`)."""
+def fit_power_model_with_error(grid: MeasurementGrid, reference: tuple[float, float], device: TimeDevice,
+                               spec: DeviceSpec, clip: bool = False) -> PowerModel:
+    """The power model `select choose` applies, with the error of a predicted energy at each configuration.
+
+    The model is `gpudvfs.policy.choose.fit_power_model`'s; its ``energy_error_`` is that of a
+    workload held out (:func:`energy_errors`): one more power fit per workload.
+
+    Parameters
+    ----------
+    grid : MeasurementGrid
+        A grid with nvprof counters, power and both clocks.
+    reference : tuple of float
+        The (core, memory) pair whose counters profile each workload.
+    device : TimeDevice
+        The time model's device.
+    spec : DeviceSpec
+        The GPU's catalog entry (its peak rates).
+    clip : bool
+        Clip utilizations outside [0, 1] into it, with a warning.
+
+    Returns
+    -------
+    PowerModel
+        The fitted model, its ``energy_error_`` set.
+    """
+    model = fit_power_model(grid, reference, device, spec, clip)
     pairs, error = energy_errors(grid, reference, time_device=device, spec=spec, clip=clip)
     at = {pair: i for i, pair in enumerate(map(tuple, pairs.tolist()))}
     model.energy_error_ = error[[at[pair] for pair in map(tuple, model.configs_.tolist())]]
@@ -40,11 +214,12 @@ def with_energy_error(model: PowerModel, grid: MeasurementGrid, reference: tuple
 
 
 def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *, time_device: TimeDevice,
-                       spec: DeviceSpec, slowdown: float = 0.1, clip: bool = False) -> dict:
-    """Energy regret (measured energy of the chosen pair over the measured minimum, minus 1)
-    per application of the minimum-energy and the deadline policy (slowdown relative to the
-    highest clocks), and of the baselines: the highest clocks, the reference pair and one
-    pair for all (:func:`single_pair`). ``attribution`` is the
+                       spec: DeviceSpec, slowdown: float = 0.1, clip: bool = False) -> SelectionReport:
+    """Energy regret per application of the minimum-energy and the deadline policy, and of the baselines.
+
+    The regret is the measured energy of the chosen pair over the measured minimum, minus 1;
+    the deadline's slowdown is relative to the highest clocks; the baselines are the highest
+    clocks, the reference pair and one pair for all (:func:`single_pair`). ``attribution`` is the
     minimum-energy regret with measured time (or power) in place of the prediction: how
     much of the regret each model leaves. ``uncertainty``: each energy's error (from the
     other applications' residuals), the share of measured energies within it, and the regret
@@ -55,7 +230,28 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
     ``intervals``: 95% bootstrap intervals over the applications of both policies' mean
     regret and of its paired difference from the highest clocks and, for minimum energy,
     from one pair for all (chosen without the application). ``safe``: the minimum-energy choice
-    kept only where its predicted saving exceeds the spread (`gpudvfs.evaluation.safe.safe_report`)."""
+    kept only where its predicted saving exceeds the spread (`gpudvfs.evaluation.safe.safe_report`).
+
+    Parameters
+    ----------
+    grid : MeasurementGrid
+        A grid with nvprof counters, power and both clocks.
+    reference : tuple of float
+        The (core, memory) pair whose counters profile each application.
+    time_device : TimeDevice
+        The time model's device.
+    spec : DeviceSpec
+        The catalog entry whose peak rates give the utilizations.
+    slowdown : float
+        The deadline policy's allowed slowdown.
+    clip : bool
+        Clip utilizations outside [0, 1] into it, with a warning.
+
+    Returns
+    -------
+    SelectionReport
+        The regrets.
+    """
     tab = regret_table(grid, reference, time_device, spec, clip)
     names, configs, t = tab.names, tab.configs, tab.time_ms
     e = tab.energy
@@ -69,35 +265,30 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
     highest = tab.regret(np.full(len(names), hi))
     one_pair = tab.regret(single_pair_indices(tab.regret_at_every_pair)[1])
     err = tab.energy_error(t_pred)
-    return {
-        "regret_mean": float(chosen.mean()), "regret_max": float(chosen.max()),
-        "deadline": {"slowdown": slowdown, **mean_max(within),
-                     "deadline_met": int(met.sum()), "apps": len(names)},
-        "baselines": {
-            "highest_clocks": mean_max(highest),
-            "reference": mean_max(tab.regret(np.full(len(names), tab.index_of(reference)))),
-            "single_pair": single_pair(tab.regret_at_every_pair, configs),
-        },
+    return SelectionReport(
+        regret_mean=float(chosen.mean()), regret_max=float(chosen.max()),
+        deadline=DeadlineRegret(slowdown, float(within.mean()), float(within.max()), int(met.sum()), len(names)),
+        baselines=SelectionBaselines(
+            highest_clocks=MeanMax.of(highest),
+            reference=MeanMax.of(tab.regret(np.full(len(names), tab.index_of(reference)))),
+            single_pair=single_pair(tab.regret_at_every_pair, configs)),
         # Which model the regret comes from: choose with one of them replaced by the measurement.
-        "attribution": {"measured_time": mean_max(tab.regrets(t)),
-                        "measured_power": mean_max(tab.regrets(t_pred, tab.watts))},
-        "uncertainty": {"energy_error_mean": float(err.mean()),
-                        # How often a measured energy lies within its predicted one's error band.
-                        "within_error": float(np.mean(np.abs(np.log(t_pred * tab.watts_pred / e)) <= np.log1p(err))),
-                        "worst_case": mean_max(tab.regrets(t_pred, error=err, rule="worst")),
-                        "expected": mean_max(tab.regrets(t_pred, error=err, rule="expected")),
-                        "near_ties_to_highest": mean_max(tab.regrets(t_pred, error=err, near_ties=True,
-                                                                     default_index=hi))},
-        "near_ties": near_ties_by_tolerance(tab, t_pred, hi),
-        "safe": safe_report(tab.regret_at_every_pair, np.log(t_pred * tab.watts_pred), np.log(e), configs,
-                            tab.index_of(reference)),
-        "intervals": {"minimum_energy": paired_intervals(chosen, {"highest_clocks": highest, "single_pair": one_pair}),
-                      "deadline": paired_intervals(within, {"highest_clocks": highest})},
-        "time_mape": float(100 * np.mean(np.abs(t_pred - t) / t)),
-        "power_mape": float(100 * np.mean(np.abs(tab.watts_pred - tab.watts) / tab.watts)),
-        "per_app": {n: {"chosen": configs[energy.index[a]].tolist(), "best": configs[np.argmin(e[a])].tolist(),
-                        "regret": float(chosen[a]),
-                        "deadline_choice": configs[deadline.index[a]].tolist(),
-                        "deadline_regret": float(within[a])}
-                    for a, n in enumerate(names)},
-    }
+        attribution=Attribution(MeanMax.of(tab.regrets(t)), MeanMax.of(tab.regrets(t_pred, tab.watts))),
+        uncertainty=Uncertainty(
+            energy_error_mean=float(err.mean()),
+            # How often a measured energy lies within its predicted one's error band.
+            within_error=float(np.mean(np.abs(np.log(t_pred * tab.watts_pred / e)) <= np.log1p(err))),
+            worst_case=MeanMax.of(tab.regrets(t_pred, error=err, rule="worst")),
+            expected=MeanMax.of(tab.regrets(t_pred, error=err, rule="expected")),
+            near_ties_to_highest=MeanMax.of(tab.regrets(t_pred, error=err, near_ties=True, default_index=hi))),
+        near_ties=near_ties_by_tolerance(tab, t_pred, hi),
+        safe=safe_report(tab.regret_at_every_pair, np.log(t_pred * tab.watts_pred), np.log(e), configs,
+                         tab.index_of(reference)),
+        intervals=SelectionIntervals(
+            minimum_energy=paired_intervals(chosen, {"highest_clocks": highest, "single_pair": one_pair}),
+            deadline=paired_intervals(within, {"highest_clocks": highest})),
+        time_mape=float(100 * np.mean(np.abs(t_pred - t) / t)),
+        power_mape=float(100 * np.mean(np.abs(tab.watts_pred - tab.watts) / tab.watts)),
+        per_app={n: AppChoice(tuple(configs[energy.index[a]].tolist()), tuple(configs[np.argmin(e[a])].tolist()),
+                              float(chosen[a]), tuple(configs[deadline.index[a]].tolist()), float(within[a]))
+                 for a, n in enumerate(names)})

@@ -1,5 +1,4 @@
-"""Choosing the time model's settings by cross-validation over kernels, and the figures that
-hold on kernels nobody tuned them on.
+"""Choosing the time model's settings by cross-validation over kernels, and the figures that hold on unseen kernels.
 
 The protocol (docs/methodology.md): every structural choice, extension and
 hyper-parameter of the time model is a *candidate* (:data:`CANDIDATES`). A candidate is scored
@@ -22,27 +21,47 @@ scaled: how the figures move when a constant moves; the cluster-bootstrap interv
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
+from gpudvfs.catalog import DeviceSpec
 from gpudvfs.data.datasets import MeasurementGrid
 from gpudvfs.errors import InputError
 from gpudvfs.evaluation.nested import AGGREGATES, application_groups, nested_choice, protocol_choice, protocol_least
-from gpudvfs.evaluation.regret import mean_max, near_ties_by_tolerance, regret_table, single_pair_indices
+from gpudvfs.evaluation.regret import MeanMax, RegretTable, near_ties_by_tolerance, regret_table, single_pair_indices
+from gpudvfs.evaluation.time_candidates import (
+    CANDIDATES,
+    EXTENSIONS,
+    OVERLAP_PS,
+    Candidate,
+    KernelCase,
+    error_matrix,
+    kernel_cases,
+    two_term_errors,
+)
+from gpudvfs.evaluation.time_cv_report import (
+    ConstantVariant,
+    CriterionChosen,
+    ExtensionScore,
+    FileScore,
+    Hindsight,
+    KernelScore,
+    OtherFiles,
+    OverlapRegret,
+    RegretBaselines,
+    TimeCVRegret,
+    TimeCVReport,
+)
 from gpudvfs.evaluation.time_errors import core_share, two_term
 from gpudvfs.limits import is_finite_number
 from gpudvfs.policy.policies import highest_index
 from gpudvfs.stats import mape, paired_intervals
 from gpudvfs.time.device import TimeDevice
-from gpudvfs.time.from_grid import profiles_from_grid
 from gpudvfs.time.interval import interval_cv, log_distance
 from gpudvfs.time.model import TimeModel
-from gpudvfs.time.profile import KernelProfile
 
-#: Soft-max exponents tried (the overlap of the memory queue with SM work).
-OVERLAP_PS = (4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 12.0)
 #: Ridge strengths of the learned correction tried (on standardized features).
 CORRECTION_RIDGES = (0.1, 1.0, 10.0)
 #: Device constants `constant_sensitivity` scales: hardware figures from microbenchmarks and
@@ -55,91 +74,9 @@ CONSTANT_SCALES = (0.5, 0.75, 1.25, 1.5)
 HOLD_OUTS = ("application", "kernel")
 
 
-@dataclass(frozen=True)
-class Candidate:
-    """One setting of the time model: the soft-max exponent; whether a warp's chain waits the
-    device's dependent-instruction latency (the base device's ``inst_lat``); whether L2 hits
-    and DRAM misses queue in parallel or in series (Eq. 5b); whether FP64 instructions issue
-    and special-function ones at their pipe's rate (the base device's ``dp_inst_cycle`` and
-    ``sf_inst_cycle``) or like any other; and how a calibrated prediction meets the reference
-    time (``TimeModel(calibration=...)``)."""
-
-    overlap_p: float
-    dependent_latency: bool
-    parallel_queues: bool
-    pipe_rates: bool
-    calibration: str
-    overlapped_rounds: bool = False
-
-    @property
-    def label(self) -> str:
-        return ", ".join([f"p={self.overlap_p:g}", "dependent latency" if self.dependent_latency else "issue only",
-                          "parallel queues" if self.parallel_queues else "queues in series",
-                          "pipe rates" if self.pipe_rates else "one issue rate", self.calibration]
-                         + (["overlapped rounds"] if self.overlapped_rounds else []))
-
-    def model(self, base: TimeDevice) -> TimeModel:
-        dev = replace(base, overlap_p=self.overlap_p, inst_lat=base.inst_lat if self.dependent_latency else 0.0,
-                      parallel_queues=self.parallel_queues, overlapped_rounds=self.overlapped_rounds,
-                      dp_inst_cycle=base.dp_inst_cycle if self.pipe_rates else base.inst_cycle,
-                      sf_inst_cycle=base.sf_inst_cycle if self.pipe_rates else base.inst_cycle)
-        return TimeModel(dev, calibration=self.calibration)
-
-
-CANDIDATES = tuple(Candidate(p, lat, par, pipes, cal, rounds) for p in OVERLAP_PS for lat in (False, True)
-                   for par in (False, True) for pipes in (False, True) for cal in ("scale", "dram-check")
-                   for rounds in (False, True))
-#: The switches of a candidate, for the report of what each does under the protocol.
-EXTENSIONS = {"dependent latency": lambda c: c.dependent_latency, "parallel queues": lambda c: c.parallel_queues,
-              "pipe rates": lambda c: c.pipe_rates, "DRAM check": lambda c: c.calibration == "dram-check",
-              "overlapped rounds": lambda c: c.overlapped_rounds}
-
-
-@dataclass(frozen=True)
-class KernelCase:
-    """One kernel of a measured grid: its reference profile and its measured times."""
-
-    file: str
-    profile: KernelProfile
-    core_mhz: np.ndarray
-    mem_mhz: np.ndarray
-    time_ms: np.ndarray
-
-    @property
-    def name(self) -> str:
-        return self.profile.name
-
-
-def kernel_cases(grids: list[MeasurementGrid], reference: tuple[float, float], device: TimeDevice
-                 ) -> list[KernelCase]:
-    """Every kernel of every grid, profiled at the reference pair."""
-    cases = []
-    for g in grids:
-        work = g.workload
-        for p in profiles_from_grid(g, reference, device):
-            rows = work == p.name
-            cases.append(KernelCase(g.path, p, g.core_mhz[rows], g.mem_mhz[rows], g.time_ms[rows]))
-    return cases
-
-
 def _by_file(cases: list[KernelCase], grids: list[MeasurementGrid]) -> dict[str, np.ndarray]:
     """Per grid, the mask of its kernels among ``cases``."""
     return {g.path: np.array([k.file == g.path for k in cases]) for g in grids}
-
-
-def error_matrix(cases: list[KernelCase], candidates, device: TimeDevice) -> np.ndarray:
-    """Calibrated MAPE [candidates x kernels]."""
-    out = np.empty((len(candidates), len(cases)))
-    for i, cand in enumerate(candidates):
-        model = cand.model(device)
-        for j, k in enumerate(cases):
-            out[i, j] = mape(model.predict(k.profile, k.core_mhz, k.mem_mhz, calibrate=True), k.time_ms)
-    return out
-
-
-def two_term_errors(cases: list[KernelCase], device: TimeDevice, reference: tuple[float, float]) -> np.ndarray:
-    """MAPE of the two-term baseline (`gpudvfs.evaluation.time_errors.two_term`) per kernel."""
-    return np.array([mape(two_term(k.profile, device, reference, k.core_mhz, k.mem_mhz), k.time_ms) for k in cases])
 
 
 def _groups(names: list[str], hold_out: str) -> np.ndarray:
@@ -149,37 +86,120 @@ def _groups(names: list[str], hold_out: str) -> np.ndarray:
     return application_groups(names) if hold_out == "application" else np.arange(len(names))
 
 
-def _protocol(grids: list[MeasurementGrid], reference: tuple[float, float], device: TimeDevice, candidates,
-              hold_out: str):
-    """(kernel cases, their groups, errors [candidates x kernels], candidate chosen per held-out
-    kernel (its group held out, :func:`protocol_choice`), the aggregate that chose it, its
-    cross-validated MAPE per kernel)."""
+@dataclass(frozen=True, eq=False)
+class ProtocolRun:
+    """One run of the protocol over kernels (:func:`protocol_run`).
+
+    Attributes
+    ----------
+    cases : list of KernelCase
+        The kernels.
+    groups : numpy.ndarray
+        What is held out together, a label per kernel.
+    errors : numpy.ndarray
+        Calibrated MAPE [candidates x kernels].
+    chosen : numpy.ndarray
+        The candidate chosen for each kernel, its group held out (:func:`protocol_choice`).
+    aggregates : list of str
+        The aggregate that chose it.
+    cv : numpy.ndarray
+        Each kernel's cross-validated MAPE.
+    """
+
+    cases: list[KernelCase]
+    groups: np.ndarray
+    errors: np.ndarray
+    chosen: np.ndarray
+    aggregates: list[str]
+    cv: np.ndarray
+
+
+def protocol_run(grids: list[MeasurementGrid], reference: tuple[float, float], device: TimeDevice,
+                 candidates: Sequence[Candidate] = CANDIDATES, hold_out: str = "application") -> ProtocolRun:
+    """Every candidate scored on every kernel, and the candidate chosen for each kernel without its group.
+
+    Parameters
+    ----------
+    grids : list of MeasurementGrid
+        Grids of kernels with nvprof counters, their kernels pooled.
+    reference : tuple of float
+        The (core, memory) pair whose counters profile each kernel.
+    device : TimeDevice
+        The base device the candidates vary.
+    candidates : sequence of Candidate
+        The settings tried.
+    hold_out : str
+        One of `HOLD_OUTS`.
+
+    Returns
+    -------
+    ProtocolRun
+        The errors and choices.
+
+    Raises
+    ------
+    InputError
+        For an unknown ``hold_out``.
+    """
     cases = kernel_cases(grids, reference, device)
     groups = _groups([k.name for k in cases], hold_out)
     errors = error_matrix(cases, candidates, device)
     chosen, used = protocol_choice(errors, groups)
-    return cases, groups, errors, chosen, used, errors[chosen, np.arange(len(cases))]
+    return ProtocolRun(cases, groups, errors, chosen, used, errors[chosen, np.arange(len(cases))])
 
 
-def cross_validate(grids: list[MeasurementGrid], reference: tuple[float, float], device: TimeDevice,
-                   spec=None, candidates=CANDIDATES, hold_out: str = "application") -> dict:
-    """The protocol over ``grids`` (their kernels pooled). Per file: the cross-validated
-    calibrated MAPE, the in-sample one of the candidate chosen on all kernels, the two-term
-    baseline and how many kernels the model beats it on, and 95% cluster-bootstrap intervals
-    (over the held-out groups) of the first and of its paired differences from the last and
-    from the protocol with the mean as its only aggregate (``minus_mean``); the
-    chosen candidates; for grids with power, the energy regret of the minimum-energy choice,
-    cross-validated and in-sample, and how both move with the soft-max exponent (with
-    ``spec``, the catalog entry whose peak rates give the power model's utilizations).
-    ``hold_out="kernel"`` holds out each kernel alone, its application's other kernels left
-    in. ``aggregate_on_all`` and ``aggregate_per_kernel``: the aggregates the protocol chose
-    (:func:`protocol_choice`); ``over_aggregates``: the CV MAPE per file with each aggregate
-    alone, how the figures move with it."""
-    cases, groups, errors, chosen, used, cv = _protocol(grids, reference, device, candidates, hold_out)
+def cross_validate_time(grids: list[MeasurementGrid], reference: tuple[float, float], device: TimeDevice,
+                        spec: DeviceSpec | None = None, candidates: Sequence[Candidate] = CANDIDATES,
+                        hold_out: str = "application", sensitivity: bool = False,
+                        progress: Callable[[int, int, str], None] | None = None) -> TimeCVReport:
+    """The protocol over ``grids``, their kernels pooled: the time model's settings and the figures they give.
+
+    Per file: the cross-validated calibrated MAPE, the in-sample one of the candidate chosen
+    on all kernels, the two-term baseline and how many kernels the model beats it on, and 95%
+    cluster-bootstrap intervals (over the held-out groups) of the first and of its paired
+    differences from the last and from the protocol with the mean as its only aggregate
+    (``minus_mean``); the chosen candidates; for grids with power, the energy regret of the
+    minimum-energy choice, cross-validated and in-sample, and how both move with the soft-max
+    exponent. ``aggregate_on_all`` and ``aggregate_per_kernel``: the aggregates the protocol
+    chose (:func:`protocol_choice`); ``over_aggregates``: the CV MAPE per file with each
+    aggregate alone, how the figures move with it.
+
+    Parameters
+    ----------
+    grids : list of MeasurementGrid
+        Grids of kernels with nvprof counters.
+    reference : tuple of float
+        The (core, memory) pair whose counters profile each kernel.
+    device : TimeDevice
+        The base device the candidates vary.
+    spec : DeviceSpec, optional
+        The catalog entry whose peak rates give the power model's utilizations: with it, the
+        regret on the grids with power.
+    candidates : sequence of Candidate
+        The settings tried.
+    hold_out : str
+        ``"application"`` holds out an application's kernels in every file together;
+        ``"kernel"`` each kernel alone, its application's other kernels left in.
+    sensitivity : bool
+        Also re-run the protocol with each device constant scaled (:func:`constant_sensitivity`).
+    progress : callable, optional
+        ``progress(done, total, label)``, called after each variant of ``sensitivity``.
+
+    Returns
+    -------
+    TimeCVReport
+        The report.
+
+    Raises
+    ------
+    InputError
+        For an unknown ``hold_out``.
+    """
+    run = protocol_run(grids, reference, device, candidates, hold_out)
+    cases, groups, errors, chosen, cv = run.cases, run.groups, run.errors, run.chosen, run.cv
     best, best_aggregate = protocol_least(errors, groups)
     two = two_term_errors(cases, device, reference)
     by_file = _by_file(cases, grids)
-    files = {}
     # With several files, also each file's kernels under the candidate chosen on the other files
     # alone: a shift of kernel set (files may share applications: not an unseen-application figure).
     other_files = ({path: protocol_least(errors[:, ~mask], groups[~mask])[0] for path, mask in by_file.items()}
@@ -189,45 +209,45 @@ def cross_validate(grids: list[MeasurementGrid], reference: tuple[float, float],
     alone_cv = {a: errors[c, np.arange(len(cases))] for a, c in alone.items()}
     # The protocol as it was, the mean alone: a baseline of the aggregate's choice.
     mean_alone = alone_cv["mean"]
-    for path, mask in by_file.items():
-        files[path] = {"kernels": int(mask.sum()), "cv_mape": float(cv[mask].mean()),
-                         "in_sample_mape": float(errors[best, mask].mean()),
-                         "two_term_mape": float(two[mask].mean()),
-                         "cv_beats_two_term": int((cv[mask] < two[mask]).sum()),
-                         "intervals": paired_intervals(cv[mask], {"two_term": two[mask], "mean": mean_alone[mask]},
-                                                       groups[mask])}
-        if path in other_files:
-            b = other_files[path]
-            files[path]["other_files"] = {"chosen": candidates[b].label, "mape": float(errors[b, mask].mean()),
-                                          "beats_two_term": int((errors[b, mask] < two[mask]).sum())}
-    report = {
-        "reference_mhz": list(reference), "candidates": len(candidates), "kernels": len(cases), "hold_out": hold_out,
-        "applications": _shared_applications(cases, groups),
-        "extensions": _extensions(candidates, errors, by_file, groups),
-        "learned_correction": _learned_correction(cases, groups, candidates, chosen, device, reference, by_file),
-        "chosen_on_all": candidates[best].label,
-        "chosen_per_kernel": {label: int(n) for label, n in zip(
-            *np.unique([candidates[c].label for c in chosen], return_counts=True))},
-        "aggregate_on_all": best_aggregate,
-        "aggregate_per_kernel": {a: used.count(a) for a in AGGREGATES if a in used},
-        "over_aggregates": {a: {path: float(e[m].mean()) for path, m in by_file.items()}
-                            for a, e in alone_cv.items()},
-        "files": files,
-        "per_kernel": {k.name: {"file": k.file, "cv_mape": float(cv[j]), "in_sample_mape": float(errors[best, j]),
-                                "two_term_mape": float(two[j]), "chosen": candidates[chosen[j]].label}
-                       for j, k in enumerate(cases)},
-    }
-    report["interval"] = _interval(cases, groups, candidates, chosen, device, reference)
+
+    def other(path: str, mask: np.ndarray) -> OtherFiles | None:
+        if path not in other_files:
+            return None
+        b = other_files[path]
+        return OtherFiles(candidates[b].label, float(errors[b, mask].mean()), int((errors[b, mask] < two[mask]).sum()))
+
+    files = {path: FileScore(int(mask.sum()), float(cv[mask].mean()), float(errors[best, mask].mean()),
+                             float(two[mask].mean()), int((cv[mask] < two[mask]).sum()),
+                             paired_intervals(cv[mask], {"two_term": two[mask], "mean": mean_alone[mask]},
+                                              groups[mask]),
+                             other(path, mask))
+             for path, mask in by_file.items()}
     power_grids = [g for g in grids if g.watts is not None] if spec is not None else []
-    if power_grids:
-        report["selection"] = {g.path: _selection(g, reference, device, spec, cases, groups, errors, candidates,
-                                                  chosen, best, alone, other_files.get(g.path))
-                               for g in power_grids}
-    return report
+    return TimeCVReport(
+        reference_mhz=tuple(reference), candidates=len(candidates), kernels=len(cases), hold_out=hold_out,
+        applications=_shared_applications(cases, groups),
+        extensions=_extensions(candidates, errors, by_file, groups),
+        learned_correction=_learned_correction(cases, groups, candidates, chosen, device, reference, by_file),
+        chosen_on_all=candidates[best].label,
+        chosen_per_kernel={label: int(n) for label, n in zip(
+            *np.unique([candidates[c].label for c in chosen], return_counts=True))},
+        aggregate_on_all=best_aggregate,
+        aggregate_per_kernel={a: run.aggregates.count(a) for a in AGGREGATES if a in run.aggregates},
+        over_aggregates={a: {path: float(e[m].mean()) for path, m in by_file.items()} for a, e in alone_cv.items()},
+        files=files,
+        per_kernel={k.name: KernelScore(k.file, float(cv[j]), float(errors[best, j]), float(two[j]),
+                                        candidates[chosen[j]].label)
+                    for j, k in enumerate(cases)},
+        interval=_interval(cases, groups, candidates, chosen, device, reference),
+        selection={g.path: _selection(g, reference, device, spec, run, candidates, best, alone,
+                                      other_files.get(g.path))
+                   for g in power_grids} if spec is not None and power_grids else None,
+        over_device_constants=constant_sensitivity(grids, reference, device, spec, candidates=candidates,
+                                                   hold_out=hold_out, progress=progress) if sensitivity else None)
 
 
-def _interval(cases: list[KernelCase], groups: np.ndarray, candidates, chosen: np.ndarray, device: TimeDevice,
-              reference: tuple[float, float]) -> dict:
+def _interval(cases: list[KernelCase], groups: np.ndarray, candidates: Sequence[Candidate], chosen: np.ndarray,
+              device: TimeDevice, reference: tuple[float, float]) -> dict:
     """`gpudvfs.time.interval.interval_cv` on the cross-validated predictions' residuals."""
     residuals, distances = [], []
     for j, k in enumerate(cases):
@@ -243,8 +263,7 @@ def _labels(cases: list[KernelCase], groups: np.ndarray) -> dict[str, int]:
 
 
 def _shared_applications(cases: list[KernelCase], groups: np.ndarray) -> dict[str, list[str]]:
-    """The applications with more than one kernel among the cases, by their shortest name:
-    what the protocol holds out together."""
+    """The applications with more than one kernel among the cases, by their shortest name: held out together."""
     out = {}
     for g in np.unique(groups):
         names = [k.name for k, h in zip(cases, groups) if h == g]
@@ -253,23 +272,25 @@ def _shared_applications(cases: list[KernelCase], groups: np.ndarray) -> dict[st
     return out
 
 
-def _extensions(candidates, errors: np.ndarray, by_file: dict[str, np.ndarray], groups: np.ndarray) -> dict:
-    """What each extension does under the protocol: the cross-validated MAPE per file with the
-    candidates restricted to those with it, and to those without."""
-    out = {}
-    for name, on in EXTENSIONS.items():
-        out[name] = {}
-        for state in (True, False):
-            keep = np.array([on(c) == state for c in candidates])
-            sub = errors[keep]
-            cv = sub[protocol_choice(sub, groups)[0], np.arange(sub.shape[1])]
-            out[name]["with" if state else "without"] = {path: float(cv[m].mean()) for path, m in by_file.items()}
-    return out
+def _extensions(candidates: Sequence[Candidate], errors: np.ndarray, by_file: dict[str, np.ndarray],
+                groups: np.ndarray) -> dict[str, ExtensionScore]:
+    """What each extension does under the protocol: the CV MAPE per file with the candidates with it, and without."""
+
+    def restricted(on: Callable[[Candidate], bool], state: bool) -> dict[str, float]:
+        keep = np.array([on(c) == state for c in candidates])
+        sub = errors[keep]
+        cv = sub[protocol_choice(sub, groups)[0], np.arange(sub.shape[1])]
+        return {path: float(cv[m].mean()) for path, m in by_file.items()}
+
+    return {name: ExtensionScore(restricted(on, True), restricted(on, False)) for name, on in EXTENSIONS.items()}
 
 
 def _kernel_features(k: KernelCase, device: TimeDevice, reference: tuple[float, float]) -> np.ndarray:
-    """Counter ratios a correction may lean on: the core share of the two-term split, the
-    DRAM transfers' share of the reference time, the occupancy and the L2 hit rate."""
+    """Counter ratios a correction may lean on.
+
+    The core share of the two-term split, the DRAM transfers' share of the reference time,
+    the occupancy and the L2 hit rate.
+    """
     p = k.profile
     dram = device.dram_busy_ms(p.dram_transactions, reference[1])
     return np.array([core_share(p, device, reference), dram / p.reference_time_ms,
@@ -281,18 +302,21 @@ def _interactions(phi: np.ndarray, x: np.ndarray) -> np.ndarray:
     return np.einsum("ni,j->nij", phi, x).reshape(len(phi), -1)
 
 
-def _learned_correction(cases: list[KernelCase], groups: np.ndarray, candidates, chosen: np.ndarray,
-                        device: TimeDevice, reference: tuple[float, float], by_file: dict[str, np.ndarray]) -> dict:
-    """A hybrid of the model and the data: each prediction times exp(phi(f) . B x), where x
-    are a kernel's standardized counter ratios (and 1), phi(f) the log clock ratios to the
-    reference, and B a ridge fit of the other applications' log residuals. Scored like the
-    rest: for each kernel, B fitted without its application on the candidate chosen without
-    it. Returns the cross-validated MAPE per file for each ridge strength."""
+def _learned_correction(cases: list[KernelCase], groups: np.ndarray, candidates: Sequence[Candidate],
+                        chosen: np.ndarray, device: TimeDevice, reference: tuple[float, float],
+                        by_file: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
+    """A hybrid of the model and the data, scored like the rest: the CV MAPE per file for each ridge strength.
+
+    Each prediction times exp(phi(f) . B x), where x are a kernel's standardized counter
+    ratios (and 1), phi(f) the log clock ratios to the reference, and B a ridge fit of the
+    other applications' log residuals: for each kernel, B fitted without its application on
+    the candidate chosen without it.
+    """
     feats = np.array([_kernel_features(k, device, reference) for k in cases])
     # phi(f) per kernel; predictions per (candidate, kernel), made once across held-out kernels.
     designs = [np.column_stack([np.log(k.core_mhz / reference[0]), np.log(k.mem_mhz / reference[1])])
                for k in cases]
-    preds = {}
+    preds: dict[tuple[int, int], np.ndarray] = {}
     out = {}
     for lam in CORRECTION_RIDGES:
         cv = np.empty(len(cases))
@@ -318,11 +342,13 @@ def _learned_correction(cases: list[KernelCase], groups: np.ndarray, candidates,
     return out
 
 
-def _selection(grid: MeasurementGrid, reference, device, spec, cases, groups, errors, candidates, chosen, best,
-               alone: dict[str, np.ndarray], other_files: int | None = None) -> dict:
-    """Energy regret of the minimum-energy choice on a grid with power: each application's
-    time from the candidate chosen without it (cross-validated), on all kernels, or (index
-    ``other_files``) on the other files' kernels alone; with the candidate chosen by the
+def _selection(grid: MeasurementGrid, reference: tuple[float, float], device: TimeDevice, spec: DeviceSpec,
+               run: ProtocolRun, candidates: Sequence[Candidate], best: int, alone: dict[str, np.ndarray],
+               other_files: int | None = None) -> TimeCVRegret:
+    """Energy regret of the minimum-energy choice on a grid with power, each application's time from the protocol.
+
+    Each application's time from the candidate chosen without it (cross-validated), on all
+    kernels, or (index ``other_files``) on the other files' kernels alone; with the candidate chosen by the
     regret itself instead of the time error (the least mean regret over the other
     applications: ``chosen_by_regret``), and with that criterion or the time error itself
     chosen for each application on the others (``criterion_chosen``, :func:`_criterion_chosen`);
@@ -337,15 +363,18 @@ def _selection(grid: MeasurementGrid, reference, device, spec, cases, groups, er
     applications' groups, and of the highest clocks; ``intervals``: 95% cluster-bootstrap
     intervals (over the application groups) of the cross-validated mean (``mean``) and of its
     paired differences from the first two baselines and from the regret with the mean as the
-    protocol's only aggregate (``minus_mean``)."""
+    protocol's only aggregate (``minus_mean``).
+    """
+    cases, groups, errors, chosen = run.cases, run.groups, run.errors, run.chosen
     table = regret_table(grid, reference, device, spec, groups=_labels(cases, groups))
 
-    def regrets(model_of) -> np.ndarray:
-        return _regrets(table, grid.path, cases, model_of)
+    def regrets(candidate: Candidate) -> np.ndarray:
+        """Each application's regret with every kernel's time from ``candidate``."""
+        return _regrets(table, grid.path, cases, lambda j: candidate.model(device))
 
     # Every candidate's regret per application [candidates x applications]: the cross-validated,
     # in-sample and other-files figures are rows of it.
-    every = np.array([regrets(lambda j, c=c: c.model(device)) for c in candidates])
+    every = np.array([regrets(c) for c in candidates])
     apps = np.arange(every.shape[1])
     case_of = _case_index(cases, grid.path)
 
@@ -372,41 +401,41 @@ def _selection(grid: MeasurementGrid, reference, device, spec, cases, groups, er
                  "highest_clocks": at_pairs[:, hi]}
     sensitivity = {}
     for p in OVERLAP_PS:
-        cand = replace(candidates[best], overlap_p=p)
-        r = regrets(lambda j, cand=cand: cand.model(device))
-        sensitivity[f"{p:g}"] = {"regret_mean": float(r.mean()), "regret_max": float(r.max())}
-    out = {"cv_regret_mean": float(cv.mean()), "cv_regret_max": float(cv.max()),
-           "in_sample_regret_mean": float(in_sample.mean()), "in_sample_regret_max": float(in_sample.max()),
-           "chosen_by_regret": mean_max(by_regret),
-           "criterion_chosen": {**mean_max(by_criterion),
-                                "regret_chosen": int(regret_picked.sum())},
-           "near_ties": near_ties["cross_validated"],
-           "baselines": {k: mean_max(r) for k, r in baselines.items()},
-           "intervals": paired_intervals(cv, {**{k: baselines[k] for k in ("two_term", "single_pair")},
-                                              "mean": alone_regret["mean"]},
-                                         app_groups),
-           "per_app": {n: float(r) for n, r in zip(table.names, cv)},
-           "over_aggregates": {a: mean_max(r) for a, r in alone_regret.items()},
-           # What no choice among the candidates beats: each application's best in hindsight,
-           # and the best single candidate in hindsight.
-           "hindsight": {"per_application": mean_max(every.min(axis=0)),
-                         "one_candidate": mean_max(every[int(np.argmin(every.mean(axis=1)))])},
-           "over_overlap_p": sensitivity}
-    if other_files is not None:
-        r = every[other_files]
-        out["other_files_regret_mean"], out["other_files_regret_max"] = float(r.mean()), float(r.max())
-    return out
+        r = regrets(replace(candidates[best], overlap_p=p))
+        sensitivity[f"{p:g}"] = OverlapRegret(float(r.mean()), float(r.max()))
+    by_other_files = None if other_files is None else every[other_files]
+    return TimeCVRegret(
+        cv_regret_mean=float(cv.mean()), cv_regret_max=float(cv.max()),
+        in_sample_regret_mean=float(in_sample.mean()), in_sample_regret_max=float(in_sample.max()),
+        chosen_by_regret=MeanMax.of(by_regret),
+        criterion_chosen=CriterionChosen.of(by_criterion, regret_chosen=int(regret_picked.sum())),
+        near_ties=near_ties.cross_validated,
+        baselines=RegretBaselines(**{k: MeanMax.of(r) for k, r in baselines.items()}),
+        intervals=paired_intervals(cv, {**{k: baselines[k] for k in ("two_term", "single_pair")},
+                                        "mean": alone_regret["mean"]},
+                                   app_groups),
+        per_app={n: float(r) for n, r in zip(table.names, cv)},
+        over_aggregates={a: MeanMax.of(r) for a, r in alone_regret.items()},
+        # What no choice among the candidates beats: each application's best in hindsight,
+        # and the best single candidate in hindsight.
+        hindsight=Hindsight(MeanMax.of(every.min(axis=0)), MeanMax.of(every[int(np.argmin(every.mean(axis=1)))])),
+        over_overlap_p=sensitivity,
+        other_files_regret_mean=None if by_other_files is None else float(by_other_files.mean()),
+        other_files_regret_max=None if by_other_files is None else float(by_other_files.max()))
 
 
-def _criterion_chosen(errors: np.ndarray, groups: np.ndarray, every: np.ndarray, app_groups: np.ndarray):
-    """Per application (columns of ``every``, regret [candidates x applications]), its regret
-    when the criterion that chooses the time settings, the time error over the kernels
-    (``errors``, [candidates x kernels], aggregated as :func:`protocol_least` does) or the mean
-    regret over the applications, is itself chosen
-    on the other applications: the one whose settings, chosen without each other application
-    in turn, gave that application the lower mean regret (the time error on a tie). Returns
-    the regrets and where the regret criterion was picked."""
-    def chosen(criterion: str, left_out) -> int:
+def _criterion_chosen(errors: np.ndarray, groups: np.ndarray, every: np.ndarray, app_groups: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """Per application, its regret when the criterion that chooses the time settings is itself chosen on the others.
+
+    The applications are the columns of ``every`` (regret [candidates x applications]). The
+    criterion is the time error over the kernels (``errors``, [candidates x kernels],
+    aggregated as :func:`protocol_least` does) or the mean regret over the applications: the
+    one whose settings, chosen without each other application in turn, gave that application
+    the lower mean regret (the time error on a tie). Returns the regrets and where the regret
+    criterion was picked.
+    """
+    def chosen(criterion: str, left_out: list) -> int:
         if criterion == "time":
             keep = ~np.isin(groups, left_out)
             return protocol_least(errors[:, keep], groups[keep])[0]
@@ -421,9 +450,12 @@ def _criterion_chosen(errors: np.ndarray, groups: np.ndarray, every: np.ndarray,
     return out, picked
 
 
-def _times(table, path: str, cases: list[KernelCase], model_of: Callable[[int], TimeModel]) -> np.ndarray:
-    """Calibrated time of each application of ``table`` (of the grid at ``path``) at every pair
-    [applications x pairs], from ``model_of(j)``, j its index among ``cases``."""
+def _times(table: RegretTable, path: str, cases: list[KernelCase], model_of: Callable[[int], TimeModel]
+           ) -> np.ndarray:
+    """Calibrated time of each application of ``table`` (of the grid at ``path``) at every pair.
+
+    [applications x pairs], from ``model_of(j)``, j its index among ``cases``.
+    """
     index = _case_index(cases, path)
     return np.vstack([model_of(index[n]).predict(cases[index[n]].profile, table.configs[:, 0], table.configs[:, 1],
                                                  calibrate=True) for n in table.names])
@@ -434,21 +466,55 @@ def _case_index(cases: list[KernelCase], path: str) -> dict[str, int]:
     return {k.name: j for j, k in enumerate(cases) if k.file == path}
 
 
-def _regrets(table, path: str, cases: list[KernelCase], model_of: Callable[[int], TimeModel]) -> np.ndarray:
-    """Minimum-energy regret per application of ``table``, each application's time from
-    ``model_of`` (as :func:`_times`)."""
+def _regrets(table: RegretTable, path: str, cases: list[KernelCase], model_of: Callable[[int], TimeModel]
+             ) -> np.ndarray:
+    """Minimum-energy regret per application of ``table``, each one's time from ``model_of`` (as :func:`_times`)."""
     return table.regrets(_times(table, path, cases, model_of))
 
 
 def constant_sensitivity(grids: list[MeasurementGrid], reference: tuple[float, float], device: TimeDevice,
-                         spec=None, constants=DEVICE_CONSTANTS, scales=CONSTANT_SCALES, candidates=CANDIDATES,
+                         spec: DeviceSpec | None = None, constants: Sequence[str] = DEVICE_CONSTANTS,
+                         scales: Sequence[float] = CONSTANT_SCALES, candidates: Sequence[Candidate] = CANDIDATES,
                          hold_out: str = "application", progress: Callable[[int, int, str], None] | None = None
-                         ) -> dict:
-    """How the protocol's cross-validated figures move when one device constant moves: for
-    each constant and scale, the whole protocol re-run (every candidate, nested
-    leave-one-application-out) on ``device`` with that constant times the scale. Per variant, the
-    CV MAPE per file and, for grids with power (with ``spec``), the CV regret mean and max.
-    ``progress(done, total, label)`` is called after each variant."""
+                         ) -> dict[str, dict[str, ConstantVariant]]:
+    """How the protocol's cross-validated figures move when one device constant moves.
+
+    For each constant and scale, the whole protocol is re-run (every candidate, nested
+    leave-one-application-out) on ``device`` with that constant times the scale.
+
+    Parameters
+    ----------
+    grids : list of MeasurementGrid
+        Grids of kernels with nvprof counters.
+    reference : tuple of float
+        The (core, memory) pair whose counters profile each kernel.
+    device : TimeDevice
+        The base device.
+    spec : DeviceSpec, optional
+        The catalog entry whose peak rates give the power model's utilizations: with it, the
+        regret on the grids with power.
+    constants : sequence of str
+        Numeric `TimeDevice` fields to scale.
+    scales : sequence of float
+        The factors, each finite and positive.
+    candidates : sequence of Candidate
+        The settings tried.
+    hold_out : str
+        One of `HOLD_OUTS`.
+    progress : callable, optional
+        ``progress(done, total, label)``, called after each variant.
+
+    Returns
+    -------
+    dict
+        Constant -> scale (as ``f"{x:g}"``) -> its `ConstantVariant`: the CV MAPE per file and,
+        for grids with power, the CV regret's mean and max.
+
+    Raises
+    ------
+    InputError
+        For a constant that is not a numeric field of the device, or a scale not finite and positive.
+    """
     # The soft-max exponent is not a device constant here: every candidate sets its own.
     numeric = {f.name for f in fields(TimeDevice) if f.type in ("float", float)} - {"overlap_p"}
     unknown = [c for c in constants if c not in numeric]
@@ -456,23 +522,25 @@ def constant_sensitivity(grids: list[MeasurementGrid], reference: tuple[float, f
         raise InputError(f"constants must be numeric TimeDevice fields ({sorted(numeric)}), got {list(constants)}")
     if not scales or not all(is_finite_number(x) and x > 0 for x in scales):
         raise InputError(f"scales must be finite numbers > 0, got {list(scales)}")
-    tables = {}
+    tables: dict[str, RegretTable] = {}
     if spec is not None:
         cases = kernel_cases(grids, reference, device)
         labels = _labels(cases, _groups([k.name for k in cases], hold_out))
         tables = {g.path: regret_table(g, reference, device, spec, groups=labels) for g in grids if g.watts is not None}
-    out: dict = {}
+    out: dict[str, dict[str, ConstantVariant]] = {}
     total, done = len(constants) * len(scales), 0
     for name in constants:
         out[name] = {}
         for x in scales:
             dev = replace(device, **{name: getattr(device, name) * x})
-            cases, _, _, chosen, _, cv = _protocol(grids, reference, dev, candidates, hold_out)
-            row: dict = {"cv_mape": {path: float(cv[m].mean()) for path, m in _by_file(cases, grids).items()}}
-            for path, table in tables.items():
-                r = _regrets(table, path, cases, lambda j, dev=dev, chosen=chosen: candidates[chosen[j]].model(dev))
-                row.setdefault("cv_regret", {})[path] = mean_max(r)
-            out[name][f"{x:g}"] = row
+            run = protocol_run(grids, reference, dev, candidates, hold_out)
+
+            def model_of(j: int, dev: TimeDevice = dev, chosen: np.ndarray = run.chosen) -> TimeModel:
+                return candidates[chosen[j]].model(dev)
+
+            regret = {path: MeanMax.of(_regrets(table, path, run.cases, model_of)) for path, table in tables.items()}
+            out[name][f"{x:g}"] = ConstantVariant(
+                {path: float(run.cv[m].mean()) for path, m in _by_file(run.cases, grids).items()}, regret or None)
             done += 1
             if progress is not None:
                 progress(done, total, f"{name} x{x:g}")

@@ -4,7 +4,8 @@
 |------------|------------------------------------------------------------------------|
 | `policies` | `select` (energy, EDP, ED2P, deadline, power cap) and `pareto_front`    |
 | `choose`   | workloads profiled once with nvprof: utilizations, power model, choice |
-| `evaluate` | energy regret on measured grids, against baselines                     |
+
+Their energy regret on measured grids, against baselines, is `gpudvfs.evaluation`'s.
 """
 
 from gpudvfs.policy.policies import POLICIES, Selection, pareto_front, select

@@ -1,6 +1,8 @@
-"""Frequencies for workloads profiled once, from nvprof counters: utilizations and
-time-model profiles from each workload's reference row (`reference_inputs`), a power model
-fitted on a measured grid (`fit_power_model`), and the choice (`choose`).
+"""Frequencies for workloads profiled once, from nvprof counters.
+
+Utilizations and time-model profiles come from each workload's reference row
+(`reference_inputs`), a power model is fitted on a measured grid (`fit_power_model`), and
+`choose` chooses.
 
 Utilizations come from the nvprof counters of the reference run as achieved rate over the
 device's peak rates from the catalog (`DeviceSpec.peaks`: issue rates per SM, L2 and
@@ -14,6 +16,8 @@ voltages, not the 72 of `per-config`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
 from gpudvfs.catalog import DeviceSpec
@@ -25,14 +29,121 @@ from gpudvfs.errors import InputError
 from gpudvfs.policy.policies import highest_index, pareto_front, select
 from gpudvfs.power.grid import grid_power_dataset
 from gpudvfs.power.model import PowerModel
+from gpudvfs.records import NULLABLE, Record
 from gpudvfs.time.device import TimeDevice
 from gpudvfs.time.from_grid import profiles_from_grid
 from gpudvfs.time.model import TimeModel
+from gpudvfs.time.profile import KernelProfile
+
+
+@dataclass(frozen=True, eq=False)
+class ReferenceInputs:
+    """What a prediction needs of each workload, from the counters and time of its row at the reference pair.
+
+    Attributes
+    ----------
+    names : list of str
+        The workloads.
+    profiles : list of KernelProfile
+        Each one's time-model profile.
+    utilization : numpy.ndarray
+        Rate utilizations [W x C] (`gpudvfs.data.counters.COMPONENTS`).
+    """
+
+    names: list[str]
+    profiles: list[KernelProfile]
+    utilization: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class MeasuredTable:
+    """Every workload of a grid measured at every configuration, with its reference inputs.
+
+    Attributes
+    ----------
+    names : list of str
+        The workloads.
+    configs : numpy.ndarray
+        The configurations [K x 2] (core, memory MHz).
+    time_ms, watts : numpy.ndarray
+        Measured [W x K].
+    utilization : numpy.ndarray
+        Rate utilizations at the reference pair [W x C].
+    profiles : list of KernelProfile
+        Each workload's time-model profile at the reference pair.
+    """
+
+    names: list[str]
+    configs: np.ndarray
+    time_ms: np.ndarray
+    watts: np.ndarray
+    utilization: np.ndarray
+    profiles: list[KernelProfile]
+
+
+@dataclass(frozen=True)
+class WorkloadChoice(Record):
+    """One workload's chosen configuration, with its predicted time, power and energy.
+
+    Attributes
+    ----------
+    core_mhz, mem_mhz : float
+        The chosen configuration.
+    time_ms, watts, joules : float
+        Predicted there.
+    energy_error : float or None
+        The relative error of a predicted energy there (`PowerModel.energy_error_`; None where
+        the power model has none).
+    feasible : bool
+        Whether the configuration meets the policy's constraint.
+    pareto : tuple of tuple of float
+        The predicted Pareto front of (time, energy), by time.
+    """
+
+    core_mhz: float
+    mem_mhz: float
+    time_ms: float
+    watts: float
+    joules: float
+    energy_error: float | None = field(metadata=NULLABLE)
+    feasible: bool
+    pareto: tuple[tuple[float, ...], ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Choices(Record):
+    """A policy's choice for each workload over the power model's configurations [K x 2]."""
+
+    policy: str
+    configs: np.ndarray
+    workloads: dict[str, WorkloadChoice]
 
 
 def rate_utilizations(counters: dict[str, float], time_ms: float, core_mhz: float, mem_mhz: float,
-                      peaks) -> np.ndarray:
-    """Utilization per component: events / (time x clock x peak events per cycle)."""
+                      peaks: dict[str, tuple[tuple[str, ...], float, str]]) -> np.ndarray:
+    """Utilization per component: events / (time x clock x peak events per cycle).
+
+    Parameters
+    ----------
+    counters : dict
+        nvprof counter -> its value over the run.
+    time_ms : float
+        The run's time.
+    core_mhz, mem_mhz : float
+        The clocks it ran at.
+    peaks : dict
+        Per component: (its events, peak events per cycle, clock domain), `DeviceSpec.peaks`.
+
+    Returns
+    -------
+    numpy.ndarray
+        One utilization per component of ``peaks``.
+
+    Raises
+    ------
+    InputError
+        Where a counter a component needs is missing.
+    """
     out = []
     for comp, (events, peak, domain) in peaks.items():
         missing = [e for e in events if e not in counters]
@@ -44,10 +155,32 @@ def rate_utilizations(counters: dict[str, float], time_ms: float, core_mhz: floa
 
 
 def reference_utilizations(grid: MeasurementGrid, reference: tuple[float, float], spec: DeviceSpec,
-                            clip: bool = False) -> tuple[list[str], np.ndarray]:
-    """(workload names, utilizations [W x C]) from each workload's counters and time at the
-    reference pair. A utilization above 1 means a peak rate below what the GPU did: refused
-    unless ``clip``."""
+                           clip: bool = False) -> tuple[list[str], np.ndarray]:
+    """Each workload's utilizations from its counters and time at the reference pair.
+
+    A utilization above 1 means a peak rate below what the GPU did: refused unless ``clip``.
+
+    Parameters
+    ----------
+    grid : MeasurementGrid
+        A grid with nvprof counters.
+    reference : tuple of float
+        The (core, memory) pair in the grid's units.
+    spec : DeviceSpec
+        The catalog entry whose peak rates divide the achieved rates.
+    clip : bool
+        Clip utilizations outside [0, 1] into it, with a warning.
+
+    Returns
+    -------
+    tuple of (list of str, numpy.ndarray)
+        The workload names and their utilizations [W x C].
+
+    Raises
+    ------
+    InputError
+        Where a utilization lies outside [0, 1] and ``clip`` is False, or a counter is missing.
+    """
     peaks = spec.peaks(SPECS[grid.format].mem_clock_to_nvml if grid.format in SPECS else 1.0)
     names, ref = grid.reference_rows(reference)
     util = np.empty((len(names), len(COMPONENTS)))
@@ -61,36 +194,121 @@ def reference_utilizations(grid: MeasurementGrid, reference: tuple[float, float]
 
 
 def reference_inputs(grid: MeasurementGrid, reference: tuple[float, float], device: TimeDevice, spec: DeviceSpec,
-                     clip: bool = False):
-    """(workload names, time-model profiles, utilizations [W x C]) from the counters and
-    time of each workload's row at the reference pair: all a prediction needs."""
+                     clip: bool = False) -> ReferenceInputs:
+    """What a prediction needs of each workload, from the counters and time of its row at the reference pair.
+
+    Parameters
+    ----------
+    grid : MeasurementGrid
+        A grid with nvprof counters.
+    reference : tuple of float
+        The (core, memory) pair in the grid's units.
+    device : TimeDevice
+        The time model's device.
+    spec : DeviceSpec
+        The catalog entry whose peak rates give the utilizations.
+    clip : bool
+        Clip utilizations outside [0, 1] into it, with a warning.
+
+    Returns
+    -------
+    ReferenceInputs
+        Names, time-model profiles and utilizations.
+    """
     profiles = profiles_from_grid(grid, reference, device)
     names, util = reference_utilizations(grid, reference, spec, clip)
-    return names, profiles, util
+    return ReferenceInputs(names, profiles, util)
 
 
 def counter_power_dataset(grid: MeasurementGrid, reference: tuple[float, float], spec: DeviceSpec,
                           clip: bool = False) -> PowerDataset:
-    """Every row of a grid with profiler counters and power, with its workload's rate
-    utilizations at the reference pair: `gpudvfs power fit GRID --device D --reference`."""
+    """Every row of a grid with counters and power, with its workload's utilizations at the reference pair.
+
+    What `gpudvfs power fit GRID --device D --reference` fits.
+
+    Parameters
+    ----------
+    grid : MeasurementGrid
+        A grid with nvprof counters and power.
+    reference : tuple of float
+        The (core, memory) pair in the grid's units.
+    spec : DeviceSpec
+        The catalog entry whose peak rates give the utilizations.
+    clip : bool
+        Clip utilizations outside [0, 1] into it, with a warning.
+
+    Returns
+    -------
+    PowerDataset
+        The power model's training data.
+    """
     names, util = reference_utilizations(grid, reference, spec, clip)
     return grid_power_dataset(grid, reference, names, util, COMPONENTS, DOMAIN_SIZES)
 
 
 def measured_table(grid: MeasurementGrid, reference: tuple[float, float], device: TimeDevice, spec: DeviceSpec,
-                   clip: bool = False):
-    """(workload names, configs [K x 2], time_ms and watts [W x K], utilizations [W x C],
-    profiles) with every workload measured at every configuration."""
+                   clip: bool = False) -> MeasuredTable:
+    """Every workload measured at every configuration, with its reference inputs.
+
+    Parameters
+    ----------
+    grid : MeasurementGrid
+        A grid with nvprof counters, power and both clocks.
+    reference : tuple of float
+        The (core, memory) pair in the grid's units.
+    device : TimeDevice
+        The time model's device.
+    spec : DeviceSpec
+        The catalog entry whose peak rates give the utilizations.
+    clip : bool
+        Clip utilizations outside [0, 1] into it, with a warning.
+
+    Returns
+    -------
+    MeasuredTable
+        The table.
+
+    Raises
+    ------
+    InputError
+        Where the grid has no power or no memory clock.
+    """
     lacking = [what for what, v in (("power", grid.watts), ("memory clock", grid.mem_mhz)) if v is None]
     if lacking:
         raise InputError(f"{grid.path}: the grid has no {' and no '.join(lacking)} column; selection is validated "
                          "on measured time and power over core and memory clocks")
-    names, profiles, util = reference_inputs(grid, reference, device, spec, clip)
-    configs, (t, p) = grid.table(names, grid.time_ms, grid.watts)
-    return names, configs, t, p, util, profiles
+    inputs = reference_inputs(grid, reference, device, spec, clip)
+    configs, (t, p) = grid.table(inputs.names, grid.time_ms, grid.watts)
+    return MeasuredTable(inputs.names, configs, t, p, inputs.utilization, inputs.profiles)
 
 
-def training_dataset(util, configs, watts, reference, names) -> PowerDataset:
+def training_dataset(util: np.ndarray, configs: np.ndarray, watts: np.ndarray, reference: tuple[float, float],
+                     names: list[str]) -> PowerDataset:
+    """The power model's training data: each application measured at every configuration.
+
+    Parameters
+    ----------
+    util : numpy.ndarray
+        Each application's utilizations at the reference pair [A x C].
+    configs : numpy.ndarray
+        The configurations [K x 2].
+    watts : numpy.ndarray
+        Measured power [A x K].
+    reference : tuple of float
+        The pair the utilizations were taken at.
+    names : list of str
+        The applications.
+
+    Returns
+    -------
+    PowerDataset
+        One row per application and configuration.
+
+    Raises
+    ------
+    InputError
+        Without applications.
+    """
     n, k = watts.shape
     if n == 0:
         raise InputError("no training applications: a power model fitted without the application it scores needs a "
@@ -103,23 +321,79 @@ def training_dataset(util, configs, watts, reference, names) -> PowerDataset:
 
 def fit_power_model(grid: MeasurementGrid, reference: tuple[float, float], device: TimeDevice,
                     spec: DeviceSpec, clip: bool = False) -> PowerModel:
-    """A `per-domain` power model of every workload of a measured grid, on the utilizations
-    of its reference rows: the model `choose` applies to newly profiled workloads. A
-    component no workload of the grid uses gets weight 0, with a warning. Its
-    ``energy_error_`` is left unset: `gpudvfs.evaluation.selection.with_energy_error` sets it
-    (one more power fit per workload)."""
-    names, configs, _, p, util, _ = measured_table(grid, reference, device, spec, clip)
-    model = PowerModel("per-domain").fit(training_dataset(util, configs, p, reference, names), unused="zero")
+    """A `per-domain` power model of every workload of a measured grid: the model `choose` applies.
+
+    It is fitted on the utilizations of the grid's reference rows, for newly profiled
+    workloads. A component no workload of the grid uses gets weight 0, with a warning. Its
+    ``energy_error_`` is left unset: `gpudvfs.evaluation.selection.fit_power_model_with_error` sets it
+    (one more power fit per workload).
+
+    Parameters
+    ----------
+    grid : MeasurementGrid
+        A grid with nvprof counters, power and both clocks.
+    reference : tuple of float
+        The (core, memory) pair in the grid's units.
+    device : TimeDevice
+        The time model's device.
+    spec : DeviceSpec
+        The GPU's catalog entry (its peak rates; the model is marked as its).
+    clip : bool
+        Clip utilizations outside [0, 1] into it, with a warning.
+
+    Returns
+    -------
+    PowerModel
+        The fitted model.
+    """
+    m = measured_table(grid, reference, device, spec, clip)
+    model = PowerModel("per-domain").fit(training_dataset(m.utilization, m.configs, m.watts, reference, m.names),
+                                         unused="zero")
     model.device_ = spec.key
     return model
 
 
 def choose(grid: MeasurementGrid, reference: tuple[float, float], power_model: PowerModel, *,
            time_device: TimeDevice, spec: DeviceSpec, policy: str = "energy", slowdown: float = 0.1,
-           power_cap_w: float | None = None, eta: float = 0.5, clip: bool = False) -> dict:
-    """Frequencies for the workloads of ``grid``, each profiled at the reference pair only
-    (its other rows, if any, are not read), over the power model's configurations; under the
-    cost policy, time priced at the GPU's TDP."""
+           power_cap_w: float | None = None, eta: float = 0.5, clip: bool = False) -> Choices:
+    """Frequencies for the workloads of ``grid``, each profiled at the reference pair only.
+
+    Its other rows, if any, are not read; the choice ranges over the power model's
+    configurations. Under the cost policy, time is priced at the GPU's TDP.
+
+    Parameters
+    ----------
+    grid : MeasurementGrid
+        The workloads' nvprof profiles.
+    reference : tuple of float
+        The (core, memory) pair they were profiled at, the power model's.
+    power_model : PowerModel
+        A model on nvprof rate utilizations (`fit_power_model`).
+    time_device : TimeDevice
+        The time model's device.
+    spec : DeviceSpec
+        The GPU's catalog entry.
+    policy : str
+        One of `gpudvfs.policy.POLICIES`.
+    slowdown : float
+        The deadline policy's allowed slowdown over the highest configuration.
+    power_cap_w : float, optional
+        The power-cap policy's cap.
+    eta : float
+        The cost policy's weight of energy against time.
+    clip : bool
+        Clip utilizations outside [0, 1] into it, with a warning.
+
+    Returns
+    -------
+    Choices
+        The choice per workload.
+
+    Raises
+    ------
+    InputError
+        Where the power model's components, GPU or reference pair are not the workloads'.
+    """
     if power_model.components_ != COMPONENTS:
         raise InputError(f"the power model's components {list(power_model.components_)} are not the nvprof "
                          f"rate utilizations {list(COMPONENTS)}: fit it with `gpudvfs select fit-power`")
@@ -128,17 +402,16 @@ def choose(grid: MeasurementGrid, reference: tuple[float, float], power_model: P
         raise InputError(f"the power model's utilizations were taken at {power_model.reference_mhz_[0]:g}/"
                          f"{power_model.reference_mhz_[1]:g} MHz, the workloads' at {reference[0]:g}/{reference[1]:g}: "
                          "fit it on a grid profiled at the same reference (gpudvfs select fit-power --reference)")
-    names, profiles, util = reference_inputs(grid, reference, time_device, spec, clip)
+    inputs = reference_inputs(grid, reference, time_device, spec, clip)
     configs = power_model.configs_
-    t = TimeModel(time_device).predict(profiles, configs[:, 0], configs[:, 1], calibrate=True)
-    p = power_model.predict_grid(util, configs)
+    t = TimeModel(time_device).predict(inputs.profiles, configs[:, 0], configs[:, 1], calibrate=True)
+    p = power_model.predict_grid(inputs.utilization, configs)
     fastest = highest_index(configs)
     s = select(t, p, configs, policy, default_index=fastest, slowdown=slowdown, power_cap_w=power_cap_w, eta=eta,
                max_power_w=spec.tdp_w)
     err = power_model.energy_error_
-    return {"policy": policy, "configs": configs.tolist(), "workloads": {
-        n: {"core_mhz": float(s.core_mhz[a]), "mem_mhz": float(s.mem_mhz[a]), "time_ms": float(s.time_ms[a]),
-            "watts": float(s.watts[a]), "joules": float(s.joules[a]),
-            "energy_error": None if err is None else float(err[s.index[a]]), "feasible": bool(s.feasible[a]),
-            "pareto": [configs[k].tolist() for k in pareto_front(t[a], t[a] * p[a] / 1e3)]}
-        for a, n in enumerate(names)}}
+    return Choices(policy, configs, {
+        n: WorkloadChoice(float(s.core_mhz[a]), float(s.mem_mhz[a]), float(s.time_ms[a]), float(s.watts[a]),
+                          float(s.joules[a]), None if err is None else float(err[s.index[a]]), bool(s.feasible[a]),
+                          tuple(tuple(configs[k].tolist()) for k in pareto_front(t[a], t[a] * p[a] / 1e3)))
+        for a, n in enumerate(inputs.names)})

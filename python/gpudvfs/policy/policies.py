@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from gpudvfs.errors import InputError
 from gpudvfs.limits import clock_array
@@ -41,19 +42,33 @@ RULES = ("point", "worst", "expected")
 
 @dataclass(frozen=True)
 class Selection:
-    """Chosen configuration per workload, with its time, power and energy."""
+    """Chosen configuration per workload, with its time, power and energy.
+
+    Attributes
+    ----------
+    policy : str
+        The policy that chose.
+    index : numpy.ndarray
+        Per workload, the chosen configuration's index.
+    core_mhz, mem_mhz : numpy.ndarray
+        Per workload, the chosen clocks.
+    time_ms, watts, joules : numpy.ndarray
+        Per workload, its time, power and energy there.
+    feasible : numpy.ndarray
+        Per workload, whether any configuration met the policy's constraint (bool).
+    """
 
     policy: str
-    index: np.ndarray        # [n_workloads] into the configurations
+    index: np.ndarray
     core_mhz: np.ndarray
     mem_mhz: np.ndarray
     time_ms: np.ndarray
     watts: np.ndarray
     joules: np.ndarray
-    feasible: np.ndarray     # [n_workloads] bool
+    feasible: np.ndarray
 
 
-def _grid(name: str, x) -> np.ndarray:
+def _grid(name: str, x: ArrayLike) -> np.ndarray:
     a = np.asarray(x, dtype=np.float64)
     if a.ndim == 1:
         a = a[None, :]
@@ -64,16 +79,51 @@ def _grid(name: str, x) -> np.ndarray:
     return a
 
 
-def select(time_ms, watts, configs, policy: str = "energy", *, default_index: int | None = None,
-           slowdown: float = 0.1, power_cap_w: float | None = None, eta: float = 0.5,
-           max_power_w: float | None = None, error=None, rule: str = "point", near_ties: bool = False) -> Selection:
-    """Choose a configuration per workload. ``time_ms`` and ``watts`` are
-    [n_workloads x n_configs] (a 1-D row is one workload); ``configs`` is [n_configs x 2]
-    (core, memory MHz); ``default_index`` is the default configuration (for `deadline`, and
-    for ``near_ties``); ``eta`` and ``max_power_w`` price energy against time for `cost`
-    (Zeus's MAXPOWER: the highest power limit; None: each workload's highest power over the
-    configurations); ``error`` (broadcast to the same shape) is the relative error of each
-    predicted energy, used by ``rule="worst"`` or ``"expected"`` and ``near_ties``."""
+def select(time_ms: ArrayLike, watts: ArrayLike, configs: ArrayLike, policy: str = "energy", *,
+           default_index: int | None = None, slowdown: float = 0.1, power_cap_w: float | None = None,
+           eta: float = 0.5, max_power_w: float | None = None, error: ArrayLike | None = None, rule: str = "point",
+           near_ties: bool = False) -> Selection:
+    """Choose a configuration per workload (module notes).
+
+    Parameters
+    ----------
+    time_ms, watts : array_like
+        [n_workloads x n_configs] (a 1-D row is one workload).
+    configs : array_like
+        [n_configs x 2] (core, memory MHz).
+    policy : str
+        One of :data:`POLICIES`.
+    default_index : int, optional
+        The default configuration: `deadline`'s slowdown is relative to it, and ``near_ties``
+        moves toward it.
+    slowdown : float
+        `deadline`: at most this slower than at the default configuration.
+    power_cap_w : float, optional
+        `power-cap`: the cap.
+    eta : float
+        `cost`: the weight of energy against time.
+    max_power_w : float, optional
+        `cost`: the price of time, Zeus's MAXPOWER (the highest power limit; None: each
+        workload's highest power over the configurations).
+    error : array_like, optional
+        The relative error of each predicted energy (broadcast to the same shape), used by
+        ``rule="worst"`` or ``"expected"`` and ``near_ties``.
+    rule : str
+        One of :data:`RULES`.
+    near_ties : bool
+        Take the configuration nearest the default within the chosen one's error band.
+
+    Returns
+    -------
+    Selection
+        The choice per workload.
+
+    Raises
+    ------
+    InputError
+        For an unknown policy or rule, arrays of the wrong shape or not positive and finite,
+        or an option the policy or rule needs missing or out of range.
+    """
     if policy not in POLICIES:
         raise InputError(f"unknown policy {policy!r}; expected one of {POLICIES}")
     if rule not in RULES:
@@ -85,9 +135,8 @@ def select(time_ms, watts, configs, policy: str = "energy", *, default_index: in
     if cfg.shape != (t.shape[1], 2):
         raise InputError(f"configs must be [{t.shape[1]} x 2] (core, memory MHz), got {cfg.shape}")
     err = _error(error, t.shape, needed=rule != "point" or near_ties)
-    if (policy == "deadline" or near_ties) and (default_index is None or not 0 <= default_index < t.shape[1]):
-        raise InputError(f"the {'deadline policy' if policy == 'deadline' else 'near_ties rule'} needs "
-                         f"default_index in [0, {t.shape[1]}), got {default_index}")
+    if policy == "deadline" or near_ties:
+        default = _default(default_index, t.shape[1], "deadline policy" if policy == "deadline" else "near_ties rule")
     e = p * t / 1e3
     # The quantity each policy minimizes, and where it may choose.
     ok = np.ones(t.shape, dtype=bool)
@@ -107,7 +156,7 @@ def select(time_ms, watts, configs, policy: str = "energy", *, default_index: in
     if policy == "deadline":
         if not slowdown >= 0:
             raise InputError(f"slowdown must be >= 0, got {slowdown}")
-        ok = t <= t[:, [default_index]] * (1.0 + slowdown)
+        ok = t <= t[:, [default]] * (1.0 + slowdown)
     elif policy == "power-cap":
         if power_cap_w is None or not power_cap_w > 0:
             raise InputError(f"the power-cap policy needs power_cap_w > 0, got {power_cap_w}")
@@ -119,8 +168,8 @@ def select(time_ms, watts, configs, policy: str = "energy", *, default_index: in
     masked = np.where(ok, objective, np.inf)
     idx = np.argmin(masked, axis=1)
     if near_ties:
-        idx = _nearest_within_band(masked, idx, err, cfg, default_index)
-    feasible = ok.any(axis=1)
+        idx = _nearest_within_band(masked, idx, err, cfg, default)
+    feasible = np.any(ok, axis=1)
     # Nothing feasible: violate the constraint least (fastest for deadline, least power for the cap).
     fallback = np.argmin(t if policy == "deadline" else p, axis=1)
     idx = np.where(feasible, idx, fallback)
@@ -128,7 +177,13 @@ def select(time_ms, watts, configs, policy: str = "energy", *, default_index: in
     return Selection(policy, idx, cfg[idx, 0], cfg[idx, 1], t[rows, idx], p[rows, idx], e[rows, idx], feasible)
 
 
-def _error(error, shape: tuple[int, int], needed: bool) -> np.ndarray:
+def _default(default_index: int | None, n: int, what: str) -> int:
+    if default_index is None or not 0 <= default_index < n:
+        raise InputError(f"the {what} needs default_index in [0, {n}), got {default_index}")
+    return default_index
+
+
+def _error(error: ArrayLike | None, shape: tuple[int, int], needed: bool) -> np.ndarray:
     if error is None:
         if needed:
             raise InputError("rule='worst', rule='expected' and near_ties need error= (relative error of each "
@@ -145,8 +200,7 @@ def _error(error, shape: tuple[int, int], needed: bool) -> np.ndarray:
 
 def _nearest_within_band(objective: np.ndarray, idx: np.ndarray, err: np.ndarray, cfg: np.ndarray,
                          default_index: int) -> np.ndarray:
-    """Per workload, among configurations whose objective is within the chosen one's error
-    band, the one nearest the default configuration."""
+    """Per workload, among configurations within the chosen one's error band, the one nearest the default."""
     log = np.log(cfg)
     dist = np.linalg.norm(log - log[default_index], axis=1)
     rows = np.arange(len(idx))
@@ -155,13 +209,41 @@ def _nearest_within_band(objective: np.ndarray, idx: np.ndarray, err: np.ndarray
 
 
 def highest_index(configs: np.ndarray) -> int:
-    """Index of the highest pair of [K x 2] configurations: highest core clock, then memory
-    (a grid that lost its top corner to a failed run still has one)."""
+    """Index of the highest pair of the configurations: highest core clock, then memory.
+
+    A grid that lost its top corner to a failed run still has one.
+
+    Parameters
+    ----------
+    configs : numpy.ndarray
+        [K x 2] (core, memory MHz).
+
+    Returns
+    -------
+    int
+        The index.
+    """
     return int(np.lexsort((configs[:, 1], configs[:, 0]))[-1])
 
 
-def pareto_front(time_ms, joules) -> np.ndarray:
-    """Indices of the configurations no other beats in both time and energy, by time."""
+def pareto_front(time_ms: ArrayLike, joules: ArrayLike) -> np.ndarray:
+    """Indices of the configurations no other beats in both time and energy, by time.
+
+    Parameters
+    ----------
+    time_ms, joules : array_like
+        One workload's time and energy at each configuration [K].
+
+    Returns
+    -------
+    numpy.ndarray
+        The front's indices, by time.
+
+    Raises
+    ------
+    InputError
+        For vectors not of one length, empty, or not finite.
+    """
     t = np.asarray(time_ms, dtype=np.float64)
     e = np.asarray(joules, dtype=np.float64)
     if t.ndim != 1 or t.shape != e.shape or len(t) == 0:

@@ -1,5 +1,7 @@
-"""From what a user holds right after profiling (Nsight Compute or nvprof CSV) to time,
-power and energy over the device's clock grid, and the chosen pair, per kernel.
+"""From a profile (Nsight Compute or nvprof CSV) to time, power and energy over the GPU's clock pairs, and the choice.
+
+What a user holds right after profiling gives, per kernel, time, power and energy over the
+device's clock grid, and the chosen pair.
 
 The device comes from ``--device`` or from the profile (nvprof's device name, Nsight
 Compute's ``device__attribute_display_name`` or compute capability). Each launch's counters
@@ -17,7 +19,8 @@ import math
 import re
 import shlex
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -32,11 +35,12 @@ from gpudvfs.data.counters import (
     scheme_of,
     time_model_inputs,
 )
-from gpudvfs.data.profilers import CounterReport, normalize_unit
+from gpudvfs.data.profilers import CounterReport, KernelCounters, normalize_unit
 from gpudvfs.errors import InputError
 from gpudvfs.hardware.ncu import ncu_command, nvprof_command
-from gpudvfs.policy.policies import highest_index, select
+from gpudvfs.policy.policies import Selection, highest_index, select
 from gpudvfs.power.model import PowerModel
+from gpudvfs.records import NULLABLE, Record
 from gpudvfs.time.device import TimeDevice
 from gpudvfs.time.interval import UNCALIBRATED_LEVEL, time_interval
 from gpudvfs.time.model import TimeModel
@@ -51,17 +55,180 @@ LAUNCH_SCALE_MS = 0.005
 CLOCK_CONTROLS = ("base", "none")
 
 
+@dataclass(frozen=True)
+class LaunchInputs:
+    """What the models need of one kernel launch, from its counters.
+
+    Attributes
+    ----------
+    label : str
+        The kernel's name, numbered where it repeats (`launch_labels`).
+    scheme : str
+        The counter scheme the profile used (`gpudvfs.data.counters.scheme_of`).
+    inputs : dict
+        The time model's inputs, by name (None for an optional one the profile lacks).
+    utilization : dict
+        The power model's utilizations by component (`gpudvfs.data.counters.COMPONENTS`).
+    time_ms : float or None
+        The launch's measured duration, where the profile has it.
+    """
+
+    label: str
+    scheme: str
+    inputs: dict[str, float | None]
+    utilization: dict[str, float]
+    time_ms: float | None
+
+
+@dataclass(frozen=True)
+class ChosenPair(Record):
+    """The pair a policy chose, with the time and power predicted there; ``feasible``: whether it meets the policy."""
+
+    core_mhz: float
+    mem_mhz: float
+    time_ms: float
+    watts: float
+    feasible: bool
+
+
+@dataclass(frozen=True, eq=False)
+class Intervals(Record):
+    """90% intervals as log half-widths: a value x lies in [x e^-q, x e^q].
+
+    Attributes
+    ----------
+    time : numpy.ndarray
+        Time's at each pair, growing with its distance from the reference (`gpudvfs.time.interval`).
+    power : float or None
+        Power's (None where the power model has none).
+    energy : numpy.ndarray or None
+        Energy's at each pair: time's and power's together.
+    """
+
+    time: np.ndarray
+    power: float | None = field(metadata=NULLABLE)
+    energy: np.ndarray | None = field(metadata=NULLABLE)
+
+
+@dataclass(frozen=True, eq=False)
+class LaunchPrediction(Record):
+    """One launch at each pair: time (ms), power (W) and energy (J), and the pair the policy chooses for it."""
+
+    time_ms: np.ndarray
+    watts: np.ndarray
+    joules: np.ndarray
+    chosen: ChosenPair
+
+
+@dataclass(frozen=True, eq=False)
+class NamePrediction(Record):
+    """The launches of one kernel name together: how many, and their summed time and energy at each pair."""
+
+    launches: int
+    time_ms: np.ndarray
+    joules: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class ApplicationPrediction(Record):
+    """All launches together at each pair: summed time and energy, mean power, and the one pair chosen for all.
+
+    A clock change costs milliseconds, far more than most launches last, so a governor sets
+    one pair per application or phase.
+    """
+
+    launches: int
+    time_ms: np.ndarray
+    joules: np.ndarray
+    watts: np.ndarray
+    chosen: ChosenPair
+
+
+@dataclass(frozen=True, eq=False)
+class PredictionDetail(Record):
+    """Everything :func:`predict_profile` predicts of a profile: what `gpudvfs predict --json` prints.
+
+    Attributes
+    ----------
+    device : str
+        The catalog GPU.
+    reference_mhz : tuple of float
+        The (core, memory) clocks the profile was taken at (the median over launches).
+    reference_from : str
+        Where they come from.
+    configs : numpy.ndarray
+        The clock pairs [K x 2] (core, memory MHz): the power model's.
+    calibrated_on_measured_time : bool
+        Whether the time is calibrated on each launch's measured duration.
+    power_source : str
+        ``prior``, ``observed`` or ``fitted`` (`PowerModel.source_`).
+    intervals : Intervals
+        The 90% intervals.
+    rests_on : str
+        One line: what the time and the power rest on.
+    kernels : dict
+        Launch label -> its `LaunchPrediction`.
+    under_launch_scale : tuple of str or None
+        Uncalibrated, the launches predicted under `LAUNCH_SCALE_MS`: lower bounds (None
+        when calibrated).
+    policy : str
+        The policy that chose.
+    by_name : dict
+        Kernel name -> its launches together (`NamePrediction`).
+    application : ApplicationPrediction
+        All launches together.
+    """
+
+    device: str
+    reference_mhz: tuple[float, ...]
+    reference_from: str
+    configs: np.ndarray
+    calibrated_on_measured_time: bool
+    power_source: str
+    intervals: Intervals
+    rests_on: str
+    kernels: dict[str, LaunchPrediction]
+    under_launch_scale: tuple[str, ...] | None
+    policy: str
+    by_name: dict[str, NamePrediction]
+    application: ApplicationPrediction
+
+
 def profile_command(compute_capability: str, target: str | Sequence[str] = "./app", *, kernel_name: str | None = None,
                     launch_count: int | None = None, clock_control: str | None = None,
                     log_file: str | None = None) -> str:
-    """The profiler command that collects every counter `gpudvfs predict` reads on a GPU of this
-    compute capability: Nsight Compute from Volta on; nvprof before, since Nsight Compute's
-    Pascal metric set has no L2, shared-memory or FLOP counts and it does not profile Maxwell.
-    ``kernel_name`` and ``launch_count`` limit what Nsight Compute profiles (each launch is
-    replayed once per counter pass, so a long application profiled whole takes long);
-    ``clock_control`` is Nsight Compute's (:data:`CLOCK_CONTROLS`; ``base`` where not given).
-    ``target``: the command as one string (split as a shell would) or its words; ``log_file``: the
-    file the profiler writes its CSV to (default: its standard output)."""
+    """The profiler command that collects every counter `gpudvfs predict` reads on a GPU of this compute capability.
+
+    Nsight Compute from Volta on; nvprof before, since Nsight Compute's Pascal metric set has
+    no L2, shared-memory or FLOP counts and it does not profile Maxwell.
+
+    Parameters
+    ----------
+    compute_capability : str
+        The GPU's, e.g. ``"9.0"``.
+    target : str or sequence of str
+        The command to profile, as one string (split as a shell would) or its words.
+    kernel_name : str, optional
+        Profile only kernels of this name (Nsight Compute).
+    launch_count : int, optional
+        Profile at most this many launches (Nsight Compute: each launch is replayed once per
+        counter pass, so a long application profiled whole takes long).
+    clock_control : str, optional
+        Nsight Compute's clock control (:data:`CLOCK_CONTROLS`; ``base`` where not given).
+    log_file : str, optional
+        The file the profiler writes its CSV to (default: its standard output).
+
+    Returns
+    -------
+    str
+        The command line.
+
+    Raises
+    ------
+    InputError
+        For an unreadable compute capability, an unknown clock control, or an option of
+        Nsight Compute before Volta.
+    """
     try:
         cc = float(compute_capability)
     except ValueError:
@@ -91,7 +258,18 @@ def profile_command(compute_capability: str, target: str | Sequence[str] = "./ap
 
 
 def recorded_device(report: CounterReport) -> tuple[str | None, str | None]:
-    """(the GPU name, the compute capability) the profile records, each None where it has none."""
+    """The GPU name and compute capability the profile records.
+
+    Parameters
+    ----------
+    report : CounterReport
+        Nsight Compute or nvprof output.
+
+    Returns
+    -------
+    tuple of (str or None, str or None)
+        The name and the compute capability, each None where the profile has none.
+    """
     name = cc = None
     for k in report.kernels:
         label = k.text.get("device__attribute_display_name") or k.info.get("Device", "")
@@ -104,9 +282,28 @@ def recorded_device(report: CounterReport) -> tuple[str | None, str | None]:
 
 
 def device_of(report: CounterReport, name: str | None) -> DeviceSpec:
-    """The catalog entry of ``name``, else of the device the profile names. A profile taken on
-    another GPU than ``name`` (by its recorded name or compute capability) is refused: its
-    counters and time belong to the GPU that ran it."""
+    """The catalog entry of ``name``, else of the device the profile names.
+
+    A profile taken on another GPU than ``name`` (by its recorded name or compute capability)
+    is refused: its counters and time belong to the GPU that ran it.
+
+    Parameters
+    ----------
+    report : CounterReport
+        Nsight Compute or nvprof output.
+    name : str or None
+        --device.
+
+    Returns
+    -------
+    DeviceSpec
+        The catalog entry.
+
+    Raises
+    ------
+    InputError
+        For a profile of another GPU than ``name``, or one that does not say its GPU without ``name``.
+    """
     recorded, cc = recorded_device(report)
     if name:
         spec = lookup(name)
@@ -132,12 +329,34 @@ def device_of(report: CounterReport, name: str | None) -> DeviceSpec:
     raise InputError(f"{report.path}: the profile does not name its GPU; give --device NAME")
 
 
-def kernel_inputs(report: CounterReport, with_power: bool = True, clip: bool = False):
-    """Per kernel launch (label, scheme, time inputs, utilizations or None, measured time ms);
-    every missing counter of every kernel gathered into one error with the command that
+def kernel_inputs(report: CounterReport, clip: bool = False) -> list[LaunchInputs]:
+    """What the models need of each kernel launch, from its counters.
+
+    Every missing counter of every kernel is gathered into one error with the command that
     collects them, and counters the profile's tool cannot give at all (Nsight Compute on
-    Pascal) an error naming the tool that can. A kernel launched more than once keeps each
-    launch, numbered (`launch_labels`)."""
+    Pascal) into an error naming the tool that can. A kernel launched more than once keeps
+    each launch, numbered (`launch_labels`).
+
+    Parameters
+    ----------
+    report : CounterReport
+        Nsight Compute or nvprof output.
+    clip : bool
+        Clip utilizations outside [0, 1] into it, with a warning.
+
+    Returns
+    -------
+    list of LaunchInputs
+        One per launch, in the profile's order.
+
+    Raises
+    ------
+    InputError
+        For a report without kernels, a counter that is not a number or a duration not in a
+        unit of time.
+    MissingCountersError
+        For counters the kernels lack (an `InputError`), with the command that collects them.
+    """
     if not isinstance(report, CounterReport) or not report.kernels:
         raise InputError("predict needs Nsight Compute or nvprof output with at least one kernel")
     out, missing, lacking = [], {}, {}
@@ -145,7 +364,7 @@ def kernel_inputs(report: CounterReport, with_power: bool = True, clip: bool = F
         scheme = scheme_of(k)
         try:
             inputs = time_model_inputs(k)
-            util = power_utilizations(k, clip=clip) if with_power else None
+            util = power_utilizations(k, clip=clip)
         except MissingCountersError as e:
             needed = [n for need in e.missing.values() for n in need]
             printed = [n for n in needed if n in k.text]  # there, but not a number
@@ -155,7 +374,8 @@ def kernel_inputs(report: CounterReport, with_power: bool = True, clip: bool = F
             missing.update(dict.fromkeys(needed))
             continue
         # Inputs the tool has no counter for come back None without raising.
-        gaps = [t for t in TIME_INPUTS if inputs[t] is None] + [c for c in COMPONENTS if util and util[c] is None]
+        present = {c: u for c in COMPONENTS if (u := util[c]) is not None}
+        gaps = [t for t in TIME_INPUTS if inputs[t] is None] + [c for c in COMPONENTS if c not in present]
         if gaps:
             lacking.update(dict.fromkeys(gaps))
             continue
@@ -164,7 +384,7 @@ def kernel_inputs(report: CounterReport, with_power: bool = True, clip: bool = F
         if ms is not None and base != "ns":
             raise InputError(f"{report.path}, line {k.line}: kernel {k.name!r}: gpu__time_duration.sum is in "
                              f"{k.units['gpu__time_duration.sum']!r}, not a unit of time")
-        out.append((label, scheme, inputs, util, None if ms is None else ms * factor * 1e-6))
+        out.append(LaunchInputs(label, scheme, inputs, present, None if ms is None else ms * factor * 1e-6))
     if missing or lacking:
         cc = _compute_capability(report)
         command = profile_command(cc)
@@ -181,9 +401,21 @@ def kernel_inputs(report: CounterReport, with_power: bool = True, clip: bool = F
     return out
 
 
-def launch_labels(kernels) -> list[str]:
-    """Each kernel's name, numbered ``name #2`` ... where a name repeats (a kernel launched again,
-    perhaps on other input), so that no launch's prediction hides another's."""
+def launch_labels(kernels: Sequence[KernelCounters]) -> list[str]:
+    """Each kernel's name, numbered ``name #2`` ... where a name repeats.
+
+    A kernel launched again, perhaps on other input: no launch's prediction hides another's.
+
+    Parameters
+    ----------
+    kernels : sequence of KernelCounters
+        The profile's launches.
+
+    Returns
+    -------
+    list of str
+        One label per launch.
+    """
     total = Counter(k.name for k in kernels)
     seen: Counter[str] = Counter()
     labels = []
@@ -194,8 +426,10 @@ def launch_labels(kernels) -> list[str]:
 
 
 def _compute_capability(report: CounterReport) -> str:
-    """The compute capability the profile records, else that of the GPU it names, else the
-    oldest its tool profiles with what predict needs (nvprof: Pascal; Nsight Compute: Volta)."""
+    """The compute capability the profile records, else its GPU's, else the oldest its tool serves predict on.
+
+    The oldest: nvprof's Pascal, Nsight Compute's Volta.
+    """
     for k in report.kernels:
         cc = recorded_compute_capability(k)
         if cc is not None:
@@ -208,16 +442,52 @@ def _compute_capability(report: CounterReport) -> str:
 
 def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: PowerModel | None = None,
                     reference: tuple[float, float] | None = None, policy: str = "energy",
-                    slowdown: float = 0.1, eta: float = 0.5, clip: bool = False, kernels: list | None = None,
-                    calibrate: bool = True) -> dict:
-    """Time, power, energy and the chosen pair per kernel over the power model's clock pairs
-    (without a power model: the catalog prior of ``device``, `PowerModel.prior`), with the 90%
-    interval of each as a log half-width (``intervals``: a value x lies in [x e^-q, x e^q]; time's
-    and energy's per pair, growing with its distance from the reference, `gpudvfs.time.interval`) and
-    what the prediction rests on (``rests_on``). The time is calibrated on each launch's measured
-    duration where every launch has one, unless ``calibrate`` is False. Under the cost policy,
-    energy weighs ``eta`` against time priced at the GPU's TDP (Zeus's MAXPOWER). ``kernels``: what
-    :func:`kernel_inputs` returned for ``report``, where the caller has it already."""
+                    slowdown: float = 0.1, eta: float = 0.5, clip: bool = False,
+                    kernels: list[LaunchInputs] | None = None, calibrate: bool = True) -> PredictionDetail:
+    """Time, power, energy and the chosen pair per kernel over the power model's clock pairs, with their intervals.
+
+    Without a power model, the catalog prior of ``device`` (`PowerModel.prior`) serves. The
+    90% interval of each is a log half-width (a value x lies in [x e^-q, x e^q]; time's and
+    energy's per pair, growing with its distance from the reference, `gpudvfs.time.interval`),
+    beside what the prediction rests on (``rests_on``). The time is calibrated on each
+    launch's measured duration where every launch has one, unless ``calibrate`` is False.
+    Under the cost policy, energy weighs ``eta`` against time priced at the GPU's TDP (Zeus's
+    MAXPOWER).
+
+    Parameters
+    ----------
+    report : CounterReport
+        Nsight Compute or nvprof output.
+    device : DeviceSpec
+        The catalog GPU the profile was taken on.
+    power_model : PowerModel, optional
+        A model of this GPU on profiler utilizations.
+    reference : tuple of float, optional
+        The clocks the profile was taken at (default: `_references`).
+    policy : str
+        One of `gpudvfs.policy.POLICIES` but ``power-cap``.
+    slowdown : float
+        The deadline policy's allowed slowdown over the highest pair.
+    eta : float
+        The cost policy's weight of energy against time.
+    clip : bool
+        Clip utilizations outside [0, 1] into it, with a warning.
+    kernels : list of LaunchInputs, optional
+        What :func:`kernel_inputs` returned for ``report``, where the caller has it already.
+    calibrate : bool
+        Calibrate the time on the measured durations where every launch has one.
+
+    Returns
+    -------
+    PredictionDetail
+        The prediction.
+
+    Raises
+    ------
+    InputError
+        Where the power model is not on profiler utilizations or not of this GPU, or a
+        launch's clock cannot be the GPU's.
+    """
     if power_model is None:
         power_model = PowerModel.prior(device)
     if power_model.components_ != COMPONENTS:
@@ -228,38 +498,40 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
     if beyond:
         raise InputError(f"the power model's clock pairs are not {device.key}'s: {beyond[0]}")
     if kernels is None:
-        kernels = kernel_inputs(report, True, clip)
+        kernels = kernel_inputs(report, clip)
     refs, reference_from = _references(kernels, device, reference)
     tdev = TimeDevice.from_spec(device)
-    profiles = [KernelProfile.from_counters(n, {k: v for k, v in inp.items() if v is not None}, tool="nvprof",
-                                            device=tdev, reference_mhz=tuple(ref), reference_time_ms=ms)
-                for (n, _, inp, _, ms), ref in zip(kernels, refs)]
+    profiles = [KernelProfile.from_counters(k.label, {n: v for n, v in k.inputs.items() if v is not None},
+                                            tool="nvprof", device=tdev, reference_mhz=tuple(ref),
+                                            reference_time_ms=k.time_ms)
+                for k, ref in zip(kernels, refs)]
     configs = power_model.configs_
-    calibrated = calibrate and all(ms is not None for *_, ms in kernels)
+    calibrated = calibrate and all(k.time_ms is not None for k in kernels)
     t = TimeModel(tdev).predict(profiles, configs[:, 0], configs[:, 1], calibrate=calibrated)
-    reference = np.median(refs, axis=0)
-    q_time = time_interval(configs, reference, calibrated)
+    median = np.median(refs, axis=0)
+    q_time = time_interval(configs, median, calibrated)
     q_power = power_model.interval_
-    out = {"device": device.key, "reference_mhz": reference.tolist(), "reference_from": reference_from,
-           "configs": configs.tolist(), "calibrated_on_measured_time": calibrated,
-           "power_source": power_model.source_,
-           "intervals": {"time": q_time.tolist(), "power": q_power,
-                         "energy": None if q_power is None else (q_time + q_power).tolist()},
-           "rests_on": _rests_on(calibrated, power_model),
-           "kernels": {n: {"time_ms": t[i].tolist()} for i, (n, *_) in enumerate(kernels)}}
-    if not calibrated:
-        out["under_launch_scale"] = [n for i, (n, *_) in enumerate(kernels) if t[i].min() < LAUNCH_SCALE_MS]
-    names = [k.name for k in report.kernels]  # kernel_inputs keeps every launch, in order, or raises
-    util = np.array([[u[c] for c in COMPONENTS] for *_, u, _ in kernels])
+    util = np.array([[k.utilization[c] for c in COMPONENTS] for k in kernels])
     p = power_model.predict_grid(util, configs)
-    choice = {"policy": policy, "default_index": highest_index(configs), "slowdown": slowdown, "eta": eta,
-              "max_power_w": device.tdp_w}
-    s = select(t, p, configs, **choice)
-    for i, (n, *_) in enumerate(kernels):
-        out["kernels"][n] |= {"watts": p[i].tolist(), "joules": (t[i] * p[i] / 1e3).tolist(),
-                              "chosen": _chosen(s, i)}
-    out["policy"] = policy
-    return out | _application(names, t, p, configs, choice)
+
+    def choose(time_ms: np.ndarray, watts: np.ndarray) -> Selection:
+        return select(time_ms, watts, configs, policy, default_index=highest_index(configs), slowdown=slowdown,
+                      eta=eta, max_power_w=device.tdp_w)
+
+    s = choose(t, p)
+    names = [k.name for k in report.kernels]  # kernel_inputs keeps every launch, in order, or raises
+    by_name, application = _application(names, t, p, choose)
+    return PredictionDetail(
+        device=device.key, reference_mhz=tuple(median.tolist()), reference_from=reference_from,
+        configs=configs.copy(),
+        calibrated_on_measured_time=calibrated, power_source=power_model.source_,
+        intervals=Intervals(q_time, q_power, None if q_power is None else q_time + q_power),
+        rests_on=_rests_on(calibrated, power_model),
+        kernels={k.label: LaunchPrediction(t[i], p[i], t[i] * p[i] / 1e3, _chosen(s, i))
+                 for i, k in enumerate(kernels)},
+        under_launch_scale=None if calibrated else tuple(k.label for i, k in enumerate(kernels)
+                                                         if t[i].min() < LAUNCH_SCALE_MS),
+        policy=policy, by_name=by_name, application=application)
 
 
 def _rests_on(calibrated: bool, model: PowerModel) -> str:
@@ -273,41 +545,47 @@ def _rests_on(calibrated: bool, model: PowerModel) -> str:
     return f"{time}; {power}{interval} (90% intervals)"
 
 
-def _chosen(s, i: int) -> dict:
-    return {"core_mhz": float(s.core_mhz[i]), "mem_mhz": float(s.mem_mhz[i]), "time_ms": float(s.time_ms[i]),
-            "watts": float(s.watts[i]), "feasible": bool(s.feasible[i])}
+def _chosen(s: Selection, i: int) -> ChosenPair:
+    return ChosenPair(float(s.core_mhz[i]), float(s.mem_mhz[i]), float(s.time_ms[i]), float(s.watts[i]),
+                      bool(s.feasible[i]))
 
 
-def _references(kernels: list, device: DeviceSpec, reference: tuple[float, float] | None
+def _references(kernels: list[LaunchInputs], device: DeviceSpec, reference: tuple[float, float] | None
                 ) -> tuple[np.ndarray, str]:
-    """Per launch, the (core, memory) clocks its counters and time belong to [n x 2], and where
-    they come from: ``reference`` where given; else each launch's SM clock as Nsight Compute
-    measured it (its clock control may lock the driver's base clock, which can differ from the
-    catalog's, or leave the GPU boosting) with the catalog's default memory clock; else the
-    catalog's default clocks (the GPU's own, never another GPU's)."""
+    """Per launch, the (core, memory) clocks its counters and time belong to [n x 2], and where they come from.
+
+    ``reference`` where given; else each launch's SM clock as Nsight Compute measured it (its
+    clock control may lock the driver's base clock, which can differ from the catalog's, or
+    leave the GPU boosting) with the catalog's default memory clock; else the catalog's
+    default clocks (the GPU's own, never another GPU's).
+    """
     n = len(kernels)
     if reference is not None:
         return np.tile(np.asarray(reference, dtype=np.float64), (n, 1)), "given"
-    sm = [inp.get("sm_clock_mhz") for _, _, inp, _, _ in kernels]
-    for (label, *_), c in zip(kernels, sm):
+    for k in kernels:
+        c = k.inputs.get("sm_clock_mhz")
         if c is None:
             continue
         beyond = device.clock_warnings([c]) if c >= 1 else ["no GPU runs below 1 MHz"]
         if beyond:
-            raise InputError(f"launch {label!r}: its SM clock rate (sm_clock_mhz) {c:g} MHz cannot be "
+            raise InputError(f"launch {k.label!r}: its SM clock rate (sm_clock_mhz) {c:g} MHz cannot be "
                              f"{device.key}'s: {beyond[0]}; give --reference CORE,MEM")
-    if all(c is not None for c in sm):
+    sm = [c for k in kernels if (c := k.inputs.get("sm_clock_mhz")) is not None]
+    if len(sm) == n:
         return (np.column_stack([sm, np.full(n, float(device.default_mhz[1]))]),
                 "the profile's SM clock, the catalog's default memory clock")
     return np.tile(np.asarray(device.default_mhz, dtype=np.float64), (n, 1)), "the catalog's default clocks"
 
 
-def _application(names: list[str], t: np.ndarray, p: np.ndarray | None, configs: np.ndarray,
-                 choice: dict) -> dict:
-    """The profiled launches together: per kernel name, its launches and their summed time
-    (and energy) at each pair; for the whole, the summed time, energy and mean power, and
-    with power the one pair chosen for all of them (a clock change costs milliseconds, far
-    more than most launches last, so a governor sets one pair per application or phase)."""
+def _application(names: list[str], t: np.ndarray, p: np.ndarray, choose: Callable[[np.ndarray, np.ndarray], Selection]
+                 ) -> tuple[dict[str, NamePrediction], ApplicationPrediction]:
+    """The profiled launches together: per kernel name, and for the whole with the one pair chosen for all.
+
+    Per kernel name, its launches and their summed time and energy at each pair; for the
+    whole, the summed time, energy and mean power, and the one pair chosen for all of them (a
+    clock change costs milliseconds, far more than most launches last, so a governor sets one
+    pair per application or phase).
+    """
     index = {n: i for i, n in enumerate(dict.fromkeys(names))}
     of = np.array([index[n] for n in names], dtype=np.int64)
 
@@ -316,19 +594,10 @@ def _application(names: list[str], t: np.ndarray, p: np.ndarray | None, configs:
         np.add.at(out, of, x)
         return out
 
-    e = None if p is None else t * p / 1e3
-    launches, t_sum = np.bincount(of, minlength=len(index)), per_name(t)
-    e_sum = None if e is None else per_name(e)
-    by_name = {}
-    for n, i in index.items():
-        by_name[n] = {"launches": int(launches[i]), "time_ms": t_sum[i].tolist()}
-        if e_sum is not None:
-            by_name[n]["joules"] = e_sum[i].tolist()
-    total = t.sum(axis=0)
-    app = {"launches": len(names), "time_ms": total.tolist()}
-    if e is not None:
-        joules = e.sum(axis=0)
-        watts = joules * 1e3 / total
-        s = select(total[None], watts[None], configs, **choice)
-        app |= {"joules": joules.tolist(), "watts": watts.tolist(), "chosen": _chosen(s, 0)}
-    return {"by_name": by_name, "application": app}
+    e = t * p / 1e3
+    launches, t_sum, e_sum = np.bincount(of, minlength=len(index)), per_name(t), per_name(e)
+    by_name = {n: NamePrediction(int(launches[i]), t_sum[i], e_sum[i]) for n, i in index.items()}
+    total, joules = t.sum(axis=0), e.sum(axis=0)
+    watts = joules * 1e3 / total
+    chosen = _chosen(choose(total[None], watts[None]), 0)
+    return by_name, ApplicationPrediction(len(names), total, joules, watts, chosen)
