@@ -15,14 +15,16 @@ from typing import Any
 
 def moved_names(package: str, names: dict[str, str]) -> Callable[[str], Any]:
     """A module ``__getattr__`` for ``package`` serving each of ``names`` (name -> the module
-    that now defines it) with a ``DeprecationWarning`` naming the new place."""
+    that now defines it, ``"module:new_name"`` where it was renamed too) with a
+    ``DeprecationWarning`` naming the new place."""
 
     def __getattr__(name: str) -> Any:
-        module = names.get(name)
-        if module is None:
+        module, _, new = names.get(name, "").partition(":")
+        if not module:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        warnings.warn(f"{package}.{name} moved to {module}.{name}; the old name goes in the next release",
+        new = new or name
+        warnings.warn(f"{package}.{name} moved to {module}.{new}; the old name goes in the next release",
                       DeprecationWarning, stacklevel=2)
-        return getattr(importlib.import_module(module), name)
+        return getattr(importlib.import_module(module), new)
 
     return __getattr__

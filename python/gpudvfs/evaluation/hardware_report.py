@@ -335,7 +335,7 @@ def _fit_and_score(device: Device, files: dict[str, Path], profiled: bool) -> tu
     its own time at the default pair) at the other pairs, on the power-suite kernels and on
     the real workloads, with power and the minimum-energy choice there. Returns the figures
     and the power model (None when nothing was profiled)."""
-    from gpudvfs.evaluation.power_errors import cross_validate
+    from gpudvfs.evaluation.power_errors import cross_validate_power
     from gpudvfs.hardware.sweep import to_power_dataset, to_time_device
     from gpudvfs.power import PowerModel
 
@@ -349,7 +349,7 @@ def _fit_and_score(device: Device, files: dict[str, Path], profiled: bool) -> tu
     model = PowerModel().fit(data)
     folds = min(6, len(data.benchmarks))
     out["power_model"] = {"variant": model.variant, "train_mape": model.train_mape_,
-                          "grouped_cv": cross_validate(data, folds) if folds >= 2 else None}
+                          "grouped_cv": cross_validate_power(data, folds).to_dict() if folds >= 2 else None}
     out["time_model"] = _score(files["power"], time_device)
     if files["apps"].exists():
         try:
