@@ -39,6 +39,7 @@ DEFAULT_SEEDS = (0, 1, 2, 3, 4)
 #: (mean over the seeds): issue 14's bound for the deadline policy.
 MAX_VIOLATIONS = 0.05
 
+#: ``progress(done, total, label)``: told as each job's replays come back.
 Progress = Callable[[int, int, str], None]
 
 
@@ -190,8 +191,16 @@ def cross_validate_governor(tables: list[ReplayTable], *, policy: str = "energy"
     ----------
     tables : list of ReplayTable
         One per grid.
-    policy, slowdown, power_cap_w, eta, steps, phase_steps, seed, noise
-        The replay's, as `gpudvfs.evaluation.govern_replay.replay` takes them.
+    policy : str
+        The policy replayed.
+    slowdown, eta : float
+        `deadline`'s bound and `cost`'s weight of energy, as `govern_replay.replay` takes them.
+    power_cap_w : float or None
+        `power-cap`'s cap (W).
+    steps, phase_steps, seed : int
+        Steps replayed, the nominal length of a phase, and the seed of every replay.
+    noise : float
+        The standard deviation of each observation's relative noise.
     prior_sds, explores, residual_sds, residual_scales : sequence of float
         The values of each constant chosen among (`constant_sets`).
     workers : int or None
@@ -453,8 +462,12 @@ def choose_defaults(tables: list[ReplayTable], *, policies: Sequence[str] = DEFA
         The policies replayed.
     seeds : sequence of int
         The seeds replayed, each for every grid and policy.
-    slowdown, steps, phase_steps, noise
-        The replay's, as `gpudvfs.evaluation.govern_replay.replay` takes them.
+    slowdown : float
+        `deadline`'s bound, as `govern_replay.replay` takes it.
+    steps, phase_steps : int
+        Steps replayed and the nominal length of a phase.
+    noise : float
+        The standard deviation of each observation's relative noise.
     sets : sequence of dict or None
         The sets of constants chosen among (default: `constant_sets()`).
     workers : int or None

@@ -573,8 +573,16 @@ def tune(data: GridSource, train: GridSource | None = None, *, steps: int = 2000
 
     Parameters
     ----------
-    data, train, steps, seed, moves, settings
-        As `replay` takes them.
+    data : MeasurementGrid or path
+        The grid whose applications are split as `replay` splits them.
+    train : MeasurementGrid or path or None
+        The grid trained on, as `replay` takes it.
+    steps, seed : int
+        The length and seed of every trace.
+    moves : str
+        How the clocks move (`MOVES`).
+    settings : ReplaySettings
+        The settings the features are selected with, and the others' base.
     forgetting, initial_covariance : iterable of float
         The forgetting factors and initial covariances tried.
     forgetting_mode : iterable of str
