@@ -24,7 +24,7 @@ from gpudvfs.data.grid_columns import detect_roles
 from gpudvfs.data.utilization import bound_utilization
 from gpudvfs.errors import DataFileError, GpudvfsWarning, InputError
 from gpudvfs.evaluation.dcgm_time import cross_validate_dcgm_time as dcgm_time_cv
-from gpudvfs.evaluation.power_errors import cross_validate, held_out_predictions
+from gpudvfs.evaluation.power_errors import cross_validate_power, held_out_predictions
 from gpudvfs.policy.choose import reference_inputs
 from gpudvfs.power import PowerModel
 from gpudvfs.time import TimeDevice
@@ -331,7 +331,7 @@ def test_component_absent_from_a_fold_gets_zero_weight(data):
     preds, fits = held_out_predictions(renumbered, 20)
     assert fits["zero_weight"] == {"DP FMA": 1}
     assert np.all(np.isfinite(preds["model"]))
-    assert cross_validate(renumbered, 20)["zero_weight_folds"] == {"DP FMA": 1}
+    assert cross_validate_power(renumbered, 20).zero_weight_folds == {"DP FMA": 1}
 
 
 def test_non_converged_fit_falls_back_to_per_domain(data):

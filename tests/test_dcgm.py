@@ -18,7 +18,7 @@ from gpudvfs.data.dcgm_fields import find_fields
 from gpudvfs.errors import GpudvfsWarning, InputError
 from gpudvfs.evaluation.dcgm_selection import evaluate_selection
 from gpudvfs.evaluation.dcgm_time import cross_validate_dcgm_time as cross_validate
-from gpudvfs.evaluation.power_errors import cross_validate as power_cv
+from gpudvfs.evaluation.power_errors import cross_validate_power as power_cv
 from gpudvfs.power.dcgm import dcgm_power_dataset
 from gpudvfs.time.dcgm import DcgmTimeModel
 
@@ -112,7 +112,7 @@ def test_power_model_on_synthetic_activities(tmp_path):
     ds = dcgm_power_dataset(synthetic(tmp_path, apps=8), REF)
     assert ds.components == ("sm_active", "fp32_active", "dram_active") and ds.domain_sizes == (2, 1)
     r = power_cv(ds, 8, variant="per-config")  # no ridge: the generating law is recovered
-    assert r["mape"] < 1e-6 and r["calibrated_mape"] < 1e-6 < r["reference_scaled_mape"]
+    assert r.mape < 1e-6 and r.calibrated_mape < 1e-6 < r.reference_scaled_mape
 
 
 def test_cli_needs_a_reference_for_dcgm_power(tmp_path):
@@ -144,18 +144,18 @@ def test_v100_time_figures(v100):
 def test_v100_power_figures(v100):
     """docs/accuracy.md: power model on DCGM activities, leave-one-application-out, reference 945 MHz."""
     r = power_cv(dcgm_power_dataset(v100, (945.0, 877.0)), 11)
-    assert r["mape"] == pytest.approx(27.14, abs=0.01)
-    assert r["calibrated_mape"] == pytest.approx(4.93, abs=0.01)
-    assert r["calibrated_mape"] < r["reference_scaled_mape"] == pytest.approx(6.12, abs=0.01)
+    assert r.mape == pytest.approx(27.14, abs=0.01)
+    assert r.calibrated_mape == pytest.approx(4.93, abs=0.01)
+    assert r.calibrated_mape < r.reference_scaled_mape == pytest.approx(6.12, abs=0.01)
     # 95% intervals over resampled applications: 13.44-43.84% alone, 4.93% within 3.16-6.89%;
     # its lead over the baseline, -2.68 to +0.29 points, holds 0.
-    ci = r["intervals"]
+    ci = r.intervals
     assert ci["mape"] == pytest.approx((13.44, 43.84), abs=0.01)
     assert ci["calibrated"]["mean"] == pytest.approx((3.16, 6.89), abs=0.01)
     assert ci["calibrated"]["minus_reference_scaled"] == pytest.approx((-2.68, 0.29), abs=0.01)
     for core, figures in ((1245.0, (28.79, 6.00, 8.57)), (1380.0, (29.01, 8.48, 12.62))):
         r = power_cv(dcgm_power_dataset(v100, (core, 877.0)), 11)
-        assert (r["mape"], r["calibrated_mape"], r["reference_scaled_mape"]) == pytest.approx(figures, abs=0.01)
+        assert (r.mape, r.calibrated_mape, r.reference_scaled_mape) == pytest.approx(figures, abs=0.01)
 
 
 def test_v100_selection_beats_highest_clocks_and_inverse_f_but_not_one_pair_for_all(v100):

@@ -14,16 +14,9 @@ from hypothesis import strategies as st
 
 from gpudvfs.data import read_measured_grid
 from gpudvfs.errors import InputError
-from gpudvfs.evaluation.govern_replay import (
-    RESIDUAL_SCALES,
-    ReplayTable,
-    choose_defaults,
-    constant_sets,
-    cross_validate,
-    replay,
-    replay_table,
-    subset,
-)
+from gpudvfs.evaluation.govern_replay import ReplaySetup, StrategyScores, replay
+from gpudvfs.evaluation.governor_cv import RESIDUAL_SCALES, choose_defaults, constant_sets, cross_validate_governor
+from gpudvfs.evaluation.replay_table import ReplayTable, Target, replay_table, subset
 from gpudvfs.govern import Governor
 from gpudvfs.time import TimeDevice
 
@@ -205,23 +198,23 @@ def test_replay_on_the_gtx980_grid_beats_every_baseline(gtx980: ReplayTable):
     for policy in ("energy", "deadline", "edp"):
         for seed in (0, 1):
             r = replay(gtx980, policy=policy, steps=4000, phase_steps=200, seed=seed)
-            b = r["baselines"]
+            g, b = r.governor, r.baselines
             # A deadline's phase may pay up to 3.4%: the margin under the bound (BOUND_Z).
-            assert r["regret_mean"] <= 0.01 and r["regret_max"] <= (0.035 if policy == "deadline" else 0.03), \
+            assert g.regret_mean <= 0.01 and g.regret_max <= (0.035 if policy == "deadline" else 0.03), \
                 (policy, seed)
-            assert r["wasted"] < b["exhaustive"]["wasted"] / 4
-            assert r["regret_mean"] < b["model_only"]["regret_mean"] / 4
-            assert r["regret_mean"] < b["random_search"]["regret_mean"] / 4
-            assert r["regret_mean"] < b["one_pair_for_all"]["regret_mean"] / 4
+            assert g.wasted < b["exhaustive"].wasted / 4
+            assert g.regret_mean < b["model_only"].regret_mean / 4
+            assert g.regret_mean < b["random_search"].regret_mean / 4
+            assert g.regret_mean < b["one_pair_for_all"].regret_mean / 4
             if policy == "deadline":
-                assert r["violations"] <= 0.005 < b["model_only"]["violations"]
+                assert g.violations <= 0.005 < b["model_only"].violations
             # Over resampled applications (95%) the governor's lead over every baseline holds:
             # each paired difference's interval lies below 0.
-            ci = r["intervals"]
+            ci = r.intervals
             assert set(ci) == {"mean", *(f"minus_{k}" for k in b)}
             assert all(ci[f"minus_{k}"][1] < 0 for k in b), (policy, seed, ci)
     # Seed 0, energy (`gpudvfs govern replay ... --json`): 0.21-0.44%, models' choice -6.76 to -0.34 points.
-    ci = replay(gtx980, seed=0)["intervals"]
+    ci = replay(gtx980, seed=0).intervals
     assert (ci["mean"], ci["minus_model_only"]) == (pytest.approx((0.0021, 0.0044), abs=1e-4),
                                                     pytest.approx((-0.0676, -0.0034), abs=1e-4))
 
@@ -231,20 +224,25 @@ def test_the_constants_chosen_leaving_each_application_out(gtx980: ReplayTable):
     correlation length; no residual has one length): the held-out regret stays at the
     in-sample level."""
     calls = []
-    [r] = cross_validate([gtx980], steps=4000, phase_steps=200, prior_sds=(0.1, 0.2), explores=(2.0, 4.0),
-                         residual_sds=(0.0, 0.03), residual_scales=(0.1, 0.4),
-                         progress=lambda *a: calls.append(a))
+    [r] = cross_validate_governor([gtx980], steps=4000, phase_steps=200, prior_sds=(0.1, 0.2), explores=(2.0, 4.0),
+                                  residual_sds=(0.0, 0.03), residual_scales=(0.1, 0.4),
+                                  progress=lambda *a: calls.append(a))
     # One report per replayed table, in order: the grid whole, then each application held out.
     assert calls == [(i + 1, 16, label) for i, label in
                      enumerate(["grid 1 whole", *(f"without {n}" for n in gtx980.names)])]
-    assert r["cv_regret_mean"] <= 0.01 and r["cv_regret_max"] <= 0.04
-    assert len(r["sensitivity"]) == 12 and r["phases"] == 20
-    assert set(r["chosen"]["gaussian/Fan2/input00"]) == {"prior_sd", "explore", "residual_sd", "residual_scale"}
-    assert set(r["per_application"]) <= set(gtx980.names) and max(r["per_application"].values()) <= 0.04
+    assert r.cv_regret_mean <= 0.01 and r.cv_regret_max <= 0.04
+    assert len(r.sensitivity) == 12 and r.phases == 20
+    assert set(r.chosen["gaussian/Fan2/input00"]) == {"prior_sd", "explore", "residual_sd", "residual_scale"}
+    assert set(r.per_application) <= set(gtx980.names) and max(r.per_application.values()) <= 0.04
     # Its interval resamples the applications, a phase with its application: every resample's
     # mean lies between the least and the largest application's.
-    apps = r["per_application"].values()
-    assert min(apps) <= r["interval"][0] <= r["cv_regret_mean"] <= r["interval"][1] <= max(apps)
+    apps = r.per_application.values()
+    assert min(apps) <= r.interval[0] <= r.cv_regret_mean <= r.interval[1] <= max(apps)
+    # The JSON `govern cv` prints: each set's constants beside its in-sample regret.
+    d = r.to_dict()
+    assert d["sensitivity"][0] == r.sensitivity[0].constants | {"regret_mean": r.sensitivity[0].regret_mean,
+                                                                "regret_max": r.sensitivity[0].regret_max}
+    assert (d["cv_regret_mean"], d["phases"], d["chosen"]) == (r.cv_regret_mean, 20, r.chosen)
 
 
 def test_the_sets_of_constants_and_their_replays_in_worker_processes(gtx980: ReplayTable):
@@ -366,14 +364,18 @@ def test_the_defaults_are_the_least_regret_that_keeps_deadlines(data):
 def test_choose_defaults_keeps_only_sets_that_meet_the_constraint(gtx980: ReplayTable, monkeypatch):
     """On a short replay: without a constrained policy every set qualifies and the least regret
     wins; a bound no replay meets leaves none, which is an error, not a silent choice."""
-    from gpudvfs.evaluation import govern_replay as replay_module
+    from gpudvfs.evaluation import governor_cv as replay_module
 
     sets = [{"prior_sd": 0.1, "explore": 2.0, "residual_sd": 0.0},
             {"prior_sd": 0.2, "explore": 4.0, "residual_sd": 0.03}]
     r = replay_module.choose_defaults([gtx980], policies=("energy",), seeds=(0, 1), steps=400, sets=sets)
-    regret = [s["regret_mean"] for s in r["sets"]]
-    assert all(s["feasible"] and s["violations_max"] == 0 for s in r["sets"])
-    assert r["chosen"] == sets[int(np.argmin(regret))]
+    regret = [s.regret_mean for s in r.sets]
+    assert all(s.feasible and s.violations_max == 0 for s in r.sets)
+    assert r.chosen == sets[int(np.argmin(regret))] and r.cv is None
+    # The JSON `govern defaults` prints: each set's constants beside its figures, no "cv" unasked.
+    d = r.to_dict()
+    assert d["sets"][0] == sets[0] | {"regret_mean": regret[0], "violations_max": 0.0, "feasible": True}
+    assert (d["chosen"], d["seeds"], d["policies"]) == (r.chosen, [0, 1], ["energy"]) and "cv" not in d
     monkeypatch.setattr(replay_module, "MAX_VIOLATIONS", -1.0)
     with pytest.raises(InputError, match="no set of constants"):
         replay_module.choose_defaults([gtx980], policies=("deadline",), seeds=(0,), steps=400, sets=sets)
@@ -388,10 +390,8 @@ def _scripted(regret_of, over_of=lambda c, a: False):
     def governed(table, setup, target, noise, governor):
         c = governor["prior_sd"]
         per = [regret_of(c, a) for a, _ in setup.plan]
-        out = {"per_phase": per, "regret_mean": float(np.mean(per))}
-        if target.policy == "deadline":
-            out["per_phase_over"] = [n if over_of(c, a) else 0 for a, n in setup.plan]
-        return out
+        over = [n if over_of(c, a) else 0 for a, n in setup.plan] if target.policy == "deadline" else None
+        return StrategyScores(float(np.mean(per)), max(per), per, 0, 1.0, 0.0, per_phase_over=over)
     return governed
 
 
@@ -403,29 +403,30 @@ def test_the_defaults_cross_validated_choose_without_the_application(gtx980: Rep
     the first and nothing under the second, every other phase 0.01 against 0.02. On all
     applications the second set wins; held out, x gets the first and pays 1.0 per phase,
     while every other application, x's phases in its choice, gets the second."""
-    from gpudvfs.evaluation import govern_replay as replay_module
+    from gpudvfs.evaluation import governor_cv as replay_module
 
-    x = replay_module._setup(gtx980, replay_module.Target("energy"), 4000, 200, 0, 0.01).plan[0][0]
-    monkeypatch.setattr(replay_module, "_governed", _scripted(
+    x = ReplaySetup.draw(gtx980, Target("energy"), 4000, 200, 0, 0.01).plan[0][0]
+    monkeypatch.setattr(replay_module, "governor_scores", _scripted(
         lambda c, a: (1.0 if c == 0.1 else 0.0) if a == x else (0.01 if c == 0.1 else 0.02)))
     r = replay_module.choose_defaults([gtx980], policies=("energy",), seeds=(0, 1), sets=SETS, cv=True, workers=1)
-    assert r["chosen"] == SETS[1]
-    plans = [replay_module._setup(gtx980, replay_module.Target("energy"), 4000, 200, s, 0.01).plan for s in (0, 1)]
+    assert r.chosen == SETS[1]
+    plans = [ReplaySetup.draw(gtx980, Target("energy"), 4000, 200, s, 0.01).plan for s in (0, 1)]
     drawn = {gtx980.names[a] for plan in plans for a, _ in plan}
-    [g] = r["cv"]["grids"]
-    assert set(g["chosen"]) == drawn and g["same_as_chosen_on_all"] == len(drawn) - 1
-    assert g["chosen"][gtx980.names[x]] == SETS[0]
+    [g] = r.cv.grids
+    assert set(g.chosen) == drawn and g.same_as_chosen_on_all == len(drawn) - 1
+    assert g.chosen[gtx980.names[x]] == SETS[0]
     held = [np.mean([1.0 if a == x else 0.02 for a, _ in plan]) for plan in plans]
     in_sample = [np.mean([0.0 if a == x else 0.02 for a, _ in plan]) for plan in plans]
-    energy = g["policies"]["energy"]
-    assert {k: energy[k] for k in ("regret_mean", "regret_max", "in_sample")} == pytest.approx(
-        {"regret_mean": np.mean(held), "regret_max": 1.0, "in_sample": np.mean(in_sample)}, rel=1e-12)
+    energy = g.policies["energy"]
+    assert (energy.regret_mean, energy.regret_max, energy.in_sample) == pytest.approx(
+        (np.mean(held), 1.0, np.mean(in_sample)), rel=1e-12)
+    assert energy.violations is None and "violations" not in energy.to_dict()  # no constraint
     # Over the applications: a resample without x (most draw none of the ~15) costs 0.02 a
     # phase, the lower end; one with x more than the mean, the upper end.
-    for ci in (energy["interval"], r["cv"]["interval"]):
+    for ci in (energy.interval, r.cv.interval):
         assert ci[0] == pytest.approx(0.02, rel=1e-12) and ci[1] > np.mean(held)
-    assert r["cv"]["regret_mean"] == pytest.approx(np.mean(held), rel=1e-12)
-    assert r["cv"]["in_sample_regret_mean"] == pytest.approx(np.mean(in_sample), rel=1e-12)
+    assert r.cv.regret_mean == pytest.approx(np.mean(held), rel=1e-12)
+    assert r.cv.in_sample_regret_mean == pytest.approx(np.mean(in_sample), rel=1e-12)
 
 
 def test_the_defaults_cross_validated_keep_the_bound_without_the_application(gtx980: ReplayTable, monkeypatch):
@@ -433,25 +434,29 @@ def test_the_defaults_cross_validated_keep_the_bound_without_the_application(gtx
     application (x), a third of the steps: on all applications it is out. Held out, x's
     choice sees no violation and takes it, and x's steps over are what its held-out figure
     counts; the others keep to the second set and the bound."""
-    from gpudvfs.evaluation import govern_replay as replay_module
+    from gpudvfs.evaluation import governor_cv as replay_module
 
     three = subset(gtx980, [0, 1, 2])
-    x = replay_module._setup(three, replay_module.Target("deadline"), 600, 50, 0, 0.01).plan[0][0]
-    monkeypatch.setattr(replay_module, "_governed", _scripted(lambda c, a: 0.01 if c == 0.1 else 0.02,
-                                                              lambda c, a: c == 0.1 and a == x))
+    x = ReplaySetup.draw(three, Target("deadline"), 600, 50, 0, 0.01).plan[0][0]
+    monkeypatch.setattr(replay_module, "governor_scores", _scripted(lambda c, a: 0.01 if c == 0.1 else 0.02,
+                                                                    lambda c, a: c == 0.1 and a == x))
     r = replay_module.choose_defaults([three], policies=("deadline",), seeds=(0,), steps=600, phase_steps=50,
                                       sets=SETS, cv=True, workers=1)
-    assert r["chosen"] == SETS[1] and not r["sets"][0]["feasible"]
-    plan = replay_module._setup(three, replay_module.Target("deadline"), 600, 50, 0, 0.01).plan
-    [g] = r["cv"]["grids"]
-    assert g["chosen"] == {three.names[a]: SETS[0] if a == x else SETS[1] for a in {a for a, _ in plan}}
+    assert r.chosen == SETS[1] and not r.sets[0].feasible
+    plan = ReplaySetup.draw(three, Target("deadline"), 600, 50, 0, 0.01).plan
+    [g] = r.cv.grids
+    assert g.chosen == {three.names[a]: SETS[0] if a == x else SETS[1] for a in {a for a, _ in plan}}
     share_x = sum(n for a, n in plan if a == x) / 600
     assert 0.05 < share_x < 1
-    deadline = g["policies"]["deadline"]
-    assert deadline.pop("interval") == pytest.approx((0.01, 0.02), rel=1e-12)  # resamples of x alone, of no x
-    assert deadline == pytest.approx({
-        "regret_mean": np.mean([0.01 if a == x else 0.02 for a, _ in plan]), "regret_max": 0.02, "in_sample": 0.02,
-        "violations": share_x, "in_sample_violations": 0.0}, rel=1e-12)
+    deadline = g.policies["deadline"]
+    assert deadline.interval == pytest.approx((0.01, 0.02), rel=1e-12)  # resamples of x alone, of no x
+    assert (deadline.regret_mean, deadline.regret_max, deadline.in_sample, deadline.violations,
+            deadline.in_sample_violations) == pytest.approx(
+        (np.mean([0.01 if a == x else 0.02 for a, _ in plan]), 0.02, 0.02, share_x, 0.0), rel=1e-12)
+    # The JSON `govern defaults --cv` prints, in this order; under a constraint, with the steps over it.
+    d = deadline.to_dict()
+    assert list(d) == ["regret_mean", "regret_max", "interval", "in_sample", "violations", "in_sample_violations"]
+    assert (d["violations"], d["interval"]) == (deadline.violations, deadline.interval)
     # One application has no others to be held out from; a replay too short to draw another has none to
     # choose on.
     for apps, steps, error in (([0], 600, "at least 2 applications"), ([0, 1], 30, "no phase of another")):
@@ -467,22 +472,22 @@ def test_replay_on_the_v100_dcgm_grid_beats_the_models_choice(data):
     pair is often one that only measuring finds: exhaustive profiling is a strong baseline
     there. Over three seeds the governor stays under both it and the models' choice, and under
     one pair for all (chosen on the other applications), which beats the models' choice here."""
-    from gpudvfs.evaluation.govern_replay import dcgm_replay_table
+    from gpudvfs.evaluation.replay_table import dcgm_replay_table
 
     grid = read_measured_grid(data / "nsfcac/v100_spec_dev.csv", "test", ("dcgm",))
     tab = dcgm_replay_table(grid, (1245.0, 877.0))
     assert tab.time_ms.shape == (11, 117) and tab.configs[tab.default_index, 0] == tab.configs[:, 0].max()
     runs = [replay(tab, seed=seed) for seed in (0, 1, 2)]
-    mean = {k: np.mean([r["baselines"][k]["regret_mean"] for r in runs]) for k in runs[0]["baselines"]}
-    ours = np.mean([r["regret_mean"] for r in runs])
+    mean = {k: np.mean([r.baselines[k].regret_mean for r in runs]) for k in runs[0].baselines}
+    ours = np.mean([r.governor.regret_mean for r in runs])
     assert ours < 0.035 and ours < mean["exhaustive"] and ours < mean["model_only"] / 3
     assert ours < mean["one_pair_for_all"] < mean["model_only"]
     # Seed 0 over resampled applications (95%): the governor 0.51-5.05%, below one pair for
     # all by 0.29-5.05 points.
-    ci = runs[0]["intervals"]
+    ci = runs[0].intervals
     assert (ci["mean"], ci["minus_one_pair_for_all"]) == (pytest.approx((0.0051, 0.0505), abs=1e-4),
                                                           pytest.approx((-0.0505, -0.0029), abs=1e-4))
-    assert np.mean([r["wasted"] for r in runs]) < np.mean([r["baselines"]["exhaustive"]["wasted"] for r in runs])
+    assert np.mean([r.governor.wasted for r in runs]) < np.mean([r.baselines["exhaustive"].wasted for r in runs])
 
 
 def test_replay_on_the_v100_grid_without_its_spikes_meets_the_target(data):
@@ -491,7 +496,7 @@ def test_replay_on_the_v100_grid_without_its_spikes_meets_the_target(data):
     the governor's energy regret is under the issue's 1.5% on every seed, against 1.4-2.5%
     with the spikes in."""
     from gpudvfs.data.spikes import drop_spikes
-    from gpudvfs.evaluation.govern_replay import dcgm_replay_table
+    from gpudvfs.evaluation.replay_table import dcgm_replay_table
 
     grid = read_measured_grid(data / "nsfcac/v100_spec_dev.csv", "test", ("dcgm",))
     with warnings.catch_warnings():
@@ -499,16 +504,16 @@ def test_replay_on_the_v100_grid_without_its_spikes_meets_the_target(data):
         tab = dcgm_replay_table(drop_spikes(grid, 0.1), (1245.0, 877.0))
     assert tab.time_ms.shape == (11, 107)
     runs = [replay(tab, seed=seed) for seed in (0, 1, 2)]
-    assert max(r["regret_mean"] for r in runs) <= 0.01
+    assert max(r.governor.regret_mean for r in runs) <= 0.01
     for r in runs:
-        b = r["baselines"]
-        assert r["wasted"] < b["exhaustive"]["wasted"] / 3 and r["regret_mean"] < b["model_only"]["regret_mean"] / 5
+        g, b = r.governor, r.baselines
+        assert g.wasted < b["exhaustive"].wasted / 3 and g.regret_mean < b["model_only"].regret_mean / 5
 
 
 def test_one_pair_for_all_is_chosen_without_the_application_and_meets_the_others_constraints():
     """Two applications, three pairs: each is given the pair best for the other; under a power
     cap only pairs under it for the other qualify."""
-    from gpudvfs.evaluation.govern_replay import Target, _one_pair_for_all
+    from gpudvfs.evaluation.govern_replay import _one_pair_for_all
 
     configs = np.array([[500.0, 877.0], [700.0, 877.0], [900.0, 877.0]])
     time_ms = np.array([[2.0, 1.0, 0.9], [1.0, 1.0, 1.0]])

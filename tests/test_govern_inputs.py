@@ -20,7 +20,8 @@ from gpudvfs.cli.app import cli
 from gpudvfs.data import read_measured_grid
 from gpudvfs.errors import GpudvfsWarning, InputError
 from gpudvfs.evaluation import govern_replay as rp
-from gpudvfs.evaluation.govern_replay import ReplayTable, replay, replay_table
+from gpudvfs.evaluation.govern_replay import ReplaySetup, replay
+from gpudvfs.evaluation.replay_table import ReplayTable, Target, replay_table
 from gpudvfs.govern import Governor
 from gpudvfs.time import TimeDevice
 
@@ -147,7 +148,7 @@ def test_noise_is_a_gaussian_truncated_to_keep_observations_positive(gtx980):
         assert np.array_equal(draws[inside], plain[inside]) and np.all(np.abs(draws) < 1)
         assert inside.all() == (noise == 0.01)
     r = replay(gtx980, noise=0.3, steps=400, seed=0)
-    assert np.isfinite(r["regret_mean"])
+    assert np.isfinite(r.governor.regret_mean)
 
 
 def test_power_cap_regret_is_of_time_against_the_fastest_pair_under_the_cap(gtx980):
@@ -156,25 +157,25 @@ def test_power_cap_regret_is_of_time_against_the_fastest_pair_under_the_cap(gtx9
     a negative regret against that pair)."""
     cap = 60.0
     r = replay(gtx980, policy="power-cap", power_cap_w=cap, steps=1000, seed=0)
-    setup = rp._setup(gtx980, rp.Target("power-cap", 0.1, cap), 1000, 200, 0, 0.01)
+    setup = ReplaySetup.draw(gtx980, Target("power-cap", 0.1, cap), 1000, 200, 0, 0.01)
     for a in {a for a, _ in setup.plan}:
         under = gtx980.watts[a] <= cap
         assert under.any() and setup.best_k[a] == np.flatnonzero(under)[np.argmin(gtx980.time_ms[a, under])]
     apps = np.array([a for a, n in setup.plan for _ in range(n)])
-    default = r["baselines"]["default_clocks"]
-    assert default["violations"] == pytest.approx(np.mean(gtx980.watts[apps, gtx980.default_index] > cap))
-    assert default["violations"] > 0.1
-    assert all("violations" in v for v in (r, *r["baselines"].values()))
+    default = r.baselines["default_clocks"]
+    assert default.violations == pytest.approx(np.mean(gtx980.watts[apps, gtx980.default_index] > cap))
+    assert default.violations > 0.1
+    assert all(v.violations is not None for v in (r.governor, *r.baselines.values()))
     # A strategy that keeps to the cap is no faster than the fastest pair under it; the default
     # clocks' regret is their time over that pair's, phase by phase.
-    assert r["violations"] < 0.01 and r["regret_mean"] >= 0 and r["baselines"]["exhaustive"]["regret_mean"] > 0
+    assert r.governor.violations < 0.01 and r.governor.regret_mean >= 0 and r.baselines["exhaustive"].regret_mean > 0
     t = gtx980.time_ms
     expected = [t[a, gtx980.default_index] / t[a, setup.best_k[a]] - 1 for a, _ in setup.plan]
-    assert default["per_phase"] == pytest.approx(expected, rel=1e-12)
+    assert default.per_phase == pytest.approx(expected, rel=1e-12)
     # Each phase's steps over the cap, which add up to the share over all steps.
-    assert len(default["per_phase_over"]) == len(setup.plan)
-    assert sum(default["per_phase_over"]) == round(default["violations"] * len(apps))
-    assert "violations" not in replay(gtx980, steps=200)  # energy: no constraint to violate
+    assert len(default.per_phase_over) == len(setup.plan)
+    assert sum(default.per_phase_over) == round(default.violations * len(apps))
+    assert replay(gtx980, steps=200).governor.violations is None  # energy: no constraint to violate
 
 
 def test_edp_regret_is_of_energy_times_time():
@@ -184,24 +185,24 @@ def test_edp_regret_is_of_energy_times_time():
     score it -0.2."""
     configs = np.array([[500.0, 1000.0], [1000.0, 1000.0]])
     t, w = np.array([[2.0, 1.0]]), np.array([[40.0, 100.0]])
-    table = rp.ReplayTable(["app"], configs, 1, t, w, np.ones_like(t), w)
+    table = ReplayTable(["app"], configs, 1, t, w, np.ones_like(t), w)
     r = replay(table, policy="edp", steps=50, phase_steps=50, noise=0.0)
-    assert r["baselines"]["model_only"]["regret_mean"] == pytest.approx(0.6, rel=1e-12)
-    assert r["baselines"]["default_clocks"]["regret_mean"] == 0.0 and r["regret_mean"] >= 0
+    assert r.baselines["model_only"].regret_mean == pytest.approx(0.6, rel=1e-12)
+    assert r.baselines["default_clocks"].regret_mean == 0.0 and r.governor.regret_mean >= 0
     # One application: no pair can be chosen for it on the others, so that baseline is absent.
-    assert "one_pair_for_all" not in r["baselines"]
+    assert "one_pair_for_all" not in r.baselines
 
 
 def test_a_cap_no_pair_can_meet_is_warned_about(gtx980):
     cap = 0.5 * float(gtx980.watts.min())  # under every pair of every application
-    setup = rp._setup(gtx980, rp.Target("power-cap", 0.1, cap), 1000, 200, 0, 0.01, warn=False)
+    setup = ReplaySetup.draw(gtx980, Target("power-cap", 0.1, cap), 1000, 200, 0, 0.01, warn=False)
     apps = len({a for a, _ in setup.plan})
     with pytest.warns(GpudvfsWarning, match=f"no pair stays under the .* W cap for {apps} application"):
         r = replay(gtx980, policy="power-cap", power_cap_w=cap, steps=1000, seed=0)
-    assert r["violations"] == 1.0
+    assert r.governor.violations == 1.0
     # The best pair is then the lowest-power one, where the governor falls back to: it ends there.
     assert np.array_equal(setup.best_k, np.argmin(gtx980.watts, axis=1))
-    assert r["regret_max"] < 0.05
+    assert r.governor.regret_max < 0.05
     with pytest.raises(InputError, match="power_cap_w"):
         replay(gtx980, policy="power-cap", steps=100)
     with pytest.raises(InputError, match="seed must be an integer >= 0"):

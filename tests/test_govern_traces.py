@@ -17,17 +17,15 @@ from hypothesis import strategies as st
 import gpudvfs
 from gpudvfs.cli.app import cli
 from gpudvfs.errors import InputError
-from gpudvfs.evaluation.govern_replay import (
+from gpudvfs.evaluation.govern_replay import _run, replay
+from gpudvfs.evaluation.replay_strategies import (
     ZEUS_PROFILE_STEPS,
     ZEUS_WARMUP_STEPS,
-    ReplayTable,
     SeenPrior,
-    Target,
-    _run,
     cold_curves,
-    replay,
     zeus_baseline,
 )
+from gpudvfs.evaluation.replay_table import ReplayTable, Target
 from gpudvfs.govern import Governor
 from gpudvfs.govern.plain import plain_table
 from gpudvfs.policy import select
@@ -155,9 +153,9 @@ def test_cold_curves_slow_down_and_save_power_below_the_default():
 def test_on_the_traces_the_governor_beats_zeus_by_half(data, rel, policy, bound):
     tab = plain_table(gpudvfs.read(data / rel))
     r = replay(tab, policy=policy, phase_steps=2000, each_once=True)
-    zeus = r["baselines"]["zeus"]["regret_mean"]
-    assert r["regret_mean"] <= bound and r["regret_mean"] <= zeus / 2
-    assert r["intervals"]["minus_zeus"][1] < 0  # the paired difference's 95% interval is below zero
+    zeus = r.baselines["zeus"].regret_mean
+    assert r.governor.regret_mean <= bound and r.governor.regret_mean <= zeus / 2
+    assert r.intervals["minus_zeus"][1] < 0  # the paired difference's 95% interval is below zero
 
 
 def test_govern_replay_reads_the_traces_without_a_device(data):
@@ -195,7 +193,7 @@ def test_a_deadline_is_kept_on_the_traces(data, rel):
         warnings.simplefilter("ignore")
         tab = plain_table(gpudvfs.read(data / rel))
     r = replay(tab, policy="deadline", slowdown=0.05, phase_steps=2000, each_once=True)
-    assert r["violations"] <= 0.05 < r["baselines"]["zeus"]["violations"]
+    assert r.governor.violations <= 0.05 < r.baselines["zeus"].violations
 
 
 def test_a_plain_grid_may_give_energy_and_leave_launch_geometry_blank(data, tmp_path):

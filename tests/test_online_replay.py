@@ -14,16 +14,14 @@ from click.testing import CliRunner
 
 from gpudvfs import InputError, MeasurementGrid, OnlinePredictor
 from gpudvfs.cli.app import cli
-from gpudvfs.evaluation.online_replay import replay
+from gpudvfs.evaluation.online_replay import ReplaySettings, replay, tune
 from gpudvfs.online import (
     CounterFrequencyModel,
     FeatureMap,
     GridTable,
-    ReplaySettings,
     lasso_select,
     predict_time_at,
     time_slope,
-    tune,
 )
 
 GTX980 = "nv-dvfs-benchmark/gtx980_time_dev.csv"
@@ -180,10 +178,16 @@ def test_counter_frequency_model_and_sensitivity(table):
 
 def test_replay_on_the_synthetic_grid(table):
     r = replay(synthetic_grid(), steps=400, seed=3)
-    assert r["scored_apps"] == ["app1"] and r["train"]["apps"] == ["app0", "app2"]
+    assert r.scored_apps == ["app1"] and r.train_apps == ["app0", "app2"]
     # One scored workload following an inverse-clock law: only the 1% noise is left.
-    assert r["online"]["mape_same_app"] < 2.0 < r["naive"]["mape_same_app"]
-    assert r["switches_scored"] == 0
+    assert r.online.mape_same_app < 2.0 < r.naive.mape_same_app
+    assert r.switches_scored == 0
+    # The JSON `online replay` prints: the training split and the Lasso's choice nested, by name.
+    d = r.to_dict()
+    assert d["train"] == {"source": r.train_source, "apps": ["app0", "app2"]}
+    assert d["ratio_same_app"] == r.online.mape_same_app / r.naive.mape_same_app
+    assert d["lasso"]["selected"] == [r.features.all_names[i] for i in r.selection.lasso_selected]
+    assert set(d["sensitivity"]["per_domain"]) == {"core", "mem"}
 
 
 @pytest.fixture
@@ -232,7 +236,7 @@ def test_replay_text_output(run, data):
 def test_inverse_form_beats_the_paper_form_on_gtx980(data):
     inverse = replay(data / GTX980)
     paper = replay(data / GTX980, settings=replace(ReplaySettings(), form="paper"))
-    assert inverse["online"]["mape_same_app"] < 0.5 * paper["online"]["mape_same_app"]
+    assert inverse.online.mape_same_app < 0.5 * paper.online.mape_same_app
 
 
 def test_defaults_are_near_best_on_the_training_traces(data):
@@ -241,16 +245,16 @@ def test_defaults_are_near_best_on_the_training_traces(data):
     for name in (GTX980, V100):
         rows = tune(data / name)
         d = ReplaySettings()
-        mine = next(r for r in rows if (r["forgetting"], r["initial_covariance"], r["forgetting_mode"])
+        mine = next(r for r in rows if (r.forgetting, r.initial_covariance, r.forgetting_mode)
                     == (d.forgetting, d.initial_covariance, d.forgetting_mode))
-        assert mine["train_mape_same_app"] <= 1.03 * rows[0]["train_mape_same_app"], (name, rows[:3])
+        assert mine.train_mape_same_app <= 1.03 * rows[0].train_mape_same_app, (name, rows[:3])
 
 
 def test_replay_with_a_train_file_and_step_moves(data):
     r = replay(data / GTX980, train=data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv", steps=600,
                moves="step")
-    assert r["train"]["source"].startswith("TRAIN file") and len(r["scored_apps"]) == 10
-    assert r["online"]["mape_same_app"] < r["naive"]["mape_same_app"]
+    assert r.train_source.startswith("TRAIN file") and len(r.scored_apps) == 10
+    assert r.online.mape_same_app < r.naive.mape_same_app
 
 
 def test_replay_errors(run, data, tmp_path, monkeypatch):

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import gpudvfs
 from gpudvfs import InputError, PowerDataset, PowerModel
 from gpudvfs.catalog import lookup
-from gpudvfs.evaluation.power_errors import cross_validate
+from gpudvfs.evaluation.power_errors import cross_validate_power
 from gpudvfs.power.equations import power_grid_numpy
 from gpudvfs.power.model import _SETTINGS
 
@@ -314,7 +314,7 @@ def test_other_devices_train_and_grouped_cv(data, name, entry, train, cv):
     m = fit_quietly(ds, "default")
     assert m.converged_ and m.iterations_ < 1000 and m.fallback_ is None
     assert m.train_mape_ == pytest.approx(train, abs=0.01)
-    assert cross_validate(ds, 6)["mape"] == pytest.approx(cv, abs=0.01)
+    assert cross_validate_power(ds, 6).mape == pytest.approx(cv, abs=0.01)
     if "k40c" in name:
         assert any("single clock" in n for n in m.notes_)
 
@@ -365,14 +365,18 @@ def test_settings_are_chosen_by_grouped_cv_across_gpus():
     r = choose_settings(micro, [("gpu0", "apps0")], apps, folds=3, settings=settings_,
                         progress=lambda done, total, label: calls.append((done, total)))
     assert calls[-1] == (len(settings_), len(settings_))
-    assert r["chosen"]["ridge"] == 0.0 and r["chosen_cv_mean"] < 2.0
-    means = {k: v["cv_mean"] for k, v in r["per_setting"].items()}
-    assert r["chosen"]["label"] == min(means, key=means.get)
-    for v in r["files"].values():
-        assert v["chosen_on_others"].endswith("ridge 0") and v["best_in_hindsight"] <= v["cv_mape"]
-    [a] = r["apps"]
-    assert a["best_in_hindsight"]["mape"] <= a["mape"] == a["over_ridge"]["0"] < a["over_ridge"]["0.1"]
-    assert a["best_in_hindsight"]["mape"] <= a["chosen_on_other_apps"]
+    assert r.chosen.ridge == 0.0 and r.chosen_cv_mean < 2.0 and r.n_settings == len(settings_)
+    means = {k: v.cv_mean for k, v in r.per_setting.items()}
+    assert r.chosen.label == min(means, key=means.get)
+    for v in r.files.values():
+        assert v.chosen_on_others.endswith("ridge 0") and v.best_in_hindsight <= v.cv_mape
+    [a] = r.apps
+    assert a.best_in_hindsight_mape <= a.mape == a.over_ridge["0"] < a.over_ridge["0.1"]
+    assert a.best_in_hindsight_mape <= a.chosen_on_other_apps
+    # The JSON `power cv` prints: the count of settings, the choice with its label, the best nested.
+    d = r.to_dict()
+    assert (d["settings"], d["chosen"]) == (len(settings_), {**r.chosen.as_dict(), "label": r.chosen.label})
+    assert d["apps"][0]["best_in_hindsight"] == {"label": a.best_in_hindsight_label, "mape": a.best_in_hindsight_mape}
 
 
 def test_choosing_settings_refuses_bad_input():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from gpudvfs.cli import options
@@ -13,14 +15,9 @@ from gpudvfs.cli.output import console, interval, output_file, paired_line, prin
 from gpudvfs.cli.progress import progress_bars
 from gpudvfs.data import read_measured_grid
 from gpudvfs.data.dcgm_fields import is_dcgm_grid
-from gpudvfs.evaluation.govern_replay import (
-    DEFAULT_SEEDS,
-    choose_defaults,
-    cross_validate,
-    dcgm_replay_table,
-    replay,
-    replay_table,
-)
+from gpudvfs.evaluation.govern_replay import StrategyScores, replay
+from gpudvfs.evaluation.governor_cv import DEFAULT_SEEDS, GovernorCV, choose_defaults, cross_validate_governor
+from gpudvfs.evaluation.replay_table import dcgm_replay_table, replay_table
 from gpudvfs.govern import POLICIES
 from gpudvfs.govern.daemon import MIN_INTERVAL_S
 from gpudvfs.govern.plain import plain_table
@@ -124,17 +121,20 @@ def _table_of(grid, device, reference, train=None, columns=None, clip_utilizatio
 @options.drop_spikes
 @options.clip_utilization
 @click.option("--json", "as_json", is_flag=True)
-def replay_(data, train, device, reference, plain, learn, policy, slowdown, power_cap, eta, steps, phase_steps, noise,
-            seed, run_cv, columns, clip_utilization, as_json) -> None:
-    """Run the governor against DATA, a grid with every application measured at every pair
-    (NV-DVFS nvprof CSV with power, a DCGM grid, or with --plain any time-and-power grid),
-    or a trace of Zeus (training jobs at each power limit) or Perseus (pipeline stages at
-    each SM clock), with the baselines on the same phases and noise (default clocks, the
-    models' choice, one pair for all chosen on the other applications, exhaustive profiling,
-    random search, and Zeus's just-in-time profiling: 10 warm-up and 40 measured steps per
-    setting, from the highest down). A trace replays each job once, in a random order, for
-    --phase-steps steps; a grid replays --steps steps of applications switching about every
-    --phase-steps.
+def replay_(data: str, train: str | None, device: str | None, reference: tuple[float, float] | None, plain: bool,
+            learn: bool, policy: str, slowdown: float, power_cap: float | None, eta: float, steps: int | None,
+            phase_steps: int | None, noise: float, seed: int, run_cv: bool, columns: dict[str, str] | None,
+            clip_utilization: bool, as_json: bool) -> None:
+    """Run the governor against DATA, with the baselines on the same phases and noise.
+
+    DATA: a grid with every application measured at every pair (NV-DVFS nvprof CSV with
+    power, a DCGM grid, or with --plain any time-and-power grid), or a trace of Zeus (training
+    jobs at each power limit) or Perseus (pipeline stages at each SM clock). The baselines:
+    default clocks, the models' choice, one pair for all chosen on the other applications,
+    exhaustive profiling, random search, and Zeus's just-in-time profiling: 10 warm-up and 40
+    measured steps per setting, from the highest down. A trace replays each job once, in a
+    random order, for --phase-steps steps; a grid replays --steps steps of applications
+    switching about every --phase-steps.
     JSON keys: regret_mean, violations, clock_changes, steps_to_settle, decision_us, wasted,
     baselines, intervals (95%, over the applications: the governor's regret and its paired
     difference from each baseline's) (and cv).
@@ -147,7 +147,8 @@ def replay_(data, train, device, reference, plain, learn, policy, slowdown, powe
       the cap (the lowest-power one where none is).
     violations: deadline: the fraction of steps whose pair's measured time
       exceeds (1 + slowdown) x the default clocks'; power-cap: the fraction
-      whose measured power exceeds the cap; absent for energy and edp."""
+      whose measured power exceeds the cap; absent for energy and edp.
+    """
     options.policy_options(policy, power_cap)
     with user_errors():
         grid = _grid(data, columns, plain)
@@ -159,40 +160,37 @@ def replay_(data, train, device, reference, plain, learn, policy, slowdown, powe
         each_once = grid.format in TRACES
         if each_once and steps is not None:
             raise click.UsageError("--steps: a trace replays each job once, for --phase-steps steps")
-        kw = {"policy": policy, "slowdown": slowdown, "power_cap_w": power_cap, "eta": eta,
-              "steps": steps or STEPS, "phase_steps": phase_steps or (TRACE_STEPS if each_once else PHASE_STEPS),
-              "seed": seed, "noise": noise}
+        kw: dict[str, Any] = {
+            "policy": policy, "slowdown": slowdown, "power_cap_w": power_cap, "eta": eta, "steps": steps or STEPS,
+            "phase_steps": phase_steps or (TRACE_STEPS if each_once else PHASE_STEPS), "seed": seed, "noise": noise}
         r = replay(tab, **kw, each_once=each_once, learn=learn)
+        cv: GovernorCV | None = None
         if run_cv:
             with progress_bars(disable=as_json) as update:
-                [r["cv"]] = cross_validate([tab], **kw, progress=lambda done, total, label: update(
+                [cv] = cross_validate_governor([tab], **kw, progress=lambda done, total, label: update(
                     "replays", done, total, label))
-    for scores in (r, *r["baselines"].values()):  # per phase: for the callers of `replay`, not the report
-        scores.pop("per_phase")
-        scores.pop("per_phase_over", None)
     if as_json:
-        print_json(r)
+        print_json(r.to_dict() | ({"cv": cv.to_dict()} if cv else {}))
         return
     cols = ["strategy", "regret % (mean)", "max", "wasted %", "changes", "steps to settle"]
-    if "violations" in r:
+    if r.governor.violations is not None:
         cols.append("violations %")
 
-    def row(name, v):
-        out = [name, f"{100 * v['regret_mean']:.2f}", f"{100 * v['regret_max']:.2f}", f"{100 * v['wasted']:.2f}",
-               str(v["clock_changes"]), f"{v['steps_to_settle']:.1f}"]
-        return out + ([f"{100 * v['violations']:.2f}"] if "violations" in v else [])
+    def row(name: str, v: StrategyScores) -> list[str]:
+        out = [name, f"{100 * v.regret_mean:.2f}", f"{100 * v.regret_max:.2f}", f"{100 * v.wasted:.2f}",
+               str(v.clock_changes), f"{v.steps_to_settle:.1f}"]
+        return out + ([f"{100 * v.violations:.2f}"] if v.violations is not None else [])
 
-    knob = {"clocks": "clock pairs", "core_clock": "core clocks", "power_limit": "power limits"}[r["knob"]]
-    console.print(table(f"governor replay, {policy}: {r['phases']} phases of {r['apps']} applications over "
-                        f"{r['pairs']} {knob}; one decision {r['decision_us']:.0f} us",
-                        cols, [row("governor", r), *[row(k, v) for k, v in r["baselines"].items()]]))
-    ci = r["intervals"]
+    knob = {"clocks": "clock pairs", "core_clock": "core clocks", "power_limit": "power limits"}[r.knob]
+    console.print(table(f"governor replay, {policy}: {r.phases} phases of {r.apps} applications over "
+                        f"{r.pairs} {knob}; one decision {r.governor.decision_us:.0f} us",
+                        cols, [row("governor", r.governor), *[row(k, v) for k, v in r.baselines.items()]]))
     console.print("95% intervals over the applications (a phase with its application), %: governor "
-                  + paired_line(ci, {}, 100), highlight=False)
-    if run_cv:
-        console.print(f"leave-one-application-out: regret {100 * r['cv']['cv_regret_mean']:.2f}% "
-                      f"(95% interval over the applications {interval(r['cv']['interval'], 100)}, "
-                      f"max {100 * r['cv']['cv_regret_max']:.2f}%)", highlight=False)
+                  + paired_line(r.intervals, {}, 100), highlight=False)
+    if cv is not None:
+        console.print(f"leave-one-application-out: regret {100 * cv.cv_regret_mean:.2f}% "
+                      f"(95% interval over the applications {interval(cv.interval, 100)}, "
+                      f"max {100 * cv.cv_regret_max:.2f}%)", highlight=False)
 
 
 def _grids(f):
@@ -237,11 +235,11 @@ def cv(data, devices, references, policy, slowdown, power_cap, eta, steps, phase
     with user_errors():
         tables = _tables(data, devices, references)
         with progress_bars(disable=as_json) as update:
-            out = cross_validate(tables, policy=policy, slowdown=slowdown, power_cap_w=power_cap, eta=eta,
-                                 steps=steps or STEPS, phase_steps=phase_steps or PHASE_STEPS, seed=seed,
-                                 noise=noise, workers=workers,
-                                 progress=lambda done, total, label: update("replays", done, total, label))
-    out = [{"data": d} | r for d, r in zip(data, out)]
+            grids = cross_validate_governor(
+                tables, policy=policy, slowdown=slowdown, power_cap_w=power_cap, eta=eta, steps=steps or STEPS,
+                phase_steps=phase_steps or PHASE_STEPS, seed=seed, noise=noise, workers=workers,
+                progress=lambda done, total, label: update("replays", done, total, label))
+    out = [{"data": d} | r.to_dict() for d, r in zip(data, grids)]
     if as_json:
         print_json(out)
         return
@@ -277,7 +275,7 @@ def defaults(data, devices, references, seeds, slowdown, steps, phase_steps, noi
         with progress_bars(disable=as_json) as update:
             r = choose_defaults(tables, seeds=tuple(range(seeds)), slowdown=slowdown, steps=steps or STEPS,
                                 phase_steps=phase_steps or PHASE_STEPS, noise=noise, workers=workers, cv=run_cv,
-                                progress=lambda done, total, label: update("replays", done, total, label))
+                                progress=lambda done, total, label: update("replays", done, total, label)).to_dict()
     if as_json:
         print_json(r)
         return

@@ -9,8 +9,9 @@ import click
 
 from gpudvfs.cli import options
 from gpudvfs.cli.output import console, paired_line, print_json, table, user_errors
-from gpudvfs.evaluation.online_replay import MOVES, STREAMS, ReplaySettings
+from gpudvfs.evaluation.online_replay import STREAMS, ReplaySettings
 from gpudvfs.evaluation.online_replay import replay as run_replay
+from gpudvfs.evaluation.online_traces import MOVES
 from gpudvfs.online import FORMS
 
 TARGET_RATIO = 0.5  # issue 5: online same-app MAPE at most half the last-value predictor's
@@ -43,7 +44,8 @@ def replay(data: str, train: str | None, steps: int, seed: int, moves: str, form
     At each step the application switches with probability 0.05 and each clock domain
     moves with probability 0.3; observed time = measured time x (1 + 1% noise). Prints the
     MAPE over steps k >= 50 of the last-value, online and offline predictors, and the
-    error of the predicted time one clock level up and down."""
+    error of the predicted time one clock level up and down.
+    """
     settings = dc_replace(ReplaySettings(), form=form, streams=streams)
     with user_errors():
         try:
@@ -52,39 +54,36 @@ def replay(data: str, train: str | None, steps: int, seed: int, moves: str, form
             click.echo(f"gpudvfs: error: {e}", err=True)
             sys.exit(2)
     if as_json:
-        print_json(r)
+        print_json(r.to_dict())
         return
-    console.print(f"[bold]{r['data']}[/bold]: {steps} steps, seed {seed}, moves {moves}, "
+    console.print(f"[bold]{r.data}[/bold]: {steps} steps, seed {seed}, moves {moves}, "
                   f"form {form}, streams {streams}", highlight=False)
-    console.print(f"trained on: {r['train']['source']} ({', '.join(r['train']['apps'])})", highlight=False)
-    console.print(f"scored applications: {', '.join(r['scored_apps'])}; {r['switches_scored']} switches "
+    console.print(f"trained on: {r.train_source} ({', '.join(r.train_apps)})", highlight=False)
+    console.print(f"scored applications: {', '.join(r.scored_apps)}; {r.switches_scored} switches "
                   f"among the scored steps", highlight=False)
-    for group in r["shared_time_curves"]:
+    for group in r.shared_time_curves:
         console.print(f"[yellow]note[/yellow]: {len(group)} applications have the same measured time at every "
                       f"configuration ({', '.join(group)}): a switch among them changes the counters, not the "
                       "time, and the online model effectively fits one curve", highlight=False)
-    lasso = r["lasso"]
-    console.print(f"features ({len(r['features'])}): {', '.join(r['features'])}  [Lasso 1-SE alpha "
-                  f"{lasso['alpha_1se']:.3g}; {lasso['features_at_alpha_min']} features at the CV minimum"
-                  f"{'' if lasso['converged'] else '; coordinate descent did not converge everywhere'}]",
+    sel = r.selection
+    console.print(f"features ({len(r.features.names)}): {', '.join(r.features.names)}  [Lasso 1-SE alpha "
+                  f"{sel.alpha_1se:.3g}; {sel.n_at_alpha_min} features at the CV minimum"
+                  f"{'' if sel.converged else '; coordinate descent did not converge everywhere'}]",
                   highlight=False)
-    start = r["settings"]["start"]
-    console.print(table(f"MAPE % over steps k >= {start}", ["predictor", "all steps", "same application"],
-                        [[name, f"{r[key]['mape']:.2f}", f"{r[key]['mape_same_app']:.2f}"]
-                         for name, key in (("last value", "naive"), ("online (RLS)", "online"),
-                                           ("offline (least squares on TRAIN)", "offline"))]))
-    ratio = r["ratio_same_app"]
+    console.print(table(f"MAPE % over steps k >= {r.settings.start}", ["predictor", "all steps", "same application"],
+                        [[name, f"{e.mape:.2f}", f"{e.mape_same_app:.2f}"]
+                         for name, e in (("last value", r.naive), ("online (RLS)", r.online),
+                                         ("offline (least squares on TRAIN)", r.offline))]))
+    ratio = r.ratio_same_app
     verdict = "met" if ratio <= TARGET_RATIO else "NOT met"
     console.print(f"online / last value on same-application steps: {ratio:.3f} "
                   f"(target <= {TARGET_RATIO}: {verdict})", highlight=False)
-    ci = r["intervals_same_app"]
     console.print("95% intervals over the scored applications (same-application steps), %: online "
-                  + paired_line(ci, {"naive": "last value", "offline": "offline"}), highlight=False)
-    s = r["sensitivity"]
-    rows = [["all", f"{s['mape']:.2f}", f"{s['mape_counters_held']:.2f}", f"{s['mape_no_change']:.2f}"]]
-    rows += [[d, f"{v['mape_eq14']:.2f}", f"{v['mape_counters_held']:.2f}", f"{v['mape_no_change']:.2f}"]
-             for d, v in s["per_domain"].items()]
-    console.print(table(f"sensitivity: time one level up and down, MAPE % ({s['cases']} cases)",
+                  + paired_line(r.intervals_same_app, {"naive": "last value", "offline": "offline"}), highlight=False)
+    s = r.sensitivity
+    rows = [[domain, f"{e.eq14:.2f}", f"{e.counters_held:.2f}", f"{e.no_change:.2f}"]
+            for domain, e in (("all", s.errors), *s.per_domain.items())]
+    console.print(table(f"sensitivity: time one level up and down, MAPE % ({s.cases} cases)",
                         ["domain", "Eq. 12 + Eq. 14", "counters held", "no change"], rows))
-    console.print(f"one level moves the measured time by {s['mean_measured_change']:.2f}% on average "
+    console.print(f"one level moves the measured time by {s.mean_measured_change:.2f}% on average "
                   f"(observation noise {100 * settings.noise:g}%)", highlight=False)

@@ -6,7 +6,7 @@ import warnings
 
 import click
 
-from gpudvfs.catalog import lookup
+from gpudvfs.catalog import DeviceSpec, lookup
 from gpudvfs.cli import options
 from gpudvfs.cli.observe import observe_
 from gpudvfs.cli.options import check_clocks, grid_reference
@@ -29,7 +29,7 @@ from gpudvfs.data.datasets import PowerDataset, UtilizationTable
 from gpudvfs.data.dcgm_fields import is_dcgm_grid
 from gpudvfs.errors import GpudvfsWarning, InputError
 from gpudvfs.evaluation.power_cv import choose_settings
-from gpudvfs.evaluation.power_errors import cross_validate
+from gpudvfs.evaluation.power_errors import cross_validate_power
 from gpudvfs.hardware.sweep import load_record, to_power_dataset
 from gpudvfs.policy.choose import counter_power_dataset
 from gpudvfs.power import VARIANTS, PowerModel
@@ -42,10 +42,13 @@ _DEVICE = click.option("--device", help="The catalog GPU that measured the data:
                                         "profiler counters into utilizations, and its clocks are checked.")
 
 
-def _power_data(path: str, reference, device: str | None, columns=None, on_invalid: str = "raise",
-                clip: bool = False) -> PowerDataset:
-    """A gpmTOOL power CSV, or a measured grid with power and each workload's utilizations at
-    ``reference``: its DCGM activities, or its profiler counters over ``device``'s peak rates."""
+def _power_data(path: str, reference: tuple[float, float] | None, device: str | None,
+                columns: dict[str, str] | None = None, on_invalid: str = "raise", clip: bool = False) -> PowerDataset:
+    """A gpmTOOL power CSV, or a measured grid with power and each workload's utilizations at ``reference``.
+
+    The utilizations are its DCGM activities, or its profiler counters over ``device``'s peak
+    rates.
+    """
     spec = _gpu(device)[1] if device else None
     found = None if columns else detect_format(path)
     if found in ("gpmtool", "gpmtool-utils"):
@@ -75,9 +78,11 @@ def _power_data(path: str, reference, device: str | None, columns=None, on_inval
     return ds
 
 
-def _sweep_power_data(path: str, spec) -> PowerDataset:
-    """The power suite's `gpudvfs sweep`: its power with the utilizations its record profiled,
-    refused if the record names another GPU than ``spec``."""
+def _sweep_power_data(path: str, spec: DeviceSpec | None) -> PowerDataset:
+    """The power suite's `gpudvfs sweep`: its power with the utilizations its record profiled.
+
+    Refused if the record names another GPU than ``spec``.
+    """
     measured = load_record(path)["plan"]["device"].get("name")
     if spec is not None and measured:
         try:
@@ -95,9 +100,11 @@ def power() -> None:
 
 
 def _load_model(path: str) -> PowerModel:
-    """A gpmTOOL model file (CSV, opening with its domain count), else a gpudvfs model file
-    (JSON, whose loader names what is wrong with anything else): told apart by the first
-    character that is not white space or a byte-order mark."""
+    """A gpmTOOL model file (CSV, opening with its domain count), else a gpudvfs model file (JSON).
+
+    Told apart by the first character that is not white space or a byte-order mark; the JSON
+    loader names what is wrong with anything else.
+    """
     try:
         with open(path, "rb") as f:
             head = f.read(4096).removeprefix(b"\xef\xbb\xbf").lstrip()[:1]
@@ -120,10 +127,14 @@ def _load_model(path: str) -> PowerModel:
 @options.columns
 @options.clip_utilization
 @click.option("--json", "as_json", is_flag=True)
-def fit(train, variant, out, force, folds, skip_invalid, drop_unused, reference, device, columns, clip_utilization,
-        as_json) -> None:
-    """Estimate coefficients and voltages from microbenchmark measurements (gpmTOOL CSV) or a
-    measured grid with power (with --reference; a grid of profiler counters also --device)."""
+def fit(train: str, variant: str, out: str | None, force: bool, folds: int | None, skip_invalid: bool,
+        drop_unused: bool, reference: tuple[float, float] | None, device: str | None, columns: dict[str, str] | None,
+        clip_utilization: bool, as_json: bool) -> None:
+    """Estimate coefficients and voltages from microbenchmarks or a measured grid with power.
+
+    TRAIN: microbenchmark measurements (gpmTOOL CSV) or a measured grid with power (with
+    --reference; a grid of profiler counters also --device).
+    """
     with user_errors(skip_option=True):
         refuse_overwrite([out], [train], force)
         ds = _power_data(train, reference, device, columns, "skip" if skip_invalid else "raise", clip_utilization)
@@ -135,19 +146,19 @@ def fit(train, variant, out, force, folds, skip_invalid, drop_unused, reference,
         model = PowerModel(variant).fit(ds)
         if device:
             model.device_ = _gpu(device)[1].key
-        cv = cross_validate(ds, folds, variant=variant) if folds else None
+        cv = cross_validate_power(ds, folds, variant=variant) if folds else None
         if out:
             model.save(out)
     report = {
         "variant": variant, "rows": len(ds), "benchmarks": len(ds.benchmarks),
         "configurations": len(model.configs_), "train_mape": model.train_mape_,
-        "cv_mape": cv["mape"] if cv else None,
-        "cv_calibrated_mape": cv["calibrated_mape"] if cv else None,
-        "cv_reference_scaled_mape": cv["reference_scaled_mape"] if cv else None,
-        "cv_zero_weight_folds": cv["zero_weight_folds"] if cv else None,
-        "cv_fallback_folds": cv["fallback_folds"] if cv else None,
-        "cv_unconverged_folds": cv["unconverged_folds"] if cv else None,
-        "cv_intervals": cv["intervals"] if cv else None,
+        "cv_mape": cv.mape if cv else None,
+        "cv_calibrated_mape": cv.calibrated_mape if cv else None,
+        "cv_reference_scaled_mape": cv.reference_scaled_mape if cv else None,
+        "cv_zero_weight_folds": cv.zero_weight_folds if cv else None,
+        "cv_fallback_folds": cv.fallback_folds if cv else None,
+        "cv_unconverged_folds": cv.unconverged_folds if cv else None,
+        "cv_intervals": cv.intervals if cv else None,
         "iterations": model.iterations_, "converged": model.converged_, "fallback": model.fallback_,
         "voltages_on_bound": int(model.on_bound_.sum()), "skipped_rows": len(ds.skipped),
         "dropped_components": dropped, "notes": model.notes_,
@@ -160,23 +171,23 @@ def fit(train, variant, out, force, folds, skip_invalid, drop_unused, reference,
         return
     rows = [["training MAPE", f"{model.train_mape_:.3f}%"]]
     if cv:
-        ci = cv["intervals"]
+        ci = cv.intervals
         rows.append([f"grouped {folds}-fold CV MAPE (95% interval over the benchmarks)",
-                     f"{cv['mape']:.3f}% {interval(ci['mape'])}"])
-        if cv["calibrated_mape"] is not None:
+                     f"{cv.mape:.3f}% {interval(ci['mape'])}"])
+        if cv.calibrated_mape is not None:
             cal = ci["calibrated"]
             rows += [["  calibrated on each held-out benchmark's reference power",
-                      f"{cv['calibrated_mape']:.3f}% {interval(cal['mean'])}"],
-                     ["  baseline: reference power x training mean curve", f"{cv['reference_scaled_mape']:.3f}%"]]
+                      f"{cv.calibrated_mape:.3f}% {interval(cal['mean'])}"],
+                     ["  baseline: reference power x training mean curve", f"{cv.reference_scaled_mape:.3f}%"]]
             if "minus_reference_scaled" in cal:
                 rows.append(["  calibrated minus the baseline, 95% interval (points)",
                              interval(cal["minus_reference_scaled"])])
-        if cv["zero_weight_folds"]:
+        if cv.zero_weight_folds:
             rows.append(["  zero weight where no training benchmark uses it (folds)",
-                         ", ".join(f"{c}: {n}" for c, n in cv["zero_weight_folds"].items())])
-        if cv["fallback_folds"] or cv["unconverged_folds"]:
+                         ", ".join(f"{c}: {n}" for c, n in cv.zero_weight_folds.items())])
+        if cv.fallback_folds or cv.unconverged_folds:
             rows.append(["  folds whose fit fell back to per-domain voltages / did not converge",
-                         f"{cv['fallback_folds']} / {cv['unconverged_folds']} of {folds}"])
+                         f"{cv.fallback_folds} / {cv.unconverged_folds} of {folds}"])
     rows += [["iterations", f"{model.iterations_} ({'converged' if model.converged_ else 'NOT converged'})"],
              ["rows / benchmarks / configs", f"{len(ds)} / {len(ds.benchmarks)} / {len(model.configs_)}"]]
     if dropped:
@@ -201,7 +212,8 @@ def fit(train, variant, out, force, folds, skip_invalid, drop_unused, reference,
 @options.skip_invalid
 @options.clip_utilization
 @click.option("--json", "as_json", is_flag=True)
-def eval_(model_path, test, reference, device, columns, clip_utilization, as_json) -> None:
+def eval_(model_path: str, test: str, reference: tuple[float, float] | None, device: str | None,
+          columns: dict[str, str] | None, clip_utilization: bool, as_json: bool) -> None:
     """Errors of a model on measured power (mean, median and max APE; per config and benchmark)."""
     with user_errors():
         model = _load_model(model_path)
@@ -228,9 +240,11 @@ def eval_(model_path, test, reference, device, columns, clip_utilization, as_jso
               help="Folds of the grouped CV on each microbenchmark file.")
 @options.skip_invalid
 @click.option("--json", "as_json", is_flag=True)
-def cv(micro, apps, folds, as_json) -> None:
-    """Choose the power fit's setting (voltage structure, objective, ridge) by grouped CV over the
-    microbenchmark files MICRO... of several GPUs: no application has a say in it."""
+def cv(micro: tuple[str, ...], apps: tuple[tuple[str, str], ...], folds: int, as_json: bool) -> None:
+    """Choose the power fit's setting (voltage structure, objective, ridge) by grouped CV.
+
+    Over the microbenchmark files MICRO... of several GPUs: no application has a say in it.
+    """
     with user_errors(skip_option=True):
         sets = {p: read_power_dataset(p, options.on_invalid()) for p in dict.fromkeys(micro)}
         tests = {t: read_power_dataset(t, options.on_invalid()) for _, t in apps}
@@ -238,32 +252,31 @@ def cv(micro, apps, folds, as_json) -> None:
         r = choose_settings(sets, list(apps), tests, folds,
                             progress=lambda done, total, label: update("settings", done, total, label))
     if as_json:
-        print_json(r)
+        print_json(r.to_dict())
         return
-    console.print(f"chosen on all {len(sets)} files: [bold]{r['chosen']['label']}[/bold] "
-                  f"(mean grouped {folds}-fold CV MAPE {r['chosen_cv_mean']:.2f}% over {r['settings']} settings)",
+    console.print(f"chosen on all {len(sets)} files: [bold]{r.chosen.label}[/bold] "
+                  f"(mean grouped {folds}-fold CV MAPE {r.chosen_cv_mean:.2f}% over {r.n_settings} settings)",
                   highlight=False)
     console.print(table(f"grouped {folds}-fold CV MAPE % per file (leave-one-GPU-out mean "
-                        f"{r['leave_one_gpu_out_mean']:.2f}%)",
+                        f"{r.leave_one_gpu_out_mean:.2f}%)",
                         ["file", "chosen", "chosen on the other files", "its MAPE", "best in hindsight"],
-                        [[p, f"{v['cv_mape']:.2f}", v["chosen_on_others"], f"{v['cv_mape_chosen_on_others']:.2f}",
-                          f"{v['best_in_hindsight']:.2f}"] for p, v in r["files"].items()]))
-    for a in r["apps"]:
-        console.print(table(f"fitted on {a['train']}, MAPE % on the applications of {a['test']}",
+                        [[p, f"{v.cv_mape:.2f}", v.chosen_on_others, f"{v.cv_mape_chosen_on_others:.2f}",
+                          f"{v.best_in_hindsight:.2f}"] for p, v in r.files.items()]))
+    for a in r.apps:
+        console.print(table(f"fitted on {a.train}, MAPE % on the applications of {a.test}",
                             ["", ""],
-                            [["chosen setting (unseen)", f"{a['mape']:.2f}"],
-                             *([["setting chosen on the other applications", f"{a['chosen_on_other_apps']:.2f}"]]
-                               if a["chosen_on_other_apps"] is not None else []),
-                             [f"best in hindsight ({a['best_in_hindsight']['label']})",
-                              f"{a['best_in_hindsight']['mape']:.2f}"],
-                             *[[f"chosen, ridge {k}", f"{v:.2f}"] for k, v in a["over_ridge"].items()]]))
+                            [["chosen setting (unseen)", f"{a.mape:.2f}"],
+                             *([["setting chosen on the other applications", f"{a.chosen_on_other_apps:.2f}"]]
+                               if a.chosen_on_other_apps is not None else []),
+                             [f"best in hindsight ({a.best_in_hindsight_label})", f"{a.best_in_hindsight_mape:.2f}"],
+                             *[[f"chosen, ridge {k}", f"{v:.2f}"] for k, v in a.over_ridge.items()]]))
 
 
 @power.command()
 @click.argument("model_path", metavar="MODEL", type=click.Path(dir_okay=False))
 @click.argument("utils", type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True)
-def predict(model_path, utils, as_json) -> None:
+def predict(model_path: str, utils: str, as_json: bool) -> None:
     """Power of each application of UTILS (gpmTOOL utilization or power CSV) over the model's grid."""
     with user_errors():
         model = _load_model(model_path)
@@ -294,7 +307,7 @@ def predict(model_path, utils, as_json) -> None:
 @click.option("-o", "--out", default="power_model.png", show_default=True, type=click.Path(dir_okay=False),
               callback=figure_file, help="Figure file; its suffix sets the format (.png, .pdf, .svg, ...).")
 @options.force
-def plot(model_path, data, out, force) -> None:
+def plot(model_path: str, data: str | None, out: str, force: bool) -> None:
     """Voltage curves over the clocks (the paper's Figure 6) and measured vs predicted power."""
     from gpudvfs.power.plots import plot_model
 

@@ -12,7 +12,11 @@ imports it.
 | `selection`       | energy regret of the models' choice on measured grids, with baselines |
 | `safe`            | the safe choice: back off toward a known pair where the model is unsure |
 | `scores`          | mean and worst regret                                                |
+| `online_traces`   | the traces the online replay draws from a grid, and their rows       |
 | `online_replay`   | the online predictors replayed on traces drawn from a grid           |
+| `replay_table`    | a governor replay's table (time and power, measured and predicted)   |
+| `replay_strategies` | the governor and the baselines a replay runs on the same phases    |
 | `govern_replay`   | governors replayed on recorded training traces                       |
+| `governor_cv`     | the governor's constants chosen over replays, and its defaults       |
 | `hardware_report` | the report of a run on a real GPU (`gpudvfs validate`)               |
 """

@@ -49,7 +49,7 @@ import numpy as np
 from gpudvfs.data.jsonfile import write_json_atomic
 from gpudvfs.data.profilers import read_ncu_csv
 from gpudvfs.errors import InputError
-from gpudvfs.evaluation.power_errors import cross_validate
+from gpudvfs.evaluation.power_errors import cross_validate_power
 from gpudvfs.evaluation.time_errors import two_term
 from gpudvfs.hardware.apps import APPS
 from gpudvfs.hardware.calibrate import Progress, base_time_device, catalog_entry, stage
@@ -430,7 +430,7 @@ def _fit_and_score(device: Device, files: dict[str, Path], profiled: bool) -> tu
     model = PowerModel().fit(data)
     folds = min(6, len(data.benchmarks))
     out["power_model"] = {"variant": model.variant, "train_mape": model.train_mape_,
-                          "grouped_cv": cross_validate(data, folds) if folds >= 2 else None}
+                          "grouped_cv": cross_validate_power(data, folds).to_dict() if folds >= 2 else None}
     out["time_model"] = _score(files["power"], time_device)
     if files["apps"].exists():
         try:

@@ -31,7 +31,9 @@ after step k) with the measured time one level up and one level down in each dom
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 
 import numpy as np
 
@@ -39,21 +41,58 @@ from gpudvfs._core import OnlinePredictor
 from gpudvfs.data import read_measured_grid
 from gpudvfs.data.datasets import MeasurementGrid
 from gpudvfs.errors import InputError
+from gpudvfs.evaluation.online_traces import MOVES, Trace, counter_columns, make_trace, step_clocks, step_rows
 from gpudvfs.online.features import FORMS, FeatureMap
 from gpudvfs.online.grid import GridTable
 from gpudvfs.online.selection import FeatureSelection, lasso_select
 from gpudvfs.online.sensitivity import CounterFrequencyModel, predict_time_at
 from gpudvfs.stats import mape, paired_intervals
 
-MOVES = ("random", "step")
 STREAMS = ("per-app", "shared")
+
+#: A grid to replay: a measured grid, or the path of one.
+GridSource = MeasurementGrid | str | Path
 
 
 @dataclass(frozen=True)
 class ReplaySettings:
-    """Defaults: the form, stream layout, forgetting factor, initial covariance and
-    forgetting mode were chosen on training traces only (see :func:`tune` and docs/online.md);
-    the trace parameters are the issue's."""
+    """The online model's settings and the traces' parameters.
+
+    The form, stream layout, forgetting factor, initial covariance and forgetting mode were
+    chosen on training traces only (see :func:`tune` and docs/online.md); the trace parameters
+    are the issue's.
+
+    Parameters
+    ----------
+    form : str
+        The frequency term, one of ``gpudvfs.online.FORMS``.
+    streams : str
+        ``"per-app"``: one RLS stream per application; ``"shared"``: one for the trace.
+    forgetting : float
+        The RLS forgetting factor.
+    initial_covariance : float
+        The RLS initial covariance (times the identity).
+    forgetting_mode : str
+        How the RLS forgets (``"directional"`` or ``"exponential"``).
+    p_switch : float
+        Probability that a step switches application.
+    p_move : float
+        Probability that a step moves each clock domain.
+    noise : float
+        Relative noise of each observed time.
+    start : int
+        Steps before scoring starts (warm-up).
+    train_traces : int
+        Training traces drawn over the training applications.
+    folds : int
+        Folds of the Lasso's cross-validation.
+
+    Raises
+    ------
+    InputError
+        On an unknown form or stream layout, a probability outside [0, 1], a negative or
+        non-finite noise, or a ``start`` or ``train_traces`` below 1.
+    """
 
     form: str = "inverse"
     streams: str = "per-app"
@@ -68,6 +107,7 @@ class ReplaySettings:
     folds: int = 10
 
     def __post_init__(self) -> None:
+        """Refuse a setting out of range, as the class's ``Raises`` says."""
         if self.form not in FORMS:
             raise InputError(f"unknown form {self.form!r}; expected one of {FORMS}")
         if self.streams not in STREAMS:
@@ -82,75 +122,22 @@ class ReplaySettings:
 
 
 @dataclass(frozen=True, eq=False)
-class Trace:
-    app: np.ndarray      # (K,) index into the table's apps
-    level: np.ndarray    # (K, domains) level indices
-    time_ms: np.ndarray  # (K,) observed (with noise)
-    switch: np.ndarray   # (K,) the application changed at this step
-
-
-def make_trace(table: GridTable, apps, steps: int, rng: np.random.Generator, *, moves: str = "random",
-               p_switch: float = 0.05, p_move: float = 0.3, noise: float = 0.01) -> Trace:
-    if moves not in MOVES:
-        raise InputError(f"unknown moves {moves!r}; expected one of {MOVES}")
-    apps = list(apps)
-    n_lev = [len(lv) for lv in table.levels]
-    app = np.empty(steps, dtype=np.int64)
-    lvl = np.empty((steps, len(n_lev)), dtype=np.int64)
-    switch = np.zeros(steps, dtype=bool)
-    app[0] = rng.choice(apps)
-    lvl[0] = [rng.integers(n) for n in n_lev]
-    for k in range(1, steps):
-        app[k], lvl[k] = app[k - 1], lvl[k - 1]
-        if len(apps) > 1 and rng.random() < p_switch:
-            app[k] = rng.choice([a for a in apps if a != app[k - 1]])
-            switch[k] = True
-        for d, n in enumerate(n_lev):
-            if n > 1 and rng.random() < p_move:
-                if moves == "random":  # a different supported level, uniformly
-                    lvl[k, d] = (lvl[k - 1, d] + rng.integers(1, n)) % n
-                else:  # one level up or down; at an end the only way there is
-                    s = 1 if rng.random() < 0.5 else -1
-                    lvl[k, d] += s if 0 <= lvl[k - 1, d] + s < n else -s
-    t_true = table.time_ms[(app,) + tuple(lvl.T)]
-    return Trace(app, lvl, t_true * (1.0 + noise * rng.standard_normal(steps)), switch)
-
-
-def _clocks(table: GridTable, tr: Trace) -> np.ndarray:
-    return np.stack([table.levels[d][tr.level[:, d]] for d in range(len(table.domains))], axis=1)
-
-
-def _counter_columns(table: GridTable, names) -> list[int]:
-    return [table.counter_names.index(c) for c in names]
-
-
-def _bases(tr: Trace, streams: str) -> np.ndarray:
-    """Index of the step each step is predicted from (-1: none, the last value is used)."""
-    k = len(tr.app)
-    if streams == "shared":
-        return np.arange(k) - 1
-    base = np.full(k, -1)
-    last: dict[int, int] = {}
-    for i, a in enumerate(tr.app.tolist()):
-        base[i] = last.get(a, -1)
-        last[a] = i
-    return base
-
-
-def _rows(table: GridTable, tr: Trace, fm: FeatureMap, cols, streams: str):
-    """Per step: base index, regressors h (zeros where there is no base), target t_k - t_base."""
-    base = _bases(tr, streams)
-    f, x = _clocks(table, tr), table.counters[(tr.app,) + tuple(tr.level.T)][:, cols]
-    b = np.maximum(base, 0)
-    h = fm.regressors(f[b], f, x[b], x)
-    y = tr.time_ms - tr.time_ms[b]
-    h[base < 0], y[base < 0] = 0.0, 0.0
-    return base, h, y
-
-
-@dataclass(frozen=True, eq=False)
 class Trained:
-    """What the replay learns offline from the training applications."""
+    """What the replay learns offline from the training applications (`train_model`).
+
+    Attributes
+    ----------
+    features : FeatureMap
+        The regressors, restricted to the Lasso's selection.
+    selection : FeatureSelection
+        The Lasso's selection among every regressor.
+    offline_coef : numpy.ndarray
+        The offline model's coefficients: least squares on the training traces.
+    counter_model : CounterFrequencyModel
+        Eq. 14: how each counter moves with the clocks.
+    traces : tuple of Trace
+        The training traces.
+    """
 
     features: FeatureMap
     selection: FeatureSelection
@@ -159,12 +146,37 @@ class Trained:
     traces: tuple[Trace, ...]
 
 
-def train_model(table: GridTable, apps, counters, steps: int, rngs, moves: str, settings: ReplaySettings) -> Trained:
+def train_model(table: GridTable, apps: Sequence[int], counters: Sequence[str], steps: int,
+                rngs: Sequence[np.random.Generator], moves: str, settings: ReplaySettings) -> Trained:
+    """Counter scales, Lasso selection, offline coefficients and the Eq. 14 counter model, from training traces.
+
+    Parameters
+    ----------
+    table : GridTable
+        The training grid.
+    apps : sequence of int
+        The training applications (indices into ``table.apps``).
+    counters : sequence of str
+        The counters the features may use.
+    steps : int
+        The length of each training trace.
+    rngs : sequence of numpy.random.Generator
+        One per training trace.
+    moves : str
+        How the clocks move (`MOVES`).
+    settings : ReplaySettings
+        The form, stream layout, trace parameters and Lasso folds.
+
+    Returns
+    -------
+    Trained
+        What the replay scores the other applications with.
+    """
     full = FeatureMap.fit(table, apps, settings.form, counters)
-    cols = _counter_columns(table, full.counters)
-    kw = dict(moves=moves, p_switch=settings.p_switch, p_move=settings.p_move, noise=settings.noise)
-    traces = tuple(make_trace(table, apps, steps, rng, **kw) for rng in rngs)
-    rows = [_rows(table, tr, full, cols, settings.streams) for tr in traces]
+    cols = counter_columns(table, full.counters)
+    traces = tuple(make_trace(table, apps, steps, rng, moves=moves, p_switch=settings.p_switch,
+                              p_move=settings.p_move, noise=settings.noise) for rng in rngs)
+    rows = [step_rows(table, tr, full, cols, settings.streams) for tr in traces]
     h = np.vstack([r[1][r[0] >= 0] for r in rows])
     y = np.concatenate([r[2][r[0] >= 0] for r in rows])
     sel = lasso_select(h, y, keep=range(full.n_frequency), folds=settings.folds)
@@ -173,10 +185,29 @@ def train_model(table: GridTable, apps, counters, steps: int, rngs, moves: str, 
     return Trained(fm, sel, coef, CounterFrequencyModel.fit(table, apps, fm.counters), traces)
 
 
-def run_online(table: GridTable, tr: Trace, fm: FeatureMap, settings: ReplaySettings):
-    """The online model along a trace: predictions of every step (NaN at step 0), the
-    coefficients of the stream each step used after its update, the bases and regressors."""
-    base, h, y = _rows(table, tr, fm, _counter_columns(table, fm.counters), settings.streams)
+def run_online(table: GridTable, tr: Trace, fm: FeatureMap,
+               settings: ReplaySettings) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The online model along a trace.
+
+    Parameters
+    ----------
+    table : GridTable
+        The grid the trace was drawn from.
+    tr : Trace
+        The trace.
+    fm : FeatureMap
+        The regressors.
+    settings : ReplaySettings
+        The stream layout and the RLS settings.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        The prediction of every step (NaN at step 0), the coefficients of the stream each step
+        used after its update, each step's base (the step it is predicted from; -1: none) and
+        its regressors.
+    """
+    base, h, y = step_rows(table, tr, fm, counter_columns(table, fm.counters), settings.streams)
     t = tr.time_ms
     pred = np.empty(len(t))
     pred[0] = np.nan
@@ -199,21 +230,194 @@ def run_online(table: GridTable, tr: Trace, fm: FeatureMap, settings: ReplaySett
     return pred, coef_after, base, h
 
 
-def _score(tr: Trace, pred, start: int) -> dict:
+@dataclass(frozen=True)
+class TraceErrors:
+    """A predictor's MAPE (%) over the scored steps of a trace (k >= ``start``).
+
+    Attributes
+    ----------
+    mape : float
+        Over every scored step.
+    mape_same_app : float
+        Over the scored steps without an application switch.
+    """
+
+    mape: float
+    mape_same_app: float
+
+    def to_dict(self) -> dict:
+        """The errors as `gpudvfs online replay --json` prints them.
+
+        Returns
+        -------
+        dict
+            ``mape`` and ``mape_same_app``.
+        """
+        return {"mape": self.mape, "mape_same_app": self.mape_same_app}
+
+
+@dataclass(frozen=True)
+class SensitivityErrors:
+    """MAPE (%) of the time predicted one clock level away, against the measured time there.
+
+    Attributes
+    ----------
+    eq14 : float
+        Eq. 12 with Eq. 14 counters.
+    counters_held : float
+        Eq. 12 with the counters held.
+    no_change : float
+        The no-change guess t_k, for scale.
+    """
+
+    eq14: float
+    counters_held: float
+    no_change: float
+
+
+@dataclass(frozen=True)
+class Sensitivity:
+    """Eq. 12 one level up and down in every clock domain from each scored step.
+
+    Attributes
+    ----------
+    errors : SensitivityErrors
+        Over every domain.
+    cases : int
+        (step, domain, direction) cases scored.
+    mean_measured_change : float
+        How much the measured time moves over one level (%): what there is to predict.
+    per_domain : dict of str to SensitivityErrors
+        Per clock domain.
+    """
+
+    errors: SensitivityErrors
+    cases: int
+    mean_measured_change: float
+    per_domain: dict[str, SensitivityErrors]
+
+    def to_dict(self) -> dict:
+        """The sensitivity as `gpudvfs online replay --json` prints it.
+
+        Returns
+        -------
+        dict
+            ``mape`` (Eq. 14), ``mape_counters_held``, ``mape_no_change``, ``cases``,
+            ``mean_measured_change`` and ``per_domain`` (each with ``mape_eq14``,
+            ``mape_counters_held`` and ``mape_no_change``).
+        """
+        e = self.errors
+        return {"mape": e.eq14, "mape_counters_held": e.counters_held, "mape_no_change": e.no_change,
+                "cases": self.cases, "mean_measured_change": self.mean_measured_change,
+                "per_domain": {d: {"mape_eq14": v.eq14, "mape_counters_held": v.counters_held,
+                                   "mape_no_change": v.no_change} for d, v in self.per_domain.items()}}
+
+
+@dataclass(frozen=True, eq=False)
+class OnlineReplayResult:
+    """The online model, the last value and the offline model on one trace (`replay`).
+
+    Attributes
+    ----------
+    data : str
+        The grid replayed.
+    train_source : str
+        How the training applications were chosen.
+    train_apps, scored_apps : list of str
+        The training applications and the scored ones.
+    steps, seed : int
+        The trace's length and seed.
+    moves : str
+        How the clocks moved.
+    settings : ReplaySettings
+        The settings replayed.
+    features : FeatureMap
+        The regressors, as selected.
+    selection : FeatureSelection
+        The Lasso's selection.
+    shared_time_curves : list of list of str
+        Groups of applications with the same measured time at every configuration.
+    switches_scored : int
+        Application switches among the scored steps.
+    naive, online, offline : TraceErrors
+        The last value's, the online model's and the offline model's errors.
+    sensitivity : Sensitivity
+        The error of the time predicted one clock level away.
+    intervals_same_app : dict
+        95% bootstrap intervals over the scored applications (a step goes with its
+        application) of the online same-application MAPE (``mean``) and of its paired
+        differences from the other two (``minus_naive``, ``minus_offline``).
+    """
+
+    data: str
+    train_source: str
+    train_apps: list[str]
+    scored_apps: list[str]
+    steps: int
+    seed: int
+    moves: str
+    settings: ReplaySettings
+    features: FeatureMap
+    selection: FeatureSelection
+    shared_time_curves: list[list[str]]
+    switches_scored: int
+    naive: TraceErrors
+    online: TraceErrors
+    offline: TraceErrors
+    sensitivity: Sensitivity
+    intervals_same_app: dict
+
+    @property
+    def ratio_same_app(self) -> float:
+        """The online model's same-application MAPE over the last value's.
+
+        Returns
+        -------
+        float
+            Issue 5's figure: at most 0.5 meets it.
+        """
+        return self.online.mape_same_app / self.naive.mape_same_app
+
+    def to_dict(self) -> dict:
+        """The replay as `gpudvfs online replay --json` prints it.
+
+        Returns
+        -------
+        dict
+            JSON-ready; the Lasso's selection under ``lasso``, by feature name.
+        """
+        sel = self.selection
+        return {
+            "data": self.data, "train": {"source": self.train_source, "apps": self.train_apps},
+            "scored_apps": self.scored_apps, "steps": self.steps, "seed": self.seed, "moves": self.moves,
+            "settings": asdict(self.settings), "features": self.features.names,
+            "lasso": {"selected": [self.features.all_names[i] for i in sel.lasso_selected],
+                      "alpha_min": sel.alpha_min, "alpha_1se": sel.alpha_1se,
+                      "features_at_alpha_min": sel.n_at_alpha_min, "converged": sel.converged},
+            "shared_time_curves": self.shared_time_curves, "switches_scored": self.switches_scored,
+            "naive": self.naive.to_dict(), "online": self.online.to_dict(), "offline": self.offline.to_dict(),
+            "sensitivity": self.sensitivity.to_dict(), "ratio_same_app": self.ratio_same_app,
+            "intervals_same_app": self.intervals_same_app,
+        }
+
+
+def _score(tr: Trace, pred: np.ndarray, start: int) -> TraceErrors:
     k = np.arange(len(tr.time_ms)) >= start
-    return {"mape": mape(pred, tr.time_ms, k), "mape_same_app": mape(pred, tr.time_ms, k & ~tr.switch)}
+    return TraceErrors(mape(pred, tr.time_ms, k), mape(pred, tr.time_ms, k & ~tr.switch))
 
 
-def _sensitivity(table: GridTable, tr: Trace, fm: FeatureMap, cm: CounterFrequencyModel, coef_after,
-                 start: int) -> dict:
-    """Eq. 12 one level up and down in every domain from each step k >= start, with the
-    coefficients after step k, against the measured (noise-free) time there: with Eq. 14
-    counters, with the counters held, and the no-change guess t_k for scale."""
-    f = _clocks(table, tr)
-    x = table.counters[(tr.app,) + tuple(tr.level.T)][:, _counter_columns(table, fm.counters)]
+def _sensitivity(table: GridTable, tr: Trace, fm: FeatureMap, cm: CounterFrequencyModel, coef_after: np.ndarray,
+                 start: int) -> Sensitivity:
+    """Eq. 12 one level up and down in every domain from each step k >= start.
+
+    With the coefficients after step k, against the measured (noise-free) time there: with
+    Eq. 14 counters, with the counters held, and the no-change guess t_k for scale.
+    """
+    f = step_clocks(table, tr)
+    x = table.counters[(tr.app,) + tuple(tr.level.T)][:, counter_columns(table, fm.counters)]
     ks = np.arange(start, len(tr.time_ms))
     kinds = ("eq14", "counters_held", "no_change")
-    errs: dict = {d: {k: [] for k in kinds} for d in table.domains}
+    errs: dict[str, dict[str, list[np.ndarray]]] = {d: {k: [] for k in kinds} for d in table.domains}
     moved = []  # how much the measured time moves over one level: what there is to predict
     for (d, dom), s in itertools.product(enumerate(table.domains), (-1, 1)):
         lv = tr.level[ks].copy()
@@ -230,24 +434,23 @@ def _sensitivity(table: GridTable, tr: Trace, fm: FeatureMap, cm: CounterFrequen
             errs[dom][kind].append(np.abs(g - truth) / truth)
         t_true = table.time_ms[(tr.app[kk],) + tuple(tr.level[kk].T)]
         moved.append(np.abs(truth - t_true) / t_true)
-    pooled = {k: np.concatenate([e for d in errs.values() for e in d[k]]) for k in kinds}
-    return {"mape": float(100 * pooled["eq14"].mean()),
-            "mape_counters_held": float(100 * pooled["counters_held"].mean()),
-            "mape_no_change": float(100 * pooled["no_change"].mean()),
-            "cases": len(pooled["eq14"]),
-            "mean_measured_change": float(100 * np.concatenate(moved).mean()),
-            "per_domain": {d: {f"mape_{k}": float(100 * np.concatenate(v[k]).mean()) for k in kinds}
-                           for d, v in errs.items()}}
+
+    def errors(parts: dict[str, list[np.ndarray]]) -> SensitivityErrors:
+        return SensitivityErrors(*(float(100 * np.concatenate(parts[k]).mean()) for k in kinds))
+
+    pooled = {k: [e for d in errs.values() for e in d[k]] for k in kinds}
+    return Sensitivity(errors(pooled), len(np.concatenate(pooled["eq14"])),
+                       float(100 * np.concatenate(moved).mean()), {d: errors(v) for d, v in errs.items()})
 
 
-def _table(source) -> GridTable:
+def _table(source: GridSource) -> GridTable:
     grid = source if isinstance(source, MeasurementGrid) else read_measured_grid(source, "the replay")
     return GridTable.from_grid(grid)
 
 
-def _split(data: GridTable, train_source):
-    """(training table, training apps, scored apps, counters both files have, how the
-    split was made)."""
+def _split(data: GridTable, train_source: GridSource | None
+           ) -> tuple[GridTable, list[int], list[int], Sequence[str], str]:
+    """(training table, training apps, scored apps, counters both files have, how the split was made)."""
     if train_source is None:
         if len(data.apps) < 2:
             raise InputError(f"{data.path}: splitting into training and scored applications needs at least 2")
@@ -265,13 +468,41 @@ def _split(data: GridTable, train_source):
             f"TRAIN file {tr.path}, all its applications")
 
 
-def replay(data, train=None, *, steps: int = 2000, seed: int = 0, moves: str = "random",
-           settings: ReplaySettings = ReplaySettings()) -> dict:
-    """Replay a trace of ``steps`` steps drawn from the grid ``data`` (a path or a
-    MeasurementGrid); see the module documentation. Returns a JSON-ready dict with
-    "naive", "online", "offline" ({"mape", "mape_same_app"}), "sensitivity" and
-    "intervals_same_app" (95% bootstrap intervals over the scored applications of the online
-    same-application MAPE and of its paired differences from the other two)."""
+def replay(data: GridSource, train: GridSource | None = None, *, steps: int = 2000, seed: int = 0,
+           moves: str = "random", settings: ReplaySettings = ReplaySettings()) -> OnlineReplayResult:
+    """Replay a trace drawn from a grid: the online model against the last value and the offline model.
+
+    See the module documentation for the trace, the predictors and the training side.
+
+    Parameters
+    ----------
+    data : MeasurementGrid or path
+        The grid the scored trace is drawn from.
+    train : MeasurementGrid or path or None
+        The grid trained on, all its applications; None: ``data``'s applications sorted by
+        name, even positions train and odd positions are scored.
+    steps : int
+        The length of every trace, more than the warm-up ``settings.start`` + 1.
+    seed : int
+        The seed of every trace.
+    moves : str
+        How the clocks move (`MOVES`).
+    settings : ReplaySettings
+        The model's settings and the traces' parameters.
+
+    Returns
+    -------
+    OnlineReplayResult
+        The three predictors' errors on all and on same-application steps, the sensitivity,
+        and 95% bootstrap intervals over the scored applications of the online
+        same-application MAPE and of its paired differences from the other two.
+
+    Raises
+    ------
+    InputError
+        On unknown ``moves``, too few steps, a grid that cannot be replayed, or a TRAIN grid
+        of other clock domains or with no counter in common.
+    """
     if moves not in MOVES:
         raise InputError(f"unknown moves {moves!r}; expected one of {MOVES}")
     if steps <= settings.start + 1:
@@ -287,42 +518,81 @@ def replay(data, train=None, *, steps: int = 2000, seed: int = 0, moves: str = "
     pred, coef_after, base, h = run_online(table, tr, fm, settings)
     naive = np.concatenate([[np.nan], tr.time_ms[:-1]])
     offline = np.where(base >= 0, tr.time_ms[np.maximum(base, 0)] + h @ trained.offline_coef, naive)
-    res = {
-        "data": table.path,
-        "train": {"source": how, "apps": [tr_table.apps[i] for i in tr_apps]},
-        "scored_apps": [table.apps[i] for i in test_apps],
-        "steps": steps, "seed": seed, "moves": moves,
-        "settings": asdict(settings),
-        "features": fm.names,
-        "lasso": {"selected": [fm.all_names[i] for i in trained.selection.lasso_selected],
-                  "alpha_min": trained.selection.alpha_min, "alpha_1se": trained.selection.alpha_1se,
-                  "features_at_alpha_min": trained.selection.n_at_alpha_min,
-                  "converged": trained.selection.converged},
-        "shared_time_curves": table.shared_time_curves(),
-        "switches_scored": int(np.sum(tr.switch[settings.start:])),
-        "naive": _score(tr, naive, settings.start),
-        "online": _score(tr, pred, settings.start),
-        "offline": _score(tr, offline, settings.start),
-        "sensitivity": _sensitivity(table, tr, fm, trained.counter_model, coef_after, settings.start),
-    }
-    res["ratio_same_app"] = res["online"]["mape_same_app"] / res["naive"]["mape_same_app"]
     # How far the same-application figures could move with other applications: their steps
     # resampled by application (a step goes with its application), online beside the others.
     same = (np.arange(steps) >= settings.start) & ~tr.switch
     ape = {k: 100.0 * np.abs(p[same] - tr.time_ms[same]) / tr.time_ms[same]
            for k, p in (("online", pred), ("naive", naive), ("offline", offline))}
-    res["intervals_same_app"] = paired_intervals(ape["online"], {"naive": ape["naive"], "offline": ape["offline"]},
-                                                 tr.app[same])
-    return res
+    return OnlineReplayResult(
+        table.path, how, [tr_table.apps[i] for i in tr_apps], [table.apps[i] for i in test_apps], steps, seed, moves,
+        settings, fm, trained.selection, table.shared_time_curves(), int(np.sum(tr.switch[settings.start:])),
+        _score(tr, naive, settings.start), _score(tr, pred, settings.start), _score(tr, offline, settings.start),
+        _sensitivity(table, tr, fm, trained.counter_model, coef_after, settings.start),
+        paired_intervals(ape["online"], {"naive": ape["naive"], "offline": ape["offline"]}, tr.app[same]))
 
 
-def tune(data, train=None, *, steps: int = 2000, seed: int = 0, moves: str = "random",
-         settings: ReplaySettings = ReplaySettings(), forgetting=(0.9, 0.95, 0.98, 0.99, 1.0),
-         initial_covariance=(1.0, 100.0, 1e4), forgetting_mode=("directional", "exponential")) -> list[dict]:
-    """How the replay defaults are chosen: the online model's same-application MAPE on the
-    training traces (the applications ``replay`` trains on, never the scored ones) for
-    every combination of the given values; best first. The features are selected once,
-    with ``settings``."""
+@dataclass(frozen=True)
+class TuneScore:
+    """One combination of the online model's settings scored on the training traces (`tune`).
+
+    Attributes
+    ----------
+    forgetting, initial_covariance : float
+        The RLS forgetting factor and initial covariance.
+    forgetting_mode : str
+        How the RLS forgets.
+    train_mape_same_app : float
+        The online model's same-application MAPE (%), mean over the training traces.
+    """
+
+    forgetting: float
+    initial_covariance: float
+    forgetting_mode: str
+    train_mape_same_app: float
+
+    def to_dict(self) -> dict:
+        """The combination and its score in one JSON object.
+
+        Returns
+        -------
+        dict
+            The four fields by name.
+        """
+        return asdict(self)
+
+
+def tune(data: GridSource, train: GridSource | None = None, *, steps: int = 2000, seed: int = 0,
+         moves: str = "random", settings: ReplaySettings = ReplaySettings(),
+         forgetting: Iterable[float] = (0.9, 0.95, 0.98, 0.99, 1.0),
+         initial_covariance: Iterable[float] = (1.0, 100.0, 1e4),
+         forgetting_mode: Iterable[str] = ("directional", "exponential")) -> list[TuneScore]:
+    """How the replay defaults are chosen: the online model on the training traces under every combination.
+
+    The training traces are those of the applications ``replay`` trains on, never the scored
+    ones. The features are selected once, with ``settings``.
+
+    Parameters
+    ----------
+    data : MeasurementGrid or path
+        The grid whose applications are split as `replay` splits them.
+    train : MeasurementGrid or path or None
+        The grid trained on, as `replay` takes it.
+    steps, seed : int
+        The length and seed of every trace.
+    moves : str
+        How the clocks move (`MOVES`).
+    settings : ReplaySettings
+        The settings the features are selected with, and the others' base.
+    forgetting, initial_covariance : iterable of float
+        The forgetting factors and initial covariances tried.
+    forgetting_mode : iterable of str
+        The forgetting modes tried.
+
+    Returns
+    -------
+    list of TuneScore
+        Every combination's same-application MAPE on the training traces, best first.
+    """
     table = _table(data)
     tr_table, tr_apps, _, counters, _ = _split(table, train)
     seeds = np.random.SeedSequence(seed).spawn(1 + settings.train_traces)
@@ -332,7 +602,6 @@ def tune(data, train=None, *, steps: int = 2000, seed: int = 0, moves: str = "ra
     for lam, delta, mode in itertools.product(forgetting, initial_covariance, forgetting_mode):
         s = replace(settings, forgetting=lam, initial_covariance=delta, forgetting_mode=mode)
         preds = [run_online(tr_table, tr, trained.features, s)[0] for tr in trained.traces]
-        mape = np.mean([_score(tr, p, s.start)["mape_same_app"] for tr, p in zip(trained.traces, preds)])
-        out.append({"forgetting": lam, "initial_covariance": delta, "forgetting_mode": mode,
-                    "train_mape_same_app": float(mape)})
-    return sorted(out, key=lambda r: r["train_mape_same_app"])
+        score = np.mean([_score(tr, p, s.start).mape_same_app for tr, p in zip(trained.traces, preds)])
+        out.append(TuneScore(lam, delta, mode, float(score)))
+    return sorted(out, key=lambda r: r.train_mape_same_app)

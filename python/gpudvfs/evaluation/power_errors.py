@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -12,18 +14,40 @@ from gpudvfs.power.model import PowerModel
 from gpudvfs.stats import mean_interval, paired_intervals
 
 
-def held_out_predictions(dataset: PowerDataset, folds: int, **model_options
+def held_out_predictions(dataset: PowerDataset, folds: int, **model_options: Any
                          ) -> tuple[dict[str, np.ndarray], dict]:
-    """Per row, power predicted by a model fitted without the row's benchmark (benchmarks dealt
-    to ``folds`` folds in file order): from its utilizations alone (``model``); scaled to its
-    measured power at the reference configuration (``calibrated``: what a user who measured
-    that one point gets); and the baseline that scales its reference power by the training
-    benchmarks' mean power relative to their own reference power per configuration
-    (``reference_scaled``). The calibrated and baseline rows are NaN for a benchmark with no
-    row at the reference. The second value says how the folds' fits went, since their warnings
-    are held back: ``zero_weight``, per component no training benchmark of a fold uses, the
-    folds where it got a zero weight (it is left out of the fit); ``fell_back``, the folds whose
-    fit fell back to per-domain voltages; ``not_converged``, those that stopped unconverged."""
+    """Per row, power predicted by a model fitted without the row's benchmark.
+
+    Benchmarks are dealt to ``folds`` folds in file order. Each row is predicted from its
+    utilizations alone (``model``); scaled to its measured power at the reference
+    configuration (``calibrated``: what a user who measured that one point gets); and by the
+    baseline that scales its reference power by the training benchmarks' mean power relative
+    to their own reference power per configuration (``reference_scaled``). The calibrated and
+    baseline rows are NaN for a benchmark with no row at the reference.
+
+    Parameters
+    ----------
+    dataset : PowerDataset
+        Measured power with each row's utilizations.
+    folds : int
+        Folds, between 2 and the number of benchmarks.
+    **model_options : Any
+        `PowerModel`'s options (``variant``, ``relative_error``, ``ridge``, ...).
+
+    Returns
+    -------
+    tuple of dict
+        The predictions, ``model``, ``calibrated`` and ``reference_scaled`` [rows]; and how
+        the folds' fits went, since their warnings are held back: ``zero_weight``, per
+        component no training benchmark of a fold uses, the folds where it got a zero weight
+        (it is left out of the fit); ``fell_back``, the folds whose fit fell back to
+        per-domain voltages; ``not_converged``, those that stopped unconverged.
+
+    Raises
+    ------
+    InputError
+        On a count of folds out of range.
+    """
     n_b = len(dataset.benchmarks)
     if not 2 <= folds <= n_b:
         raise InputError(f"folds must be between 2 and the number of benchmarks ({n_b}), got {folds}")
@@ -61,29 +85,98 @@ def held_out_predictions(dataset: PowerDataset, folds: int, **model_options
     return preds, {"zero_weight": absent, "fell_back": fell_back, "not_converged": not_converged}
 
 
-def cross_validate(dataset: PowerDataset, folds: int = 6, **model_options) -> dict:
-    """Grouped k-fold cross-validation: each benchmark (all its configurations) is held out
-    once, benchmarks dealt to folds in file order. Returns the MAPE over all held-out rows and
-    per fold, and the calibrated and baseline figures of :func:`held_out_predictions` (over the
-    benchmarks measured at the reference), and how the folds' fits went (``zero_weight_folds``,
-    ``fallback_folds``, ``unconverged_folds``: see :func:`held_out_predictions`). ``intervals``:
-    95% bootstrap intervals over the benchmarks (a benchmark's rows drawn together) of the MAPE
-    and of the calibrated MAPE, with the latter's paired difference from the baseline where
-    the baseline predicts every row the calibration does."""
+@dataclass(frozen=True)
+class PowerCV:
+    """The power model's grouped cross-validation (`cross_validate_power`).
+
+    Attributes
+    ----------
+    mape : float
+        MAPE (%) over every held-out row.
+    folds : int
+        Folds.
+    zero_weight_folds : dict of str to int
+        Per component no training benchmark of a fold uses, the folds where it got a zero weight.
+    fallback_folds, unconverged_folds : int
+        Folds whose fit fell back to per-domain voltages, and that stopped unconverged.
+    per_fold : list of float
+        Each fold's MAPE (%).
+    calibrated_benchmarks : int
+        Benchmarks measured at the reference, which the calibrated figures are over.
+    calibrated_mape, reference_scaled_mape : float or None
+        MAPE (%) calibrated on each held-out benchmark's reference power, and of the baseline
+        (`held_out_predictions`), over those benchmarks; None where none was measured there.
+    intervals : dict
+        95% bootstrap intervals over the benchmarks (a benchmark's rows drawn together) of
+        the MAPE (``mape``) and of the calibrated MAPE (``calibrated``), with the latter's
+        paired difference from the baseline where the baseline predicts every row the
+        calibration does.
+    """
+
+    mape: float
+    folds: int
+    zero_weight_folds: dict[str, int]
+    fallback_folds: int
+    unconverged_folds: int
+    per_fold: list[float]
+    calibrated_benchmarks: int
+    calibrated_mape: float | None
+    reference_scaled_mape: float | None
+    intervals: dict
+
+    def to_dict(self) -> dict:
+        """The figures as a JSON object, keyed by the attributes' names.
+
+        Returns
+        -------
+        dict
+            JSON-ready, the attributes in order.
+        """
+        return {"mape": self.mape, "folds": self.folds, "zero_weight_folds": self.zero_weight_folds,
+                "fallback_folds": self.fallback_folds, "unconverged_folds": self.unconverged_folds,
+                "per_fold": self.per_fold, "calibrated_benchmarks": self.calibrated_benchmarks,
+                "calibrated_mape": self.calibrated_mape, "reference_scaled_mape": self.reference_scaled_mape,
+                "intervals": self.intervals}
+
+
+def cross_validate_power(dataset: PowerDataset, folds: int = 6, **model_options: Any) -> PowerCV:
+    """Grouped k-fold cross-validation of the power model: each benchmark (all its configurations) held out once.
+
+    Benchmarks are dealt to folds in file order.
+
+    Parameters
+    ----------
+    dataset : PowerDataset
+        Measured power with each row's utilizations.
+    folds : int
+        Folds, between 2 and the number of benchmarks.
+    **model_options : Any
+        `PowerModel`'s options (``variant``, ``relative_error``, ``ridge``, ...).
+
+    Returns
+    -------
+    PowerCV
+        The MAPE over all held-out rows and per fold, the calibrated and baseline figures of
+        `held_out_predictions` (over the benchmarks measured at the reference), how the folds'
+        fits went, and 95% bootstrap intervals over the benchmarks.
+
+    Raises
+    ------
+    InputError
+        On a count of folds out of range.
+    """
     preds, fits = held_out_predictions(dataset, folds, **model_options)
     ape = {k: 100.0 * np.abs(v - dataset.watts) / dataset.watts for k, v in preds.items()}
     fold_of = (np.arange(len(dataset.benchmarks)) % folds)[dataset.benchmark]
-    out = {"mape": float(np.mean(ape["model"])), "folds": folds, "zero_weight_folds": fits["zero_weight"],
-           "fallback_folds": fits["fell_back"], "unconverged_folds": fits["not_converged"],
-           "per_fold": [float(np.mean(ape["model"][fold_of == k])) for k in range(folds)]}
     known = np.isfinite(ape["calibrated"])
-    out["calibrated_benchmarks"] = len(np.unique(dataset.benchmark[known]))
-    for k in ("calibrated", "reference_scaled"):
-        out[f"{k}_mape"] = float(np.mean(ape[k][known])) if known.any() else None
-    out["intervals"] = {"mape": mean_interval(ape["model"], dataset.benchmark)}
+    calibrated, reference_scaled = (float(np.mean(ape[k][known])) if known.any() else None
+                                    for k in ("calibrated", "reference_scaled"))
+    intervals: dict[str, Any] = {"mape": mean_interval(ape["model"], dataset.benchmark)}
     if known.any():
         base = ape["reference_scaled"][known]
-        out["intervals"]["calibrated"] = paired_intervals(
+        intervals["calibrated"] = paired_intervals(
             ape["calibrated"][known], {"reference_scaled": base} if np.isfinite(base).all() else {},
             dataset.benchmark[known])
-    return out
+    return PowerCV(float(np.mean(ape["model"])), folds, fits["zero_weight"], fits["fell_back"], fits["not_converged"],
+                   [float(np.mean(ape["model"][fold_of == k])) for k in range(folds)],
+                   len(np.unique(dataset.benchmark[known])), calibrated, reference_scaled, intervals)

@@ -16,7 +16,7 @@ import numpy as np
 
 from gpudvfs.data.datasets import MeasurementGrid
 from gpudvfs.errors import GpudvfsWarning, InputError
-from gpudvfs.evaluation.govern_replay import ReplayTable
+from gpudvfs.evaluation.replay_table import ReplayTable
 from gpudvfs.policy.policies import highest_index
 
 #: The memory clock column of a grid that has none: a constant, which the governor's

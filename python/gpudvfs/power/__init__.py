@@ -15,4 +15,4 @@ from gpudvfs.power.model import VARIANTS, PowerModel
 
 __all__ = ["VARIANTS", "PowerModel", "power_grid", "power_grid_numpy"]
 
-__getattr__ = moved_names(__name__, {"cross_validate": "gpudvfs.evaluation.power_errors"})
+__getattr__ = moved_names(__name__, {"cross_validate": "gpudvfs.evaluation.power_errors:cross_validate_power"})

@@ -1,0 +1,357 @@
+"""The strategies a governor replay runs on the same phases.
+
+The governor, a new phase starting from the models' prediction or from what earlier phases
+taught (`SeenPrior`), and the baselines: one pair per application (`FixedPairs`: the default
+clocks, the models' choice, one pair for all) and measuring pairs before keeping the best
+(`MeasureThenKeep`: exhaustive profiling, random search, Zeus's just-in-time profiling,
+`zeus_baseline`).
+
+A strategy is told each phase's application (``phase``), names the setting of each step
+(``decide``) and is told what the step measured there (``observe``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import numpy as np
+
+from gpudvfs.evaluation.replay_table import ReplayTable, Target
+from gpudvfs.govern.governor import Governor
+from gpudvfs.govern.power_limit import limit_curves
+
+#: Zeus's JIT profiling as its `GlobalPowerLimitOptimizer` documents it: each setting, from
+#: the highest down, runs this many warm-up steps, then this many measured ones.
+ZEUS_WARMUP_STEPS = 10
+ZEUS_PROFILE_STEPS = 40
+
+
+class Strategy(Protocol):
+    """What a replay drives, step by step."""
+
+    def phase(self, a: int) -> None:
+        """Start a phase of an application.
+
+        Parameters
+        ----------
+        a : int
+            The application (a row of the table).
+        """
+
+    def decide(self) -> int:
+        """The setting the next step runs at.
+
+        Returns
+        -------
+        int
+            Its index.
+        """
+
+    def observe(self, k: int, time_ms: float, watts: float) -> None:
+        """What a step measured.
+
+        Parameters
+        ----------
+        k : int
+            The step's setting.
+        time_ms, watts : float
+            Its time (ms) and power (W).
+        """
+
+
+class FixedPairs:
+    """One setting per application and no learning: the default clocks, the models' choice, one pair for all.
+
+    Parameters
+    ----------
+    pairs : numpy.ndarray
+        [A] the index of each application's setting.
+    """
+
+    def __init__(self, pairs: np.ndarray) -> None:
+        self.pairs = pairs
+        self.k = 0
+
+    def phase(self, a: int) -> None:
+        """Start a phase of application ``a``: its setting from now on.
+
+        Parameters
+        ----------
+        a : int
+            The application (a row of the table).
+        """
+        self.k = int(self.pairs[a])
+
+    def decide(self) -> int:
+        """The setting of the phase's application.
+
+        Returns
+        -------
+        int
+            Its index.
+        """
+        return self.k
+
+    def observe(self, k: int, time_ms: float, watts: float) -> None:
+        """Nothing is learnt from a step.
+
+        Parameters
+        ----------
+        k : int
+            The step's setting.
+        time_ms, watts : float
+            What it measured.
+        """
+
+
+class MeasureThenKeep:
+    """Measure a list of settings once per phase, then run the best measured under the target.
+
+    What an application's phases measured is remembered across its recurrences.
+
+    Parameters
+    ----------
+    table : ReplayTable
+        The settings and the price of time.
+    pairs_of : callable
+        ``pairs_of(a)``: the settings measured for application ``a``, in order (the first is
+        among those kept at the end).
+    target : Target
+        What the best measured setting is best at.
+    warmup : int
+        Steps per setting before its measurement counts.
+    measured : int
+        Steps measured per setting; their mean is the setting's.
+    """
+
+    def __init__(self, table: ReplayTable, pairs_of: Callable[[int], Sequence[int]], target: Target,
+                 warmup: int = 0, measured: int = 1) -> None:
+        self.table, self.pairs_of, self.target = table, pairs_of, target
+        self.warmup, self.measured = warmup, measured
+        self.seen: dict[int, dict[int, list[tuple[float, float]]]] = {}
+        self.plans: dict[int, list[int]] = {}
+        self.a, self.steps = 0, 0
+        self.todo: list[int] = []
+        self.choice: int | None = None
+
+    def phase(self, a: int) -> None:
+        """Start a phase of application ``a``: measure what its earlier phases left unmeasured.
+
+        Parameters
+        ----------
+        a : int
+            The application (a row of the table).
+        """
+        self.a, self.steps, self.choice = a, 0, None
+        if a not in self.seen:
+            self.seen[a], self.plans[a] = {}, list(self.pairs_of(a))
+        # A recurring phase goes on with what its earlier visits left unmeasured.
+        self.todo = [k for k in self.plans[a] if len(self.seen[a].get(k, ())) < self.measured]
+
+    def decide(self) -> int:
+        """The next setting to measure, else the best measured.
+
+        Returns
+        -------
+        int
+            Its index.
+        """
+        if self.todo:
+            return self.todo[0]
+        if self.choice is None:  # once per phase: nothing is measured after the plan
+            m = self.seen[self.a]
+            ks = sorted(k for k in m if len(m[k]) >= self.measured)  # the first pair planned is among them
+            t, p = (np.array([np.mean([x[j] for x in m[k]]) for k in ks]) for j in (0, 1))
+            d = ks.index(self.table.default_index) if self.table.default_index in ks else 0
+            self.choice = ks[int(self.target.select(self.table, t, p, self.table.configs[ks], d)[0])]
+        return self.choice
+
+    def observe(self, k: int, time_ms: float, watts: float) -> None:
+        """Count a step at the setting being measured (a warm-up step runs but is not kept).
+
+        Parameters
+        ----------
+        k : int
+            The step's setting.
+        time_ms, watts : float
+            What it measured.
+        """
+        if not (self.todo and self.todo[0] == k):
+            return
+        self.steps += 1
+        if self.steps > self.warmup:
+            self.seen[self.a].setdefault(k, []).append((time_ms, watts))
+        if self.steps == self.warmup + self.measured:
+            self.todo.pop(0)
+            self.steps = 0
+
+
+def zeus_baseline(table: ReplayTable, target: Target) -> MeasureThenKeep:
+    """Zeus's just-in-time profiling (NSDI'23).
+
+    Every setting, from the highest down, runs ZEUS_WARMUP_STEPS steps and then
+    ZEUS_PROFILE_STEPS measured ones; the job then keeps the one of least cost measured (a job
+    that recurs is not profiled again).
+
+    Parameters
+    ----------
+    table : ReplayTable
+        The settings.
+    target : Target
+        What the kept setting is best at.
+
+    Returns
+    -------
+    MeasureThenKeep
+        The strategy.
+    """
+    order = [int(k) for k in np.lexsort((table.configs[:, 1], table.configs[:, 0]))[::-1]]
+    return MeasureThenKeep(table, lambda a: order, target, ZEUS_WARMUP_STEPS, ZEUS_PROFILE_STEPS)
+
+
+class GovernorStrategy:
+    """The governor, timed at each decision.
+
+    A new phase starts from the table's prediction, or with ``learn`` from what the phases
+    before it taught (`SeenPrior`).
+
+    Parameters
+    ----------
+    gov : Governor
+        The governor, over the table's settings.
+    table : ReplayTable
+        The predictions a new phase starts from.
+    learn : bool
+        Start a new phase from the phases seen before it instead.
+    """
+
+    def __init__(self, gov: Governor, table: ReplayTable, learn: bool = False) -> None:
+        self.gov, self.table = gov, table
+        self.decision_s: list[float] = []
+        self.learnt = SeenPrior(table) if learn else None
+        self.a: int | None = None
+
+    def phase(self, a: int) -> None:
+        """Start a phase of application ``a``, from its prediction.
+
+        Parameters
+        ----------
+        a : int
+            The application (a row of the table).
+        """
+        t, p = self.table.time_pred[a], self.table.watts_pred[a]
+        if self.learnt is not None:
+            if self.a is not None:
+                self.learnt.add(self.a, *self.gov.estimates()[:2])
+            t, p = self.learnt.prior(a)
+        self.a = a
+        self.gov.phase(a, t, p)
+
+    def decide(self) -> int:
+        """The governor's decision, its time kept in ``decision_s``.
+
+        Returns
+        -------
+        int
+            The index of the setting.
+        """
+        start = time.perf_counter()
+        k = self.gov.decide()
+        self.decision_s.append(time.perf_counter() - start)
+        return k
+
+    def observe(self, k: int, time_ms: float, watts: float) -> None:
+        """Tell the governor what the step measured.
+
+        Parameters
+        ----------
+        k : int
+            The step's setting.
+        time_ms, watts : float
+            What it measured.
+        """
+        self.gov.observe(k, time_ms, watts)
+
+
+class SeenPrior:
+    """A new phase's prediction learnt from the phases seen before it.
+
+    Each seen phase's estimated curves (log time and log power over the settings, less their
+    value at the default setting) are averaged and placed on the new phase's own value at the
+    default setting (the one measurement a governor has of it). Before any phase is seen, a
+    cold start from no data: `cold_curves`.
+
+    Parameters
+    ----------
+    table : ReplayTable
+        The settings and each application's measured value at the default setting.
+    """
+
+    def __init__(self, table: ReplayTable) -> None:
+        self.table = table
+        self.curves: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def add(self, a: int, log_time: np.ndarray, log_watts: np.ndarray) -> None:
+        """Keep what a phase of application ``a`` ended with.
+
+        Parameters
+        ----------
+        a : int
+            The application.
+        log_time, log_watts : numpy.ndarray
+            [K] its estimated log time and log power at every setting.
+        """
+        d = self.table.default_index
+        self.curves[a] = (log_time - log_time[d], log_watts - log_watts[d])
+
+    def prior(self, a: int) -> tuple[np.ndarray, np.ndarray]:
+        """The prediction a new phase of application ``a`` starts from.
+
+        The mean of the other applications' curves seen (its own where it is the only one
+        seen), else the cold start.
+
+        Parameters
+        ----------
+        a : int
+            The application.
+
+        Returns
+        -------
+        tuple of numpy.ndarray
+            [K] time (ms) and power (W) at every setting.
+        """
+        d = self.table.default_index
+        if self.curves:
+            t, p = (np.mean([c[j] for b, c in self.curves.items() if b != a] or [c[j] for c in self.curves.values()],
+                            axis=0) for j in (0, 1))
+        else:
+            t, p = cold_curves(self.table)
+        return self.table.time_ms[a, d] * np.exp(t), self.table.watts[a, d] * np.exp(p)
+
+
+def cold_curves(table: ReplayTable) -> tuple[np.ndarray, np.ndarray]:
+    """Log time and log power over the settings, relative to the default, from no data.
+
+    Under a power limit L below the default's power P, power L and time (P / L)^(1/3)
+    (`power_limit.limit_curves`); a core clock f below the default's F, time (F / f)^(1/2)
+    (half the work bound by the clock) and power (f / F)^2 (voltage falling with the clock).
+    Only the first phase of a replay with ``learn`` starts from these; every later one from
+    what the earlier phases measured.
+
+    Parameters
+    ----------
+    table : ReplayTable
+        The settings and the default one.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        [K] log time and log power, 0 at the default setting.
+    """
+    if table.knob == "power_limit":
+        # P at the default setting is not known before it is measured: the default limit stands in.
+        return limit_curves(table.configs[:, 0], table.configs[table.default_index, 0])
+    x = np.log(table.configs[:, 0] / table.configs[table.default_index, 0])
+    return -x / 2, 2 * x
