@@ -54,7 +54,7 @@ from gpudvfs.data.datasets import MeasurementGrid
 from gpudvfs.errors import GpudvfsWarning, InputError
 from gpudvfs.evaluation.dcgm_selection import loo_table
 from gpudvfs.evaluation.regret import regret_table, single_pair_indices
-from gpudvfs.govern.governor import POLICIES, Governor
+from gpudvfs.govern.governor import GOVERNOR_POLICIES, Governor
 from gpudvfs.govern.power_limit import limit_curves
 from gpudvfs.limits import is_count, is_finite_number
 from gpudvfs.policy.choose import fit_power_model, measured_table
@@ -369,8 +369,8 @@ def _setup(table: ReplayTable, target: Target, steps, phase_steps, seed, noise, 
     """The phases, the noise and each application's best pair. ``each_once``: every
     application once, for ``phase_steps`` steps, in an order drawn by ``seed`` (``steps``
     unused), as jobs of a trace run."""
-    if target.policy not in POLICIES:
-        raise InputError(f"unknown policy {target.policy!r}; expected one of {POLICIES}")
+    if target.policy not in GOVERNOR_POLICIES:
+        raise InputError(f"unknown policy {target.policy!r}; expected one of {GOVERNOR_POLICIES}")
     if steps < 1 or phase_steps < 1:
         raise InputError(f"steps and phase_steps must be at least 1, got {steps} and {phase_steps}")
     if not 0 <= noise < 0.5:

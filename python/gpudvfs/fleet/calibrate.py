@@ -21,6 +21,7 @@ from gpudvfs.fleet.tasks import Progress, per_gpu
 from gpudvfs.hardware.calibrate import calibrate
 from gpudvfs.hardware.chips import chip_device, sim_uuid
 from gpudvfs.hardware.device import Device
+from gpudvfs.hardware.simulated import SimulatedDevice
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class SimFleet:
     aging: float = 0.0
     logical_gpus = True
 
-    def __call__(self, slot: int) -> Device:
+    def __call__(self, slot: int) -> SimulatedDevice:
         return chip_device(sim_uuid(slot, self.fleet_seed), aging=self.aging, **self.device_options)
 
 

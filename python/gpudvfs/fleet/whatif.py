@@ -29,9 +29,13 @@ from gpudvfs.data.prometheus import read_range_export
 from gpudvfs.errors import InputError
 from gpudvfs.fleet.registry import Registry
 from gpudvfs.limits import is_finite_number
+from gpudvfs.policy.policies import POLICIES
 from gpudvfs.time.dcgm import DcgmTimeModel
 
-POLICIES = ("energy", "edp", "deadline")
+#: The policies a what-if replays: those of `gpudvfs.policy.POLICIES` that rank a sample's pairs by
+#: its own time and energy; not ED2P, nor a power cap or Zeus's cost, which need a cap or a price
+#: the telemetry does not give.
+WHATIF_POLICIES = tuple(p for p in POLICIES if p not in ("ed2p", "power-cap", "cost"))
 #: dcgm-exporter's default collection interval (its -c option, 30,000 ms).
 DEFAULT_INTERVAL_S = 30.0
 #: The exporter collects in whole milliseconds; shorter intervals would only push the sums
@@ -209,8 +213,8 @@ def whatif_frame(frame, tables: Mapping[str, GpuTable], model: DcgmTimeModel, co
     joules as run, and at the policy's clocks."""
     import pandas as pd
 
-    if policy not in POLICIES:
-        raise InputError(f"unknown policy {policy!r}; expected one of {POLICIES}")
+    if policy not in WHATIF_POLICIES:
+        raise InputError(f"unknown policy {policy!r}; expected one of {WHATIF_POLICIES}")
     s = parse_samples(frame, cols)
     time, joules = np.empty(len(frame)), np.empty(len(frame))
     for p in predict_samples(s, tables, model):
@@ -257,8 +261,8 @@ def whatif(telemetry: str, registry: Registry, model: DcgmTimeModel, *, policy: 
     if not is_finite_number(interval_s, MIN_INTERVAL_S):
         raise InputError(f"interval must be a finite number of seconds >= {MIN_INTERVAL_S:g} (the exporter collects "
                          f"in whole milliseconds), got {interval_s}")
-    if policy not in POLICIES:
-        raise InputError(f"unknown policy {policy!r}; expected one of {POLICIES}")
+    if policy not in WHATIF_POLICIES:
+        raise InputError(f"unknown policy {policy!r}; expected one of {WHATIF_POLICIES}")
     tables = gpu_tables(registry)
     with ray_session(ray_address) as ray:
         ray.data.DataContext.get_current().enable_progress_bars = False

@@ -1,6 +1,7 @@
-"""The closed-loop governor in deep-learning training: a step meter, phases, and callbacks for
-Hugging Face ``transformers`` and PyTorch Lightning. Dry run by default: it measures, decides
-and logs the clocks it would set, and sets none.
+"""The closed-loop governor in deep-learning training.
+
+A step meter, phases, and callbacks for Hugging Face ``transformers`` and PyTorch Lightning.
+Dry run by default: it measures, decides and logs the clocks it would set, and sets none.
 
 A plain PyTorch loop (`GovernedTraining`, built on `GovernedLoop`)::
 
