@@ -419,7 +419,7 @@ def test_the_catalog_prior_governs_the_simulated_gpu_near_the_models(sim):
     shape (`govern run --device sim --catalog-prior`: 1.00% over the least energy at 600 s,
     0.67% at 1200 s, against the models' 0.60 and 0.48%)."""
     from gpudvfs.govern.daemon import CatalogPrior
-    from gpudvfs.govern.integrations.session import SIM_CATALOG_NAME
+    from gpudvfs.govern.integrations.devices import SIM_CATALOG_NAME
 
     device = sim[0]
     prior = CatalogPrior.of(device, SIM_CATALOG_NAME)

@@ -34,7 +34,7 @@ from gpudvfs.govern.daemon import (
     Prior,
 )
 from gpudvfs.govern.governor import jsonl_log
-from gpudvfs.govern.integrations.session import SIM_CATALOG_NAME
+from gpudvfs.govern.integrations.devices import SIM_CATALOG_NAME
 from gpudvfs.govern.metrics import GovernorMetrics
 from gpudvfs.govern.phases import PhaseDetector
 from gpudvfs.govern.simhost import SimulatedHost, calibrated, phased_process

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
-from gpudvfs.govern.integrations.session import SessionCallback
+from gpudvfs.govern.integrations.callback import SessionCallback
 
 
 class GpudvfsTrainerCallback(SessionCallback, TrainerCallback):

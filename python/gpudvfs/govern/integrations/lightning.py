@@ -17,7 +17,7 @@ from typing import Any
 
 from lightning.pytorch import Callback, LightningModule, Trainer
 
-from gpudvfs.govern.integrations.session import SessionCallback
+from gpudvfs.govern.integrations.callback import SessionCallback
 
 
 class GpudvfsLightningCallback(SessionCallback, Callback):

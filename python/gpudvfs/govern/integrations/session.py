@@ -38,13 +38,10 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 import warnings
 import zlib
-from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -55,97 +52,18 @@ from gpudvfs.errors import GpudvfsWarning, InputError
 from gpudvfs.govern.clockd import ClockClient
 from gpudvfs.govern.governor import GOVERNOR_POLICIES, Governor
 from gpudvfs.govern.integrations.configs import MAX_CORE_CLOCKS, ClockGrid, clock_grid
+from gpudvfs.govern.integrations.devices import DEVICES, SIM_CATALOG_NAME, open_device, torch_sync
 from gpudvfs.govern.integrations.distributed import Collective, StepExchange, agree_all, agree_pair, collective_of
 from gpudvfs.govern.integrations.meter import StepMeter, StepRecord, is_simulated
 from gpudvfs.govern.integrations.prior import MEMORY_SHARE, PRIOR_SD, PowerShape, catalog_power_shape, step_prior
+from gpudvfs.govern.integrations.summary import steps_summary
+from gpudvfs.govern.integrations.window import Window
 from gpudvfs.govern.loop import GovernedLoop
 from gpudvfs.hardware.device import ClockPermissionError, Workload
-from gpudvfs.hardware.nvml import ClockControlError, NvmlDevice
-from gpudvfs.hardware.simulated import SimulatedDevice
+from gpudvfs.hardware.nvml import ClockControlError
 
-DEVICES = ("nvml", "sim")
-#: The catalog GPU whose power prior shapes the simulated GPU's (it is modelled on one).
-SIM_CATALOG_NAME = "gtx-titan-x"
 #: Seconds of steps of one phase at one pair per observation (see the module notes).
 OBSERVE_S = 0.5
-
-
-def _torch_sync() -> None:
-    """``torch.cuda.synchronize()`` where this process already uses CUDA through torch, else nothing.
-
-    Torch is never imported here.
-    """
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.synchronize()
-
-
-def open_device(device: Any, *, dry_run: bool = True, index: int = 0) -> tuple[Any, str, str | None]:
-    """The device a training governor meters and sets.
-
-    Parameters
-    ----------
-    device : str or object
-        ``"nvml"`` (an `NvmlDevice`), ``"sim"`` (a `SimulatedDevice`) or a device object
-        (anything with ``clocks``, ``energy_joules()`` or ``power_watts()``).
-    dry_run : bool
-        Open an `NvmlDevice` with ``leave_clocks=dry_run``.
-    index : int
-        The NVML GPU.
-
-    Returns
-    -------
-    tuple of (object or None, str, str or None)
-        (device, kind, why not): where NVML cannot be opened (no driver, no GPU, no
-        nvidia-ml-py), (None, ``"none"``, the reason).
-
-    Raises
-    ------
-    InputError
-        For a name other than ``"nvml"`` and ``"sim"``, or an object that is no device.
-    """
-    if isinstance(device, str):
-        if device == "sim":
-            return SimulatedDevice(), "simulated", None
-        if device == "nvml":
-            try:
-                return NvmlDevice(index, leave_clocks=dry_run), "nvml", None
-            except Exception as e:  # ImportError, NVML init, no GPU: metered on what can be read
-                first = str(e).splitlines()[0] if str(e) else ""
-                return None, "none", f"no NVML GPU {index} ({type(e).__name__}: {first})"
-        raise InputError(f"device must be one of {DEVICES} or a device object, got {device!r}")
-    if device is None or not any(hasattr(device, a) for a in ("clocks", "energy_joules", "power_watts")):
-        raise InputError(f"device must be one of {DEVICES} or a device object (with clocks, energy_joules() or "
-                         f"power_watts()), got {device!r}")
-    kind = "simulated" if is_simulated(device) else type(device).__name__
-    return device, kind, None
-
-
-@dataclass
-class _Window:
-    """Steps of one phase not yet observed (at one set pair, where clocks are set)."""
-
-    set_index: int | None
-    time_ms: float = 0.0
-    joules: float = 0.0
-    work: float = 0.0
-    steps: int = 0
-    log_clocks: tuple[float, float] = (0.0, 0.0)  # time-weighted sums of log core, log memory MHz
-
-    def add(self, time_ms: float, joules: float, clocks: tuple[float, float], work: float) -> None:
-        """Add a finalized step: its time, energy, (core, memory) MHz and work."""
-        self.time_ms += time_ms
-        self.joules += joules
-        self.work += work
-        self.steps += 1
-        self.log_clocks = (self.log_clocks[0] + time_ms * math.log(clocks[0]),
-                           self.log_clocks[1] + time_ms * math.log(clocks[1]))
-
-    @property
-    def clocks(self) -> tuple[float, float]:
-        """The clocks the window ran at: the time-weighted geometric mean of its steps'."""
-        core, mem = self.log_clocks
-        return math.exp(core / self.time_ms), math.exp(mem / self.time_ms)
 
 
 class GovernedTraining:
@@ -241,7 +159,7 @@ class GovernedTraining:
             self._warn("device", f"gpudvfs: {why}: metering step times only, in dry run")
         try:
             self.meter = StepMeter(self.device, log_path=log_path, workload=workload,
-                                   sync=_torch_sync if isinstance(sync, str) else sync)
+                                   sync=torch_sync if isinstance(sync, str) else sync)
         except BaseException:
             self._close_device()
             raise
@@ -272,7 +190,7 @@ class GovernedTraining:
         self._pending = False  # the open step is a marked region's own step
         self._known: set[str] = set()
         self._active: str | None = None
-        self._windows: dict[str, _Window] = {}
+        self._windows: dict[str, Window] = {}
         self._ended: dict[int, tuple[float, int | None]] = {}  # step -> (work, set pair) until finalized
         self.observations = 0
         self.summary_: dict | None = None
@@ -633,13 +551,13 @@ class GovernedTraining:
             return  # it ran at a pair set before the last decision (finalized late): not this pair's
         w = self._windows.get(rec.phase)
         if w is None or w.set_index != set_index:  # the clocks were set since: start again
-            w = self._windows[rec.phase] = _Window(set_index)
+            w = self._windows[rec.phase] = Window(set_index)
         w.add(rec.time_ms, rec.joules, (rec.core_mhz, rec.mem_mhz), work)
         if w.time_ms >= 1e3 * self.observe_s and w.joules > 0:
             del self._windows[rec.phase]
             self._observe(self.loop, rec.phase, w)
 
-    def _observe(self, loop: GovernedLoop, phase: str, w: _Window) -> None:
+    def _observe(self, loop: GovernedLoop, phase: str, w: Window) -> None:
         t, watts = w.time_ms / w.work, w.joules / (w.time_ms / 1e3)
         if phase not in self._known:
             pt, pw = step_prior(loop.governor.configs, w.clocks, t, watts, self._power_shape, util=self.util,
@@ -668,29 +586,7 @@ class GovernedTraining:
         dict
             As `close` returns it.
         """
-        recs = self.meter.records
-        by_phase: dict[str, list[StepRecord]] = {}
-        for r in recs:
-            by_phase.setdefault(r.phase, []).append(r)
-        step_sum = sum(r.joules for r in recs if r.joules is not None) if any(r.joules is not None for r in recs) \
-            else None
-        total = self.meter.counter_total_j
-        phases = {}
-        for name, rs in by_phase.items():
-            e = [r.joules for r in rs if r.joules is not None]
-            t = sum(r.time_ms for r in rs)
-            last = next((d for d in reversed(self.decisions) if d.get("phase") == name), None)
-            phases[name] = {
-                "steps": len(rs), "mean_time_ms": t / len(rs),
-                "mean_watts": sum(e) / (t / 1e3) if e and len(e) == len(rs) and t > 0 else None,
-                "energy_j": sum(e) if e else None,
-                "decisions": sum(d.get("phase") == name for d in self.decisions),
-                "would_set": None if last is None else {
-                    "core_mhz": last["would_core_mhz"], "mem_mhz": last["would_mem_mhz"],
-                    "predicted_saving": last["predicted_saving"], "explored": last["explored"]}}
-        clocks = Counter((r.core_mhz, r.mem_mhz) for r in recs if r.core_mhz is not None)
-        reasons = Counter(x for r in recs for x in r.throttle_reasons)
-        sources = Counter(r.energy_source for r in recs)
+        steps = steps_summary(self.meter.records, self.decisions, self.meter.counter_total_j)
         grid = None if self.grid is None else {
             "pairs": len(self.grid.configs), "source": self.grid.source, "default_mhz": list(self.grid.default_mhz),
             "default_source": self.grid.default_source}
@@ -698,13 +594,8 @@ class GovernedTraining:
             "kind": "summary", "device": getattr(self.device, "name", None), "device_kind": self.device_kind,
             "dry_run": self.dry_run, "dry_run_requested": self.dry_run_requested, "policy": self.policy,
             "power_prior": self.power_prior, "grid": grid,
-            "steps": {k: len(v) for k, v in by_phase.items()},
-            "energy_j": {"step_sum": step_sum, "counter_total": total,
-                         "relative_difference": None if step_sum is None or not total else (step_sum - total) / total,
-                         "sources": dict(sources)},
-            "phases": phases,
-            "clocks_seen": [{"core_mhz": c, "mem_mhz": m, "steps": n} for (c, m), n in clocks.most_common()],
-            "throttle_reasons_seen": dict(reasons),
+            "steps": steps["steps"], "energy_j": steps["energy_j"], "phases": steps["phases"],
+            "clocks_seen": steps["clocks_seen"], "throttle_reasons_seen": steps["throttle_reasons_seen"],
             "decisions": len(self.decisions), "observations": self.observations,
             "clocks_set": self._set_any,
             "ranks": None if self._comm is None else {
@@ -797,49 +688,3 @@ def _phase_name(name: Any) -> str:
     if not isinstance(name, str) or not name:
         raise InputError(f"a phase name must be a non-empty string, got {name!r}")
     return name
-
-
-class SessionCallback:
-    """What the framework callbacks share: their `GovernedTraining` session, marked regions, the records.
-
-    No framework is imported here.
-
-    Parameters
-    ----------
-    device : str or object
-        ``"nvml"``, ``"sim"`` or a device object.
-    policy : str
-        One of `GOVERNOR_POLICIES`.
-    dry_run : bool
-        Set no clock (the default).
-    log_path : str or pathlib.Path or None
-        A JSONL file of the steps and decisions.
-    **options
-        Any other option of `GovernedTraining`.
-    """
-
-    def __init__(self, device: Any = "nvml", policy: str = "energy", *, dry_run: bool = True,
-                 log_path: str | Path | None = None, **options) -> None:
-        super().__init__()
-        self.session = GovernedTraining(device, policy, dry_run=dry_run, log_path=log_path, **options)
-        self.summary: dict | None = None
-
-    def phase(self, name: str) -> AbstractContextManager[GovernedTraining]:
-        """Mark a region of a phase of its own: ``with callback.phase("name"):``.
-
-        Parameters
-        ----------
-        name : str
-            The region's phase.
-
-        Returns
-        -------
-        contextlib.AbstractContextManager
-            The region (`GovernedTraining.phase`).
-        """
-        return self.session.phase(name)
-
-    @property
-    def records(self) -> list[StepRecord]:
-        """The steps metered so far."""
-        return self.session.meter.records
