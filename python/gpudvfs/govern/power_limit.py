@@ -22,10 +22,22 @@ class PowerLimitKnob(Protocol):
     name: str
 
     def power_limits(self) -> dict[str, float | None]:
-        """The board's power limits in W: ``enforced``, ``default``, ``min``, ``max``."""
+        """The board's power limits.
+
+        Returns
+        -------
+        dict of str to float or None
+            ``enforced``, ``default``, ``min`` and ``max``, in W (None: not reported).
+        """
 
     def set_power_limit(self, watts: float) -> None:
-        """Set the board's power limit (W)."""
+        """Set the board's power limit.
+
+        Parameters
+        ----------
+        watts : float
+            The limit (W).
+        """
 
 
 def limit_curves(limits: ArrayLike, watts: float) -> tuple[np.ndarray, np.ndarray]:

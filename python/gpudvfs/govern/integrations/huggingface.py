@@ -8,10 +8,6 @@ of its own. ``on_train_end`` closes the run and writes its summary (``callback.s
 Events after that (a later ``trainer.evaluate()``) are not metered.
 
 Imports ``transformers``: load it through ``gpudvfs.govern.integrations`` only where needed.
-
-Every hook takes the ``Trainer``'s ``args`` (``TrainingArguments``), ``state``
-(``TrainerState``), ``control`` (``TrainerControl``) and its other keyword arguments, and
-reads none of them.
 """
 
 from __future__ import annotations
@@ -40,45 +36,129 @@ class GpudvfsTrainerCallback(SessionCallback, TrainerCallback):
 
     def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                        **kwargs) -> None:
-        """Begin the run in the ``"train"`` phase."""
+        """Begin the run in the ``"train"`` phase.
+
+        Parameters
+        ----------
+        args : transformers.TrainingArguments
+            The trainer's arguments (not read).
+        state : transformers.TrainerState
+            Its state (not read).
+        control : transformers.TrainerControl
+            Its control flags (not read).
+        **kwargs
+            The trainer's other arguments (not read).
+        """
         if not self.session.closed:
             self.session.set_phase("train")
             self.session.begin()
 
     def on_step_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                       **kwargs) -> None:
-        """Begin a training step."""
+        """Begin a training step.
+
+        Parameters
+        ----------
+        args : transformers.TrainingArguments
+            The trainer's arguments (not read).
+        state : transformers.TrainerState
+            Its state (not read).
+        control : transformers.TrainerControl
+            Its control flags (not read).
+        **kwargs
+            The trainer's other arguments (not read).
+        """
         if not self.session.closed:
             self.session.set_phase("train")
             self.session.step_begin()
 
     def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                     **kwargs) -> None:
-        """End the training step."""
+        """End the training step.
+
+        Parameters
+        ----------
+        args : transformers.TrainingArguments
+            The trainer's arguments (not read).
+        state : transformers.TrainerState
+            Its state (not read).
+        control : transformers.TrainerControl
+            Its control flags (not read).
+        **kwargs
+            The trainer's other arguments (not read).
+        """
         s = self.session
         if not s.closed and s.step_open:
             s.step_end()
 
     def on_prediction_step(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                            **kwargs) -> None:
-        """Record an evaluation or prediction step, from the end of the step before."""
+        """Record an evaluation or prediction step, from the end of the step before.
+
+        Parameters
+        ----------
+        args : transformers.TrainingArguments
+            The trainer's arguments (not read).
+        state : transformers.TrainerState
+            Its state (not read).
+        control : transformers.TrainerControl
+            Its control flags (not read).
+        **kwargs
+            The trainer's other arguments (not read).
+        """
         if not self.session.closed:
             self.session.set_phase("eval")
             self.session.lap("eval")
 
     def on_evaluate(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                     **kwargs) -> None:
-        """Go back to the ``"train"`` phase after an evaluation."""
+        """Go back to the ``"train"`` phase after an evaluation.
+
+        Parameters
+        ----------
+        args : transformers.TrainingArguments
+            The trainer's arguments (not read).
+        state : transformers.TrainerState
+            Its state (not read).
+        control : transformers.TrainerControl
+            Its control flags (not read).
+        **kwargs
+            The trainer's other arguments (not read).
+        """
         if not self.session.closed:
             self.session.set_phase("train")
 
     def on_predict(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                    **kwargs) -> None:
-        """Go back to the ``"train"`` phase after a prediction."""
+        """Go back to the ``"train"`` phase after a prediction.
+
+        Parameters
+        ----------
+        args : transformers.TrainingArguments
+            The trainer's arguments (not read).
+        state : transformers.TrainerState
+            Its state (not read).
+        control : transformers.TrainerControl
+            Its control flags (not read).
+        **kwargs
+            The trainer's other arguments (not read).
+        """
         if not self.session.closed:
             self.session.set_phase("train")
 
     def on_train_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                      **kwargs) -> None:
-        """Close the run and keep its summary (``callback.summary``)."""
+        """Close the run and keep its summary (``callback.summary``).
+
+        Parameters
+        ----------
+        args : transformers.TrainingArguments
+            The trainer's arguments (not read).
+        state : transformers.TrainerState
+            Its state (not read).
+        control : transformers.TrainerControl
+            Its control flags (not read).
+        **kwargs
+            The trainer's other arguments (not read).
+        """
         self.summary = self.session.close()

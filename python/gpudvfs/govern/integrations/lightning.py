@@ -6,9 +6,6 @@ Training batches are the ``"train"`` phase, validation batches (the sanity check
 (``callback.summary``).
 
 Imports ``lightning``: load it through ``gpudvfs.govern.integrations`` only where needed.
-
-Every hook takes Lightning's ``trainer`` and ``pl_module`` (and a batch hook its ``batch``,
-``batch_idx``, ``outputs`` and ``dataloader_idx``), and reads none of them.
 """
 
 from __future__ import annotations
@@ -48,38 +45,128 @@ class GpudvfsLightningCallback(SessionCallback, Callback):
             s.step_end()
 
     def on_fit_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        """Begin the run."""
+        """Begin the run.
+
+        Parameters
+        ----------
+        trainer : lightning.pytorch.Trainer
+            The trainer (not read).
+        pl_module : lightning.pytorch.LightningModule
+            The model (not read).
+        """
         if not self.session.closed:
             self.session.begin()
 
     def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int) -> None:
-        """Begin a step of the ``"train"`` phase."""
+        """Begin a step of the ``"train"`` phase.
+
+        Parameters
+        ----------
+        trainer : lightning.pytorch.Trainer
+            The trainer (not read).
+        pl_module : lightning.pytorch.LightningModule
+            The model (not read).
+        batch : object
+            The batch (not read).
+        batch_idx : int
+            Its index (not read).
+        """
         self._begin("train")
 
     def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
-        """End the training step."""
+        """End the training step.
+
+        Parameters
+        ----------
+        trainer : lightning.pytorch.Trainer
+            The trainer (not read).
+        pl_module : lightning.pytorch.LightningModule
+            The model (not read).
+        outputs : object
+            The step's outputs (not read).
+        batch : object
+            The batch (not read).
+        batch_idx : int
+            Its index (not read).
+        """
         self._end()
 
     def on_validation_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int,
                                   dataloader_idx: int = 0) -> None:
-        """Begin a step of the ``"eval"`` phase."""
+        """Begin a step of the ``"eval"`` phase.
+
+        Parameters
+        ----------
+        trainer : lightning.pytorch.Trainer
+            The trainer (not read).
+        pl_module : lightning.pytorch.LightningModule
+            The model (not read).
+        batch : object
+            The batch (not read).
+        batch_idx : int
+            Its index (not read).
+        dataloader_idx : int
+            Its data loader (not read).
+        """
         self._begin("eval")
 
     def on_validation_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any,
                                 batch_idx: int, dataloader_idx: int = 0) -> None:
-        """End the validation step."""
+        """End the validation step.
+
+        Parameters
+        ----------
+        trainer : lightning.pytorch.Trainer
+            The trainer (not read).
+        pl_module : lightning.pytorch.LightningModule
+            The model (not read).
+        outputs : object
+            The step's outputs (not read).
+        batch : object
+            The batch (not read).
+        batch_idx : int
+            Its index (not read).
+        dataloader_idx : int
+            Its data loader (not read).
+        """
         self._end()
 
     def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        """Go back to the ``"train"`` phase."""
+        """Go back to the ``"train"`` phase.
+
+        Parameters
+        ----------
+        trainer : lightning.pytorch.Trainer
+            The trainer (not read).
+        pl_module : lightning.pytorch.LightningModule
+            The model (not read).
+        """
         if not self.session.closed:
             self.session.set_phase("train")
 
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        """Close the run and keep its summary (``callback.summary``)."""
+        """Close the run and keep its summary (``callback.summary``).
+
+        Parameters
+        ----------
+        trainer : lightning.pytorch.Trainer
+            The trainer (not read).
+        pl_module : lightning.pytorch.LightningModule
+            The model (not read).
+        """
         self.summary = self.session.close()
 
     def on_exception(self, trainer: Trainer, pl_module: LightningModule, exception: BaseException) -> None:
-        """Close the run on the way out of an exception, and keep its summary."""
+        """Close the run on the way out of an exception, and keep its summary.
+
+        Parameters
+        ----------
+        trainer : lightning.pytorch.Trainer
+            The trainer (not read).
+        pl_module : lightning.pytorch.LightningModule
+            The model (not read).
+        exception : BaseException
+            What was raised (not read).
+        """
         self.summary = self.session.close()
