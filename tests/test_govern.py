@@ -43,6 +43,24 @@ def surfaces(draw):
     return t, p, t * np.exp(tilt * np.log(f[:, 0]) + wobble), p * np.exp(draw(st.floats(-0.1, 0.1)))
 
 
+def test_the_governors_policies_are_every_policy_but_ed2p():
+    """One list of policies (`gpudvfs.policy.POLICIES`): the governor decides by each of them
+    but ED2P, in that order; the old name of its subset still answers, with a warning."""
+    import gpudvfs.govern as govern
+    from gpudvfs.policy import POLICIES
+
+    assert govern.GOVERNOR_POLICIES == ("energy", "edp", "deadline", "power-cap", "cost")
+    assert set(POLICIES) - set(govern.GOVERNOR_POLICIES) == {"ed2p"}
+    for policy in govern.GOVERNOR_POLICIES:
+        gov = Governor(CONFIGS, TOP, policy=policy, power_cap_w=1e3, max_power_w=300.0)
+        gov.phase("w", np.ones(len(CONFIGS)), np.full(len(CONFIGS), 100.0))
+        assert 0 <= gov.decide() < len(CONFIGS)
+    with pytest.raises(InputError, match="unknown policy 'ed2p'"):
+        Governor(CONFIGS, TOP, policy="ed2p")
+    with pytest.warns(DeprecationWarning, match="GOVERNOR_POLICIES"):
+        assert govern.POLICIES == govern.GOVERNOR_POLICIES
+
+
 @settings(max_examples=60, deadline=None)
 @given(surfaces(), st.sampled_from(["energy", "edp", "deadline"]))
 def test_it_settles_on_the_best_pair_once_every_pair_is_measured(surface, policy):

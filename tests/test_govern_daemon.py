@@ -31,9 +31,15 @@ from fake_pynvml import FakeNvml
 
 
 @pytest.fixture(scope="module")
-def sim(tmp_path_factory):
+def sim_dir(tmp_path_factory):
+    """The folder the simulated GPU's calibration is kept in."""
+    return tmp_path_factory.mktemp("govern-sim")
+
+
+@pytest.fixture(scope="module")
+def sim(sim_dir):
     """The simulated GPU, its registry table and its DCGM time model (calibrated once)."""
-    return calibrated(tmp_path_factory.mktemp("govern-sim"))
+    return calibrated(sim_dir)
 
 
 # -- phase detection ----------------------------------------------------------------------
@@ -363,6 +369,58 @@ def test_govern_run_command_on_the_simulated_gpu(tmp_path):
         assert r.exit_code == 2 and message in r.output, (args, r.output)
 
 
+def test_the_service_ends_on_sigterm_or_ctrl_c_and_puts_the_handler_back(sim, sim_dir):
+    """`serve` (what `govern run` calls): SIGTERM mid-run ends it after that interval, Ctrl-C
+    too, each with the clocks given back and the run so far scored; the SIGTERM handler found
+    is put back."""
+    import os
+
+    from gpudvfs.govern.service import ServiceSettings, serve
+
+    device = sim[0]
+    settings = ServiceSettings(device_kind="sim", duration_s=200, sim_phase_s=20, workdir=sim_dir)
+    started = []
+
+    def sigterm_at_10(stats, total):
+        assert total == 200
+        if stats.intervals == 10:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    before = signal.getsignal(signal.SIGTERM)
+    out = serve(settings, started=started.append, progress=sigterm_at_10)
+    assert signal.getsignal(signal.SIGTERM) is before
+    assert [type(d) for d in started] == [Daemon] and started[0].prior.name == "models"
+    assert out["intervals"] == 10 and out["device"] == device.name and out["prior"] == "models"
+    assert tuple(out["clocks_restored"]) == device.default_clocks()
+    assert set(out["sim_truth"]) >= {"joules_least", "joules_default", "energy_saving", "energy_over_least"}
+
+    def ctrl_c_at_5(stats, total):
+        if stats.intervals == 5:
+            raise KeyboardInterrupt
+
+    out = serve(settings, progress=ctrl_c_at_5)
+    assert out["intervals"] == 5 and tuple(out["clocks_restored"]) == device.default_clocks()
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"device_kind": "sim", "registry": "r", "time_model": "m"}, "calibrates its own"),
+    ({"device_kind": "sim", "progress_file": "p"}, "--progress is for --device nvml"),
+    ({"device_kind": "sim", "knob": "power-limit"}, "--knob power-limit is for --device nvml"),
+    ({"device_kind": "sim", "sim_phase_s": 0.5}, "at least --interval"),
+    ({"catalog_prior": True}, "--catalog-prior is for --device sim"),
+    ({"registry": "r"}, "go together"),
+    ({"registry": "r", "time_model": "m", "knob": "power-limit"}, "predict clocks, not power limits"),
+    ({"knob": "volts"}, "unknown knob"),
+    ({"device_kind": "rocm"}, "unknown device"),
+])
+def test_the_service_refuses_settings_that_do_not_go_together(settings, message):
+    from gpudvfs.govern.service import ServiceSettings
+
+    with pytest.raises(InputError, match=message):
+        ServiceSettings(**settings)
+
+
 def test_govern_run_on_nvml_needs_this_gpus_registry_entry(sim, tmp_path, monkeypatch):
     """Stand-in (no GPU here): `govern run --device nvml` refuses to start without the models
     it needs, or with a registry that does not hold this GPU, and leaves NVML shut down."""
@@ -419,7 +477,7 @@ def test_the_catalog_prior_governs_the_simulated_gpu_near_the_models(sim):
     shape (`govern run --device sim --catalog-prior`: 1.00% over the least energy at 600 s,
     0.67% at 1200 s, against the models' 0.60 and 0.48%)."""
     from gpudvfs.govern.daemon import CatalogPrior
-    from gpudvfs.govern.integrations.session import SIM_CATALOG_NAME
+    from gpudvfs.govern.integrations.devices import SIM_CATALOG_NAME
 
     device = sim[0]
     prior = CatalogPrior.of(device, SIM_CATALOG_NAME)

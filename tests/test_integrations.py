@@ -405,12 +405,12 @@ def test_a_phase_prior_comes_from_its_first_window_and_warmup_is_skipped():
 
 # ------------------------------------------------------------------ fallbacks, knobs
 def test_no_gpu_falls_back_to_metering_time_with_one_warning(monkeypatch, tmp_path):
-    import gpudvfs.hardware.nvml as nvml
+    import gpudvfs.govern.integrations.devices as devices
 
     def no_gpu(*a, **k):
         raise GpudvfsError("NVML could not be initialised (Driver Not Loaded)")
 
-    monkeypatch.setattr(nvml, "NvmlDevice", no_gpu)
+    monkeypatch.setattr(devices, "NvmlDevice", no_gpu)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         gov = GovernedTraining("nvml", dry_run=False, log_path=tmp_path / "x.jsonl")

@@ -171,8 +171,10 @@ def test_bad_telemetry_is_refused_with_what_is_wrong(registry3, time_model, tmp_
     refused({"UUID": ["GPU-elsewhere"]}, "not in the registry")
     refused({}, "DRAM activity", drop=["DCGM_FI_PROF_DRAM_ACTIVE"])
     refused({}, "no job column", drop=["job"])
-    with pytest.raises(InputError, match="policy"):
-        wi.whatif_frame(pd.DataFrame(base), tables, time_model, wi.resolve_columns(list(base)), policy="fastest")
+    for policy in ("fastest", "power-cap"):  # power-cap: a policy, but not one a what-if replays
+        with pytest.raises(InputError, match="unknown policy"):
+            wi.whatif_frame(pd.DataFrame(base), tables, time_model, wi.resolve_columns(list(base)), policy=policy)
+    assert wi.WHATIF_POLICIES == ("energy", "edp", "deadline")
     # On Ray Data, a block's error reaches the caller as the same message.
     path = tmp_path / "t.csv"
     pd.DataFrame(base | {"UUID": ["GPU-elsewhere"]}).to_csv(path, index=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from typing import TextIO
 
 import click
 
@@ -38,9 +39,12 @@ def cli() -> None:
 _python_show_warning = warnings.showwarning
 
 
-def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    """gpudvfs's own warnings as one line, like its errors, each once (several steps of one
-    command may read the same file and warn alike); others as Python prints them."""
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: TextIO | None = None, line: str | None = None) -> None:
+    """Show gpudvfs's own warnings as one line, like its errors, each once; others as Python prints them.
+
+    Once: several steps of one command may read the same file and warn alike.
+    """
     if issubclass(category, GpudvfsWarning):
         text = f"gpudvfs: warning: {message}"
         if text not in _shown:

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import click
-import numpy as np
 
 from gpudvfs.cli import options
 from gpudvfs.cli.output import console, output_dir, print_json, refuse_overwrite, table, user_errors
 from gpudvfs.cli.progress import progress_bars
-from gpudvfs.demo import plot_demo, run_demo
+from gpudvfs.demo import demo_report
 from gpudvfs.hardware.kinds import DEVICE_KINDS, make_device
 
 
@@ -28,53 +25,61 @@ from gpudvfs.hardware.kinds import DEVICE_KINDS, make_device
 @click.option("--resume", is_flag=True, help="Continue the sweeps of an interrupted demo in OUT_DIR.")
 @options.force
 @click.option("--json", "as_json", is_flag=True)
-def demo(device_kind, index, seed, out_dir, min_seconds, slowdown, power_cap, resume, force, as_json) -> None:
-    """Sweep the microbenchmark suites, fit both models, profile four real workloads (SGEMM,
-    STREAM triad, Jacobi stencil, histogram) at the default clocks and choose their
-    frequencies (energy, EDP, ED2P, deadline, power cap)."""
+def demo(device_kind: str, index: int, seed: int, out_dir: str, min_seconds: float, slowdown: float,
+         power_cap: float | None, resume: bool, force: bool, as_json: bool) -> None:
+    """Sweep the microbenchmark suites, fit both models, and choose the frequencies of four real workloads.
+
+    The workloads (SGEMM, STREAM triad, Jacobi stencil, histogram) are profiled at the default
+    clocks; the policies: energy, EDP, ED2P, deadline, power cap.
+
+    \f
+
+    Parameters
+    ----------
+    device_kind : str
+        --device.
+    index : int
+        --index.
+    seed : int
+        --seed.
+    out_dir : str
+        --out-dir.
+    min_seconds : float
+        --min-seconds.
+    slowdown : float
+        --slowdown.
+    power_cap : float or None
+        --power-cap.
+    resume, force : bool
+        --resume, --force.
+    as_json : bool
+        --json.
+    """  # noqa: D301 -- click's \f ends the help text
     with user_errors(), progress_bars(disable=as_json) as progress:
         refuse_overwrite([out_dir], force=force or resume,
                          how="give --resume to continue the demo in it, --force to start it over, or another --out-dir")
-        device = make_device(device_kind, seed=seed, index=index)
-        result = run_demo(device, workdir=out_dir, min_seconds=min_seconds, slowdown=slowdown,
-                          power_cap_w=power_cap, resume=resume, progress=progress)
-    plots = plot_demo(result, out_dir) if importlib.util.find_spec("matplotlib") else []
-    rows = []
-    for w in result.workloads:
-        for policy, s in w.choices.items():
-            k = int(s.index[0])
-            row = {"workload": w.name, "policy": policy, "core_mhz": float(s.core_mhz[0]),
-                   "mem_mhz": float(s.mem_mhz[0]), "feasible": bool(s.feasible[0]),
-                   "time_ms": float(s.time_ms[0]), "watts": float(s.watts[0]), "joules": float(s.joules[0])}
-            if w.true_time_ms is not None:
-                true_e = w.true_time_ms * w.true_watts / 1e3
-                row |= {"true_time_ms": float(w.true_time_ms[k]), "true_watts": float(w.true_watts[k]),
-                        "true_joules": float(true_e[k]), "true_min_joules": float(true_e.min())}
-            rows.append(row)
-    pm = result.power_model
-    summary = {"device": result.device, "power_model": {"variant": pm.variant, "train_mape": pm.train_mape_,
-                                                        "iterations": pm.iterations_},
-               "time_device_fit": result.time_fit, "choices": rows,
-               "files": [str(f) for f in result.files + plots]}
-    if result.true_volts is not None:
-        cfg = result.workloads[0].configs
-        err = np.abs(pm.voltage(cfg[:, 0], cfg[:, 1]) / result.true_volts - 1)
-        summary["voltage_error_max"] = float(err.max())
+        summary = demo_report(make_device(device_kind, seed=seed, index=index), out_dir, min_seconds=min_seconds,
+                              slowdown=slowdown, power_cap_w=power_cap, resume=resume, progress=progress)
     if as_json:
         print_json(summary)
         return
-    fit = result.time_fit["dm_lat"]
-    console.print(f"power model ({pm.variant}): training MAPE {pm.train_mape_:.2f}% in {pm.iterations_} iterations"
-                  + (f"; voltages within {100 * summary['voltage_error_max']:.2f}% of the simulator's"
-                     if "voltage_error_max" in summary else ""))
+    _print(summary)
+
+
+def _print(summary: dict) -> None:
+    """The demo's summary as tables: per workload, each policy's choice (beside the simulator's truth)."""
+    pm, fit, rows = summary["power_model"], summary["time_device_fit"]["dm_lat"], summary["choices"]
+    console.print(f"power model ({pm['variant']}): training MAPE {pm['train_mape']:.2f}% in {pm['iterations']} "
+                  "iterations" + (f"; voltages within {100 * summary['voltage_error_max']:.2f}% of the simulator's"
+                                  if "voltage_error_max" in summary else ""))
     console.print(f"time device: DRAM latency {fit['a']:.1f} fc/fm + {fit['b']:.1f} cycles (R^2 {fit['r2']:.4f})")
-    truth = result.workloads[0].true_time_ms is not None
+    truth = "true_time_ms" in rows[0]
     pair = (lambda a, b, f: f"{a:{f}}/{b:{f}}") if truth else (lambda a, b, f: f"{a:{f}}")
     cols = ["policy", "core/memory MHz", "time (ms)", "power (W)", "energy (mJ)"] + (
         ["true energy over the true minimum"] if truth else [])
-    for w in result.workloads:
+    for name in dict.fromkeys(r["workload"] for r in rows):
         out = []
-        for r in (r for r in rows if r["workload"] == w.name):
+        for r in (r for r in rows if r["workload"] == name):
             line = [r["policy"] + ("" if r["feasible"] else " (infeasible)"), f"{r['core_mhz']:g}/{r['mem_mhz']:g}",
                     pair(r["time_ms"], r.get("true_time_ms", 0.0), ".3f"),
                     pair(r["watts"], r.get("true_watts", 0.0), ".1f"),
@@ -82,7 +87,7 @@ def demo(device_kind, index, seed, out_dir, min_seconds, slowdown, power_cap, re
             if truth:
                 line.append(f"+{100 * (r['true_joules'] / r['true_min_joules'] - 1):.1f}%")
             out.append(line)
-        console.print(table(f"{w.name}: " + ("predicted / simulator's true values" if truth else "predicted"),
+        console.print(table(f"{name}: " + ("predicted / simulator's true values" if truth else "predicted"),
                             cols, out))
     if truth:
         console.print("The simulator's time and power follow the models' own structure: these figures check the "

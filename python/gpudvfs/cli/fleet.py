@@ -1,5 +1,8 @@
-"""`gpudvfs fleet ...`: fleet scale: per-GPU calibration on Ray into a registry, drift checks,
-cluster power budgets, what-ifs over DCGM telemetry."""
+"""`gpudvfs fleet ...`: fleet scale.
+
+Per-GPU calibration on Ray into a registry, drift checks, cluster power budgets, what-ifs over
+DCGM telemetry.
+"""
 
 from __future__ import annotations
 
@@ -22,22 +25,17 @@ from gpudvfs.power.model import VARIANTS
 
 @click.group()
 def fleet() -> None:
-    """Fleet scale: per-GPU calibration on Ray, drift checks, cluster power budgets, what-ifs
-    over telemetry."""
+    """Fleet scale: per-GPU calibration on Ray, drift checks, cluster power budgets, what-ifs over telemetry."""
 
 
-def _ray_prints_to_stderr():
-    """Ray prints its raylet's warnings ("N worker processes have been started ...") to
-    stdout from a thread of its own, whatever ``log_to_driver`` says; stdout is for the
-    command's result (under --json, the JSON alone), so while Ray runs they go to stderr."""
+def _ray_prints_to_stderr() -> contextlib.AbstractContextManager:
+    """Ray's prints, while it runs, to stderr.
+
+    Ray prints its raylet's warnings ("N worker processes have been started ...") to stdout
+    from a thread of its own, whatever ``log_to_driver`` says; stdout is for the command's
+    result (under --json, the JSON alone).
+    """
     return contextlib.redirect_stdout(sys.stderr)
-
-
-def _devices(device_kind: str, seed: int, aging: float = 0.0):
-    """The GPUs a fleet command runs on: simulated chips of fleet ``seed``, or Ray's real GPUs."""
-    from gpudvfs.fleet.calibrate import NvmlFleet, SimFleet
-
-    return SimFleet(seed, aging=aging) if device_kind == "sim" else NvmlFleet()
 
 
 def _spread(s: dict, fmt: str) -> str:
@@ -45,8 +43,21 @@ def _spread(s: dict, fmt: str) -> str:
 
 
 def summary_rows(summary: dict) -> list[list[str]]:
-    """The table of a fleet's `Registry.summary`; the power CV's folds that fell back or did
-    not converge only where there are some."""
+    """The table of a fleet's `Registry.summary`.
+
+    The power CV's folds that fell back or did not converge are rows only where there are
+    some.
+
+    Parameters
+    ----------
+    summary : dict
+        `Registry.summary`'s.
+
+    Returns
+    -------
+    list of list of str
+        (what, min / median / max) rows.
+    """
     rows = [[f"static power, domain {d} (W)", _spread(s, ".2f")] for d, s in enumerate(summary["static_w"])]
     rows += [["core voltage at the lowest clock", _spread(summary["core_voltage_at_lowest_clock"], ".3f")],
              ["power CV MAPE (%)", _spread(summary["power_cv_mape"], ".2f")]]
@@ -76,15 +87,39 @@ def summary_rows(summary: dict) -> list[list[str]]:
 @click.option("--variant", default="per-domain", show_default=True, type=click.Choice(VARIANTS),
               help="Power model variant fitted per GPU.")
 @click.option("--json", "as_json", is_flag=True)
-def calibrate(device_kind, gpus, ray_address, out, seed, min_seconds, variant, as_json) -> None:
-    """Calibrate every GPU of a Ray cluster: one task per GPU sweeps the power and latency
-    suites on it (rows streamed to its own files: a killed worker loses at most its row in
-    flight, and a rerun resumes), fits its models and writes its registry entry. Prints the
-    fleet's spread."""
-    from gpudvfs.fleet.calibrate import calibrate_fleet
+def calibrate(device_kind: str, gpus: int | None, ray_address: str, out: str, seed: int, min_seconds: float,
+              variant: str, as_json: bool) -> None:
+    """Calibrate every GPU of a Ray cluster; print the fleet's spread.
+
+    One task per GPU sweeps the power and latency suites on it (rows streamed to its own files:
+    a killed worker loses at most its row in flight, and a rerun resumes), fits its models and
+    writes its registry entry.
+
+    \f
+
+    Parameters
+    ----------
+    device_kind : str
+        --device.
+    gpus : int or None
+        --gpus.
+    ray_address : str
+        --ray.
+    out : str
+        --out.
+    seed : int
+        --seed.
+    min_seconds : float
+        --min-seconds.
+    variant : str
+        --variant.
+    as_json : bool
+        --json.
+    """  # noqa: D301 -- click's \f ends the help text
+    from gpudvfs.fleet.calibrate import calibrate_fleet, fleet_devices  # Ray's modules: not at start-up
 
     with user_errors(), _ray_prints_to_stderr(), progress_bars(disable=as_json) as update:
-        registry = calibrate_fleet(_devices(device_kind, seed), out, gpus=gpus, ray_address=ray_address,
+        registry = calibrate_fleet(fleet_devices(device_kind, seed), out, gpus=gpus, ray_address=ray_address,
                                    min_seconds=min_seconds, power_variant=variant,
                                    progress=lambda done, total, label: update("GPUs calibrated", done, total, label))
         summary = registry.summary()
@@ -109,15 +144,44 @@ def calibrate(device_kind, gpus, ray_address, out, seed, min_seconds, variant, a
               help="Power-suite benchmarks re-measured at each pair.")
 @options.min_seconds()
 @click.option("--json", "as_json", is_flag=True)
-def check(registry, device_kind, gpus, ray_address, seed, sim_aging, pairs, benchmarks, min_seconds, as_json) -> None:
-    """Re-measure a few pairs on every GPU and flag those whose power has left their model's
-    error band (aging, cooling). Exit status 3 when any GPU is flagged."""
+def check(registry: str, device_kind: str, gpus: int | None, ray_address: str, seed: int, sim_aging: float,
+          pairs: int, benchmarks: int, min_seconds: float, as_json: bool) -> None:
+    """Re-measure a few pairs on every GPU and flag those whose power has left their model's error band.
+
+    Aging and cooling move it. Exit status 3 when any GPU is flagged.
+
+    \f
+
+    Parameters
+    ----------
+    registry : str
+        --registry.
+    device_kind : str
+        --device.
+    gpus : int or None
+        --gpus.
+    ray_address : str
+        --ray.
+    seed : int
+        --seed.
+    sim_aging : float
+        --sim-aging.
+    pairs : int
+        --pairs.
+    benchmarks : int
+        --benchmarks.
+    min_seconds : float
+        --min-seconds.
+    as_json : bool
+        --json.
+    """  # noqa: D301 -- click's \f ends the help text
+    from gpudvfs.fleet.calibrate import fleet_devices  # Ray's modules: not at start-up
     from gpudvfs.fleet.check import check_fleet
 
     if sim_aging and device_kind != "sim":
         raise click.UsageError("--sim-aging is for --device sim")
     with user_errors(), _ray_prints_to_stderr(), progress_bars(disable=as_json) as update:
-        r = check_fleet(_devices(device_kind, seed, sim_aging), registry, gpus=gpus, ray_address=ray_address,
+        r = check_fleet(fleet_devices(device_kind, seed, sim_aging), registry, gpus=gpus, ray_address=ray_address,
                         pairs=pairs, benchmarks=benchmarks, min_seconds=min_seconds,
                         progress=lambda done, total, label: update("GPUs checked", done, total, label))
     if as_json:
@@ -148,12 +212,35 @@ def check(registry, device_kind, gpus, ray_address, seed, sim_aging, pairs, benc
               help="--bench: small random instances scored against the exact solver.")
 @options.seed("--bench: seed of the random instances.")
 @click.option("--json", "as_json", is_flag=True)
-def budget(jobs, registry, budget_w, objective, slowdown, run_bench, gpus, pairs, small, seed, as_json) -> None:
-    """One clock pair per GPU so that the jobs' predicted power stays within the cluster's
-    budget and the objective is least (a multiple-choice knapsack in the Rust core). JOBS:
-    a JSON file of the job on each GPU with its profile at the default clocks (see
-    gpudvfs.fleet.jobs). --bench: milliseconds for GPUS x PAIRS (key `ms`) and the worst
-    optimality gap on small instances (key `gap_max`)."""
+def budget(jobs: str | None, registry: str | None, budget_w: float | None, objective: str, slowdown: float | None,
+           run_bench: bool, gpus: int, pairs: int, small: int, seed: int, as_json: bool) -> None:
+    """One clock pair per GPU: the jobs' predicted power within the cluster's budget, the objective least.
+
+    A multiple-choice knapsack in the Rust core. JOBS: a JSON file of the job on each GPU with
+    its profile at the default clocks (see gpudvfs.fleet.jobs). --bench: milliseconds for GPUS x
+    PAIRS (key `ms`) and the worst optimality gap on small instances (key `gap_max`).
+
+    \f
+
+    Parameters
+    ----------
+    jobs : str or None
+        JOBS.
+    registry : str or None
+        --registry.
+    budget_w : float or None
+        --budget-w.
+    objective : str
+        --objective.
+    slowdown : float or None
+        --slowdown.
+    run_bench : bool
+        --bench.
+    gpus, pairs, small, seed : int
+        --gpus, --pairs, --small, --seed (--bench).
+    as_json : bool
+        --json.
+    """  # noqa: D301 -- click's \f ends the help text
     if run_bench:
         if jobs or registry or budget_w is not None:
             raise click.UsageError("--bench takes no JOBS, --registry or --budget-w")
@@ -178,9 +265,23 @@ def budget(jobs, registry, budget_w, objective, slowdown, run_bench, gpus, pairs
 @click.option("--registry", required=True, type=click.Path(file_okay=False))
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), callback=output_file)
 @options.force
-def sample_jobs(registry, out, force) -> None:
-    """A jobs file for a registry of simulated GPUs: the demo's real workloads dealt
-    over the GPUs, each profiled and timed on its own chip at the default clocks."""
+def sample_jobs(registry: str, out: str, force: bool) -> None:
+    """Write a jobs file for a registry of simulated GPUs.
+
+    The demo's real workloads dealt over the GPUs, each profiled and timed on its own chip at
+    the default clocks.
+
+    \f
+
+    Parameters
+    ----------
+    registry : str
+        --registry.
+    out : str
+        --out.
+    force : bool
+        --force.
+    """  # noqa: D301 -- click's \f ends the help text
     with user_errors():
         refuse_overwrite([out], force=force)
         jobs = simulated_jobs(Registry.load(registry))
@@ -202,11 +303,37 @@ def sample_jobs(registry, out, force) -> None:
 @click.option("--job-column", help="The column naming each sample's job (default: hpc_job, exported_job, pod, job).")
 @click.option("--ray", "ray_address", default="local", show_default=True, help="As for `fleet calibrate`.")
 @click.option("--json", "as_json", is_flag=True)
-def whatif(telemetry, registry, time_model, policy, slowdown, interval_s, job_column, ray_address, as_json) -> None:
-    """Per job and for the cluster: time and energy as run, and at the clocks the policy would
-    have chosen, from DCGM exporter telemetry (Parquet file or folder, CSV, or a Prometheus
-    range-query export .json: per sample its GPU UUID, job, power, SM and memory clocks and
-    DCGM activities), partitioned over Ray Data."""
+def whatif(telemetry: str, registry: str, time_model: str, policy: str, slowdown: float, interval_s: float,
+           job_column: str | None, ray_address: str, as_json: bool) -> None:
+    """Per job and for the cluster: time and energy as run, and at the clocks the policy would have chosen.
+
+    From DCGM exporter telemetry (Parquet file or folder, CSV, or a Prometheus range-query
+    export .json: per sample its GPU UUID, job, power, SM and memory clocks and DCGM
+    activities), partitioned over Ray Data.
+
+    \f
+
+    Parameters
+    ----------
+    telemetry : str
+        TELEMETRY.
+    registry : str
+        --registry.
+    time_model : str
+        --time-model.
+    policy : str
+        --policy.
+    slowdown : float
+        --slowdown.
+    interval_s : float
+        --interval-s.
+    job_column : str or None
+        --job-column.
+    ray_address : str
+        --ray.
+    as_json : bool
+        --json.
+    """  # noqa: D301 -- click's \f ends the help text
     from gpudvfs.fleet.whatif import whatif as run_whatif
     from gpudvfs.time.dcgm import DcgmTimeModel
 
@@ -234,9 +361,28 @@ def whatif(telemetry, registry, time_model, policy, slowdown, interval_s, job_co
 @click.option("--grid", "grid_out", type=click.Path(dir_okay=False), callback=output_file,
               help="Also the power suite on the simulated GPU as a DCGM grid (for `gpudvfs time fit-dcgm`).")
 @options.force
-def sample_telemetry(registry, rows, seed, out, grid_out, force) -> None:
-    """Exporter-style telemetry of jobs on a registry of simulated GPUs (and a DCGM grid to fit
-    the time model on), so `fleet whatif` runs without a GPU."""
+def sample_telemetry(registry: str, rows: int, seed: int, out: str, grid_out: str | None, force: bool) -> None:
+    """Write exporter-style telemetry of jobs on a registry of simulated GPUs, so `fleet whatif` runs without a GPU.
+
+    With --grid, also a DCGM grid to fit the time model on.
+
+    \f
+
+    Parameters
+    ----------
+    registry : str
+        --registry.
+    rows : int
+        --rows.
+    seed : int
+        --seed.
+    out : str
+        --out.
+    grid_out : str or None
+        --grid.
+    force : bool
+        --force.
+    """  # noqa: D301 -- click's \f ends the help text
     from gpudvfs.fleet.telemetry import sample_dcgm_grid
     from gpudvfs.fleet.telemetry import sample_telemetry as write_telemetry
 
@@ -250,7 +396,7 @@ def sample_telemetry(registry, rows, seed, out, grid_out, force) -> None:
                           f"{g['reference_mhz'][1]:g})")
 
 
-def _bench(gpus, pairs, small, seed, as_json) -> None:
+def _bench(gpus: int, pairs: int, small: int, seed: int, as_json: bool) -> None:
     with user_errors():
         r = bench(gpus, pairs, small, seed)
     if as_json:

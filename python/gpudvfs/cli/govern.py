@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
@@ -14,14 +15,16 @@ from gpudvfs.cli.options import resolve_gpu as _gpu
 from gpudvfs.cli.output import console, interval, output_file, paired_line, print_json, table, user_errors
 from gpudvfs.cli.progress import progress_bars
 from gpudvfs.data import read_measured_grid
+from gpudvfs.data.datasets import MeasurementGrid
 from gpudvfs.data.dcgm_fields import is_dcgm_grid
 from gpudvfs.evaluation.govern_replay import StrategyScores, replay
 from gpudvfs.evaluation.governor_cv import DEFAULT_SEEDS, GovernorCV, choose_defaults, cross_validate_governor
-from gpudvfs.evaluation.replay_table import dcgm_replay_table, replay_table
-from gpudvfs.govern import POLICIES
-from gpudvfs.govern.daemon import MIN_INTERVAL_S
+from gpudvfs.evaluation.replay_table import ReplayTable, dcgm_replay_table, replay_table
+from gpudvfs.govern.daemon import KNOBS, MIN_INTERVAL_S, Daemon
+from gpudvfs.govern.governor import GOVERNOR_POLICIES
 from gpudvfs.govern.plain import plain_table
 from gpudvfs.hardware.kinds import DEVICE_KINDS, make_device
+from gpudvfs.hardware.nvml import NvmlDevice
 
 #: Steps replayed and steps of a phase; a trace replays each job once for TRACE_STEPS steps.
 STEPS, PHASE_STEPS, TRACE_STEPS = 4000, 200, 2000
@@ -32,7 +35,7 @@ NOISE_HELP = ("Relative noise of each observed time and power: Gaussian of this 
               "to (-1, 1) (a draw outside is drawn again) so that every observation stays positive.")
 
 
-def _apply(f, decorators):
+def _apply(f: Callable[..., Any], decorators: Sequence[Callable]) -> Callable[..., Any]:
     """``f`` under ``decorators``, the first outermost (as if stacked in that order)."""
     for option in reversed(decorators):
         f = option(f)
@@ -52,15 +55,18 @@ _PHASES = [
 ]
 
 
-def _phase_settings(f):
+def _phase_settings(f: Callable[..., Any]) -> Callable[..., Any]:
     """The deadline's bound, the phases and the noise (`govern defaults`)."""
     return _apply(f, _PHASES)
 
 
-def _replay_settings(f):
-    """The options of a replay (`govern replay`, `govern cv`): the policy and its bound, the
-    phases, the noise and the seed."""
-    return _apply(f, [click.option("--policy", type=click.Choice(POLICIES), default="energy", show_default=True),
+def _replay_settings(f: Callable[..., Any]) -> Callable[..., Any]:
+    """The options of a replay (`govern replay`, `govern cv`).
+
+    The policy and its bound, the phases, the noise and the seed.
+    """
+    return _apply(f, [click.option("--policy", type=click.Choice(GOVERNOR_POLICIES), default="energy",
+                                   show_default=True),
                       click.option("--power-cap", type=options.Finite(min=0, min_open=True), help="power-cap: watts."),
                       options.eta,
                       *_PHASES, options.seed()])
@@ -71,17 +77,20 @@ def govern() -> None:
     """The closed-loop frequency governor: predict, measure, settle."""
 
 
-def _grid(path, columns, plain=False):
+def _grid(path: str, columns: dict[str, str] | None, plain: bool = False) -> MeasurementGrid:
     formats = ("nvdvfs", "dcgm", "grid", *TRACES) + (("tidy", "ptx") if plain else ())
     return read_measured_grid(path, "the governor's replay", formats, options.on_invalid(), columns,
                               options.spike_threshold())
 
 
-def _table(data, device, reference, train=None, columns=None, clip_utilization=False, plain=False):
+def _table(data: str, device: str | None, reference: tuple[float, float] | None, train: str | None = None,
+           columns: dict[str, str] | None = None, clip_utilization: bool = False, plain: bool = False) -> ReplayTable:
     return _table_of(_grid(data, columns, plain), device, reference, train, columns, clip_utilization, plain)
 
 
-def _table_of(grid, device, reference, train=None, columns=None, clip_utilization=False, plain=False):
+def _table_of(grid: MeasurementGrid, device: str | None, reference: tuple[float, float] | None,
+              train: str | None = None, columns: dict[str, str] | None = None, clip_utilization: bool = False,
+              plain: bool = False) -> ReplayTable:
     """The replay table of ``grid`` (read by `_grid`): without counters for --plain and the traces."""
     data = grid.path
     if plain or grid.format in TRACES:
@@ -193,7 +202,7 @@ def replay_(data: str, train: str | None, device: str | None, reference: tuple[f
                       f"max {100 * cv.cv_regret_max:.2f}%)", highlight=False)
 
 
-def _grids(f):
+def _grids(f: Callable[..., Any]) -> Callable[..., Any]:
     """DATA... with a --device (and a --reference) for each: `govern cv`, `govern defaults`."""
     return _apply(f, [
         click.argument("data", nargs=-1, required=True, type=click.Path(dir_okay=False)),
@@ -205,7 +214,7 @@ def _grids(f):
     ])
 
 
-def _tables(data, devices, references) -> list:
+def _tables(data: Sequence[str], devices: Sequence[str], references: Sequence[str]) -> list[ReplayTable]:
     """The replay table of each DATA (inside `user_errors`)."""
     if len(devices) != len(data) or len(references) not in (0, len(data)):
         raise click.UsageError(f"give one --device (and, if any, one --reference) per DATA: {len(data)} DATA, "
@@ -225,12 +234,40 @@ def _tables(data, devices, references) -> list:
 @options.skip_invalid
 @options.drop_spikes
 @click.option("--json", "as_json", is_flag=True)
-def cv(data, devices, references, policy, slowdown, power_cap, eta, steps, phase_steps, noise, seed, workers,
-       as_json) -> None:
-    """Choose the governor's constants by leave-one-application-out over every application
-    of every DATA (each held out, the constants with the least regret on the others of its
-    grid and on the other grids), and report each grid's held-out regret with every set of
-    constants' in-sample regret."""
+def cv(data: tuple[str, ...], devices: tuple[str, ...], references: tuple[str, ...], policy: str, slowdown: float,
+       power_cap: float | None, eta: float, steps: int | None, phase_steps: int | None, noise: float, seed: int,
+       workers: int | None, as_json: bool) -> None:
+    """Choose the governor's constants by leave-one-application-out over every DATA.
+
+    Each application of every DATA held out, the constants are those with the least regret on the
+    others of its grid and on the other grids; reports each grid's held-out regret with every set
+    of constants' in-sample regret.
+
+    \f
+
+    Parameters
+    ----------
+    data, devices, references : tuple of str
+        DATA, --device, --reference.
+    policy : str
+        --policy.
+    slowdown : float
+        --slowdown.
+    power_cap : float or None
+        --power-cap.
+    eta : float
+        --eta.
+    steps, phase_steps : int or None
+        --steps, --phase-steps.
+    noise : float
+        --noise.
+    seed : int
+        --seed.
+    workers : int or None
+        --workers.
+    as_json : bool
+        --json.
+    """  # noqa: D301 -- click's \f ends the help text
     options.policy_options(policy, power_cap)
     with user_errors():
         tables = _tables(data, devices, references)
@@ -264,12 +301,36 @@ def cv(data, devices, references, policy, slowdown, power_cap, eta, steps, phase
 @options.skip_invalid
 @options.drop_spikes
 @click.option("--json", "as_json", is_flag=True)
-def defaults(data, devices, references, seeds, slowdown, steps, phase_steps, noise, run_cv, workers,
-             as_json) -> None:
-    """Choose the governor's default constants over DATA: the set with the least mean regret
-    over the grids, the energy, EDP and deadline policies and the seeds, among those whose
-    deadline replays keep the steps over the bound at or under 5% on every grid. (The
-    built-in defaults are this command's choice on the two development grids.)"""
+def defaults(data: tuple[str, ...], devices: tuple[str, ...], references: tuple[str, ...], seeds: int,
+             slowdown: float, steps: int | None, phase_steps: int | None, noise: float, run_cv: bool,
+             workers: int | None, as_json: bool) -> None:
+    """Choose the governor's default constants over DATA.
+
+    The set with the least mean regret over the grids, the energy, EDP and deadline policies and
+    the seeds, among those whose deadline replays keep the steps over the bound at or under 5% on
+    every grid. (The built-in defaults are this command's choice on the two development grids.)
+
+    \f
+
+    Parameters
+    ----------
+    data, devices, references : tuple of str
+        DATA, --device, --reference.
+    seeds : int
+        --seeds.
+    slowdown : float
+        --slowdown.
+    steps, phase_steps : int or None
+        --steps, --phase-steps.
+    noise : float
+        --noise.
+    run_cv : bool
+        --cv.
+    workers : int or None
+        --workers.
+    as_json : bool
+        --json.
+    """  # noqa: D301 -- click's \f ends the help text
     with user_errors():
         tables = _tables(data, devices, references)
         with progress_bars(disable=as_json) as update:
@@ -291,7 +352,7 @@ def defaults(data, devices, references, seeds, slowdown, steps, phase_steps, noi
         _print_defaults_cv(data, r, seeds)
 
 
-def _print_defaults_cv(data, r: dict, seeds: int) -> None:
+def _print_defaults_cv(data: Sequence[str], r: dict, seeds: int) -> None:
     """`govern defaults --cv`: per grid and policy, the held-out figures beside the in-sample ones."""
     cv, rows = r["cv"], []
     for path, g in zip(data, cv["grids"]):
@@ -316,51 +377,58 @@ def _print_defaults_cv(data, r: dict, seeds: int) -> None:
 @click.option("--socket", "socket_path", required=True, type=click.Path(dir_okay=False),
               help="The Unix socket unprivileged governors connect to (e.g. /run/gpudvfs/gpu0.sock).")
 @click.option("--mode", default="660", show_default=True, help="The socket's permissions (octal): who may connect.")
-def clockd(device_kind, index, socket_path, mode) -> None:
-    """The privileged clock service of one GPU (run as root): governors set clocks through it;
-    when a client's connection drops, its clocks are reset. Runs until SIGINT or SIGTERM,
-    then resets the clocks."""
-    import signal
-    import threading
+def clockd(device_kind: str, index: int, socket_path: str, mode: str) -> None:
+    """The privileged clock service of one GPU (run as root): governors set clocks through it.
 
-    from gpudvfs.govern.clockd import ClockService
+    When a client's connection drops, its clocks are reset. Runs until SIGINT or SIGTERM, then
+    resets the clocks.
+
+    \f
+
+    Parameters
+    ----------
+    device_kind : str
+        --device.
+    index : int
+        --index.
+    socket_path : str
+        --socket.
+    mode : str
+        --mode, octal.
+    """  # noqa: D301 -- click's \f ends the help text
+    from gpudvfs.govern.clockd import serve_clocks  # the service's imports: not at start-up
 
     try:
         perms = int(mode, 8)
     except ValueError:
         raise click.BadParameter(f"expected octal permissions such as 660, got {mode!r}") from None
-    stop = threading.Event()
     with user_errors():
-        service = ClockService(make_device(device_kind, index=index), socket_path, perms).start()
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        console.print(f"serving the clocks of {service.device.name} on {socket_path}", highlight=False)
-        try:
-            stop.wait()
-        finally:
-            service.stop()
+        serve_clocks(make_device(device_kind, index=index), socket_path, perms, started=lambda service: console.print(
+            f"serving the clocks of {service.device.name} on {socket_path}", highlight=False))
 
 
 @govern.command()
 @click.option("--device", "device_kind", type=click.Choice(DEVICE_KINDS), default="nvml", show_default=True)
 @options.gpu_index()
-def reset(device_kind, index) -> None:
-    """Give a GPU's clocks back to the driver (what a governor killed by SIGKILL left locked)."""
+def reset(device_kind: str, index: int) -> None:
+    """Give a GPU's clocks back to the driver (what a governor killed by SIGKILL left locked).
+
+    \f
+
+    Parameters
+    ----------
+    device_kind : str
+        --device.
+    index : int
+        --index.
+    """  # noqa: D301 -- click's \f ends the help text
     with user_errors():
         device = make_device(device_kind, index=index)
         device.reset_clocks()
     console.print(f"{device.name}: clocks reset to the driver's control", highlight=False)
 
 
-def _model_prior(device, registry, time_model):
-    from gpudvfs.fleet.registry import Registry, device_uuid
-    from gpudvfs.fleet.whatif import gpu_table
-    from gpudvfs.govern.daemon import ModelPrior
-    from gpudvfs.time.dcgm import DcgmTimeModel
-
-    return ModelPrior(gpu_table(Registry.load(registry), device_uuid(device)), DcgmTimeModel.load(time_model))
-
-
-def _knobs_line(device) -> str:
+def _knobs_line(device: NvmlDevice) -> str:
     k = device.knobs()
     pl = "no power limit reported" if k["power_limit_w"] is None else "power limit {:g}-{:g} W".format(
         *k["power_limit_w"])
@@ -368,24 +436,16 @@ def _knobs_line(device) -> str:
     return f"knobs: locked clocks, {pl}; this process may set: {', '.join(may) or 'neither (use --dry-run)'}"
 
 
-def _nvml_daemon_inputs(index, registry, time_model, dry_run, knob):
-    from gpudvfs.govern.daemon import CatalogPrior, PowerLimitPrior
-    from gpudvfs.hardware.nvml import NvmlDevice
-
-    if bool(registry) != bool(time_model):
-        raise click.UsageError("--registry and --time-model go together (the models' prior); leave both out to "
-                               "start from the catalog's prior")
-    if knob == "power-limit" and registry:
-        raise click.UsageError("--knob power-limit: the models predict clocks, not power limits; leave --registry "
-                               "and --time-model out")
-    device = NvmlDevice(index=index, leave_clocks=dry_run)
-    try:
-        if knob == "power-limit":
-            return device, PowerLimitPrior(device)
-        return device, (_model_prior(device, registry, time_model) if registry else CatalogPrior.of(device))
-    except BaseException:
-        device.close()
-        raise
+def _started(daemon: Daemon) -> None:
+    """Print the line that opens a run: what is governed, from which prior; on NVML, what this process may set."""
+    dry_run, knob = daemon.dry_run, daemon.prior.knob
+    where = {"models": "the models", "catalog": "the catalog's prior", "power-limit": "a power-limit prior"}
+    console.print(f"{'dry run on' if dry_run else 'governing'} {daemon.device.name} ({daemon.governor.policy}) "
+                  f"every {daemon.interval_s:g} s; {len(daemon.governor.configs)} "
+                  f"{'power limits' if knob == 'power_limit' else 'pairs'} from {where[daemon.prior.name]}; "
+                  f"activities: {daemon.monitor.source}", highlight=False)
+    if isinstance(daemon.device, NvmlDevice):
+        console.print(_knobs_line(daemon.device), highlight=False)
 
 
 @govern.command("run")
@@ -404,10 +464,10 @@ def _nvml_daemon_inputs(index, registry, time_model, dry_run, knob):
 @click.option("--dry-run", is_flag=True,
               help="Set nothing: measure at the driver's clocks and log what the governor would set (no "
                    "privilege needed).")
-@click.option("--knob", type=click.Choice(["clocks", "power-limit"]), default="clocks", show_default=True,
+@click.option("--knob", type=click.Choice(KNOBS), default="clocks", show_default=True,
               help="What the governor sets: locked clocks, or the board's power limit (nvml; the clocks left to "
                    "the driver). Both need root; the run says which this process may set.")
-@click.option("--policy", type=click.Choice(POLICIES), default="energy", show_default=True)
+@click.option("--policy", type=click.Choice(GOVERNOR_POLICIES), default="energy", show_default=True)
 @click.option("--slowdown", default=0.1, show_default=True, type=options.Finite(min=0),
               help="deadline: at most this slower than the default clocks.")
 @click.option("--power-cap", type=options.Finite(min=0, min_open=True), help="power-cap: watts.")
@@ -431,100 +491,71 @@ def _nvml_daemon_inputs(index, registry, time_model, dry_run, knob):
 @click.option("--workdir", type=click.Path(file_okay=False),
               help="sim: where the simulated GPU's calibration is kept (default: a temporary folder).")
 @click.option("--json", "as_json", is_flag=True)
-def run(device_kind, index, registry, time_model, catalog_prior, dry_run, knob, policy, slowdown, power_cap, interval,
-        duration, progress_file, threshold, log_path, metrics_port, sim_phases, sim_phase_s, workdir,
-        as_json) -> None:
-    """Govern a GPU's clocks while processes run on it: each interval observe its energy,
-    activities and (with --progress) work done, detect the phase, and set the clocks the
-    governor chooses. The clocks go back to the driver when no process runs and on every
-    exit (SIGINT, SIGTERM, errors); after a SIGKILL, run `gpudvfs govern reset`. The report's
-    clocks_restored: the (core, memory) MHz the GPU runs at after that last reset, which is
-    not counted among the clock changes."""
-    import dataclasses
-    import signal
-    import tempfile
-    import threading
+def run(device_kind: str, index: int, registry: str | None, time_model: str | None, catalog_prior: bool,
+        dry_run: bool, knob: str, policy: str, slowdown: float, power_cap: float | None, interval: float,
+        duration: float | None, progress_file: str | None, threshold: float, log_path: str | None,
+        metrics_port: int | None, sim_phases: int, sim_phase_s: float, workdir: str | None, as_json: bool) -> None:
+    """Govern a GPU's clocks while processes run on it.
 
-    from gpudvfs.govern.daemon import CatalogPrior, Daemon, ModelPrior, NvmlMonitor
-    from gpudvfs.govern.governor import jsonl_log
-    from gpudvfs.govern.integrations.session import SIM_CATALOG_NAME
-    from gpudvfs.govern.phases import PhaseDetector
-    from gpudvfs.govern.simhost import SimulatedHost, calibrated, phased_process
-    from gpudvfs.hardware.apps import APPS
+    Each interval observe its energy, activities and (with --progress) work done, detect the
+    phase, and set the clocks the governor chooses. The clocks go back to the driver when no
+    process runs and on every exit (SIGINT, SIGTERM, errors); after a SIGKILL, run `gpudvfs govern
+    reset`. The report's clocks_restored: the (core, memory) MHz the GPU runs at after that last
+    reset, which is not counted among the clock changes.
+
+    \f
+
+    Parameters
+    ----------
+    device_kind : str
+        --device.
+    index : int
+        --index.
+    registry, time_model : str or None
+        --registry, --time-model.
+    catalog_prior, dry_run : bool
+        --catalog-prior, --dry-run.
+    knob, policy : str
+        --knob, --policy.
+    slowdown : float
+        --slowdown.
+    power_cap : float or None
+        --power-cap.
+    interval : float
+        --interval.
+    duration : float or None
+        --duration.
+    progress_file : str or None
+        --progress.
+    threshold : float
+        --threshold.
+    log_path : str or None
+        --log.
+    metrics_port : int or None
+        --metrics-port.
+    sim_phases : int
+        --sim-phases.
+    sim_phase_s : float
+        --sim-phase-s.
+    workdir : str or None
+        --workdir.
+    as_json : bool
+        --json: the report as JSON, no start line and no bar.
+    """  # noqa: D301 -- click's \f ends the help text
+    from gpudvfs.govern.service import ServiceSettings, serve  # the daemon's imports: not at start-up
 
     options.policy_options(policy, power_cap)
-    if device_kind == "sim" and sim_phase_s < interval:
-        # A phase shorter than an interval is not one the daemon can see, and a simulated
-        # interval costs a loop turn per phase it spans.
-        raise click.UsageError(f"--sim-phase-s ({sim_phase_s:g}) must be at least --interval ({interval:g})")
-    if device_kind == "sim" and progress_file:
-        raise click.UsageError("--progress is for --device nvml: the simulated process reports its own")
-    logs = [jsonl_log(log_path)] if log_path else []
-    with user_errors(), tempfile.TemporaryDirectory() as tmp:
-        if metrics_port:
-            from prometheus_client import start_http_server
-
-            from gpudvfs.govern.metrics import GovernorMetrics
-
-            metrics = GovernorMetrics(labels={"gpu": f"{device_kind}{index}"})
-            start_http_server(metrics_port, registry=metrics.registry)
-            logs.append(metrics.record)
-        host = None
-        if device_kind == "sim":
-            if registry or time_model:
-                raise click.UsageError("--device sim calibrates its own GPU: leave --registry and --time-model out")
-            if knob != "clocks":
-                raise click.UsageError("--knob power-limit is for --device nvml: the simulated GPU's knob is its "
-                                       "clocks")
-            device, gpu, model = calibrated(workdir or tmp)
-            prior = CatalogPrior.of(device, SIM_CATALOG_NAME) if catalog_prior else ModelPrior(gpu, model)
-            duration = duration or 1200.0
-            host = monitor = SimulatedHost(device)
-            cycle = sim_phase_s * sim_phases
-            host.start(phased_process(device, APPS[:sim_phases], sim_phase_s,
-                                      repeat=max(1, int(duration // cycle) + 1)))
-        else:
-            if catalog_prior:
-                raise click.UsageError("--catalog-prior is for --device sim: nvml starts from the catalog's prior "
-                                       "whenever --registry and --time-model are left out")
-            device, prior = _nvml_daemon_inputs(index, registry, time_model, dry_run, knob)
-            monitor = NvmlMonitor(device, progress_file)
-        try:
-            daemon = Daemon(device, monitor, prior, policy=policy, slowdown=slowdown, power_cap_w=power_cap,
-                            interval_s=interval, detector=PhaseDetector(threshold), dry_run=dry_run,
-                            log=(lambda e: [f(e) for f in logs]) if logs else None)
-            stop = threading.Event()
-            signal.signal(signal.SIGTERM, lambda *_: stop.set())
-            if not as_json:
-                source = getattr(monitor, "source", "simulated")
-                start = "dry run on" if dry_run else "governing"
-                where = {"models": "the models", "catalog": "the catalog's prior",
-                         "power-limit": "a power-limit prior"}[prior.name]
-                what = "power limits" if knob == "power-limit" else "pairs"
-                console.print(f"{start} {device.name} ({policy}) every {interval:g} s; "
-                              f"{len(daemon.governor.configs)} {what} from {where}; activities: {source}",
-                              highlight=False)
-                if device_kind == "nvml":
-                    console.print(_knobs_line(device), highlight=False)
-            try:
-                with progress_bars(disable=as_json) as update:
-                    stats = daemon.run(duration, stop, progress=lambda s, total: update(
-                        "govern", s.intervals, total,
-                        f"{len(s.phases)} phases, {s.clock_changes} clock changes"))
-            except KeyboardInterrupt:
-                stats = daemon.stats
-        finally:
-            if device_kind == "nvml":
-                monitor.close()
-                device.close()
-        out = dataclasses.asdict(stats) | {"device": device.name, "policy": policy, "interval_s": interval,
-                                           "prior": prior.name, "knob": knob, "dry_run": dry_run}
-        if host is not None:
-            truth = host.truth(daemon.governor.configs, daemon.governor.default_index)
-            out["sim_truth"] = truth | {
-                "energy_over_least": stats.joules / truth["joules_least"] - 1.0,
-                "energy_saving": 1.0 - stats.joules / truth["joules_default"],
-                "time_change": stats.intervals * interval / truth["seconds_default"] - 1.0}
+    with user_errors():
+        settings = ServiceSettings(
+            device_kind=device_kind, index=index, policy=policy, slowdown=slowdown, power_cap_w=power_cap,
+            interval_s=interval, duration_s=duration, threshold=threshold, dry_run=dry_run, knob=knob,
+            registry=registry, time_model=time_model, progress_file=progress_file, catalog_prior=catalog_prior,
+            sim_phases=sim_phases, sim_phase_s=sim_phase_s, workdir=workdir, log_path=log_path,
+            metrics_port=metrics_port)
+        with progress_bars(disable=as_json) as update:
+            out = serve(settings, started=None if as_json else _started,
+                        progress=lambda s, total: update("govern", s.intervals, total,
+                                                         f"{len(s.phases)} phases, {s.clock_changes} clock changes"))
     if as_json:
         print_json(out)
         return
@@ -534,7 +565,7 @@ def run(device_kind, index, registry, time_model, catalog_prior, dry_run, knob, 
              str(out["would_change"] if dry_run else out["clock_changes"])], ["energy", f"{out['joules']:.1f} J"]]
     if out["clocks_restored"] is not None:  # None: reset, but the clocks could not be read back
         rows.append(["clocks restored to the driver", "{:g}/{:g} MHz".format(*out["clocks_restored"])])
-    if host is not None:
+    if "sim_truth" in out:
         t = out["sim_truth"]
         rows += [["energy over the least-energy pairs (true)", f"{100 * t['energy_over_least']:.2f}%"],
                  ["energy saving against the default clocks", f"{100 * t['energy_saving']:.2f}%"],

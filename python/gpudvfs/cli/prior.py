@@ -1,5 +1,7 @@
-"""`gpudvfs power prior` and `gpudvfs power prior-cv`: a catalog GPU's power model from its
-public figures, and the rule behind it scored on GPUs it was not fitted on."""
+"""`gpudvfs power prior` and `gpudvfs power prior-cv`: a catalog GPU's power model from its public figures.
+
+And the rule behind it scored on GPUs it was not fitted on.
+"""
 
 from __future__ import annotations
 
@@ -23,15 +25,32 @@ from gpudvfs.power.prior_rule import choose_rule, gpu_files
               help="Write the prior as a power model file (what --power-model and `power observe` read).")
 @options.force
 @click.option("--json", "as_json", is_flag=True)
-def prior(device, out, force, as_json) -> None:
-    """The power prior of DEVICE (a catalog GPU): static, idle and dynamic power and the voltage
-    curve from its TDP and default clocks by the catalog's one rule, no measurement of it."""
+def prior(device: str, out: str | None, force: bool, as_json: bool) -> None:
+    """The power prior of DEVICE (a catalog GPU), no measurement of it.
+
+    Static, idle and dynamic power and the voltage curve from its TDP and default clocks by the
+    catalog's one rule.
+
+    \f
+
+    Parameters
+    ----------
+    device : str
+        DEVICE.
+    out : str or None
+        --out.
+    force : bool
+        --force.
+    as_json : bool
+        --json.
+    """  # noqa: D301 -- click's \f ends the help text
     with user_errors():
         spec = lookup(device)
         refuse_overwrite([out], force=force)
         model = PowerModel.prior(spec)
         if out:
             model.save(out)
+    assert model.interval_ is not None  # a prior carries its interval
     v = model.voltage(model.configs_[:, 0], spec.default_mhz[1])[:, 0]
     cores = model.configs_[model.configs_[:, 1] == spec.default_mhz[1], 0]
     if as_json:
@@ -62,9 +81,26 @@ def prior(device, out, force, as_json) -> None:
               help="Write the rule fitted on every GPU (the catalog ships it as catalog/power_prior.json).")
 @options.force
 @click.option("--json", "as_json", is_flag=True)
-def prior_cv(data, validation, write_to, force, as_json) -> None:
-    """Fit the power prior's rule on the measured GPUs under DATA (the public data folder) and
-    score each GPU's prior made without its own files: leave-one-GPU-out."""
+def prior_cv(data: str, validation: str | None, write_to: str | None, force: bool, as_json: bool) -> None:
+    """Fit the power prior's rule on the measured GPUs under DATA, and score it leave-one-GPU-out.
+
+    DATA: the public data folder. Each GPU's prior is made without its own files.
+
+    \f
+
+    Parameters
+    ----------
+    data : str
+        DATA.
+    validation : str or None
+        --validation.
+    write_to : str or None
+        --write.
+    force : bool
+        --force.
+    as_json : bool
+        --json.
+    """  # noqa: D301 -- click's \f ends the help text
     with user_errors(), progress_bars(disable=as_json) as update:
         refuse_overwrite([write_to], force=force)
         files = gpu_files(Path(data), Path(validation) if validation else None)
@@ -90,5 +126,5 @@ def prior_cv(data, validation, write_to, force, as_json) -> None:
         console.print(f"wrote {write_to}")
 
 
-def _pct(x) -> str:
+def _pct(x: float | None) -> str:
     return "" if x is None else f"{x:.1f}"

@@ -1,26 +1,65 @@
-"""Rich progress bars with ETA, fed by the progress callbacks of long-running library
-functions. A bar appears with the first report of its stage, so a command refused before
-any work starts prints its error alone."""
+"""Rich progress bars with ETA, fed by the progress callbacks of long-running library functions.
+
+A bar appears with the first report of its stage, so a command refused before any work starts
+prints its error alone.
+"""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from typing import Protocol
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from gpudvfs.cli.output import console
 
-#: ``update(stage, done, total, label)``: one bar per stage (``total`` None: open-ended).
-Update = Callable[[str, int, "int | None", str], None]
+
+class Update(Protocol):
+    """``update(stage, done, total, label)``: one bar per stage (``total`` None: open-ended)."""
+
+    def __call__(self, stage: str, done: int, total: int | None, label: str = "") -> None:
+        """Move the stage's bar.
+
+        Parameters
+        ----------
+        stage : str
+            The bar.
+        done : int
+            Units done.
+        total : int or None
+            Units in all (None: open-ended).
+        label : str
+            What is being done.
+        """
 
 
 @contextlib.contextmanager
 def progress_bars(disable: bool = False) -> Iterator[Update]:
+    """Progress bars for the block, stopped at its end.
+
+    Parameters
+    ----------
+    disable : bool
+        Show nothing (``--json``: stdout is the JSON alone).
+
+    Yields
+    ------
+    Update
+        ``update(stage, done, total, label)``.
+    """
     bars = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
                     TextColumn("{task.fields[label]}"), console=console, transient=False, disable=disable)
-    tasks: dict[str, int] = {}
+    tasks: dict[str, TaskID] = {}
 
     def update(stage: str, done: int, total: int | None, label: str = "") -> None:
         if not tasks:

@@ -1,14 +1,24 @@
 """Figures of a demo run: heatmaps over the clock grid, the voltage curves, the Pareto fronts.
-Needs matplotlib."""
+
+Needs matplotlib, imported when a figure is drawn.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
 from gpudvfs.demo.run import DemoResult, WorkloadResult
 from gpudvfs.power.plots import clock_label
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.colorbar import Colorbar
+    from matplotlib.figure import Figure
 
 # Marker of each policy's choice, in the heatmaps and on the Pareto fronts.
 POLICY_MARKERS = {"energy": "*", "edp": "D", "ed2p": "^", "deadline": "s", "power-cap": "P", "cost": "X"}
@@ -20,7 +30,20 @@ CAP_LABEL = "power cap"
 
 
 def plot_demo(result: DemoResult, out_dir: str | Path) -> list[Path]:
-    """Write :func:`demo_figures` as PNG files into ``out_dir``; returns their paths."""
+    """Write :func:`demo_figures` as PNG files into a folder.
+
+    Parameters
+    ----------
+    result : DemoResult
+        The demo's result.
+    out_dir : str or pathlib.Path
+        The folder (made where missing).
+
+    Returns
+    -------
+    list of pathlib.Path
+        The files written.
+    """
     import matplotlib.pyplot as plt
 
     out = Path(out_dir)
@@ -33,10 +56,22 @@ def plot_demo(result: DemoResult, out_dir: str | Path) -> list[Path]:
     return written
 
 
-def demo_figures(result: DemoResult) -> dict:
-    """file name -> figure: heatmaps of predicted time, power and energy over the clock grid
-    per workload; the fitted voltage curves (with the truth on the simulator) beside the
-    Pareto fronts."""
+def demo_figures(result: DemoResult) -> dict[str, Figure]:
+    """The demo's figures, by file name.
+
+    Heatmaps of predicted time, power and energy over the clock grid per workload; the fitted
+    voltage curves (with the truth on the simulator) beside the Pareto fronts.
+
+    Parameters
+    ----------
+    result : DemoResult
+        The demo's result.
+
+    Returns
+    -------
+    dict of str to matplotlib.figure.Figure
+        File name (without suffix) -> figure.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -51,12 +86,15 @@ def demo_figures(result: DemoResult) -> dict:
     return figures
 
 
-def _heatmaps(plt, r: WorkloadResult, default_mhz, power_cap_w: float | None = None):
-    """Time, power and energy over core clock x memory clock, the default clocks ringed, each
-    policy's choice marked and, on the power panel, the power cap drawn. Memory clocks are a
-    few levels far apart, so each is a row of its own (the axis says so where that is not to
-    scale); colours are on a log scale, since the lowest memory clock's times run several-fold
-    higher and would flatten the rest."""
+def _heatmaps(plt: ModuleType, r: WorkloadResult, default_mhz: tuple[float, float],
+              power_cap_w: float | None = None) -> Figure:
+    """Time, power and energy over core clock x memory clock.
+
+    The default clocks ringed, each policy's choice marked and, on the power panel, the power
+    cap drawn. Memory clocks are a few levels far apart, so each is a row of its own (the axis
+    says so where that is not to scale); colours are on a log scale, since the lowest memory
+    clock's times run several-fold higher and would flatten the rest.
+    """
     import matplotlib as mpl
 
     cores, mems = np.unique(r.configs[:, 0]), np.unique(r.configs[:, 1])
@@ -94,7 +132,7 @@ def _heatmaps(plt, r: WorkloadResult, default_mhz, power_cap_w: float | None = N
     return fig
 
 
-def _voltages(ax_core, ax_mem, result: DemoResult) -> None:
+def _voltages(ax_core: Axes, ax_mem: Axes, result: DemoResult) -> None:
     """The fitted voltage of each domain over its clock; on the simulator, its truth."""
     cfg = result.workloads[0].configs
     v = result.power_model.voltage(cfg[:, 0], cfg[:, 1])
@@ -114,9 +152,11 @@ def _voltages(ax_core, ax_mem, result: DemoResult) -> None:
         ax.legend(loc="lower right", frameon=False)
 
 
-def _pareto(ax, result: DemoResult) -> None:
-    """Each workload's Pareto front relative to its default clocks, so workloads of any
-    length share the axes; each policy's choice is marked."""
+def _pareto(ax: Axes, result: DemoResult) -> None:
+    """Each workload's Pareto front relative to its default clocks; each policy's choice marked.
+
+    Relative, so that workloads of any length share the axes.
+    """
     default = int(np.flatnonzero((result.workloads[0].configs == np.asarray(result.reference_mhz)).all(axis=1))[0])
     choices = []  # of every workload: two workloads' choices may coincide too
     for i, r in enumerate(result.workloads):
@@ -141,9 +181,12 @@ def _pareto(ax, result: DemoResult) -> None:
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=8)
 
 
-def _side_by_side(ax, choices, labelled: bool = True) -> None:
-    """Each (x, y, policy, colour) choice's marker; those that share a pair are set side by
-    side, shifted in points on the page (their data position stays), none hidden under another."""
+def _side_by_side(ax: Axes, choices: Sequence[tuple[float, float, str, str]], labelled: bool = True) -> None:
+    """Each (x, y, policy, colour) choice's marker, none hidden under another.
+
+    Those that share a pair are set side by side, shifted in points on the page (their data
+    position stays).
+    """
     from matplotlib.transforms import offset_copy
 
     at: dict[tuple, list] = {}
@@ -151,12 +194,13 @@ def _side_by_side(ax, choices, labelled: bool = True) -> None:
         at.setdefault((round(float(x), 9), round(float(y), 9)), []).append((policy, colour))
     for (x, y), same in at.items():
         for j, (policy, colour) in enumerate(same):
-            shift = offset_copy(ax.transData, fig=ax.figure, x=(j - (len(same) - 1) / 2) * SPREAD_PT, units="points")
+            shift = offset_copy(ax.transData, fig=cast("Figure", ax.figure), x=(j - (len(same) - 1) / 2) * SPREAD_PT,
+                                units="points")
             ax.plot(x, y, POLICY_MARKERS[policy], transform=shift, label=f"{policy} choice" if labelled else None,
                     **_choice_style(policy, colour))
 
 
-def _power_cap(ax, bar, img, cap: float) -> None:
+def _power_cap(ax: Axes, bar: Colorbar, img: np.ndarray, cap: float) -> None:
     """The power-cap policy's cap: its level on the colour bar and its contour over the pairs."""
     bar.ax.axhline(cap, color="red", lw=2)
     if np.nanmin(img) < cap < np.nanmax(img):

@@ -1,6 +1,8 @@
-"""The end-to-end job: measure a GPU with the microbenchmark suites, fit the power and time
-models, profile the real workloads of `gpudvfs.hardware.apps` once at the default clocks, and
-choose their frequencies; on the simulated GPU, compare with the simulator's ground truth.
+"""The end-to-end job: measure, fit, profile, choose; on the simulated GPU, against its truth.
+
+Measure a GPU with the microbenchmark suites, fit the power and time models, profile the real
+workloads of `gpudvfs.hardware.apps` once at the default clocks, and choose their frequencies;
+on the simulated GPU, compare with the simulator's ground truth.
 
 Every step is a public piece of gpudvfs: `calibrate` (`run_sweep` of the power and time
 suites, `PowerModel.fit`, `to_time_device`), `KernelProfile`, `TimeModel.predict`,
@@ -10,6 +12,7 @@ suites, `PowerModel.fit`, `to_time_device`), `KernelProfile`, `TimeModel.predict
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +20,7 @@ import numpy as np
 
 from gpudvfs.hardware.apps import APPS
 from gpudvfs.hardware.calibrate import Progress, calibrate, stage
-from gpudvfs.hardware.device import Device
+from gpudvfs.hardware.device import Device, Workload
 from gpudvfs.hardware.simulated import SimulatedDevice
 from gpudvfs.hardware.sweep import grid
 from gpudvfs.policy import POLICIES, Selection, pareto_front, select
@@ -27,40 +30,112 @@ from gpudvfs.time import KernelProfile, TimeDevice, TimeModel
 
 @dataclass(frozen=True)
 class WorkloadResult:
+    """One workload of the demo: its predictions over the clock grid and each policy's choice.
+
+    Parameters
+    ----------
+    name : str
+        The workload.
+    configs : numpy.ndarray
+        [K x 2] (core, memory) MHz.
+    time_ms, watts : numpy.ndarray
+        [K] predicted time and power.
+    choices : dict of str to Selection
+        Each policy's choice.
+    pareto : numpy.ndarray
+        The Pareto front of (time, energy): indices into ``configs``.
+    true_time_ms, true_watts : numpy.ndarray or None
+        [K] the simulator's ground truth (None on a real GPU).
+    """
+
     name: str
-    configs: np.ndarray           # [K x 2] MHz
-    time_ms: np.ndarray           # predicted [K]
-    watts: np.ndarray             # predicted [K]
+    configs: np.ndarray
+    time_ms: np.ndarray
+    watts: np.ndarray
     choices: dict[str, Selection]
-    pareto: np.ndarray            # indices into configs
-    true_time_ms: np.ndarray | None = None   # simulator's ground truth [K]
+    pareto: np.ndarray
+    true_time_ms: np.ndarray | None = None
     true_watts: np.ndarray | None = None
 
     @property
     def joules(self) -> np.ndarray:
+        """[K] predicted energy (J): time x power."""
         return self.time_ms * self.watts / 1e3
 
 
 @dataclass(frozen=True)
 class DemoResult:
+    """What the demo measured, fitted and chose.
+
+    Parameters
+    ----------
+    device : str
+        The GPU's name.
+    power_model : PowerModel
+        The fitted power model.
+    time_device : TimeDevice
+        The fitted time device.
+    time_fit : dict
+        The time device's fit (``dm_lat``: the DRAM latency's).
+    workloads : list of WorkloadResult
+        The workloads.
+    true_volts : numpy.ndarray or None
+        The simulator's true (core, memory) voltages at the configs (None on a real GPU).
+    files : list of pathlib.Path
+        The sweeps written.
+    reference_mhz : tuple of (float, float)
+        The default clocks: where the workloads were profiled.
+    slowdown : float
+        The deadline policy's bound.
+    power_cap_w : float or None
+        The power-cap policy's cap.
+    """
+
     device: str
     power_model: PowerModel
     time_device: TimeDevice
     time_fit: dict
     workloads: list[WorkloadResult]
-    true_volts: np.ndarray | None      # simulator's true (core, mem) voltages at the configs
+    true_volts: np.ndarray | None
     files: list[Path]
-    reference_mhz: tuple[float, float]  # the default clocks: where workloads were profiled
-    slowdown: float                     # the deadline policy's bound
-    power_cap_w: float | None = None    # the power-cap policy's cap
+    reference_mhz: tuple[float, float]
+    slowdown: float
+    power_cap_w: float | None = None
 
 
 def run_demo(device: Device, *, workdir: str | Path | None = None, power_variant: str = "per-domain",
              min_seconds: float = 1.0, slowdown: float = 0.1, power_cap_w: float | None = None,
-             workloads=None, resume: bool = False, progress: Progress | None = None) -> DemoResult:
-    """Run the whole job on ``device``; sweep files go to ``workdir`` (a temporary folder
-    by default), replacing an earlier demo's unless ``resume`` continues them. On a
-    `SimulatedDevice` the results carry the ground truth."""
+             workloads: Iterable[Workload] | None = None, resume: bool = False,
+             progress: Progress | None = None) -> DemoResult:
+    """Run the whole job on a device; on a `SimulatedDevice` the results carry the ground truth.
+
+    Parameters
+    ----------
+    device : Device
+        The GPU.
+    workdir : str or pathlib.Path or None
+        Where the sweeps go (None: a temporary folder), replacing an earlier demo's unless
+        ``resume``.
+    power_variant : str
+        The power model variant fitted.
+    min_seconds : float
+        Length of each measurement.
+    slowdown : float
+        The deadline policy's bound.
+    power_cap_w : float or None
+        The power-cap policy's cap (None: the median predicted power).
+    workloads : iterable of Workload or None
+        The workloads profiled (None: `gpudvfs.hardware.apps.APPS`).
+    resume : bool
+        Continue the sweeps of an interrupted demo in ``workdir``.
+    progress : callable or None
+        ``progress(stage, done, total)`` as the sweeps and profiles go.
+
+    Returns
+    -------
+    DemoResult
+        What the demo measured, fitted and chose.
+    """
     work = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="gpudvfs-demo-"))
     sim = device if isinstance(device, SimulatedDevice) else None
     workloads = list(workloads if workloads is not None else APPS)

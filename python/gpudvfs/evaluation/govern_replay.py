@@ -48,7 +48,7 @@ from gpudvfs.errors import GpudvfsWarning, InputError
 from gpudvfs.evaluation.regret import single_pair_indices
 from gpudvfs.evaluation.replay_strategies import FixedPairs, GovernorStrategy, MeasureThenKeep, Strategy, zeus_baseline
 from gpudvfs.evaluation.replay_table import ReplayTable, Target
-from gpudvfs.govern.governor import POLICIES
+from gpudvfs.govern.governor import GOVERNOR_POLICIES
 from gpudvfs.limits import is_count, is_finite_number
 from gpudvfs.stats import paired_intervals
 
@@ -314,8 +314,8 @@ class ReplaySetup:
             On an unknown policy, a power-cap policy without a cap, an ``eta`` outside [0, 1],
             or a count, seed or noise out of range.
         """
-        if target.policy not in POLICIES:
-            raise InputError(f"unknown policy {target.policy!r}; expected one of {POLICIES}")
+        if target.policy not in GOVERNOR_POLICIES:
+            raise InputError(f"unknown policy {target.policy!r}; expected one of {GOVERNOR_POLICIES}")
         if steps < 1 or phase_steps < 1:
             raise InputError(f"steps and phase_steps must be at least 1, got {steps} and {phase_steps}")
         if not 0 <= noise < 0.5:
@@ -418,7 +418,7 @@ def replay(table: ReplayTable, *, policy: str = "energy", slowdown: float = 0.1,
     table : ReplayTable
         The applications and settings.
     policy : str
-        One of ``gpudvfs.govern.POLICIES``.
+        One of ``gpudvfs.govern.GOVERNOR_POLICIES``.
     slowdown : float
         `deadline`: at most this much slower than the default setting.
     power_cap_w : float or None

@@ -79,7 +79,7 @@ class Target:
     Parameters
     ----------
     policy : str
-        One of the governor's policies (``gpudvfs.govern.POLICIES``).
+        One of the governor's policies (``gpudvfs.govern.GOVERNOR_POLICIES``).
     slowdown : float
         `deadline`: at most this much slower than the default setting.
     power_cap_w : float or None

@@ -1,1 +1,1 @@
-"""Fleet scale: cluster power budgets (`budget`)."""
+"""Fleet scale on Ray: per-GPU calibration into a registry, drift checks, cluster power budgets, what-ifs."""

@@ -1,7 +1,8 @@
-"""One clock pair per GPU so that the GPUs' predicted power stays within a cluster budget and
-the total time (or energy) is least: a multiple-choice knapsack solved in the Rust core
-(`rust/src/budget/`): the Lagrangian greedy with its LP bound, repair, an exact core and
-exchanges; `exact=True` runs the exact Pareto program (small instances only).
+"""One clock pair per GPU: the GPUs' predicted power within a cluster budget, the total time (or energy) least.
+
+A multiple-choice knapsack solved in the Rust core (`rust/src/budget/`): the Lagrangian greedy
+with its LP bound, repair, an exact core and exchanges; `exact=True` runs the exact Pareto
+program (small instances only).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from gpudvfs import _core
 from gpudvfs.errors import InputError
@@ -17,8 +19,20 @@ from gpudvfs.errors import InputError
 
 @dataclass(frozen=True)
 class BudgetChoice:
-    """``choice[i]``: the option (column) GPU i takes; ``bound``: a lower bound on the best
-    total value, so ``value / bound - 1`` bounds how far from optimal the choice can be."""
+    """A budget's solution.
+
+    Parameters
+    ----------
+    choice : numpy.ndarray
+        ``choice[i]``: the option (column) GPU i takes.
+    watts : float
+        The total predicted power of the choice.
+    value : float
+        Its total value (time or energy).
+    bound : float
+        A lower bound on the best total value, so ``value / bound - 1`` bounds how far from
+        optimal the choice can be.
+    """
 
     choice: np.ndarray
     watts: float
@@ -27,12 +41,36 @@ class BudgetChoice:
 
     @property
     def gap_bound(self) -> float:
+        """How far from optimal the choice can be: ``value / bound - 1`` (0 without a bound)."""
         return self.value / self.bound - 1.0 if self.bound > 0 else 0.0
 
 
-def solve_budget(watts, value, budget_w: float, *, exact: bool = False) -> BudgetChoice:
-    """``watts`` and ``value`` [GPUs x options]: each GPU's predicted power and value (time or
-    energy) per clock pair; NaN in ``value`` forbids a pair (e.g. over a slowdown bound)."""
+def solve_budget(watts: ArrayLike, value: ArrayLike, budget_w: float, *, exact: bool = False) -> BudgetChoice:
+    """One option per GPU with the least total value whose total power is within the budget.
+
+    Parameters
+    ----------
+    watts : array_like
+        [GPUs x options] each GPU's predicted power per clock pair.
+    value : array_like
+        [GPUs x options] its value (time or energy) per pair; NaN forbids a pair (e.g. over a
+        slowdown bound).
+    budget_w : float
+        The budget (W).
+    exact : bool
+        Run the exact Pareto program (small instances only).
+
+    Returns
+    -------
+    BudgetChoice
+        The choice, its power and value, and the bound on its gap.
+
+    Raises
+    ------
+    InputError
+        Where the shapes differ, or the core refuses the instance (no choice within the
+        budget, an instance too large to solve exactly).
+    """
     w = np.ascontiguousarray(watts, dtype=np.float64)
     v = np.ascontiguousarray(value, dtype=np.float64)
     if w.ndim != 2 or w.shape != v.shape:
@@ -44,22 +82,56 @@ def solve_budget(watts, value, budget_w: float, *, exact: bool = False) -> Budge
     return BudgetChoice(np.asarray(choice, dtype=np.int64), total_w, total_v, bound)
 
 
-def random_instance(rng: np.random.Generator, gpus: int, pairs: int, tightness: float = 0.5):
-    """(watts, time, budget) shaped like clock pairs: power rising and time falling with the
-    clock, per GPU a static power, a dynamic power and a core-bound share of its time."""
+def random_instance(rng: np.random.Generator, gpus: int, pairs: int,
+                    tightness: float = 0.5) -> tuple[np.ndarray, np.ndarray, float]:
+    """A random budget shaped like clock pairs: power rising and time falling with the clock.
+
+    Per GPU a static power, a dynamic power and a core-bound share of its time.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        The random numbers.
+    gpus, pairs : int
+        The instance's size.
+    tightness : float
+        Where the budget lies between the least total power (0) and the most (1).
+
+    Returns
+    -------
+    tuple of (numpy.ndarray, numpy.ndarray, float)
+        [gpus x pairs] watts and time, and the budget.
+    """
     f = np.sort(rng.uniform(0.3, 1.0, (gpus, pairs)), axis=1)
     watts = rng.uniform(50, 150, (gpus, 1)) + rng.uniform(100, 300, (gpus, 1)) * f ** rng.uniform(2, 3, (gpus, 1))
     share = rng.uniform(0, 1, (gpus, 1))
     t = rng.uniform(1, 10, (gpus, 1)) * (1 - share + share / f) * rng.uniform(0.97, 1.03, (gpus, pairs))
     lo, hi = watts.min(axis=1).sum(), watts.max(axis=1).sum()
     # A hair above the least total, which another summation order could otherwise round past.
-    return watts, t, lo + tightness * (hi - lo) + 1e-9 * hi
+    return watts, t, float(lo + tightness * (hi - lo) + 1e-9 * hi)
 
 
 def bench(gpus: int = 10_000, pairs: int = 1_000, small: int = 50, seed: int = 0, repeats: int = 3) -> dict:
-    """Milliseconds for one budget of ``gpus`` x ``pairs`` (best of ``repeats``) with its LP gap
-    certificate, and the worst gap against the exact solver over ``small`` random instances
-    of 12 to 36 GPUs x 6 to 16 pairs (more GPUs than the exact core holds)."""
+    """Time the solver on a large random budget and measure its gap to the exact optimum on small ones.
+
+    Parameters
+    ----------
+    gpus, pairs : int
+        The large instance's size.
+    small : int
+        Small random instances of 12 to 36 GPUs x 6 to 16 pairs (more GPUs than the exact core
+        holds) scored against the exact solver.
+    seed : int
+        Seed of the random instances.
+    repeats : int
+        Runs of the large instance (the best is kept).
+
+    Returns
+    -------
+    dict
+        ``ms`` (the best of ``repeats``), ``bound_gap`` (its LP gap certificate),
+        ``within_budget``, ``gap_max`` and ``gap_mean`` over the small instances, and the sizes.
+    """
     rng = np.random.default_rng(seed)
     watts, t, budget = random_instance(rng, gpus, pairs)
     times = []

@@ -1,5 +1,7 @@
-"""Calibrating a fleet on Ray: one task per GPU (``num_gpus=1``) sweeps the power and latency
-suites on its GPU, fits its models and writes its registry entry (`registry.write_entry`).
+"""Calibrating a fleet on Ray: one task per GPU.
+
+A task (``num_gpus=1``) sweeps the power and latency suites on its GPU, fits its models and
+writes its registry entry (`registry.write_entry`).
 
 Every row is appended to the GPU's own sweep file as it is measured, so a worker killed
 mid-sweep loses at most its row in flight; Ray retries a task whose worker died
@@ -21,14 +23,27 @@ from gpudvfs.fleet.tasks import Progress, per_gpu
 from gpudvfs.hardware.calibrate import calibrate
 from gpudvfs.hardware.chips import chip_device, sim_uuid
 from gpudvfs.hardware.device import Device
+from gpudvfs.hardware.nvml import NvmlDevice
+from gpudvfs.hardware.simulated import SimulatedDevice
 
 
 @dataclass(frozen=True)
 class SimFleet:
-    """Simulated GPUs: slot i is the chip `sim_uuid(i, fleet_seed)`, whose variation is drawn
-    from its UUID (``aging``: its static and idle power grown by that fraction since).
-    ``device_options`` go to `SimulatedDevice`. Ray needs logical GPUs for them: a local
-    cluster is started with as many as there are slots."""
+    """Simulated GPUs: slot i is the chip `sim_uuid(i, fleet_seed)`, whose variation is drawn from its UUID.
+
+    Ray needs logical GPUs for them: a local cluster is started with as many as there are
+    slots.
+
+    Parameters
+    ----------
+    fleet_seed : int
+        The fleet's seed (of its chips' UUIDs).
+    device_options : dict
+        Options of each `SimulatedDevice`.
+    aging : float
+        The chips' static and idle power grown by this fraction since calibration (for
+        `fleet check`).
+    """
 
     fleet_seed: int = 0
     device_options: dict = field(default_factory=dict)
@@ -36,7 +51,19 @@ class SimFleet:
     aging: float = 0.0
     logical_gpus = True
 
-    def __call__(self, slot: int) -> Device:
+    def __call__(self, slot: int) -> SimulatedDevice:
+        """The chip of a slot.
+
+        Parameters
+        ----------
+        slot : int
+            The slot.
+
+        Returns
+        -------
+        SimulatedDevice
+            Chip `sim_uuid(slot, fleet_seed)`.
+        """
         return chip_device(sim_uuid(slot, self.fleet_seed), aging=self.aging, **self.device_options)
 
 
@@ -46,10 +73,25 @@ class NvmlFleet:
 
     logical_gpus = False
 
-    def __call__(self, slot: int) -> Device:
-        import ray
+    def __call__(self, slot: int) -> NvmlDevice:
+        """The GPU Ray gave the task that calls this.
 
-        from gpudvfs.hardware.nvml import NvmlDevice
+        Parameters
+        ----------
+        slot : int
+            The task's slot (unused: Ray says which GPU).
+
+        Returns
+        -------
+        NvmlDevice
+            The GPU.
+
+        Raises
+        ------
+        InputError
+            Where Ray gave the task other than one GPU.
+        """
+        import ray
 
         ids = ray.get_gpu_ids()
         if len(ids) != 1:
@@ -57,9 +99,48 @@ class NvmlFleet:
         return NvmlDevice(index=int(ids[0]))
 
 
+def fleet_devices(device_kind: str, seed: int = 0, aging: float = 0.0) -> SimFleet | NvmlFleet:
+    """The GPUs a fleet command runs on: simulated chips of a fleet, or Ray's real GPUs.
+
+    Parameters
+    ----------
+    device_kind : str
+        ``"sim"`` or ``"nvml"``.
+    seed : int
+        The simulated fleet's seed.
+    aging : float
+        The simulated chips' aging (`SimFleet`).
+
+    Returns
+    -------
+    SimFleet or NvmlFleet
+        The fleet.
+    """
+    return SimFleet(seed, aging=aging) if device_kind == "sim" else NvmlFleet()
+
+
 def calibrate_gpu(devices: Callable[[int], Device], slot: int, root: str, min_seconds: float,
                   power_variant: str) -> dict:
-    """One GPU's calibration (the body of a Ray task; runs without Ray too)."""
+    """Calibrate one GPU into the registry: the body of a Ray task, which runs without Ray too.
+
+    Parameters
+    ----------
+    devices : callable
+        The fleet: ``devices(slot)`` opens the slot's GPU.
+    slot : int
+        The slot.
+    root : str
+        The registry folder.
+    min_seconds : float
+        Length of each measurement.
+    power_variant : str
+        The power model variant fitted.
+
+    Returns
+    -------
+    dict
+        The GPU's registry entry.
+    """
     device = devices(slot)
     folder = gpu_dir(root, device_uuid(device))
     with warnings.catch_warnings():
@@ -71,8 +152,37 @@ def calibrate_gpu(devices: Callable[[int], Device], slot: int, root: str, min_se
 def calibrate_fleet(devices: Callable[[int], Device], root: str | Path, *, gpus: int | None = None,
                     ray_address: str = "local", min_seconds: float = 1.0, power_variant: str = "per-domain",
                     max_retries: int = 3, progress: Progress | None = None) -> Registry:
-    """Calibrate ``gpus`` GPUs (default: every GPU of the Ray cluster) into the registry at
-    ``root``, one Ray task each (see `per_gpu` for ``ray_address``)."""
+    """Calibrate the GPUs of a Ray cluster into a registry, one Ray task each.
+
+    Parameters
+    ----------
+    devices : callable
+        The fleet (`SimFleet`, `NvmlFleet`).
+    root : str or pathlib.Path
+        The registry folder (one every node writes to, on a cluster of several nodes).
+    gpus : int or None
+        GPUs to calibrate (None: every GPU of the Ray cluster).
+    ray_address : str
+        As `per_gpu` takes it.
+    min_seconds : float
+        Length of each measurement.
+    power_variant : str
+        The power model variant fitted per GPU.
+    max_retries : int
+        Retries of a task whose worker died.
+    progress : callable or None
+        ``progress(done, total, label)`` as each GPU ends.
+
+    Returns
+    -------
+    Registry
+        The registry.
+
+    Raises
+    ------
+    InputError
+        Where the cluster lacks the GPUs, or calibrations failed (a rerun resumes them).
+    """
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     per_gpu(calibrate_gpu, devices, (str(root), min_seconds, power_variant), gpus=gpus, ray_address=ray_address,

@@ -1,11 +1,12 @@
-"""Has a chip drifted from its model? Each GPU re-measures a few power-suite benchmarks at a
-few of its clock pairs, and its registry model predicts them from the utilizations profiled
-at calibration. Aging and a changed cooling shift power one way on every point, so the
-statistic is the mean signed error; the GPU is flagged when it leaves the model's error
-band: BAND_FACTOR x the 95th percentile of the model's cross-validated errors at
-calibration, and never below BAND_FLOOR_PCT (sensor noise and re-measurement).
-"""
+"""Drift checks: whether a chip has moved away from its model (aging, cooling).
 
+Each GPU re-measures a few power-suite benchmarks at a few of its clock pairs, and its registry
+model predicts them from the utilizations profiled at calibration. Aging and a changed cooling
+shift power one way on every point, so the statistic is the mean signed error; the GPU is
+flagged when it leaves the model's error band: BAND_FACTOR x the 95th percentile of the model's
+cross-validated errors at calibration, and never below BAND_FLOOR_PCT (sensor noise and
+re-measurement).
+"""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -26,13 +27,40 @@ BAND_FLOOR_PCT = 1.0
 
 
 def _spread(n: int, k: int) -> np.ndarray:
-    """k indices spread evenly over 0 .. n-1 (all of them when k >= n)."""
+    """Indices spread evenly over 0 .. n-1, k of them (all of them when k >= n)."""
     return np.unique(np.linspace(0, n - 1, min(k, n)).round().astype(int))
 
 
 def check_gpu(devices: Callable[[int], Device], slot: int, root: str, pairs: int, benchmarks: int,
               min_seconds: float) -> dict:
-    """One GPU's check (the body of a Ray task; runs without Ray too)."""
+    """Check one GPU against its registry entry: the body of a Ray task, which runs without Ray too.
+
+    Parameters
+    ----------
+    devices : callable
+        The fleet: ``devices(slot)`` opens the slot's GPU.
+    slot : int
+        The slot.
+    root : str
+        The registry folder.
+    pairs : int
+        Clock pairs re-measured.
+    benchmarks : int
+        Power-suite benchmarks re-measured at each pair.
+    min_seconds : float
+        Length of each measurement.
+
+    Returns
+    -------
+    dict
+        ``uuid``, ``points``, ``drift_pct`` (the mean signed error), ``error_max_pct``,
+        ``band_pct`` and ``flagged`` (the drift outside the band).
+
+    Raises
+    ------
+    InputError
+        Where the GPU is not in the registry.
+    """
     device = devices(slot)
     uuid = device_uuid(device)
     folder = gpu_dir(root, uuid)
@@ -63,7 +91,37 @@ def check_gpu(devices: Callable[[int], Device], slot: int, root: str, pairs: int
 def check_fleet(devices: Callable[[int], Device], root: str | Path, *, gpus: int | None = None,
                 ray_address: str = "local", pairs: int = 4, benchmarks: int = 3, min_seconds: float = 1.0,
                 progress: Progress | None = None) -> dict:
-    """Check every GPU of the Ray cluster against its registry entry, one task each."""
+    """Check every GPU of the Ray cluster against its registry entry, one task each.
+
+    Parameters
+    ----------
+    devices : callable
+        The fleet (`SimFleet`, `NvmlFleet`).
+    root : str or pathlib.Path
+        The registry folder.
+    gpus : int or None
+        GPUs to check (None: every GPU of the Ray cluster).
+    ray_address : str
+        As `per_gpu` takes it.
+    pairs : int
+        Clock pairs re-measured per GPU.
+    benchmarks : int
+        Power-suite benchmarks re-measured at each pair.
+    min_seconds : float
+        Length of each measurement.
+    progress : callable or None
+        ``progress(done, total, label)`` as each GPU ends.
+
+    Returns
+    -------
+    dict
+        ``gpus``, ``flagged`` (their UUIDs) and ``per_gpu`` (`check_gpu`'s results).
+
+    Raises
+    ------
+    InputError
+        For ``pairs`` or ``benchmarks`` below 1, a missing registry, or checks that failed.
+    """
     if pairs < 1 or benchmarks < 1:
         raise InputError(f"pairs and benchmarks must be at least 1, got {pairs} and {benchmarks}")
     if not Path(root).is_dir():

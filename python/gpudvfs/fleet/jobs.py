@@ -18,6 +18,7 @@ default-clock second of every job's work (watts x relative time).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +28,9 @@ from gpudvfs.data.jsonfile import read_json, write_json_atomic
 from gpudvfs.errors import InputError
 from gpudvfs.fleet.budget import solve_budget
 from gpudvfs.fleet.registry import Registry
+from gpudvfs.hardware.apps import APPS
+from gpudvfs.hardware.chips import chip_device
+from gpudvfs.hardware.device import Workload
 from gpudvfs.limits import is_finite_number, is_number
 from gpudvfs.time import KernelProfile, TimeModel
 
@@ -35,6 +39,21 @@ OBJECTIVES = ("time", "energy")
 
 @dataclass(frozen=True)
 class Job:
+    """The job running on one GPU, profiled at the GPU's default clocks.
+
+    Parameters
+    ----------
+    gpu : str
+        The GPU's UUID.
+    name : str
+        The job.
+    counters : dict of str to float
+        Its component utilizations (the power model's names) and time-model counters
+        (nvprof's names).
+    time_ms : float or None
+        Its measured time per launch at the default clocks (None: not measured).
+    """
+
     gpu: str
     name: str
     counters: dict[str, float]
@@ -42,11 +61,30 @@ class Job:
 
 
 def read_jobs(path: str | Path) -> list[Job]:
+    """Read a jobs file (module notes): one job per GPU.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file.
+
+    Returns
+    -------
+    list of Job
+        The jobs, in the file's order.
+
+    Raises
+    ------
+    InputError
+        Where the file is not a non-empty list of jobs with a GPU, a name and counters, a
+        positive time where given, one job per GPU.
+    """
     doc = read_json(path)
     items = doc.get("jobs") if isinstance(doc, dict) else None
     if not isinstance(items, list) or not items:
         raise InputError(f"{path}: expected an object with a non-empty list 'jobs'")
-    jobs, seen = [], {}
+    jobs: list[Job] = []
+    seen: dict[str, int] = {}
     for i, item in enumerate(items):
         where = f"{path}: jobs[{i}]"
         if not isinstance(item, dict) or not all(isinstance(item.get(k), str) and item[k] for k in ("gpu", "name")):
@@ -66,8 +104,21 @@ def read_jobs(path: str | Path) -> list[Job]:
 
 @dataclass(frozen=True)
 class JobGrid:
-    """Per job, its GPU's clock pairs (padded with NaN to the longest grid), the predicted
-    power, time and time relative to the default clocks there."""
+    """Per job, its GPU's clock pairs and the predicted power, time and relative time there.
+
+    Parameters
+    ----------
+    configs : numpy.ndarray
+        [jobs x pairs x 2] (core, memory) MHz, padded with NaN to the longest grid.
+    watts : numpy.ndarray
+        [jobs x pairs] predicted power.
+    time_ms : numpy.ndarray
+        [jobs x pairs] predicted time per launch.
+    relative_time : numpy.ndarray
+        [jobs x pairs] time relative to the default clocks'.
+    default_watts : numpy.ndarray
+        [jobs] predicted power at the GPU's default clocks.
+    """
 
     configs: np.ndarray    # [jobs x pairs x 2]
     watts: np.ndarray      # [jobs x pairs]
@@ -77,6 +128,25 @@ class JobGrid:
 
 
 def predict_jobs(registry: Registry, jobs: list[Job]) -> JobGrid:
+    """Each job's time and power at each of its GPU's clock pairs, by its GPU's own models.
+
+    Parameters
+    ----------
+    registry : Registry
+        The calibrated GPUs.
+    jobs : list of Job
+        The jobs.
+
+    Returns
+    -------
+    JobGrid
+        The predictions.
+
+    Raises
+    ------
+    InputError
+        Where a GPU is not in the registry, or a job lacks a power model component.
+    """
     rows = []
     for j in jobs:
         pm, td = registry.power_model(j.gpu), registry.time_device(j.gpu)
@@ -94,7 +164,7 @@ def predict_jobs(registry: Registry, jobs: list[Job]) -> JobGrid:
         rows.append((cfg, watts[:-1], t[:-1], t[:-1] / t[-1], watts[-1]))
     width = max(len(r[0]) for r in rows)
 
-    def pad(k, fill):
+    def pad(k: int, fill: float) -> np.ndarray:
         return np.stack([np.concatenate([r[k], np.full((width - len(r[k]), *r[k].shape[1:]), fill)]) for r in rows])
 
     return JobGrid(pad(0, np.nan), pad(1, np.nan), pad(2, np.nan), pad(3, np.nan), np.array([r[4] for r in rows]))
@@ -102,8 +172,32 @@ def predict_jobs(registry: Registry, jobs: list[Job]) -> JobGrid:
 
 def plan_budget(registry: Registry, jobs: list[Job], budget_w: float, objective: str = "time",
                 slowdown: float | None = None) -> dict:
-    """One clock pair per GPU: total predicted power within ``budget_w``, the objective least;
-    ``slowdown`` forbids pairs more than that fraction slower than the default clocks."""
+    """One clock pair per GPU: total predicted power within the budget, the objective least.
+
+    Parameters
+    ----------
+    registry : Registry
+        The calibrated GPUs.
+    jobs : list of Job
+        The job on each GPU.
+    budget_w : float
+        The cluster's power budget (W).
+    objective : str
+        One of `OBJECTIVES` (module notes).
+    slowdown : float or None
+        Forbid pairs more than this fraction slower than the default clocks.
+
+    Returns
+    -------
+    dict
+        The plan: ``watts``, ``objective_value``, ``bound``, ``gap_bound``, ``default_watts``
+        and per job (``jobs``) its pair, watts, time and relative time.
+
+    Raises
+    ------
+    InputError
+        For an unknown objective, a negative slowdown, or a budget no choice meets.
+    """
     if objective not in OBJECTIVES:
         raise InputError(f"unknown objective {objective!r}; expected one of {OBJECTIVES}")
     if slowdown is not None and not slowdown >= 0:
@@ -128,12 +222,28 @@ def plan_budget(registry: Registry, jobs: list[Job], budget_w: float, objective:
                      for i, j in enumerate(jobs)]}
 
 
-def simulated_jobs(registry: Registry, workloads=None) -> list[Job]:
-    """Jobs for a registry of simulated chips: workload i % len(workloads) (the demo's
-    real workloads, `gpudvfs.hardware.apps.APPS`, by default) on GPU i, profiled and timed at its default clocks."""
-    from gpudvfs.hardware.apps import APPS
-    from gpudvfs.hardware.chips import chip_device
+def simulated_jobs(registry: Registry, workloads: Iterable[Workload] | None = None) -> list[Job]:
+    """Jobs for a registry of simulated chips: workload i % len(workloads) on GPU i.
 
+    Each is profiled and timed on its chip at the chip's default clocks.
+
+    Parameters
+    ----------
+    registry : Registry
+        A registry of simulated chips.
+    workloads : iterable of Workload or None
+        The jobs' workloads (None: the demo's real workloads, `gpudvfs.hardware.apps.APPS`).
+
+    Returns
+    -------
+    list of Job
+        One job per GPU.
+
+    Raises
+    ------
+    InputError
+        Where a GPU of the registry is not simulated.
+    """
     workloads = list(workloads or APPS)
     jobs = []
     for i, (uuid, entry) in enumerate(registry.entries.items()):
@@ -146,5 +256,14 @@ def simulated_jobs(registry: Registry, workloads=None) -> list[Job]:
 
 
 def write_jobs(jobs: list[Job], path: str | Path) -> None:
+    """Write a jobs file (module notes), atomically.
+
+    Parameters
+    ----------
+    jobs : list of Job
+        The jobs.
+    path : str or pathlib.Path
+        The file.
+    """
     write_json_atomic(path, {"jobs": [{"gpu": j.gpu, "name": j.name, "counters": j.counters, "time_ms": j.time_ms}
                                       for j in jobs]})

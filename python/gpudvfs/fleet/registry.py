@@ -1,5 +1,7 @@
-"""A fleet registry: one folder per GPU, named by its UUID, holding its sweeps, its fitted
-models and ``gpu.json`` (what the chip is, its catalog entry and the fits' errors).
+"""A fleet registry: one folder per GPU, named by its UUID.
+
+A GPU's folder holds its sweeps, its fitted models and ``gpu.json`` (what the chip is, its
+catalog entry and the fits' errors).
 
 ```
 DIR/GPU-<uuid>/power-suite.csv, time-suite.csv   the sweeps (and their .sweep.json records)
@@ -22,6 +24,7 @@ from gpudvfs.data.jsonfile import read_versioned, write_json_atomic
 from gpudvfs.errors import InputError
 from gpudvfs.evaluation.power_errors import held_out_predictions
 from gpudvfs.hardware.calibrate import POWER_CSV, Calibration
+from gpudvfs.hardware.device import Device
 from gpudvfs.hardware.simulated import SimulatedDevice
 from gpudvfs.hardware.sweep import to_power_dataset
 from gpudvfs.power.model import PowerModel
@@ -36,13 +39,48 @@ _UUID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 def gpu_dir(root: str | Path, uuid: str) -> Path:
-    """The GPU's folder; a UUID that is not a plain file name is refused."""
+    """The GPU's folder in a registry.
+
+    Parameters
+    ----------
+    root : str or pathlib.Path
+        The registry folder.
+    uuid : str
+        The GPU's UUID.
+
+    Returns
+    -------
+    pathlib.Path
+        ``root / uuid``.
+
+    Raises
+    ------
+    InputError
+        For a UUID that is not a plain file name.
+    """
     if not isinstance(uuid, str) or not _UUID.fullmatch(uuid):
         raise InputError(f"GPU UUID {uuid!r} cannot name a registry folder (letters, digits, '.', '_', '-')")
     return Path(root) / uuid
 
 
-def device_uuid(device) -> str:
+def device_uuid(device: Device) -> str:
+    """The UUID a GPU is registered by.
+
+    Parameters
+    ----------
+    device : Device
+        The GPU.
+
+    Returns
+    -------
+    str
+        Its ``identity()``'s UUID.
+
+    Raises
+    ------
+    InputError
+        Where the device reports none.
+    """
     uuid = device.identity().get("uuid")
     if not uuid:
         raise InputError(f"{device.name}: the device reports no UUID, so it cannot join a fleet registry")
@@ -50,9 +88,23 @@ def device_uuid(device) -> str:
 
 
 def power_errors(cal: Calibration, power_csv: Path) -> dict:
-    """The power model's in-sample MAPE and its grouped cross-validated errors: the mean and
-    the 95th percentile of the held-out absolute percentage errors (the error band `check`
-    holds re-measurements to), and how many folds' fits fell back or did not converge."""
+    """The power model's in-sample MAPE and its grouped cross-validated errors.
+
+    Parameters
+    ----------
+    cal : Calibration
+        The GPU's calibration.
+    power_csv : pathlib.Path
+        Its power-suite sweep.
+
+    Returns
+    -------
+    dict
+        ``variant``, ``train_mape``; ``cv_mape`` and ``cv_ape_p95``, the mean and the 95th
+        percentile of the held-out absolute percentage errors (the error band `check` holds
+        re-measurements to); ``cv_folds``, ``converged``, ``fallback``, and how many folds'
+        fits fell back or did not converge.
+    """
     ds = to_power_dataset(power_csv)
     pm = cal.power_model
     preds, fits = held_out_predictions(ds, CV_FOLDS, variant=pm.variant)
@@ -64,7 +116,20 @@ def power_errors(cal: Calibration, power_csv: Path) -> dict:
 
 
 def sim_truth(device: SimulatedDevice, model: PowerModel) -> dict:
-    """How far the fitted voltages are from the simulated chip's own, over its clock grid."""
+    """How far the fitted voltages are from the simulated chip's own, over its clock grid.
+
+    Parameters
+    ----------
+    device : SimulatedDevice
+        The chip.
+    model : PowerModel
+        Its fitted power model.
+
+    Returns
+    -------
+    dict
+        ``voltage_error_max`` and the core and memory domains' own, relative.
+    """
     cfg = model.configs_
     true = np.array([device.gpu.volts(c, m) for c, m in cfg])
     err = np.abs(model.voltage(cfg[:, 0], cfg[:, 1]) / true - 1.0)
@@ -72,8 +137,23 @@ def sim_truth(device: SimulatedDevice, model: PowerModel) -> dict:
             "memory_voltage_error_max": float(err[:, 1].max())}
 
 
-def write_entry(folder: Path, device, cal: Calibration) -> dict:
-    """Save the GPU's models and its entry in its folder (`gpu_dir`); returns the entry."""
+def write_entry(folder: Path, device: Device, cal: Calibration) -> dict:
+    """Save a GPU's models and its entry in its folder, the entry last (atomically).
+
+    Parameters
+    ----------
+    folder : pathlib.Path
+        The GPU's folder (`gpu_dir`).
+    device : Device
+        The GPU.
+    cal : Calibration
+        Its calibration.
+
+    Returns
+    -------
+    dict
+        The entry.
+    """
     uuid = folder.name
     cal.power_model.save(folder / POWER_FILE)
     cal.time_device.save(folder / TIME_FILE)
@@ -90,7 +170,23 @@ def write_entry(folder: Path, device, cal: Calibration) -> dict:
 
 
 def read_entry(folder: Path) -> dict:
-    """A GPU's entry, checked against its folder's name."""
+    """Read a GPU's entry, checked against its folder's name.
+
+    Parameters
+    ----------
+    folder : pathlib.Path
+        The GPU's folder.
+
+    Returns
+    -------
+    dict
+        The entry.
+
+    Raises
+    ------
+    InputError
+        Where the entry is not a registry entry of this version, or names another GPU.
+    """
     f = folder / ENTRY_FILE
     e = read_versioned(f, ENTRY_KIND, ENTRY_VERSION)
     if e.get("uuid") != folder.name:
@@ -100,13 +196,38 @@ def read_entry(folder: Path) -> dict:
 
 @dataclass(frozen=True)
 class Registry:
-    """The calibrated GPUs under ``root``, by UUID."""
+    """The calibrated GPUs of a registry folder.
+
+    Parameters
+    ----------
+    root : pathlib.Path
+        The folder.
+    entries : dict of str to dict
+        Each GPU's entry, by UUID.
+    """
 
     root: Path
     entries: dict[str, dict]
 
     @classmethod
     def load(cls, root: str | Path) -> Registry:
+        """Read the entries of every calibrated GPU of a folder.
+
+        Parameters
+        ----------
+        root : str or pathlib.Path
+            The folder.
+
+        Returns
+        -------
+        Registry
+            The registry.
+
+        Raises
+        ------
+        InputError
+            Where the folder is missing or holds no calibrated GPU.
+        """
         root = Path(root)
         if not root.is_dir():
             raise InputError(f"{root}: no such registry folder")
@@ -121,22 +242,65 @@ class Registry:
         return self.entries[uuid]
 
     def power_model(self, uuid: str) -> PowerModel:
+        """A GPU's power model.
+
+        Parameters
+        ----------
+        uuid : str
+            The GPU.
+
+        Returns
+        -------
+        PowerModel
+            Its model.
+
+        Raises
+        ------
+        InputError
+            Where the GPU is not in the registry.
+        """
         self._entry(uuid)
         return PowerModel.load(self.root / uuid / POWER_FILE)
 
     def time_device(self, uuid: str) -> TimeDevice:
+        """A GPU's time-model device.
+
+        Parameters
+        ----------
+        uuid : str
+            The GPU.
+
+        Returns
+        -------
+        TimeDevice
+            Its fitted device.
+
+        Raises
+        ------
+        InputError
+            Where the GPU is not in the registry.
+        """
         self._entry(uuid)
         return TimeDevice.load(self.root / uuid / TIME_FILE)
 
     def summary(self) -> dict:
-        """The fleet's spread: static power per domain, fitted core voltages, per-GPU errors."""
+        """The fleet's spread: static power per domain, fitted core voltages, per-GPU errors.
+
+        Returns
+        -------
+        dict
+            ``gpus``; the min, median and max (``static_w`` per domain,
+            ``core_voltage_at_lowest_clock``, ``power_cv_mape``); the power CV's folds that fell
+            back or did not converge, where the entries say; ``voltage_error_max`` on simulated
+            chips.
+        """
         uuids = list(self.entries)
         static = np.array([self.entries[u]["power"]["static_w"] for u in uuids])
         cv = np.array([self.entries[u]["power"]["cv_mape"] for u in uuids])
         volts = [self.power_model(u) for u in uuids]
         low = np.array([m.voltages_[np.argmin(m.configs_[:, 0]), 0] for m in volts])
 
-        def spread(x):
+        def spread(x: np.ndarray) -> dict[str, float]:
             return {"min": float(np.min(x)), "median": float(np.median(x)), "max": float(np.max(x))}
 
         out = {"gpus": len(uuids), "static_w": [spread(static[:, d]) for d in range(static.shape[1])],

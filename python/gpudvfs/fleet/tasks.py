@@ -1,12 +1,16 @@
-"""One Ray task per GPU: the fleet commands' way of running a function on every GPU of a
-cluster (`num_gpus=1` each), with retries of tasks whose worker died and a report of the
-ones that failed."""
+"""One Ray task per GPU: the fleet commands' way of running a function on every GPU of a cluster.
+
+Each task holds one GPU (`num_gpus=1`); tasks whose worker died are retried, and the ones that
+failed are reported.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 from collections.abc import Callable, Iterator, Sequence
+from types import ModuleType
+from typing import Any
 
 from gpudvfs.errors import InputError
 from gpudvfs.hardware.device import Device
@@ -15,7 +19,19 @@ from gpudvfs.hardware.device import Device
 Progress = Callable[[int, int, str], None]
 
 
-def import_ray():
+def import_ray() -> ModuleType:
+    """Ray, which the fleet commands run on.
+
+    Returns
+    -------
+    module
+        ``ray``.
+
+    Raises
+    ------
+    InputError
+        Where Ray is not installed (the ``fleet`` extra).
+    """
     try:
         import ray
     except ImportError:
@@ -24,10 +40,29 @@ def import_ray():
 
 
 @contextlib.contextmanager
-def ray_session(ray_address: str = "local", num_gpus: int | None = None) -> Iterator:
-    """Ray, initialised for the block unless it already is (then its cluster is used as it is):
-    ``"local"`` starts a cluster on this machine (``num_gpus`` logical GPUs: simulated ones),
-    anything else goes to ``ray.init(address=...)``. A cluster this started is shut down after."""
+def ray_session(ray_address: str = "local", num_gpus: int | None = None) -> Iterator[ModuleType]:
+    """Ray, initialised for the block unless it already is (then its cluster is used as it is).
+
+    A cluster this started is shut down after.
+
+    Parameters
+    ----------
+    ray_address : str
+        ``"local"`` starts a cluster on this machine; anything else goes to
+        ``ray.init(address=...)``.
+    num_gpus : int or None
+        A local cluster's logical GPUs (simulated ones).
+
+    Yields
+    ------
+    module
+        ``ray``.
+
+    Raises
+    ------
+    InputError
+        Where Ray is not installed.
+    """
     ray = import_ray()
     if ray.is_initialized():
         yield ray
@@ -42,17 +77,49 @@ def ray_session(ray_address: str = "local", num_gpus: int | None = None) -> Iter
         ray.shutdown()
 
 
-def per_gpu(fn: Callable, devices: Callable[[int], Device], args: Sequence, *, gpus: int | None = None,
+def per_gpu(fn: Callable[..., dict], devices: Callable[[int], Device], args: Sequence, *, gpus: int | None = None,
             ray_address: str = "local", max_retries: int = 3, progress: Progress | None = None,
-            what: str = "tasks", resumable: bool = False) -> list:
-    """``fn(devices, slot, *args)`` for slots 0 .. ``gpus``-1 (default: every GPU of the
-    cluster), each a Ray task holding one GPU; returns the results by slot. ``fn`` returns a
-    dict with the GPU's ``uuid``. ``ray_address``: ``"local"`` starts a cluster on this
-    machine (with ``gpus`` logical GPUs where ``devices.logical_gpus``: simulated ones);
-    anything else goes to ``ray.init(address=...)`` (``"auto"``, ``"ray://head:10001"``).
-    When Ray is already initialised, its cluster is used as it is. A task whose worker dies
-    is retried up to ``max_retries`` times; errors are collected, the other GPUs go on.
-    ``resumable``: a rerun picks up where the failed tasks stopped (the error says so)."""
+            what: str = "tasks", resumable: bool = False) -> list[dict]:
+    """Run ``fn(devices, slot, *args)`` for every slot, each a Ray task holding one GPU.
+
+    When Ray is already initialised, its cluster is used as it is. A task whose worker dies is
+    retried; errors are collected, the other GPUs go on.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(devices, slot, *args)``, returning a dict with the GPU's ``uuid``.
+    devices : callable
+        The fleet: ``devices(slot)`` opens the slot's GPU; ``devices.logical_gpus``: its GPUs
+        are simulated ones.
+    args : sequence
+        ``fn``'s further arguments.
+    gpus : int or None
+        Slots 0 .. ``gpus``-1 (None: every GPU of the cluster).
+    ray_address : str
+        ``"local"`` starts a cluster on this machine (with ``gpus`` logical GPUs for simulated
+        ones); anything else goes to ``ray.init(address=...)`` (``"auto"``,
+        ``"ray://head:10001"``).
+    max_retries : int
+        Retries of a task whose worker died.
+    progress : callable or None
+        ``progress(done, total, label)`` as each task ends.
+    what : str
+        What the tasks are, for the error.
+    resumable : bool
+        A rerun picks up where the failed tasks stopped (the error says so).
+
+    Returns
+    -------
+    list of dict
+        The results, by slot.
+
+    Raises
+    ------
+    InputError
+        For ``gpus`` below 1, simulated GPUs on a local cluster without ``gpus``, a cluster
+        with too few GPUs, or tasks that failed.
+    """
     if gpus is not None and gpus < 1:
         raise InputError(f"--gpus must be at least 1, got {gpus}")
     logical = bool(getattr(devices, "logical_gpus", False))
@@ -65,7 +132,8 @@ def per_gpu(fn: Callable, devices: Callable[[int], Device], args: Sequence, *, g
             raise InputError(f"the Ray cluster has {have} GPUs; {gpus or 'at least one'} needed")
         task = ray.remote(fn).options(num_gpus=1, max_retries=max_retries, retry_exceptions=False)
         pending = {task.remote(devices, slot, *args): slot for slot in range(gpus)}
-        results, failures = [None] * gpus, []
+        results: list[Any] = [None] * gpus
+        failures: list[str] = []
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
             slot = pending.pop(ready[0])

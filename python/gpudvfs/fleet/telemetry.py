@@ -1,11 +1,10 @@
-"""Simulated DCGM data for a registry of simulated chips: exporter-style telemetry of jobs
-running at the default clocks, and a DCGM grid of the power suite (the training data of
-the DCGM time model, `gpudvfs time fit-dcgm`), so `gpudvfs fleet whatif` runs end to end
-without a GPU. A simulated workload's DCGM activities come from its utilizations: SM
-activity is its busiest core-domain unit, the FP32 and FP64 pipes its SP and DP, DRAM
-activity its DRAM.
-"""
+"""Simulated DCGM data for a registry of simulated chips, so `gpudvfs fleet whatif` runs without a GPU.
 
+Exporter-style telemetry of jobs running at the default clocks, and a DCGM grid of the power
+suite (the training data of the DCGM time model, `gpudvfs time fit-dcgm`). A simulated
+workload's DCGM activities come from its utilizations: SM activity is its busiest core-domain
+unit, the FP32 and FP64 pipes its SP and DP, DRAM activity its DRAM.
+"""
 from __future__ import annotations
 
 import csv
@@ -17,6 +16,7 @@ from gpudvfs.data.counters import COMPONENTS, DOMAIN_SIZES
 from gpudvfs.data.source import format_number
 from gpudvfs.errors import InputError
 from gpudvfs.fleet.registry import Registry
+from gpudvfs.hardware.apps import APPS
 from gpudvfs.hardware.chips import chip_device
 from gpudvfs.hardware.simulated import SimulatedDevice, profile_of
 from gpudvfs.hardware.sweep import grid, suite_workloads
@@ -28,20 +28,56 @@ CHUNK = 1 << 20
 
 
 def activities(util: np.ndarray) -> np.ndarray:
-    """(SM, FP32, FP64, DRAM) activity of utilizations over `COMPONENTS`."""
+    """The DCGM activities of a simulated workload's utilizations.
+
+    Parameters
+    ----------
+    util : numpy.ndarray
+        Utilizations over `COMPONENTS`.
+
+    Returns
+    -------
+    numpy.ndarray
+        (SM, FP32, FP64, DRAM) activity.
+    """
     u = dict(zip(COMPONENTS, util))
     return np.array([max(util[:DOMAIN_SIZES[0]]), u["SP"], u["DP"], u["DRAM"]])
 
 
 def sample_telemetry(registry: Registry, rows: int, path: str | Path, *, seed: int = 0,
                      interval_s: float = 30.0, noise: float = 0.01) -> dict:
-    """``rows`` samples, dealt over the registry's GPUs in turn, written as Parquet: GPU i runs
-    the demo's workload i % 4 (the job) at its default clocks; power is the chip's true power
-    with relative noise ``noise``."""
+    """Write exporter-style telemetry as Parquet: samples dealt over the registry's GPUs in turn.
+
+    GPU i runs the demo's workload i % 4 (the job) at its default clocks; power is the chip's
+    true power with relative noise.
+
+    Parameters
+    ----------
+    registry : Registry
+        A registry of simulated chips.
+    rows : int
+        Samples, at least 1.
+    path : str or pathlib.Path
+        The Parquet file.
+    seed : int
+        Seed of the noise.
+    interval_s : float
+        Seconds between a GPU's samples.
+    noise : float
+        Relative standard deviation of the power.
+
+    Returns
+    -------
+    dict
+        ``rows``, ``gpus`` and ``path``.
+
+    Raises
+    ------
+    InputError
+        For ``rows`` below 1, or a GPU that is not simulated.
+    """
     import pyarrow as pa
     import pyarrow.parquet as pq
-
-    from gpudvfs.hardware.apps import APPS
 
     if rows < 1:
         raise InputError(f"rows must be at least 1, got {rows}")
@@ -74,8 +110,22 @@ def sample_telemetry(registry: Registry, rows: int, path: str | Path, *, seed: i
 
 
 def sample_dcgm_grid(path: str | Path, device: SimulatedDevice | None = None) -> dict:
-    """The power suite on a simulated GPU as a DCGM grid: every benchmark at every pair, its
-    true time and power, and its DCGM activities."""
+    """Write the power suite on a simulated GPU as a DCGM grid (CSV).
+
+    Every benchmark at every pair, with its true time and power, and its DCGM activities.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The CSV file.
+    device : SimulatedDevice or None
+        The GPU (None: the default simulated GPU).
+
+    Returns
+    -------
+    dict
+        ``rows``, ``path`` and ``reference_mhz`` (the GPU's default clocks).
+    """
     dev = device or SimulatedDevice()
     pairs = grid(dev)
     with open(path, "w", newline="", encoding="utf-8") as f:

@@ -1,6 +1,7 @@
-"""What a cluster's jobs would have taken and spent at the clocks a policy chooses, from the
-DCGM exporter's telemetry: per sample (one GPU, one job, one scrape interval) its power, its
-clocks and its DCGM activities.
+"""What a cluster's jobs would have taken and spent at the clocks a policy chooses.
+
+From the DCGM exporter's telemetry: per sample (one GPU, one job, one scrape interval) its
+power, its clocks and its DCGM activities.
 
 Power: the sample's measured power, less its GPU's static and idle power at its clocks
 (from the GPU's registry model), is its dynamic power; the DCGM activities split it
@@ -19,8 +20,10 @@ driver adds up, so a month of a large cluster's telemetry is one pass.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -28,10 +31,15 @@ from gpudvfs.data.dcgm_fields import FIELDS, PIPES
 from gpudvfs.data.prometheus import read_range_export
 from gpudvfs.errors import InputError
 from gpudvfs.fleet.registry import Registry
+from gpudvfs.fleet.tasks import ray_session
 from gpudvfs.limits import is_finite_number
+from gpudvfs.policy.policies import POLICIES
 from gpudvfs.time.dcgm import DcgmTimeModel
 
-POLICIES = ("energy", "edp", "deadline")
+#: The policies a what-if replays: those of `gpudvfs.policy.POLICIES` that rank a sample's pairs by
+#: its own time and energy, less ED2P (not replayed); a power cap and Zeus's cost need a cap or a
+#: price that the what-if is not given.
+WHATIF_POLICIES = tuple(p for p in POLICIES if p not in ("ed2p", "power-cap", "cost"))
 #: dcgm-exporter's default collection interval (its -c option, 30,000 ms).
 DEFAULT_INTERVAL_S = 30.0
 #: The exporter collects in whole milliseconds; shorter intervals would only push the sums
@@ -51,17 +59,48 @@ SUMS = ("samples", "time_s", "joules", "whatif_time_s", "whatif_joules")
 
 @dataclass(frozen=True)
 class GpuTable:
-    """One GPU's power model over its calibrated pairs: static + idle watts, and the dynamic
-    watts of each domain at full mean utilization (what scales a sample's dynamic power)."""
+    """One GPU's power model over its calibrated pairs.
 
-    configs: np.ndarray   # [K x 2] MHz
-    idle_w: np.ndarray    # [K]
-    core_w: np.ndarray    # [K]
-    mem_w: np.ndarray     # [K]
-    default: int          # index of the default clocks
+    Parameters
+    ----------
+    configs : numpy.ndarray
+        [K x 2] (core, memory) MHz.
+    idle_w : numpy.ndarray
+        [K] static + idle watts.
+    core_w, mem_w : numpy.ndarray
+        [K] the dynamic watts of each domain at full mean utilization (what scales a sample's
+        dynamic power).
+    default : int
+        The default clocks' pair.
+    """
+
+    configs: np.ndarray
+    idle_w: np.ndarray
+    core_w: np.ndarray
+    mem_w: np.ndarray
+    default: int
 
 
 def gpu_table(registry: Registry, uuid: str) -> GpuTable:
+    """A GPU's power model over its calibrated pairs, from its registry entry.
+
+    Parameters
+    ----------
+    registry : Registry
+        The calibrated GPUs.
+    uuid : str
+        The GPU.
+
+    Returns
+    -------
+    GpuTable
+        Its table.
+
+    Raises
+    ------
+    InputError
+        Where the GPU is not in the registry, or its default clocks are not a calibrated pair.
+    """
     pm = registry.power_model(uuid)  # first: a clear error for a GPU not in the registry
     entry = registry.entries[uuid]
     n_core = pm.domain_sizes_[0]
@@ -78,14 +117,45 @@ def gpu_table(registry: Registry, uuid: str) -> GpuTable:
 
 
 def gpu_tables(registry: Registry) -> dict[str, GpuTable]:
+    """Every GPU's power model over its calibrated pairs.
+
+    Parameters
+    ----------
+    registry : Registry
+        The calibrated GPUs.
+
+    Returns
+    -------
+    dict of str to GpuTable
+        By UUID.
+    """
     return {uuid: gpu_table(registry, uuid) for uuid in registry.entries}
 
 
-def resolve_columns(names, job_column: str | None = None) -> dict[str, str | list[str]]:
-    """The telemetry's columns by role (case-insensitive; DCGM fields in any spelling)."""
+def resolve_columns(names: Sequence[str], job_column: str | None = None) -> dict[str, Any]:
+    """The telemetry's columns by role (case-insensitive; DCGM fields in any spelling).
+
+    Parameters
+    ----------
+    names : sequence of str
+        The telemetry's columns.
+    job_column : str or None
+        The column naming each sample's job (None: the first of `JOB_COLUMNS` there).
+
+    Returns
+    -------
+    dict
+        ``uuid``, ``job``, ``power``, ``sm_clock``, ``mem_clock``, ``sm`` and ``dram``: a
+        column each; ``pipes``: the pipe activities' columns.
+
+    Raises
+    ------
+    InputError
+        Where a role's column, or the SM or DRAM activity, is missing.
+    """
     lower = {n.lower(): n for n in names}
 
-    def one(role, candidates, required=True):
+    def one(role: str, candidates: Sequence[str], required: bool = True) -> str | None:
         for c in candidates:
             if c.lower() in lower:
                 return lower[c.lower()]
@@ -94,7 +164,7 @@ def resolve_columns(names, job_column: str | None = None) -> dict[str, str | lis
                              f"{', '.join(names)}")
         return None
 
-    def field(name):
+    def field(name: str) -> str | None:
         return one(name, (FIELDS[name][1], name, FIELDS[name][0]), required=False)
 
     cols = {"uuid": one("GPU UUID", UUID_COLUMNS), "job": one("job", (job_column,) if job_column else JOB_COLUMNS),
@@ -108,7 +178,7 @@ def resolve_columns(names, job_column: str | None = None) -> dict[str, str | lis
     return cols
 
 
-def _numbers(frame, column: str, lo: float, hi: float) -> np.ndarray:
+def _numbers(frame: Any, column: str, lo: float, hi: float) -> np.ndarray:
     x = np.asarray(frame[column], dtype=np.float64)
     bad = ~(np.isfinite(x) & (x >= lo) & (x <= hi))
     if bad.any():
@@ -128,8 +198,25 @@ def _time_curve(model: DcgmTimeModel, shares: np.ndarray, configs: np.ndarray) -
 
 @dataclass(frozen=True)
 class Samples:
-    """Telemetry rows, checked: GPU and job codes (into ``gpus`` and ``jobs``), measured watts,
-    clocks and (SM, pipe, DRAM) activities."""
+    """Telemetry rows, checked.
+
+    Parameters
+    ----------
+    gpu_of : numpy.ndarray
+        [rows] each sample's GPU, into ``gpus``.
+    gpus : list of str
+        The GPUs' UUIDs.
+    job_of : numpy.ndarray
+        [rows] each sample's job, into ``jobs``.
+    jobs : list of str
+        The jobs.
+    watts : numpy.ndarray
+        [rows] measured power.
+    core_mhz, mem_mhz : numpy.ndarray
+        [rows] clocks.
+    activity : numpy.ndarray
+        [rows x 3] (SM, pipe, DRAM) activities.
+    """
 
     gpu_of: np.ndarray
     gpus: list[str]
@@ -138,10 +225,29 @@ class Samples:
     watts: np.ndarray
     core_mhz: np.ndarray
     mem_mhz: np.ndarray
-    activity: np.ndarray  # [rows x 3]
+    activity: np.ndarray
 
 
-def parse_samples(frame, cols: Mapping) -> Samples:
+def parse_samples(frame: Any, cols: Mapping) -> Samples:
+    """Check and code a frame of telemetry.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        The rows.
+    cols : mapping
+        Its columns by role (`resolve_columns`).
+
+    Returns
+    -------
+    Samples
+        The rows, coded; the pipe activity is the busiest pipe's (0 without pipe columns).
+
+    Raises
+    ------
+    InputError
+        For a sample without a GPU or a job, or a value out of its range.
+    """
     import pandas as pd
 
     gpu_of, gpus = pd.factorize(frame[cols["uuid"]])
@@ -158,18 +264,54 @@ def parse_samples(frame, cols: Mapping) -> Samples:
 
 @dataclass(frozen=True)
 class Predicted:
-    """One GPU's samples at each of its calibrated pairs: watts, and time relative to the
-    sample's own (``ratio``) and up to the time model's reference (``curve``)."""
+    """One GPU's samples at each of its calibrated pairs.
+
+    Parameters
+    ----------
+    rows : numpy.ndarray
+        The samples' rows.
+    table : GpuTable
+        The GPU's power model.
+    at : numpy.ndarray
+        The pair each sample ran at.
+    watts : numpy.ndarray
+        [rows x K] power.
+    ratio : numpy.ndarray
+        [rows x K] time relative to the sample's own.
+    curve : numpy.ndarray
+        [rows x K] time relative to the time model's reference.
+    """
 
     rows: np.ndarray
     table: GpuTable
-    at: np.ndarray        # the pair each sample ran at
-    watts: np.ndarray     # [rows x K]
+    at: np.ndarray
+    watts: np.ndarray
     ratio: np.ndarray
     curve: np.ndarray
 
 
 def predict_samples(s: Samples, tables: Mapping[str, GpuTable], model: DcgmTimeModel) -> list[Predicted]:
+    """Each sample carried to every calibrated pair of its GPU (module notes).
+
+    Parameters
+    ----------
+    s : Samples
+        The samples.
+    tables : mapping of str to GpuTable
+        The GPUs' power models, by UUID.
+    model : DcgmTimeModel
+        The time model.
+
+    Returns
+    -------
+    list of Predicted
+        One per GPU, in the order of ``s.gpus``.
+
+    Raises
+    ------
+    InputError
+        Where a GPU is not in ``tables``.
+    """
     shares = model.shares(s.activity)
     out = []
     for g, gpu in enumerate(s.gpus):
@@ -191,8 +333,24 @@ def predict_samples(s: Samples, tables: Mapping[str, GpuTable], model: DcgmTimeM
 
 
 def choose(p: Predicted, model: DcgmTimeModel, policy: str, slowdown: float) -> np.ndarray:
-    """The pair each sample's policy picks; a model fitted at one memory clock keeps the
-    sample's."""
+    """The pair the policy picks for each sample; a model fitted at one memory clock keeps the sample's.
+
+    Parameters
+    ----------
+    p : Predicted
+        One GPU's samples at each pair.
+    model : DcgmTimeModel
+        The time model.
+    policy : str
+        One of `WHATIF_POLICIES`.
+    slowdown : float
+        deadline: the most a sample may slow down against the default clocks.
+
+    Returns
+    -------
+    numpy.ndarray
+        [rows] each sample's pair.
+    """
     cfg = p.table.configs
     allowed = np.ones_like(p.ratio, dtype=bool)
     if not model.varies_mem_:
@@ -203,14 +361,41 @@ def choose(p: Predicted, model: DcgmTimeModel, policy: str, slowdown: float) -> 
     return np.where(allowed, score, np.inf).argmin(axis=1)
 
 
-def whatif_frame(frame, tables: Mapping[str, GpuTable], model: DcgmTimeModel, cols: Mapping,
-                 policy: str = "energy", slowdown: float = 0.1, interval_s: float = DEFAULT_INTERVAL_S):
-    """Per-job sums over the samples of ``frame`` (a pandas DataFrame): samples, time and
-    joules as run, and at the policy's clocks."""
+def whatif_frame(frame: Any, tables: Mapping[str, GpuTable], model: DcgmTimeModel, cols: Mapping,
+                 policy: str = "energy", slowdown: float = 0.1, interval_s: float = DEFAULT_INTERVAL_S) -> Any:
+    """Per-job sums over a frame of samples: samples, time and joules as run, and at the policy's clocks.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        The samples.
+    tables : mapping of str to GpuTable
+        The GPUs' power models, by UUID.
+    model : DcgmTimeModel
+        The time model.
+    cols : mapping
+        The frame's columns by role (`resolve_columns`).
+    policy : str
+        One of `WHATIF_POLICIES`.
+    slowdown : float
+        deadline: the most a sample may slow down.
+    interval_s : float
+        Seconds each sample stands for.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per job: `SUMS`.
+
+    Raises
+    ------
+    InputError
+        For an unknown policy, or samples that `parse_samples` refuses.
+    """
     import pandas as pd
 
-    if policy not in POLICIES:
-        raise InputError(f"unknown policy {policy!r}; expected one of {POLICIES}")
+    if policy not in WHATIF_POLICIES:
+        raise InputError(f"unknown policy {policy!r}; expected one of {WHATIF_POLICIES}")
     s = parse_samples(frame, cols)
     time, joules = np.empty(len(frame)), np.empty(len(frame))
     for p in predict_samples(s, tables, model):
@@ -227,38 +412,84 @@ def whatif_frame(frame, tables: Mapping[str, GpuTable], model: DcgmTimeModel, co
 
 
 def _change(new: float, old: float) -> float | None:
-    """``new / old - 1``, or None where it has no meaning: nothing measured, or so little
-    (denormal watts) that the ratio overflows."""
+    """``new / old - 1``, or None where it has no meaning.
+
+    Nothing measured, or so little (denormal watts) that the ratio overflows.
+    """
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
         ratio = np.float64(new) / np.float64(old)
     return float(ratio - 1.0) if old > 0 and np.isfinite(ratio) else None
 
 
-def summarize(sums) -> dict:
-    """Per-job and cluster totals from (partial) per-job sums."""
+def summarize(sums: Any) -> dict:
+    """Per-job and cluster totals from (partial) per-job sums.
+
+    Parameters
+    ----------
+    sums : pandas.DataFrame
+        Per-job sums (`whatif_frame`'s), several rows per job where partial.
+
+    Returns
+    -------
+    dict
+        ``jobs`` (per job) and ``cluster``: `SUMS`, and the ``energy_change`` and
+        ``time_change`` of the what-if (None where they have no meaning).
+    """
     total = sums.groupby("job").sum()
-    jobs = {str(j): {k: (int(r[k]) if k == "samples" else float(r[k])) for k in SUMS} | {
-        "energy_change": _change(r["whatif_joules"], r["joules"]),
-        "time_change": _change(r["whatif_time_s"], r["time_s"])} for j, r in total.iterrows()}
-    cluster = {k: float(total[k].sum()) for k in SUMS if k != "samples"} | {"samples": int(total["samples"].sum())}
-    cluster["energy_change"] = _change(cluster["whatif_joules"], cluster["joules"])
-    cluster["time_change"] = _change(cluster["whatif_time_s"], cluster["time_s"])
-    return {"jobs": jobs, "cluster": cluster}
+    jobs = {str(j): _totals({k: r[k] for k in SUMS}) for j, r in total.iterrows()}
+    return {"jobs": jobs, "cluster": _totals({k: total[k].sum() for k in SUMS})}
 
 
-def whatif(telemetry: str, registry: Registry, model: DcgmTimeModel, *, policy: str = "energy",
+def _totals(sums: dict[str, Any]) -> dict[str, int | float | None]:
+    """One job's (or the cluster's) `SUMS` as plain numbers, with the what-if's changes."""
+    out: dict[str, int | float | None] = {k: int(v) if k == "samples" else float(v) for k, v in sums.items()}
+    out["energy_change"] = _change(float(sums["whatif_joules"]), float(sums["joules"]))
+    out["time_change"] = _change(float(sums["whatif_time_s"]), float(sums["time_s"]))
+    return out
+
+
+def whatif(telemetry: str | Path, registry: Registry, model: DcgmTimeModel, *, policy: str = "energy",
            slowdown: float = 0.1, interval_s: float = DEFAULT_INTERVAL_S, job_column: str | None = None,
            ray_address: str = "local") -> dict:
-    """The what-if over a Parquet file or folder, a CSV, or a Prometheus range-query export
-    (``.json``, `io.prometheus`) of telemetry, partitioned over Ray Data. ``ray_address`` as
-    for `tasks.ray_session` (no GPUs are needed)."""
-    from gpudvfs.fleet.tasks import ray_session
+    """What the jobs of a telemetry file would have taken and spent at the policy's clocks, over Ray Data.
 
+    Parameters
+    ----------
+    telemetry : str or pathlib.Path
+        A Parquet file or folder, a CSV, or a Prometheus range-query export (``.json``,
+        `gpudvfs.data.prometheus`).
+    registry : Registry
+        The GPUs' registry.
+    model : DcgmTimeModel
+        The time model.
+    policy : str
+        One of `WHATIF_POLICIES`.
+    slowdown : float
+        deadline: the most a job may slow down against the default clocks.
+    interval_s : float
+        Seconds each sample stands for (the exporter's collection interval).
+    job_column : str or None
+        The column naming each sample's job (None: the first of `JOB_COLUMNS` there).
+    ray_address : str
+        As `tasks.ray_session` takes it (no GPUs are needed).
+
+    Returns
+    -------
+    dict
+        `summarize`'s ``jobs`` and ``cluster``, with ``policy``, ``slowdown`` (deadline only)
+        and ``interval_s``.
+
+    Raises
+    ------
+    InputError
+        For an interval below `MIN_INTERVAL_S`, an unknown policy, or telemetry that cannot be
+        read or is refused.
+    """
     if not is_finite_number(interval_s, MIN_INTERVAL_S):
         raise InputError(f"interval must be a finite number of seconds >= {MIN_INTERVAL_S:g} (the exporter collects "
                          f"in whole milliseconds), got {interval_s}")
-    if policy not in POLICIES:
-        raise InputError(f"unknown policy {policy!r}; expected one of {POLICIES}")
+    if policy not in WHATIF_POLICIES:
+        raise InputError(f"unknown policy {policy!r}; expected one of {WHATIF_POLICIES}")
     tables = gpu_tables(registry)
     with ray_session(ray_address) as ray:
         ray.data.DataContext.get_current().enable_progress_bars = False

@@ -1,6 +1,7 @@
-"""Privilege separation for clock changes: one small service per node owns the GPU's clock
-calls (setting clocks needs root), and governors in users' jobs talk to it unprivileged over
-a Unix socket.
+"""Privilege separation for clock changes: a clock service per node, and its clients.
+
+One small service per node owns the GPU's clock calls (setting clocks needs root), and
+governors in users' jobs talk to it unprivileged over a Unix socket.
 
 Protocol: one JSON object per line each way. Requests: ``{"op": "pairs"}`` (the supported
 (core, memory) pairs), ``{"op": "clocks"}`` (the pair the service locked, or null), ``{"op":
@@ -18,13 +19,16 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import socketserver
 import threading
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 from gpudvfs.errors import GpudvfsWarning, InputError
+from gpudvfs.govern.power_limit import PowerLimitKnob
 from gpudvfs.hardware.device import Device
 from gpudvfs.limits import is_finite_number
 
@@ -34,9 +38,19 @@ MAX_REPLY = 1 << 20
 
 
 class ClockService:
-    """Serve ``device``'s clocks on the Unix socket ``path`` (in a thread: `start`, `stop`)."""
+    """A GPU's clocks served on a Unix socket, from a thread (`start`, `stop`).
 
-    def __init__(self, device: Device, path: str | Path, mode: int = 0o660):
+    Parameters
+    ----------
+    device : Device
+        The GPU; its power limit too where it has ``power_limits`` and ``set_power_limit``.
+    path : str or pathlib.Path
+        The socket.
+    mode : int
+        The socket's permissions: who may connect.
+    """
+
+    def __init__(self, device: Device, path: str | Path, mode: int = 0o660) -> None:
         self.device, self.path, self.mode = device, Path(path), mode
         self._lock = threading.Lock()
         self._owner: object | None = None
@@ -46,6 +60,25 @@ class ClockService:
 
     # requests -----------------------------------------------------------------------
     def handle(self, client: object, request: dict) -> dict:
+        """Answer one request of ``client`` (module notes).
+
+        Parameters
+        ----------
+        client : object
+            The connection (the owner of the clocks is one).
+        request : dict
+            The request.
+
+        Returns
+        -------
+        dict
+            The reply: ``{"ok": true, ...}`` or ``{"ok": false, "error": ...}``.
+
+        Raises
+        ------
+        InputError
+            For the power limit of a device without that knob.
+        """
         op = request.get("op")
         with self._lock:
             if op == "pairs":
@@ -64,10 +97,9 @@ class ClockService:
                 return {"ok": True}
             if op == "power_limit":
                 watts = request.get("watts")
-                if not is_finite_number(watts):
+                if watts is None or not is_finite_number(watts):
                     return {"ok": False, "error": "power_limit needs a number watts"}
-                self._power_limits()  # a device without the knob is refused before anything is set
-                self.device.set_power_limit(float(watts))
+                self._power_limit_knob().set_power_limit(float(watts))
                 self._owner = client
                 return {"ok": True}
             try:
@@ -81,7 +113,20 @@ class ClockService:
             return {"ok": True}
 
     def reply(self, client: object, line: bytes) -> dict:
-        """The reply to one request line; nothing a client sends stops the service."""
+        """The reply to one request line; nothing a client sends stops the service.
+
+        Parameters
+        ----------
+        client : object
+            The connection.
+        line : bytes
+            The request line.
+
+        Returns
+        -------
+        dict
+            The reply (an error's where the line is not a JSON object or the device fails).
+        """
         try:
             request = json.loads(line) if len(line) <= MAX_LINE else None
         except (json.JSONDecodeError, UnicodeDecodeError):
@@ -94,15 +139,25 @@ class ClockService:
             return {"ok": False, "error": str(e)}
 
     def release(self, client: object) -> None:
-        """A client's connection closed: if it owned the clocks, give them back."""
+        """Give the clocks back if ``client``, whose connection closed, owned them.
+
+        Parameters
+        ----------
+        client : object
+            The connection.
+        """
         with self._lock:
             if self._owner is client:
                 self._reset()
 
-    def _power_limits(self) -> dict:
-        if not hasattr(self.device, "set_power_limit"):
+    def _power_limit_knob(self) -> PowerLimitKnob:
+        """The device as a power-limit knob (refused before anything is set where it is none)."""
+        if not isinstance(self.device, PowerLimitKnob):
             raise InputError(f"{self.device.name} has no power-limit knob here")
-        return self.device.power_limits()
+        return self.device
+
+    def _power_limits(self) -> dict:
+        return self._power_limit_knob().power_limits()
 
     def _reset(self) -> None:
         self.device.reset_clocks()  # an NvmlDevice puts back the power limit it set, too
@@ -110,6 +165,18 @@ class ClockService:
 
     # serving ------------------------------------------------------------------------
     def start(self) -> ClockService:
+        """Serve from a thread of its own; a stale socket of a service that died is replaced.
+
+        Returns
+        -------
+        ClockService
+            This service.
+
+        Raises
+        ------
+        InputError
+            Where ``path`` exists and is not a socket.
+        """
         service = self
 
         class Handler(socketserver.StreamRequestHandler):
@@ -150,11 +217,60 @@ class ClockService:
             self._reset()
 
 
-class ClockClient:
-    """An unprivileged process's handle on the service: `pairs`, `clocks`, `set`,
-    `power_limits`, `set_power_limit`, `reset`."""
+def serve_clocks(device: Device, path: str | Path, mode: int = 0o660,
+                 started: Callable[[ClockService], None] | None = None) -> None:
+    """Serve a GPU's clocks on a Unix socket until SIGTERM or SIGINT (`gpudvfs govern clockd`).
 
-    def __init__(self, path: str | Path, timeout_s: float = 5.0):
+    The service then stops and gives the clocks back to the driver.
+
+    Parameters
+    ----------
+    device : Device
+        The GPU whose clocks are served.
+    path : str or pathlib.Path
+        The socket.
+    mode : int
+        The socket's permissions: who may connect.
+    started : callable or None
+        Called with the service once it serves.
+
+    Raises
+    ------
+    KeyboardInterrupt
+        On SIGINT, once the clocks are reset.
+    """
+    stop = threading.Event()
+    service = ClockService(device, path, mode).start()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        if started is not None:
+            started(service)
+        stop.wait()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        service.stop()
+
+
+class ClockClient:
+    """An unprivileged process's handle on the clock service.
+
+    It offers `pairs`, `clocks`, `set`, `power_limits`, `set_power_limit` and `reset`.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The service's socket.
+    timeout_s : float
+        Seconds to wait for a reply.
+
+    Raises
+    ------
+    InputError
+        Where the service cannot be reached; each call, where the service refuses the request
+        or closes the connection.
+    """
+
+    def __init__(self, path: str | Path, timeout_s: float = 5.0) -> None:
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.settimeout(timeout_s)
         try:
@@ -164,7 +280,7 @@ class ClockClient:
             raise InputError(f"cannot reach the clock service at {path}: {e.strerror or e}") from None
         self._file = self._sock.makefile("rwb")
 
-    def _call(self, **request) -> dict:
+    def _call(self, **request: object) -> dict:
         self._file.write((json.dumps(request) + "\n").encode())
         self._file.flush()
         line = self._file.readline(MAX_REPLY)
@@ -176,32 +292,75 @@ class ClockClient:
         return reply
 
     def pairs(self) -> list[tuple[float, float]]:
-        return [tuple(p) for p in self._call(op="pairs")["pairs"]]
+        """The GPU's supported pairs.
+
+        Returns
+        -------
+        list of (float, float)
+            (core, memory) MHz, highest first.
+        """
+        return [(float(c), float(m)) for c, m in self._call(op="pairs")["pairs"]]
 
     def clocks(self) -> tuple[float, float] | None:
-        """The pair the service locked, or None where the driver controls the clocks."""
+        """The pair the service locked.
+
+        Returns
+        -------
+        tuple of (float, float) or None
+            (core, memory) MHz; None where the driver controls the clocks.
+        """
         c = self._call(op="clocks")["clocks"]
-        return None if c is None else tuple(c)
+        return None if c is None else (float(c[0]), float(c[1]))
 
     def set(self, core_mhz: float, mem_mhz: float) -> None:
+        """Lock the clocks at a supported pair (this client then owns them).
+
+        Parameters
+        ----------
+        core_mhz, mem_mhz : float
+            The pair.
+        """
         self._call(op="set", core_mhz=core_mhz, mem_mhz=mem_mhz)
 
     def power_limits(self) -> dict:
-        """The board's power limits in W (``enforced``, ``default``, ``min``, ``max``)."""
+        """The board's power limits.
+
+        Returns
+        -------
+        dict
+            ``enforced``, ``default``, ``min`` and ``max``, in W.
+        """
         return self._call(op="power_limits")["power_limits"]
 
     def set_power_limit(self, watts: float) -> None:
+        """Set the board's power limit (this client then owns the clocks and the limit).
+
+        Parameters
+        ----------
+        watts : float
+            The limit.
+        """
         self._call(op="power_limit", watts=watts)
 
     def reset(self) -> None:
+        """Give the clocks and the power limit back as the service found them."""
         self._call(op="reset")
 
     def close(self) -> None:
+        """Close the connection (the service resets what this client set)."""
         self._file.close()
         self._sock.close()
 
     def __enter__(self) -> ClockClient:
+        """Use the client in a ``with`` block, closed at its end.
+
+        Returns
+        -------
+        ClockClient
+            This client.
+        """
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
+        """Close the connection."""
         self.close()

@@ -42,9 +42,15 @@ from gpudvfs.govern.integrations.configs import ClockGrid, clock_grid
 from gpudvfs.govern.integrations.prior import PRIOR_SD as INTEGRATION_PRIOR_SD
 from gpudvfs.govern.integrations.prior import PowerShape, catalog_power_shape, step_prior
 from gpudvfs.govern.phases import PhaseDetector
-from gpudvfs.govern.power_limit import limit_curves
+from gpudvfs.govern.power_limit import PowerLimitKnob, limit_curves
+from gpudvfs.govern.simhost import SimulatedHost
+from gpudvfs.hardware.device import Device
+from gpudvfs.hardware.nvml import NvmlDevice
+from gpudvfs.hardware.simulated import SimulatedDevice
 from gpudvfs.time.dcgm import DcgmTimeModel
 
+#: What a daemon sets: locked clocks, or the board's power limit (the clocks left to the driver).
+KNOBS = ("clocks", "power-limit")
 #: The power limits `PowerLimitPrior` governs among (its default besides).
 POWER_LIMIT_LEVELS = 8
 #: Dry run: how far (relative, on each clock) the driver's clocks may be from a governed pair
@@ -57,13 +63,23 @@ MIN_INTERVAL_S = 0.1
 
 
 class NvmlMonitor:
-    """What the daemon reads of an `NvmlDevice`: its compute processes; its activities, from
-    GPM where the GPU has it (Hopper and newer: SM, pipe and DRAM utilization over each
-    interval, ``source == "gpm"``), else NVML's utilization rates as (kernel busy, 0, memory
-    busy) (``"utilization"``); and the progress an application writes to ``progress_file``
-    (a number of work units done, rewritten as it goes; none: the time is not measured)."""
+    """What the daemon reads of an `NvmlDevice`.
 
-    def __init__(self, device, progress_file: str | Path | None = None):
+    Its compute processes; its activities, from GPM where the GPU has it (Hopper and newer: SM,
+    pipe and DRAM utilization over each interval, ``source == "gpm"``), else NVML's utilization
+    rates as (kernel busy, 0, memory busy) (``"utilization"``); and the progress an application
+    writes to a file.
+
+    Parameters
+    ----------
+    device : NvmlDevice
+        The GPU.
+    progress_file : str or pathlib.Path or None
+        A file in which the application keeps its number of work units done, rewritten as it
+        goes (None: the time is not measured).
+    """
+
+    def __init__(self, device: NvmlDevice, progress_file: str | Path | None = None) -> None:
         self.device = device
         self.progress_file = None if progress_file is None else Path(progress_file)
         self._gpm = device.gpm()
@@ -72,15 +88,36 @@ class NvmlMonitor:
         self._activity = np.zeros(3)
 
     def processes(self) -> tuple[tuple[int, str], ...]:
+        """The GPU's compute processes.
+
+        Returns
+        -------
+        tuple of (int, str)
+            (pid, name) of each.
+        """
         return self.device.processes()
 
     def activity(self) -> np.ndarray:
+        """The activities over the last `wait` (GPM), or NVML's utilization rates now.
+
+        Returns
+        -------
+        numpy.ndarray
+            (SM, pipe, DRAM) activity; without GPM (kernel busy, 0, memory busy).
+        """
         if self._gpm is not None:
             return self._activity.copy()
         kernel, memory = self.device.utilization()
         return np.array([kernel, 0.0, memory])
 
     def wait(self, seconds: float) -> None:
+        """Sleep through one interval; with GPM, measure its activities over it.
+
+        Parameters
+        ----------
+        seconds : float
+            The interval.
+        """
         if self._gpm is not None and not self._started:
             self._gpm.start()
             self._started = True
@@ -89,11 +126,25 @@ class NvmlMonitor:
             self._activity = self._gpm.read()
 
     def close(self) -> None:
+        """Stop the GPM sampling (the device stays open)."""
         if self._gpm is not None:
             self._gpm.close()
             self._gpm = None
 
     def progress(self) -> float | None:
+        """The work units the application says it has done.
+
+        Returns
+        -------
+        float or None
+            The number in the progress file; None without a file, or before the application
+            has written it.
+
+        Raises
+        ------
+        InputError
+            Where the file holds anything but a finite number >= 0.
+        """
         if self.progress_file is None:
             return None
         try:
@@ -111,12 +162,33 @@ class NvmlMonitor:
 
 @dataclass
 class DaemonStats:
-    """What a run did: intervals seen, governed (a process ran), observed, and throttled (the
-    GPU did not hold the clocks set); phases met; clock changes made (a pair set, or the
-    driver's clocks given back while no process ran); joules and work units counted; and
-    ``clocks_restored``: (core, memory) MHz the GPU ran at once `Daemon.run` had given its
-    clocks back to the driver on the way out (that reset is not one of the clock changes; None
-    until a run has ended)."""
+    """What a run did.
+
+    Parameters
+    ----------
+    intervals : int
+        Intervals seen.
+    governed : int
+        Intervals in which a process ran.
+    observed : int
+        Intervals the governor learnt from.
+    throttled : int
+        Intervals in which the GPU did not hold the clocks set.
+    clock_changes : int
+        Clock changes made: a pair set, or the driver's clocks given back while no process ran.
+    joules : float
+        Energy counted.
+    work : float
+        Work units counted.
+    phases : dict of str to int
+        Intervals of each phase met (`phase_name`).
+    clocks_restored : tuple of (float, float) or None
+        (core, memory) MHz the GPU ran at once `Daemon.run` had given its clocks back to the
+        driver on the way out (that reset is not one of the clock changes); None until a run
+        has ended.
+    would_change : int
+        Dry run: the clock changes the governor would have made.
+    """
 
     intervals: int = 0
     governed: int = 0
@@ -131,20 +203,40 @@ class DaemonStats:
 
 
 def phase_name(key: tuple) -> str:
-    """A phase key as text: the process names and the phase's number."""
+    """A phase key as text: the process names and the phase's number.
+
+    Parameters
+    ----------
+    key : tuple
+        (process names, the phase's number), as `PhaseDetector.update` gives it.
+
+    Returns
+    -------
+    str
+        ``name+name#k``.
+    """
     names, k = key
     return f"{'+'.join(names)}#{k}"
 
 
 class ModelPrior:
-    """A phase's prior from the GPU's fleet registry power model over its calibrated pairs
-    (``table``, `fleet.whatif.gpu_table`) and the DCGM time model (``model``). Where the time
-    model was fitted at one memory clock, only the default memory clock's pairs are governed."""
+    """A phase's prior from the GPU's fleet registry power model and the DCGM time model.
+
+    The power model is taken over the GPU's calibrated pairs. Where the time model was fitted at
+    one memory clock, only the default memory clock's pairs are governed.
+
+    Parameters
+    ----------
+    table : GpuTable
+        The GPU's power model over its pairs (`fleet.whatif.gpu_table`).
+    model : DcgmTimeModel
+        The time model.
+    """
 
     name, knob = "models", "clocks"
     prior_sd = None  # the governor's own default: the models' cross-validated error
 
-    def __init__(self, table: GpuTable, model: DcgmTimeModel):
+    def __init__(self, table: GpuTable, model: DcgmTimeModel) -> None:
         cfg = table.configs
         keep = np.ones(len(cfg), dtype=bool) if model.varies_mem_ else cfg[:, 1] == cfg[table.default, 1]
         self.pairs = np.flatnonzero(keep)
@@ -152,7 +244,26 @@ class ModelPrior:
         self.configs = cfg[self.pairs]
         self.default_index = int(np.searchsorted(self.pairs, table.default))
 
-    def __call__(self, watts: float, activity: np.ndarray, time_ms: float, clocks) -> tuple[np.ndarray, np.ndarray]:
+    def __call__(self, watts: float, activity: np.ndarray, time_ms: float,
+                 clocks: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
+        """The interval's time and power carried to every governed pair.
+
+        Parameters
+        ----------
+        watts : float
+            The interval's power.
+        activity : numpy.ndarray
+            Its (SM, pipe, DRAM) activities.
+        time_ms : float
+            Its time per unit of work.
+        clocks : tuple of (float, float)
+            The (core, memory) MHz it ran at.
+
+        Returns
+        -------
+        tuple of (numpy.ndarray, numpy.ndarray)
+            Time per unit (ms) and watts at each pair.
+        """
         one = Samples(np.zeros(1, dtype=np.int64), ["gpu"], np.zeros(1, dtype=np.int64), ["phase"],
                       np.array([watts]), np.array([clocks[0]]), np.array([clocks[1]]), activity[None, :])
         p = predict_samples(one, {"gpu": self.table}, self.model)[0]
@@ -160,19 +271,40 @@ class ModelPrior:
 
 
 class CatalogPrior:
-    """A phase's prior from nothing built by hand: the pairs ``grid`` (`integrations.clock_grid`:
-    the clocks the GPU lists, else its catalog entry's), power by ``shape`` (the catalog's power
-    prior, `integrations.prior.catalog_power_shape`; None: flat) and time by `step_prior`'s
-    generic law; given the governor's wide `integrations.PRIOR_SD`."""
+    """A phase's prior from nothing built by hand.
+
+    The pairs the GPU lists (else its catalog entry's), power by the shape of the catalog's power
+    prior and time by `step_prior`'s generic law; given the governor's wide `integrations.PRIOR_SD`.
+
+    Parameters
+    ----------
+    grid : ClockGrid
+        The pairs (`integrations.clock_grid`).
+    shape : PowerShape or None
+        Power over the pairs (`integrations.prior.catalog_power_shape`; None: flat).
+    """
 
     name, knob = "catalog", "clocks"
     prior_sd = INTEGRATION_PRIOR_SD
 
     @classmethod
-    def of(cls, device, catalog_name: str | None = None) -> CatalogPrior:
-        """``device``'s clock list (else its catalog entry's, ``catalog_name`` or its own name)
-        and the catalog power prior; a catalog without the GPU leaves the power flat, with a
-        warning."""
+    def of(cls, device: Device, catalog_name: str | None = None) -> CatalogPrior:
+        """The prior of a device: its clock list (else its catalog entry's) and the catalog power prior.
+
+        A catalog without the GPU leaves the power flat, with a warning.
+
+        Parameters
+        ----------
+        device : Device
+            The GPU.
+        catalog_name : str or None
+            Its catalog entry (None: its own name).
+
+        Returns
+        -------
+        CatalogPrior
+            The prior.
+        """
         grid = clock_grid(device, catalog_name)
         name = catalog_name or device.name
         try:
@@ -183,24 +315,59 @@ class CatalogPrior:
             shape = None
         return cls(grid, shape)
 
-    def __init__(self, grid: ClockGrid, shape: PowerShape | None):
+    def __init__(self, grid: ClockGrid, shape: PowerShape | None) -> None:
         self.shape = shape
         self.configs, self.default_index = grid.configs, grid.default_index
 
-    def __call__(self, watts: float, activity: np.ndarray, time_ms: float, clocks) -> tuple[np.ndarray, np.ndarray]:
+    def __call__(self, watts: float, activity: np.ndarray, time_ms: float,
+                 clocks: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
+        """The interval's time and power carried to every governed pair.
+
+        Parameters
+        ----------
+        watts : float
+            The interval's power.
+        activity : numpy.ndarray
+            Its (SM, pipe, DRAM) activities.
+        time_ms : float
+            Its time per unit of work.
+        clocks : tuple of (float, float)
+            The (core, memory) MHz it ran at.
+
+        Returns
+        -------
+        tuple of (numpy.ndarray, numpy.ndarray)
+            Time per unit (ms) and watts at each pair.
+        """
         return step_prior(self.configs, tuple(float(c) for c in clocks), time_ms, watts, self.shape)
 
 
 class PowerLimitPrior:
-    """The board's power limit as the knob (clocks left to the driver): ``levels`` limits
-    evenly over the range the GPU takes, and its default; a phase's prior from its first
-    interval's power by `power_limit.limit_curves`, given the wide `integrations.PRIOR_SD`.
-    ``configs[:, 1]`` is a constant 1, which the governor's log-ratio features read as nothing."""
+    """The board's power limit as the knob, the clocks left to the driver.
+
+    ``levels`` limits evenly over the range the GPU takes, and its default; a phase's prior from
+    its first interval's power by `power_limit.limit_curves`, given the wide
+    `integrations.PRIOR_SD`. ``configs[:, 1]`` is a constant 1, which the governor's log-ratio
+    features read as nothing.
+
+    Parameters
+    ----------
+    device : PowerLimitKnob
+        The GPU, whose limit the daemon sets.
+    levels : int
+        Limits evenly over its range.
+
+    Raises
+    ------
+    InputError
+        Where the GPU does not report its power limits.
+    """
 
     name, knob = "power-limit", "power_limit"
     prior_sd = INTEGRATION_PRIOR_SD
 
-    def __init__(self, device, levels: int = POWER_LIMIT_LEVELS):
+    def __init__(self, device: PowerLimitKnob, levels: int = POWER_LIMIT_LEVELS) -> None:
+        self.device = device
         limits = device.power_limits()
         default = limits["default"] or limits["enforced"]
         if limits["min"] is None or limits["max"] is None or default is None:
@@ -209,22 +376,75 @@ class PowerLimitPrior:
         self.configs = np.column_stack([values, np.ones(len(values))])
         self.default_index = int(np.flatnonzero(values == default)[0])
 
-    def __call__(self, watts: float, activity: np.ndarray, time_ms: float, clocks) -> tuple[np.ndarray, np.ndarray]:
+    def __call__(self, watts: float, activity: np.ndarray, time_ms: float,
+                 clocks: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
+        """The interval's time and power carried to every governed power limit.
+
+        Parameters
+        ----------
+        watts : float
+            The interval's power.
+        activity : numpy.ndarray
+            Its (SM, pipe, DRAM) activities.
+        time_ms : float
+            Its time per unit of work.
+        clocks : tuple of (float, float)
+            The (core, memory) MHz it ran at.
+
+        Returns
+        -------
+        tuple of (numpy.ndarray, numpy.ndarray)
+            Time per unit (ms) and watts at each power limit.
+        """
         log_t, log_p = limit_curves(self.configs[:, 0], watts)
         return time_ms * np.exp(log_t), watts * np.exp(log_p)
 
 
-class Daemon:
-    """Governs ``device`` (clocks, energy counter) from what ``monitor`` reports (`NvmlMonitor`
-    or `simhost.SimulatedHost`), each new phase's prediction from ``prior`` (`ModelPrior`,
-    `CatalogPrior` or `PowerLimitPrior`: the settings governed, what sets them, and a phase's
-    time and power over them from its first interval). ``dry_run``: set nothing (module
-    notes). ``governor``: further `Governor` options (prior_sd, explore, hysteresis, noise_sd)."""
+#: What a daemon's phases start from.
+Prior = ModelPrior | CatalogPrior | PowerLimitPrior
 
-    def __init__(self, device, monitor, prior: ModelPrior | CatalogPrior | PowerLimitPrior, *, policy: str = "energy",
-                 slowdown: float = 0.1, power_cap_w: float | None = None, interval_s: float = 1.0,
-                 detector: PhaseDetector | None = None, log: Callable[[dict], None] | None = None,
-                 dry_run: bool = False, **governor):
+
+class Daemon:
+    """Governs a GPU from what its monitor reports, each new phase's prediction from a prior.
+
+    See the module notes.
+
+    Parameters
+    ----------
+    device : NvmlDevice or SimulatedDevice
+        The GPU: its clocks (or power limit) and energy counter.
+    monitor : NvmlMonitor or SimulatedHost
+        Its processes, activities and progress, and the wait of an interval.
+    prior : ModelPrior or CatalogPrior or PowerLimitPrior
+        The settings governed, what sets them, and a phase's time and power over them from
+        its first interval.
+    policy : str
+        One of `GOVERNOR_POLICIES`.
+    slowdown : float
+        deadline: at most this slower than the default clocks.
+    power_cap_w : float or None
+        power-cap: watts.
+    interval_s : float
+        Seconds per interval.
+    detector : PhaseDetector or None
+        The phase detector (None: its defaults).
+    log : callable or None
+        Called with each decision's entry (`Governor`).
+    dry_run : bool
+        Set nothing (module notes).
+    **governor
+        Further `Governor` options (prior_sd, explore, hysteresis, noise_sd).
+
+    Raises
+    ------
+    InputError
+        Where the interval is not > 0 or the GPU has no energy counter.
+    """
+
+    def __init__(self, device: NvmlDevice | SimulatedDevice, monitor: NvmlMonitor | SimulatedHost, prior: Prior, *,
+                 policy: str = "energy", slowdown: float = 0.1, power_cap_w: float | None = None,
+                 interval_s: float = 1.0, detector: PhaseDetector | None = None,
+                 log: Callable[[dict], None] | None = None, dry_run: bool = False, **governor) -> None:
         if not (np.isfinite(interval_s) and interval_s > 0):
             raise InputError(f"interval must be > 0 s, got {interval_s}")
         if device.energy_joules() is None:
@@ -243,13 +463,22 @@ class Daemon:
         self._key: tuple | None = None
 
     def _running(self) -> int | None:
-        """Dry run: the governed setting the GPU runs at (its clocks, or its power limit), None
-        where none is near."""
-        now = ((self.device.power_limits()["enforced"], 1.0) if self.prior.knob == "power_limit"
+        """Dry run: the governed setting the GPU runs at (its clocks, or its power limit).
+
+        None where none is near.
+        """
+        now = ((self.prior.device.power_limits()["enforced"], 1.0) if isinstance(self.prior, PowerLimitPrior)
                else self.device.clocks)
         rel = np.abs(np.log(self.governor.configs / np.asarray(now, dtype=np.float64))).max(axis=1)
         k = int(np.argmin(rel))
         return k if rel[k] <= DRY_RUN_TOLERANCE else None
+
+    def _joules(self) -> float:
+        """The energy counter (checked on construction: it stops reporting only if it fails)."""
+        e = self.device.energy_joules()
+        if e is None:
+            raise InputError(f"{self.device.name}: the energy counter stopped reporting")
+        return e
 
     def _prior(self, watts: float, activity: np.ndarray, time_ms: float) -> tuple[np.ndarray, np.ndarray]:
         """The interval's time and power carried to every governed pair."""
@@ -257,7 +486,9 @@ class Daemon:
 
     def _set(self, k: int | None, counted: bool = True) -> None:
         """Hold pair ``k`` (None: the driver's clocks); ``counted``: a clock change of the run's.
-        Dry run: note it, set nothing."""
+
+        Dry run: note it, set nothing.
+        """
         if self.dry_run:
             self.stats.would_change += counted and k is not None and k != self._would
             self._would = k if k is not None else self._would
@@ -266,19 +497,19 @@ class Daemon:
             return
         if k is None:
             self.device.reset_clocks()  # and the power limit, where the daemon set it
-        elif self.prior.knob == "power_limit":
-            self.device.set_power_limit(float(self.governor.configs[k, 0]))
+        elif isinstance(self.prior, PowerLimitPrior):
+            self.prior.device.set_power_limit(float(self.governor.configs[k, 0]))
         else:
             self.device.lock_clocks(*(float(x) for x in self.governor.configs[k]))
         self.stats.clock_changes += counted
         self._held = k
 
     def step(self) -> None:
-        """One interval: wait, read, observe, decide, set."""
-        e0, w0 = self.device.energy_joules(), self.monitor.progress()
+        """Govern one interval: wait, read, observe, decide, set."""
+        e0, w0 = self._joules(), self.monitor.progress()
         held = self._running() if self.dry_run else self._held
         self.monitor.wait(self.interval_s)
-        e1, w1 = self.device.energy_joules(), self.monitor.progress()
+        e1, w1 = self._joules(), self.monitor.progress()
         if self.dry_run and self._running() != held:
             held = None  # the driver moved its clocks within the interval: no one pair's
         procs, activity = self.monitor.processes(), self.monitor.activity()
@@ -315,10 +546,30 @@ class Daemon:
 
     def run(self, duration_s: float | None = None, stop: threading.Event | None = None,
             progress: Callable[[DaemonStats, int | None], None] | None = None) -> DaemonStats:
-        """Govern until ``duration_s`` (of the monitor's clock) has passed or ``stop`` is set;
-        the clocks are reset on the way out, however it is left (``stats.clocks_restored``).
-        ``progress(stats, intervals)`` after every interval: the run so far, and how many
-        intervals it will take (None: until stopped)."""
+        """Govern until ``duration_s`` (of the monitor's clock) has passed or ``stop`` is set.
+
+        The clocks are reset on the way out, however it is left (``stats.clocks_restored``).
+
+        Parameters
+        ----------
+        duration_s : float or None
+            Seconds to govern (None: until stopped).
+        stop : threading.Event or None
+            Ends the run once set.
+        progress : callable or None
+            ``progress(stats, intervals)`` after every interval: the run so far, and how many
+            intervals it will take (None: until stopped).
+
+        Returns
+        -------
+        DaemonStats
+            What the run did.
+
+        Raises
+        ------
+        InputError
+            Where ``duration_s`` is not finite and > 0.
+        """
         if duration_s is not None and not (np.isfinite(duration_s) and duration_s > 0):
             raise InputError(f"duration must be finite and > 0 s, got {duration_s}")
         steps = None if duration_s is None else max(1, round(duration_s / self.interval_s))
@@ -334,12 +585,15 @@ class Daemon:
         return self.stats
 
     def _restore(self, failing: bool = False) -> None:
-        """Give the clocks back to the driver (the end of governing, not a governor's clock
-        change) and note the clocks the GPU then runs at. ``failing``: an exception is on its
-        way out, which a failed read of the clocks must not replace."""
+        """Give the clocks back to the driver and note the clocks the GPU then runs at.
+
+        The end of governing, not a governor's clock change. ``failing``: an exception is on its way
+        out, which a failed read of the clocks must not replace.
+        """
         self._set(None, counted=False)
         try:
-            self.stats.clocks_restored = tuple(float(x) for x in self.device.clocks)
+            core, mem = self.device.clocks
+            self.stats.clocks_restored = (float(core), float(mem))
         except Exception:
             if not failing:
                 raise

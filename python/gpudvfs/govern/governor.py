@@ -1,5 +1,7 @@
-"""`Governor`: the next clocks of a running workload, from the offline models' predictions
-corrected online by what each interval measures.
+"""`Governor`: the next clocks of a running workload.
+
+It starts from the offline models' predictions, corrected online by what each interval
+measures.
 
 Per phase (a workload, or one part of it), the governor holds the offline prediction of
 time and power at every supported pair and two covariance-form RLS streams that learn the
@@ -28,16 +30,23 @@ arguments and keeps the phase keys, the current pair and the decision log.
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
+from pathlib import Path
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from gpudvfs._core import GovernorCore
 from gpudvfs.errors import InputError
 from gpudvfs.limits import clock_array, is_finite_number, is_integer, is_number
+from gpudvfs.policy.policies import POLICIES
 
-POLICIES = ("energy", "edp", "deadline", "power-cap", "cost")
+#: The policies the governor decides by: every one of `gpudvfs.policy.POLICIES` but ED2P, for
+#: which the Rust core has no objective.
+GOVERNOR_POLICIES = tuple(p for p in POLICIES if p != "ed2p")
 #: The prior's relative error, the bound's width, the residual's (relative) and its
 #: correlation length (in log-frequency): `gpudvfs govern defaults` on the GTX 980 and V100
 #: grids (the least mean regret over the energy, EDP and deadline policies and seeds 0-4,
@@ -63,22 +72,56 @@ def _setting(name: str) -> property:
 
 
 class Governor:
-    """Choose clocks for a workload under a policy: ``energy`` (least energy per unit of
-    work), ``edp`` (energy x time), ``deadline`` (least energy at most ``slowdown`` slower
-    than the default clocks), ``power-cap`` (fastest within ``power_cap_w``) or ``cost``
-    (Zeus's: least ``eta * energy + (1 - eta) * max_power_w * time``).
+    """Choose clocks for a workload under a policy.
 
-    ``configs`` [K x 2]: the supported (core, memory) pairs; ``default_index``: the default
-    clocks among them. ``prior_sd``: the relative error of the offline predictions (their
-    cross-validated error); ``noise_sd``: of one measurement; ``explore``: confidence bound
-    width in standard deviations; ``hysteresis``: the least predicted relative gain worth a
-    clock change or an exploration.
-
-    ``log``: called with a dict for every decision (the structured decision log; see
-    `decide`), e.g. `jsonl_log(path)` or `GovernorMetrics.record`.
+    ``energy`` (least energy per unit of work), ``edp`` (energy x time), ``deadline`` (least
+    energy at most ``slowdown`` slower than the default clocks), ``power-cap`` (fastest within
+    ``power_cap_w``) or ``cost`` (Zeus's: least ``eta * energy + (1 - eta) * max_power_w * time``).
 
     Use: `phase` with the offline prediction when a workload (or a phase of it) starts, then
     alternately `decide` and `observe`.
+
+    Parameters
+    ----------
+    configs : array_like
+        [K x 2] the supported (core, memory) MHz pairs.
+    default_index : int
+        The default clocks among them.
+    policy : str
+        One of `GOVERNOR_POLICIES`.
+    slowdown : float
+        deadline: the bound on the time over the default clocks'.
+    power_cap_w : float or None
+        power-cap: the cap (W).
+    eta : float
+        cost: the weight of energy against time, in [0, 1].
+    max_power_w : float or None
+        cost: the watts that price a second (Zeus's MAXPOWER).
+    default_runs : int
+        deadline: runs of the default clocks before any other pair.
+    bound_z : float
+        deadline: the margin under the bound, in standard deviations of a pair's time
+        relative to the default's.
+    prior_sd : float
+        The relative error of the offline predictions (their cross-validated error).
+    noise_sd : float
+        The relative error of one measurement.
+    explore : float
+        The confidence bound's width in standard deviations.
+    hysteresis : float
+        The least predicted relative gain worth a clock change or an exploration.
+    residual_sd : float
+        The residual's relative standard deviation per pair (module notes; 0: none).
+    residual_scale : float
+        The residual's correlation length in log-frequency.
+    log : callable or None
+        Called with a dict for every decision (the structured decision log; see `decide`),
+        e.g. `jsonl_log(path)` or `GovernorMetrics.record`.
+
+    Raises
+    ------
+    InputError
+        Where a setting is out of its range, or a policy lacks its bound.
     """
 
     configs, default_index, policy, slowdown, power_cap_w, eta, max_power_w = map(_setting, (
@@ -86,18 +129,18 @@ class Governor:
     prior_sd, noise_sd, explore, hysteresis, residual_sd, residual_scale, default_runs, bound_z = map(_setting, (
         "prior_sd", "noise_sd", "explore", "hysteresis", "residual_sd", "residual_scale", "default_runs", "bound_z"))
 
-    def __init__(self, configs, default_index: int, *, policy: str = "energy", slowdown: float = 0.1,
+    def __init__(self, configs: ArrayLike, default_index: int, *, policy: str = "energy", slowdown: float = 0.1,
                  power_cap_w: float | None = None, eta: float = 0.5, max_power_w: float | None = None,
                  default_runs: int = DEFAULT_RUNS, bound_z: float = BOUND_Z,
                  prior_sd: float = PRIOR_SD, noise_sd: float = 0.01,
                  explore: float = EXPLORE, hysteresis: float = 0.005, residual_sd: float = RESIDUAL_SD,
-                 residual_scale: float = RESIDUAL_SCALE, log: Callable[[dict], None] | None = None):
+                 residual_scale: float = RESIDUAL_SCALE, log: Callable[[dict], None] | None = None) -> None:
         cfg = clock_array(configs, "configs")
         if cfg.ndim != 2 or cfg.shape[1] != 2 or len(cfg) == 0:
             raise InputError(f"configs must be [K x 2] (core, memory MHz), got shape {cfg.shape}")
         default_index = _index("default_index", default_index, len(cfg))
-        if policy not in POLICIES:
-            raise InputError(f"unknown policy {policy!r}; expected one of {POLICIES}")
+        if policy not in GOVERNOR_POLICIES:
+            raise InputError(f"unknown policy {policy!r}; expected one of {GOVERNOR_POLICIES}")
         if policy == "power-cap" and power_cap_w is None:
             raise InputError("the power-cap policy needs power_cap_w > 0, got None")
         if power_cap_w is not None and not 0 < (power_cap_w := _number("power_cap_w", power_cap_w)) < np.inf:
@@ -137,9 +180,25 @@ class Governor:
         self._key: object = None
         self._last: dict | None = None
 
-    def phase(self, key, time_ms, watts) -> None:
-        """Switch to phase ``key``; a new one starts from the offline predictions ``time_ms``
-        and ``watts`` [K] (a known one resumes what it learnt, and ignores them)."""
+    def phase(self, key: Hashable, time_ms: ArrayLike | None, watts: ArrayLike | None) -> None:
+        """Switch to phase ``key``; a new one starts from the offline predictions.
+
+        A known one resumes what it learnt, and ignores them.
+
+        Parameters
+        ----------
+        key : hashable
+            The phase.
+        time_ms : array_like or None
+            [K] predicted time per unit of work at each pair (a known phase: ignored).
+        watts : array_like or None
+            [K] predicted power at each pair (a known phase: ignored).
+
+        Raises
+        ------
+        InputError
+            Where a new phase's predictions are not K positive finite values.
+        """
         self._key = key
         if key in self._phases:
             self._phase = self._phases[key]
@@ -153,17 +212,41 @@ class Governor:
         return self._phase
 
     def estimates(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(log time, log watts, and their variances) at every pair: a measured pair by its
-        own mean, the others by the prior corrected by the RLS streams (their variance widened
-        by how much more the pairs measured so far surprised it than it expected) and by the
-        residual of their most correlated measured pair."""
+        """The current phase's estimates at every pair.
+
+        A measured pair by its own mean, the others by the prior corrected by the RLS streams (their
+        variance widened by how much more the pairs measured so far surprised it than it expected)
+        and by the residual of their most correlated measured pair.
+
+        Returns
+        -------
+        tuple of numpy.ndarray
+            [K] log time, log watts, and their variances.
+
+        Raises
+        ------
+        InputError
+            Before the first `phase`.
+        """
         return self._core.estimates(self._require())
 
     def decide(self) -> int:
-        """The index of the pair to run next: the least objective among the allowed pairs,
-        unless an unmeasured pair's lower confidence bound beats it by more than the
-        hysteresis (then that pair, explored), or the current pair is within the hysteresis
-        of it (then the current pair)."""
+        """The pair to run next; logs the decision (``log``).
+
+        The least objective among the allowed pairs, unless an unmeasured pair's lower confidence
+        bound beats it by more than the hysteresis (then that pair, explored), or the current pair is
+        within the hysteresis of it (then the current pair).
+
+        Returns
+        -------
+        int
+            The pair's index.
+
+        Raises
+        ------
+        InputError
+            Before the first `phase`.
+        """
         nxt, explored, log_e, log_e_default = self._core.decide(self._require(), self.current)
         changed = nxt != self.current
         if changed:
@@ -174,8 +257,11 @@ class Governor:
         return nxt
 
     def _entry(self, k: int, explored: bool, changed: bool, log_e: float, log_e_default: float) -> dict:
-        """One decision, for the log: the pair, why, what it is expected to save against the
-        default clocks, and the last observation (with what it saved, measured)."""
+        """One decision, for the log.
+
+        The pair, why, what it is expected to save against the default clocks, and the last
+        observation (with what it saved, measured).
+        """
         entry = {"phase": self._key, "index": k, "core_mhz": float(self.configs[k, 0]),
                  "mem_mhz": float(self.configs[k, 1]), "explored": bool(explored), "changed": bool(changed),
                  "predicted_saving": float(-np.expm1(log_e - log_e_default)), "observed": self._last}
@@ -186,14 +272,42 @@ class Governor:
         return entry
 
     def exclude(self, index: int) -> None:
-        """The GPU did not hold pair ``index`` for the current phase (its power or thermal limit
-        pulled the clocks down): the phase is not run there again, nor explored."""
+        """Leave a pair the GPU did not hold for the current phase.
+
+        Its power or thermal limit pulled the clocks down: the phase is not run there again, nor
+        explored.
+
+        Parameters
+        ----------
+        index : int
+            The pair.
+
+        Raises
+        ------
+        InputError
+            Before the first `phase`, or for an index outside [0, K).
+        """
         self._core.exclude(self._require(), _index("index", index, len(self.configs)))
 
     def observe(self, index: int, time_ms: float | None, watts: float) -> None:
-        """What one interval at pair ``index`` measured: time per unit of work and power.
-        ``time_ms=None``: the work done was not measured (a daemon without a progress
-        signal): the power is learnt, the time stays the prediction."""
+        """Learn what one interval at a pair measured.
+
+        Parameters
+        ----------
+        index : int
+            The pair it ran at.
+        time_ms : float or None
+            Its time per unit of work; None where the work done was not measured (a daemon
+            without a progress signal): the power is learnt, the time stays the prediction.
+        watts : float
+            Its power.
+
+        Raises
+        ------
+        InputError
+            Before the first `phase`, for an index outside [0, K), or a time or power that is
+            not positive and finite.
+        """
         ph = self._require()
         index = _index("index", index, len(self.configs))
         watts = _number("watts", watts)
@@ -205,9 +319,12 @@ class Governor:
         self._core.observe(ph, index, None if time_ms is None else math.log(time_ms), math.log(watts))
 
 
-def _number(name: str, value, low: float | None = None) -> float:
-    """``value`` as a float (a number as :func:`~gpudvfs.limits.is_number` says: not a string,
-    a bool, an array or a Decimal), >= ``low`` and finite where ``low`` is given."""
+def _number(name: str, value: Any, low: float | None = None) -> float:
+    """``value`` as a float, >= ``low`` and finite where ``low`` is given.
+
+    A number as :func:`~gpudvfs.limits.is_number` says: not a string, a bool, an array or a
+    Decimal.
+    """
     if not is_number(value):
         raise InputError(f"{name} must be a number, got {value!r}")
     try:
@@ -219,9 +336,8 @@ def _number(name: str, value, low: float | None = None) -> float:
     return x
 
 
-def _sd(name: str, value, zero: bool = False) -> float:
-    """A standard deviation (or length scale) whose square is a finite float, positive unless
-    ``zero``."""
+def _sd(name: str, value: Any, zero: bool = False) -> float:
+    """A standard deviation (or length scale) whose square is a finite float, positive unless ``zero``."""
     x = _number(name, value)
     if not ((zero and x == 0) or SD_RANGE[0] <= x <= SD_RANGE[1]):
         raise InputError(f"{name} must be {'0 or ' if zero else ''}within [{SD_RANGE[0]:g}, {SD_RANGE[1]:g}] "
@@ -229,7 +345,7 @@ def _sd(name: str, value, zero: bool = False) -> float:
     return x
 
 
-def _prediction(key, name: str, values, k: int) -> np.ndarray:
+def _prediction(key: Hashable, name: str, values: ArrayLike | None, k: int) -> np.ndarray:
     """A phase's offline prediction of ``name``: ``k`` finite positive values."""
     try:
         x = np.asarray(values, dtype=np.float64)
@@ -245,7 +361,7 @@ def _prediction(key, name: str, values, k: int) -> np.ndarray:
     return x
 
 
-def _index(name: str, value, k: int) -> int:
+def _index(name: str, value: Any, k: int) -> int:
     """An integer (Python's or numpy's; not a bool) in [0, k)."""
     if not is_integer(value):
         raise InputError(f"{name} must be an integer pair index, got {value!r}")
@@ -254,11 +370,21 @@ def _index(name: str, value, k: int) -> int:
     return int(value)
 
 
-def jsonl_log(path) -> Callable[[dict], None]:
-    """A decision log appending one JSON object per line to ``path`` (flushed each time, so a
-    crash loses no decision); phase keys must be JSON values."""
-    import json
+def jsonl_log(path: str | Path) -> Callable[[dict], None]:
+    """A decision log appending one JSON object per line to a file.
 
+    Flushed each time, so that a crash loses no decision; phase keys must be JSON values.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file, appended to.
+
+    Returns
+    -------
+    callable
+        ``log(entry)``, a governor's ``log``.
+    """
     f = open(path, "a", encoding="utf-8")  # stays open for the governor's life
 
     def write(entry: dict) -> None:

@@ -1,7 +1,8 @@
-"""The governor embedded in a training or inference loop: call `GovernedLoop.step_end` at the
-end of every step; it observes the step's time and energy, asks the governor for the next
-clocks and sets them (through the device when the process may, or through the clock service
-`clockd.ClockClient` when it may not).
+"""The governor embedded in a training or inference loop.
+
+Call `GovernedLoop.step_end` at the end of every step; it observes the step's time and energy,
+asks the governor for the next clocks and sets them (through the device when the process may,
+or through the clock service `clockd.ClockClient` when it may not).
 
 Dry run (``dry_run=True``), for a GPU whose clocks are not this process's to set: the loop
 measures and decides exactly as it would, but never calls ``set_clocks``. Each step is
@@ -15,18 +16,37 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from gpudvfs.errors import InputError
 from gpudvfs.govern.governor import Governor
 
 
-def nearest_config(configs: np.ndarray, clocks) -> int:
-    """The index of the (core, memory) pair of ``configs`` [K x 2] nearest ``clocks`` (core,
-    memory MHz) in log-frequency distance (the sum of both clocks' squared log ratios); ties
-    go to the lower index."""
+def nearest_config(configs: ArrayLike, clocks: Sequence[float]) -> int:
+    """The pair of ``configs`` nearest ``clocks`` in log-frequency distance; ties go to the lower index.
+
+    The distance is the sum of both clocks' squared log ratios.
+
+    Parameters
+    ----------
+    configs : array_like
+        [K x 2] (core, memory) MHz pairs.
+    clocks : sequence of float
+        (core, memory) MHz.
+
+    Returns
+    -------
+    int
+        The nearest pair's index.
+
+    Raises
+    ------
+    InputError
+        Where ``clocks`` is not two positive finite MHz.
+    """
     try:
         core, mem = (float(x) for x in clocks)
     except (TypeError, ValueError):
@@ -39,25 +59,43 @@ def nearest_config(configs: np.ndarray, clocks) -> int:
 
 
 class GovernedLoop:
-    """``set_clocks(core_mhz, mem_mhz)``: e.g. ``device.lock_clocks`` or ``ClockClient.set``
-    (never called in dry run, where it may be None). ``energy_j``: a monotonic energy counter
-    in joules (``device.energy_joules``), read at each step's end when the step's watts are not
-    given. ``clock``: seconds, for the step's time when it is not given.
+    """A governor that a loop drives step by step: `phase` when a workload starts, `step_end` after each step.
 
-    ``dry_run``: decide without setting (module notes); the clocks the GPU ran come from the
-    ``clocks=`` argument of `phase` and `step_end`, else from ``actual_clocks()`` (e.g. ``lambda:
-    device.clocks``). ``log``: called with a dict per decision: the governor's entry (its
-    ``core_mhz``/``mem_mhz`` the pair chosen) plus ``dry_run``, ``would_core_mhz``,
-    ``would_mem_mhz``, ``would_index``, ``actual_core_mhz``, ``actual_mem_mhz`` and
-    ``actual_index`` (in dry run; None otherwise) and ``set`` (whether ``set_clocks`` was
-    called and did not return False: a caller's way to say the setting was refused). The
-    governor's own ``log`` still receives its entries as before.
+    Parameters
+    ----------
+    governor : Governor
+        The governor.
+    set_clocks : callable or None
+        ``set_clocks(core_mhz, mem_mhz)``: e.g. ``device.lock_clocks`` or ``ClockClient.set``
+        (never called in dry run, where it may be None); returning False says the setting
+        was refused.
+    energy_j : callable or None
+        A monotonic energy counter in joules (``device.energy_joules``), read at each step's
+        end when the step's watts are not given.
+    clock : callable
+        Seconds, for the step's time when it is not given.
+    dry_run : bool
+        Decide without setting (module notes); the clocks the GPU ran come from the
+        ``clocks=`` argument of `phase` and `step_end`, else from ``actual_clocks``.
+    actual_clocks : callable or None
+        Dry run: the (core, memory) MHz the GPU runs at (e.g. ``lambda: device.clocks``).
+    log : callable or None
+        Called with a dict per decision: the governor's entry (its ``core_mhz``/``mem_mhz``
+        the pair chosen) plus ``dry_run``, ``would_core_mhz``, ``would_mem_mhz``,
+        ``would_index``, ``actual_core_mhz``, ``actual_mem_mhz`` and ``actual_index`` (in dry
+        run; None otherwise) and ``set`` (whether ``set_clocks`` was called and did not
+        return False). The governor's own ``log`` still receives its entries as before.
+
+    Raises
+    ------
+    InputError
+        Where ``dry_run`` is not a bool, or ``set_clocks`` is missing outside dry run.
     """
 
-    def __init__(self, governor: Governor, set_clocks: Callable[[float, float], None] | None = None,
+    def __init__(self, governor: Governor, set_clocks: Callable[[float, float], object] | None = None,
                  energy_j: Callable[[], float | None] | None = None, clock: Callable[[], float] = time.perf_counter,
-                 *, dry_run: bool = False, actual_clocks: Callable[[], tuple[float, float]] | None = None,
-                 log: Callable[[dict], None] | None = None):
+                 *, dry_run: bool = False, actual_clocks: Callable[[], Sequence[float]] | None = None,
+                 log: Callable[[dict], None] | None = None) -> None:
         if not isinstance(dry_run, bool):
             raise InputError(f"dry_run must be True or False, got {dry_run!r}")
         if not dry_run and set_clocks is None:
@@ -73,9 +111,16 @@ class GovernedLoop:
         self._mark: tuple[float, float | None] | None = None
 
     def _pair(self, k: int) -> tuple[float, float]:
-        return tuple(float(x) for x in self.governor.configs[k])
+        core, mem = self.governor.configs[k]
+        return float(core), float(mem)
 
-    def _actual(self, clocks) -> int:
+    def _set(self, pair: tuple[float, float]) -> bool:
+        """Set ``pair`` unless in dry run; whether it was set (``set_clocks`` not returning False)."""
+        if self.dry_run or self.set_clocks is None:
+            return False
+        return self.set_clocks(*pair) is not False
+
+    def _actual(self, clocks: Sequence[float] | None) -> int:
         """Dry run: the index of the pair the GPU ran, made the governor's current pair."""
         if clocks is None:
             if self.actual_clocks is None:
@@ -87,8 +132,11 @@ class GovernedLoop:
         return k
 
     def _decide(self) -> int:
-        """The governor's decision; in dry run it is recorded apart and the current pair goes
-        back to the actual one. Logs the entry (with ``set`` filled by the caller)."""
+        """The governor's decision; in dry run it is recorded apart.
+
+        The current pair then goes back to the actual one. Logs the entry (with ``set`` filled by the
+        caller).
+        """
         entries: list[dict] = []
         user = self.governor.log
         self.governor.log = entries.append
@@ -117,24 +165,61 @@ class GovernedLoop:
         if self.log is not None:
             self.log(entry)
 
-    def phase(self, key, time_ms, watts, *, clocks=None) -> tuple[float, float]:
-        """A workload (or a phase of it) starts, with the offline prediction at every pair;
-        sets (dry run: would set) and returns its first clocks. ``clocks``: dry run, the pair
-        the GPU runs now."""
+    def phase(self, key: Hashable, time_ms: ArrayLike | None, watts: ArrayLike | None, *,
+              clocks: Sequence[float] | None = None) -> tuple[float, float]:
+        """Start a workload (or a phase of it) and set (dry run: decide) its first clocks.
+
+        The offline prediction at every pair is its prior.
+
+        Parameters
+        ----------
+        key : hashable
+            The phase (`Governor.phase`).
+        time_ms, watts : array_like or None
+            [K] the predicted time per unit of work and power (ignored for a known phase).
+        clocks : sequence of float or None
+            Dry run: the (core, memory) MHz the GPU runs at now.
+
+        Returns
+        -------
+        tuple of (float, float)
+            The (core, memory) MHz set (dry run: that would be set).
+        """
         self.governor.phase(key, time_ms, watts)
         if self.dry_run:
             self._actual(clocks)
         k = self._decide()
         pair = self._pair(k)
-        self._emit(k, not self.dry_run and self.set_clocks(*pair) is not False)
+        self._emit(k, self._set(pair))
         self._mark = (self.clock(), self.energy_j() if self.energy_j else None)
         return pair
 
     def step_end(self, *, time_ms: float | None = None, watts: float | None = None,
-                 work: float = 1.0, clocks=None) -> tuple[float, float]:
-        """One step ended, having done ``work`` units (its time is per unit). Measures what is
-        not given, observes, and sets the next clocks (returned; dry run: the clocks it would
-        set, observing at ``clocks``, the (core, memory) MHz the step ran at)."""
+                 work: float = 1.0, clocks: Sequence[float] | None = None) -> tuple[float, float]:
+        """End a step: measure what is not given, observe, and set the next clocks.
+
+        Parameters
+        ----------
+        time_ms : float or None
+            The step's time (None: measured with ``clock``).
+        watts : float or None
+            Its power (None: measured with ``energy_j``).
+        work : float
+            The units of work it did (its time is per unit), > 0.
+        clocks : sequence of float or None
+            Dry run: the (core, memory) MHz the step ran at.
+
+        Returns
+        -------
+        tuple of (float, float)
+            The (core, memory) MHz set next (dry run: that would be set).
+
+        Raises
+        ------
+        InputError
+            Before `phase`, for ``work`` not > 0, or where the watts are neither given nor
+            measurable.
+        """
         if self._mark is None:
             raise InputError("call GovernedLoop.phase(...) before the first step")
         if not work > 0:
@@ -153,6 +238,6 @@ class GovernedLoop:
         before = self.governor.current
         k = self._decide()
         pair = self._pair(k)
-        self._emit(k, not self.dry_run and k != before and self.set_clocks(*pair) is not False)
+        self._emit(k, k != before and self._set(pair))
         self._mark = (self.clock(), self.energy_j() if self.energy_j else None)
         return pair

@@ -1,27 +1,49 @@
-"""Prometheus metrics of a governor (the `govern` extra: prometheus-client), fed by its
-decision log: pass ``GovernorMetrics(...).record`` as the governor's ``log``, and serve the
-registry (``prometheus_client.start_http_server(port, registry=metrics.registry)``)."""
+"""Prometheus metrics of a governor (the `govern` extra: prometheus-client), fed by its decision log.
+
+Pass ``GovernorMetrics(...).record`` as the governor's ``log``, and serve the registry
+(`GovernorMetrics.serve`).
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
+from gpudvfs.errors import InputError
+
 
 class GovernorMetrics:
-    """Gauges: the clocks, the last observed power and time per unit of work, the energy per
-    unit, and the predicted and realized savings against the default clocks; counters:
-    decisions, clock changes, explorations. ``labels``: constant labels (e.g. the GPU)."""
+    """A governor's decisions as Prometheus gauges and counters.
 
-    def __init__(self, registry=None, namespace: str = "gpudvfs_governor", labels: dict[str, str] | None = None):
+    Gauges: the clocks, the last observed power and time per unit of work, the energy per unit,
+    and the predicted and realized savings against the default clocks; counters: decisions, clock
+    changes, explorations.
+
+    Parameters
+    ----------
+    registry : prometheus_client.CollectorRegistry or None
+        Where the metrics are registered (None: a registry of their own).
+    namespace : str
+        The metrics' name prefix.
+    labels : dict of str to str or None
+        Constant labels of every metric (e.g. the GPU).
+
+    Raises
+    ------
+    InputError
+        Where prometheus-client is not installed.
+    """
+
+    def __init__(self, registry: Any = None, namespace: str = "gpudvfs_governor",
+                 labels: dict[str, str] | None = None) -> None:
         try:
             from prometheus_client import CollectorRegistry, Counter, Gauge
         except ImportError:
-            from gpudvfs.errors import InputError
-
             raise InputError("governor metrics need prometheus-client: pip install 'gpudvfs[govern]'") from None
         self.registry = registry if registry is not None else CollectorRegistry()
         names = sorted(labels or {})
         self._labels = [labels[n] for n in names] if labels else []
 
-        def make(kind, name, doc):
+        def make(kind: type, name: str, doc: str) -> Any:
             metric = kind(name, doc, names, namespace=namespace, registry=self.registry)
             return metric.labels(*self._labels) if names else metric
 
@@ -38,8 +60,28 @@ class GovernorMetrics:
         self.changes = make(Counter, "clock_changes", "Decisions that changed the clocks")
         self.explorations = make(Counter, "explorations", "Decisions that explored an unmeasured pair")
 
+    def serve(self, port: int) -> None:
+        """Serve the registry over HTTP (``/metrics``) on ``port``.
+
+        From a thread that lives as long as the process.
+
+        Parameters
+        ----------
+        port : int
+            The TCP port.
+        """
+        from prometheus_client import start_http_server
+
+        start_http_server(port, registry=self.registry)
+
     def record(self, entry: dict) -> None:
-        """One entry of the governor's decision log."""
+        """Count one entry of the governor's decision log.
+
+        Parameters
+        ----------
+        entry : dict
+            The entry (`Governor.decide`'s log).
+        """
         self.core_mhz.set(entry["core_mhz"])
         self.mem_mhz.set(entry["mem_mhz"])
         self.predicted.set(entry["predicted_saving"])

@@ -1,6 +1,8 @@
-"""Phases of a running workload, detected from its counters: a daemon that watches a GPU does
-not hear from the workload when it moves from one part to the next (a data-loading stretch,
-an evaluation pass), but the GPU's activities (SM, pipes, DRAM) move with it.
+"""Phases of a running workload, detected from its counters.
+
+A daemon that watches a GPU does not hear from the workload when it moves from one part to the
+next (a data-loading stretch, an evaluation pass), but the GPU's activities (SM, pipes, DRAM)
+move with it.
 
 Each process set (the GPU's running processes) has its own phases, each known by the mean
 activity vector of its intervals (its centroid). An interval belongs to the current phase
@@ -13,9 +15,11 @@ not switch.
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from gpudvfs.errors import InputError
 
@@ -28,11 +32,24 @@ class _Cluster:
 
 @dataclass
 class PhaseDetector:
-    """``update(processes, activity)`` per interval gives the phase key: (the process set,
-    the phase's number within it); ``inside`` then says whether the interval lay within the
-    threshold of that phase (one that straddles a change does not: a daemon does not learn
-    from it). ``threshold``: activity distance (fractions in [0, 1]) that separates phases;
-    ``confirm``: intervals in a row beyond it that make a change."""
+    """The phases of a GPU's intervals.
+
+    `update` per interval gives the phase key, (the process set, the phase's number within it);
+    ``inside`` then says whether the interval lay within the threshold of that phase (one that
+    straddles a change does not: a daemon does not learn from it).
+
+    Parameters
+    ----------
+    threshold : float
+        Activity distance (fractions in [0, 1]) that separates phases, in (0, 1).
+    confirm : int
+        Intervals in a row beyond it that make a change, at least 1.
+
+    Raises
+    ------
+    InputError
+        Where ``threshold`` or ``confirm`` is out of its range.
+    """
 
     threshold: float = 0.1
     confirm: int = 2
@@ -42,15 +59,33 @@ class PhaseDetector:
     inside: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
+        """Check the threshold and the confirmation count."""
         if not 0 < self.threshold < 1:
             raise InputError(f"threshold must be in (0, 1), got {self.threshold}")
         if self.confirm < 1:
             raise InputError(f"confirm must be at least 1, got {self.confirm}")
 
-    def update(self, processes, activity) -> tuple | None:
-        """The phase of an interval in which ``processes`` (a hashable description of the GPU's
-        running processes; empty: none) ran with ``activity`` (the fields' fractions). None:
-        nothing runs."""
+    def update(self, processes: Iterable[Hashable], activity: ArrayLike) -> tuple | None:
+        """The phase of an interval.
+
+        Parameters
+        ----------
+        processes : iterable of hashable
+            A description of the GPU's running processes (empty: none).
+        activity : array_like
+            The activity fields' fractions over the interval.
+
+        Returns
+        -------
+        tuple or None
+            (the process set, the phase's number within it); None where nothing runs.
+
+        Raises
+        ------
+        InputError
+            Where ``activity`` is not a finite vector of the fields the process set's earlier
+            intervals had.
+        """
         a = np.asarray(activity, dtype=np.float64)
         if a.ndim != 1 or len(a) == 0 or not np.all(np.isfinite(a)):
             raise InputError(f"activity must be a finite vector, got {activity!r}")

@@ -1,10 +1,11 @@
-"""The replay's table of a grid read without its counters: time and power measured at each
-setting of one knob (clock pairs, a core clock, or a power limit), as Zeus's and Perseus's
-traces and any time-and-power grid give them. With no counters there is no model of a
-workload; what a governor knows of a new one before it runs is how the others moved: its
-prediction is the mean of the other workloads' log curves (each less its value at the
-default setting), placed on its own time and power at the default setting (the one
-measurement a governor has of a new phase). The other workloads are the grid's others
+"""The replay's table of a grid read without its counters.
+
+Time and power measured at each setting of one knob (clock pairs, a core clock, or a power
+limit), as Zeus's and Perseus's traces and any time-and-power grid give them. With no counters
+there is no model of a workload; what a governor knows of a new one before it runs is how the
+others moved: its prediction is the mean of the other workloads' log curves (each less its
+value at the default setting), placed on its own time and power at the default setting (the
+one measurement a governor has of a new phase). The other workloads are the grid's others
 (leave-one-out), or a training grid's.
 """
 
@@ -35,10 +36,12 @@ def _measured(grid: MeasurementGrid) -> tuple[list[str], np.ndarray, np.ndarray,
 
 
 def _complete(grid: MeasurementGrid) -> list[str]:
-    """The workloads to replay: those measured at every setting that most workloads were
-    measured at (at least half); one measured at fewer is left out with a warning, rather
-    than every setting it lacks (`MeasurementGrid.table` then leaves out, with a warning,
-    the settings some of the others lack)."""
+    """The workloads to replay: those measured at every setting that most workloads were measured at.
+
+    Most: at least half. One measured at fewer is left out with a warning, rather than every
+    setting it lacks (`MeasurementGrid.table` then leaves out, with a warning, the settings some
+    of the others lack).
+    """
     mem = np.full(len(grid), FIXED) if grid.mem_mhz is None else grid.mem_mhz
     settings, of = np.unique(np.column_stack([grid.core_mhz, mem]), axis=0, return_inverse=True)
     work = grid.workload
@@ -47,7 +50,7 @@ def _complete(grid: MeasurementGrid) -> list[str]:
     has = np.zeros((len(names), len(settings)), dtype=bool)
     has[[index[w] for w in work.tolist()], of.ravel()] = True
     common = has.mean(axis=0) >= 0.5
-    keep = has[:, common].all(axis=1)
+    keep = np.asarray(has[:, common].all(axis=1))
     if not keep.all():
         gone = [n for n, k in zip(names, keep) if not k]
         warnings.warn(GpudvfsWarning(
@@ -61,8 +64,29 @@ def _curves(t: np.ndarray, p: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarra
 
 
 def plain_table(grid: MeasurementGrid, train: MeasurementGrid | None = None) -> ReplayTable:
-    """``grid``'s replay table without counters: each workload predicted from the others'
-    curves (``train``'s workloads, at the same settings, or without it the grid's others)."""
+    """A grid's replay table without counters: each workload predicted from the others' curves.
+
+    See the module notes.
+
+    Parameters
+    ----------
+    grid : MeasurementGrid
+        Time and power of its workloads at each setting.
+    train : MeasurementGrid or None
+        A grid of other workloads at the same settings, whose curves predict ``grid``'s
+        (None: each workload of ``grid`` from the grid's others).
+
+    Returns
+    -------
+    ReplayTable
+        The workloads measured and predicted at every setting.
+
+    Raises
+    ------
+    InputError
+        Where a grid has no power, ``train`` has other settings or shares a workload, or
+        ``grid`` has one workload and no ``train``.
+    """
     names, configs, t, p, knob = _measured(grid)
     d = highest_index(configs)
     lt, lp = _curves(t, p, d)

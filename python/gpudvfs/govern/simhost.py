@@ -1,7 +1,9 @@
-"""A simulated GPU with processes running on it, each a sequence of phases (a workload for so
-many steps), so the governor's daemon runs end to end without a GPU: it sees what a daemon
-sees on a real one (the running processes, the activities of the last interval, the energy
-counter, the clocks) plus the processes' progress in steps, what an application reports.
+"""A simulated GPU with processes running on it, each a sequence of phases.
+
+A phase is a workload for so many steps, so the governor's daemon runs end to end without a
+GPU: it sees what a daemon sees on a real one (the running processes, the activities of the
+last interval, the energy counter, the clocks) plus the processes' progress in steps, what an
+application reports.
 
 Processes run one after another in the order they were started (a GPU time-slices
 concurrent ones; the simulator does not), on the simulated device's virtual clock: `wait`
@@ -11,13 +13,18 @@ moves it on at the clocks the daemon set, so an hour's run takes seconds.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
+from gpudvfs.data import read_measured_grid
 from gpudvfs.errors import InputError
-from gpudvfs.fleet.telemetry import activities
-from gpudvfs.fleet.whatif import GpuTable
+from gpudvfs.fleet.calibrate import SimFleet, calibrate_gpu
+from gpudvfs.fleet.registry import ENTRY_FILE, Registry, device_uuid, gpu_dir
+from gpudvfs.fleet.telemetry import activities, sample_dcgm_grid
+from gpudvfs.fleet.whatif import GpuTable, gpu_table
 from gpudvfs.hardware.device import Workload
 from gpudvfs.hardware.simulated import SimulatedDevice, profile_of
 from gpudvfs.time.dcgm import DcgmTimeModel
@@ -25,7 +32,24 @@ from gpudvfs.time.dcgm import DcgmTimeModel
 
 @dataclass(frozen=True)
 class SimProcess:
-    """``phases``: (workload, steps) in order; the whole list runs ``repeat`` times."""
+    """A simulated process: its phases in order, the whole list run ``repeat`` times.
+
+    Parameters
+    ----------
+    pid : int
+        Its process id.
+    name : str
+        Its name (what the phase detector keys phases by).
+    phases : tuple of (Workload, float)
+        (workload, steps) in order.
+    repeat : int
+        How many times the phases run.
+
+    Raises
+    ------
+    InputError
+        Where there are no phases, a phase has no steps or ``repeat`` is below 1.
+    """
 
     pid: int
     name: str
@@ -33,21 +57,53 @@ class SimProcess:
     repeat: int = 1
 
     def __post_init__(self) -> None:
+        """Check the phases and the repeat count."""
         if not self.phases or self.repeat < 1 or any(not (s > 0 and np.isfinite(s)) for _, s in self.phases):
             raise InputError(f"process {self.name!r}: phases must be (workload, steps > 0) pairs and repeat >= 1")
 
 
 def sim_activity(workload: Workload, device: SimulatedDevice) -> np.ndarray:
-    """(SM, pipe, DRAM) activity of a simulated workload (pipe: its busier of FP32 and FP64)."""
+    """The (SM, pipe, DRAM) activity of a simulated workload (pipe: its busier of FP32 and FP64).
+
+    Parameters
+    ----------
+    workload : Workload
+        A workload the simulator runs.
+    device : SimulatedDevice
+        The simulated GPU.
+
+    Returns
+    -------
+    numpy.ndarray
+        The three activities, fractions in [0, 1].
+    """
     sm, fp32, fp64, dram = activities(profile_of(workload, device.gpu).util)
     return np.array([sm, max(fp32, fp64), dram])
 
 
 class SimulatedHost:
-    """``device``'s GPU running the processes given to `start`. ``time_noise``: relative
-    standard deviation of each interval's step rate (what a real run's progress jitters by)."""
+    """A simulated GPU running the processes given to `start`, as a daemon's monitor.
 
-    def __init__(self, device: SimulatedDevice | None = None, *, time_noise: float = 0.01, seed: int = 0):
+    Parameters
+    ----------
+    device : SimulatedDevice or None
+        The GPU (None: a `SimulatedDevice` of its own).
+    time_noise : float
+        Relative standard deviation of each interval's step rate (what a real run's progress
+        jitters by), in [0, 0.5).
+    seed : int
+        Seed of that noise.
+
+    Raises
+    ------
+    InputError
+        Where ``time_noise`` is outside [0, 0.5).
+    """
+
+    #: Where the activities come from, as `NvmlMonitor.source` says it.
+    source = "simulated"
+
+    def __init__(self, device: SimulatedDevice | None = None, *, time_noise: float = 0.01, seed: int = 0) -> None:
         if not 0 <= time_noise < 0.5:
             raise InputError(f"time_noise must be in [0, 0.5), got {time_noise}")
         self.device = device or SimulatedDevice()
@@ -58,31 +114,74 @@ class SimulatedHost:
         self._done: dict[str, tuple[Workload, float]] = {}  # steps done per workload
 
     def start(self, process: SimProcess) -> None:
+        """Queue ``process``: it runs once those started before it have ended.
+
+        Parameters
+        ----------
+        process : SimProcess
+            The process.
+        """
         for w, _ in process.phases:
             self.device.check(w)
         self._queue.append([process, 0, process.phases[0][1]])
 
     def processes(self) -> tuple[tuple[int, str], ...]:
-        """The running process, as (pid, name) like `NvmlDevice.processes`."""
+        """The running process.
+
+        Returns
+        -------
+        tuple of (int, str)
+            (pid, name) of the running process, as `NvmlDevice.processes` gives them; empty
+            when none runs.
+        """
         return ((self._queue[0][0].pid, self._queue[0][0].name),) if self._queue else ()
 
     def activity(self) -> np.ndarray:
-        """(SM, pipe, DRAM) activity averaged over the last `wait`."""
+        """The activities of the last `wait`.
+
+        Returns
+        -------
+        numpy.ndarray
+            (SM, pipe, DRAM) activity averaged over the last `wait`.
+        """
         return self._activity.copy()
 
     def progress(self) -> float:
-        """Steps done by all processes so far (what an application reports)."""
+        """The work done so far, as an application reports it.
+
+        Returns
+        -------
+        float
+            Steps done by all processes.
+        """
         return sum(steps for _, steps in self._done.values())
 
     def phase(self) -> Workload | None:
-        """The workload running now (the ground truth a test compares with)."""
+        """The workload running now: the ground truth a test compares with.
+
+        Returns
+        -------
+        Workload or None
+            The running phase's workload; None when no process runs.
+        """
         if not self._queue:
             return None
         proc, pos, _ = self._queue[0]
         return proc.phases[pos % len(proc.phases)][0]
 
     def wait(self, seconds: float) -> None:
-        """Run the processes for ``seconds`` of virtual time at the device's clocks."""
+        """Run the processes for ``seconds`` of virtual time at the device's clocks.
+
+        Parameters
+        ----------
+        seconds : float
+            Virtual seconds, finite and > 0.
+
+        Raises
+        ------
+        InputError
+            Where ``seconds`` is not finite and > 0.
+        """
         if not (np.isfinite(seconds) and seconds > 0):
             raise InputError(f"seconds must be finite and > 0, got {seconds}")
         dev, left = self.device, seconds
@@ -110,10 +209,25 @@ class SimulatedHost:
             dev.run(None, left)
         self._activity = busy / seconds
 
-    def truth(self, configs, default_index: int) -> dict:
-        """The work done so far, costed with the true time and power at the default clocks
-        and at each workload's least-energy pair among ``configs``: the references a run's
-        joules and seconds are scored against."""
+    def truth(self, configs: Iterable[tuple[float, float]], default_index: int) -> dict:
+        """The work done so far, costed with the true time and power.
+
+        At the default clocks and at each workload's least-energy pair among ``configs``: the
+        references a run's joules and seconds are scored against.
+
+        Parameters
+        ----------
+        configs : iterable of (float, float)
+            The (core, memory) MHz pairs governed.
+        default_index : int
+            The default clocks among them.
+
+        Returns
+        -------
+        dict
+            ``joules_default`` and ``seconds_default``: the work at the default clocks;
+            ``joules_least``: each workload's work at its least-energy pair.
+        """
         dev, out = self.device, {"joules_default": 0.0, "seconds_default": 0.0, "joules_least": 0.0}
         for w, steps in self._done.values():
             t = np.array([dev.true_time_ms(w, fc, fm) for fc, fm in configs]) / 1e3
@@ -124,10 +238,37 @@ class SimulatedHost:
         return out
 
 
-def phased_process(device: SimulatedDevice, workloads, phase_s: float, repeat: int, pid: int = 1,
-                   name: str = "train") -> SimProcess:
-    """A process that runs each of ``workloads`` for about ``phase_s`` seconds (at the
-    default clocks) in turn, ``repeat`` times."""
+def phased_process(device: SimulatedDevice, workloads: Iterable[Workload], phase_s: float, repeat: int,
+                   pid: int = 1, name: str = "train") -> SimProcess:
+    """A process that runs each of ``workloads`` for about ``phase_s`` seconds in turn, ``repeat`` times.
+
+    The seconds are at the default clocks.
+
+    Parameters
+    ----------
+    device : SimulatedDevice
+        The GPU it runs on (whose default clocks time the phases).
+    workloads : iterable of Workload
+        Its phases' workloads, in order.
+    phase_s : float
+        Seconds of each phase at the default clocks, > 0.
+    repeat : int
+        How many times the phases run.
+    pid : int
+        Its process id.
+    name : str
+        Its name.
+
+    Returns
+    -------
+    SimProcess
+        The process.
+
+    Raises
+    ------
+    InputError
+        Where ``phase_s`` is not > 0.
+    """
     if not phase_s > 0:
         raise InputError(f"phase length must be > 0 s, got {phase_s}")
     fc, fm = device.default_clocks()
@@ -135,18 +276,22 @@ def phased_process(device: SimulatedDevice, workloads, phase_s: float, repeat: i
                       repeat)
 
 
-def calibrated(workdir) -> tuple[SimulatedDevice, GpuTable, DcgmTimeModel]:
-    """Simulated GPU 0 of fleet 0, with what the daemon needs of it, made in ``workdir``
-    (reused when there): its registry entry (`gpudvfs fleet calibrate`) and a DCGM time
-    model fitted on a simulated DCGM grid of the power suite."""
-    from pathlib import Path
+def calibrated(workdir: str | Path) -> tuple[SimulatedDevice, GpuTable, DcgmTimeModel]:
+    """Simulated GPU 0 of fleet 0, with what the daemon needs of it.
 
-    from gpudvfs.data import read_measured_grid
-    from gpudvfs.fleet.calibrate import SimFleet, calibrate_gpu
-    from gpudvfs.fleet.registry import ENTRY_FILE, Registry, device_uuid, gpu_dir
-    from gpudvfs.fleet.telemetry import sample_dcgm_grid
-    from gpudvfs.fleet.whatif import gpu_table
+    Made in ``workdir`` (reused when there): its registry entry (`gpudvfs fleet calibrate`) and a
+    DCGM time model fitted on a simulated DCGM grid of the power suite.
 
+    Parameters
+    ----------
+    workdir : str or pathlib.Path
+        The folder the registry, the grid and the model are kept in.
+
+    Returns
+    -------
+    tuple of (SimulatedDevice, GpuTable, DcgmTimeModel)
+        The GPU, its power model over its calibrated pairs and the time model.
+    """
     root = Path(workdir)
     registry_dir, grid_path, model_path = root / "registry", root / "dcgm-grid.csv", root / "time-dcgm.json"
     device = SimFleet()(0)

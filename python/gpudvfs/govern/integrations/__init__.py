@@ -1,6 +1,7 @@
-"""The closed-loop governor in deep-learning training: a step meter, phases, and callbacks for
-Hugging Face ``transformers`` and PyTorch Lightning. Dry run by default: it measures, decides
-and logs the clocks it would set, and sets none.
+"""The closed-loop governor in deep-learning training.
+
+A step meter, phases, and callbacks for Hugging Face ``transformers`` and PyTorch Lightning.
+Dry run by default: it measures, decides and logs the clocks it would set, and sets none.
 
 A plain PyTorch loop (`GovernedTraining`, built on `GovernedLoop`)::
 
@@ -24,7 +25,10 @@ and this package import neither torch, transformers nor lightning.
 | `meter`       | `StepMeter`, `StepRecord`: per-step time, energy, power, clocks       |
 | `prior`       | `step_prior`: a phase's prior over the pairs from its first step      |
 | `configs`     | `clock_grid`: the pairs to choose among (device, else catalog)        |
-| `session`     | `GovernedTraining`: meter + phases + governor, and the run's summary  |
+| `devices`     | `open_device`: an NVML GPU, the simulated one, or a device object     |
+| `session`     | `GovernedTraining`: meter + phases + governor                         |
+| `summary`     | the run's summary per phase                                           |
+| `callback`    | `SessionCallback`: what the framework callbacks share                 |
 | `distributed` | data parallel: the ranks' steps merged, rank 0's pair on every rank   |
 | `huggingface` | `GpudvfsTrainerCallback` (``transformers.TrainerCallback``)           |
 | `lightning`   | `GpudvfsLightningCallback` (``lightning.pytorch.Callback``)           |
@@ -36,9 +40,10 @@ import importlib
 from typing import Any
 
 from gpudvfs.govern.integrations.configs import MAX_CORE_CLOCKS, ClockGrid, clock_grid
+from gpudvfs.govern.integrations.devices import open_device
 from gpudvfs.govern.integrations.meter import SIM_STEP, StepMeter, StepRecord
 from gpudvfs.govern.integrations.prior import GENERIC_UTIL, MEMORY_SHARE, PRIOR_SD, step_prior
-from gpudvfs.govern.integrations.session import GovernedTraining, open_device
+from gpudvfs.govern.integrations.session import GovernedTraining
 
 _LAZY = {"GpudvfsTrainerCallback": ".huggingface", "GpudvfsLightningCallback": ".lightning"}
 

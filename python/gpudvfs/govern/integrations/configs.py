@@ -1,14 +1,20 @@
-"""The clock pairs a training governor chooses among: the device's supported clocks, thinned,
-with its default clocks; or, where the device cannot list them, a grid from the catalog."""
+"""The clock pairs a training governor chooses among.
+
+The device's supported clocks, thinned, with its default clocks; or, where the device cannot
+list them, a grid from the catalog.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
+from gpudvfs.catalog import lookup
 from gpudvfs.errors import InputError
 from gpudvfs.govern.loop import nearest_config
+from gpudvfs.hardware.device import Device
 
 #: Core clocks kept per memory clock at most (evenly spaced over the supported ones, the
 #: highest, the lowest and the default kept): a GPU lists a hundred or more.
@@ -17,9 +23,23 @@ MAX_CORE_CLOCKS = 40
 
 @dataclass(frozen=True)
 class ClockGrid:
-    """``configs`` [K x 2] (core, memory MHz); ``default_index`` the default clocks' pair;
-    ``source``: ``"device"`` (its supported clocks) or ``"catalog"`` (its catalog entry's range);
-    ``default_source``: where the default clocks came from; ``notes``: what could not be read."""
+    """The pairs a governor chooses among.
+
+    Parameters
+    ----------
+    configs : numpy.ndarray
+        [K x 2] (core, memory) MHz.
+    default_index : int
+        The default clocks' pair (the nearest to them).
+    default_mhz : tuple of (float, float)
+        The default clocks.
+    source : str
+        ``"device"`` (its supported clocks) or ``"catalog"`` (its catalog entry's range).
+    default_source : str
+        Where the default clocks came from: ``"device"``, ``"catalog"`` or ``"highest-pair"``.
+    notes : tuple of str
+        What could not be read.
+    """
 
     configs: np.ndarray
     default_index: int
@@ -29,9 +49,25 @@ class ClockGrid:
     notes: tuple[str, ...] = ()
 
 
-def thin(clocks, keep: float | None, n: int = MAX_CORE_CLOCKS) -> list[float]:
-    """At most ``n`` of ``clocks`` (plus ``keep`` where it is one of them), evenly spaced by
-    position, the highest and lowest kept; descending."""
+def thin(clocks: Iterable[float], keep: float | None, n: int = MAX_CORE_CLOCKS) -> list[float]:
+    """At most ``n`` of ``clocks`` (plus ``keep`` where it is one of them), the highest and lowest kept.
+
+    The others are evenly spaced by position.
+
+    Parameters
+    ----------
+    clocks : iterable of float
+        Clocks (MHz).
+    keep : float or None
+        A clock kept where it is one of them (the default).
+    n : int
+        How many to keep at most, besides ``keep``.
+
+    Returns
+    -------
+    list of float
+        The clocks kept, descending.
+    """
     c = sorted({float(x) for x in clocks}, reverse=True)
     if len(c) > n:
         idx = np.unique(np.round(np.linspace(0, len(c) - 1, n)).astype(int))
@@ -42,21 +78,36 @@ def thin(clocks, keep: float | None, n: int = MAX_CORE_CLOCKS) -> list[float]:
     return c
 
 
-def _catalog_default(spec) -> tuple[float, float]:
-    d = getattr(spec, "default_mhz", None)  # being added to the catalog; older entries lack it
-    if d is not None:
-        return float(d[0]), float(d[1])
-    return float(spec.core_mhz.get("base", spec.core_mhz["boost"])), float(max(spec.mem_mhz))
+def _catalog_default(name: str) -> tuple[float, float]:
+    core, mem = lookup(name).default_mhz
+    return float(core), float(mem)
 
 
 def catalog_grid(name: str, n: int = MAX_CORE_CLOCKS) -> tuple[np.ndarray, tuple[float, float]]:
-    """A grid of ``name``'s catalog entry: ``n`` core clocks from its lowest (30% of boost where
-    the catalog has none) to its boost clock at each of its memory clocks, the default among
-    them; and the default (core, memory) MHz."""
-    from gpudvfs.catalog import lookup
+    """A grid of a catalog entry: ``n`` core clocks at each of its memory clocks.
 
+    The core clocks run from its lowest (30% of boost where the catalog has none) to its boost
+    clock, the default among them.
+
+    Parameters
+    ----------
+    name : str
+        The catalog entry.
+    n : int
+        Core clocks per memory clock.
+
+    Returns
+    -------
+    tuple of (numpy.ndarray, tuple of (float, float))
+        [K x 2] (core, memory) MHz, and the default clocks.
+
+    Raises
+    ------
+    InputError
+        Where the catalog has no such GPU.
+    """
     spec = lookup(name)
-    default = _catalog_default(spec)
+    default = _catalog_default(name)
     boost = float(spec.core_mhz["boost"])
     lo = float(spec.core_mhz.get("min") or 0.3 * boost)
     cores = sorted({*np.round(np.linspace(lo, boost, n)).tolist(), default[0]}, reverse=True)
@@ -64,17 +115,37 @@ def catalog_grid(name: str, n: int = MAX_CORE_CLOCKS) -> tuple[np.ndarray, tuple
     return np.array([(c, m) for m in mems for c in cores], dtype=np.float64), default
 
 
-def clock_grid(device, catalog_name: str | None = None, n: int = MAX_CORE_CLOCKS) -> ClockGrid:
-    """The pairs of ``device`` (``memory_clocks()``, ``core_clocks(mem)``) thinned to ``n``
-    core clocks per memory clock, and its default clocks (``default_clocks()``). Where the
-    device cannot list its clocks, the catalog entry of ``catalog_name`` (default: the device's
-    ``name``) gives the grid; where it reports no default clocks, the catalog's default (else
-    the highest pair). An `InputError` where neither the device nor the catalog gives a grid."""
+def clock_grid(device: Device, catalog_name: str | None = None, n: int = MAX_CORE_CLOCKS) -> ClockGrid:
+    """The pairs of a device thinned to ``n`` core clocks per memory clock, and its default clocks.
+
+    Where the device cannot list its clocks, its catalog entry gives the grid; where it reports no
+    default clocks, the catalog's default (else the highest pair).
+
+    Parameters
+    ----------
+    device : Device
+        The GPU (``memory_clocks()``, ``core_clocks(mem)``, ``default_clocks()``).
+    catalog_name : str or None
+        Its catalog entry (None: the device's ``name``).
+    n : int
+        Core clocks kept per memory clock.
+
+    Returns
+    -------
+    ClockGrid
+        The grid, where it came from and what could not be read.
+
+    Raises
+    ------
+    InputError
+        Where neither the device nor the catalog gives a grid.
+    """
     notes: list[str] = []
     default: tuple[float, float] | None = None
     default_source = "device"
     try:
-        default = tuple(float(x) for x in device.default_clocks())
+        core, mem = device.default_clocks()
+        default = (float(core), float(mem))
     except Exception as e:  # NVML errors, or no default application clocks (GeForce)
         notes.append(f"the device reports no default clocks ({type(e).__name__}: {e})")
     name = catalog_name or getattr(device, "name", None)
@@ -99,11 +170,9 @@ def clock_grid(device, catalog_name: str | None = None, n: int = MAX_CORE_CLOCKS
             default, default_source = cat_default, "catalog"
     if default is None:
         try:
-            from gpudvfs.catalog import lookup
-
-            default, default_source = _catalog_default(lookup(name)), "catalog"
+            default, default_source = _catalog_default(name or ""), "catalog"
         except Exception:
-            default, default_source = tuple(float(x) for x in configs[0]), "highest-pair"
+            default, default_source = (float(configs[0, 0]), float(configs[0, 1])), "highest-pair"
         notes.append(f"default clocks taken from the {default_source}: {default[0]:g}/{default[1]:g} MHz")
     k = nearest_config(configs, default)
     return ClockGrid(configs, k, (float(default[0]), float(default[1])), source, default_source, tuple(notes))

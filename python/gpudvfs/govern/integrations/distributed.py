@@ -1,5 +1,6 @@
-"""Data-parallel training: every rank of a job runs one pair of clocks, chosen by rank 0 from
-every rank's measurements.
+"""Data-parallel training: every rank of a job runs one pair of clocks.
+
+Rank 0 chooses the pair from every rank's measurements.
 
 A data-parallel step takes as long as its slowest rank and costs the energy of all of them, so
 the governor observes, per step, the longest of the ranks' times and the sum of their energies
@@ -24,7 +25,7 @@ import math
 import sys
 import zlib
 from dataclasses import replace
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -39,19 +40,40 @@ _FIELDS = 5
 
 
 class Collective(Protocol):
-    """The ranks of one job: ``all_gather(row)`` returns every rank's row (a [world_size x n]
-    array, rank 0 first); every rank calls it at the same point."""
+    """The ranks of one job.
+
+    ``all_gather(row)`` returns every rank's row (a [world_size x n] array, rank 0 first); every
+    rank calls it at the same point.
+    """
 
     rank: int
     world_size: int
 
-    def all_gather(self, row: np.ndarray) -> np.ndarray: ...
+    def all_gather(self, row: np.ndarray) -> np.ndarray:
+        """Every rank's row.
+
+        Parameters
+        ----------
+        row : numpy.ndarray
+            This rank's row of floats.
+
+        Returns
+        -------
+        numpy.ndarray
+            [world_size x n]: the rows, rank 0 first.
+        """
 
 
 class TorchCollective:
-    """`Collective` over a ``torch.distributed`` process group (default: the world)."""
+    """`Collective` over a ``torch.distributed`` process group.
 
-    def __init__(self, group=None):
+    Parameters
+    ----------
+    group : torch.distributed.ProcessGroup or None
+        The group (None: the world).
+    """
+
+    def __init__(self, group: Any = None) -> None:
         torch = sys.modules["torch"]
         self._torch, self._dist, self.group = torch, torch.distributed, group
         self.rank = self._dist.get_rank(group)
@@ -61,15 +83,40 @@ class TorchCollective:
         self._device = torch.device("cuda", torch.cuda.current_device()) if nccl else torch.device("cpu")
 
     def all_gather(self, row: np.ndarray) -> np.ndarray:
+        """Every rank's row, gathered through ``torch.distributed``.
+
+        Parameters
+        ----------
+        row : numpy.ndarray
+            This rank's row of floats.
+
+        Returns
+        -------
+        numpy.ndarray
+            [world_size x n]: the rows, rank 0 first.
+        """
         t = self._torch.as_tensor(np.asarray(row, dtype=np.float64), device=self._device)
         out = [self._torch.empty_like(t) for _ in range(self.world_size)]
         self._dist.all_gather(out, t, group=self.group)
         return self._torch.stack(out).cpu().numpy()
 
 
-def torch_collective(group=None) -> TorchCollective | None:
-    """The job's ``torch.distributed`` group where this process already uses torch and has
-    initialized it with more than one rank; else None (torch is never imported here)."""
+def torch_collective(group: Any = None) -> TorchCollective | None:
+    """The job's ``torch.distributed`` group, where this process uses torch with more than one rank.
+
+    Torch must already be imported and the group initialized (torch is never imported here).
+
+    Parameters
+    ----------
+    group : torch.distributed.ProcessGroup or None
+        The group (None: the world).
+
+    Returns
+    -------
+    TorchCollective or None
+        The group's collective; None where torch is not in use, not initialized, or runs one
+        rank.
+    """
     torch = sys.modules.get("torch")
     if torch is None:
         return None
@@ -79,13 +126,30 @@ def torch_collective(group=None) -> TorchCollective | None:
     return TorchCollective(group)
 
 
-def collective_of(distributed) -> Collective | None:
-    """``distributed``: ``"auto"`` (`torch_collective`), None (a job of its own) or a `Collective`."""
+def collective_of(distributed: Collective | str | None) -> Collective | None:
+    """The ranks of a job, as a training session is given them.
+
+    Parameters
+    ----------
+    distributed : Collective or str or None
+        ``"auto"`` (`torch_collective`), None (a job of its own) or a `Collective`.
+
+    Returns
+    -------
+    Collective or None
+        The ranks; None for a job of its own.
+
+    Raises
+    ------
+    InputError
+        For anything else.
+    """
     if distributed == "auto":
         return torch_collective()
     if distributed is None:
         return None
-    if not (callable(getattr(distributed, "all_gather", None)) and isinstance(getattr(distributed, "rank", None), int)
+    if isinstance(distributed, str) or not (
+            callable(getattr(distributed, "all_gather", None)) and isinstance(getattr(distributed, "rank", None), int)
             and isinstance(getattr(distributed, "world_size", None), int)):
         raise InputError(f"distributed must be 'auto', None or a Collective (rank, world_size, all_gather), "
                          f"got {distributed!r}")
@@ -97,9 +161,15 @@ def _phase_code(phase: str) -> float:
 
 
 class StepExchange:
-    """Merges the ranks' step records (module notes): `exchange` at every step end."""
+    """Merges the ranks' step records (module notes): `exchange` at every step end.
 
-    def __init__(self, comm: Collective):
+    Parameters
+    ----------
+    comm : Collective
+        The job's ranks.
+    """
+
+    def __init__(self, comm: Collective) -> None:
         self.comm = comm
         self.merged = 0  # the last step merged, the same on every rank
         self._local: dict[int, StepRecord] = {}
@@ -117,9 +187,26 @@ class StepExchange:
         return row
 
     def exchange(self, recs: list[StepRecord]) -> list[StepRecord]:
-        """Add this rank's newly final records; one ``all_gather``; return the steps every rank
-        has now finalized, merged: the longest time, the summed joules (None if a rank has
-        none), rank 0's clocks, this rank's other fields."""
+        """Add this rank's newly final records and merge the steps every rank has finalized.
+
+        One ``all_gather``. A merged step has the longest time, the summed joules (None if a rank has
+        none), rank 0's clocks and this rank's other fields.
+
+        Parameters
+        ----------
+        recs : list of StepRecord
+            This rank's records finalized since the last exchange.
+
+        Returns
+        -------
+        list of StepRecord
+            The steps merged now, in order.
+
+        Raises
+        ------
+        InputError
+            Where a rank ran a step in another phase than rank 0.
+        """
         for r in recs:
             self._local[r.step] = r
         rows = self.comm.all_gather(self._row())
@@ -143,7 +230,19 @@ class StepExchange:
 
     def drain(self, last_step: int) -> list[StepRecord]:
         """At the end, every rank's records final: exchange until step ``last_step`` is merged.
-        Where no exchange moves (a rank ran fewer steps), the rest stays unmerged."""
+
+        Where no exchange moves (a rank ran fewer steps), the rest stays unmerged.
+
+        Parameters
+        ----------
+        last_step : int
+            This rank's last step.
+
+        Returns
+        -------
+        list of StepRecord
+            The steps merged now, in order.
+        """
         out: list[StepRecord] = []
         while self.merged < last_step:
             before = self.merged
@@ -154,11 +253,37 @@ class StepExchange:
 
 
 def agree_pair(comm: Collective, index: int) -> int:
-    """Rank 0's pair index (every rank calls this at the same decision)."""
+    """Rank 0's pair index; every rank calls this at the same decision.
+
+    Parameters
+    ----------
+    comm : Collective
+        The job's ranks.
+    index : int
+        This rank's pair.
+
+    Returns
+    -------
+    int
+        Rank 0's pair.
+    """
     return int(comm.all_gather(np.array([float(index)]))[0, 0])
 
 
 def agree_all(comm: Collective, flag: bool) -> tuple[bool, list[int]]:
-    """(whether ``flag`` holds on every rank, the ranks where it does not)."""
+    """Whether a flag holds on every rank; every rank calls this at the same point.
+
+    Parameters
+    ----------
+    comm : Collective
+        The job's ranks.
+    flag : bool
+        This rank's flag.
+
+    Returns
+    -------
+    tuple of (bool, list of int)
+        Whether it holds on every rank, and the ranks where it does not.
+    """
     flags = comm.all_gather(np.array([1.0 if flag else 0.0]))[:, 0]
     return bool(flags.all()), [int(r) for r in np.flatnonzero(flags == 0)]

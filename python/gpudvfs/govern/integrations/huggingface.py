@@ -12,42 +12,153 @@ Imports ``transformers``: load it through ``gpudvfs.govern.integrations`` only w
 
 from __future__ import annotations
 
-from transformers import TrainerCallback
+from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
-from gpudvfs.govern.integrations.session import SessionCallback
+from gpudvfs.govern.integrations.callback import SessionCallback
 
 
 class GpudvfsTrainerCallback(SessionCallback, TrainerCallback):
-    """``device`` (``"nvml"``, ``"sim"`` or a device object), ``policy``, ``dry_run`` (default
-    True: no clock is set), ``log_path`` (JSONL), and any other option of `GovernedTraining`."""
+    """The training governor in a Hugging Face ``transformers.Trainer`` (module notes).
 
-    def on_train_begin(self, args, state, control, **kwargs):
+    Parameters
+    ----------
+    device : str or object
+        ``"nvml"``, ``"sim"`` or a device object.
+    policy : str
+        One of `GOVERNOR_POLICIES`.
+    dry_run : bool
+        Set no clock (the default).
+    log_path : str or pathlib.Path or None
+        A JSONL file of the steps and decisions.
+    **options
+        Any other option of `GovernedTraining`.
+    """
+
+    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                       **kwargs) -> None:
+        """Begin the run in the ``"train"`` phase.
+
+        Parameters
+        ----------
+        args : transformers.TrainingArguments
+            The trainer's arguments (not read).
+        state : transformers.TrainerState
+            Its state (not read).
+        control : transformers.TrainerControl
+            Its control flags (not read).
+        **kwargs
+            The trainer's other arguments (not read).
+        """
         if not self.session.closed:
             self.session.set_phase("train")
             self.session.begin()
 
-    def on_step_begin(self, args, state, control, **kwargs):
+    def on_step_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                      **kwargs) -> None:
+        """Begin a training step.
+
+        Parameters
+        ----------
+        args : transformers.TrainingArguments
+            The trainer's arguments (not read).
+        state : transformers.TrainerState
+            Its state (not read).
+        control : transformers.TrainerControl
+            Its control flags (not read).
+        **kwargs
+            The trainer's other arguments (not read).
+        """
         if not self.session.closed:
             self.session.set_phase("train")
             self.session.step_begin()
 
-    def on_step_end(self, args, state, control, **kwargs):
+    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                    **kwargs) -> None:
+        """End the training step.
+
+        Parameters
+        ----------
+        args : transformers.TrainingArguments
+            The trainer's arguments (not read).
+        state : transformers.TrainerState
+            Its state (not read).
+        control : transformers.TrainerControl
+            Its control flags (not read).
+        **kwargs
+            The trainer's other arguments (not read).
+        """
         s = self.session
         if not s.closed and s.step_open:
             s.step_end()
 
-    def on_prediction_step(self, args, state, control, **kwargs):
+    def on_prediction_step(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                           **kwargs) -> None:
+        """Record an evaluation or prediction step, from the end of the step before.
+
+        Parameters
+        ----------
+        args : transformers.TrainingArguments
+            The trainer's arguments (not read).
+        state : transformers.TrainerState
+            Its state (not read).
+        control : transformers.TrainerControl
+            Its control flags (not read).
+        **kwargs
+            The trainer's other arguments (not read).
+        """
         if not self.session.closed:
             self.session.set_phase("eval")
             self.session.lap("eval")
 
-    def on_evaluate(self, args, state, control, **kwargs):
+    def on_evaluate(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                    **kwargs) -> None:
+        """Go back to the ``"train"`` phase after an evaluation.
+
+        Parameters
+        ----------
+        args : transformers.TrainingArguments
+            The trainer's arguments (not read).
+        state : transformers.TrainerState
+            Its state (not read).
+        control : transformers.TrainerControl
+            Its control flags (not read).
+        **kwargs
+            The trainer's other arguments (not read).
+        """
         if not self.session.closed:
             self.session.set_phase("train")
 
-    def on_predict(self, args, state, control, **kwargs):
+    def on_predict(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                   **kwargs) -> None:
+        """Go back to the ``"train"`` phase after a prediction.
+
+        Parameters
+        ----------
+        args : transformers.TrainingArguments
+            The trainer's arguments (not read).
+        state : transformers.TrainerState
+            Its state (not read).
+        control : transformers.TrainerControl
+            Its control flags (not read).
+        **kwargs
+            The trainer's other arguments (not read).
+        """
         if not self.session.closed:
             self.session.set_phase("train")
 
-    def on_train_end(self, args, state, control, **kwargs):
+    def on_train_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                     **kwargs) -> None:
+        """Close the run and keep its summary (``callback.summary``).
+
+        Parameters
+        ----------
+        args : transformers.TrainingArguments
+            The trainer's arguments (not read).
+        state : transformers.TrainerState
+            Its state (not read).
+        control : transformers.TrainerControl
+            Its control flags (not read).
+        **kwargs
+            The trainer's other arguments (not read).
+        """
         self.summary = self.session.close()

@@ -10,14 +10,29 @@ Imports ``lightning``: load it through ``gpudvfs.govern.integrations`` only wher
 
 from __future__ import annotations
 
-from lightning.pytorch import Callback
+from typing import Any
 
-from gpudvfs.govern.integrations.session import SessionCallback
+from lightning.pytorch import Callback, LightningModule, Trainer
+
+from gpudvfs.govern.integrations.callback import SessionCallback
 
 
 class GpudvfsLightningCallback(SessionCallback, Callback):
-    """``device`` (``"nvml"``, ``"sim"`` or a device object), ``policy``, ``dry_run`` (default
-    True: no clock is set), ``log_path`` (JSONL), and any other option of `GovernedTraining`."""
+    """The training governor in a PyTorch Lightning ``Trainer`` (module notes).
+
+    Parameters
+    ----------
+    device : str or object
+        ``"nvml"``, ``"sim"`` or a device object.
+    policy : str
+        One of `GOVERNOR_POLICIES`.
+    dry_run : bool
+        Set no clock (the default).
+    log_path : str or pathlib.Path or None
+        A JSONL file of the steps and decisions.
+    **options
+        Any other option of `GovernedTraining`.
+    """
 
     def _begin(self, phase: str) -> None:
         if not self.session.closed:
@@ -29,28 +44,129 @@ class GpudvfsLightningCallback(SessionCallback, Callback):
         if not s.closed and s.step_open:
             s.step_end()
 
-    def on_fit_start(self, trainer, pl_module):
+    def on_fit_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Begin the run.
+
+        Parameters
+        ----------
+        trainer : lightning.pytorch.Trainer
+            The trainer (not read).
+        pl_module : lightning.pytorch.LightningModule
+            The model (not read).
+        """
         if not self.session.closed:
             self.session.begin()
 
-    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+    def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int) -> None:
+        """Begin a step of the ``"train"`` phase.
+
+        Parameters
+        ----------
+        trainer : lightning.pytorch.Trainer
+            The trainer (not read).
+        pl_module : lightning.pytorch.LightningModule
+            The model (not read).
+        batch : object
+            The batch (not read).
+        batch_idx : int
+            Its index (not read).
+        """
         self._begin("train")
 
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+    def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        """End the training step.
+
+        Parameters
+        ----------
+        trainer : lightning.pytorch.Trainer
+            The trainer (not read).
+        pl_module : lightning.pytorch.LightningModule
+            The model (not read).
+        outputs : object
+            The step's outputs (not read).
+        batch : object
+            The batch (not read).
+        batch_idx : int
+            Its index (not read).
+        """
         self._end()
 
-    def on_validation_batch_start(self, trainer, pl_module, batch, batch_idx, dataloader_idx=0):
+    def on_validation_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int,
+                                  dataloader_idx: int = 0) -> None:
+        """Begin a step of the ``"eval"`` phase.
+
+        Parameters
+        ----------
+        trainer : lightning.pytorch.Trainer
+            The trainer (not read).
+        pl_module : lightning.pytorch.LightningModule
+            The model (not read).
+        batch : object
+            The batch (not read).
+        batch_idx : int
+            Its index (not read).
+        dataloader_idx : int
+            Its data loader (not read).
+        """
         self._begin("eval")
 
-    def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0):
+    def on_validation_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any,
+                                batch_idx: int, dataloader_idx: int = 0) -> None:
+        """End the validation step.
+
+        Parameters
+        ----------
+        trainer : lightning.pytorch.Trainer
+            The trainer (not read).
+        pl_module : lightning.pytorch.LightningModule
+            The model (not read).
+        outputs : object
+            The step's outputs (not read).
+        batch : object
+            The batch (not read).
+        batch_idx : int
+            Its index (not read).
+        dataloader_idx : int
+            Its data loader (not read).
+        """
         self._end()
 
-    def on_validation_end(self, trainer, pl_module):
+    def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Go back to the ``"train"`` phase.
+
+        Parameters
+        ----------
+        trainer : lightning.pytorch.Trainer
+            The trainer (not read).
+        pl_module : lightning.pytorch.LightningModule
+            The model (not read).
+        """
         if not self.session.closed:
             self.session.set_phase("train")
 
-    def on_train_end(self, trainer, pl_module):
+    def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Close the run and keep its summary (``callback.summary``).
+
+        Parameters
+        ----------
+        trainer : lightning.pytorch.Trainer
+            The trainer (not read).
+        pl_module : lightning.pytorch.LightningModule
+            The model (not read).
+        """
         self.summary = self.session.close()
 
-    def on_exception(self, trainer, pl_module, exception):
+    def on_exception(self, trainer: Trainer, pl_module: LightningModule, exception: BaseException) -> None:
+        """Close the run on the way out of an exception, and keep its summary.
+
+        Parameters
+        ----------
+        trainer : lightning.pytorch.Trainer
+            The trainer (not read).
+        pl_module : lightning.pytorch.LightningModule
+            The model (not read).
+        exception : BaseException
+            What was raised (not read).
+        """
         self.summary = self.session.close()

@@ -1,5 +1,7 @@
-"""`StepMeter`: what each training step cost: wall time, energy, mean power, the clocks at its
-end and the throttle reasons seen at its start or end.
+"""`StepMeter`: what each training step cost.
+
+Its wall time, energy, mean power, the clocks at its end and the throttle reasons seen at its
+start or end.
 
 Energy comes from the device's energy counter. NVML's does not count continuously: an H200
 advances it once every 100 ms (validation/nvidia-h200: steps of 175 ms read 54 J or 118 J, one
@@ -33,10 +35,12 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from gpudvfs.errors import InputError
 from gpudvfs.hardware.device import Workload
 from gpudvfs.hardware.energy_counter import POLL_S, CounterPoller
+from gpudvfs.hardware.simulated import SimulatedDevice
 
 #: How long `StepMeter.flush` (and `close`) wait for the counter's update after the last step (s).
 FLUSH_WAIT_S = 0.5
@@ -53,14 +57,39 @@ SIM_STEP = Workload(name="dl-train-step", counters={
 
 @dataclass(frozen=True)
 class StepRecord:
-    """One metered step. ``start_s``: since the meter's `begin`; ``joules``/``watts`` None where
-    nothing could be read; ``energy_source``: ``"counter-interpolated"`` (a real device's counter
-    read at its update instants), ``"counter-raw"`` (its difference between the step's start and
-    end: no update seen around them), ``"counter"`` (the simulated GPU's exact counter, or a
-    meter with ``poll=False``), ``"power-readings"`` (the mean of the readings at start and end:
-    no counter) or ``"none"``; ``counter_j``: the counter's raw total delta since `begin` at the
-    step's end (None without a counter); ``split``: the step was cut in two by a marked region
-    (`GovernedTraining.phase`)."""
+    """One metered step.
+
+    Parameters
+    ----------
+    step : int
+        Its number among the meter's steps, from 1.
+    phase : str
+        Its phase.
+    phase_step : int
+        Its number among its phase's steps, from 1.
+    start_s : float
+        When it started, in seconds since the meter's `begin`.
+    time_ms : float
+        Its wall time.
+    joules, watts : float or None
+        Its energy and mean power; None where nothing could be read.
+    energy_source : str
+        ``"counter-interpolated"`` (a real device's counter read at its update instants),
+        ``"counter-raw"`` (its difference between the step's start and end: no update seen
+        around them), ``"counter"`` (the simulated GPU's exact counter, or a meter with
+        ``poll=False``), ``"power-readings"`` (the mean of the readings at start and end: no
+        counter) or ``"none"``.
+    core_mhz, mem_mhz : float or None
+        The clocks at its end.
+    throttle_reasons : tuple of str
+        The throttle reasons seen at its start or end.
+    counter_j : float or None
+        The counter's raw total delta since `begin` at the step's end (None without a counter).
+    split : bool
+        The step was cut in two by a marked region (`GovernedTraining.phase`).
+    kind : str
+        ``"step"``: what the log's line is.
+    """
 
     step: int
     phase: str
@@ -78,14 +107,36 @@ class StepRecord:
     kind: str = "step"
 
     def to_dict(self) -> dict:
+        """The record as JSON values.
+
+        Returns
+        -------
+        dict
+            Its fields, the throttle reasons as a list.
+        """
         d = asdict(self)
         d["throttle_reasons"] = list(self.throttle_reasons)
         return d
 
 
-def jsonl_writer(path) -> tuple[Callable[[dict], None], Callable[[], None]]:
-    """(write, close) of a JSONL file appended to and flushed per line; an `InputError` where
-    its folder is missing or it cannot be opened."""
+def jsonl_writer(path: str | Path) -> tuple[Callable[[dict], None], Callable[[], None]]:
+    """A JSONL file appended to and flushed per line.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file.
+
+    Returns
+    -------
+    tuple of (callable, callable)
+        ``write(entry)`` and ``close()``.
+
+    Raises
+    ------
+    InputError
+        Where its folder is missing or it cannot be opened.
+    """
     p = Path(path)
     if not p.parent.is_dir():
         raise InputError(f"log_path {str(path)!r}: the folder {str(p.parent)!r} does not exist")
@@ -100,7 +151,7 @@ def jsonl_writer(path) -> tuple[Callable[[dict], None], Callable[[], None]]:
     return write, f.close
 
 
-def _plain(x):
+def _plain(x: Any) -> Any:
     """JSON for numpy scalars and tuples the records may hold."""
     if hasattr(x, "item"):
         return x.item()
@@ -129,25 +180,55 @@ class _Ended:
     split: bool
 
 
-def is_simulated(device) -> bool:
-    from gpudvfs.hardware.simulated import SimulatedDevice
+def is_simulated(device: object) -> bool:
+    """Whether ``device`` is the simulated GPU, whose counter the meter moves itself.
 
+    Parameters
+    ----------
+    device : object
+        A device, or None.
+
+    Returns
+    -------
+    bool
+        True for a `SimulatedDevice`.
+    """
     return isinstance(device, SimulatedDevice)
 
 
 class StepMeter:
-    """Meters steps of ``device`` (an `NvmlDevice`, a `SimulatedDevice`, any object with some of
-    ``energy_joules()``, ``power_watts()``, ``clocks``, ``throttle_reasons()``; None: wall time
-    only). ``log_path``: a JSONL file each record is appended to. ``workload``: what a simulated
-    GPU runs during a step (default `SIM_STEP`). ``sync``: called at each step boundary before
-    reading anything (e.g. ``torch.cuda.synchronize``, so a step's time is its GPU work's).
-    ``poll``: on a real device with an energy counter, poll it every ``poll_interval`` s from
-    `begin` to `close` and interpolate steps' energies at its update instants (see the module
-    notes); False: the raw difference at each step's start and end, each step final at `stop`."""
+    """Meters the steps of a device (module notes).
 
-    def __init__(self, device=None, *, log_path=None, workload: Workload | None = None,
+    Parameters
+    ----------
+    device : object or None
+        An `NvmlDevice`, a `SimulatedDevice`, any object with some of ``energy_joules()``,
+        ``power_watts()``, ``clocks``, ``throttle_reasons()``; None: wall time only.
+    log_path : str or pathlib.Path or None
+        A JSONL file each record is appended to.
+    workload : Workload or None
+        What a simulated GPU runs during a step (None: `SIM_STEP`).
+    clock : callable
+        Seconds, for the steps' times.
+    sync : callable or None
+        Called at each step boundary before reading anything (e.g. ``torch.cuda.synchronize``,
+        so a step's time is its GPU work's).
+    poll : bool
+        On a real device with an energy counter, poll it every ``poll_interval`` s from `begin`
+        to `close` and interpolate steps' energies at its update instants; False: the raw
+        difference at each step's start and end, each step final at `stop`.
+    poll_interval : float
+        Seconds between polls, > 0.
+
+    Raises
+    ------
+    InputError
+        Where ``poll_interval`` is not a finite number > 0, or the log cannot be opened.
+    """
+
+    def __init__(self, device: Any = None, *, log_path: str | Path | None = None, workload: Workload | None = None,
                  clock: Callable[[], float] = time.perf_counter, sync: Callable[[], None] | None = None,
-                 poll: bool = True, poll_interval: float = POLL_S):
+                 poll: bool = True, poll_interval: float = POLL_S) -> None:
         if not (isinstance(poll_interval, (int, float)) and math.isfinite(poll_interval) and poll_interval > 0):
             raise InputError(f"poll_interval must be a finite number of seconds > 0, got {poll_interval!r}")
         self.device, self.clock, self.sync = device, clock, sync
@@ -164,7 +245,10 @@ class StepMeter:
         self.records: list[StepRecord] = []
         #: Sensors that failed, with the first error of each.
         self.notes: dict[str, str] = {}
-        self._write, self._close = jsonl_writer(log_path) if log_path is not None else (None, None)
+        self._write: Callable[[dict], None] | None = None
+        self._close: Callable[[], None] | None = None
+        if log_path is not None:
+            self._write, self._close = jsonl_writer(log_path)
         self.log_path = None if log_path is None else Path(log_path)
         self._begin: tuple[float, float | None] | None = None
         self._start: tuple[str, float, float | None, float | None, tuple[str, ...], bool] | None = None
@@ -173,7 +257,7 @@ class StepMeter:
         self._last_end: tuple[float, float | None, float | None] | None = None
 
     # sensors: each failure is noted once and read as None
-    def _read(self, what: str, fn: Callable[[], object]):
+    def _read(self, what: str, fn: Callable[[], Any]) -> Any:
         try:
             return fn()
         except Exception as e:  # NVML errors of any kind: the step is still recorded
@@ -215,9 +299,11 @@ class StepMeter:
 
     # steps
     def begin(self) -> None:
-        """Start the run: the total counter delta is counted from here (done by the first
-        `start` where not called). On a real device with an energy counter, start polling it
-        and wait for its first update (at most `FIRST_UPDATE_WAIT_S`)."""
+        """Start the run: the total counter delta is counted from here.
+
+        Done by the first `start` where not called. On a real device with an energy counter, start
+        polling it and wait for its first update (at most `FIRST_UPDATE_WAIT_S`).
+        """
         if self._begin is not None:
             return
         self._begin = (self.clock(), self._energy())
@@ -231,6 +317,12 @@ class StepMeter:
             return
         self.poller = poller
         self._await(lambda: poller.covers(-math.inf), FIRST_UPDATE_WAIT_S)
+
+    def _began(self) -> tuple[float, float | None]:
+        """(time, energy counter) at `begin`, which every step's start comes after."""
+        if self._begin is None:
+            raise InputError("StepMeter: no run begun")
+        return self._begin
 
     def _await(self, done: Callable[[], bool], timeout: float) -> bool:
         """Wait (real time, whatever `clock` is) until ``done()``, the poller fails or ``timeout``."""
@@ -262,6 +354,7 @@ class StepMeter:
 
     @property
     def open(self) -> bool:
+        """Whether a step is open (started and not stopped)."""
         return self._start is not None
 
     @property
@@ -270,7 +363,15 @@ class StepMeter:
         return None if self._start is None else self._start[0]
 
     def start(self, phase: str = "train", *, split: bool = False) -> None:
-        """A step of ``phase`` starts (one left open is replaced: see `discard`)."""
+        """Start a step (one left open is replaced: see `discard`).
+
+        Parameters
+        ----------
+        phase : str
+            Its phase.
+        split : bool
+            It is the second part of a step cut in two by a marked region.
+        """
         self.begin()
         self._sync()
         self._start = (str(phase), self.clock(), self._energy(), None, self._reasons(), split)
@@ -281,10 +382,17 @@ class StepMeter:
         return self._start is not None and self._start[2] is None
 
     def start_from_last(self, phase: str) -> None:
-        """A step of ``phase`` that started when the last one ended (or at `begin`): for
-        frameworks that report a step's end only (Hugging Face's prediction steps)."""
+        """Open a step that started when the last one ended (or at `begin`).
+
+        For frameworks that report a step's end only (Hugging Face's prediction steps).
+
+        Parameters
+        ----------
+        phase : str
+            Its phase.
+        """
         self.begin()
-        t, e, p = self._last_end or (self._begin[0], self._begin[1], None)
+        t, e, p = self._last_end or (*self._began(), None)
         if e is None and p is None:
             p = self._power()
         self._start = (str(phase), t, e, p, (), False)
@@ -294,10 +402,26 @@ class StepMeter:
         self._start = None
 
     def stop(self, *, split: bool = False) -> list[StepRecord]:
-        """The open step ends. Returns the records finalized by this call, in order (each also
-        appended to `records` and the log): this step's where its energy is known now (always
-        on the simulated GPU or without a poller), earlier pending steps' that the counter has
-        now covered; possibly none. Never waits for the counter."""
+        """End the open step. Never waits for the counter.
+
+        Parameters
+        ----------
+        split : bool
+            It is the first part of a step cut in two by a marked region.
+
+        Returns
+        -------
+        list of StepRecord
+            The records finalized by this call, in order (each also appended to `records` and
+            the log): this step's where its energy is known now (always on the simulated GPU or
+            without a poller), earlier pending steps' that the counter has now covered;
+            possibly none.
+
+        Raises
+        ------
+        InputError
+            Where no step is open.
+        """
         if self._start is None:
             raise InputError("StepMeter.stop without a step started")
         phase, t0, e0, p0, reasons0, split0 = self._start
@@ -322,7 +446,8 @@ class StepMeter:
         return self._drain()
 
     def _covered(self, s: _Ended) -> bool:
-        return self.poller is None or self._closed or self._poller_failed() or self.poller.covers(s.t1)
+        p = self.poller
+        return p is None or self._closed or self._poller_failed() or p.covers(s.t1)
 
     def _drain(self, force: bool = False) -> list[StepRecord]:
         out = []
@@ -331,12 +456,24 @@ class StepMeter:
         return out
 
     def flush(self, timeout: float = FLUSH_WAIT_S) -> list[StepRecord]:
-        """Finalize every pending step, waiting at most ``timeout`` s for the counter's update
-        after the last (those still not covered then take the raw counter difference). Returns
-        the records finalized, in order."""
-        if self._queue and self.poller is not None:
+        """Finalize every pending step, waiting at most ``timeout`` s for the counter's update after the last.
+
+        Those still not covered then take the raw counter difference.
+
+        Parameters
+        ----------
+        timeout : float
+            Seconds to wait at most.
+
+        Returns
+        -------
+        list of StepRecord
+            The records finalized, in order.
+        """
+        p = self.poller
+        if self._queue and p is not None:
             last = self._queue[-1].t1
-            self._await(lambda: self.poller.covers(last), timeout)
+            self._await(lambda: p.covers(last), timeout)
         return self._drain(force=True)
 
     def _finalize(self, s: _Ended) -> StepRecord:
@@ -351,7 +488,7 @@ class StepMeter:
                 joules, source = s.e1 - s.e0, "counter" if self.poller is None else "counter-raw"
             elif s.p0 is not None and s.p1 is not None:
                 joules, source = 0.5 * (s.p0 + s.p1) * dt, "power-readings"
-        rec = StepRecord(step=s.step, phase=s.phase, phase_step=s.phase_step, start_s=s.t0 - self._begin[0],
+        rec = StepRecord(step=s.step, phase=s.phase, phase_step=s.phase_step, start_s=s.t0 - self._began()[0],
                          time_ms=1e3 * dt, joules=joules,
                          watts=None if joules is None or dt <= 0 else joules / dt, energy_source=source,
                          core_mhz=s.core, mem_mhz=s.mem, throttle_reasons=s.reasons, counter_j=s.counter_j,
@@ -362,13 +499,24 @@ class StepMeter:
         return rec
 
     def write(self, entry: dict) -> None:
-        """Append another entry (a decision) to the log, if any."""
+        """Append another entry (a decision) to the log, if any.
+
+        Parameters
+        ----------
+        entry : dict
+            JSON values.
+        """
         if self._write is not None:
             self._write(entry)
 
     def close(self) -> list[StepRecord]:
-        """Finalize the pending steps (`flush`), stop the poller and close the log. Returns the
-        records finalized."""
+        """Finalize the pending steps (`flush`), stop the poller and close the log.
+
+        Returns
+        -------
+        list of StepRecord
+            The records finalized.
+        """
         try:
             recs = self.flush()
         finally:

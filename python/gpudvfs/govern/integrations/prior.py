@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from gpudvfs.data.counters import COMPONENTS
 from gpudvfs.errors import GpudvfsWarning, InputError
 from gpudvfs.limits import clock_array
+from gpudvfs.power import PowerModel
 
 #: A generic busy profile of a deep-learning step (component utilizations, in the power
 #: model's components), for the SHAPE of power over the clocks only. Generic: not fitted on any
@@ -29,18 +32,35 @@ MEMORY_SHARE = 0.3
 #: level is measured.
 PRIOR_SD = 0.2
 
+#: ``power(u, core[K], mem[K])``: power over the pairs, of utilizations ``u`` over `COMPONENTS`.
 PowerShape = Callable[[np.ndarray, np.ndarray, np.ndarray], "np.ndarray | float"]
 
 
-def catalog_power_shape(name: str, default_mhz: tuple[float, float]) -> tuple[PowerShape, object]:
-    """The catalog power prior of GPU ``name`` as a power shape, referred to its default clocks,
-    and the prior's voltage-frequency device (an `InputError` where the catalog has none).
-    Beyond the catalog's clocks the curve extrapolates: a prior's shape, without a warning."""
-    from gpudvfs.power import PowerModel
+def catalog_power_shape(name: str, default_mhz: tuple[float, float]) -> tuple[PowerShape, str | None]:
+    """The catalog power prior of a GPU as a power shape, referred to its default clocks.
 
+    Beyond the catalog's clocks the curve extrapolates: a prior's shape, without a warning.
+
+    Parameters
+    ----------
+    name : str
+        The catalog GPU.
+    default_mhz : tuple of (float, float)
+        Its default (core, memory) MHz, the prior's reference.
+
+    Returns
+    -------
+    tuple of (PowerShape, str or None)
+        The shape, and the catalog key of the GPU whose prior it is.
+
+    Raises
+    ------
+    InputError
+        Where the catalog has no prior for the GPU.
+    """
     model = PowerModel.prior(name, reference=default_mhz)
 
-    def shape(u, core, mem):
+    def shape(u: np.ndarray, core: np.ndarray, mem: np.ndarray) -> np.ndarray:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", GpudvfsWarning)
             return model.predict(u, core, mem)
@@ -48,8 +68,23 @@ def catalog_power_shape(name: str, default_mhz: tuple[float, float]) -> tuple[Po
 
 
 def utilization_vector(util: Mapping[str, float] | None = None) -> np.ndarray:
-    """``util`` (component name -> utilization in [0, 1]; missing ones are 0) as the power
-    model's vector over `COMPONENTS`; None: `GENERIC_UTIL`."""
+    """Component utilizations as the power model's vector.
+
+    Parameters
+    ----------
+    util : mapping of str to float or None
+        Component name -> utilization in [0, 1]; missing ones are 0 (None: `GENERIC_UTIL`).
+
+    Returns
+    -------
+    numpy.ndarray
+        The utilizations over `COMPONENTS`.
+
+    Raises
+    ------
+    InputError
+        For an unknown component or a utilization outside [0, 1].
+    """
     util = GENERIC_UTIL if util is None else util
     unknown = set(util) - set(COMPONENTS)
     if unknown:
@@ -60,7 +95,7 @@ def utilization_vector(util: Mapping[str, float] | None = None) -> np.ndarray:
     return u
 
 
-def _positive(name: str, value) -> float:
+def _positive(name: str, value: Any) -> float:
     try:
         x = float(value)
     except (TypeError, ValueError):
@@ -70,18 +105,46 @@ def _positive(name: str, value) -> float:
     return x
 
 
-def step_prior(configs, measured_mhz, time_ms: float, watts: float, power: PowerShape | None = None, *,
-               util: Mapping[str, float] | None = None,
+def step_prior(configs: ArrayLike, measured_mhz: Sequence[float], time_ms: float, watts: float,
+               power: PowerShape | None = None, *, util: Mapping[str, float] | None = None,
                memory_share: float = MEMORY_SHARE) -> tuple[np.ndarray, np.ndarray]:
-    """(time_ms[K], watts[K]) at the pairs ``configs`` [K x 2] of a step measured at
-    ``measured_mhz`` (core, memory) to take ``time_ms`` at ``watts``:
+    """Time and power at every pair, of a step measured at one pair.
 
-    * watts_k = watts * P(u, pair_k) / P(u, measured pair), ``power(u, core[K], mem[K])`` the
-      power shape (e.g. ``PowerModel.prior(name, reference=...).predict``) and u ``util``
-      (default `GENERIC_UTIL`); ``power=None``: flat (watts_k = watts), for a GPU without one;
+    * watts_k = watts * P(u, pair_k) / P(u, measured pair), P the power shape and u ``util``;
+      without a shape, flat (watts_k = watts);
     * time_k = time_ms * ((1 - m) f_core / f_core_k + m f_mem / f_mem_k), m ``memory_share``.
 
-    Both equal the measurement at the measured pair."""
+    Both equal the measurement at the measured pair.
+
+    Parameters
+    ----------
+    configs : array_like
+        [K x 2] (core, memory) MHz pairs.
+    measured_mhz : sequence of float
+        The (core, memory) MHz the step was measured at.
+    time_ms : float
+        Its time.
+    watts : float
+        Its power.
+    power : PowerShape or None
+        ``power(u, core[K], mem[K])``, e.g. ``PowerModel.prior(name, reference=...).predict``;
+        None: flat, for a GPU without one.
+    util : mapping of str to float or None
+        The utilizations the shape is taken at (None: `GENERIC_UTIL`).
+    memory_share : float
+        The share of the time that scales with the memory clock, in [0, 1].
+
+    Returns
+    -------
+    tuple of (numpy.ndarray, numpy.ndarray)
+        [K] time (ms) and watts.
+
+    Raises
+    ------
+    InputError
+        For pairs that are not [K x 2] positive clocks, a time or power that is not positive
+        and finite, a share outside [0, 1], or a shape that is not one positive value per pair.
+    """
     cfg = clock_array(configs, "configs")
     if cfg.ndim != 2 or cfg.shape[1] != 2 or len(cfg) == 0:
         raise InputError(f"configs must be [K x 2] (core, memory MHz), got shape {cfg.shape}")

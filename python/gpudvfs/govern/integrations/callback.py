@@ -1,0 +1,56 @@
+"""`SessionCallback`: what the framework callbacks share (no framework imported here)."""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+from gpudvfs.govern.integrations.meter import StepRecord
+from gpudvfs.govern.integrations.session import GovernedTraining
+
+
+class SessionCallback:
+    """What the framework callbacks share: their `GovernedTraining` session, marked regions, the records.
+
+    No framework is imported here.
+
+    Parameters
+    ----------
+    device : str or object
+        ``"nvml"``, ``"sim"`` or a device object.
+    policy : str
+        One of `GOVERNOR_POLICIES`.
+    dry_run : bool
+        Set no clock (the default).
+    log_path : str or pathlib.Path or None
+        A JSONL file of the steps and decisions.
+    **options
+        Any other option of `GovernedTraining`.
+    """
+
+    def __init__(self, device: Any = "nvml", policy: str = "energy", *, dry_run: bool = True,
+                 log_path: str | Path | None = None, **options) -> None:
+        super().__init__()
+        self.session = GovernedTraining(device, policy, dry_run=dry_run, log_path=log_path, **options)
+        self.summary: dict | None = None
+
+    def phase(self, name: str) -> AbstractContextManager[GovernedTraining]:
+        """Mark a region of a phase of its own: ``with callback.phase("name"):``.
+
+        Parameters
+        ----------
+        name : str
+            The region's phase.
+
+        Returns
+        -------
+        contextlib.AbstractContextManager
+            The region (`GovernedTraining.phase`).
+        """
+        return self.session.phase(name)
+
+    @property
+    def records(self) -> list[StepRecord]:
+        """The steps metered so far."""
+        return self.session.meter.records

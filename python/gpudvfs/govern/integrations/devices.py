@@ -1,0 +1,69 @@
+"""The device a training governor meters and sets: an NVML GPU, the simulated one, or an object.
+
+Where NVML cannot be opened, the run goes on metering step times alone.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from gpudvfs.errors import InputError
+from gpudvfs.govern.integrations.meter import is_simulated
+from gpudvfs.hardware.nvml import NvmlDevice
+from gpudvfs.hardware.simulated import SimulatedDevice
+
+DEVICES = ("nvml", "sim")
+#: The catalog GPU whose power prior shapes the simulated GPU's (it is modelled on one).
+SIM_CATALOG_NAME = "gtx-titan-x"
+
+
+def torch_sync() -> None:
+    """``torch.cuda.synchronize()`` where this process already uses CUDA through torch, else nothing.
+
+    Torch is never imported here.
+    """
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
+def open_device(device: Any, *, dry_run: bool = True, index: int = 0) -> tuple[Any, str, str | None]:
+    """The device a training governor meters and sets.
+
+    Parameters
+    ----------
+    device : str or object
+        ``"nvml"`` (an `NvmlDevice`), ``"sim"`` (a `SimulatedDevice`) or a device object
+        (anything with ``clocks``, ``energy_joules()`` or ``power_watts()``).
+    dry_run : bool
+        Open an `NvmlDevice` with ``leave_clocks=dry_run``.
+    index : int
+        The NVML GPU.
+
+    Returns
+    -------
+    tuple of (object or None, str, str or None)
+        (device, kind, why not): where NVML cannot be opened (no driver, no GPU, no
+        nvidia-ml-py), (None, ``"none"``, the reason).
+
+    Raises
+    ------
+    InputError
+        For a name other than ``"nvml"`` and ``"sim"``, or an object that is no device.
+    """
+    if isinstance(device, str):
+        if device == "sim":
+            return SimulatedDevice(), "simulated", None
+        if device == "nvml":
+            try:
+                return NvmlDevice(index, leave_clocks=dry_run), "nvml", None
+            except Exception as e:  # ImportError, NVML init, no GPU: metered on what can be read
+                first = str(e).splitlines()[0] if str(e) else ""
+                return None, "none", f"no NVML GPU {index} ({type(e).__name__}: {first})"
+        raise InputError(f"device must be one of {DEVICES} or a device object, got {device!r}")
+    if device is None or not any(hasattr(device, a) for a in ("clocks", "energy_joules", "power_watts")):
+        raise InputError(f"device must be one of {DEVICES} or a device object (with clocks, energy_joules() or "
+                         f"power_watts()), got {device!r}")
+    kind = "simulated" if is_simulated(device) else type(device).__name__
+    return device, kind, None

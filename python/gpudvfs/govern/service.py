@@ -1,0 +1,304 @@
+"""`gpudvfs govern run` as a service (`serve`).
+
+The daemon wired to its GPU, its prior, its decision log and Prometheus metrics, SIGTERM and
+Ctrl-C.
+
+On an NVML GPU each phase starts from the fleet registry's models (a registry and a DCGM time
+model), else from the catalog's prior, or governs the board's power limit; on the simulated GPU
+(``device_kind="sim"``) a process cycles through the demo's workloads on a virtual clock, the
+GPU calibrated first (kept in ``workdir``), and the run is scored against the simulator's truth.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import signal
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpudvfs.errors import InputError
+from gpudvfs.fleet.registry import Registry, device_uuid
+from gpudvfs.fleet.whatif import gpu_table
+from gpudvfs.govern.daemon import (
+    KNOBS,
+    CatalogPrior,
+    Daemon,
+    DaemonStats,
+    ModelPrior,
+    NvmlMonitor,
+    PowerLimitPrior,
+    Prior,
+)
+from gpudvfs.govern.governor import jsonl_log
+from gpudvfs.govern.integrations.devices import SIM_CATALOG_NAME
+from gpudvfs.govern.metrics import GovernorMetrics
+from gpudvfs.govern.phases import PhaseDetector
+from gpudvfs.govern.simhost import SimulatedHost, calibrated, phased_process
+from gpudvfs.hardware.apps import APPS
+from gpudvfs.hardware.kinds import DEVICE_KINDS
+from gpudvfs.hardware.nvml import NvmlDevice
+from gpudvfs.hardware.simulated import SimulatedDevice
+from gpudvfs.time.dcgm import DcgmTimeModel
+
+#: Virtual seconds a simulated run lasts where no duration is given.
+SIM_DURATION_S = 1200.0
+
+
+@dataclass(frozen=True)
+class ServiceSettings:
+    """The settings of one daemon run, one per option of `gpudvfs govern run`.
+
+    Its errors give the options' names; the settings are checked as a whole on construction.
+
+    Parameters
+    ----------
+    device_kind : str
+        ``"nvml"``: a GPU through NVML; ``"sim"``: the simulated GPU running a process of
+        ``sim_phases`` phases, on a virtual clock.
+    index : int
+        The NVML GPU.
+    policy : str
+        One of `GOVERNOR_POLICIES`.
+    slowdown : float
+        deadline: at most this slower than the default clocks.
+    power_cap_w : float or None
+        power-cap: watts.
+    interval_s : float
+        Seconds per observation.
+    duration_s : float or None
+        Seconds to run; None: NVML until stopped, the simulator `SIM_DURATION_S`.
+    threshold : float
+        Activity change (largest over the fields) that starts a new phase.
+    dry_run : bool
+        Set nothing: measure at the driver's clocks and log what the governor would set.
+    knob : str
+        One of `KNOBS` (the power limit on NVML only).
+    registry : str or pathlib.Path or None
+        NVML: the fleet registry with this GPU, with ``time_model``: each phase starts from
+        these models (without both, from the catalog's prior).
+    time_model : str or pathlib.Path or None
+        NVML: the DCGM time model, with ``registry``.
+    progress_file : str or pathlib.Path or None
+        NVML: a file in which the application keeps its number of work units done; without it
+        the power is learnt and the time is the model's.
+    catalog_prior : bool
+        sim: start from the catalog's prior, as NVML does without a registry, not the
+        simulated GPU's calibration.
+    sim_phases : int
+        sim: the process cycles through this many of the demo's workloads, ...
+    sim_phase_s : float
+        ... each for about this many seconds at the default clocks (at least ``interval_s``).
+    workdir : str or pathlib.Path or None
+        sim: where the simulated GPU's calibration is kept (None: a temporary folder).
+    log_path : str or pathlib.Path or None
+        Append every decision to this file as a JSON line.
+    metrics_port : int or None
+        Serve Prometheus metrics on this port.
+
+    Raises
+    ------
+    InputError
+        Where a setting does not apply to the device (a registry, a progress file or the
+        power-limit knob on the simulator, the catalog prior switch on NVML), ``registry``
+        comes without ``time_model`` or with the power-limit knob, or a simulated phase is
+        shorter than an interval.
+    """
+
+    device_kind: str = "nvml"
+    index: int = 0
+    policy: str = "energy"
+    slowdown: float = 0.1
+    power_cap_w: float | None = None
+    interval_s: float = 1.0
+    duration_s: float | None = None
+    threshold: float = 0.1
+    dry_run: bool = False
+    knob: str = "clocks"
+    registry: str | Path | None = None
+    time_model: str | Path | None = None
+    progress_file: str | Path | None = None
+    catalog_prior: bool = False
+    sim_phases: int = 4
+    sim_phase_s: float = 60.0
+    workdir: str | Path | None = None
+    log_path: str | Path | None = None
+    metrics_port: int | None = None
+
+    def __post_init__(self) -> None:
+        """Check the settings as a whole."""
+        if self.device_kind not in DEVICE_KINDS:
+            raise InputError(f"unknown device {self.device_kind!r}; expected one of {DEVICE_KINDS}")
+        if self.knob not in KNOBS:
+            raise InputError(f"unknown knob {self.knob!r}; expected one of {KNOBS}")
+        if self.device_kind == "sim":
+            self._check_sim()
+        else:
+            self._check_nvml()
+
+    def _check_sim(self) -> None:
+        if self.sim_phase_s < self.interval_s:
+            # A phase shorter than an interval is not one the daemon can see, and a simulated
+            # interval costs a loop turn per phase it spans.
+            raise InputError(f"--sim-phase-s ({self.sim_phase_s:g}) must be at least --interval "
+                             f"({self.interval_s:g})")
+        if self.progress_file:
+            raise InputError("--progress is for --device nvml: the simulated process reports its own")
+        if self.registry or self.time_model:
+            raise InputError("--device sim calibrates its own GPU: leave --registry and --time-model out")
+        if self.knob != "clocks":
+            raise InputError("--knob power-limit is for --device nvml: the simulated GPU's knob is its clocks")
+
+    def _check_nvml(self) -> None:
+        if self.catalog_prior:
+            raise InputError("--catalog-prior is for --device sim: nvml starts from the catalog's prior whenever "
+                             "--registry and --time-model are left out")
+        if bool(self.registry) != bool(self.time_model):
+            raise InputError("--registry and --time-model go together (the models' prior); leave both out to "
+                             "start from the catalog's prior")
+        if self.knob == "power-limit" and self.registry:
+            raise InputError("--knob power-limit: the models predict clocks, not power limits; leave --registry "
+                             "and --time-model out")
+
+
+def serve(settings: ServiceSettings, *, started: Callable[[Daemon], None] | None = None,
+          progress: Callable[[DaemonStats, int | None], None] | None = None) -> dict:
+    """Govern a GPU's clocks while processes run on it, until the duration has passed, SIGTERM or Ctrl-C.
+
+    Each interval observe its energy, activities and (with a progress file) work done, detect the
+    phase, and set what the governor chooses. The clocks go back to the driver when no process
+    runs and on every exit (`Daemon.run`).
+
+    Parameters
+    ----------
+    settings : ServiceSettings
+        The run's settings.
+    started : callable or None
+        Called with the daemon once it is built, before the first interval (to say what runs).
+    progress : callable or None
+        ``progress(stats, intervals)`` after every interval: the run so far, and how many
+        intervals it will take (None: until stopped).
+
+    Returns
+    -------
+    dict
+        The run's `DaemonStats` (``clocks_restored``: the (core, memory) MHz the GPU runs at
+        after the last reset, which is not one of the clock changes) with ``device``,
+        ``policy``, ``interval_s``, ``prior``, ``knob`` and ``dry_run``; on the simulator also
+        ``sim_truth``: the true joules and seconds at the default clocks and at the
+        least-energy pairs, and ``energy_over_least``, ``energy_saving`` and
+        ``time_change`` against them.
+
+    Raises
+    ------
+    InputError
+        Where the GPU, its registry entry or the time model cannot be had (the GPU is closed
+        again first).
+    """
+    logs = [jsonl_log(settings.log_path)] if settings.log_path else []
+    if settings.metrics_port:
+        metrics = GovernorMetrics(labels={"gpu": f"{settings.device_kind}{settings.index}"})
+        metrics.serve(settings.metrics_port)
+        logs.append(metrics.record)
+    with _governed(settings) as (device, monitor, prior, duration):
+        daemon = Daemon(device, monitor, prior, policy=settings.policy, slowdown=settings.slowdown,
+                        power_cap_w=settings.power_cap_w, interval_s=settings.interval_s,
+                        detector=PhaseDetector(settings.threshold), dry_run=settings.dry_run,
+                        log=_each(logs) if logs else None)
+        if started is not None:
+            started(daemon)
+        stats = _run_until_stopped(daemon, duration, progress)
+    out = dataclasses.asdict(stats) | {"device": device.name, "policy": settings.policy,
+                                       "interval_s": settings.interval_s, "prior": prior.name,
+                                       "knob": settings.knob, "dry_run": settings.dry_run}
+    if isinstance(monitor, SimulatedHost):
+        out["sim_truth"] = _sim_truth(monitor, daemon, settings.interval_s)
+    return out
+
+
+def _each(logs: list[Callable[[dict], None]]) -> Callable[[dict], None]:
+    def log(entry: dict) -> None:
+        for f in logs:
+            f(entry)
+    return log
+
+
+def _run_until_stopped(daemon: Daemon, duration: float | None,
+                       progress: Callable[[DaemonStats, int | None], None] | None) -> DaemonStats:
+    """The daemon's run, ended early by SIGTERM or Ctrl-C.
+
+    The SIGTERM handler is put back after; on Ctrl-C the run so far is returned. The clocks are
+    reset either way.
+    """
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        return daemon.run(duration, stop, progress=progress)
+    except KeyboardInterrupt:
+        return daemon.stats
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def _governed(settings: ServiceSettings) -> Iterator[tuple[NvmlDevice | SimulatedDevice, NvmlMonitor | SimulatedHost,
+                                                         Prior, float | None]]:
+    """(device, monitor, prior, seconds to run) of the run.
+
+    An NVML GPU and its monitor are closed on the way out.
+    """
+    if settings.device_kind == "sim":
+        duration = settings.duration_s or SIM_DURATION_S
+        with tempfile.TemporaryDirectory() as tmp:
+            yield (*_simulated(settings, duration, settings.workdir or tmp), duration)
+        return
+    device = NvmlDevice(index=settings.index, leave_clocks=settings.dry_run)
+    monitor = None
+    try:
+        prior = _nvml_prior(device, settings)
+        monitor = NvmlMonitor(device, settings.progress_file)
+        yield device, monitor, prior, settings.duration_s
+    finally:
+        if monitor is not None:
+            monitor.close()
+        device.close()
+
+
+def _simulated(settings: ServiceSettings, duration: float,
+               workdir: str | Path) -> tuple[SimulatedDevice, SimulatedHost, Prior]:
+    """The calibrated simulated GPU running a process that cycles through the demo's workloads.
+
+    The process lasts the whole run.
+    """
+    device, gpu, model = calibrated(workdir)
+    prior = CatalogPrior.of(device, SIM_CATALOG_NAME) if settings.catalog_prior else ModelPrior(gpu, model)
+    host = SimulatedHost(device)
+    cycle = settings.sim_phase_s * settings.sim_phases
+    host.start(phased_process(device, APPS[:settings.sim_phases], settings.sim_phase_s,
+                              repeat=max(1, int(duration // cycle) + 1)))
+    return device, host, prior
+
+
+def _nvml_prior(device: NvmlDevice, settings: ServiceSettings) -> Prior:
+    """The power-limit prior, the models' (this GPU's registry entry and the time model) or the catalog's."""
+    if settings.knob == "power-limit":
+        return PowerLimitPrior(device)
+    if settings.registry and settings.time_model:
+        table = gpu_table(Registry.load(settings.registry), device_uuid(device))
+        return ModelPrior(table, DcgmTimeModel.load(settings.time_model))
+    return CatalogPrior.of(device)
+
+
+def _sim_truth(host: SimulatedHost, daemon: Daemon, interval_s: float) -> dict:
+    """The simulated run scored against the simulator's truth.
+
+    The true energy at the least-energy pairs, and the true energy and time at the default clocks.
+    """
+    stats = daemon.stats
+    truth = host.truth(daemon.governor.configs, daemon.governor.default_index)
+    return truth | {"energy_over_least": stats.joules / truth["joules_least"] - 1.0,
+                    "energy_saving": 1.0 - stats.joules / truth["joules_default"],
+                    "time_change": stats.intervals * interval_s / truth["seconds_default"] - 1.0}
