@@ -199,7 +199,7 @@ def test_kernels_of_the_time_power_file(data):
     geometry and request counts are there), in-sample: calibrated MAPE 2.97% over 36 pairs,
     9.31% absolute. The file is not unseen: the FP64 rate was added after looking at its
     kernels, the SFU rate after the H100's special-function benchmarks (see
-    rust/src/time/mod.rs)."""
+    docs/methodology.md)."""
     grid = gpudvfs.read(data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv")
     r = evaluate(grid, TimeModel("gtx980"), (700.0, 700.0), calibrate=True, baselines=True)
     assert r["mape"] == pytest.approx(2.97, abs=0.01)

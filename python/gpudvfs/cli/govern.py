@@ -14,7 +14,6 @@ from gpudvfs.cli.options import optional_clock_pair as _optional_pair
 from gpudvfs.cli.options import resolve_gpu as _gpu
 from gpudvfs.cli.output import console, interval, output_file, paired_line, print_json, table, user_errors
 from gpudvfs.cli.progress import progress_bars
-from gpudvfs.data import read_measured_grid
 from gpudvfs.data.datasets import MeasurementGrid
 from gpudvfs.data.dcgm_fields import is_dcgm_grid
 from gpudvfs.evaluation.govern_replay import StrategyScores, replay
@@ -78,9 +77,9 @@ def govern() -> None:
 
 
 def _grid(path: str, columns: dict[str, str] | None, plain: bool = False) -> MeasurementGrid:
+    """A grid the replay reads: --plain reads the tidy and PTX tables too."""
     formats = ("nvdvfs", "dcgm", "grid", *TRACES) + (("tidy", "ptx") if plain else ())
-    return read_measured_grid(path, "the governor's replay", formats, options.on_invalid(), columns,
-                              options.spike_threshold())
+    return options.measured_grid(path, "the governor's replay", columns, formats)
 
 
 def _table(data: str, device: str | None, reference: tuple[float, float] | None, train: str | None = None,
@@ -220,7 +219,7 @@ def _tables(data: Sequence[str], devices: Sequence[str], references: Sequence[st
         raise click.UsageError(f"give one --device (and, if any, one --reference) per DATA: {len(data)} DATA, "
                                f"{len(devices)} --device, {len(references)} --reference")
     try:
-        refs = [_pair(None, None, r) for r in references] or [None] * len(data)
+        refs: list[tuple[float, float] | None] = [_pair(None, None, r) for r in references] or [None] * len(data)
     except click.BadParameter as e:
         e.param_hint = "'--reference'"
         raise

@@ -162,12 +162,20 @@ def loo_table(grid: MeasurementGrid, reference: tuple[float, float], variant: st
     -------
     LooTable
         The table.
+
+    Raises
+    ------
+    InputError
+        Where the grid has no power column.
     """
+    watts = grid.watts
+    if watts is None:
+        raise InputError(f"{grid.path}: the grid has no power column; selection needs measured power")
     t_pred, info = time_predictions(grid, reference)
     _, p_pred = power_predictions(grid, reference, variant)
     names = info["names"]
     configs, (t, w, t_cv, t_inv, w_pred) = grid.table(
-        names, grid.time_ms, grid.watts, t_pred["cv"], t_pred["inverse_f"], p_pred["calibrated"],
+        names, grid.time_ms, watts, t_pred["cv"], t_pred["inverse_f"], p_pred["calibrated"],
         mem_mhz=reference[1])
     return LooTable(names, configs, highest_index(configs), t, w, t_cv, t_inv, w_pred,
                     info["distinct_time_curves"])

@@ -273,12 +273,13 @@ def measured_table(grid: MeasurementGrid, reference: tuple[float, float], device
     InputError
         Where the grid has no power or no memory clock.
     """
-    lacking = [what for what, v in (("power", grid.watts), ("memory clock", grid.mem_mhz)) if v is None]
-    if lacking:
+    watts = grid.watts
+    lacking = [what for what, v in (("power", watts), ("memory clock", grid.mem_mhz)) if v is None]
+    if watts is None or lacking:
         raise InputError(f"{grid.path}: the grid has no {' and no '.join(lacking)} column; selection is validated "
                          "on measured time and power over core and memory clocks")
     inputs = reference_inputs(grid, reference, device, spec, clip)
-    configs, (t, p) = grid.table(inputs.names, grid.time_ms, grid.watts)
+    configs, (t, p) = grid.table(inputs.names, grid.time_ms, watts)
     return MeasuredTable(inputs.names, configs, t, p, inputs.utilization, inputs.profiles)
 
 
