@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpudvfs import InputError
-from gpudvfs.time.interval import UNCALIBRATED_LEVEL, fit_spread, interval_cv, log_distance, spread, time_interval
+from gpudvfs.evaluation.interval_cv import interval_cv
+from gpudvfs.time.interval import UNCALIBRATED_LEVEL, fit_spread, log_distance, spread, time_interval
 
 CONFIGS = np.array([(c, m) for m in (3505.0, 5000.0) for c in (400.0, 700.0, 1000.0, 1400.0)])
 

@@ -8,10 +8,14 @@ from typing import Any
 import click
 
 from gpudvfs.cli import options
-from gpudvfs.cli.options import DEVICE_HELP, REFERENCE_HELP, grid_reference
-from gpudvfs.cli.options import clock_pair as _pair
-from gpudvfs.cli.options import optional_clock_pair as _optional_pair
-from gpudvfs.cli.options import resolve_gpu as _gpu
+from gpudvfs.cli.options import (
+    DEVICE_HELP,
+    REFERENCE_HELP,
+    clock_pair,
+    grid_reference,
+    optional_clock_pair,
+    resolve_gpu,
+)
 from gpudvfs.cli.output import console, interval, output_file, paired_line, print_json, table, user_errors
 from gpudvfs.cli.progress import progress_bars
 from gpudvfs.data.datasets import MeasurementGrid
@@ -97,7 +101,7 @@ def _table_of(grid: MeasurementGrid, device: str | None, reference: tuple[float,
     if device is None:
         raise click.UsageError(f"--device: the GPU that measured {data}, whose counters model each application; "
                                "or --plain, to replay its time and power alone")
-    time_device, spec = _gpu(device, grid)
+    time_device, spec = resolve_gpu(device, grid)
     reference = grid_reference(grid, spec, reference)
     if is_dcgm_grid(grid):
         if train:
@@ -114,7 +118,7 @@ def _table_of(grid: MeasurementGrid, device: str | None, reference: tuple[float,
               help="Grid the power model is fitted on (none of DATA's applications in it); default: each "
                    "application scored with a model of DATA's others.")
 @click.option("--device", help=DEVICE_HELP + " Not needed with --plain, nor for Zeus's and Perseus's traces.")
-@click.option("--reference", callback=_optional_pair, help=REFERENCE_HELP)
+@click.option("--reference", callback=optional_clock_pair, help=REFERENCE_HELP)
 @click.option("--plain", is_flag=True,
               help="Replay the time and power alone, counters ignored: a new application is predicted from how "
                    "the others (or TRAIN's) moved. Zeus's and Perseus's traces are always replayed so.")
@@ -219,7 +223,7 @@ def _tables(data: Sequence[str], devices: Sequence[str], references: Sequence[st
         raise click.UsageError(f"give one --device (and, if any, one --reference) per DATA: {len(data)} DATA, "
                                f"{len(devices)} --device, {len(references)} --reference")
     try:
-        refs: list[tuple[float, float] | None] = [_pair(None, None, r) for r in references] or [None] * len(data)
+        refs: list[tuple[float, float] | None] = [clock_pair(None, None, r) for r in references] or [None] * len(data)
     except click.BadParameter as e:
         e.param_hint = "'--reference'"
         raise

@@ -9,9 +9,7 @@ import click
 from gpudvfs.catalog import DeviceSpec, lookup
 from gpudvfs.cli import options
 from gpudvfs.cli.observe import observe_
-from gpudvfs.cli.options import check_clocks, grid_reference
-from gpudvfs.cli.options import optional_clock_pair as _optional_pair
-from gpudvfs.cli.options import resolve_gpu as _gpu
+from gpudvfs.cli.options import check_clocks, grid_reference, optional_clock_pair, resolve_gpu
 from gpudvfs.cli.output import (
     console,
     figure_file,
@@ -35,7 +33,7 @@ from gpudvfs.policy.choose import counter_power_dataset
 from gpudvfs.power import VARIANTS, PowerModel
 from gpudvfs.power.dcgm import dcgm_power_dataset
 
-_REFERENCE = click.option("--reference", callback=_optional_pair,
+_REFERENCE = click.option("--reference", callback=optional_clock_pair,
                           help="Measured grids: the clock pair CORE,MEM whose DCGM activities or counters are the "
                                "utilizations (the memory clock of a grid measured at one).")
 _DEVICE = click.option("--device", help="The catalog GPU that measured the data: its peak rates turn a grid's "
@@ -49,7 +47,7 @@ def _power_data(path: str, reference: tuple[float, float] | None, device: str | 
     The utilizations are its DCGM activities, or its profiler counters over ``device``'s peak
     rates.
     """
-    spec = _gpu(device)[1] if device else None
+    spec = resolve_gpu(device)[1] if device else None
     found = None if columns else detect_format(path)
     if found in ("gpmtool", "gpmtool-utils"):
         ds = read_power_dataset(path, on_invalid, clip)
@@ -145,7 +143,7 @@ def fit(train: str, variant: str, out: str | None, force: bool, folds: int | Non
             ds = ds.without_components(dropped)
         model = PowerModel(variant).fit(ds)
         if device:
-            model.device_ = _gpu(device)[1].key
+            model.device_ = resolve_gpu(device)[1].key
         cv = cross_validate_power(ds, folds, variant=variant) if folds else None
         if out:
             model.save(out)
@@ -218,7 +216,7 @@ def eval_(model_path: str, test: str, reference: tuple[float, float] | None, dev
     with user_errors():
         model = _load_model(model_path)
         if device:
-            model.check_gpu(_gpu(device)[1].key)
+            model.check_gpu(resolve_gpu(device)[1].key)
         r = model.evaluate(_power_data(test, reference, device, columns, options.on_invalid(), clip_utilization))
     if as_json:
         print_json(r)

@@ -1,6 +1,7 @@
-"""How well the models do, measured: kept apart from the models, as scikit-learn keeps
-``model_selection`` apart from its estimators. Everything here imports the models; no model
-imports it.
+"""How well the models do, measured, kept apart from the models.
+
+As scikit-learn keeps ``model_selection`` apart from its estimators: everything here imports
+the models; no model imports it.
 
 | module            | what                                                                 |
 |-------------------|----------------------------------------------------------------------|
@@ -9,6 +10,7 @@ imports it.
 | `time_candidates` | the time protocol's candidate settings and their kernels             |
 | `time_cv`         | the time protocol: settings chosen by nested leave-one-application-out |
 | `time_cv_report`  | the time protocol's report (`TimeCVReport`)                          |
+| `interval_cv`     | the time interval's coverage on applications held out                |
 | `dcgm_time`       | the DCGM time model scored leave-one-workload-out                    |
 | `power_errors`    | the power model's grouped cross-validation                           |
 | `power_cv`        | the power fit's setting chosen by grouped CV across GPUs             |

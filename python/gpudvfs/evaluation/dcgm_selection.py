@@ -23,8 +23,8 @@ from gpudvfs.power.dcgm import dcgm_power_dataset
 from gpudvfs.records import Record
 from gpudvfs.stats import paired_intervals
 
-#: The policies scored on a DCGM grid.
-POLICIES = ("energy", "edp", "deadline")
+#: The policies scored on a DCGM grid (`gpudvfs select eval`).
+DCGM_POLICIES = ("energy", "edp", "deadline")
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ class DcgmSelectionReport(Record):
     Attributes
     ----------
     policy : str
-        One of `POLICIES`.
+        One of `DCGM_POLICIES`.
     reference_mhz : tuple of float
         The reference pair.
     workloads : int
@@ -201,7 +201,7 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
     reference : tuple of float
         The (core, memory) pair whose activities are the models' input.
     policy : str
-        One of `POLICIES`.
+        One of `DCGM_POLICIES`.
     slowdown : float
         The deadline policy's allowed slowdown over the highest clocks.
     variant : str
@@ -215,9 +215,9 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
     Raises
     ------
     InputError
-        For a policy not in `POLICIES`.
+        For a policy not in `DCGM_POLICIES`.
     """
-    if policy not in POLICIES:
+    if policy not in DCGM_POLICIES:
         raise InputError(f"policy must be energy, edp or deadline on a DCGM grid, got {policy!r}")
     tab = loo_table(grid, reference, variant)
     names, configs, t, w, fastest = tab.names, tab.configs, tab.time_ms, tab.watts, tab.fastest
@@ -264,7 +264,7 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
 
 def evaluate_policies(grid: MeasurementGrid, reference: tuple[float, float], *, slowdown: float = 0.1,
                       variant: str = "default") -> dict[str, DcgmSelectionReport]:
-    """:func:`evaluate_selection` under each of `POLICIES`: what `gpudvfs select eval` reports of a DCGM grid.
+    """:func:`evaluate_selection` under each of `DCGM_POLICIES`: what `gpudvfs select eval` reports of a DCGM grid.
 
     Parameters
     ----------
@@ -282,4 +282,4 @@ def evaluate_policies(grid: MeasurementGrid, reference: tuple[float, float], *, 
     dict
         Policy -> its report.
     """
-    return {p: evaluate_selection(grid, reference, policy=p, slowdown=slowdown, variant=variant) for p in POLICIES}
+    return {p: evaluate_selection(grid, reference, policy=p, slowdown=slowdown, variant=variant) for p in DCGM_POLICIES}

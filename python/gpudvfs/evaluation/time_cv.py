@@ -29,6 +29,7 @@ import numpy as np
 from gpudvfs.catalog import DeviceSpec
 from gpudvfs.data.datasets import MeasurementGrid
 from gpudvfs.errors import InputError
+from gpudvfs.evaluation.interval_cv import interval_cv
 from gpudvfs.evaluation.nested import AGGREGATES, application_groups, nested_choice, protocol_choice, protocol_least
 from gpudvfs.evaluation.regret import MeanMax, RegretTable, near_ties_by_tolerance, regret_table, single_pair_indices
 from gpudvfs.evaluation.time_candidates import (
@@ -59,7 +60,7 @@ from gpudvfs.limits import is_finite_number
 from gpudvfs.policy.policies import highest_index
 from gpudvfs.stats import mape, paired_intervals
 from gpudvfs.time.device import TimeDevice
-from gpudvfs.time.interval import interval_cv, log_distance
+from gpudvfs.time.interval import log_distance
 from gpudvfs.time.model import TimeModel
 
 #: Ridge strengths of the learned correction tried (on standardized features).
@@ -248,7 +249,7 @@ def cross_validate_time(grids: list[MeasurementGrid], reference: tuple[float, fl
 
 def _interval(cases: list[KernelCase], groups: np.ndarray, candidates: Sequence[Candidate], chosen: np.ndarray,
               device: TimeDevice, reference: tuple[float, float]) -> dict:
-    """`gpudvfs.time.interval.interval_cv` on the cross-validated predictions' residuals."""
+    """`gpudvfs.evaluation.interval_cv.interval_cv` on the cross-validated predictions' residuals."""
     residuals, distances = [], []
     for j, k in enumerate(cases):
         t = candidates[chosen[j]].model(device).predict(k.profile, k.core_mhz, k.mem_mhz, calibrate=True)

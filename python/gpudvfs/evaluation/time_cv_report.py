@@ -208,7 +208,7 @@ class TimeCVReport(Record):
     per_kernel : dict
         Kernel -> its `KernelScore`.
     interval : dict
-        The time interval scored on held-out applications (`gpudvfs.time.interval.interval_cv`).
+        The time interval scored on held-out applications (`gpudvfs.evaluation.interval_cv.interval_cv`).
     selection : dict or None
         Grid with power -> its `TimeCVRegret` (None without one).
     over_device_constants : dict or None

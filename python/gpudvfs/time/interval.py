@@ -9,27 +9,27 @@ square is 3.8% within a log distance of 0.3 from the reference, 7.3% at 0.3-0.5 
 (`fit_spread`), ``d`` the log distance of the pair from the reference (`log_distance`), and
 the interval is ``Z90 sigma(d)``, ``Z90`` the 90% quantile of ``|residual| / sigma(d)``: all
 three from the residuals of `gpudvfs time cv`'s predictions, the settings chosen without each
-kernel's application (`interval_cv` scores their coverage on applications held out).
+kernel's application (`gpudvfs.evaluation.interval_cv` scores their coverage on applications
+held out).
 Uncalibrated, the level's own error (`UNCALIBRATED_LEVEL`) adds in quadrature.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
+from gpudvfs._moved import moved_names
 from gpudvfs.errors import InputError
 
 #: sigma(d)^2 = SPREAD_A + SPREAD_B d^2 and the 90% multiplier, fitted on every kernel of the
-#: GTX 980 grids (`interval_cv(...)["on_all"]`; tests/test_time_interval.py recomputes them).
+#: GTX 980 grids (`fit_interval`, as `interval_cv(...)["on_all"]` reports them;
+#: tests/test_time_interval.py recomputes them).
 SPREAD_A = 0.000799
 SPREAD_B = 0.02489
 Z90 = 1.373
-#: Log distances from the reference over which `interval_cv` reports the coverage.
-DISTANCE_BANDS = ((0.0, 0.3), (0.3, 0.5), (0.5, np.inf))
 #: The 90% quantile of |ln(predicted / measured)| of uncalibrated times over the 32 kernels an
 #: H100 ran at the driver's clocks (validation/; tests/test_demo.py recomputes it).
 UNCALIBRATED_LEVEL = 0.885
@@ -145,11 +145,9 @@ def time_interval(configs: ArrayLike, reference: ArrayLike, calibrated: bool) ->
     return q if calibrated else np.hypot(q, UNCALIBRATED_LEVEL)
 
 
-def interval_cv(residuals: list[np.ndarray], distances: list[np.ndarray], groups: ArrayLike) -> dict[str, Any]:
-    """The interval scored on applications held out.
-
-    For each group, (A, B) and Z90 are fitted on the other groups' kernels, and its kernels'
-    residuals are checked against ``Z90 sigma(d)``, pairs at the reference left out.
+def fit_interval(residuals: list[np.ndarray], distances: list[np.ndarray],
+                 kernels: Iterable[int]) -> tuple[float, float, float]:
+    """The interval's constants fitted on some kernels' residuals.
 
     Parameters
     ----------
@@ -157,54 +155,20 @@ def interval_cv(residuals: list[np.ndarray], distances: list[np.ndarray], groups
         Per kernel, the log residual at each of its measured pairs.
     distances : list of numpy.ndarray
         Per kernel, the log distance of each of those pairs from the reference.
-    groups : array_like
-        Per kernel, its group (application); at least two groups.
+    kernels : iterable of int
+        The kernels fitted on (indices into both lists).
 
     Returns
     -------
-    dict
-        ``coverage``: the share of held-out residuals within the interval (the target 0.9);
-        ``constant_coverage``: the share within a constant interval of the same
-        ``mean_half_width``; both per band of distance (``by_distance``: a constant interval
-        covers too much near the reference and too little far from it); and ``on_all``, the
-        constants fitted on every kernel.
-
-    Raises
-    ------
-    InputError
-        If the lists and groups differ in length or there are fewer than two groups.
+    tuple of float
+        (A, B) of :func:`fit_spread` and Z90, the 90% quantile of ``|residual| / sigma(d)``
+        over the pairs away from the reference.
     """
-    groups = np.asarray(groups)
-    if len(residuals) != len(distances) or len(residuals) != len(groups) or len(np.unique(groups)) < 2:
-        raise InputError("one residual and distance array per kernel, with a group each, of at least two groups")
-    errs, dists, widths = [], [], []
-    for g in np.unique(groups):
-        train = [j for j in range(len(groups)) if groups[j] != g]
-        a, b, z = _fit(residuals, distances, train)
-        for j in np.flatnonzero(groups == g):
-            off = distances[j] > 0
-            errs.append(np.abs(residuals[j][off]))
-            dists.append(distances[j][off])
-            widths.append(z * spread(distances[j][off], a, b))
-    err, dist, width = (np.concatenate(x) for x in (errs, dists, widths))
-    flat = float(width.mean())
-    bands = {}
-    for lo, hi in DISTANCE_BANDS:
-        m = (dist > lo) & (dist <= hi)
-        if m.any():
-            bands[f"{lo:g}-{hi:g}"] = {"pairs": int(m.sum()), "coverage": float(np.mean(err[m] <= width[m])),
-                                       "mean_half_width": float(width[m].mean()),
-                                       "constant_coverage": float(np.mean(err[m] <= flat))}
-    a, b, z = _fit(residuals, distances, range(len(groups)))
-    return {"coverage": float(np.mean(err <= width)), "mean_half_width": flat,
-            "constant_coverage": float(np.mean(err <= flat)), "by_distance": bands,
-            "on_all": {"spread_a": a, "spread_b": b, "z90": z}}
-
-
-def _fit(residuals: list[np.ndarray], distances: list[np.ndarray],
-         kernels: Iterable[int]) -> tuple[float, float, float]:
     r = np.concatenate([residuals[j] for j in kernels])
     d = np.concatenate([distances[j] for j in kernels])
     a, b = fit_spread(r, d)
     off = d > 0
     return a, b, float(np.quantile(np.abs(r[off]) / np.maximum(spread(d[off], a, b), 1e-12), 0.9))
+
+
+__getattr__ = moved_names(__name__, {"interval_cv": "gpudvfs.evaluation.interval_cv"})
