@@ -6,6 +6,7 @@ every counter), and `time fit-device` on the GTX 980 grid."""
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -20,7 +21,13 @@ from gpudvfs.data.profilers.records import KernelCounters
 from gpudvfs.errors import InputError
 from gpudvfs.hardware.ncu import nvprof_command
 from gpudvfs.power.prior import prior_configs
-from gpudvfs.predict.profile import device_of, kernel_inputs, predict_profile, profile_command
+from gpudvfs.predict.profile import (
+    assumed_reference_spread,
+    device_of,
+    kernel_inputs,
+    predict_profile,
+    profile_command,
+)
 from gpudvfs.time.device import TimeDevice
 from gpudvfs.time.fit_device import fit_device
 
@@ -354,7 +361,15 @@ def test_predict_takes_the_reference_from_the_clock_the_profile_ran_at(data):
     report.kernels[0].units["gpu__time_duration.sum"] = "ns"
     del report.kernels[0].metrics["smsp__cycles_elapsed.avg.per_second"]
     r = predict_profile(report, spec)
-    assert r.reference_from == "the catalog's default clocks" and r.reference_mhz == (1980.0, 2619.0)
+    assert r.reference_from.startswith("the catalog's default clocks, assumed") and r.reference_mhz == (1980.0, 2619.0)
+    # Assumed, the clocks widen the time interval by the base-to-boost ratio (1980 / 1590 MHz
+    # on the H100 SXM), in quadrature, and the output says so.
+    report.kernels[0].metrics["smsp__cycles_elapsed.avg.per_second"] = 1.98e9
+    measured = predict_profile(report, spec)
+    assert assumed_reference_spread(spec) == pytest.approx(math.log(1980 / 1590))
+    assert r.intervals.time == pytest.approx(np.hypot(measured.intervals.time, math.log(1980 / 1590)))
+    assert "its clocks assumed" in r.rests_on and "x/1.25" in r.rests_on and "assumed" not in measured.rests_on
+    del report.kernels[0].metrics["smsp__cycles_elapsed.avg.per_second"]
     # A GPU with no base clock in the catalog (B200) still has its default clocks.
     assert predict_profile(report, lookup("b200")).reference_mhz == tuple(lookup("b200").default_mhz)
     real = read(data / "tool-outputs/ncu_a100_learningnote4dev.csv")

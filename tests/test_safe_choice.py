@@ -4,14 +4,18 @@ models' plain choice on the V100 costs three times one pair for all."""
 
 from __future__ import annotations
 
+import csv
+
 import numpy as np
 import pytest
+from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from gpudvfs import InputError
 from gpudvfs.catalog import lookup
+from gpudvfs.cli.app import cli
 from gpudvfs.data import read
 from gpudvfs.evaluation.dcgm_selection import evaluate_selection as evaluate_dcgm
 from gpudvfs.evaluation.safe import safe_indices, safe_report
@@ -42,10 +46,29 @@ def test_the_choice_moves_from_the_optimum_to_the_anchor_as_z_grows(log_pred, sp
         assert ((k == best) | (k == anchor)).all()
 
 
+@pytest.mark.parametrize("groups", [[0, 0], [0, 1]])
+def test_with_fewer_than_three_applications_the_reference_is_the_safe_setting_and_the_report_says_so(groups):
+    """No other application to choose the rule on and yet another to anchor on: the safe
+    choice is the reference, scored as such; one pair for all is still chosen on the other
+    application where there is one."""
+    rng = np.random.default_rng(1)
+    regret = rng.random((2, 8))
+    pred = rng.random((2, 8))
+    r = safe_report(regret, pred, pred, CONFIGS, 2, groups=np.array(groups))
+    assert r.note is not None and "the reference is the safe setting" in r.note
+    assert r.note.startswith(f"{len(set(groups))} application")
+    assert r.cross_validated.chosen == ("reference", "reference")
+    assert r.cross_validated.mean == pytest.approx(regret[:, 2].mean())
+    assert (r.per_workload == regret[:, 2]).all()
+    if groups == [0, 0]:
+        assert r.single_pair is None
+    else:  # each application's pair is the other's least-regret pair
+        other = [int(np.argmin(regret[1])), int(np.argmin(regret[0]))]
+        assert r.single_pair.mean == pytest.approx(regret[[0, 1], other].mean())
+    assert r.to_dict()["note"] == r.note
+
+
 def test_bad_input():
-    regret, pred = np.zeros((2, 8)), np.zeros((2, 8))
-    with pytest.raises(InputError, match="the reference is the safe setting"):
-        safe_report(regret, pred, pred, CONFIGS, 0)
     with pytest.raises(InputError, match="must all be"):
         safe_report(np.zeros((4, 8)), np.zeros((4, 7)), np.zeros((4, 8)), CONFIGS, 0)
 
@@ -101,3 +124,19 @@ def test_v100_the_safe_choice_falls_back_to_one_pair_for_all(data):
     assert edp is not None
     assert (edp.cross_validated.mean, edp.plain.mean, edp.single_pair.mean) == pytest.approx(
         (0.0662, 0.1850, 0.0478), abs=1e-4)
+
+
+def test_select_eval_on_two_applications_says_the_reference_is_the_safe_setting(data, tmp_path):
+    """Two GTX 980 applications: every figure but the safe choice's is computed, and the
+    output says why that one is the reference (a stand-in for a grid with too few
+    applications, cut from the real one)."""
+    with open(data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv", newline="") as f:
+        rows = list(csv.reader(f))
+    app = rows[0].index("appName")
+    keep = sorted({r[app] for r in rows[1:]})[:2]
+    path = tmp_path / "two.csv"
+    with open(path, "w", newline="") as f:
+        csv.writer(f).writerows([rows[0], *[r for r in rows[1:] if r[app] in keep]])
+    out = CliRunner().invoke(cli, ["select", "eval", str(path), "--device", "gtx980", "--reference", "700,700"])
+    assert out.exit_code == 0, out.output
+    assert "safe choice: 2 applications" in out.output and "the reference is the safe setting" in out.output

@@ -92,7 +92,8 @@ def _print_selection(data: str, r: SelectionReport, slowdown: float) -> None:
         return [f"{100 * v.mean:.2f}", f"{100 * v.max:.2f}"]
 
     rows = [["minimum energy (predicted)", f"{100 * r.regret_mean:.2f}", f"{100 * r.regret_max:.2f}"],
-            ["minimum energy, safe (kept where its saving exceeds the spread; nested CV)", *cells(safe)],
+            ["minimum energy, safe (kept where its saving exceeds the spread; nested CV)" if r.safe.note is None
+             else "minimum energy, safe: the reference (too few applications to choose the rule)", *cells(safe)],
             [f"min energy within {100 * slowdown:g}% slowdown ({d.deadline_met}/{d.apps} met)",
              f"{100 * d.mean:.2f}", f"{100 * d.max:.2f}"],
             ["baseline: highest clocks", *cells(b.highest_clocks)],
@@ -112,6 +113,8 @@ def _print_selection(data: str, r: SelectionReport, slowdown: float) -> None:
     console.print(table(f"energy regret on {data} (time MAPE {r.time_mape:.2f}%, power MAPE "
                         f"{r.power_mape:.2f}%, leave-one-application-out)", ["policy", "mean %", "max %"], rows))
     ci = r.intervals
+    if r.safe.note is not None:
+        console.print(f"safe choice: {r.safe.note}", highlight=False)
     console.print("95% intervals over the applications (bootstrap), %: minimum energy "
                   f"{_intervals(ci.minimum_energy)}; within the slowdown {_intervals(ci.deadline)}",
                   highlight=False)
@@ -160,6 +163,9 @@ def _eval_dcgm(data: str, r: dict[str, DcgmSelectionReport], as_json: bool) -> N
                         ["predictor", *r], rows))
     console.print("95% intervals over the workloads (bootstrap), %: " + "; ".join(
         f"{policy} {_intervals(v.intervals)}" for policy, v in r.items()), highlight=False)
+    note = next((v.safe.note for v in reports if v.safe is not None and v.safe.note), None)
+    if note:
+        console.print(f"safe choice: {note}", highlight=False)
 
 
 @select_.command("fit-power")

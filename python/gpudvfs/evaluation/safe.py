@@ -35,6 +35,8 @@ from gpudvfs.time.interval import fit_spread, log_distance, spread
 Z_GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, np.inf)
 #: What the choice falls back to.
 ANCHORS = ("single_pair", "reference")
+#: Groups the nested choice needs: one held out, one to choose the constants on, one to anchor on.
+MIN_GROUPS = 3
 
 
 @dataclass(frozen=True)
@@ -78,16 +80,20 @@ class SafeReport(Record):
         The spread's range over the pairs, fitted on every workload, for reading.
     per_workload : numpy.ndarray
         The safe choice's regret per workload.
+    note : str or None
+        Why the safe setting is the reference without a choice (fewer than
+        :data:`MIN_GROUPS` groups: no others to choose the rule on); None otherwise.
     """
 
     cross_validated: SafeChoice
     plain: MeanMax
-    single_pair: MeanMax
+    single_pair: MeanMax | None
     reference: MeanMax
     over_constants: dict[str, MeanMax]
     intervals: dict
     spread: Spread
     per_workload: np.ndarray
+    note: str | None = None
 
 
 def safe_indices(log_pred: np.ndarray, sd: np.ndarray, anchor: np.ndarray, z: float) -> np.ndarray:
@@ -162,20 +168,22 @@ def safe_report(regret: np.ndarray, log_pred: np.ndarray, log_measured: np.ndarr
     Raises
     ------
     InputError
-        Where the shapes differ, or with workloads of fewer than three groups.
+        Where the shapes differ.
     """
     regret, log_pred = np.asarray(regret, dtype=np.float64), np.asarray(log_pred, dtype=np.float64)
     n, k = regret.shape
     labels = np.arange(n) if groups is None else np.asarray(groups)
     if log_pred.shape != (n, k) or np.shape(log_measured) != (n, k) or labels.shape != (n,):
         raise InputError(f"regret, log_pred and log_measured must all be [{n} x {k}] and groups one per workload")
-    if len(np.unique(labels)) < 3:
-        raise InputError("the safe choice is chosen on other workloads and anchored on yet others: it needs workloads "
-                         f"of at least three groups, got {len(np.unique(labels))}; with fewer, the reference is the "
-                         "safe setting")
     d = log_distance(configs, np.asarray(configs, dtype=np.float64)[reference_index])
     fold = _Fold(regret, log_pred - np.asarray(log_measured, dtype=np.float64), d, reference_index, labels)
     rows = np.arange(n)
+    plain = regret[rows, np.argmin(log_pred, axis=1)]
+    reference = regret[:, reference_index]
+    overall = spread(d, *fit_spread(fold.residual, d))
+    groups_n = len(np.unique(labels))
+    if groups_n < MIN_GROUPS:
+        return _reference_only(plain, reference, regret, fold, groups_n, overall)
     none = np.zeros(n, dtype=bool)
     # Each workload with its anchors and spread fitted without it: the one-level scores.
     own = [fold.anchor_and_spread(a, none) for a in range(n)]
@@ -200,10 +208,7 @@ def safe_report(regret: np.ndarray, log_pred: np.ndarray, log_measured: np.ndarr
         chosen.append(f"{anchor} z={z:g}")
         used.append(aggregate)
         safe[a] = over[chosen[-1]][a]
-    plain = regret[rows, np.argmin(log_pred, axis=1)]
     single = regret[rows, [f[0]["single_pair"] for f in own]]
-    reference = regret[:, reference_index]
-    overall = spread(d, *fit_spread(fold.residual, d))
     return SafeReport(
         cross_validated=SafeChoice.of(safe, chosen=tuple(chosen), aggregates=tuple(used)),
         plain=MeanMax.of(plain), single_pair=MeanMax.of(single), reference=MeanMax.of(reference),
@@ -211,3 +216,18 @@ def safe_report(regret: np.ndarray, log_pred: np.ndarray, log_measured: np.ndarr
         intervals=paired_intervals(safe, {"plain": plain, "single_pair": single}, groups=labels),
         spread=Spread(float(overall.min()), float(overall.max())),
         per_workload=safe)
+
+
+def _reference_only(plain: np.ndarray, reference: np.ndarray, regret: np.ndarray, fold: _Fold, groups: int,
+                    overall: np.ndarray) -> SafeReport:
+    """The report where too few groups leave nothing to choose the rule on: the reference is the safe setting."""
+    n = len(plain)
+    # One pair for all is still chosen on the other group where there are two.
+    single = (MeanMax.of(regret[np.arange(n), [fold.anchor_and_spread(a, np.zeros(n, dtype=bool))[0]["single_pair"]
+                                              for a in range(n)]]) if groups > 1 else None)
+    return SafeReport(
+        cross_validated=SafeChoice.of(reference, chosen=("reference",) * n, aggregates=("none",) * n),
+        plain=MeanMax.of(plain), single_pair=single, reference=MeanMax.of(reference), over_constants={},
+        intervals={}, spread=Spread(float(overall.min()), float(overall.max())), per_workload=reference,
+        note=f"{groups} application{'s' if groups > 1 else ''}: the safe choice is chosen on other applications and "
+             f"anchored on yet others, which needs at least {MIN_GROUPS}; the reference is the safe setting")

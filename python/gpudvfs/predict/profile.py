@@ -499,7 +499,7 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
         raise InputError(f"the power model's clock pairs are not {device.key}'s: {beyond[0]}")
     if kernels is None:
         kernels = kernel_inputs(report, clip)
-    refs, reference_from = _references(kernels, device, reference)
+    refs, reference_from, assumed = _references(kernels, device, reference)
     tdev = TimeDevice.from_spec(device)
     profiles = [KernelProfile.from_counters(k.label, {n: v for n, v in k.inputs.items() if v is not None},
                                             tool="nvprof", device=tdev, reference_mhz=tuple(ref),
@@ -510,6 +510,8 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
     t = TimeModel(tdev).predict(profiles, configs[:, 0], configs[:, 1], calibrate=calibrated)
     median = np.median(refs, axis=0)
     q_time = time_interval(configs, median, calibrated)
+    q_assumed = assumed_reference_spread(device) if assumed else 0.0
+    q_time = np.hypot(q_time, q_assumed)  # independent errors, as the uncalibrated level's
     q_power = power_model.interval_
     util = np.array([[k.utilization[c] for c in COMPONENTS] for k in kernels])
     p = power_model.predict_grid(util, configs)
@@ -526,7 +528,7 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
         configs=configs.copy(),
         calibrated_on_measured_time=calibrated, power_source=power_model.source_,
         intervals=Intervals(q_time, q_power, None if q_power is None else q_time + q_power),
-        rests_on=_rests_on(calibrated, power_model),
+        rests_on=_rests_on(calibrated, power_model, q_assumed),
         kernels={k.label: LaunchPrediction(t[i], p[i], t[i] * p[i] / 1e3, _chosen(s, i))
                  for i, k in enumerate(kernels)},
         under_launch_scale=None if calibrated else tuple(k.label for i, k in enumerate(kernels)
@@ -534,10 +536,13 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
         policy=policy, by_name=by_name, application=application)
 
 
-def _rests_on(calibrated: bool, model: PowerModel) -> str:
+def _rests_on(calibrated: bool, model: PowerModel, q_assumed: float) -> str:
     """One line: what the time and the power rest on, with their 90% intervals."""
     time = ("time calibrated on the profile's measured duration" if calibrated else
             f"time uncalibrated: within x/{math.exp(UNCALIBRATED_LEVEL):.2f} at the reference")
+    if q_assumed > 0:
+        time += (f", its clocks assumed (the profile lacks the SM clock; collect "
+                 f"smsp__cycles_elapsed.avg.per_second): widened by x/{math.exp(q_assumed):.2f}")
     power = {"prior": "power from the catalog prior (no measurement of this GPU)",
              "observed": "power from the prior refined by observing this GPU",
              "fitted": "power from a model fitted on this GPU's measurements"}[model.source_]
@@ -551,17 +556,17 @@ def _chosen(s: Selection, i: int) -> ChosenPair:
 
 
 def _references(kernels: list[LaunchInputs], device: DeviceSpec, reference: tuple[float, float] | None
-                ) -> tuple[np.ndarray, str]:
-    """Per launch, the (core, memory) clocks its counters and time belong to [n x 2], and where they come from.
+                ) -> tuple[np.ndarray, str, bool]:
+    """Per launch, the (core, memory) clocks its counters and time belong to [n x 2], their source, and if assumed.
 
     ``reference`` where given; else each launch's SM clock as Nsight Compute measured it (its
     clock control may lock the driver's base clock, which can differ from the catalog's, or
-    leave the GPU boosting) with the catalog's default memory clock; else the catalog's
-    default clocks (the GPU's own, never another GPU's).
+    leave the GPU boosting) with the catalog's default memory clock; else, assumed, the
+    catalog's default clocks (the GPU's own, never another GPU's).
     """
     n = len(kernels)
     if reference is not None:
-        return np.tile(np.asarray(reference, dtype=np.float64), (n, 1)), "given"
+        return np.tile(np.asarray(reference, dtype=np.float64), (n, 1)), "given", False
     for k in kernels:
         c = k.inputs.get("sm_clock_mhz")
         if c is None:
@@ -573,8 +578,34 @@ def _references(kernels: list[LaunchInputs], device: DeviceSpec, reference: tupl
     sm = [c for k in kernels if (c := k.inputs.get("sm_clock_mhz")) is not None]
     if len(sm) == n:
         return (np.column_stack([sm, np.full(n, float(device.default_mhz[1]))]),
-                "the profile's SM clock, the catalog's default memory clock")
-    return np.tile(np.asarray(device.default_mhz, dtype=np.float64), (n, 1)), "the catalog's default clocks"
+                "the profile's SM clock, the catalog's default memory clock", False)
+    return (np.tile(np.asarray(device.default_mhz, dtype=np.float64), (n, 1)),
+            "the catalog's default clocks, assumed: the profile lacks the SM clock its launches ran at", True)
+
+
+def assumed_reference_spread(device: DeviceSpec) -> float:
+    """How far off an assumed reference clock can put the time: a log half-width.
+
+    A profile without the SM clock may have run anywhere from the GPU's base clock (Nsight
+    Compute's lock) to its boost clock (the driver's own choice). A compute-bound kernel's time
+    scales with that clock, so a time placed at the catalog's default clock can be off by the
+    larger log ratio between that clock and either end.
+
+    Parameters
+    ----------
+    device : DeviceSpec
+        The catalog GPU.
+
+    Returns
+    -------
+    float
+        ``max(ln(default / base), ln(boost / default))``, the base the rated one where
+        published, else the default clock itself.
+    """
+    default = float(device.default_mhz[0])
+    lo = min(device.core_mhz.get("base", default), default)
+    hi = max(device.core_mhz["boost"], default)
+    return max(math.log(default / lo), math.log(hi / default))
 
 
 def _application(names: list[str], t: np.ndarray, p: np.ndarray, choose: Callable[[np.ndarray, np.ndarray], Selection]
