@@ -1,19 +1,6 @@
 """Every format gpudvfs reads and writes, detected from a file's first lines.
 
-| format          | what                                                        | returns            |
-|-----------------|-------------------------------------------------------------|--------------------|
-| `gpmtool`       | gpmTOOL power CSV (rows with or without a name)             | PowerDataset       |
-| `gpmtool-utils` | gpmTOOL utilization-only CSV (`name,U...`)                  | UtilizationTable   |
-| `nvdvfs`        | NV-DVFS-Benchmark grid: time, power, nvprof counters per pair | MeasurementGrid    |
-| `dcgm`          | nsfcac DCGM/SPEC CSV                                        | MeasurementGrid    |
-| `ptx`           | gpuPTXModel block format                                    | MeasurementGrid    |
-| `tidy`          | what `gpudvfs sweep` writes, one row a measurement          | MeasurementGrid    |
-| `zeus`          | Zeus's traces: training jobs at each GPU power limit        | MeasurementGrid    |
-| `perseus`       | Perseus's stage profiles: time and energy per SM clock      | MeasurementGrid    |
-| `grid`          | any grid CSV with workload, clock, time (and power) columns | MeasurementGrid    |
-| `ncu`           | Nsight Compute `--csv` output                               | CounterReport      |
-| `nvprof`        | nvprof's own `--csv` output (metrics, events, GPU trace)    | CounterReport      |
-| `nvidia-smi`    | `nvidia-smi --query-gpu --format=csv` log                   | SmiLog             |
+The formats and what each reader returns are tabled in :mod:`gpudvfs.data`.
 """
 
 from __future__ import annotations
