@@ -204,6 +204,10 @@ def test_fleet_whatif_commands(registry3, tmp_path):
     r = run(cli, ["fleet", "whatif", str(tel), "--registry", str(registry3.root), "--time-model", str(model),
                   "--interval-s", "1e-4"])
     assert r.exit_code == 2 and "--interval-s" in r.output
+    # The command offers only the policies a what-if replays: power-cap is refused as it parses.
+    r = run(cli, ["fleet", "whatif", str(tel), "--registry", str(registry3.root), "--time-model", str(model),
+                  "--policy", "power-cap"])
+    assert r.exit_code == 2 and "'power-cap' is not one of 'energy', 'edp', 'deadline'" in r.output
 
 
 def _export(frame, path):

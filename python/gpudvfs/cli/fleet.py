@@ -17,8 +17,7 @@ from gpudvfs.cli.progress import progress_bars
 from gpudvfs.fleet.budget import bench
 from gpudvfs.fleet.jobs import OBJECTIVES, plan_budget, read_jobs, simulated_jobs, write_jobs
 from gpudvfs.fleet.registry import CV_FOLDS, Registry
-from gpudvfs.fleet.whatif import DEFAULT_INTERVAL_S, MIN_INTERVAL_S
-from gpudvfs.fleet.whatif import POLICIES as WHATIF_POLICIES
+from gpudvfs.fleet.whatif import DEFAULT_INTERVAL_S, MIN_INTERVAL_S, WHATIF_POLICIES
 from gpudvfs.hardware.kinds import DEVICE_KINDS
 from gpudvfs.power.model import VARIANTS
 
