@@ -182,11 +182,12 @@ def safe_report(regret: np.ndarray, log_pred: np.ndarray, log_measured: np.ndarr
     reference = regret[:, reference_index]
     overall = spread(d, *fit_spread(fold.residual, d))
     groups_n = len(np.unique(labels))
-    if groups_n < MIN_GROUPS:
-        return _reference_only(plain, reference, regret, fold, groups_n, overall)
     none = np.zeros(n, dtype=bool)
-    # Each workload with its anchors and spread fitted without it: the one-level scores.
-    own = [fold.anchor_and_spread(a, none) for a in range(n)]
+    # Each workload with its anchors and spread fitted without it (one group: none to fit on).
+    own = [fold.anchor_and_spread(a, none) for a in range(n)] if groups_n > 1 else []
+    single = regret[rows, [f[0]["single_pair"] for f in own]] if own else None
+    if groups_n < MIN_GROUPS or single is None:  # single is None only with one group
+        return _reference_only(plain, reference, single, groups_n, overall)
 
     def regrets(fits: list[tuple[dict, np.ndarray]], members: np.ndarray, anchor: str, z: float) -> np.ndarray:
         idx = [safe_indices(log_pred[[a]], fits[i][1][None, :], np.array([fits[i][0][anchor]]), z)[0]
@@ -208,7 +209,6 @@ def safe_report(regret: np.ndarray, log_pred: np.ndarray, log_measured: np.ndarr
         chosen.append(f"{anchor} z={z:g}")
         used.append(aggregate)
         safe[a] = over[chosen[-1]][a]
-    single = regret[rows, [f[0]["single_pair"] for f in own]]
     return SafeReport(
         cross_validated=SafeChoice.of(safe, chosen=tuple(chosen), aggregates=tuple(used)),
         plain=MeanMax.of(plain), single_pair=MeanMax.of(single), reference=MeanMax.of(reference),
@@ -218,16 +218,17 @@ def safe_report(regret: np.ndarray, log_pred: np.ndarray, log_measured: np.ndarr
         per_workload=safe)
 
 
-def _reference_only(plain: np.ndarray, reference: np.ndarray, regret: np.ndarray, fold: _Fold, groups: int,
+def _reference_only(plain: np.ndarray, reference: np.ndarray, single: np.ndarray | None, groups: int,
                     overall: np.ndarray) -> SafeReport:
-    """The report where too few groups leave nothing to choose the rule on: the reference is the safe setting."""
+    """The report where too few groups leave nothing to choose the rule on: the reference is the safe setting.
+
+    One pair for all (``single``) is still scored where there are two groups, each chosen on the other.
+    """
     n = len(plain)
-    # One pair for all is still chosen on the other group where there are two.
-    single = (MeanMax.of(regret[np.arange(n), [fold.anchor_and_spread(a, np.zeros(n, dtype=bool))[0]["single_pair"]
-                                              for a in range(n)]]) if groups > 1 else None)
     return SafeReport(
         cross_validated=SafeChoice.of(reference, chosen=("reference",) * n, aggregates=("none",) * n),
-        plain=MeanMax.of(plain), single_pair=single, reference=MeanMax.of(reference), over_constants={},
+        plain=MeanMax.of(plain), single_pair=None if single is None else MeanMax.of(single),
+        reference=MeanMax.of(reference), over_constants={},
         intervals={}, spread=Spread(float(overall.min()), float(overall.max())), per_workload=reference,
         note=f"{groups} application{'s' if groups > 1 else ''}: the safe choice is chosen on other applications and "
              f"anchored on yet others, which needs at least {MIN_GROUPS}; the reference is the safe setting")
