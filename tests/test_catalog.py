@@ -454,3 +454,19 @@ def test_one_pair_is_chosen_for_all_launches_on_their_summed_energy():
     assert np.allclose(app["joules"], joules) and np.allclose(app["watts"], joules * 1e3 / time_ms)
     best = int(np.argmin(joules))
     assert [app["chosen"]["core_mhz"], app["chosen"]["mem_mhz"]] == out["configs"][best]
+
+
+@pytest.mark.parametrize("content", [None, "{bad", '{"version": 1, "devices": {"x": {}}}'])
+def test_a_bad_gpudvfs_catalog_names_the_variable(content, monkeypatch, tmp_path):
+    """A missing, unparsable or malformed file named by GPUDVFS_CATALOG: the error says where
+    the file came from, since the user never passed it on the command line."""
+    user = tmp_path / "mine.json"
+    if content is not None:
+        user.write_text(content)
+    monkeypatch.setenv("GPUDVFS_CATALOG", str(user))
+    with pytest.raises(InputError, match=r"mine\.json.*GPUDVFS_CATALOG environment variable"):
+        lookup("h100")
+    monkeypatch.delenv("GPUDVFS_CATALOG")
+    with pytest.raises(InputError) as e:  # passed as extra=, it is the caller's own file
+        lookup("h100", extra=user)
+    assert "GPUDVFS_CATALOG" not in str(e.value)

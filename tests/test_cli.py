@@ -266,3 +266,25 @@ def test_tables_reach_a_pipe_whole(columns):
         assert r.stdout.count("x") == 140 and "1000/1000" in cells
     else:
         assert name in r.stdout and "1000/1000" in r.stdout
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_shell_completion_as_documented(shell):
+    """docs/cli.md's completion lines: each shell's script is printed, and bash completes a
+    command from its first letters (what the script asks the command at each TAB)."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    doc = (REPO / "docs" / "cli.md").read_text()
+    assert f"_GPUDVFS_COMPLETE={shell}_source gpudvfs" in doc
+    env = {**os.environ, "_GPUDVFS_COMPLETE": f"{shell}_source"}
+    command = [sys.executable, "-c", "from gpudvfs.cli import main; main()"]  # what the `gpudvfs` script runs
+    r = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "_GPUDVFS_COMPLETE" in r.stdout, r.stderr
+    if shell == "bash":
+        env = {**os.environ, "_GPUDVFS_COMPLETE": "bash_complete", "COMP_WORDS": "gpudvfs pre", "COMP_CWORD": "1"}
+        r = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+        assert "predict" in r.stdout.split()[0].split(","), r.stdout

@@ -153,8 +153,11 @@ def test_a_slowdown_cap_chosen_without_the_application_is_worse_than_none(data):
     assert np.mean(held_out) == pytest.approx(0.0456, abs=1e-4) and np.mean(held_out) > regret[0].mean()
 
 
-def test_demo_on_nvml_without_a_driver_says_so():
-    """This machine has no NVIDIA driver: `--device nvml` must stop with one clear line."""
+def test_demo_on_nvml_without_a_driver_says_so(tmp_path, monkeypatch):
+    """This machine has no NVIDIA driver: `--device nvml` must stop with one clear line. Run in
+    an empty folder: the README's `gpudvfs demo`, run first from the repository root, leaves
+    its default output folder there, which would be refused before the device is reached."""
+    monkeypatch.chdir(tmp_path)
     pynvml = pytest.importorskip("pynvml")
     try:
         pynvml.nvmlInit()

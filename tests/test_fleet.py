@@ -277,3 +277,14 @@ def test_fleet_commands_end_to_end(tmp_path):
     assert r.exit_code == 2 and "--budget-w" in r.output
     r = run(cli, ["fleet", "check", "--registry", reg, "--device", "nvml", "--sim-aging", "0.1"])
     assert r.exit_code == 2 and "--sim-aging is for --device sim" in r.output
+
+
+def test_ray_auto_without_a_cluster_says_what_to_pass(monkeypatch):
+    """Ray's own message tells the user to pass `--address`, which gpudvfs has no option for."""
+    from gpudvfs.fleet.tasks import ray_session
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    with pytest.raises(InputError, match=r"--ray auto: no Ray cluster found") as e:
+        with ray_session("auto"):
+            pass
+    assert "--address" not in str(e.value) and "'local'" in str(e.value)

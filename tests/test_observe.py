@@ -48,6 +48,32 @@ def test_observe_on_the_simulator_recovers_its_voltages(tmp_path):
     assert PowerModel.load(tmp_path / "m2.json").voltage(900.0, 3505.0) == pytest.approx(model.voltage(900.0, 3505.0))
 
 
+def test_ctrl_c_while_watching_keeps_and_fits_the_readings_so_far(tmp_path, monkeypatch):
+    """Ctrl-C (KeyboardInterrupt raised by the simulator's 51st read) ends the watch: the 50
+    readings are written to --readings and fitted, with a warning saying so. Ctrl-C before
+    the first reading still stops the command."""
+    real = DriverManagedGpu.read
+    calls = {"n": 0}
+
+    def read(self, seconds, step_s=0.01):
+        calls["n"] += 1
+        if calls["n"] > calls["stop"]:
+            raise KeyboardInterrupt
+        return real(self, seconds, step_s)
+
+    monkeypatch.setattr(DriverManagedGpu, "read", read)
+    calls["stop"] = 50
+    args = ["power", "observe", "--device", "sim", "--seconds", "60", "-o", str(tmp_path / "m.json"),
+            "--readings", str(tmp_path / "r.csv"), "--json"]
+    r = CliRunner().invoke(cli, args)
+    assert r.exit_code == 0, r.output
+    assert "interrupted after 50 of 600 readings" in r.stderr
+    assert json.loads(r.stdout)["samples"] == 50 and len(read_readings(tmp_path / "r.csv").readings) == 50
+    calls.update(n=0, stop=0)
+    r = CliRunner().invoke(cli, [*args[:-5], "-o", str(tmp_path / "m2.json")])
+    assert r.exit_code != 0 and not (tmp_path / "m2.json").exists()
+
+
 def test_observation_beats_the_prior_it_starts_from():
     sim = DriverManagedGpu(seed=3)
     obs = observe(sim, 60.0, 0.1)

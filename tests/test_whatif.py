@@ -269,3 +269,31 @@ def test_what_ray_prints_while_it_runs_stays_off_the_json(monkeypatch, tmp_path)
                                  "--time-model", str(tmp_path / "m.json"), "--json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout) == {"jobs": {}} and "(raylet) WARNING" in r.stderr
+
+
+@pytest.mark.parametrize("kind", ["empty csv", "ncu csv", "truncated parquet", "foreign parquet", "missing"])
+def test_unreadable_telemetry_is_one_line_naming_the_file_before_ray_starts(kind, registry3, time_model, tmp_path,
+                                                                            monkeypatch):
+    """Each file is refused by its header or schema, before Ray starts (the stand-in for
+    `ray_session` fails the test if it is reached), with the file's name in the message."""
+    import pandas as pd
+
+    def no_ray(address):
+        raise AssertionError("Ray was started for a file that cannot be read")
+
+    monkeypatch.setattr(wi, "ray_session", no_ray)
+    good = tmp_path / "good.parquet"
+    pd.DataFrame({"a": range(1000), "b": [0.5] * 1000}).to_parquet(good)
+    path = {"empty csv": tmp_path / "t.csv", "ncu csv": tmp_path / "app.ncu.csv",
+            "truncated parquet": tmp_path / "t.parquet", "foreign parquet": good, "missing": tmp_path / "no.csv"}[kind]
+    if kind == "empty csv":
+        path.write_text("")
+    elif kind == "ncu csv":
+        path.write_text('==PROF== Connected to process 1 (./app)\n"ID","Process ID","Kernel Name"\n"0","1","k"\n')
+    elif kind == "truncated parquet":
+        path.write_bytes(good.read_bytes()[:200])
+    expected = {"empty csv": "empty", "ncu csv": "no GPU UUID column", "truncated parquet": "not a readable Parquet",
+                "foreign parquet": "no GPU UUID column", "missing": "no such file"}[kind]
+    with pytest.raises(InputError, match=expected) as e:
+        wi.whatif(str(path), registry3, time_model)
+    assert str(e.value).startswith(str(path)) and "\n" not in str(e.value)

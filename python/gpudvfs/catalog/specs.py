@@ -347,16 +347,28 @@ def catalog(extra: str | Path | None = None) -> dict[str, DeviceSpec]:
         device's key.
     """
     out = dict(_builtin())
-    for path in (os.environ.get("GPUDVFS_CATALOG"), extra):
+    env = os.environ.get("GPUDVFS_CATALOG")
+    for path in (env, extra):
         if path:
-            added = _read(read_json(path), str(path))
-            out |= added
-            keys = {_norm(k): k for k in out}
-            for d in added.values():  # an alias that is another entry's key would never be found
-                taken = [keys[_norm(a)] for a in d.aliases if keys.get(_norm(a), d.key) != d.key]
-                if taken:
-                    raise InputError(f"{path}: device {d.key!r}: alias {taken[0]!r} is the key of another device")
+            try:
+                out |= _added(out, path)
+            except InputError as e:
+                if path is not env:
+                    raise
+                raise InputError(f"{e} (the file the GPUDVFS_CATALOG environment variable names: fix it, or unset "
+                                 "the variable)") from None
     return out
+
+
+def _added(known: dict[str, DeviceSpec], path: str | Path) -> dict[str, DeviceSpec]:
+    """A catalog file's entries, refused where an alias is another entry's key (it would never be found)."""
+    added = _read(read_json(path), str(path))
+    keys = {_norm(k): k for k in known | added}
+    for d in added.values():
+        taken = [keys[_norm(a)] for a in d.aliases if keys.get(_norm(a), d.key) != d.key]
+        if taken:
+            raise InputError(f"{path}: device {d.key!r}: alias {taken[0]!r} is the key of another device")
+    return added
 
 
 def lookup(name: str, extra: str | Path | None = None) -> DeviceSpec:

@@ -71,12 +71,12 @@ def observe_(kind: str, index: int, seconds: float, window_s: float, replay: str
     with user_errors():
         refuse_overwrite([out, readings], [replay], force)
         obs, sim = (read_readings(replay), None) if replay else _watch(kind, index, seconds, window_s, as_json)
+        if readings:  # first: a fit that fails keeps what was read
+            write_readings(readings, obs)
         prior = PowerModel.prior(obs.catalog_key, reference=obs.default_mhz)
         fit = fit_readings(prior, obs)
         if fit.prior_stands:
             warnings.warn(GpudvfsWarning(f"the prior stands: {fit.prior_stands}"), stacklevel=1)
-        if readings:
-            write_readings(readings, obs)
         fit.model.save(out)
     got, key, default = obs.readings, obs.catalog_key, obs.default_mhz
     reasons = Counter(r for x in got for r in x.throttle_reasons)

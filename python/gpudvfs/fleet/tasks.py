@@ -61,7 +61,7 @@ def ray_session(ray_address: str = "local", num_gpus: int | None = None) -> Iter
     Raises
     ------
     InputError
-        Where Ray is not installed.
+        Where Ray is not installed, or no cluster answers at ``ray_address``.
     """
     ray = import_ray()
     if ray.is_initialized():
@@ -70,7 +70,12 @@ def ray_session(ray_address: str = "local", num_gpus: int | None = None) -> Iter
     if ray_address == "local":
         ray.init(num_gpus=num_gpus, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
     else:
-        ray.init(address=ray_address, logging_level=logging.WARNING)
+        try:
+            ray.init(address=ray_address, logging_level=logging.WARNING)
+        except ConnectionError as e:  # Ray's own message names its CLI's --address, which gpudvfs lacks
+            raise InputError(f"--ray {ray_address}: no Ray cluster found there ({str(e).split('.')[0]}); start "
+                             "one (`ray start --head`) and pass its HOST:PORT, set RAY_ADDRESS and pass 'auto', or "
+                             "pass 'local' to start one here") from None
     try:
         yield ray
     finally:

@@ -19,6 +19,7 @@ driver adds up, so a month of a large cluster's telemetry is one pass.
 
 from __future__ import annotations
 
+import csv
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -160,8 +161,8 @@ def resolve_columns(names: Sequence[str], job_column: str | None = None) -> dict
             if c.lower() in lower:
                 return lower[c.lower()]
         if required:
-            raise InputError(f"telemetry: no {role} column (looked for {', '.join(candidates)}); columns: "
-                             f"{', '.join(names)}")
+            shown = ", ".join(names[:12]) + (f" and {len(names) - 12} more" if len(names) > 12 else "")
+            raise InputError(f"telemetry: no {role} column (looked for {', '.join(candidates)}); columns: {shown}")
         return None
 
     def field(name: str) -> str | None:
@@ -176,6 +177,30 @@ def resolve_columns(names: Sequence[str], job_column: str | None = None) -> dict
         raise InputError("telemetry: the what-if needs SM (or graphics engine) activity and DRAM activity "
                          "(DCGM_FI_PROF_SM_ACTIVE, DCGM_FI_PROF_DRAM_ACTIVE)")
     return cols
+
+
+def telemetry_columns(path: str) -> list[str]:
+    """The columns of a telemetry CSV (its header) or Parquet file or folder (its schema).
+
+    Read before Ray starts: an empty, truncated or foreign file is one line naming it, not a
+    Ray traceback from inside a block.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{path}: no such file or folder")
+    if path.endswith(".csv"):
+        with open(p, newline="", encoding="utf-8", errors="replace") as f:
+            header = next(csv.reader(f), [])
+        if not any(h.strip() for h in header):
+            raise InputError(f"{path}: empty; expected a CSV with a header row of DCGM exporter columns")
+        return header
+    import pyarrow.dataset as pads  # Ray Data's own dependency: the `fleet` extra has it
+
+    try:
+        return list(pads.dataset(path, format="parquet").schema.names)
+    except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
+        raise InputError(f"{path}: not a readable Parquet file or folder ({str(e).splitlines()[0]}); expected "
+                         "DCGM exporter telemetry as Parquet, CSV or a Prometheus range-query export (.json)") from None
 
 
 def _numbers(frame: Any, column: str, lo: float, hi: float) -> np.ndarray:
@@ -491,15 +516,20 @@ def whatif(telemetry: str | Path, registry: Registry, model: DcgmTimeModel, *, p
     if policy not in WHATIF_POLICIES:
         raise InputError(f"unknown policy {policy!r}; expected one of {WHATIF_POLICIES}")
     tables = gpu_tables(registry)
+    path = str(telemetry)
+    export = read_range_export(path) if path.endswith(".json") else None
+    names = list(export.columns) if export is not None else telemetry_columns(path)
+    try:
+        cols = resolve_columns(names, job_column)
+    except InputError as e:
+        raise InputError(f"{path}: {e}") from None
     with ray_session(ray_address) as ray:
         ray.data.DataContext.get_current().enable_progress_bars = False
         try:
-            path = str(telemetry)
-            if path.endswith(".json"):
-                ds = ray.data.from_pandas(read_range_export(path))
+            if export is not None:
+                ds = ray.data.from_pandas(export)
             else:
                 ds = ray.data.read_csv(path) if path.endswith(".csv") else ray.data.read_parquet(path)
-            cols = resolve_columns(ds.schema().names, job_column)
             parts = ds.map_batches(whatif_frame, batch_format="pandas", batch_size=BATCH_ROWS, fn_kwargs={
                 "tables": tables, "model": model, "cols": cols, "policy": policy, "slowdown": slowdown,
                 "interval_s": interval_s}).to_pandas()

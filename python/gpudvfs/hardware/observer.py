@@ -265,7 +265,7 @@ def observe(source: ReadingSource, seconds: float, window_s: float = 0.1,
             progress: Callable[[int, int], None] | None = None) -> Observation:
     """Read a GPU window by window.
 
-    A source that fails to answer partway keeps what it read and warns.
+    A source that fails to answer partway, or Ctrl-C, keeps what was read and warns.
 
     Parameters
     ----------
@@ -300,6 +300,12 @@ def observe(source: ReadingSource, seconds: float, window_s: float = 0.1,
                 raise
             warnings.warn(GpudvfsWarning(f"the GPU stopped answering after {len(out)} readings ({e}); "
                                          "fitting those"), stacklevel=2)
+            break
+        except KeyboardInterrupt:  # Ctrl-C ends the watch early: what was read is kept
+            if not out:
+                raise
+            warnings.warn(GpudvfsWarning(f"interrupted after {len(out)} of {n} readings; fitting those"),
+                          stacklevel=2)
             break
         if progress:
             progress(i + 1, n)

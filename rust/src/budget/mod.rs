@@ -132,9 +132,11 @@ impl Instance<'_> {
     /// `least`: the total cost of every group at its cheapest allowed option.
     fn validate_least(&self, least: f64) -> CoreResult<()> {
         if least > self.budget {
+            // Rounded up to 0.1 W, so that the figure printed is never one the budget meets.
             return Err(CoreError::Value(format!(
-                "the budget {} W is below the {least} W of every GPU at its lowest-power allowed option",
-                self.budget
+                "the budget {} W is below the {:.1} W of every GPU at its lowest-power allowed option",
+                self.budget,
+                (least * 10.0).ceil() / 10.0
             )));
         }
         Ok(())
