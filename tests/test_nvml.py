@@ -969,3 +969,27 @@ def test_a_power_limit_is_set_within_its_range_and_put_back_as_found(monkeypatch
         assert dev.knobs()["power_limit"] is False
         with pytest.raises(ClockControlError, match="leave_clocks"):
             dev.set_power_limit(200.0)
+
+
+def test_device_auto_takes_nvml_where_it_finds_a_gpu_else_the_simulator_saying_why(monkeypatch):
+    """`--device auto` (every device command's default): NVML's GPU where it counts one (here
+    the stand-in pynvml, no GPU), else the simulated GPU with the reason on stderr."""
+    from click.testing import CliRunner
+
+    from gpudvfs.cli.app import cli
+    from gpudvfs.hardware.kinds import resolve_kind
+
+    fake = FakeNvml()
+    assert resolve_kind("auto", fake) == ("nvml", None)
+    assert resolve_kind("sim", fake) == ("sim", None)
+
+    def refuse():
+        raise fake.NVMLError("Driver Not Loaded")
+
+    monkeypatch.setattr(fake, "nvmlInit", refuse)
+    kind, why = resolve_kind("auto", fake)
+    assert kind == "sim" and "Driver Not Loaded" in why
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    r = CliRunner().invoke(cli, ["govern", "reset"])
+    assert r.exit_code == 0, r.output
+    assert "no NVIDIA GPU here (NVML could not be initialised:" in r.stderr and "on the simulated GPU" in r.stderr

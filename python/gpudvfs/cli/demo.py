@@ -8,11 +8,11 @@ from gpudvfs.cli import options
 from gpudvfs.cli.output import console, output_dir, print_json, refuse_overwrite, table, user_errors
 from gpudvfs.cli.progress import progress_bars
 from gpudvfs.demo import demo_report
-from gpudvfs.hardware.kinds import DEVICE_KINDS, make_device
+from gpudvfs.hardware.kinds import make_device
 
 
 @click.command()
-@click.option("--device", "device_kind", type=click.Choice(DEVICE_KINDS), default="sim", show_default=True)
+@options.device_kind()
 @options.gpu_index()
 @options.seed("Noise seed of the simulated GPU.")
 @click.option("--out-dir", default="gpudvfs-demo", show_default=True, type=click.Path(file_okay=False),

@@ -18,7 +18,6 @@ from gpudvfs.fleet.budget import bench
 from gpudvfs.fleet.jobs import OBJECTIVES, plan_budget, read_jobs, simulated_jobs, write_jobs
 from gpudvfs.fleet.registry import CV_FOLDS, Registry
 from gpudvfs.fleet.whatif import DEFAULT_INTERVAL_S, MIN_INTERVAL_S, WHATIF_POLICIES
-from gpudvfs.hardware.kinds import DEVICE_KINDS
 from gpudvfs.power.model import VARIANTS
 
 
@@ -69,8 +68,7 @@ def summary_rows(summary: dict) -> list[list[str]]:
 
 
 @fleet.command()
-@click.option("--device", "device_kind", type=click.Choice(DEVICE_KINDS), default="sim", show_default=True,
-              help="nvml: every task calibrates the GPU Ray gives it; sim: simulated chips, each with its own "
+@options.device_kind(help="nvml: every task calibrates the GPU Ray gives it; sim: simulated chips, each with its own "
                    "variation drawn from its UUID.")
 @click.option("--gpus", type=click.IntRange(min=1),
               help="GPUs to calibrate (default: every GPU of the Ray cluster; needed with --device sim and "
@@ -132,7 +130,7 @@ def calibrate(device_kind: str, gpus: int | None, ray_address: str, out: str, se
 
 @fleet.command()
 @click.option("--registry", required=True, type=click.Path(file_okay=False), help="The registry to check against.")
-@click.option("--device", "device_kind", type=click.Choice(DEVICE_KINDS), default="sim", show_default=True)
+@options.device_kind()
 @click.option("--gpus", type=click.IntRange(min=1), help="GPUs to check (default: every GPU of the Ray cluster).")
 @click.option("--ray", "ray_address", default="local", show_default=True, help="As for `fleet calibrate`.")
 @options.seed("Fleet seed of the simulated chips' UUIDs.")

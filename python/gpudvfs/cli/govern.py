@@ -26,7 +26,7 @@ from gpudvfs.evaluation.replay_table import ReplayTable, dcgm_replay_table, repl
 from gpudvfs.govern.daemon import KNOBS, MIN_INTERVAL_S, Daemon
 from gpudvfs.govern.governor import GOVERNOR_POLICIES
 from gpudvfs.govern.plain import plain_table
-from gpudvfs.hardware.kinds import DEVICE_KINDS, make_device
+from gpudvfs.hardware.kinds import make_device
 from gpudvfs.hardware.nvml import NvmlDevice
 
 #: Steps replayed and steps of a phase; a trace replays each job once for TRACE_STEPS steps.
@@ -375,7 +375,7 @@ def _print_defaults_cv(data: Sequence[str], r: dict, seeds: int) -> None:
 
 
 @govern.command()
-@click.option("--device", "device_kind", type=click.Choice(DEVICE_KINDS), default="nvml", show_default=True)
+@options.device_kind()
 @options.gpu_index()
 @click.option("--socket", "socket_path", required=True, type=click.Path(dir_okay=False),
               help="The Unix socket unprivileged governors connect to (e.g. /run/gpudvfs/gpu0.sock).")
@@ -411,7 +411,7 @@ def clockd(device_kind: str, index: int, socket_path: str, mode: str) -> None:
 
 
 @govern.command()
-@click.option("--device", "device_kind", type=click.Choice(DEVICE_KINDS), default="nvml", show_default=True)
+@options.device_kind()
 @options.gpu_index()
 def reset(device_kind: str, index: int) -> None:
     """Give a GPU's clocks back to the driver (what a governor killed by SIGKILL left locked).
@@ -452,8 +452,7 @@ def _started(daemon: Daemon) -> None:
 
 
 @govern.command("run")
-@click.option("--device", "device_kind", type=click.Choice(DEVICE_KINDS), default="nvml", show_default=True,
-              help="sim: a simulated GPU running a process of --sim-phases phases, on a virtual clock.")
+@options.device_kind(help="sim: a simulated GPU running a process of --sim-phases phases, on a virtual clock.")
 @options.gpu_index()
 @click.option("--registry", type=click.Path(file_okay=False),
               help="The fleet registry with this GPU (gpudvfs fleet calibrate), with --time-model: each phase "

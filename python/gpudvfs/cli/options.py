@@ -20,6 +20,7 @@ from gpudvfs.data import parse_columns, read_measured_grid
 from gpudvfs.data.datasets import MeasurementGrid
 from gpudvfs.data.grid_csv import SPECS
 from gpudvfs.errors import InputError
+from gpudvfs.hardware.kinds import DEVICE_CHOICES, resolve_kind
 from gpudvfs.limits import clock_array
 from gpudvfs.time.device import TimeDevice
 
@@ -312,6 +313,23 @@ def optional_clock_pair(ctx: click.Context | None, param: click.Parameter | None
 
 #: --force: write over existing output files (`output.refuse_overwrite`).
 force = click.option("--force", is_flag=True, help="Write over existing output files (never over an input).")
+
+
+def _device_kind(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    kind, why = resolve_kind(value)
+    if why:
+        click.echo(f"gpudvfs: no NVIDIA GPU here ({why}): on the simulated GPU (--device sim)", err=True)
+    return kind
+
+
+def device_kind(dest: str = "device_kind", help: str = "") -> Option:
+    """--device of the commands that run on a GPU: auto, sim or nvml.
+
+    auto is NVML's GPU where there is one, else the simulated GPU, saying so on stderr.
+    """
+    return click.option("--device", dest, type=click.Choice(DEVICE_CHOICES), default="auto", show_default=True,
+                        callback=_device_kind,
+                        help=(help + " " if help else "") + "auto: a GPU where NVML finds one, else the simulated GPU.")
 
 
 def gpu_index(help: str = "NVML index of the GPU (nvml; the simulated GPU is index 0).") -> Option:

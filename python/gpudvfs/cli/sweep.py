@@ -8,7 +8,7 @@ from gpudvfs.cli import options
 from gpudvfs.cli.output import console, output_file, refuse_overwrite, user_errors
 from gpudvfs.cli.progress import progress_bars
 from gpudvfs.data import write
-from gpudvfs.hardware.kinds import DEVICE_KINDS, make_device
+from gpudvfs.hardware.kinds import make_device
 from gpudvfs.hardware.sweep import grid, run_sweep, suite_workloads, to_power_dataset
 from gpudvfs.hardware.workload_file import read_workloads
 
@@ -18,7 +18,7 @@ from gpudvfs.hardware.workload_file import read_workloads
               help="A microbenchmark suite of the kernel manifest.")
 @click.option("--workloads", "workload_file", type=click.Path(dir_okay=False),
               help="JSON file of user workloads (see gpudvfs.hardware.workload_file).")
-@click.option("--device", "device_kind", type=click.Choice(DEVICE_KINDS), default="sim", show_default=True)
+@options.device_kind()
 @options.gpu_index()
 @options.seed("Noise seed of the simulated GPU.")
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), callback=output_file,

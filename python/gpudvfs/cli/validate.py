@@ -10,11 +10,11 @@ from gpudvfs.cli import options
 from gpudvfs.cli.output import console, print_json, refuse_overwrite, user_errors
 from gpudvfs.cli.progress import progress_bars
 from gpudvfs.evaluation.hardware_report import validate as run_validation
-from gpudvfs.hardware.kinds import DEVICE_KINDS, make_device
+from gpudvfs.hardware.kinds import make_device
 
 
 @click.command()
-@click.option("--device", "device_kind", type=click.Choice(DEVICE_KINDS), default="sim", show_default=True)
+@options.device_kind()
 @options.gpu_index()
 @options.seed("Noise seed of the simulated GPU.")
 @click.option("-o", "--out", type=click.Path(file_okay=False),
