@@ -179,9 +179,9 @@ def test_renamed_dcgm_grid_gives_the_same_figures(data, tmp_path):
     assert dcgm_time_cv(g, ref)["cv_mape"] == pytest.approx(7.46, abs=0.01)
     r = run("power", "fit", p, "--reference", "945,877", "--cv", "11", "--json")
     assert r.exit_code == 0, r.output
-    assert json.loads(r.output)["cv_calibrated_mape"] == pytest.approx(4.93, abs=0.01)
+    assert json.loads(r.stdout)["cv_calibrated_mape"] == pytest.approx(4.93, abs=0.01)
     r = run("select", "eval", p, "--device", "v100-pcie", "--reference", "1245,877", "--json")
-    assert json.loads(r.output)["energy"]["model"]["mean"] == pytest.approx(0.1129, abs=1e-4)
+    assert json.loads(r.stdout)["energy"]["model"]["mean"] == pytest.approx(0.1129, abs=1e-4)
 
 
 def test_columns_option_names_what_the_header_does_not(data, tmp_path):
@@ -192,7 +192,7 @@ def test_columns_option_names_what_the_header_does_not(data, tmp_path):
     r = run("time", "eval", p, "--device", "v100-pcie", "--reference", "1245,877", "--json",
             "--columns", "workload=what,core_mhz=f,time=t,time_unit=s")
     assert r.exit_code == 0, r.output
-    assert json.loads(r.output)["cv_mape"] == pytest.approx(7.46, abs=0.01)
+    assert json.loads(r.stdout)["cv_mape"] == pytest.approx(7.46, abs=0.01)
 
 
 def test_nvprof_grid_power_fit_with_device(data):
@@ -201,7 +201,7 @@ def test_nvprof_grid_power_fit_with_device(data):
     r = run("power", "fit", data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv", "--reference", "700,700",
             "--device", "gtx980", "--cv", "15", "--json")
     assert r.exit_code == 0, r.output
-    fit = json.loads(r.output)
+    fit = json.loads(r.stdout)
     assert fit["benchmarks"] == 15 and fit["configurations"] == 36
     assert fit["cv_mape"] == pytest.approx(8.75, abs=0.01)
     assert fit["cv_calibrated_mape"] == pytest.approx(2.55, abs=0.01)

@@ -64,5 +64,5 @@ def test_bench_command():
     r = CliRunner().invoke(cli, ["fleet", "budget", "--bench", "--gpus", "300", "--pairs", "40", "--small", "10",
                                  "--json"])
     assert r.exit_code == 0, r.output
-    d = json.loads(r.output)
+    d = json.loads(r.stdout)
     assert d["ms"] > 0 and d["within_budget"] and 0 <= d["gap_max"] <= 0.005 and d["bound_gap"] < 1e-3

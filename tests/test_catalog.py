@@ -284,7 +284,7 @@ def test_each_launch_of_a_repeated_kernel_is_predicted(data, tmp_path):
     path.write_text("\n".join([*lines, again]) + "\n")
     r = CliRunner().invoke(cli, ["predict", str(path), "--json"])
     assert r.exit_code == 0, r.output
-    out = json.loads(r.output)
+    out = json.loads(r.stdout)
     assert list(out["kernels"]) == ["_Z6vecAddIfEvPT_S1_S1_i #1", "_Z6vecAddIfEvPT_S1_S1_i #2"]
     # A vector addition of 100 floats: nanoseconds of modelled work, no measured time to
     # calibrate on, so both are flagged as lower bounds.
@@ -404,7 +404,7 @@ def test_many_launches_are_summed_per_name_and_for_the_whole(data, tmp_path):
     path.write_text("\n".join([*lines, *copies]) + "\n")
     r = CliRunner().invoke(cli, ["predict", str(path), "--json"])
     assert r.exit_code == 0, r.output
-    out = json.loads(r.output)
+    out = json.loads(r.stdout)
     per_launch = np.array([k["time_ms"] for k in out["kernels"].values()])
     assert per_launch.shape[0] == 25
     by_name = out["by_name"]

@@ -23,7 +23,7 @@ def test_info_json_of_a_sweep(run, tmp_path):
     assert r.exit_code == 0, r.output
     r = run("data", "info", out, "--json")
     assert r.exit_code == 0, r.output
-    d = json.loads(r.output)
+    d = json.loads(r.stdout)
     assert d["format"] == "tidy"
     assert d["rows"] == 4 * 2 and d["workloads"] == 4 and d["configurations"] == 2
     assert d["core_mhz_levels"] == [595.0, 975.0] and d["mem_mhz_levels"] == [3505.0]
@@ -42,7 +42,7 @@ def test_info_table_on_real_file(run, data):
 
 def test_info_json_on_real_file(run, data):
     r = run("data", "info", data / "gpupowermodel/titanx_real_dev.csv", "--json")
-    d = json.loads(r.output)
+    d = json.loads(r.stdout)
     assert d["benchmarks"] == 17 and d["configurations"] == 64
     assert d["components"] == ["SP", "INT", "DP", "SFU", "CF", "L2", "Shared", "DRAM"]
     assert 0 < d["ranges"]["watts"][0] < d["ranges"]["watts"][1]
@@ -89,7 +89,7 @@ def test_invalid_rows_error_then_skip(run, data):
     assert "line 33, column 4" in r.output and "utilization" in r.output and "--skip-invalid leaves out" in r.output
     r = run("data", "info", path, "--skip-invalid", "--json")
     assert r.exit_code == 0
-    assert len(json.loads(r.output)["skipped"]) == 8
+    assert len(json.loads(r.stdout)["skipped"]) == 8
 
 
 def test_missing_file(run, tmp_path):

@@ -196,7 +196,7 @@ def test_v100_cli(data):
     path = str(data / "nsfcac" / "v100_spec_dev.csv")
     r = CliRunner().invoke(cli, ["time", "eval", "--device", "v100-pcie", path, "--reference", "1245,877", "--json"])
     assert r.exit_code == 0, r.output
-    assert json.loads(r.output)["cv_mape"] == pytest.approx(7.46, abs=0.01)
+    assert json.loads(r.stdout)["cv_mape"] == pytest.approx(7.46, abs=0.01)
     r = CliRunner().invoke(cli, ["select", "eval", "--device", "v100-pcie", path, "--reference", "945,877", "--json"])
     assert r.exit_code == 0, r.output
-    assert set(json.loads(r.output)) == {"energy", "edp", "deadline"}
+    assert set(json.loads(r.stdout)) == {"energy", "edp", "deadline"}

@@ -43,7 +43,7 @@ def test_demo_cli_json_and_plots(tmp_path):
     out = tmp_path / "demo"
     r = CliRunner().invoke(cli, ["demo", "--out-dir", str(out), "--json"])
     assert r.exit_code == 0, r.output
-    d = json.loads(r.output)
+    d = json.loads(r.stdout)
     assert d["voltage_error_max"] < 0.02
     assert {c["policy"] for c in d["choices"]} == {"energy", "edp", "ed2p", "deadline", "power-cap", "cost"}
     pngs = sorted(p.name for p in out.glob("*.png"))
@@ -75,7 +75,7 @@ def test_select_eval_beats_the_baselines(data):
                                  str(data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv"),
                                  "--reference", "700,700", "--json"])
     assert r.exit_code == 0, r.output
-    d = json.loads(r.output)
+    d = json.loads(r.stdout)
     b = d["baselines"]
     assert b["highest_clocks"]["mean"] == pytest.approx(0.126, abs=0.001)
     assert b["reference"]["mean"] == pytest.approx(0.242, abs=0.001)
@@ -181,7 +181,7 @@ def test_select_fit_power_then_choose(data, tmp_path):
     assert r.exit_code == 0, r.output
     r = run(cli, ["select", "choose", "--device", "gtx980", path, "--power-model", str(model), "--json"])
     assert r.exit_code == 0, r.output
-    d = json.loads(r.output)
+    d = json.loads(r.stdout)
     assert len(d["workloads"]) == 15 and len(d["configs"]) == 36
     for w in d["workloads"].values():
         assert [w["core_mhz"], w["mem_mhz"]] in w["pareto"] and w["feasible"]
@@ -197,7 +197,7 @@ def test_select_fit_power_then_choose(data, tmp_path):
     assert "energy error" in r.output and "%" in r.output
     r = run(cli, ["select", "choose", "--device", "gtx980", path, "--power-model", str(model), "--policy", "power-cap",
                   "--power-cap", "50", "--json"])
-    capped = json.loads(r.output)["workloads"]
+    capped = json.loads(r.stdout)["workloads"]
     assert all(w["watts"] <= 50 for w in capped.values() if w["feasible"])
     r = run(cli, ["select", "choose", "--device", "gtx980", path, "--power-model", str(tmp_path / "missing.json")])
     assert r.exit_code == 2 and "file not found" in r.output
@@ -227,7 +227,7 @@ def test_cross_validation_over_both_gtx980_files(data):
                                  str(data / "nv-dvfs-benchmark/gtx980_time_dev.csv"),
                                  str(data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv"), "--json"])
     assert r.exit_code == 0, r.output
-    d = json.loads(r.output)
+    d = json.loads(r.stdout)
     dev, tp = (d["files"][str(data / f"nv-dvfs-benchmark/{f}")] for f in ("gtx980_time_dev.csv",
                                                                           "gtx980_time_power_dev.csv"))
     assert (dev["kernels"], tp["kernels"], d["candidates"]) == (10, 15, 256)
@@ -371,7 +371,7 @@ def test_cross_validation_by_kernel_alone(data):
     files = [str(data / f"nv-dvfs-benchmark/{f}") for f in ("gtx980_time_dev.csv", "gtx980_time_power_dev.csv")]
     r = CliRunner().invoke(cli, ["time", "cv", "--device", "gtx980", *files, "--hold-out", "kernel", "--json"])
     assert r.exit_code == 0, r.output
-    d = json.loads(r.output)
+    d = json.loads(r.stdout)
     assert d["hold_out"] == "kernel" and d["applications"] == {}
     # Each extension's figures under the JSON keys the docs name ("with" is no Python name).
     assert all(list(v) == ["with", "without"] and set(v["with"]) == set(files) for v in d["extensions"].values())
@@ -478,5 +478,5 @@ def test_time_cv_sensitivity_table(data, monkeypatch):
         line.split() for line in r.output.splitlines()]
     assert any("two-term times" in line and "4.66" in line and "14.69" in line for line in r.output.splitlines())
     r = CliRunner().invoke(cli, ["time", "cv", "--device", "gtx980", *files, "--sensitivity", "--json"])
-    d = json.loads(r.output)["over_device_constants"]
+    d = json.loads(r.stdout)["over_device_constants"]
     assert list(d) == ["inst_lat"] and d["inst_lat"]["1.5"]["cv_mape"][files[0]] == pytest.approx(3.17, abs=0.01)

@@ -336,8 +336,8 @@ def test_govern_run_command_on_the_simulated_gpu(tmp_path):
 
     run = CliRunner().invoke
     log = tmp_path / "decisions.jsonl"
-    r = run(cli, ["govern", "run", "--device", "sim", "--duration", "300", "--sim-phase-s", "30", "--workdir",
-                  str(tmp_path / "work"), "--log", str(log), "--json"])
+    r = run(cli, ["govern", "run", "--device", "sim", "--apply", "--duration", "300", "--sim-phase-s", "30",
+                  "--workdir", str(tmp_path / "work"), "--log", str(log), "--json"])
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
     assert out["intervals"] == 300 and len(out["phases"]) == 4
@@ -357,7 +357,7 @@ def test_govern_run_command_on_the_simulated_gpu(tmp_path):
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     assert 'gpudvfs_governor_decisions_total{gpu="sim0"} 20.0' in text
     # Without --json a bar follows the run: intervals of the duration, phases, clock changes.
-    r = run(cli, ["govern", "run", "--device", "sim", "--duration", "40", "--sim-phase-s", "10", "--workdir",
+    r = run(cli, ["govern", "run", "--device", "sim", "--apply", "--duration", "40", "--sim-phase-s", "10", "--workdir",
                   str(tmp_path / "work")])
     assert r.exit_code == 0, r.output
     assert re.search(r"govern\b.*40/40.*4 phases, \d+ clock changes", r.output), r.output
@@ -378,7 +378,7 @@ def test_the_service_ends_on_sigterm_or_ctrl_c_and_puts_the_handler_back(sim, si
     from gpudvfs.govern.service import ServiceSettings, serve
 
     device = sim[0]
-    settings = ServiceSettings(device_kind="sim", duration_s=200, sim_phase_s=20, workdir=sim_dir)
+    settings = ServiceSettings(device_kind="sim", duration_s=200, sim_phase_s=20, workdir=sim_dir, dry_run=False)
     started = []
 
     def sigterm_at_10(stats, total):

@@ -295,11 +295,11 @@ def test_run_reports_the_clocks_it_restored_apart_from_its_changes(tmp_path):
     assert seen[-1] >= 2 and stats.clock_changes == seen[-1]
     assert stats.clocks_restored == device.default_clocks() == device.clocks
     run = CliRunner().invoke
-    r = run(cli, ["govern", "run", "--device", "sim", "--workdir", str(tmp_path / "wd"), "--duration", "40",
+    r = run(cli, ["govern", "run", "--device", "sim", "--apply", "--workdir", str(tmp_path / "wd"), "--duration", "40",
                   "--sim-phase-s", "10", "--json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["clocks_restored"] == list(device.default_clocks())
-    r = run(cli, ["govern", "run", "--device", "sim", "--workdir", str(tmp_path / "wd"), "--duration", "40",
+    r = run(cli, ["govern", "run", "--device", "sim", "--apply", "--workdir", str(tmp_path / "wd"), "--duration", "40",
                   "--sim-phase-s", "10"])
     assert r.exit_code == 0, r.output
     bar = int(re.search(r"(\d+) clock changes", r.output).group(1))

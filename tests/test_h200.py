@@ -37,7 +37,7 @@ def test_dl_kernels_predicted_from_their_profiles_against_what_they_measured(op)
     for extra in ((), ("--uncalibrated",)):
         r = CliRunner().invoke(cli, ["predict", str(H200 / "kernels" / f"{op}.ncu.csv"), "--json", *extra])
         assert r.exit_code == 0, r.output
-        got.append(json.loads(r.output))
+        got.append(json.loads(r.stdout))
     cal, uncal = got
     assert cal["device"] == "h200" and cal["calibrated_on_measured_time"] and cal["power_source"] == "prior"
     errors = (100 * (_at(cal, "time_ms", core, mem) / measured["time_ms"] - 1),

@@ -34,7 +34,7 @@ def test_observe_on_the_simulator_recovers_its_voltages(tmp_path):
     r = CliRunner().invoke(cli, ["power", "observe", "--device", "sim", "--seconds", "60", "-o",
                                  str(tmp_path / "m.json"), "--readings", str(tmp_path / "r.csv"), "--json"])
     assert r.exit_code == 0, r.output
-    d = json.loads(r.output)
+    d = json.loads(r.stdout)
     assert d["samples"] == 600 and d["clock_changes_made"] == 0 and d["model"] == str(tmp_path / "m.json")
     assert len(d["clocks_seen"]) >= 4 and {"sw_power_cap", "sw_thermal_slowdown"} <= set(d["throttle_reasons_seen"])
     assert d["voltage_error_max"] < 0.05  # the bound

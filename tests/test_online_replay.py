@@ -202,7 +202,7 @@ def test_acceptance_online_halves_the_last_value_error(run, data, name):
     predictor's, with the default settings, as the replay command prints it."""
     r = run("online", "replay", data / name, "--json")
     assert r.exit_code == 0, r.output
-    d = json.loads(r.output)
+    d = json.loads(r.stdout)
     assert set(d) >= {"naive", "online", "offline", "sensitivity"}
     assert d["steps"] == 2000 and d["settings"] == {**vars(ReplaySettings())}
     assert d["online"]["mape_same_app"] <= 0.5 * d["naive"]["mape_same_app"]

@@ -333,12 +333,12 @@ def test_cli_fit_eval_predict_plot(tmp_path):
     r = run(cli, ["power", "fit", str(train), "--variant", "per-domain", "-o", str(tmp_path / "m.json"), "--json",
                   "--cv", "3"])
     assert r.exit_code == 0, r.output
-    fit = json.loads(r.output)
+    fit = json.loads(r.stdout)
     assert fit["cv_mape"] > fit["train_mape"] > 0 and fit["configurations"] == 12
     r = run(cli, ["power", "eval", str(tmp_path / "m.json"), str(train), "--json"])
-    assert json.loads(r.output)["mape"] == pytest.approx(fit["train_mape"], rel=1e-9)
+    assert json.loads(r.stdout)["mape"] == pytest.approx(fit["train_mape"], rel=1e-9)
     r = run(cli, ["power", "predict", str(tmp_path / "m.json"), str(train), "--json"])
-    pred = json.loads(r.output)
+    pred = json.loads(r.stdout)
     assert len(pred["configs"]) == 12 and len(pred["watts"]) == len(ds.benchmarks)
     pytest.importorskip("matplotlib")
     r = run(cli, ["power", "plot", str(tmp_path / "m.json"), "--data", str(train), "-o", str(tmp_path / "p.png")])

@@ -84,7 +84,7 @@ def test_power_prior_command(tmp_path):
     runner = CliRunner()
     r = runner.invoke(cli, ["power", "prior", "h100-sxm", "--json", "-o", str(tmp_path / "p.json")])
     assert r.exit_code == 0, r.output
-    d = json.loads(r.output)
+    d = json.loads(r.stdout)
     assert d["source"] == "prior" and d["reference_mhz"] == [1980.0, 2619.0] and d["core_voltage"][-1] >= 1.0
     again = runner.invoke(cli, ["power", "prior", "h100-sxm", "-o", str(tmp_path / "p.json")])
     assert again.exit_code == 2 and "--force" in again.output

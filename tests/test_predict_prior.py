@@ -32,7 +32,7 @@ def _predict(*args, device=("--device", "h100-sxm")):
 def test_predict_gives_power_and_energy_from_the_prior_with_intervals():
     r = _predict(SGEMM, "--json")
     assert r.exit_code == 0, r.output
-    d = json.loads(r.output)
+    d = json.loads(r.stdout)
     assert d["device"] == "h100-sxm" and d["power_source"] == "prior" and not d["calibrated_on_measured_time"]
     q = d["intervals"]
     # Uncalibrated: the level's error at the reference, wider with the distance from it.

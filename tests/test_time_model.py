@@ -358,13 +358,13 @@ def test_cli_time_eval_and_predict(data):
     r = runner.invoke(cli, ["time", "eval", path, "--device", "gtx980", "--reference", "700,700", "--json",
                             "--baselines"])
     assert r.exit_code == 0, r.output
-    d = json.loads(r.output)
+    d = json.loads(r.stdout)
     assert d["mape"] < 8.0 and set(d["per_kernel"]) == set(d["calibrated"]["per_kernel"])
     assert {"unchanged", "two_term"} == set(d["baselines"])
     r = runner.invoke(cli, ["time", "predict", "--device", "gtx980",
                             path, "--kernel", "backprop", "--core-mhz", "500,1000",
                             "--mem-mhz", "700", "--json"])
-    d = json.loads(r.output)
+    d = json.loads(r.stdout)
     t = d["time_ms"]["backprop"]
     assert len(t) == 2 and t[1][0] < t[0][0]
     r = runner.invoke(cli, ["time", "eval", "--device", "gtx980", path, "--reference", "650,700"])

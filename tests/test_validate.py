@@ -30,7 +30,7 @@ def test_simulated_gpu_end_to_end_writes_raw_files_and_a_report(tmp_path):
     res = CliRunner().invoke(cli, ["validate", "-o", str(out), "--budget-s", "60", "--min-seconds", "0.1",
                                    "--power-stride", "4", "--json"])
     assert res.exit_code == 0, res.output
-    report = json.loads(res.output)
+    report = json.loads(res.stdout)
     assert all(s["ok"] for s in report["steps"].values()), report["steps"]
     for name in ("device.json", "time-suite.csv", "power-suite.csv", "power-counter.csv", "power-samples.csv",
                  "apps.csv", "models.json", "report.md"):
@@ -212,7 +212,7 @@ def test_cli_leave_clocks_on_the_simulated_gpu(tmp_path):
     res = CliRunner().invoke(cli, ["validate", "--leave-clocks", "-o", str(tmp_path), "--budget-s", "10",
                                    "--min-seconds", "0.1", "--power-stride", "8", "--json"])
     assert res.exit_code == 0, res.output
-    report = json.loads(res.output)
+    report = json.loads(res.stdout)
     assert report["grid"]["leave_clocks"] and report["power_sources"]["kernels"]
     assert [n for n, s in report["steps"].items() if not s["ok"]] == []
 

@@ -436,7 +436,7 @@ def _knobs_line(device: NvmlDevice) -> str:
     pl = "no power limit reported" if k["power_limit_w"] is None else "power limit {:g}-{:g} W".format(
         *k["power_limit_w"])
     may = [name for name in ("clocks", "power_limit") if k[name]]
-    return f"knobs: locked clocks, {pl}; this process may set: {', '.join(may) or 'neither (use --dry-run)'}"
+    return f"knobs: locked clocks, {pl}; this process may set: {', '.join(may) or 'neither (dry run only)'}"
 
 
 def _started(daemon: Daemon) -> None:
@@ -463,9 +463,9 @@ def _started(daemon: Daemon) -> None:
 @click.option("--catalog-prior", is_flag=True,
               help="sim: start from the catalog's prior, as nvml does without --registry, not the simulated "
                    "GPU's calibration.")
-@click.option("--dry-run", is_flag=True,
-              help="Set nothing: measure at the driver's clocks and log what the governor would set (no "
-                   "privilege needed).")
+@click.option("--dry-run/--apply", "dry_run", default=True, show_default=True,
+              help="--dry-run: set nothing, measure at the driver's clocks and log what the governor would set (no "
+                   "privilege needed). --apply: set the knob (root, or the clock service).")
 @click.option("--knob", type=click.Choice(KNOBS), default="clocks", show_default=True,
               help="What the governor sets: locked clocks, or the board's power limit (nvml; the clocks left to "
                    "the driver). Both need root; the run says which this process may set.")
@@ -516,7 +516,7 @@ def run(device_kind: str, index: int, registry: str | None, time_model: str | No
     registry, time_model : str or None
         --registry, --time-model.
     catalog_prior, dry_run : bool
-        --catalog-prior, --dry-run.
+        --catalog-prior, --dry-run (the default) or --apply.
     knob, policy : str
         --knob, --policy.
     slowdown : float

@@ -23,7 +23,7 @@ from gpudvfs.power.observe import fit_readings
 
 @click.command("observe")
 @options.device_kind("kind", help="The GPU to watch: the simulated one under its own driver, or a real one "
-                                  "through NVML.")
+                                  "through NVML.", unused_with="replay")
 @click.option("--index", default=0, show_default=True, type=click.IntRange(min=0), help="NVML GPU index.")
 @click.option("--seconds", default=60.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
               help="How long to watch (the simulator's time is virtual).")

@@ -315,20 +315,24 @@ def optional_clock_pair(ctx: click.Context | None, param: click.Parameter | None
 force = click.option("--force", is_flag=True, help="Write over existing output files (never over an input).")
 
 
-def _device_kind(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    kind, why = resolve_kind(value)
-    if why:
-        click.echo(f"gpudvfs: no NVIDIA GPU here ({why}): on the simulated GPU (--device sim)", err=True)
-    return kind
-
-
-def device_kind(dest: str = "device_kind", help: str = "") -> Option:
+def device_kind(dest: str = "device_kind", help: str = "", unused_with: str | None = None) -> Option:
     """--device of the commands that run on a GPU: auto, sim or nvml.
 
-    auto is NVML's GPU where there is one, else the simulated GPU, saying so on stderr.
+    auto is NVML's GPU where there is one, else the simulated GPU, saying so on stderr; left
+    unresolved (and unsaid) where the option named ``unused_with`` is given, since then no GPU
+    is opened. Click processes the options given on the command line before defaulted ones,
+    so that option is seen first unless ``--device`` itself is given.
     """
+    def resolve(ctx: click.Context, param: click.Parameter, value: str) -> str:
+        if unused_with and ctx.params.get(unused_with):
+            return value
+        kind, why = resolve_kind(value)
+        if why:
+            click.echo(f"gpudvfs: no NVIDIA GPU here ({why}): on the simulated GPU (--device sim)", err=True)
+        return kind
+
     return click.option("--device", dest, type=click.Choice(DEVICE_CHOICES), default="auto", show_default=True,
-                        callback=_device_kind,
+                        callback=resolve,
                         help=(help + " " if help else "") + "auto: a GPU where NVML finds one, else the simulated GPU.")
 
 

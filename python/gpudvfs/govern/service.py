@@ -116,7 +116,7 @@ class ServiceSettings:
     interval_s: float = 1.0
     duration_s: float | None = None
     threshold: float = 0.1
-    dry_run: bool = False
+    dry_run: bool = True
     knob: str = "clocks"
     registry: str | Path | None = None
     time_model: str | Path | None = None
