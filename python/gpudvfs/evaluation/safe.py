@@ -96,7 +96,8 @@ class SafeReport(Record):
     note: str | None = None
 
 
-def safe_indices(log_pred: np.ndarray, sd: np.ndarray, anchor: np.ndarray, z: float) -> np.ndarray:
+def safe_indices(log_pred: np.ndarray, sd: np.ndarray, anchor: np.ndarray, z: float,
+                 allowed: np.ndarray | None = None) -> np.ndarray:
     """Per workload, the predicted optimum where its gain over the anchor exceeds ``z`` spreads; else the anchor.
 
     Parameters
@@ -109,6 +110,9 @@ def safe_indices(log_pred: np.ndarray, sd: np.ndarray, anchor: np.ndarray, z: fl
         Each workload's anchor pair [A].
     z : float
         Spreads the gain must exceed (0: the plain choice; inf: the anchor always).
+    allowed : numpy.ndarray, optional
+        [A x K] the pairs the optimum is sought among (`within_cap`; default every pair);
+        the anchor is always allowed.
 
     Returns
     -------
@@ -116,10 +120,43 @@ def safe_indices(log_pred: np.ndarray, sd: np.ndarray, anchor: np.ndarray, z: fl
         The chosen pair per workload [A].
     """
     rows = np.arange(log_pred.shape[0])
-    best = np.argmin(log_pred, axis=1)
+    best = np.argmin(log_pred if allowed is None else np.where(allowed, log_pred, np.inf), axis=1)
     gain = log_pred[rows, anchor] - log_pred[rows, best]
     band = z * np.hypot(sd[rows, best], sd[rows, anchor]) if np.isfinite(z) else np.inf
     return np.where(gain > band, best, anchor)
+
+
+def within_cap(configs: np.ndarray, anchor: np.ndarray, cap: float) -> np.ndarray:
+    """[A x K] whether each pair lies within ``cap`` of its workload's anchor, in log distance (inf: every pair).
+
+    A cap bounds what a wrong prediction can cost: the choice stays near a pair known to be safe.
+    """
+    return np.array([log_distance(configs, np.asarray(configs, dtype=np.float64)[a]) <= cap for a in anchor])
+
+
+def candidate_regrets(regret: np.ndarray, log_pred: np.ndarray, log_measured: np.ndarray, configs: np.ndarray,
+                      reference_index: int, candidates: list[tuple[str, float, float]]) -> dict[str, np.ndarray]:
+    """Each workload's regret under each rule (anchor, cap, z), its anchor and spread fitted on the other workloads.
+
+    Arrays as `safe_report`'s; the keys name the rules as `rule_name` does.
+    """
+    regret, log_pred = np.asarray(regret, dtype=np.float64), np.asarray(log_pred, dtype=np.float64)
+    n = len(regret)
+    d = log_distance(configs, np.asarray(configs, dtype=np.float64)[reference_index])
+    fold = _Fold(regret, log_pred - np.asarray(log_measured, dtype=np.float64), d, reference_index, np.arange(n))
+    fits = [fold.anchor_and_spread(a, np.zeros(n, dtype=bool)) for a in range(n)]
+    sd = np.array([f[1] for f in fits])
+    out = {}
+    for anchor, cap, z in candidates:
+        at = np.array([f[0][anchor] for f in fits])
+        out[rule_name(anchor, cap, z)] = regret[np.arange(n), safe_indices(log_pred, sd, at, z,
+                                                                           within_cap(configs, at, cap))]
+    return out
+
+
+def rule_name(anchor: str, cap: float, z: float) -> str:
+    """How a rule is named in the reports: ``single_pair cap=0.3 z=0.5``."""
+    return f"{anchor} cap={cap:g} z={z:g}"
 
 
 class _Fold:
