@@ -15,7 +15,7 @@ from hypothesis.extra import numpy as hnp
 
 from gpudvfs import InputError
 from gpudvfs.cli.app import cli
-from gpudvfs.evaluation.safe import rule_name, safe_indices, within_cap
+from gpudvfs.evaluation.safe import SHARED_RULE, rule_name, safe_indices, within_cap
 from gpudvfs.evaluation.safe_grids import (
     GridRegrets,
     choose_rule,
@@ -110,7 +110,7 @@ def test_the_safe_choice_left_out_by_gpu_on_the_public_grids(data):
         assert g.meets_target is met, name
     titanx = [r.left_out[n].least_fixed_max for n in EXPECTED if "titanx" in n]
     assert titanx == pytest.approx([0.532, 0.381], abs=1e-3)
-    assert r.rule_on_all == "single_pair cap=0.3 z=0.5"
+    assert r.rule_on_all == "single_pair cap=0.3 z=0.5" == rule_name(*SHARED_RULE)  # what select eval applies
     # Under that rule the GTX 980 keeps most of the plain choice's gain and a max under 20%.
     gtx = r.over_rules["nv-dvfs-benchmark/gtx980_time_power_dev.csv"][r.rule_on_all]
     assert (gtx.mean, gtx.max) == pytest.approx((0.0451, 0.156), abs=1e-3)

@@ -21,7 +21,7 @@ from gpudvfs.cli.output import console, output_file, paired_line, print_json, re
 from gpudvfs.data.dcgm_fields import is_dcgm_grid
 from gpudvfs.evaluation.dcgm_selection import DcgmSelectionReport, evaluate_policies
 from gpudvfs.evaluation.regret import MeanMax, SinglePair
-from gpudvfs.evaluation.safe import Z_GRID
+from gpudvfs.evaluation.safe import SHARED_RULE, Z_GRID, rule_name
 from gpudvfs.evaluation.safe_grids import CAPS, leave_one_gpu_out, shared_grids
 from gpudvfs.evaluation.selection import SelectionReport, evaluate_selection, fit_power_model_with_error
 from gpudvfs.policy import POLICIES
@@ -97,6 +97,8 @@ def _print_selection(data: str, r: SelectionReport, slowdown: float) -> None:
     rows = [["minimum energy (predicted)", f"{100 * r.regret_mean:.2f}", f"{100 * r.regret_max:.2f}"],
             ["minimum energy, safe (kept where its saving exceeds the spread; nested CV)" if r.safe.note is None
              else "minimum energy, safe: the reference (too few applications to choose the rule)", *cells(safe)],
+            *([[f"minimum energy, safe under the rule chosen on the public grids ({rule_name(*SHARED_RULE)})",
+                *cells(r.safe.shared_rule)]] if r.safe.shared_rule is not None else []),
             [f"min energy within {100 * slowdown:g}% slowdown ({d.deadline_met}/{d.apps} met)",
              f"{100 * d.mean:.2f}", f"{100 * d.max:.2f}"],
             ["baseline: highest clocks", *cells(b.highest_clocks)],
@@ -155,6 +157,9 @@ def _eval_dcgm(data: str, r: dict[str, DcgmSelectionReport], as_json: bool) -> N
     rows = [["DCGM time x calibrated power (cross-validated)", *[c for v in reports for c in mean(v.model)]],
             ["safe: kept where its gain exceeds the spread (nested CV)",
              *[f"{100 * v.safe.cross_validated.mean:.2f}" if v.safe is not None else "-" for v in reports]],
+            [f"safe: the rule chosen on the public grids ({rule_name(*SHARED_RULE)})",
+             *[f"{100 * v.safe.shared_rule.mean:.2f}" if v.safe is not None and v.safe.shared_rule is not None
+               else "-" for v in reports]],
             ["baseline: highest clocks", *[c for v in reports for c in mean(v.baselines.highest_clocks)]],
             ["baseline: reference clocks", *[c for v in reports for c in mean(v.baselines.reference)]],
             ["baseline: 1/f time x calibrated power", *[c for v in reports for c in mean(v.baselines.inverse_f_time)]],
