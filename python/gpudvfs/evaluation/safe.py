@@ -15,7 +15,8 @@ held out, every (anchor, z) is scored on the other workloads, each of them with 
 spread fitted without it and without the held-out one, and the best by the project's protocol
 (`gpudvfs.evaluation.nested.protocol_least`: the aggregate of the scores chosen one level in, as
 for the time model's settings) is applied to the held-out workload. ``z = 0`` is the plain
-choice; ``z = inf`` the anchor always.
+choice; ``z = inf`` the anchor always. A cap (`within_cap`) keeps the choice near the anchor;
+`gpudvfs.evaluation.safe_grids` chooses (anchor, cap, z) on other GPUs' grids (`SHARED_RULE`).
 """
 
 from __future__ import annotations
