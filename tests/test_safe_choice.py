@@ -18,7 +18,7 @@ from gpudvfs.catalog import lookup
 from gpudvfs.cli.app import cli
 from gpudvfs.data import read
 from gpudvfs.evaluation.dcgm_selection import evaluate_selection as evaluate_dcgm
-from gpudvfs.evaluation.safe import safe_indices, safe_report
+from gpudvfs.evaluation.safe import SHARED_RULE, candidate_regrets, rule_name, safe_indices, safe_report
 from gpudvfs.evaluation.selection import evaluate_selection
 from gpudvfs.time.device import TimeDevice
 
@@ -61,10 +61,13 @@ def test_with_fewer_than_three_applications_the_reference_is_the_safe_setting_an
     assert r.cross_validated.mean == pytest.approx(regret[:, 2].mean())
     assert (r.per_workload == regret[:, 2]).all()
     if groups == [0, 0]:
-        assert r.single_pair is None
+        assert r.single_pair is None and r.shared_rule is None
     else:  # each application's pair is the other's least-regret pair
         other = [int(np.argmin(regret[1])), int(np.argmin(regret[0]))]
         assert r.single_pair.mean == pytest.approx(regret[[0, 1], other].mean())
+        # The rule chosen on the public grids needs no choice here: it is scored.
+        alone = candidate_regrets(regret, pred, pred, CONFIGS, 2, [SHARED_RULE])[rule_name(*SHARED_RULE)]
+        assert r.shared_rule is not None and r.shared_rule.mean == pytest.approx(alone.mean())
     assert r.to_dict()["note"] == r.note
 
 
@@ -102,6 +105,9 @@ def test_gtx980_the_safe_choice_keeps_the_models_choice(data):
     assert r.single_pair.mean == pytest.approx(0.0534, abs=1e-4)
     over = [v.mean for v in r.over_constants.values()]
     assert (min(over), max(over)) == pytest.approx((0.0322, 0.2424), abs=1e-4)
+    # The rule chosen on the public grids (this one among them): the move capped near one pair for all.
+    assert r.shared_rule is not None
+    assert (r.shared_rule.mean, r.shared_rule.max) == pytest.approx((0.0451, 0.156), abs=1e-3)
 
 
 def test_v100_the_safe_choice_falls_back_to_one_pair_for_all(data):
@@ -120,6 +126,8 @@ def test_v100_the_safe_choice_falls_back_to_one_pair_for_all(data):
     assert r.plain.mean == pytest.approx(0.1129, abs=1e-4)
     assert r.intervals["minus_plain"] == pytest.approx((-0.1339, -0.0243), abs=1e-3)
     assert r.spread.farthest > 2 * r.spread.at_reference
+    assert r.shared_rule is not None
+    assert (r.shared_rule.mean, r.shared_rule.max) == pytest.approx((cv.mean, cv.max), abs=1e-4)
     edp = evaluate_dcgm(grid, (1245.0, 877.0), policy="edp").safe
     assert edp is not None
     assert (edp.cross_validated.mean, edp.plain.mean, edp.single_pair.mean) == pytest.approx(

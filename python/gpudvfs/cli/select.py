@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import click
 
@@ -20,6 +21,8 @@ from gpudvfs.cli.output import console, output_file, paired_line, print_json, re
 from gpudvfs.data.dcgm_fields import is_dcgm_grid
 from gpudvfs.evaluation.dcgm_selection import DcgmSelectionReport, evaluate_policies
 from gpudvfs.evaluation.regret import MeanMax, SinglePair
+from gpudvfs.evaluation.safe import SHARED_RULE, Z_GRID, rule_name
+from gpudvfs.evaluation.safe_grids import CAPS, leave_one_gpu_out, shared_grids
 from gpudvfs.evaluation.selection import SelectionReport, evaluate_selection, fit_power_model_with_error
 from gpudvfs.policy import POLICIES
 from gpudvfs.policy.choose import choose as choose_configs
@@ -94,6 +97,8 @@ def _print_selection(data: str, r: SelectionReport, slowdown: float) -> None:
     rows = [["minimum energy (predicted)", f"{100 * r.regret_mean:.2f}", f"{100 * r.regret_max:.2f}"],
             ["minimum energy, safe (kept where its saving exceeds the spread; nested CV)" if r.safe.note is None
              else "minimum energy, safe: the reference (too few applications to choose the rule)", *cells(safe)],
+            *([[f"minimum energy, safe under the rule chosen on the public grids ({rule_name(*SHARED_RULE)})",
+                *cells(r.safe.shared_rule)]] if r.safe.shared_rule is not None else []),
             [f"min energy within {100 * slowdown:g}% slowdown ({d.deadline_met}/{d.apps} met)",
              f"{100 * d.mean:.2f}", f"{100 * d.max:.2f}"],
             ["baseline: highest clocks", *cells(b.highest_clocks)],
@@ -152,6 +157,9 @@ def _eval_dcgm(data: str, r: dict[str, DcgmSelectionReport], as_json: bool) -> N
     rows = [["DCGM time x calibrated power (cross-validated)", *[c for v in reports for c in mean(v.model)]],
             ["safe: kept where its gain exceeds the spread (nested CV)",
              *[f"{100 * v.safe.cross_validated.mean:.2f}" if v.safe is not None else "-" for v in reports]],
+            [f"safe: the rule chosen on the public grids ({rule_name(*SHARED_RULE)})",
+             *[f"{100 * v.safe.shared_rule.mean:.2f}" if v.safe is not None and v.safe.shared_rule is not None
+               else "-" for v in reports]],
             ["baseline: highest clocks", *[c for v in reports for c in mean(v.baselines.highest_clocks)]],
             ["baseline: reference clocks", *[c for v in reports for c in mean(v.baselines.reference)]],
             ["baseline: 1/f time x calibrated power", *[c for v in reports for c in mean(v.baselines.inverse_f_time)]],
@@ -166,6 +174,51 @@ def _eval_dcgm(data: str, r: dict[str, DcgmSelectionReport], as_json: bool) -> N
     note = next((v.safe.note for v in reports if v.safe is not None and v.safe.note), None)
     if note:
         console.print(f"safe choice: {note}", highlight=False)
+
+
+@select_.command("safe-cv")
+@click.argument("data", type=click.Path(file_okay=False, exists=True))
+@click.option("--json", "as_json", is_flag=True)
+def safe_cv(data: str, as_json: bool) -> None:
+    """Score the safe choice on each GPU's grids under DATA, its rule chosen on the other GPUs' grids.
+
+    DATA: the public data folder (a second or so).
+    \f
+
+    Parameters
+    ----------
+    data : str
+        DATA.
+    as_json : bool
+        Print JSON.
+    """
+    with user_errors():
+        r = leave_one_gpu_out(shared_grids(Path(data)))
+    if as_json:
+        print_json(r.to_dict())
+        return
+
+    def cells(v: MeanMax) -> list[str]:
+        return [f"{100 * v.mean:.2f} / {100 * v.max:.1f}"]
+
+    console.print(table(
+        f"energy regret %, mean / max, each GPU left out: the rule chosen on the other GPUs' grids (slack {r.slack:g})",
+        ["grid", "GPU", "workloads", "rule", "safe", "one pair for all", "plain", "reference",
+         "least max of one pair", "target met"],
+        [[name, g.gpu, g.workloads, g.rule, *cells(g.safe), *cells(g.single_pair), *cells(g.plain),
+          *cells(g.reference), f"{100 * g.least_fixed_max:.1f}", "yes" if g.meets_target else "no"]
+         for name, g in r.left_out.items()]))
+    anchor, cap, z = r.rule_on_all.split()
+    name = next(iter(r.over_rules))
+    # Rules that exist (the anchor always takes no cap), each once.
+    moves = [m for m in dict.fromkeys([*[f"{anchor} {cap} z={v:g}" for v in Z_GRID],
+                                      *[f"{anchor} cap={v:g} {z}" for v in CAPS]]) if m in r.over_rules[name]]
+    short = [Path(name).stem for name in r.left_out]
+    console.print(table(f"chosen on every grid: {r.rule_on_all}; each grid's regret as one constant moves",
+                        ["rule", *short], [[m, *[c for g in r.over_rules.values() for c in cells(g[m])]]
+                                                for m in moves]))
+    console.print(table("left out, as the slack moves", ["slack", *short],
+                        [[s, *[c for v in by.values() for c in cells(v)]] for s, by in r.over_slack.items()]))
 
 
 @select_.command("fit-power")

@@ -17,6 +17,7 @@ the models; no model imports it.
 | `selection`       | energy regret of the models' choice on measured grids, with baselines |
 | `dcgm_selection`  | the same on DCGM grids, each workload's models fitted without it     |
 | `safe`            | the safe choice: back off toward a known pair where the model is unsure |
+| `safe_grids`      | the safe choice's rule chosen on other GPUs' grids, each GPU left out |
 | `regret`          | regret tables, mean and worst, one pair for all, near ties           |
 | `online_traces`   | the traces the online replay draws from a grid, and their rows       |
 | `online_replay`   | the online predictors replayed on traces drawn from a grid           |

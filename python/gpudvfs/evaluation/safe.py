@@ -15,7 +15,8 @@ held out, every (anchor, z) is scored on the other workloads, each of them with 
 spread fitted without it and without the held-out one, and the best by the project's protocol
 (`gpudvfs.evaluation.nested.protocol_least`: the aggregate of the scores chosen one level in, as
 for the time model's settings) is applied to the held-out workload. ``z = 0`` is the plain
-choice; ``z = inf`` the anchor always.
+choice; ``z = inf`` the anchor always. A cap (`within_cap`) keeps the choice near the anchor;
+`gpudvfs.evaluation.safe_grids` chooses (anchor, cap, z) on other GPUs' grids (`SHARED_RULE`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ from gpudvfs.time.interval import fit_spread, log_distance, spread
 Z_GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, np.inf)
 #: What the choice falls back to.
 ANCHORS = ("single_pair", "reference")
+#: The rule (anchor, cap, z) `gpudvfs select safe-cv` chooses on every public grid, for a GPU
+#: none of them measured (`gpudvfs.evaluation.safe_grids`; its test checks it still is).
+SHARED_RULE = ("single_pair", 0.3, 0.5)
 #: Groups the nested choice needs: one held out, one to choose the constants on, one to anchor on.
 MIN_GROUPS = 3
 
@@ -83,6 +87,10 @@ class SafeReport(Record):
     note : str or None
         Why the safe setting is the reference without a choice (fewer than
         :data:`MIN_GROUPS` groups: no others to choose the rule on); None otherwise.
+    shared_rule : MeanMax or None
+        The regret under `SHARED_RULE`, each workload's anchor and spread fitted without it
+        (None with one group). The rule was chosen on the public grids, the GTX 980's and
+        the V100's among them: on those it is not held out.
     """
 
     cross_validated: SafeChoice
@@ -94,9 +102,11 @@ class SafeReport(Record):
     spread: Spread
     per_workload: np.ndarray
     note: str | None = None
+    shared_rule: MeanMax | None = None
 
 
-def safe_indices(log_pred: np.ndarray, sd: np.ndarray, anchor: np.ndarray, z: float) -> np.ndarray:
+def safe_indices(log_pred: np.ndarray, sd: np.ndarray, anchor: np.ndarray, z: float,
+                 allowed: np.ndarray | None = None) -> np.ndarray:
     """Per workload, the predicted optimum where its gain over the anchor exceeds ``z`` spreads; else the anchor.
 
     Parameters
@@ -109,6 +119,9 @@ def safe_indices(log_pred: np.ndarray, sd: np.ndarray, anchor: np.ndarray, z: fl
         Each workload's anchor pair [A].
     z : float
         Spreads the gain must exceed (0: the plain choice; inf: the anchor always).
+    allowed : numpy.ndarray, optional
+        [A x K] the pairs the optimum is sought among (`within_cap`; default every pair);
+        the anchor is always allowed.
 
     Returns
     -------
@@ -116,10 +129,46 @@ def safe_indices(log_pred: np.ndarray, sd: np.ndarray, anchor: np.ndarray, z: fl
         The chosen pair per workload [A].
     """
     rows = np.arange(log_pred.shape[0])
-    best = np.argmin(log_pred, axis=1)
+    best = np.argmin(log_pred if allowed is None else np.where(allowed, log_pred, np.inf), axis=1)
     gain = log_pred[rows, anchor] - log_pred[rows, best]
     band = z * np.hypot(sd[rows, best], sd[rows, anchor]) if np.isfinite(z) else np.inf
     return np.where(gain > band, best, anchor)
+
+
+def within_cap(configs: np.ndarray, anchor: np.ndarray, cap: float) -> np.ndarray:
+    """[A x K] whether each pair lies within ``cap`` of its workload's anchor, in log distance (inf: every pair).
+
+    A cap bounds what a wrong prediction can cost: the choice stays near a pair known to be safe.
+    """
+    return np.array([log_distance(configs, np.asarray(configs, dtype=np.float64)[a]) <= cap for a in anchor])
+
+
+def candidate_regrets(regret: np.ndarray, log_pred: np.ndarray, log_measured: np.ndarray, configs: np.ndarray,
+                      reference_index: int, candidates: list[tuple[str, float, float]]) -> dict[str, np.ndarray]:
+    """Each workload's regret under each rule (anchor, cap, z), its anchor and spread fitted on the other workloads.
+
+    Arrays as `safe_report`'s; the keys name the rules as `rule_name` does.
+    """
+    regret, log_pred = np.asarray(regret, dtype=np.float64), np.asarray(log_pred, dtype=np.float64)
+    n = len(regret)
+    d = log_distance(configs, np.asarray(configs, dtype=np.float64)[reference_index])
+    fold = _Fold(regret, log_pred - np.asarray(log_measured, dtype=np.float64), d, reference_index, np.arange(n))
+    fits = [fold.anchor_and_spread(a, np.zeros(n, dtype=bool)) for a in range(n)]
+    return {rule_name(*rule): _under(rule, regret, log_pred, configs, fits) for rule in candidates}
+
+
+def _under(rule: tuple[str, float, float], regret: np.ndarray, log_pred: np.ndarray, configs: np.ndarray,
+           fits: list[tuple[dict, np.ndarray]]) -> np.ndarray:
+    """Each workload's regret under ``rule``, with its anchors and spread (``fits``) fitted without it."""
+    anchor, cap, z = rule
+    at = np.array([f[0][anchor] for f in fits])
+    chosen = safe_indices(log_pred, np.array([f[1] for f in fits]), at, z, within_cap(configs, at, cap))
+    return regret[np.arange(len(regret)), chosen]
+
+
+def rule_name(anchor: str, cap: float, z: float) -> str:
+    """How a rule is named in the reports: ``single_pair cap=0.3 z=0.5``."""
+    return f"{anchor} cap={cap:g} z={z:g}"
 
 
 class _Fold:
@@ -186,8 +235,9 @@ def safe_report(regret: np.ndarray, log_pred: np.ndarray, log_measured: np.ndarr
     # Each workload with its anchors and spread fitted without it (one group: none to fit on).
     own = [fold.anchor_and_spread(a, none) for a in range(n)] if groups_n > 1 else []
     single = regret[rows, [f[0]["single_pair"] for f in own]] if own else None
+    shared = MeanMax.of(_under(SHARED_RULE, regret, log_pred, configs, own)) if own else None
     if groups_n < MIN_GROUPS or single is None:  # single is None only with one group
-        return _reference_only(plain, reference, single, groups_n, overall)
+        return _reference_only(plain, reference, single, groups_n, overall, shared)
 
     def regrets(fits: list[tuple[dict, np.ndarray]], members: np.ndarray, anchor: str, z: float) -> np.ndarray:
         idx = [safe_indices(log_pred[[a]], fits[i][1][None, :], np.array([fits[i][0][anchor]]), z)[0]
@@ -215,11 +265,11 @@ def safe_report(regret: np.ndarray, log_pred: np.ndarray, log_measured: np.ndarr
         over_constants={name: MeanMax.of(r) for name, r in over.items()},
         intervals=paired_intervals(safe, {"plain": plain, "single_pair": single}, groups=labels),
         spread=Spread(float(overall.min()), float(overall.max())),
-        per_workload=safe)
+        per_workload=safe, shared_rule=shared)
 
 
 def _reference_only(plain: np.ndarray, reference: np.ndarray, single: np.ndarray | None, groups: int,
-                    overall: np.ndarray) -> SafeReport:
+                    overall: np.ndarray, shared: MeanMax | None) -> SafeReport:
     """The report where too few groups leave nothing to choose the rule on: the reference is the safe setting.
 
     One pair for all (``single``) is still scored where there are two groups, each chosen on the other.
@@ -231,4 +281,5 @@ def _reference_only(plain: np.ndarray, reference: np.ndarray, single: np.ndarray
         reference=MeanMax.of(reference), over_constants={},
         intervals={}, spread=Spread(float(overall.min()), float(overall.max())), per_workload=reference,
         note=f"{groups} application{'s' if groups > 1 else ''}: the safe choice is chosen on other applications and "
-             f"anchored on yet others, which needs at least {MIN_GROUPS}; the reference is the safe setting")
+             f"anchored on yet others, which needs at least {MIN_GROUPS}; the reference is the safe setting",
+        shared_rule=shared)
