@@ -57,8 +57,6 @@ def test_the_governors_policies_are_every_policy_but_ed2p():
         assert 0 <= gov.decide() < len(CONFIGS)
     with pytest.raises(InputError, match="unknown policy 'ed2p'"):
         Governor(CONFIGS, TOP, policy="ed2p")
-    with pytest.warns(DeprecationWarning, match="GOVERNOR_POLICIES"):
-        assert govern.POLICIES == govern.GOVERNOR_POLICIES
 
 
 @settings(max_examples=60, deadline=None)

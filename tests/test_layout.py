@@ -5,7 +5,6 @@ their evaluation, the hardware layer or the command line; no Python file over 70
 from __future__ import annotations
 
 import ast
-import importlib
 from pathlib import Path
 
 import pytest
@@ -129,28 +128,3 @@ def test_no_python_file_is_over_700_lines():
     long = {str(f.relative_to(PACKAGE)): n for f in PACKAGE.rglob("*.py")
             if (n := len(f.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert long == {}
-
-
-#: Names that moved out of a model package: (old module, old name, new module, new name).
-MOVED = [("gpudvfs.time", "evaluate", "gpudvfs.evaluation.time_errors", "evaluate"),
-         ("gpudvfs.time.interval", "interval_cv", "gpudvfs.evaluation.interval_cv", "interval_cv"),
-         ("gpudvfs.time.dcgm", "cross_validate", "gpudvfs.evaluation.dcgm_time", "cross_validate_dcgm_time"),
-         ("gpudvfs.time.dcgm", "loo_predictions", "gpudvfs.evaluation.dcgm_time", "loo_predictions"),
-         ("gpudvfs.power", "cross_validate", "gpudvfs.evaluation.power_errors", "cross_validate_power"),
-         ("gpudvfs.online", "replay", "gpudvfs.evaluation.online_replay", "replay"),
-         ("gpudvfs.online", "tune", "gpudvfs.evaluation.online_replay", "tune"),
-         ("gpudvfs.online", "ReplaySettings", "gpudvfs.evaluation.online_replay", "ReplaySettings")]
-
-
-@pytest.mark.parametrize(("old", "name", "new", "new_name"), MOVED)
-def test_a_moved_name_still_resolves_with_a_warning_naming_its_new_place(old, name, new, new_name):
-    with pytest.warns(DeprecationWarning, match=f"moved to {new}.{new_name}"):
-        got = getattr(importlib.import_module(old), name)
-    assert got is getattr(importlib.import_module(new), new_name)
-
-
-def test_a_name_that_never_existed_is_still_an_attribute_error():
-    import gpudvfs.time.interval
-
-    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
-        gpudvfs.time.interval.nothing  # noqa: B018

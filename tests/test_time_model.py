@@ -596,14 +596,3 @@ def test_the_two_term_split_is_the_models_core_work_over_all():
         _core.time_core_share(np.asfortranarray(rows), 700.0, dev.params())
 
 
-def test_moved_names_still_resolve_with_a_warning_naming_the_new_place():
-    from gpudvfs.evaluation.dcgm_time import cross_validate_dcgm_time
-    from gpudvfs.time import dcgm
-
-    with pytest.warns(DeprecationWarning, match=r"time\.dcgm\.cross_validate moved to "
-                                                r"gpudvfs\.evaluation\.dcgm_time\.cross_validate_dcgm_time"):
-        assert dcgm.cross_validate is cross_validate_dcgm_time
-    with pytest.warns(DeprecationWarning, match=r"gpudvfs\.evaluation\.time_errors\.evaluate"):
-        assert gpudvfs.time.evaluate is evaluate
-    with pytest.raises(AttributeError, match="no attribute 'fit_curve'"):
-        dcgm.fit_curve  # noqa: B018

@@ -18,7 +18,6 @@ Importing needs numpy alone.
 """
 
 from gpudvfs._core import OnlinePredictor, OnlinePredictorBank
-from gpudvfs._moved import moved_names
 from gpudvfs.online.features import FORMS, FeatureMap
 from gpudvfs.online.grid import GridTable
 from gpudvfs.online.predictor import load_predictor, save_predictor
@@ -39,6 +38,3 @@ __all__ = [
     "save_predictor",
     "time_slope",
 ]
-
-__getattr__ = moved_names(__name__, {name: "gpudvfs.evaluation.online_replay"
-                                       for name in ("ReplaySettings", "replay", "tune")})

@@ -9,10 +9,7 @@
 Grouped cross-validation and the fit's setting chosen by it are in :mod:`gpudvfs.evaluation`.
 """
 
-from gpudvfs._moved import moved_names
 from gpudvfs.power.equations import power_grid, power_grid_numpy
 from gpudvfs.power.model import VARIANTS, PowerModel
 
 __all__ = ["VARIANTS", "PowerModel", "power_grid", "power_grid_numpy"]
-
-__getattr__ = moved_names(__name__, {"cross_validate": "gpudvfs.evaluation.power_errors:cross_validate_power"})

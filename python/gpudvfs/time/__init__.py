@@ -13,12 +13,9 @@ Errors against measured grids and the cross-validation protocol are in
 :mod:`gpudvfs.evaluation`.
 """
 
-from gpudvfs._moved import moved_names
 from gpudvfs.time.device import TimeDevice
 from gpudvfs.time.from_grid import profiles_from_grid
 from gpudvfs.time.model import CASES, MODES, TimeModel
 from gpudvfs.time.profile import INPUT_KEYS, KernelProfile
 
 __all__ = ["CASES", "INPUT_KEYS", "MODES", "KernelProfile", "TimeDevice", "TimeModel", "profiles_from_grid"]
-
-__getattr__ = moved_names(__name__, {"evaluate": "gpudvfs.evaluation.time_errors"})

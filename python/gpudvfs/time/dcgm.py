@@ -30,7 +30,6 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from gpudvfs._moved import moved_names
 from gpudvfs.data.datasets import MeasurementGrid
 from gpudvfs.data.dcgm_fields import PIPES, find_fields
 from gpudvfs.data.jsonfile import read_versioned, write_json_atomic
@@ -412,7 +411,3 @@ def _choose(features: np.ndarray, shares: np.ndarray, ridge: float) -> str:
         guess = _predict_shares(_ridge(features[keep], shares[keep], ridge), features[k:k + 1])[0]
         err["activity"] += float(np.abs(guess - shares[k]).sum())
     return min(err, key=lambda k: err[k])
-
-
-__getattr__ = moved_names(__name__, {"loo_predictions": "gpudvfs.evaluation.dcgm_time",
-                                     "cross_validate": "gpudvfs.evaluation.dcgm_time:cross_validate_dcgm_time"})

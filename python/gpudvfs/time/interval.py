@@ -21,7 +21,6 @@ from collections.abc import Iterable
 import numpy as np
 from numpy.typing import ArrayLike
 
-from gpudvfs._moved import moved_names
 from gpudvfs.errors import InputError
 
 #: sigma(d)^2 = SPREAD_A + SPREAD_B d^2 and the 90% multiplier, fitted on every kernel of the
@@ -169,6 +168,3 @@ def fit_interval(residuals: list[np.ndarray], distances: list[np.ndarray],
     a, b = fit_spread(r, d)
     off = d > 0
     return a, b, float(np.quantile(np.abs(r[off]) / np.maximum(spread(d[off], a, b), 1e-12), 0.9))
-
-
-__getattr__ = moved_names(__name__, {"interval_cv": "gpudvfs.evaluation.interval_cv"})

@@ -32,7 +32,7 @@ from gpudvfs.hardware.kernels.errors import (
 from gpudvfs.hardware.kernels.gpu import LoadedBenchmark, load
 from gpudvfs.hardware.kernels.manifest import (
     COMPONENTS,
-    POLICIES,
+    LAUNCH_POLICIES,
     SUITES,
     Benchmark,
     KernelSpec,
@@ -67,7 +67,7 @@ from gpudvfs.hardware.kernels.sass import (
 )
 
 __all__ = [
-    "BASE_OPTIONS", "COMPONENTS", "MEMORY_CLASSES", "POLICIES", "SASS_CLASSES", "SUITES", "WORK_CLASSES",
+    "BASE_OPTIONS", "COMPONENTS", "MEMORY_CLASSES", "LAUNCH_POLICIES", "SASS_CLASSES", "SUITES", "WORK_CLASSES",
     "Benchmark", "CompileError", "CompiledSource", "DisassemblyError", "Instruction", "KernelSpec", "LoadedBenchmark",
     "Loop", "Manifest", "ManifestError", "Rendered", "SourceSpec", "ToolchainMissing", "UnsupportedArchitecture",
     "benchmark", "compile_cubin", "compile_source", "disassemble", "dominates", "find_loops", "hot_loop",

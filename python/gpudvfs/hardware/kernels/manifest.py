@@ -21,7 +21,7 @@ MANIFEST_FORMAT = "gpudvfs-kernel-manifest"
 MANIFEST_VERSION = 1
 
 SUITES = ("power", "time")
-POLICIES = ("grid_stride", "chase", "shared_chase", "idle")
+LAUNCH_POLICIES = ("grid_stride", "chase", "shared_chase", "idle")
 
 # Template argument values a manifest may use, and their C spelling / element layout.
 # (size in bytes of one element, numpy dtype name of one scalar, scalars per element)
@@ -102,7 +102,7 @@ class Benchmark:
     template : tuple of tuple
         The template arguments, (name, value) in order.
     launch : Mapping
-        The launch policy (one of `POLICIES`) and its settings.
+        The launch policy (one of `LAUNCH_POLICIES`) and its settings.
     stresses : Mapping of str to float
         The components it stresses, in [0, 1] (design intent, not a measurement).
     sass : Mapping
@@ -382,8 +382,8 @@ def _parse_benchmark(entry: Any, where: str, sources: Mapping[str, SourceSpec],
         raise fail(f"{where}.group", "expected a string")
 
     launch = entry["launch"]
-    if not isinstance(launch, dict) or launch.get("policy") not in POLICIES:
-        raise fail(f"{where}.launch", f"expected an object with 'policy' in {list(POLICIES)}")
+    if not isinstance(launch, dict) or launch.get("policy") not in LAUNCH_POLICIES:
+        raise fail(f"{where}.launch", f"expected an object with 'policy' in {list(LAUNCH_POLICIES)}")
     for k, v in launch.items():
         if k != "policy" and not (is_number(v) or isinstance(v, str)):
             raise fail(f"{where}.launch.{k}", f"expected a number or string, got {v!r}")
