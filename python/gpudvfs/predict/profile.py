@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpudvfs.catalog import DeviceSpec, lookup
+from gpudvfs.data.activities import ACTIVITIES, is_activity_space, kernel_activities
+from gpudvfs.data.activities import METRICS as ACTIVITY_METRICS
 from gpudvfs.data.counters import (
     COMPONENTS,
     TIME_INPUTS,
@@ -238,8 +240,9 @@ def profile_command(compute_capability: str, target: str | Sequence[str] = "./ap
     argv = shlex.split(target) if isinstance(target, str) else list(target)
     if cc >= 7:
         # The GPU's name too: a compute capability alone is shared (9.0: H100 SXM, H100 PCIe, H200).
-        metrics = required_metrics("time", "ncu") + required_metrics("power", "ncu") + [
-            "gpu__time_duration.sum", "device__attribute_display_name"]
+        # And what maps it into the activities an observed power model reads.
+        metrics = list(dict.fromkeys(required_metrics("time", "ncu") + required_metrics("power", "ncu") + [
+            *ACTIVITY_METRICS, "gpu__time_duration.sum", "device__attribute_display_name"]))
         # Stated even where it is ncu's default, so a reader sees it; the SM clock is measured too.
         return shlex.join(ncu_command(metrics, argv, kernel_name=kernel_name, launch_count=launch_count,
                                       log_file=log_file, extra_args=["--clock-control", clock_control or "base"]))
@@ -461,7 +464,8 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
     device : DeviceSpec
         The catalog GPU the profile was taken on.
     power_model : PowerModel, optional
-        A model of this GPU on profiler utilizations.
+        A model of this GPU on profiler utilizations, or on the activities `gpudvfs power
+        observe` reads (`power_inputs`).
     reference : tuple of float, optional
         The clocks the profile was taken at (default: `_references`).
     policy : str
@@ -485,20 +489,18 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
     Raises
     ------
     InputError
-        Where the power model is not on profiler utilizations or not of this GPU, or a
-        launch's clock cannot be the GPU's.
+        Where the power model is on other inputs or not of this GPU, or a launch's clock
+        cannot be the GPU's.
     """
     if power_model is None:
         power_model = PowerModel.prior(device)
-    if power_model.components_ != COMPONENTS:
-        raise InputError(f"the power model's components {list(power_model.components_)} are not the profilers' "
-                         f"utilizations {list(COMPONENTS)}: fit it on utilizations from the same tool")
     power_model.check_gpu(device.key)
     beyond = device.clock_warnings(power_model.configs_[:, 0], power_model.configs_[:, 1])
     if beyond:
         raise InputError(f"the power model's clock pairs are not {device.key}'s: {beyond[0]}")
     if kernels is None:
         kernels = kernel_inputs(report, clip)
+    util, gaps = power_inputs(report, kernels, power_model, device)
     refs, reference_from, assumed = _references(kernels, device, reference)
     tdev = TimeDevice.from_spec(device)
     profiles = [KernelProfile.from_counters(k.label, {n: v for n, v in k.inputs.items() if v is not None},
@@ -513,7 +515,6 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
     q_assumed = assumed_reference_spread(device) if assumed else 0.0
     q_time = np.hypot(q_time, q_assumed)  # independent errors, as the uncalibrated level's
     q_power = power_model.interval_
-    util = np.array([[k.utilization[c] for c in COMPONENTS] for k in kernels])
     p = power_model.predict_grid(util, configs)
 
     def choose(time_ms: np.ndarray, watts: np.ndarray) -> Selection:
@@ -528,7 +529,7 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
         configs=configs.copy(),
         calibrated_on_measured_time=calibrated, power_source=power_model.source_,
         intervals=Intervals(q_time, q_power, None if q_power is None else q_time + q_power),
-        rests_on=_rests_on(calibrated, power_model, q_assumed),
+        rests_on=_rests_on(calibrated, power_model, q_assumed, gaps),
         kernels={k.label: LaunchPrediction(t[i], p[i], t[i] * p[i] / 1e3, _chosen(s, i))
                  for i, k in enumerate(kernels)},
         under_launch_scale=None if calibrated else tuple(k.label for i, k in enumerate(kernels)
@@ -536,7 +537,34 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
         policy=policy, by_name=by_name, application=application)
 
 
-def _rests_on(calibrated: bool, model: PowerModel, q_assumed: float) -> str:
+def power_inputs(report: CounterReport, kernels: Sequence[LaunchInputs], model: PowerModel, device: DeviceSpec
+                 ) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Each launch's inputs of ``model`` [n x C], and what the profile lacked to map them (one line each, none exact).
+
+    The profilers' utilizations for a model on them (the prior, `gpudvfs power fit`); for a
+    model observed on GPM's or NVML's activities (`gpudvfs power observe`), the profile's
+    metrics mapped into those activities (`gpudvfs.data.activities`).
+
+    Raises
+    ------
+    InputError
+        For a model on other inputs, naming the commands whose models fit; or a profile
+        without the counters the activities need.
+    """
+    names = model.components_
+    if names == COMPONENTS:
+        return np.array([[k.utilization[c] for c in COMPONENTS] for k in kernels]), ()
+    if is_activity_space(names):
+        mapped = [kernel_activities(k, names, device.sm_count) for k in report.kernels]
+        return (np.array([[a.values[n] for n in names] for a in mapped]),
+                tuple(dict.fromkeys(g for a in mapped for g in a.gaps)))
+    raise InputError(f"the power model's components {list(names)} are neither the profilers' utilizations "
+                     f"{list(COMPONENTS)} (the prior, or `gpudvfs power fit` on a sweep of this GPU) nor activities "
+                     f"`gpudvfs power observe` reads ({', '.join(ACTIVITIES)}): give a model one of these makes, "
+                     "or leave --power-model out for the catalog prior")
+
+
+def _rests_on(calibrated: bool, model: PowerModel, q_assumed: float, gaps: tuple[str, ...] = ()) -> str:
     """One line: what the time and the power rest on, with their 90% intervals."""
     time = ("time calibrated on the profile's measured duration" if calibrated else
             f"time uncalibrated: within x/{math.exp(UNCALIBRATED_LEVEL):.2f} at the reference")
@@ -547,7 +575,8 @@ def _rests_on(calibrated: bool, model: PowerModel, q_assumed: float) -> str:
              "observed": "power from the prior refined by observing this GPU",
              "fitted": "power from a model fitted on this GPU's measurements"}[model.source_]
     interval = "" if model.interval_ is None else f": within x/{math.exp(model.interval_):.2f}"
-    return f"{time}; {power}{interval} (90% intervals)"
+    mapped = f", its activities mapped from the profile ({'; '.join(gaps)})" if gaps else ""
+    return f"{time}; {power}{interval}{mapped} (90% intervals)"
 
 
 def _chosen(s: Selection, i: int) -> ChosenPair:
