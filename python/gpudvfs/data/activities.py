@@ -17,7 +17,8 @@ activity is mapped from what it means, over the kernel's run:
 Nsight Compute's pipe percentages are of the *active* cycles, GPM's of the elapsed ones: hence
 the factor sm. Where the profile lacks the SM's active cycles, an SM without a block is idle and
 one with a block is taken as busy all along (tail waves left out); where it lacks the tensor
-pipe, the pipe activity leaves tensor work out. Both are named in :attr:`Activities.gaps`.
+pipe, the pipe activity leaves tensor work out, and its bound is the SM activity (a pipe is
+busy only while its SM is): :attr:`Activities.upper`. Both are named in :attr:`Activities.gaps`.
 """
 
 from __future__ import annotations
@@ -56,10 +57,14 @@ class Activities:
         Activity -> fraction in [0, 1].
     gaps : tuple of str
         One line per approximation, each naming the metric to collect.
+    upper : dict of str to float
+        The values at the most the profile allows: the pipe and tensor activities at the SM's
+        where the tensor pipe is missing; ``values`` otherwise.
     """
 
     values: dict[str, float]
     gaps: tuple[str, ...]
+    upper: dict[str, float]
 
 
 def is_activity_space(names: Sequence[str]) -> bool:
@@ -113,4 +118,6 @@ def kernel_activities(k: KernelCounters, names: Sequence[str], sm_count: int) ->
                 "pipe": f"{PIPES[0][0]} and the SM activity's", "tensor": "the SM activity's"}
         raise InputError(f"kernel {k.name!r}: no counters for the activities {lacking}: collect "
                          + "; ".join(need[n] for n in lacking))
-    return Activities({n: float(v) for n in names if (v := values[n]) is not None}, tuple(gaps))
+    out = {n: float(v) for n in names if (v := values[n]) is not None}
+    upper = {n: sm if tensor is None and n in ("pipe", "tensor") and sm is not None else v for n, v in out.items()}
+    return Activities(out, tuple(gaps), upper)

@@ -24,7 +24,8 @@ from gpudvfs.errors import InputError
 from gpudvfs.hardware.observer import Observation, read_readings
 from gpudvfs.power.model import PowerModel
 from gpudvfs.power.observe import fit_readings
-from gpudvfs.predict.profile import device_of, kernel_inputs, power_inputs
+from gpudvfs.predict.inputs import power_inputs
+from gpudvfs.predict.profile import device_of, kernel_inputs
 from gpudvfs.records import Record
 
 #: The load's phase without work.
@@ -48,8 +49,9 @@ class ChainRow(Record):
 
     ``observed_w`` from its profile's activities (``mapped``), ``as_read_w`` from those the
     observation read over its windows (``read``, their median): the difference is the mapping's.
-    ``windows_left_out`` counts the readings that overlap its phase; ``gaps`` says what its
-    profile lacked to map the activities.
+    ``observed_q`` and ``prior_q``: their 90% intervals as `gpudvfs predict` gives them (log
+    half-widths). ``windows_left_out`` counts the readings that overlap its phase; ``gaps``
+    says what its profile lacked to map the activities.
     """
 
     kernel: str
@@ -59,6 +61,8 @@ class ChainRow(Record):
     observed_w: float
     as_read_w: float
     prior_w: float
+    observed_q: float
+    prior_q: float
     mapped: tuple[float, ...]
     read: tuple[float, ...]
     windows_left_out: int
@@ -167,11 +171,15 @@ def chain_table(readings: str | Path, phases: str | Path, kernels: str | Path) -
         launches = kernel_inputs(report)
         watts, core, mem = _measured(Path(kernels) / f"{name}.power.json")
         observed = fit_readings(prior_obs, obs, leave_out=held[name]).model
-        activity, gaps = power_inputs(report, launches, observed, spec)
+        utilizations = [k.utilization for k in launches]
+        activity = power_inputs(report, utilizations, observed, spec)
         read_ = np.nanmedian([obs.readings[i].activity for i in sorted(held[name])], axis=0)
         prior = PowerModel.prior(spec)
-        util, _ = power_inputs(report, launches, prior, spec)
-        rows.append(ChainRow(name, core, mem, watts, float(np.mean(observed.predict(activity, core, mem))),
-                             float(observed.predict(read_, core, mem)), float(np.mean(prior.predict(util, core, mem))),
-                             tuple(activity.mean(axis=0).tolist()), tuple(read_.tolist()), len(held[name]), gaps))
+        util = power_inputs(report, utilizations, prior, spec)
+        rows.append(ChainRow(
+            name, core, mem, watts, float(np.mean(observed.predict(activity.values, core, mem))),
+            float(observed.predict(read_, core, mem)), float(np.mean(prior.predict(util.values, core, mem))),
+            activity.interval(observed, observed.configs_) or 0.0, util.interval(prior, prior.configs_) or 0.0,
+            tuple(activity.values.mean(axis=0).tolist()), tuple(read_.tolist()), len(held[name]), activity.gaps))
     return rows
+

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpudvfs.catalog import DeviceSpec, lookup
-from gpudvfs.data.activities import ACTIVITIES, is_activity_space, kernel_activities
 from gpudvfs.data.activities import METRICS as ACTIVITY_METRICS
 from gpudvfs.data.counters import (
     COMPONENTS,
@@ -42,6 +41,7 @@ from gpudvfs.errors import InputError
 from gpudvfs.hardware.ncu import ncu_command, nvprof_command
 from gpudvfs.policy.policies import Selection, highest_index, select
 from gpudvfs.power.model import PowerModel
+from gpudvfs.predict.inputs import power_inputs
 from gpudvfs.records import NULLABLE, Record
 from gpudvfs.time.device import TimeDevice
 from gpudvfs.time.interval import UNCALIBRATED_LEVEL, time_interval
@@ -500,7 +500,7 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
         raise InputError(f"the power model's clock pairs are not {device.key}'s: {beyond[0]}")
     if kernels is None:
         kernels = kernel_inputs(report, clip)
-    util, gaps = power_inputs(report, kernels, power_model, device)
+    inputs = power_inputs(report, [k.utilization for k in kernels], power_model, device)
     refs, reference_from, assumed = _references(kernels, device, reference)
     tdev = TimeDevice.from_spec(device)
     profiles = [KernelProfile.from_counters(k.label, {n: v for n, v in k.inputs.items() if v is not None},
@@ -514,8 +514,8 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
     q_time = time_interval(configs, median, calibrated)
     q_assumed = assumed_reference_spread(device) if assumed else 0.0
     q_time = np.hypot(q_time, q_assumed)  # independent errors, as the uncalibrated level's
-    q_power = power_model.interval_
-    p = power_model.predict_grid(util, configs)
+    p = power_model.predict_grid(inputs.values, configs)
+    q_power = inputs.interval(power_model, configs)
 
     def choose(time_ms: np.ndarray, watts: np.ndarray) -> Selection:
         return select(time_ms, watts, configs, policy, default_index=highest_index(configs), slowdown=slowdown,
@@ -529,7 +529,7 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
         configs=configs.copy(),
         calibrated_on_measured_time=calibrated, power_source=power_model.source_,
         intervals=Intervals(q_time, q_power, None if q_power is None else q_time + q_power),
-        rests_on=_rests_on(calibrated, power_model, q_assumed, gaps),
+        rests_on=_rests_on(calibrated, power_model, q_assumed, inputs.gaps, q_power),
         kernels={k.label: LaunchPrediction(t[i], p[i], t[i] * p[i] / 1e3, _chosen(s, i))
                  for i, k in enumerate(kernels)},
         under_launch_scale=None if calibrated else tuple(k.label for i, k in enumerate(kernels)
@@ -537,34 +537,8 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
         policy=policy, by_name=by_name, application=application)
 
 
-def power_inputs(report: CounterReport, kernels: Sequence[LaunchInputs], model: PowerModel, device: DeviceSpec
-                 ) -> tuple[np.ndarray, tuple[str, ...]]:
-    """Each launch's inputs of ``model`` [n x C], and what the profile lacked to map them (one line each, none exact).
-
-    The profilers' utilizations for a model on them (the prior, `gpudvfs power fit`); for a
-    model observed on GPM's or NVML's activities (`gpudvfs power observe`), the profile's
-    metrics mapped into those activities (`gpudvfs.data.activities`).
-
-    Raises
-    ------
-    InputError
-        For a model on other inputs, naming the commands whose models fit; or a profile
-        without the counters the activities need.
-    """
-    names = model.components_
-    if names == COMPONENTS:
-        return np.array([[k.utilization[c] for c in COMPONENTS] for k in kernels]), ()
-    if is_activity_space(names):
-        mapped = [kernel_activities(k, names, device.sm_count) for k in report.kernels]
-        return (np.array([[a.values[n] for n in names] for a in mapped]),
-                tuple(dict.fromkeys(g for a in mapped for g in a.gaps)))
-    raise InputError(f"the power model's components {list(names)} are neither the profilers' utilizations "
-                     f"{list(COMPONENTS)} (the prior, or `gpudvfs power fit` on a sweep of this GPU) nor activities "
-                     f"`gpudvfs power observe` reads ({', '.join(ACTIVITIES)}): give a model one of these makes, "
-                     "or leave --power-model out for the catalog prior")
-
-
-def _rests_on(calibrated: bool, model: PowerModel, q_assumed: float, gaps: tuple[str, ...] = ()) -> str:
+def _rests_on(calibrated: bool, model: PowerModel, q_assumed: float, gaps: tuple[str, ...] = (),
+              q_power: float | None = None) -> str:
     """One line: what the time and the power rest on, with their 90% intervals."""
     time = ("time calibrated on the profile's measured duration" if calibrated else
             f"time uncalibrated: within x/{math.exp(UNCALIBRATED_LEVEL):.2f} at the reference")
@@ -576,6 +550,8 @@ def _rests_on(calibrated: bool, model: PowerModel, q_assumed: float, gaps: tuple
              "fitted": "power from a model fitted on this GPU's measurements"}[model.source_]
     interval = "" if model.interval_ is None else f": within x/{math.exp(model.interval_):.2f}"
     mapped = f", its activities mapped from the profile ({'; '.join(gaps)})" if gaps else ""
+    if q_power is not None and model.interval_ is not None and q_power > model.interval_:
+        mapped += f", widened to x/{math.exp(q_power):.2f} for what it could not tell"
     return f"{time}; {power}{interval}{mapped} (90% intervals)"
 
 
