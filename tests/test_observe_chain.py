@@ -164,3 +164,36 @@ def test_the_metrics_profile_command_adds_are_the_h200s_nsight_computes():
     command = profile_command("9.0")
     for metric in METRICS:
         assert metric.split(".")[0] in known and metric in command
+
+
+def test_every_activity_the_observer_reads_is_mapped():
+    from gpudvfs.data.activities import ACTIVITIES
+    from gpudvfs.hardware.observer import GPM_ACTIVITIES, NVML_ACTIVITIES
+
+    assert set(GPM_ACTIVITIES) | set(NVML_ACTIVITIES) <= set(ACTIVITIES)
+
+
+def test_a_model_on_nvmls_busy_fractions_predicts_a_profile():
+    """Where the GPU has no GPM, the observer reads NVML's GPU and memory busy fractions. Stand-in
+    readings (an H200's clocks and a made-up power law, no GPU) fit such a model; `predict` maps the
+    GEMM's profile into it: GPU busy 1 all through its run, memory busy its DRAM throughput."""
+    from gpudvfs import PowerModel
+    from gpudvfs.catalog import lookup
+    from gpudvfs.data import read
+    from gpudvfs.power.observe import fit_observed
+    from gpudvfs.predict.profile import predict_profile
+
+    rng = np.random.default_rng(0)
+    core = rng.choice([345.0, 1410.0, 1755.0, 1980.0], 200)
+    act = rng.uniform(0, 1, (200, 2))
+    watts = 80 + 500 * (core / 1980) * act[:, 0] + 100 * act[:, 1]
+    prior = PowerModel.prior("h200")
+    model = fit_observed(prior, ("gpu", "memory"), 1, core, np.full(200, 3201.0), watts, act).model
+    report = read(H200 / "kernels" / "gemm_bf16.ncu.csv")
+    p = predict_profile(report, lookup("h200"), power_model=model)
+    assert p.power_source == "observed"
+    dram = report.kernels[0].metrics["dram__throughput.avg.pct_of_peak_sustained_elapsed"] / 100
+    c, m = p.configs[-1]
+    assert p.application.watts[-1] == pytest.approx(float(model.predict(np.array([1.0, dram]), c, m)))
+    assert "its activities mapped" not in p.rests_on  # nothing approximated: no interval widened
+    assert p.intervals.power == pytest.approx(model.interval_)
