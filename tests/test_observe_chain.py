@@ -120,6 +120,8 @@ def test_a_profile_without_the_counters_an_activity_needs_is_refused():
         kernel_activities(_kernel(**{SM_ACTIVE: 1.0, SM_ELAPSED: 1.0}), ("sm", "dram"), 132)
     with pytest.raises(InputError, match=r"no mapping from Nsight Compute's metrics to the activities \['fan'\]"):
         kernel_activities(_kernel(), ("fan",), 132)
+    with pytest.raises(InputError, match=rf"{TENSOR} gives an activity of 1.5, not a fraction in \[0, 1\]"):
+        kernel_activities(_kernel(**{SM_ACTIVE: 1.0, SM_ELAPSED: 1.0, TENSOR: 150.0}), ("pipe",), 132)
 
 
 def test_a_model_observed_on_another_gpu_is_refused_naming_what_fits(beside_validation):

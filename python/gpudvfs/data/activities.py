@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gpudvfs.data.counters import UTIL_TOLERANCE
 from gpudvfs.data.profilers.records import KernelCounters
 from gpudvfs.data.recipes import GRID_SIZE
 from gpudvfs.errors import InputError
@@ -72,13 +73,20 @@ def is_activity_space(names: Sequence[str]) -> bool:
     return len(names) > 0 and all(n in ACTIVITIES for n in names)
 
 
+def _fraction(k: KernelCounters, name: str, v: float) -> float:
+    """``v`` in [0, 1]: counter noise within `UTIL_TOLERANCE` of it clipped, further refused."""
+    if not -UTIL_TOLERANCE <= v <= 1 + UTIL_TOLERANCE:
+        raise InputError(f"kernel {k.name!r}: {name} gives an activity of {v:g}, not a fraction in [0, 1]")
+    return min(max(v, 0.0), 1.0)
+
+
 def _pct(k: KernelCounters, names: Sequence[str]) -> float | None:
     for n in names:
         v = k.metrics.get(n)
         if v is not None:
             if k.units.get(n, "%") not in ("%", ""):
                 raise InputError(f"kernel {k.name!r}: {n} is in {k.units[n]!r}, not %")
-            return min(max(v / 100.0, 0.0), 1.0)
+            return _fraction(k, n, v / 100.0)
     return None
 
 
@@ -100,7 +108,7 @@ def kernel_activities(k: KernelCounters, names: Sequence[str], sm_count: int) ->
     active, elapsed = k.metrics.get(SM_ACTIVE), k.metrics.get(SM_ELAPSED)
     sm = None
     if active is not None and elapsed:
-        sm = min(active / elapsed, 1.0)
+        sm = _fraction(k, f"{SM_ACTIVE} / {SM_ELAPSED}", active / elapsed)
     elif GRID_SIZE in k.metrics:
         sm = min(k.metrics[GRID_SIZE] / sm_count, 1.0)
         if core:
