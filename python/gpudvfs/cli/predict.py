@@ -42,7 +42,8 @@ PER_LAUNCH_LINES = 20
 @click.argument("profile", type=click.Path(dir_okay=False))
 @click.option("--device", help="Catalog GPU (default: the one the profile names; a profile of another GPU is refused).")
 @click.option("--power-model", "model_path", type=click.Path(dir_okay=False),
-              help="Power model of this GPU on profiler utilizations (default: the catalog prior of the GPU).")
+              help="Power model of this GPU: from `power fit` (profiler utilizations) or `power observe` (its "
+                   "activities, mapped from the profile's metrics); default: the catalog prior of the GPU.")
 @click.option("--policy", type=click.Choice(POLICIES), default="energy", show_default=True)
 @click.option("--slowdown", default=0.1, show_default=True, type=options.Finite(min=0))
 @options.eta

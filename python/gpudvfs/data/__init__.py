@@ -17,7 +17,7 @@
 
 Each reader is in a module of its own; :mod:`.formats` detects a file's format and reads or
 writes it, and its names are the package's. :mod:`.counters` maps the profilers' counters onto
-the models' inputs.
+the models' inputs, :mod:`.activities` onto the activities an observed power model reads.
 """
 
 from gpudvfs.data.formats import (

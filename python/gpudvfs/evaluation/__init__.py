@@ -26,4 +26,5 @@ the models; no model imports it.
 | `govern_replay`   | governors replayed on recorded training traces                       |
 | `governor_cv`     | the governor's constants chosen over replays, and its defaults       |
 | `hardware_report` | the report of a run on a real GPU (`gpudvfs validate`)               |
+| `observe_chain`   | observe, then predict: each kernel held out of a recorded observation |
 """

@@ -308,9 +308,16 @@ class PowerModel:
         InputError
             If the model was fitted on another GPU's measurements.
         """
-        if self.device_ is not None and self.device_ != key:
-            raise InputError(f"the power model was fitted on {self.device_}'s measurements, not {key}'s: fit one "
-                             f"on this GPU (gpudvfs select fit-power / power fit --device {key})")
+        if self.device_ is None or self.device_ == key:
+            return
+        why = {"prior": (f"is the catalog prior of {self.device_}, not of {key}",
+                         f"leave the power model out for {key}'s own prior"),
+               "observed": (f"was observed on {self.device_}, not on {key}",
+                            f"observe {key} while your work runs (gpudvfs power observe --device nvml -o MODEL)")}
+        made, fits = why.get(self.source_, (
+            f"was fitted on {self.device_}'s measurements, not {key}'s",
+            f"fit one on this GPU (gpudvfs select fit-power / power fit --device {key})"))
+        raise InputError(f"the power model {made}: {fits}")
 
     def _require_fit(self) -> _core.PowerFit:
         if self._fit is None:

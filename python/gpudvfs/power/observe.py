@@ -18,7 +18,7 @@ left out (`steady_readings`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -287,22 +287,26 @@ def steady_readings(readings: Sequence[ObservedWindow], tolerance: float = STEAD
     list of ObservedWindow
         The steady windows, in order.
     """
+    return [readings[i] for i in _steady_indices(readings, tolerance)]
+
+
+def _steady_indices(readings: Sequence[ObservedWindow], tolerance: float) -> list[int]:
     out = []
     for i, r in enumerate(readings):
         if r.core_mhz_start != r.core_mhz:
             continue
         if np.isinf(tolerance):
-            out.append(r)
+            out.append(i)
             continue
         if i == 0 or i == len(readings) - 1:
             continue
         a = np.asarray(r.activity)
         if all(np.max(np.abs(np.asarray(n.activity) - a)) <= tolerance for n in (readings[i - 1], readings[i + 1])):
-            out.append(r)
+            out.append(i)
     return out
 
 
-def fit_readings(prior: PowerModel, obs: Observed) -> ObservedFit:
+def fit_readings(prior: PowerModel, obs: Observed, leave_out: Collection[int] = ()) -> ObservedFit:
     """`fit_observed` on an observation's readings at a steady clock.
 
     Where power was not read exactly, at a steady activity too (`steady_readings`); the refined
@@ -314,6 +318,9 @@ def fit_readings(prior: PowerModel, obs: Observed) -> ObservedFit:
         The GPU's prior, fitted.
     obs : Observed
         The observation, e.g. a `gpudvfs.hardware.observer.Observation`.
+    leave_out : collection of int
+        Indices of ``obs.readings`` the fit leaves out (a held-out workload's windows), after
+        steadiness is judged on them all.
 
     Returns
     -------
@@ -325,7 +332,8 @@ def fit_readings(prior: PowerModel, obs: Observed) -> ObservedFit:
     InputError
         As :func:`fit_observed` raises.
     """
-    steady = steady_readings(obs.readings, STEADY_ACTIVITY if obs.power != "exact" else np.inf)
+    kept = _steady_indices(obs.readings, STEADY_ACTIVITY if obs.power != "exact" else np.inf)
+    steady = [obs.readings[i] for i in kept if i not in leave_out]
     activity_names, n_core = obs.activities, obs.n_core
     seen = {(r.core_mhz, r.mem_mhz) for r in steady}
     configs = np.unique(np.r_[prior.configs_, np.array(sorted(seen), dtype=np.float64).reshape(-1, 2)], axis=0)

@@ -4,6 +4,7 @@
 |--------------|----------------------------------------------------------------------|
 | `prediction` | `predict_profile` and its `ProfilePrediction`: arrays for a scheduler |
 | `profile`    | the GPU a profile came from, its kernels' inputs, the whole prediction |
+| `inputs`     | the power model's inputs: utilizations, or an observed model's activities |
 """
 
 from gpudvfs.predict.prediction import ProfilePrediction, predict_profile

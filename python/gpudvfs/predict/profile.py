@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpudvfs.catalog import DeviceSpec, lookup
+from gpudvfs.data.activities import METRICS as ACTIVITY_METRICS
 from gpudvfs.data.counters import (
     COMPONENTS,
     TIME_INPUTS,
@@ -40,6 +41,7 @@ from gpudvfs.errors import InputError
 from gpudvfs.hardware.ncu import ncu_command, nvprof_command
 from gpudvfs.policy.policies import Selection, highest_index, select
 from gpudvfs.power.model import PowerModel
+from gpudvfs.predict.inputs import power_inputs
 from gpudvfs.records import NULLABLE, Record
 from gpudvfs.time.device import TimeDevice
 from gpudvfs.time.interval import UNCALIBRATED_LEVEL, time_interval
@@ -238,8 +240,9 @@ def profile_command(compute_capability: str, target: str | Sequence[str] = "./ap
     argv = shlex.split(target) if isinstance(target, str) else list(target)
     if cc >= 7:
         # The GPU's name too: a compute capability alone is shared (9.0: H100 SXM, H100 PCIe, H200).
-        metrics = required_metrics("time", "ncu") + required_metrics("power", "ncu") + [
-            "gpu__time_duration.sum", "device__attribute_display_name"]
+        # And what maps it into the activities an observed power model reads.
+        metrics = list(dict.fromkeys(required_metrics("time", "ncu") + required_metrics("power", "ncu") + [
+            *ACTIVITY_METRICS, "gpu__time_duration.sum", "device__attribute_display_name"]))
         # Stated even where it is ncu's default, so a reader sees it; the SM clock is measured too.
         return shlex.join(ncu_command(metrics, argv, kernel_name=kernel_name, launch_count=launch_count,
                                       log_file=log_file, extra_args=["--clock-control", clock_control or "base"]))
@@ -461,7 +464,8 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
     device : DeviceSpec
         The catalog GPU the profile was taken on.
     power_model : PowerModel, optional
-        A model of this GPU on profiler utilizations.
+        A model of this GPU on profiler utilizations, or on the activities `gpudvfs power
+        observe` reads (`power_inputs`).
     reference : tuple of float, optional
         The clocks the profile was taken at (default: `_references`).
     policy : str
@@ -485,20 +489,18 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
     Raises
     ------
     InputError
-        Where the power model is not on profiler utilizations or not of this GPU, or a
-        launch's clock cannot be the GPU's.
+        Where the power model is on other inputs or not of this GPU, or a launch's clock
+        cannot be the GPU's.
     """
     if power_model is None:
         power_model = PowerModel.prior(device)
-    if power_model.components_ != COMPONENTS:
-        raise InputError(f"the power model's components {list(power_model.components_)} are not the profilers' "
-                         f"utilizations {list(COMPONENTS)}: fit it on utilizations from the same tool")
     power_model.check_gpu(device.key)
     beyond = device.clock_warnings(power_model.configs_[:, 0], power_model.configs_[:, 1])
     if beyond:
         raise InputError(f"the power model's clock pairs are not {device.key}'s: {beyond[0]}")
     if kernels is None:
         kernels = kernel_inputs(report, clip)
+    inputs = power_inputs(report, [k.utilization for k in kernels], power_model, device)
     refs, reference_from, assumed = _references(kernels, device, reference)
     tdev = TimeDevice.from_spec(device)
     profiles = [KernelProfile.from_counters(k.label, {n: v for n, v in k.inputs.items() if v is not None},
@@ -512,9 +514,8 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
     q_time = time_interval(configs, median, calibrated)
     q_assumed = assumed_reference_spread(device) if assumed else 0.0
     q_time = np.hypot(q_time, q_assumed)  # independent errors, as the uncalibrated level's
-    q_power = power_model.interval_
-    util = np.array([[k.utilization[c] for c in COMPONENTS] for k in kernels])
-    p = power_model.predict_grid(util, configs)
+    p = power_model.predict_grid(inputs.values, configs)
+    q_power = inputs.interval(power_model, configs)
 
     def choose(time_ms: np.ndarray, watts: np.ndarray) -> Selection:
         return select(time_ms, watts, configs, policy, default_index=highest_index(configs), slowdown=slowdown,
@@ -528,7 +529,7 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
         configs=configs.copy(),
         calibrated_on_measured_time=calibrated, power_source=power_model.source_,
         intervals=Intervals(q_time, q_power, None if q_power is None else q_time + q_power),
-        rests_on=_rests_on(calibrated, power_model, q_assumed),
+        rests_on=_rests_on(calibrated, power_model, q_assumed, inputs.gaps, q_power),
         kernels={k.label: LaunchPrediction(t[i], p[i], t[i] * p[i] / 1e3, _chosen(s, i))
                  for i, k in enumerate(kernels)},
         under_launch_scale=None if calibrated else tuple(k.label for i, k in enumerate(kernels)
@@ -536,7 +537,8 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
         policy=policy, by_name=by_name, application=application)
 
 
-def _rests_on(calibrated: bool, model: PowerModel, q_assumed: float) -> str:
+def _rests_on(calibrated: bool, model: PowerModel, q_assumed: float, gaps: tuple[str, ...] = (),
+              q_power: float | None = None) -> str:
     """One line: what the time and the power rest on, with their 90% intervals."""
     time = ("time calibrated on the profile's measured duration" if calibrated else
             f"time uncalibrated: within x/{math.exp(UNCALIBRATED_LEVEL):.2f} at the reference")
@@ -547,7 +549,10 @@ def _rests_on(calibrated: bool, model: PowerModel, q_assumed: float) -> str:
              "observed": "power from the prior refined by observing this GPU",
              "fitted": "power from a model fitted on this GPU's measurements"}[model.source_]
     interval = "" if model.interval_ is None else f": within x/{math.exp(model.interval_):.2f}"
-    return f"{time}; {power}{interval} (90% intervals)"
+    mapped = f", its activities mapped from the profile ({'; '.join(gaps)})" if gaps else ""
+    if q_power is not None and model.interval_ is not None and q_power > model.interval_:
+        mapped += f", widened to x/{math.exp(q_power):.2f} for what it could not tell"
+    return f"{time}; {power}{interval}{mapped} (90% intervals)"
 
 
 def _chosen(s: Selection, i: int) -> ChosenPair:
