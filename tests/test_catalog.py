@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from gpudvfs.catalog import ISSUE_KEYS, LATENCY_KEYS, catalog, lookup
+from gpudvfs.catalog.clocks import SupportedClocks
 from gpudvfs.cli.app import cli
 from gpudvfs.data import read
 from gpudvfs.data.counters import MissingCountersError, required_metrics, time_model_extras
@@ -20,7 +21,6 @@ from gpudvfs.data.profilers import CounterReport
 from gpudvfs.data.profilers.records import KernelCounters
 from gpudvfs.errors import InputError
 from gpudvfs.hardware.ncu import nvprof_command
-from gpudvfs.power.prior import prior_configs
 from gpudvfs.predict.profile import (
     assumed_reference_spread,
     device_of,
@@ -321,10 +321,11 @@ def test_predict_full_path_on_a_stand_in_record():
     r = predict_profile(_stand_in("9.0"), spec).to_dict()
     t = np.array(r["kernels"]["stand_in_kernel"]["time_ms"])
     cfg = np.array(r["configs"])
-    assert len(cfg) == len(prior_configs(spec)) and cfg[:, 0].max() == spec.core_mhz["boost"]
-    assert r["calibrated_on_measured_time"] and np.all(np.diff(t) <= 1e-12)  # faster at higher core clocks
+    assert len(cfg) == len(SupportedClocks.of_spec(spec).pairs) and cfg[:, 0].max() == spec.core_mhz["boost"]
+    at = cfg[:, 1] == spec.default_mhz[1]  # faster at higher core clocks, at each memory clock
+    assert r["calibrated_on_measured_time"] and np.all(np.diff(t[at]) <= 1e-12)
     assert "under_launch_scale" not in r
-    base = np.argmin(np.abs(cfg[:, 0] - spec.core_mhz["base"]))
+    base = np.flatnonzero(at)[np.argmin(np.abs(cfg[at, 0] - spec.core_mhz["base"]))]
     assert t[base] == pytest.approx(0.2, rel=0.1)  # near the measured 200 us at the base clock
     assert r["reference_mhz"] == [1590.0, 2619.0] and r["reference_from"].startswith("the profile's SM clock")
 
@@ -340,7 +341,7 @@ def test_predict_takes_the_reference_from_the_clock_the_profile_ran_at(data):
     report.kernels[0].metrics["smsp__cycles_elapsed.avg.per_second"] = 1.98e9
     r = predict_profile(report, spec).to_dict()
     cfg, t = np.array(r["configs"]), np.array(r["kernels"]["stand_in_kernel"]["time_ms"])
-    top = np.flatnonzero(cfg[:, 0] == 1980.0)
+    top = np.flatnonzero((cfg[:, 0] == 1980.0) & (cfg[:, 1] == 2619.0))
     assert r["reference_mhz"] == [1980.0, 2619.0] and t[top] == pytest.approx(0.2, rel=1e-9)
     given = predict_profile(report, spec, reference=(1590.0, 2619.0)).to_dict()
     assert given["reference_from"] == "given" and given["kernels"]["stand_in_kernel"]["time_ms"][top[0]] < 0.19
@@ -424,7 +425,7 @@ def synthetic_power_model(spec):
     from gpudvfs.policy.choose import COMPONENTS, training_dataset
     from gpudvfs.power import PowerModel
 
-    configs = prior_configs(spec)
+    configs = SupportedClocks.of_spec(spec).pairs
     rng = np.random.default_rng(0)
     util = rng.uniform(0.05, 0.9, (8, len(COMPONENTS)))
     fc, fm = configs[:, 0] / configs[:, 0].max(), configs[:, 1] / configs[:, 1].max()

@@ -18,8 +18,8 @@ from conftest import REPO
 H200 = REPO / "validation" / "nvidia-h200"
 #: Per kernel: (time error calibrated on the profile's duration, uncalibrated, the prior's power
 #: error), in %, at the clocks the driver ran it at (the median of NVML's polls while it ran).
-KERNELS = {"gemm_bf16": (-11.0, -22.5, -48.3), "sdpa": (-13.6, 565.6, -31.6),
-           "layernorm": (-5.6, 76.4, -18.5), "elementwise": (-2.8, -4.1, -15.5)}
+KERNELS = {"gemm_bf16": (-11.0, -22.5, -48.3), "sdpa": (-13.6, 565.4, -31.5),
+           "layernorm": (-5.6, 76.3, -18.5), "elementwise": (-2.9, -4.1, -15.6)}
 
 
 def _at(d: dict, key: str, core: float, mem: float) -> float:

@@ -75,7 +75,10 @@ def test_predict_runs_on_each_ncu_csv_and_reports_a_bad_one(tmp_path):
     good, bad = tmp_path / "triad.ncu.csv", tmp_path / "sgemm.ncu.csv"
     good.write_text("\n".join(rows) + "\n")
     bad.write_text(head + "\n")
-    device = types.SimpleNamespace(name="NVIDIA H100 80GB HBM3", default_clocks=lambda: (1755.0, 2619.0))
+    # Its clocks as NVML lists an H100's (validation/nvidia-h100-80gb-hbm3/nvidia-smi-supported-clocks.txt).
+    device = types.SimpleNamespace(name="NVIDIA H100 80GB HBM3", default_clocks=lambda: (1755.0, 2619.0),
+                                   memory_clocks=lambda: [2619.0, 1593.0],
+                                   core_clocks=lambda mem: [float(c) for c in range(1980, 344, -15)])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", GpudvfsWarning)  # the synthetic fit's notes
         model = synthetic_power_model(lookup("h100-sxm"))
@@ -87,6 +90,7 @@ def test_predict_runs_on_each_ncu_csv_and_reports_a_bad_one(tmp_path):
     assert written["reference_mhz"] == [1590.0, 2619.0] and np.all(np.isfinite(written["kernels"][k.name]["time_ms"]))
     # The report keeps the one pair chosen for the whole workload beside each launch's.
     assert out["triad"]["application_chosen"] == written["application"]["chosen"] is not None
+    assert len(written["configs"]) == 220 and (written["application"]["chosen"]["core_mhz"] - 345) % 15 == 0
     assert "error" in out["sgemm"] and not (tmp_path / "predict" / "sgemm.json").exists()
 
 

@@ -112,6 +112,9 @@ class DeviceSpec:
     default_mhz : tuple of (float, float)
         (core MHz, memory MHz) the GPU runs by default, in NVML's units: the default application
         clocks where the driver reports them, else the rated base clock and the default memory clock.
+    core_step_mhz : float or None
+        The step of the core clocks the GPU supports, from ``core_mhz["min"]`` to its boost clock at
+        each memory clock (NVML's supported-clocks list); None where no source gives it.
     sources : dict of str to str
         Each figure's source.
     notes : str
@@ -141,6 +144,7 @@ class DeviceSpec:
     tdp_w: float
     latency_cycles: dict[str, float]
     default_mhz: tuple[float, float]
+    core_step_mhz: float | None = None
     sources: dict[str, str] = field(default_factory=dict)
     notes: str = ""
 
@@ -219,7 +223,8 @@ class DeviceSpec:
         dict
             Field -> value, tuples as lists.
         """
-        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "key"}
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__
+             if k != "key" and not (k == "core_step_mhz" and self.core_step_mhz is None)}
         return d | {"aliases": list(self.aliases), "mem_mhz": list(self.mem_mhz), "default_mhz": list(self.default_mhz)}
 
 
@@ -265,6 +270,23 @@ def _default_clocks(key: str, d: dict, core: dict, mem: list, where: str, requir
     return fc, fm
 
 
+def _core_step(key: str, d: dict, core: dict, where: str) -> float | None:
+    """The entry's ``core_step_mhz``: whole steps from its lowest core clock to its boost and default ones."""
+    step = d.get("core_step_mhz")
+    if step is None:
+        return None
+    if not (is_finite_number(step, 0.0) and step > 0):
+        raise InputError(f"{where}: device {key!r}: core_step_mhz must be a number > 0, got {step!r}")
+    if "min" not in core:
+        raise InputError(f"{where}: device {key!r}: core_step_mhz needs core_mhz.min, the lowest clock it steps from")
+    for what, mhz in (("boost", core["boost"]), ("default_mhz's", d.get("default_mhz", [core["boost"]])[0])):
+        n = (float(mhz) - float(core["min"])) / float(step)
+        if abs(n - round(n)) > 1e-6:
+            raise InputError(f"{where}: device {key!r}: the {what} core clock {mhz:g} MHz is not core_mhz.min "
+                             f"{core['min']:g} plus whole steps of core_step_mhz {step:g}")
+    return float(step)
+
+
 def _entry(key: str, d: dict, where: str, require_default: bool = False) -> DeviceSpec:
     def need(k: str, kind: type | tuple[type, ...] = (int, float)) -> Any:
         v = d.get(k)
@@ -305,7 +327,8 @@ def _entry(key: str, d: dict, where: str, require_default: bool = False) -> Devi
             **{k: d[k] for k in _NUMBERS}, issue_per_sm_per_cycle=dict(issue), dram_type=need("dram_type", str),
             core_mhz=dict(core), mem_mhz=tuple(float(m) for m in mem), latency_cycles=dict(lat),
             default_mhz=_default_clocks(key, d, core, mem, where, require_default),
-            sources=dict(d.get("sources", {})), notes=str(d.get("notes", "")))
+            core_step_mhz=_core_step(key, d, core, where), sources=dict(d.get("sources", {})),
+            notes=str(d.get("notes", "")))
     except InputError:
         raise
     except (TypeError, KeyError) as e:

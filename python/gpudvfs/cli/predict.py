@@ -11,9 +11,11 @@ import shlex
 from pathlib import Path
 
 import click
+import numpy as np
 from rich.table import Table
 
-from gpudvfs.catalog import catalog, lookup
+from gpudvfs.catalog import DeviceSpec, catalog, lookup
+from gpudvfs.catalog.clocks import SupportedClocks
 from gpudvfs.cli import options
 from gpudvfs.cli.options import check_clocks, optional_clock_pair
 from gpudvfs.cli.output import console, print_json, table, user_errors
@@ -51,15 +53,21 @@ PER_LAUNCH_LINES = 20
               help="Clocks CORE,MEM the profile was taken at (default: each launch's SM clock as Nsight Compute "
                    "measured it, else the GPU's default clocks; the default memory clock).")
 @options.clip_utilization
+@click.option("--gpu", "gpu_index", type=click.IntRange(min=0),
+              help="Take the supported clocks from this NVML GPU of the machine (default: the catalog's range and "
+                   "step of the profile's GPU).")
+@click.option("--display-cores", type=click.IntRange(min=2),
+              help="Show this many core clocks per memory clock in the table (the choice among every supported "
+                   "pair, shown too; default: every pair).")
 @click.option("--uncalibrated", is_flag=True,
               help="Leave the profile's measured durations out: the model's own time (the calibrated time needs them).")
 @click.option("--per-launch", is_flag=True,
               help=f"A line per launch even past {PER_LAUNCH_LINES} launches (then: a line per kernel name).")
 @click.option("--json", "as_json", is_flag=True)
 def predict(profile: str, device: str | None, model_path: str | None, policy: str, slowdown: float, eta: float,
-            reference: tuple[float, float] | None, clip_utilization: bool, uncalibrated: bool, per_launch: bool,
-            as_json: bool) -> None:
-    """Time, power and energy of PROFILE (ncu or nvprof CSV) at every clock pair of the GPU.
+            reference: tuple[float, float] | None, clip_utilization: bool, gpu_index: int | None,
+            display_cores: int | None, uncalibrated: bool, per_launch: bool, as_json: bool) -> None:
+    """Time, power and energy of PROFILE (ncu or nvprof CSV) at every clock pair the GPU supports.
 
     Each with its 90% interval, per kernel and for all launches together, and the pair the
     policy chooses for the whole (a clock change costs milliseconds).
@@ -83,6 +91,10 @@ def predict(profile: str, device: str | None, model_path: str | None, policy: st
         The clocks the profile was taken at.
     clip_utilization : bool
         Clip utilizations outside [0, 1].
+    gpu_index : int or None
+        The NVML GPU whose supported clocks to take.
+    display_cores : int or None
+        Core clocks per memory clock in the table.
     uncalibrated : bool
         Leave the measured durations out.
     per_launch : bool
@@ -100,17 +112,23 @@ def predict(profile: str, device: str | None, model_path: str | None, policy: st
         # Missing counters first: they are the answer whatever the GPU.
         kernels = kernel_inputs(report, clip_utilization)
         spec = device_of(report, device)
+        clocks = SupportedClocks.of_spec(spec) if gpu_index is None else gpu_clocks(gpu_index, spec)
         if reference is not None:
-            check_clocks(spec, f"--reference {reference[0]:g},{reference[1]:g}", [reference[0]], [reference[1]])
+            what = f"--reference {reference[0]:g},{reference[1]:g}"
+            check_clocks(spec, what, [reference[0]], [reference[1]])
+            clocks.check(what, [reference[0]], [reference[1]])
         model = PowerModel.load(model_path) if model_path else None
         r = predict_profile(report, spec, power_model=model, reference=reference, policy=policy, slowdown=slowdown,
-                            eta=eta, kernels=kernels, calibrate=not uncalibrated)
+                            eta=eta, kernels=kernels, calibrate=not uncalibrated, clocks=clocks)
     if as_json:
         print_json(r.to_dict())
         return
     ref = r.reference_mhz
     console.print(f"{r.device}: profiled at {ref[0]:.0f}/{ref[1]:.0f} MHz ({r.reference_from})", highlight=False)
     console.print(r.rests_on, highlight=False, soft_wrap=True)
+    if not clocks.exact:
+        console.print(f"the catalog gives no clock step for {spec.key}: {len(r.configs)} pairs evenly spaced over its "
+                      "range, not necessarily clocks it takes (--gpu reads them from the GPU)", highlight=False)
     n_pairs = len(r.configs)
     if per_launch or len(r.kernels) <= PER_LAUNCH_LINES:
         for name, k in r.kernels.items():
@@ -125,7 +143,9 @@ def predict(profile: str, device: str | None, model_path: str | None, policy: st
         if len(shown) > PER_LAUNCH_LINES:
             console.print(f"... {len(shown) - PER_LAUNCH_LINES} more kernel names (--json has them all)",
                           highlight=False)
-    console.print(_pair_table(r), width=min(console.width, 100))
+    coarse = None if display_cores is None else clocks.display(display_cores, [(r.application.chosen.core_mhz,
+                                                                                   r.application.chosen.mem_mhz)])
+    console.print(_pair_table(r, coarse), width=min(console.width, 100))
     if r.under_launch_scale:
         n = len(r.under_launch_scale)
         console.print(f"{n} kernel(s) predicted under {LAUNCH_SCALE_MS * 1e3:g} us without a measured time to "
@@ -133,9 +153,10 @@ def predict(profile: str, device: str | None, model_path: str | None, policy: st
                       "there; read those times as lower bounds", highlight=False)
 
 
-def _pair_table(r: PredictionDetail) -> Table:
-    """Every clock pair for all launches together: time, power and energy with 90% intervals, the choice marked."""
+def _pair_table(r: PredictionDetail, shown: np.ndarray | None) -> Table:
+    """Every clock pair (or those ``shown``) for all launches together, with 90% intervals, the choice marked."""
     app, q = r.application, r.intervals
+    keep = None if shown is None else {(float(c), float(m)) for c, m in shown}
     chosen = (app.chosen.core_mhz, app.chosen.mem_mhz)
 
     def span(x: float, h: float | None) -> str:
@@ -143,9 +164,20 @@ def _pair_table(r: PredictionDetail) -> Table:
 
     rows = [[f"{c:g}/{m:g}" + (" *" if (c, m) == chosen else ""), span(app.time_ms[k], q.time[k]),
              span(app.watts[k], q.power), span(app.joules[k], None if q.energy is None else q.energy[k])]
-            for k, (c, m) in enumerate(r.configs.tolist())]
-    return table(f"all {app.launches} launches at each pair (90% intervals; * {r.policy}'s choice)",
+            for k, (c, m) in enumerate(r.configs.tolist()) if keep is None or (c, m) in keep]
+    some = "" if keep is None else f", {len(rows)} of the {len(r.configs)} pairs"
+    return table(f"all {app.launches} launches at each pair (90% intervals; * {r.policy}'s choice{some})",
                  ["core/mem MHz", "time ms", "power W", "energy J"], rows)
+
+
+def gpu_clocks(index: int, spec: DeviceSpec) -> SupportedClocks:
+    """The supported clocks NVML lists for GPU ``index``, which must be the catalog GPU ``spec``."""
+    from gpudvfs.hardware.nvml.gpu import NvmlGpu  # needs nvidia-ml-py: only with --gpu
+
+    with NvmlGpu(index) as gpu:
+        if lookup(gpu.name).key != spec.key:
+            raise InputError(f"--gpu {index}: the GPU is a {gpu.name}, the profile's is {spec.name}")
+        return SupportedClocks.of_device(gpu)
 
 
 def _line(label: str, k: LaunchPrediction | NamePrediction, n_pairs: int, policy: str) -> str:

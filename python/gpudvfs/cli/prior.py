@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from gpudvfs.catalog import lookup
+from gpudvfs.catalog.clocks import RANGE_CORE_CLOCKS, thin
 from gpudvfs.cli import options
 from gpudvfs.cli.output import console, output_file, print_json, refuse_overwrite, table, user_errors
 from gpudvfs.cli.progress import progress_bars
@@ -51,12 +52,12 @@ def prior(device: str, out: str | None, force: bool, as_json: bool) -> None:
         if out:
             model.save(out)
     assert model.interval_ is not None  # a prior carries its interval
-    v = model.voltage(model.configs_[:, 0], spec.default_mhz[1])[:, 0]
     cores = model.configs_[model.configs_[:, 1] == spec.default_mhz[1], 0]
+    v = model.voltage(cores, spec.default_mhz[1])[:, 0]
     if as_json:
         print_json({"device": spec.key, "source": "prior", "reference_mhz": list(model.reference_mhz_),
                     "interval": model.interval_, "static_w": model.static_w_.tolist(), "idle_w": model.idle_w_.tolist(),
-                    "weights_w": model.weights_, "core_mhz": cores.tolist(), "core_voltage": v[:len(cores)].tolist(),
+                    "weights_w": model.weights_, "core_mhz": cores.tolist(), "core_voltage": v.tolist(),
                     "model": out})
         return
     console.print(f"{spec.key}: prior from its {spec.tdp_w:g} W TDP at its default clocks "
@@ -67,8 +68,9 @@ def prior(device: str, out: str | None, force: bool, as_json: bool) -> None:
                          ["idle", *[f"{x:.1f}" for x in model.idle_w_]]]
                         + [[f"dynamic {c}", f"{w:.1f}" if c != "DRAM" else "", f"{w:.1f}" if c == "DRAM" else ""]
                            for c, w in model.weights_.items()]))
+    shown = set(thin(cores, spec.default_mhz[0], RANGE_CORE_CLOCKS))  # a coarse grid, for display
     console.print("core voltage (relative to the default clock): " + ", ".join(
-        f"{c:g} MHz {x:.3f}" for c, x in zip(cores, v)), highlight=False, soft_wrap=True)
+        f"{c:g} MHz {x:.3f}" for c, x in zip(cores, v) if c in shown), highlight=False, soft_wrap=True)
     if out:
         console.print(f"wrote {out}")
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 import numpy as np
 
+from gpudvfs.catalog.clocks import SupportedClocks
 from gpudvfs.cli import options
 from gpudvfs.cli.options import (
     DEVICE_HELP,
@@ -246,7 +247,11 @@ def predict(data: str, kernels: tuple[str, ...], device: str, reference: tuple[f
         cores = core_mhz or np.unique(grid.core_mhz).tolist()
         mems = mem_mhz or np.unique(measured_mem).tolist()
         if spec is not None:
-            check_clocks(spec, "--core-mhz/--mem-mhz", cores, np.asarray(mems) * nvml_mem_unit(grid))
+            unit = nvml_mem_unit(grid)
+            check_clocks(spec, "--core-mhz/--mem-mhz", cores, np.asarray(mems) * unit)
+            if core_mhz or mem_mhz:  # asked for: the GPU must take them
+                pairs = [(c, m * unit) for c in cores for m in mems]
+                SupportedClocks.of_spec(spec).check("--core-mhz/--mem-mhz", *zip(*pairs))
         outside = _beyond_grid(grid, measured_mem, cores, mems)
         fc, fm = np.meshgrid(cores, mems, indexing="ij")
         t, cases = model.predict(profiles, fc, fm, calibrate=calibrate, return_cases=True)

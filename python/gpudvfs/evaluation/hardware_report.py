@@ -46,6 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gpudvfs.catalog.clocks import SupportedClocks
 from gpudvfs.data.jsonfile import write_json_atomic
 from gpudvfs.data.profilers import read_ncu_csv
 from gpudvfs.errors import InputError
@@ -486,7 +487,7 @@ def _score(sweep: Path, time_device: TimeDevice, power_model: PowerModel | None 
 
 
 def _predict_logs(logs: list[Path], folder: Path, device: Device, model: PowerModel | None) -> dict:
-    """`gpudvfs predict` on each raw ncu CSV (the profile at the default clocks).
+    """`gpudvfs predict` on each raw ncu CSV (the profile at the default clocks), over the clocks the GPU lists.
 
     With the fitted power model where there is one: what each kernel's file gives, or its error.
     """
@@ -499,7 +500,7 @@ def _predict_logs(logs: list[Path], folder: Path, device: Device, model: PowerMo
             spec = device_of(report, device.name)  # ncu names the GPU by its index and a shared CC
             # The reference is each launch's SM clock as ncu measured it: with the clocks left
             # to the driver, the GPU may boost past its default clocks.
-            r = predict_profile(report, spec, power_model=model).to_dict()
+            r = predict_profile(report, spec, power_model=model, clocks=SupportedClocks.of_device(device)).to_dict()
             write_json_atomic(folder / f"{name}.json", r)
             # One pair for the whole workload (a governor sets one per application), and each launch's own.
             out[name] = {"device": spec.key, "kernels": list(r["kernels"]),

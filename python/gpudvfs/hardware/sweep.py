@@ -106,7 +106,9 @@ def grid(device: Device, core_mhz: Sequence[float] | None = None,
     if core_mhz is not None:
         missing = sorted(set(core_mhz) - {c for c, _ in pairs})
         if missing:
-            raise InputError(f"core clocks {missing} MHz are not supported at the chosen memory clocks")
+            near = sorted({c for m in mems for c in device.core_clocks(m)}, key=lambda c: abs(c - missing[0]))[:2]
+            raise InputError(f"core clocks {missing} MHz are not supported at the chosen memory clocks; the nearest "
+                             f"to {missing[0]:g} supported: {', '.join(f'{c:g}' for c in sorted(near))} MHz")
     if not pairs:
         raise InputError("the frequency grid is empty")
     return pairs

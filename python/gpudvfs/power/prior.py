@@ -23,14 +23,12 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from gpudvfs.catalog import DeviceSpec
+from gpudvfs.catalog.clocks import SupportedClocks
 from gpudvfs.data.counters import COMPONENTS, DOMAIN_SIZES
 from gpudvfs.errors import InputError
 
 RULE_KIND = "power-prior-rule"
 RULE_VERSION = 1
-#: Core clock levels of a prior's configurations, between the GPU's lowest clock (or 30% of its
-#: boost where the catalog has none) and its boost clock.
-PRIOR_LEVELS = 16
 
 
 def rule_document() -> dict[str, Any]:
@@ -95,28 +93,6 @@ def _nonneg(x: object) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
 
 
-def prior_configs(spec: DeviceSpec, reference: Sequence[float] | None = None) -> np.ndarray:
-    """The (core, memory) pairs a prior is laid out on.
-
-    Parameters
-    ----------
-    spec : DeviceSpec
-        The catalog GPU.
-    reference : sequence of float, optional
-        A (core, memory) pair to include; the GPU's default clocks by default.
-
-    Returns
-    -------
-    numpy.ndarray
-        [K x 2] MHz: :data:`PRIOR_LEVELS` core clocks up to boost at each of the catalog's
-        memory clocks, with the reference among them.
-    """
-    ref = spec.default_mhz if reference is None else reference
-    lo = spec.core_mhz.get("min") or 0.3 * spec.core_mhz["boost"]
-    cores = np.unique(np.r_[np.round(np.linspace(lo, spec.core_mhz["boost"], PRIOR_LEVELS)), ref[0]])
-    return np.array([(c, m) for m in sorted({*spec.mem_mhz, ref[1]}) for c in cores], dtype=np.float64)
-
-
 def prior_state(spec: DeviceSpec, rule: dict[str, Any] | None = None, configs: ArrayLike | None = None,
                 reference: Sequence[float] | None = None) -> dict[str, Any]:
     """A `curve`-variant power model's state for a catalog GPU: the rule scaled by its TDP.
@@ -128,7 +104,8 @@ def prior_state(spec: DeviceSpec, rule: dict[str, Any] | None = None, configs: A
     rule : dict, optional
         The rule (:func:`check_rule`); the shipped one by default.
     configs : array_like, optional
-        [K x 2] (core, memory) pairs to lay the model out on; :func:`prior_configs` by default.
+        [K x 2] (core, memory) pairs to lay the model out on; the GPU's supported pairs
+        (`SupportedClocks.of_spec`) by default.
     reference : sequence of float, optional
         The (core, memory) clocks a workload's utilizations were measured at; the GPU's default
         clocks by default.
@@ -150,7 +127,7 @@ def prior_state(spec: DeviceSpec, rule: dict[str, Any] | None = None, configs: A
     return curve_state(
         ref, [tdp * x for x in rule["static_per_tdp"]], [tdp * x for x in rule["idle_per_tdp"]],
         [tdp * x for x in rule["weights_per_tdp"]], DOMAIN_SIZES, rule["curves"],
-        prior_configs(spec, ref) if configs is None else configs,
+        SupportedClocks.of_spec(spec).pairs if configs is None else configs,
         [f"prior: the catalog rule scaled by {spec.key}'s {tdp:g} W TDP at its default clocks {ref[0]:g}/{ref[1]:g} "
          f"MHz; not fitted on this GPU (90% interval x/{math.exp(rule['interval']):.2f})"])
 

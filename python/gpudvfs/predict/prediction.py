@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gpudvfs.catalog.clocks import SupportedClocks
 from gpudvfs.data import read
 from gpudvfs.data.profilers import CounterReport
 from gpudvfs.errors import InputError
@@ -97,8 +98,9 @@ class ProfilePrediction:
 
 def predict_profile(profile: str | Path | CounterReport, device: str | None = None, *, policy: str = "energy",
                     slowdown: float = 0.1, eta: float = 0.5, power_model: PowerModel | str | Path | None = None,
-                    reference: tuple[float, float] | None = None, calibrate: bool = True) -> ProfilePrediction:
-    """Time, power and energy of a profile at every clock pair of its GPU, and the pair a policy chooses.
+                    reference: tuple[float, float] | None = None, calibrate: bool = True,
+                    clocks: SupportedClocks | None = None) -> ProfilePrediction:
+    """Time, power and energy of a profile at every clock pair its GPU supports, and the pair a policy chooses.
 
     Parameters
     ----------
@@ -119,6 +121,9 @@ def predict_profile(profile: str | Path | CounterReport, device: str | None = No
         measured it, else the GPU's default clocks; the default memory clock).
     calibrate : bool
         Calibrate the time on the profile's measured durations.
+    clocks : SupportedClocks, optional
+        The pairs the GPU supports (``SupportedClocks.of_device(NvmlGpu(0))`` on the GPU); the
+        catalog's by default.
 
     Returns
     -------
@@ -129,7 +134,7 @@ def predict_profile(profile: str | Path | CounterReport, device: str | None = No
     ------
     InputError
         Where the file is not Nsight Compute or nvprof output, lacks counters, or was taken on
-        another GPU than ``device``.
+        another GPU than ``device``; or ``reference`` is not a pair the GPU supports.
     """
     report = read(profile) if isinstance(profile, (str, Path)) else profile
     if not isinstance(report, CounterReport):
@@ -138,7 +143,7 @@ def predict_profile(profile: str | Path | CounterReport, device: str | None = No
     spec = device_of(report, device)
     model = PowerModel.load(power_model) if isinstance(power_model, (str, Path)) else power_model
     d = _predict(report, spec, power_model=model, reference=reference, policy=policy, slowdown=slowdown, eta=eta,
-                 kernels=kernels, calibrate=calibrate)
+                 kernels=kernels, calibrate=calibrate, clocks=clocks)
     app = d.application
     chosen = (app.chosen.core_mhz, app.chosen.mem_mhz)
     return ProfilePrediction(

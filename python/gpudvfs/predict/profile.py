@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import re
 import shlex
+import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpudvfs.catalog import DeviceSpec, lookup
+from gpudvfs.catalog.clocks import SupportedClocks
 from gpudvfs.data.activities import METRICS as ACTIVITY_METRICS
 from gpudvfs.data.counters import (
     COMPONENTS,
@@ -159,7 +161,11 @@ class PredictionDetail(Record):
     reference_from : str
         Where they come from.
     configs : numpy.ndarray
-        The clock pairs [K x 2] (core, memory MHz): the power model's.
+        The clock pairs [K x 2] (core, memory MHz): every pair the GPU supports (of those a
+        power model of measured pairs knows).
+    clocks_source : str
+        Where those pairs come from (`SupportedClocks.source`): ``nvml``, ``catalog``, or
+        ``catalog-range`` (no step known: points of the range).
     calibrated_on_measured_time : bool
         Whether the time is calibrated on each launch's measured duration.
     power_source : str
@@ -185,6 +191,7 @@ class PredictionDetail(Record):
     reference_mhz: tuple[float, ...]
     reference_from: str
     configs: np.ndarray
+    clocks_source: str
     calibrated_on_measured_time: bool
     power_source: str
     intervals: Intervals
@@ -446,8 +453,9 @@ def _compute_capability(report: CounterReport) -> str:
 def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: PowerModel | None = None,
                     reference: tuple[float, float] | None = None, policy: str = "energy",
                     slowdown: float = 0.1, eta: float = 0.5, clip: bool = False,
-                    kernels: list[LaunchInputs] | None = None, calibrate: bool = True) -> PredictionDetail:
-    """Time, power, energy and the chosen pair per kernel over the power model's clock pairs, with their intervals.
+                    kernels: list[LaunchInputs] | None = None, calibrate: bool = True,
+                    clocks: SupportedClocks | None = None) -> PredictionDetail:
+    """Time, power, energy and the chosen pair per kernel over the GPU's supported clock pairs, with their intervals.
 
     Without a power model, the catalog prior of ``device`` (`PowerModel.prior`) serves. The
     90% interval of each is a log half-width (a value x lies in [x e^-q, x e^q]; time's and
@@ -480,6 +488,8 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
         What :func:`kernel_inputs` returned for ``report``, where the caller has it already.
     calibrate : bool
         Calibrate the time on the measured durations where every launch has one.
+    clocks : SupportedClocks, optional
+        The pairs the GPU supports (NVML's lists on a live GPU); the catalog's by default.
 
     Returns
     -------
@@ -489,8 +499,8 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
     Raises
     ------
     InputError
-        Where the power model is on other inputs or not of this GPU, or a launch's clock
-        cannot be the GPU's.
+        Where the power model is on other inputs or not of this GPU, a launch's clock cannot
+        be the GPU's, or ``reference`` is not a pair it supports.
     """
     if power_model is None:
         power_model = PowerModel.prior(device)
@@ -507,7 +517,10 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
                                             tool="nvprof", device=tdev, reference_mhz=tuple(ref),
                                             reference_time_ms=k.time_ms)
                 for k, ref in zip(kernels, refs)]
-    configs = power_model.configs_
+    supported = SupportedClocks.of_spec(device) if clocks is None else clocks
+    if reference is not None:  # clocks it ran at: ones the GPU takes
+        supported.check(f"reference {reference[0]:g},{reference[1]:g}", [reference[0]], [reference[1]])
+    configs = _grid(power_model, supported)
     calibrated = calibrate and all(k.time_ms is not None for k in kernels)
     t = TimeModel(tdev).predict(profiles, configs[:, 0], configs[:, 1], calibrate=calibrated)
     median = np.median(refs, axis=0)
@@ -526,7 +539,7 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
     by_name, application = _application(names, t, p, choose)
     return PredictionDetail(
         device=device.key, reference_mhz=tuple(median.tolist()), reference_from=reference_from,
-        configs=configs.copy(),
+        configs=configs.copy(), clocks_source=supported.source,
         calibrated_on_measured_time=calibrated, power_source=power_model.source_,
         intervals=Intervals(q_time, q_power, None if q_power is None else q_time + q_power),
         rests_on=_rests_on(calibrated, power_model, q_assumed, inputs.gaps, q_power),
@@ -535,6 +548,24 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
         under_launch_scale=None if calibrated else tuple(k.label for i, k in enumerate(kernels)
                                                          if t[i].min() < LAUNCH_SCALE_MS),
         policy=policy, by_name=by_name, application=application)
+
+
+def _grid(model: PowerModel, supported: SupportedClocks) -> np.ndarray:
+    """The pairs to predict at: every supported one where the model's curve gives any clock, else its supported ones."""
+    try:
+        with warnings.catch_warnings():  # a curve beyond its fitted clocks: predict_grid says so once
+            warnings.simplefilter("ignore")
+            model.voltage(supported.pairs[:, 0], supported.pairs[:, 1])
+        return supported.pairs
+    except InputError:  # a per-config or per-domain model knows its measured clocks alone
+        pass
+    known = model.configs_
+    if supported.exact:
+        known = known[[supported.supports(c, m) for c, m in known]]
+    if not len(known):
+        raise InputError(f"the power model ({model.variant}) knows none of the clock pairs {supported.device} "
+                         "supports: fit it with the curve variant, which gives any clock")
+    return known
 
 
 def _rests_on(calibrated: bool, model: PowerModel, q_assumed: float, gaps: tuple[str, ...] = (),

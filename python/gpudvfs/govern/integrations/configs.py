@@ -6,12 +6,12 @@ list them, a grid from the catalog.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
 from gpudvfs.catalog import lookup
+from gpudvfs.catalog.clocks import SupportedClocks, thin
 from gpudvfs.errors import InputError
 from gpudvfs.govern.loop import nearest_config
 from gpudvfs.hardware.device import Device
@@ -49,57 +49,13 @@ class ClockGrid:
     notes: tuple[str, ...] = ()
 
 
-def thin(clocks: Iterable[float], keep: float | None, n: int = MAX_CORE_CLOCKS) -> list[float]:
-    """At most ``n`` of ``clocks`` (plus ``keep`` where it is one of them), the highest and lowest kept.
-
-    The others are evenly spaced by position.
-
-    Parameters
-    ----------
-    clocks : iterable of float
-        Clocks (MHz).
-    keep : float or None
-        A clock kept where it is one of them (the default).
-    n : int
-        How many to keep at most, besides ``keep``.
-
-    Returns
-    -------
-    list of float
-        The clocks kept, descending.
-    """
-    c = sorted({float(x) for x in clocks}, reverse=True)
-    if len(c) > n:
-        idx = np.unique(np.round(np.linspace(0, len(c) - 1, n)).astype(int))
-        picked = {c[i] for i in idx}
-        if keep is not None and float(keep) in c:
-            picked.add(float(keep))
-        c = sorted(picked, reverse=True)
-    return c
-
-
 def _catalog_default(name: str) -> tuple[float, float]:
     core, mem = lookup(name).default_mhz
     return float(core), float(mem)
 
 
 def catalog_grid(name: str, n: int = MAX_CORE_CLOCKS) -> tuple[np.ndarray, tuple[float, float]]:
-    """A grid of a catalog entry: ``n`` core clocks at each of its memory clocks.
-
-    The core clocks run from its lowest (30% of boost where the catalog has none) to its boost
-    clock, the default among them.
-
-    Parameters
-    ----------
-    name : str
-        The catalog entry.
-    n : int
-        Core clocks per memory clock.
-
-    Returns
-    -------
-    tuple of (numpy.ndarray, tuple of (float, float))
-        [K x 2] (core, memory) MHz, and the default clocks.
+    """A catalog entry's supported pairs, ``n`` core clocks per memory clock (:func:`thin`), and its default clocks.
 
     Raises
     ------
@@ -108,11 +64,10 @@ def catalog_grid(name: str, n: int = MAX_CORE_CLOCKS) -> tuple[np.ndarray, tuple
     """
     spec = lookup(name)
     default = _catalog_default(name)
-    boost = float(spec.core_mhz["boost"])
-    lo = float(spec.core_mhz.get("min") or 0.3 * boost)
-    cores = sorted({*np.round(np.linspace(lo, boost, n)).tolist(), default[0]}, reverse=True)
-    mems = sorted({*(float(m) for m in spec.mem_mhz), default[1]}, reverse=True)
-    return np.array([(c, m) for m in mems for c in cores], dtype=np.float64), default
+    supported = SupportedClocks.of_spec(spec).pairs
+    pairs = [(c, m) for m in sorted(set(supported[:, 1]), reverse=True)
+             for c in thin(supported[supported[:, 1] == m, 0], default[0] if m == default[1] else None, n)]
+    return np.array(pairs, dtype=np.float64), default
 
 
 def clock_grid(device: Device, catalog_name: str | None = None, n: int = MAX_CORE_CLOCKS) -> ClockGrid:
