@@ -156,8 +156,9 @@ def test_ctrl_c_during_a_sweep_exits_130_with_one_line(tmp_path):
     import time
 
     out = tmp_path / "s.csv"
-    child = subprocess.Popen([sys.executable, "-c", "from gpudvfs.cli import main; main()", "sweep", "--suite",
-                              "power", "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen([sys.executable, "-c", "from gpudvfs.cli import main; main()", "sweep", "--device",
+                              "sim", "--suite", "power", "-o", str(out)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 60
     while time.time() < deadline and not (out.exists() and out.read_text().count("\n") > 5):
         time.sleep(0.01)
@@ -216,7 +217,7 @@ def test_json_inputs_that_are_not_what_they_claim(run, tmp_path, data, command, 
     grid = data / "nv-dvfs-benchmark/gtx980_time_power_dev.csv"
     args = {"power eval": ["power", "eval", path, data / "gpupowermodel/gtx980_micro.csv"],
             "time eval --device": ["time", "eval", "--device", "gtx980", grid, "--device", path],
-            "sweep --workloads": ["sweep", "--workloads", path, "-o", tmp_path / "s.csv"],
+            "sweep --workloads": ["sweep", "--device", "sim", "--workloads", path, "-o", tmp_path / "s.csv"],
             "select choose": ["select", "choose", "--device", "gtx980", grid, "--power-model", path]}[command]
     r = run(*args)
     if command == "sweep --workloads" and kind == "a JSON list":
