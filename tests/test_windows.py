@@ -113,6 +113,15 @@ def test_a_gpu_the_machine_lacks_and_no_nvml_are_errors_or_notes():
     assert w.measurement is not None and w.measurement.gpu_joules == {} and "NVML cannot be opened" in mon.notes["gpu"]
 
 
+def test_a_gpu_without_an_energy_counter_is_named_not_measured():
+    """Stand-in: tests/fake_pynvml.py posing as a GPU older than Volta."""
+    with EnergyMonitor(pynvml=FakeNvml(energy_counter=False), cpu=False, sync=None) as mon:
+        with mon.window("w") as w:
+            pass
+    assert "has no energy counter" in mon.notes["gpu 0"]
+    assert w.measurement is not None and w.measurement.gpu_joules == {} and w.measurement.time_s >= 0
+
+
 def test_nvml_windows_are_read_between_the_counters_updates():
     """Stand-in: tests/fake_pynvml.py (no GPU), its counter advancing every 0.1 s as an H200's.
 

@@ -4,10 +4,10 @@ A zone ``intel-rapl:N`` named ``package-K`` counts CPU package K's energy in ``e
 (µJ), its subzone named ``dram`` that package's memory; AMD CPUs expose their packages through
 the same driver on recent kernels. The counter wraps to 0 past ``max_energy_range_uj``: a
 `RaplZone` read at least once per range counts each wrap, and `Rapl` reads its zones every
-`WRAP_CHECK_S` in a thread so that a long window misses none (a range is 4.3 to 262 kJ:
-tens of seconds at the least at a package's power). Since the 2020 fix for CVE-2020-8694
-(PLATYPUS), ``energy_uj`` is readable by root alone on most kernels; why a zone is not read is
-kept in `Rapl.unavailable`, never raised.
+`WRAP_CHECK_S` in a thread so that a long window misses none (a range is 262 kJ on many
+Intel CPUs: ten minutes at 400 W). Since the 2020 fix for CVE-2020-8694 (PLATYPUS),
+``energy_uj`` is readable by root alone on most kernels; why a zone is not read is kept in
+`Rapl.unavailable`, never raised.
 """
 
 from __future__ import annotations
