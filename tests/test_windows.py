@@ -21,6 +21,12 @@ from gpudvfs.hardware.windows import EnergyMonitor
 
 from fake_pynvml import FakeNvml, NVMLError
 
+
+@pytest.fixture(autouse=True)
+def _cuda_shows_every_gpu(monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+
 BUSY = Workload(name="busy", counters={"util:SP": 0.6, "util:DRAM": 0.4, "compute_ms": 1.0, "memory_ms": 0.5})
 
 
@@ -111,6 +117,27 @@ def test_a_gpu_the_machine_lacks_and_no_nvml_are_errors_or_notes():
         with mon.window("w") as w:
             pass
     assert w.measurement is not None and w.measurement.gpu_joules == {} and "NVML cannot be opened" in mon.notes["gpu"]
+
+
+def test_gpus_are_numbered_as_cuda_shows_them(monkeypatch):
+    """Stand-in: tests/fake_pynvml.py, a machine of one GPU (UUID GPU-00000000-...)."""
+    from gpudvfs.hardware.nvml.visible import visible_nvml_indices
+
+    fake = FakeNvml()
+    for env, shown in (("0", [0]), ("GPU-0000", [0]), ("", []), (" 0 ,", [0])):
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", env)
+        assert visible_nvml_indices(fake, 1) == shown
+    for env, msg in (("1", "'1' is no GPU of this machine"), ("GPU-9", "matches 0 GPUs"),
+                     ("MIG-1", "expected a GPU index or UUID"), ("0,0", "listed twice")):
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", env)
+        with pytest.raises(InputError, match=msg):
+            visible_nvml_indices(fake, 1)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    with pytest.raises(InputError, match=r"GPU 0 is not on this machine \(CUDA_VISIBLE_DEVICES='' shows 0: none\)"):
+        EnergyMonitor([0], pynvml=FakeNvml(), cpu=False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-00000000-1111")
+    with EnergyMonitor(pynvml=FakeNvml(), cpu=False, sync=None) as mon:
+        assert sorted(mon.gpus) == [0] and mon.gpus[0].index == 0
 
 
 def test_a_gpu_without_an_energy_counter_is_named_not_measured():

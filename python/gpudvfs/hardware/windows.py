@@ -16,6 +16,7 @@ nested or overlapping.
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -29,6 +30,7 @@ from gpudvfs.hardware.device import Workload
 from gpudvfs.hardware.energy_counter import POLL_S, CounterPoller
 from gpudvfs.hardware.nvml.bindings import import_pynvml
 from gpudvfs.hardware.nvml.gpu import NvmlGpu
+from gpudvfs.hardware.nvml.visible import visible_nvml_indices
 from gpudvfs.hardware.rapl import POWERCAP, Rapl
 from gpudvfs.hardware.simulated import SimulatedDevice
 from gpudvfs.limits import is_count
@@ -82,7 +84,8 @@ class _Reading:
     dram: dict[int, float]
 
 
-def _indices(gpu_indices: Sequence[int] | None, count: int | None) -> list[int]:
+def _indices(gpu_indices: Sequence[int] | None, count: int | None, shown: str = "") -> list[int]:
+    """The GPUs asked for, checked against the ``count`` shown (None: any), which ``shown`` says how."""
     if gpu_indices is None:
         return list(range(count or 0))
     if isinstance(gpu_indices, (str, bytes)) or not isinstance(gpu_indices, Sequence):
@@ -92,17 +95,18 @@ def _indices(gpu_indices: Sequence[int] | None, count: int | None) -> list[int]:
         if not is_count(i):
             raise InputError(f"gpu_indices: expected GPU indices (integers >= 0), got {i!r}")
         if count is not None and i >= count:
-            raise InputError(f"gpu_indices: GPU {i} is not on this machine (NVML sees {count}: "
+            raise InputError(f"gpu_indices: GPU {i} is not on this machine ({shown} {count}: "
                              f"{'none' if count == 0 else f'0..{count - 1}'})")
     if len(set(out)) != len(out):
         raise InputError(f"gpu_indices: each GPU once, got {out}")
     return out
 
 
-def _nvml_count(nv: Any) -> int:
+def _visible(nv: Any) -> list[int]:
+    """NVML's index of each GPU CUDA shows (`visible_nvml_indices`)."""
     nv.nvmlInit()
     try:
-        return int(nv.nvmlDeviceGetCount())
+        return visible_nvml_indices(nv, int(nv.nvmlDeviceGetCount()))
     finally:
         nv.nvmlShutdown()
 
@@ -115,8 +119,9 @@ class EnergyMonitor:
     Parameters
     ----------
     gpu_indices : sequence of int, optional
-        NVML's GPU indices; None: every GPU NVML sees (none where NVML cannot be opened, which
-        `notes` says), or GPU 0 simulated.
+        GPUs as CUDA (torch) numbers them: ``CUDA_VISIBLE_DEVICES`` applied, as Zeus does; None:
+        every GPU CUDA shows (none where NVML cannot be opened, which `notes` says), or GPU 0
+        simulated. The measurements are keyed by these.
     device : str
         ``"nvml"`` or ``"sim"`` (a `SimulatedDevice` per index, seeded by it).
     cpu : bool
@@ -136,8 +141,8 @@ class EnergyMonitor:
     Raises
     ------
     InputError
-        For a device other than `DEVICES`, a GPU index the machine lacks, an index given twice,
-        or a poll interval that is not a finite number > 0.
+        For a device other than `DEVICES`, a GPU index the machine (or ``CUDA_VISIBLE_DEVICES``)
+        lacks, an index given twice, or a poll interval that is not a finite number > 0.
     GpudvfsError
         Where ``gpu_indices`` are given and NVML cannot be opened.
 
@@ -189,15 +194,19 @@ class EnergyMonitor:
     def _open_nvml(self, gpu_indices: Sequence[int] | None, pynvml: Any, interval: float) -> None:
         try:
             nv = import_pynvml() if pynvml is None else pynvml
-            count = _nvml_count(nv)
+            visible = _visible(nv)
+        except InputError:
+            raise
         except Exception as e:  # no nvidia-ml-py, no driver
             why = f"NVML cannot be opened ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
             if gpu_indices is not None:
                 raise GpudvfsError(f"gpu_indices {list(gpu_indices)}: {why}") from e
             self.notes["gpu"] = why
             return
-        for i in _indices(gpu_indices, count):
-            gpu = self.gpus[i] = NvmlGpu(i, nv)
+        env = os.environ.get("CUDA_VISIBLE_DEVICES")
+        shown = "NVML sees" if env is None else f"CUDA_VISIBLE_DEVICES={env!r} shows"
+        for i in _indices(gpu_indices, len(visible), shown):
+            gpu = self.gpus[i] = NvmlGpu(visible[i], nv)
             if not gpu.has_energy_counter:
                 self.notes[f"gpu {i}"] = f"{gpu.name} has no energy counter (it needs Volta or newer)"
                 continue
