@@ -170,6 +170,7 @@ class EnergyMonitor:
         self.sync, self.sim_workload = sync, sim_workload
         #: Why something is not measured: ``"gpu"``, ``"gpu N"``, ``"cpu"`` (RAPL) -> one line.
         self.notes: dict[str, str] = {}
+        #: The GPUs read, by index: `NvmlGpu` or `SimulatedDevice` (whose clocks a test may set).
         self.gpus: dict[int, Any] = {}
         self._pollers: dict[int, CounterPoller] = {}
         self._sim_t: dict[int, float] = {}
