@@ -5,7 +5,6 @@ Where NVML cannot be opened, the run goes on metering step times alone.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from gpudvfs.errors import InputError
@@ -16,16 +15,6 @@ from gpudvfs.hardware.simulated import SimulatedDevice
 DEVICES = ("nvml", "sim")
 #: The catalog GPU whose power prior shapes the simulated GPU's (it is modelled on one).
 SIM_CATALOG_NAME = "gtx-titan-x"
-
-
-def torch_sync() -> None:
-    """``torch.cuda.synchronize()`` where this process already uses CUDA through torch, else nothing.
-
-    Torch is never imported here.
-    """
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.synchronize()
 
 
 def open_device(device: Any, *, dry_run: bool = True, index: int = 0) -> tuple[Any, str, str | None]:

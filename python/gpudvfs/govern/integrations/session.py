@@ -52,13 +52,14 @@ from gpudvfs.errors import GpudvfsWarning, InputError
 from gpudvfs.govern.clockd import ClockClient
 from gpudvfs.govern.governor import GOVERNOR_POLICIES, Governor
 from gpudvfs.govern.integrations.configs import MAX_CORE_CLOCKS, ClockGrid, clock_grid
-from gpudvfs.govern.integrations.devices import DEVICES, SIM_CATALOG_NAME, open_device, torch_sync
+from gpudvfs.govern.integrations.devices import DEVICES, SIM_CATALOG_NAME, open_device
 from gpudvfs.govern.integrations.distributed import Collective, StepExchange, agree_all, agree_pair, collective_of
 from gpudvfs.govern.integrations.meter import StepMeter, StepRecord, is_simulated
 from gpudvfs.govern.integrations.prior import MEMORY_SHARE, PRIOR_SD, PowerShape, catalog_power_shape, step_prior
 from gpudvfs.govern.integrations.summary import steps_summary
 from gpudvfs.govern.integrations.window import Window
 from gpudvfs.govern.loop import GovernedLoop
+from gpudvfs.hardware.cuda_sync import torch_sync
 from gpudvfs.hardware.device import ClockPermissionError, Workload
 from gpudvfs.hardware.nvml import ClockControlError
 
