@@ -28,6 +28,7 @@ from gpudvfs.errors import GpudvfsError, InputError
 from gpudvfs.hardware.cuda_sync import torch_sync
 from gpudvfs.hardware.device import Workload
 from gpudvfs.hardware.energy_counter import POLL_S, CounterPoller
+from gpudvfs.hardware.kinds import DEVICE_KINDS
 from gpudvfs.hardware.nvml.bindings import import_pynvml
 from gpudvfs.hardware.nvml.gpu import NvmlGpu
 from gpudvfs.hardware.nvml.visible import visible_nvml_indices
@@ -38,7 +39,6 @@ from gpudvfs.limits import is_count
 #: How long `EnergyMonitor.end_window` waits at most for the counter's update after a window (s):
 #: five update periods of an H200's.
 END_WAIT_S = 0.5
-DEVICES = ("nvml", "sim")
 
 
 @dataclass(frozen=True)
@@ -141,7 +141,7 @@ class EnergyMonitor:
     Raises
     ------
     InputError
-        For a device other than `DEVICES`, a GPU index the machine (or ``CUDA_VISIBLE_DEVICES``)
+        For a device other than `DEVICE_KINDS`, a GPU index the machine (or ``CUDA_VISIBLE_DEVICES``)
         lacks, an index given twice, or a poll interval that is not a finite number > 0.
     GpudvfsError
         Where ``gpu_indices`` are given and NVML cannot be opened.
@@ -163,8 +163,8 @@ class EnergyMonitor:
     def __init__(self, gpu_indices: Sequence[int] | None = None, *, device: str = "nvml", cpu: bool = True,
                  rapl_root: str | Path = POWERCAP, sync: Callable[[], None] | None = torch_sync,
                  sim_workload: Workload | None = None, pynvml: Any = None, poll_interval: float = POLL_S) -> None:
-        if device not in DEVICES:
-            raise InputError(f"device: expected one of {DEVICES}, got {device!r}")
+        if device not in DEVICE_KINDS:
+            raise InputError(f"device: expected one of {DEVICE_KINDS}, got {device!r}")
         if not (isinstance(poll_interval, (int, float)) and math.isfinite(poll_interval) and poll_interval > 0):
             raise InputError(f"poll_interval: expected a finite number of seconds > 0, got {poll_interval!r}")
         self.sync, self.sim_workload = sync, sim_workload

@@ -9,10 +9,10 @@ from typing import Any
 
 from gpudvfs.errors import InputError
 from gpudvfs.govern.integrations.meter import is_simulated
+from gpudvfs.hardware.kinds import DEVICE_KINDS
 from gpudvfs.hardware.nvml import NvmlDevice
 from gpudvfs.hardware.simulated import SimulatedDevice
 
-DEVICES = ("nvml", "sim")
 #: The catalog GPU whose power prior shapes the simulated GPU's (it is modelled on one).
 SIM_CATALOG_NAME = "gtx-titan-x"
 
@@ -50,9 +50,9 @@ def open_device(device: Any, *, dry_run: bool = True, index: int = 0) -> tuple[A
             except Exception as e:  # ImportError, NVML init, no GPU: metered on what can be read
                 first = str(e).splitlines()[0] if str(e) else ""
                 return None, "none", f"no NVML GPU {index} ({type(e).__name__}: {first})"
-        raise InputError(f"device must be one of {DEVICES} or a device object, got {device!r}")
+        raise InputError(f"device must be one of {DEVICE_KINDS} or a device object, got {device!r}")
     if device is None or not any(hasattr(device, a) for a in ("clocks", "energy_joules", "power_watts")):
-        raise InputError(f"device must be one of {DEVICES} or a device object (with clocks, energy_joules() or "
+        raise InputError(f"device must be one of {DEVICE_KINDS} or a device object (with clocks, energy_joules() or "
                          f"power_watts()), got {device!r}")
     kind = "simulated" if is_simulated(device) else type(device).__name__
     return device, kind, None

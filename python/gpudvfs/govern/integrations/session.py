@@ -52,7 +52,7 @@ from gpudvfs.errors import GpudvfsWarning, InputError
 from gpudvfs.govern.clockd import ClockClient
 from gpudvfs.govern.governor import GOVERNOR_POLICIES, Governor
 from gpudvfs.govern.integrations.configs import MAX_CORE_CLOCKS, ClockGrid, clock_grid
-from gpudvfs.govern.integrations.devices import DEVICES, SIM_CATALOG_NAME, open_device
+from gpudvfs.govern.integrations.devices import SIM_CATALOG_NAME, open_device
 from gpudvfs.govern.integrations.distributed import Collective, StepExchange, agree_all, agree_pair, collective_of
 from gpudvfs.govern.integrations.meter import StepMeter, StepRecord, is_simulated
 from gpudvfs.govern.integrations.prior import MEMORY_SHARE, PRIOR_SD, PowerShape, catalog_power_shape, step_prior
@@ -61,6 +61,7 @@ from gpudvfs.govern.integrations.window import Window
 from gpudvfs.govern.loop import GovernedLoop
 from gpudvfs.hardware.cuda_sync import torch_sync
 from gpudvfs.hardware.device import ClockPermissionError, Workload
+from gpudvfs.hardware.kinds import DEVICE_KINDS
 from gpudvfs.hardware.nvml import ClockControlError
 
 #: Seconds of steps of one phase at one pair per observation (see the module notes).
@@ -144,8 +145,8 @@ class GovernedTraining:
                 raise InputError(f"{name} {str(path)!r}: the folder {str(Path(path).parent)!r} does not exist")
         if distributed != "auto":
             collective_of(distributed)  # checked now; "auto" is looked up when the run begins
-        if isinstance(device, str) and device not in DEVICES:
-            raise InputError(f"device must be one of {DEVICES} or a device object, got {device!r}")
+        if isinstance(device, str) and device not in DEVICE_KINDS:
+            raise InputError(f"device must be one of {DEVICE_KINDS} or a device object, got {device!r}")
         # The step prior's shapes, checked now rather than at the first window mid-training.
         step_prior([[1.0, 1.0]], (1.0, 1.0), 1.0, 1.0, lambda u, c, m: np.ones(len(c)), util=util,
                    memory_share=memory_share)
