@@ -42,6 +42,7 @@ def select_() -> None:
 @click.option("--device", required=True, help=DEVICE_HELP)
 @options.columns
 @options.skip_invalid
+@options.mem_clock_unit
 @options.drop_spikes
 @options.clip_utilization
 @click.option("--json", "as_json", is_flag=True)
@@ -71,8 +72,8 @@ def eval_(data: str, reference: tuple[float, float] | None, slowdown: float, dev
         Print JSON.
     """
     with user_errors():
-        grid = measured_grid(data, NEEDS, columns, ("nvdvfs", "dcgm", "grid"))
-        time_device, spec = resolve_gpu(device, grid)
+        time_device, spec = resolve_gpu(device)
+        grid = measured_grid(data, NEEDS, columns, ("nvdvfs", "dcgm", "grid"), spec)
         reference = grid_reference(grid, spec, reference)
         if is_dcgm_grid(grid):
             return _eval_dcgm(data, evaluate_policies(grid, reference, slowdown=slowdown), as_json)
@@ -177,6 +178,7 @@ def _eval_dcgm(data: str, r: dict[str, DcgmSelectionReport], as_json: bool) -> N
 @options.force
 @options.columns
 @options.skip_invalid
+@options.mem_clock_unit
 @options.drop_spikes
 @options.clip_utilization
 def fit_power(data: str, reference: tuple[float, float] | None, device: str, out: str, force: bool,
@@ -205,8 +207,8 @@ def fit_power(data: str, reference: tuple[float, float] | None, device: str, out
     """
     with user_errors():
         refuse_overwrite([out], [data], force)
-        grid = measured_grid(data, NEEDS, columns)
-        time_device, spec = resolve_gpu(device, grid)
+        time_device, spec = resolve_gpu(device)
+        grid = measured_grid(data, NEEDS, columns, spec=spec)
         model = fit_power_model_with_error(grid, grid_reference(grid, spec, reference), time_device, spec,
                                            clip=clip_utilization)
         model.save(out)
@@ -231,6 +233,7 @@ def fit_power(data: str, reference: tuple[float, float] | None, device: str, out
 @options.eta
 @options.columns
 @options.skip_invalid
+@options.mem_clock_unit
 @options.drop_spikes
 @options.clip_utilization
 @click.option("--json", "as_json", is_flag=True)
@@ -268,8 +271,8 @@ def choose(data: str, model_path: str, reference: tuple[float, float] | None, de
     """
     options.policy_options(policy, power_cap)
     with user_errors():
-        grid = measured_grid(data, NEEDS, columns)
-        time_device, spec = resolve_gpu(device, grid)
+        time_device, spec = resolve_gpu(device)
+        grid = measured_grid(data, NEEDS, columns, spec=spec)
         r = choose_configs(grid, grid_reference(grid, spec, reference), PowerModel.load(model_path),
                            time_device=time_device, spec=spec, policy=policy, slowdown=slowdown,
                            power_cap_w=power_cap, eta=eta, clip=clip_utilization)
