@@ -81,9 +81,9 @@ def govern() -> None:
 
 
 def _grid(path: str, columns: dict[str, str] | None, plain: bool = False) -> MeasurementGrid:
-    """A grid the replay reads: --plain reads the tidy and PTX tables too."""
+    """A grid the replay reads: --plain reads the tidy and PTX tables too, and counters as text."""
     formats = ("nvdvfs", "dcgm", "grid", *TRACES) + (("tidy", "ptx") if plain else ())
-    return options.measured_grid(path, "the governor's replay", columns, formats)
+    return options.measured_grid(path, "the governor's replay", columns, formats, counters=not plain)
 
 
 def _table(data: str, device: str | None, reference: tuple[float, float] | None, train: str | None = None,
@@ -101,15 +101,16 @@ def _table_of(grid: MeasurementGrid, device: str | None, reference: tuple[float,
     if device is None:
         raise click.UsageError(f"--device: the GPU that measured {data}, whose counters model each application; "
                                "or --plain, to replay its time and power alone")
-    time_device, spec = resolve_gpu(device, grid)
+    time_device, spec = resolve_gpu(device)
+    grid = options.on_gpu(grid, spec)
     reference = grid_reference(grid, spec, reference)
     if is_dcgm_grid(grid):
         if train:
             raise click.UsageError("--train: on a DCGM grid each application is scored with models of the "
                                    "grid's others; leave --train out")
         return dcgm_replay_table(grid, reference)
-    return replay_table(grid, reference, time_device, spec, _grid(train, columns) if train else None,
-                        clip_utilization)
+    train_grid = options.on_gpu(_grid(train, columns), spec) if train else None
+    return replay_table(grid, reference, time_device, spec, train_grid, clip_utilization)
 
 
 @govern.command("replay")
@@ -130,6 +131,7 @@ def _table_of(grid: MeasurementGrid, device: str | None, reference: tuple[float,
                    "application, over every core) and report that figure and every constant's.")
 @options.columns
 @options.skip_invalid
+@options.mem_clock_unit
 @options.drop_spikes
 @options.clip_utilization
 @click.option("--json", "as_json", is_flag=True)
@@ -235,6 +237,7 @@ def _tables(data: Sequence[str], devices: Sequence[str], references: Sequence[st
 @_replay_settings
 @options.workers()
 @options.skip_invalid
+@options.mem_clock_unit
 @options.drop_spikes
 @click.option("--json", "as_json", is_flag=True)
 def cv(data: tuple[str, ...], devices: tuple[str, ...], references: tuple[str, ...], policy: str, slowdown: float,
@@ -302,6 +305,7 @@ def cv(data: tuple[str, ...], devices: tuple[str, ...], references: tuple[str, .
                    "other applications' phases of the same replays, and its phases scored with the set it got.")
 @options.workers()
 @options.skip_invalid
+@options.mem_clock_unit
 @options.drop_spikes
 @click.option("--json", "as_json", is_flag=True)
 def defaults(data: tuple[str, ...], devices: tuple[str, ...], references: tuple[str, ...], seeds: int,

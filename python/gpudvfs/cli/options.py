@@ -16,6 +16,7 @@ import numpy as np
 from click.core import ParameterSource
 
 from gpudvfs.catalog import DeviceSpec
+from gpudvfs.catalog.mem_unit import MEM_CLOCK_UNITS, in_gpu_mem_unit
 from gpudvfs.data import parse_columns, read_measured_grid
 from gpudvfs.data.datasets import MeasurementGrid
 from gpudvfs.data.grid_csv import SPECS
@@ -141,8 +142,24 @@ def spike_threshold() -> float | None:
     return ctx.meta.get(DROP_SPIKES) if ctx is not None else None
 
 
+#: Where --mem-clock-unit leaves its unit for the grid readers of the command (``ctx.meta``).
+MEM_CLOCK_UNIT = "gpudvfs.mem_clock_unit"
+
+
+def _mem_clock_unit(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    ctx.meta[MEM_CLOCK_UNIT] = value
+
+
+mem_clock_unit = click.option(
+    "--mem-clock-unit", type=click.Choice(list(MEM_CLOCK_UNITS)), expose_value=False, callback=_mem_clock_unit,
+    help="The unit of the grid's memory clocks: " + "; ".join(f"{u}: {w}" for u, w in MEM_CLOCK_UNITS.items())
+         + ". Default: the format's, or the other unit whose clocks are the GPU's where the format's lie above them "
+           "(with a warning).")
+
+
 def measured_grid(path: str, needs: str, columns: dict[str, str] | None = None,
-                  formats: tuple[str, ...] = ("nvdvfs", "grid")) -> MeasurementGrid:
+                  formats: tuple[str, ...] = ("nvdvfs", "grid"), spec: DeviceSpec | None = None,
+                  counters: bool = True) -> MeasurementGrid:
     """A measured grid read as the running command's --skip-invalid and --drop-spikes ask.
 
     Parameters
@@ -155,13 +172,50 @@ def measured_grid(path: str, needs: str, columns: dict[str, str] | None = None,
         --columns.
     formats : tuple of str
         The formats the command reads.
+    spec : DeviceSpec, optional
+        The GPU that measured it: see :func:`on_gpu`.
+    counters : bool
+        False reads the counters as unchecked text (a use of time and power alone).
 
     Returns
     -------
     MeasurementGrid
         The grid.
     """
-    return read_measured_grid(path, needs, formats, on_invalid(), columns, spike_threshold())
+    grid = read_measured_grid(path, needs, formats, on_invalid(), columns, spike_threshold(), counters)
+    return grid if spec is None else on_gpu(grid, spec)
+
+
+def on_gpu(grid: MeasurementGrid, spec: DeviceSpec) -> MeasurementGrid:
+    """A grid's memory clocks in the unit --mem-clock-unit names or its clocks tell, its clocks checked.
+
+    See :func:`~gpudvfs.catalog.mem_unit.in_gpu_mem_unit`.
+
+    Parameters
+    ----------
+    grid : MeasurementGrid
+        The grid, as read.
+    spec : DeviceSpec
+        The GPU that measured it.
+
+    Returns
+    -------
+    MeasurementGrid
+        The grid.
+
+    Raises
+    ------
+    InputError
+        For an ambiguous unit, or clocks the GPU does not run.
+    """
+    ctx = click.get_current_context(silent=True)
+    unit = ctx.meta.get(MEM_CLOCK_UNIT) if ctx is not None else None
+    grid = in_gpu_mem_unit(grid, spec, unit)
+    mem = grid.mem_mhz
+    other_unit = ", or --mem-clock-unit the unit of its memory clocks" if mem is not None and unit is None else ""
+    check_clocks(spec, grid.path, grid.core_mhz, None if mem is None else mem * grid.mem_clock_to_nvml,
+                 f" Give --device the GPU that measured it{other_unit}.")
+    return grid
 
 
 #: Longest measurement window (--min-seconds) a command takes: an hour per pair and workload.
@@ -423,59 +477,29 @@ def check_clocks(spec: DeviceSpec, what: str, core_mhz: Sequence[float] | np.nda
         raise InputError(f"{what}: {'; '.join(beyond)}{hint}")
 
 
-def nvml_mem_unit(grid: MeasurementGrid) -> float:
-    """NVML's memory clock per unit of the grid's (2 for NVIDIA Inspector's GDDR5 clocks).
-
-    Parameters
-    ----------
-    grid : MeasurementGrid
-        The grid.
-
-    Returns
-    -------
-    float
-        The factor.
-    """
-    return SPECS[grid.format].mem_clock_to_nvml if grid.format in SPECS else 1.0
-
-
-def resolve_device(name: str, grid: MeasurementGrid | None = None) -> tuple[TimeDevice, DeviceSpec | None]:
+def resolve_device(name: str) -> tuple[TimeDevice, DeviceSpec | None]:
     """The time device and catalog entry of a catalog GPU or a device JSON file.
 
     Parameters
     ----------
     name : str
         --device.
-    grid : MeasurementGrid, optional
-        A grid measured on it: its clocks must be the GPU's.
 
     Returns
     -------
     tuple of (TimeDevice, DeviceSpec or None)
         The device, and its catalog entry where it has one.
-
-    Raises
-    ------
-    InputError
-        For a grid with clocks the GPU does not run.
     """
-    device, spec = TimeDevice.resolve(name)
-    if grid is not None and spec is not None:
-        mem = grid.mem_mhz
-        check_clocks(spec, grid.path, grid.core_mhz, None if mem is None else mem * nvml_mem_unit(grid),
-                     " Give --device the GPU that measured it.")
-    return device, spec
+    return TimeDevice.resolve(name)
 
 
-def resolve_gpu(name: str, grid: MeasurementGrid | None = None) -> tuple[TimeDevice, DeviceSpec]:
+def resolve_gpu(name: str) -> tuple[TimeDevice, DeviceSpec]:
     """:func:`resolve_device` for commands that also need the GPU's peak rates, which the catalog gives.
 
     Parameters
     ----------
     name : str
         --device.
-    grid : MeasurementGrid, optional
-        A grid measured on it: its clocks must be the GPU's.
 
     Returns
     -------
@@ -485,9 +509,9 @@ def resolve_gpu(name: str, grid: MeasurementGrid | None = None) -> tuple[TimeDev
     Raises
     ------
     InputError
-        For a device file that names no catalog GPU, or a grid with clocks the GPU does not run.
+        For a device file that names no catalog GPU.
     """
-    device, spec = resolve_device(name, grid)
+    device, spec = resolve_device(name)
     if spec is None:
         raise InputError(f"{name}: the device file names no catalog GPU ({device.name!r}); the peak rates "
                          "come from the catalog: save the device under a catalog key")
@@ -525,7 +549,7 @@ def grid_reference(grid: MeasurementGrid, spec: DeviceSpec | None,
         reference, why = _default_reference(grid, spec)
     if spec is not None:
         check_clocks(spec, f"--reference {reference[0]:g},{reference[1]:g}", [reference[0]],
-                     [reference[1] * nvml_mem_unit(grid)])
+                     [reference[1] * grid.mem_clock_to_nvml])
     try:
         grid.reference_rows(reference)
     except InputError as e:
@@ -540,13 +564,15 @@ def _default_reference(grid: MeasurementGrid, spec: DeviceSpec | None) -> tuple[
 
     Beside it, where it comes from, for an error to say.
     """
-    own = SPECS[grid.format].reference_mhz if grid.format in SPECS else None
+    spec_of = SPECS.get(grid.format)
+    # The format's pair is in its own memory unit: a grid read in another has none.
+    own = spec_of.reference_mhz if spec_of and spec_of.mem_clock_to_nvml == grid.mem_clock_to_nvml else None
     if own is not None:
         return own, f"the grid's own {own[0]:g},{own[1]:g}"
     if spec is None:
         raise InputError(f"{grid.path}: give --reference CORE,MEM: the grid records no reference pair, and the "
                          "device file names no catalog GPU whose default clocks it would be")
-    pair = (spec.default_mhz[0], spec.default_mhz[1] / nvml_mem_unit(grid))
+    pair = (spec.default_mhz[0], spec.default_mhz[1] / grid.mem_clock_to_nvml)
     return pair, f"{spec.key}'s default clocks {pair[0]:g},{pair[1]:g}"
 
 

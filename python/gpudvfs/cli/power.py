@@ -55,6 +55,8 @@ def _power_data(path: str, reference: tuple[float, float] | None, device: str | 
         ds = _sweep_power_data(path, spec)
     else:
         grid = read_measured_grid(path, "the power model", ("nvdvfs", "dcgm", "grid"), on_invalid, columns)
+        if spec is not None:
+            grid = options.on_gpu(grid, spec)
         if grid.watts is None:
             raise InputError(f"{path}: this is {DESCRIPTIONS[grid.format]} without a power column; the power model "
                              "is fitted and scored on measured power")
@@ -119,6 +121,7 @@ def _load_model(path: str) -> PowerModel:
 @options.force
 @click.option("--cv", "folds", type=click.IntRange(min=2), help="Also report K-fold CV error grouped by benchmark.")
 @click.option("--skip-invalid", is_flag=True, help="Leave out invalid rows of TRAIN (listed) instead of stopping.")
+@options.mem_clock_unit
 @click.option("--drop-unused", is_flag=True, help="Leave out components that are zero in every row.")
 @_REFERENCE
 @_DEVICE
@@ -208,6 +211,7 @@ def fit(train: str, variant: str, out: str | None, force: bool, folds: int | Non
 @_DEVICE
 @options.columns
 @options.skip_invalid
+@options.mem_clock_unit
 @options.clip_utilization
 @click.option("--json", "as_json", is_flag=True)
 def eval_(model_path: str, test: str, reference: tuple[float, float] | None, device: str | None,

@@ -45,6 +45,7 @@ def select_() -> None:
 @click.option("--device", required=True, help=DEVICE_HELP)
 @options.columns
 @options.skip_invalid
+@options.mem_clock_unit
 @options.drop_spikes
 @options.clip_utilization
 @click.option("--json", "as_json", is_flag=True)
@@ -74,8 +75,8 @@ def eval_(data: str, reference: tuple[float, float] | None, slowdown: float, dev
         Print JSON.
     """
     with user_errors():
-        grid = measured_grid(data, NEEDS, columns, ("nvdvfs", "dcgm", "grid"))
-        time_device, spec = resolve_gpu(device, grid)
+        time_device, spec = resolve_gpu(device)
+        grid = measured_grid(data, NEEDS, columns, ("nvdvfs", "dcgm", "grid"), spec)
         reference = grid_reference(grid, spec, reference)
         if is_dcgm_grid(grid):
             return _eval_dcgm(data, evaluate_policies(grid, reference, slowdown=slowdown), as_json)
@@ -230,6 +231,7 @@ def safe_cv(data: str, as_json: bool) -> None:
 @options.force
 @options.columns
 @options.skip_invalid
+@options.mem_clock_unit
 @options.drop_spikes
 @options.clip_utilization
 def fit_power(data: str, reference: tuple[float, float] | None, device: str, out: str, force: bool,
@@ -258,8 +260,8 @@ def fit_power(data: str, reference: tuple[float, float] | None, device: str, out
     """
     with user_errors():
         refuse_overwrite([out], [data], force)
-        grid = measured_grid(data, NEEDS, columns)
-        time_device, spec = resolve_gpu(device, grid)
+        time_device, spec = resolve_gpu(device)
+        grid = measured_grid(data, NEEDS, columns, spec=spec)
         model = fit_power_model_with_error(grid, grid_reference(grid, spec, reference), time_device, spec,
                                            clip=clip_utilization)
         model.save(out)
@@ -284,6 +286,7 @@ def fit_power(data: str, reference: tuple[float, float] | None, device: str, out
 @options.eta
 @options.columns
 @options.skip_invalid
+@options.mem_clock_unit
 @options.drop_spikes
 @options.clip_utilization
 @click.option("--json", "as_json", is_flag=True)
@@ -321,8 +324,8 @@ def choose(data: str, model_path: str, reference: tuple[float, float] | None, de
     """
     options.policy_options(policy, power_cap)
     with user_errors():
-        grid = measured_grid(data, NEEDS, columns)
-        time_device, spec = resolve_gpu(device, grid)
+        time_device, spec = resolve_gpu(device)
+        grid = measured_grid(data, NEEDS, columns, spec=spec)
         r = choose_configs(grid, grid_reference(grid, spec, reference), PowerModel.load(model_path),
                            time_device=time_device, spec=spec, policy=policy, slowdown=slowdown,
                            power_cap_w=power_cap, eta=eta, clip=clip_utilization)

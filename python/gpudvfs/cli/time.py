@@ -17,7 +17,6 @@ from gpudvfs.cli.options import (
     clock_pair,
     grid_reference,
     measured_grid,
-    nvml_mem_unit,
     optional_clock_pair,
     resolve_device,
 )
@@ -73,6 +72,7 @@ def time_() -> None:
 @click.option("--baselines", is_flag=True, help="Also the time-unchanged and two-term scaling baselines.")
 @options.columns
 @options.skip_invalid
+@options.mem_clock_unit
 @options.drop_spikes
 @click.option("--json", "as_json", is_flag=True)
 def eval_(data: str, device: str, reference: tuple[float, float] | None, mode: str, baselines: bool,
@@ -101,8 +101,8 @@ def eval_(data: str, device: str, reference: tuple[float, float] | None, mode: s
         Print JSON.
     """
     with user_errors():
-        grid = measured_grid(data, NEEDS, columns, ("nvdvfs", "dcgm", "grid"))
-        time_device, spec = resolve_device(device, grid)
+        time_device, spec = resolve_device(device)
+        grid = measured_grid(data, NEEDS, columns, ("nvdvfs", "dcgm", "grid"), spec)
         reference = grid_reference(grid, spec, reference)
         model = TimeModel(time_device, mode)
         if is_dcgm_grid(grid):
@@ -201,6 +201,7 @@ def _eval_dcgm(data: str, r: dict, as_json: bool) -> None:
 @click.option("--calibrate", is_flag=True, help="Scale each kernel to its measured reference time.")
 @options.columns
 @options.skip_invalid
+@options.mem_clock_unit
 @options.drop_spikes
 @click.option("--json", "as_json", is_flag=True)
 def predict(data: str, kernels: tuple[str, ...], device: str, reference: tuple[float, float] | None,
@@ -232,8 +233,8 @@ def predict(data: str, kernels: tuple[str, ...], device: str, reference: tuple[f
         Print JSON.
     """
     with user_errors():
-        grid = measured_grid(data, NEEDS, columns)
-        time_device, spec = resolve_device(device, grid)
+        time_device, spec = resolve_device(device)
+        grid = measured_grid(data, NEEDS, columns, spec=spec)
         reference = grid_reference(grid, spec, reference)
         model = TimeModel(time_device, mode)
         profiles = profiles_from_grid(grid, reference, model.device)
@@ -247,7 +248,7 @@ def predict(data: str, kernels: tuple[str, ...], device: str, reference: tuple[f
         cores = core_mhz or np.unique(grid.core_mhz).tolist()
         mems = mem_mhz or np.unique(measured_mem).tolist()
         if spec is not None:
-            unit = nvml_mem_unit(grid)
+            unit = grid.mem_clock_to_nvml
             check_clocks(spec, "--core-mhz/--mem-mhz", cores, np.asarray(mems) * unit)
             if core_mhz or mem_mhz:  # asked for: the GPU must take them
                 pairs = [(c, m * unit) for c in cores for m in mems]
@@ -275,6 +276,7 @@ def predict(data: str, kernels: tuple[str, ...], device: str, reference: tuple[f
 @click.option("--reference", callback=optional_clock_pair, help=REFERENCE_HELP)
 @options.columns
 @options.skip_invalid
+@options.mem_clock_unit
 @options.drop_spikes
 @click.option("--sensitivity", is_flag=True,
               help="Also re-run the whole protocol with each device constant (latencies, L2 service time, "
@@ -312,10 +314,8 @@ def cv(data: tuple[str, ...], device: str, reference: tuple[float, float] | None
         Print JSON.
     """
     with user_errors():
-        grids = [measured_grid(path, NEEDS, columns) for path in data]
-        for g in grids[1:]:
-            resolve_device(device, g)
-        time_device, spec = resolve_device(device, grids[0])
+        time_device, spec = resolve_device(device)
+        grids = [measured_grid(path, NEEDS, columns, spec=spec) for path in data]
         reference = grid_reference(grids[0], spec, reference)  # one for all grids: each is checked
         for g in grids[1:]:
             grid_reference(g, spec, reference)
@@ -435,6 +435,7 @@ def _print_sensitivity(r: TimeCVReport, constants: dict[str, dict[str, ConstantV
 @options.force
 @options.columns
 @options.skip_invalid
+@options.mem_clock_unit
 @options.drop_spikes
 @click.option("--json", "as_json", is_flag=True)
 def fit_device_(data: str, base: str, reference: tuple[float, float] | None, out: str, force: bool,
@@ -463,8 +464,8 @@ def fit_device_(data: str, base: str, reference: tuple[float, float] | None, out
     """
     with user_errors():
         refuse_overwrite([out], [data, base], force)
-        grid = measured_grid(data, NEEDS, columns)
-        time_device, spec = resolve_device(base, grid)
+        time_device, spec = resolve_device(base)
+        grid = measured_grid(data, NEEDS, columns, spec=spec)
         device, r = fit_device(grid, grid_reference(grid, spec, reference), time_device)
         device.save(out)
     r["device"] = out

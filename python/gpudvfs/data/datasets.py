@@ -294,6 +294,9 @@ class MeasurementGrid:
     knob : str
         What the ``core_mhz`` column sets: ``clocks`` (MHz) or ``power_limit`` (W: Zeus's
         traces, one setting a power limit).
+    mem_clock_to_nvml : float
+        NVML's memory clock per unit of the ``mem_mhz`` column's (2 for NVIDIA Inspector's
+        GDDR5 clocks).
     """
 
     format: str
@@ -305,6 +308,7 @@ class MeasurementGrid:
     index_columns: tuple[str, ...] = ()
     skipped: tuple[Problem, ...] = field(default=())
     knob: str = "clocks"
+    mem_clock_to_nvml: float = 1.0
 
     def __len__(self) -> int:
         """The number of rows."""
@@ -340,6 +344,26 @@ class MeasurementGrid:
     def mem_mhz(self) -> np.ndarray | None:
         """Memory clock per row, or None where the file has a single fixed memory clock."""
         return self._role("mem_mhz")
+
+    def in_mem_unit(self, nvml_per_unit: float) -> MeasurementGrid:
+        """The grid with its memory clocks read in a unit of ``nvml_per_unit`` NVML MHz.
+
+        Converted to NVML's, unless that is the unit it was read in.
+
+        Parameters
+        ----------
+        nvml_per_unit : float
+            NVML's memory clock per unit of the file's.
+
+        Returns
+        -------
+        MeasurementGrid
+            The grid (this one where nothing changes).
+        """
+        mem = self.roles.get("mem_mhz")
+        if mem is None or nvml_per_unit == self.mem_clock_to_nvml:
+            return self
+        return replace(self, columns={**self.columns, mem: self.columns[mem] * nvml_per_unit}, mem_clock_to_nvml=1.0)
 
     @property
     def time_ms(self) -> np.ndarray:

@@ -111,7 +111,7 @@ def detect_format(path: str | Path) -> str:
 
 
 def read(path: str | Path, format: str | None = None, on_invalid: str = "raise",
-         columns: dict[str, str] | None = None, clip_utilization: bool = False) -> Dataset:
+         columns: dict[str, str] | None = None, clip_utilization: bool = False, counters: bool = True) -> Dataset:
     """Read any supported measurement file or profiler output.
 
     Profilers' output has no rows to skip: it is read whole or refused.
@@ -130,6 +130,9 @@ def read(path: str | Path, format: str | None = None, on_invalid: str = "raise",
     clip_utilization : bool
         Clip a gpmTOOL file's utilizations into [0, 1] with a warning instead of refusing
         values outside it.
+    counters : bool
+        False reads a grid's counters as unchecked text (a use of its time and power alone, where
+        they may be blank).
 
     Returns
     -------
@@ -152,7 +155,7 @@ def read(path: str | Path, format: str | None = None, on_invalid: str = "raise",
             raise InputError(f"columns= names the roles of a 'grid' file, not of format {format!r}")
         format = "grid"
     try:
-        return _read(path, format or detect_format(path), on_invalid, columns, clip_utilization)
+        return _read(path, format or detect_format(path), on_invalid, columns, clip_utilization, counters)
     except DataFileError as e:
         if format is None:
             raise
@@ -160,16 +163,16 @@ def read(path: str | Path, format: str | None = None, on_invalid: str = "raise",
 
 
 def _read(path: str | Path, fmt: str, on_invalid: str, columns: dict[str, str] | None = None,
-          clip_utilization: bool = False) -> Dataset:
+          clip_utilization: bool = False, counters: bool = True) -> Dataset:
     if fmt in ("gpmtool", "gpmtool-utils"):
         ds = read_gpmtool(path, on_invalid, clip_utilization)
         if ds.format != fmt:
             raise DataFileError.at(path, f"read as {fmt!r} but the rows are of the {ds.format!r} variant", 5)
         return ds
     if fmt in SPECS:
-        return read_grid(path, SPECS[fmt], on_invalid)
+        return read_grid(path, SPECS[fmt], on_invalid, counters=counters)
     if fmt == "grid":
-        return read_grid(path, None, on_invalid, columns)
+        return read_grid(path, None, on_invalid, columns, counters)
     if fmt == "ptx":
         return read_ptx(path, on_invalid)
     return _PROFILERS[fmt](path)
@@ -190,7 +193,7 @@ def _with_hint(error: DataFileError, path: str | Path, asked: str) -> DataFileEr
 
 def read_measured_grid(path: str | Path, needs: str, formats: tuple[str, ...] = (*SPECS, "ptx", "grid"),
                        on_invalid: str = "raise", columns: dict[str, str] | None = None,
-                       drop_spikes: float | None = None) -> MeasurementGrid:
+                       drop_spikes: float | None = None, counters: bool = True) -> MeasurementGrid:
     """Read a grid of measured times over clock pairs, or fail with what the file is and what is read instead.
 
     Parameters
@@ -207,6 +210,8 @@ def read_measured_grid(path: str | Path, needs: str, formats: tuple[str, ...] = 
         Role -> column, as for :func:`read`.
     drop_spikes : float, optional
         A threshold: the grid's spikes' rows are left out (:mod:`gpudvfs.data.spikes`).
+    counters : bool
+        As for :func:`read`.
 
     Returns
     -------
@@ -218,7 +223,7 @@ def read_measured_grid(path: str | Path, needs: str, formats: tuple[str, ...] = 
     DataFileError
         If the file is not a grid of one of ``formats``, or cannot be read.
     """
-    ds = read(path, on_invalid=on_invalid, columns=columns)
+    ds = read(path, on_invalid=on_invalid, columns=columns, counters=counters)
     if not isinstance(ds, MeasurementGrid) or ds.format not in formats:
         wanted = ", ".join(f"{f} ({DESCRIPTIONS[f]})" for f in formats)
         raise DataFileError.at(path, f"this is {DESCRIPTIONS[ds.format]} (format {ds.format!r}); {needs} reads "

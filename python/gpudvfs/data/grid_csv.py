@@ -194,7 +194,7 @@ def generic_spec(header: list[str], first_row: list[str] | None, columns: dict[s
 
 
 def read_grid(path: str | Path, spec: GridSpec | None, on_invalid: str = "raise",
-              columns: dict[str, str] | None = None) -> MeasurementGrid:
+              columns: dict[str, str] | None = None, counters: bool = True) -> MeasurementGrid:
     """Read a grid CSV with a spec, or with the spec its header gives.
 
     Parameters
@@ -207,6 +207,9 @@ def read_grid(path: str | Path, spec: GridSpec | None, on_invalid: str = "raise"
         ``raise`` to stop at the first invalid row, ``skip`` to leave it out and record it.
     columns : dict of str to str, optional
         Role -> column, for roles the header's names do not give (with ``spec`` None).
+    counters : bool
+        False keeps the columns that play no role and name no workload as unchecked text (the
+        counters, launch geometry left blank included), for a use of time and power alone.
 
     Returns
     -------
@@ -243,8 +246,9 @@ def read_grid(path: str | Path, spec: GridSpec | None, on_invalid: str = "raise"
         positive = {*clocks, roles["time"], roles.get("watts"), roles.get("energy")}  # a GPU at work never draws 0 W
         clock_max = MAX_WATTS if spec.knob == "power_limit" else MAX_MHZ
         maxima: dict[str | None, float] = {**dict.fromkeys(clocks, clock_max), roles.get("watts"): MAX_WATTS}
-        cols = Columns(src, [_field(spec, name, name in keys, name in positive, maxima.get(name)) for name in header],
-                       f"({', '.join(keys)}, clocks)")
+        used = {*roles.values(), *keys} if not counters else set(header)
+        cols = Columns(src, [_field(spec, name, name in keys, name in positive, maxima.get(name)) if name in used
+                             else Field(name, text=True) for name in header], f"({', '.join(keys)}, clocks)")
         key_at = [header.index(c) for c in (*keys, *clocks)]
 
         def key(values: list[np.ndarray]) -> list[KeyPart]:
@@ -263,6 +267,7 @@ def read_grid(path: str | Path, spec: GridSpec | None, on_invalid: str = "raise"
         index_columns=tuple(c for c in spec.index_columns if c in header),
         skipped=skipped,
         knob=spec.knob,
+        mem_clock_to_nvml=spec.mem_clock_to_nvml,
     )
 
 

@@ -23,7 +23,6 @@ import numpy as np
 from gpudvfs.catalog import DeviceSpec
 from gpudvfs.data.counters import COMPONENTS, DOMAIN_SIZES
 from gpudvfs.data.datasets import MeasurementGrid, PowerDataset
-from gpudvfs.data.grid_csv import SPECS
 from gpudvfs.data.utilization import bound_utilization
 from gpudvfs.errors import InputError
 from gpudvfs.policy.policies import highest_index, pareto_front, select
@@ -181,7 +180,7 @@ def reference_utilizations(grid: MeasurementGrid, reference: tuple[float, float]
     InputError
         Where a utilization lies outside [0, 1] and ``clip`` is False, or a counter is missing.
     """
-    peaks = spec.peaks(SPECS[grid.format].mem_clock_to_nvml if grid.format in SPECS else 1.0)
+    peaks = spec.peaks(grid.mem_clock_to_nvml)
     names, ref = grid.reference_rows(reference)
     util = np.empty((len(names), len(COMPONENTS)))
     for a, i in enumerate(ref):
