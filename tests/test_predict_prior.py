@@ -97,3 +97,52 @@ def test_predict_profile_for_schedulers_gives_arrays_and_the_choice():
         p.bounds("volts")
     with pytest.raises(gpudvfs.InputError, match="compute capability 9.0, not on a100"):
         gpudvfs.predict_profile(SGEMM, device="a100-sxm4-80gb")
+
+
+def test_predict_writes_its_json_and_its_figure_and_takes_a_power_cap(tmp_path):
+    """`-o` writes what --json prints; `--plot` draws three panels with the choice starred;
+    `--policy power-cap --power-cap W` chooses the fastest pair predicted under W (the least
+    power where none is); each output is refused over an existing file without --force."""
+    pytest.importorskip("matplotlib")
+    out, fig = tmp_path / "p.json", tmp_path / "p.png"
+    r = _predict(SGEMM, "-o", out, "--plot", fig, "--policy", "power-cap", "--power-cap", "300", "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(out.read_text())
+    assert d == json.loads(r.stdout) and d["policy"] == "power-cap"
+    watts, time_ms = np.array(d["application"]["watts"]), np.array(d["application"]["time_ms"])
+    chosen = d["application"]["chosen"]
+    assert chosen["feasible"] and chosen["watts"] <= 300
+    assert chosen["time_ms"] == pytest.approx(time_ms[watts <= 300].min())
+    assert fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    r = _predict(SGEMM, "-o", out)
+    assert r.exit_code == 2 and "give --force" in r.output
+    assert _predict(SGEMM, "-o", out, "--force").exit_code == 0
+    r = _predict(SGEMM, "--policy", "power-cap")
+    assert r.exit_code == 2 and "needs --power-cap" in r.output
+
+
+def test_the_prediction_figure_draws_each_memory_clock_its_band_and_the_choice(monkeypatch, tmp_path):
+    """The figure's artists, read before it is closed: three panels, a line per memory clock
+    over every supported core clock, a 90% band each, and the choice starred at its pair."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    from gpudvfs.data import read
+    from gpudvfs.predict.plot import plot_prediction
+    from gpudvfs.predict.profile import predict_profile
+
+    drawn = []
+    monkeypatch.setattr(Figure, "savefig", lambda self, path, **kw: drawn.append(self))
+    r = predict_profile(read(SGEMM), lookup("h100-sxm"))
+    plot_prediction(r, tmp_path / "p.png")
+    (fig,) = drawn
+    mems = np.unique(r.configs[:, 1])
+    assert len(fig.axes) == 3 and len(mems) == 2
+    for ax, y in zip(fig.axes, (r.application.time_ms, r.application.watts, r.application.joules)):
+        lines = [ln for ln in ax.get_lines() if ln.get_marker() != "*"]
+        assert len(lines) == len(mems) and len(ax.collections) == len(mems)
+        assert sum(len(ln.get_xdata()) for ln in lines) == len(r.configs)
+        (star,) = [ln for ln in ax.get_lines() if ln.get_marker() == "*"]
+        c = r.application.chosen
+        k = np.flatnonzero((r.configs[:, 0] == c.core_mhz) & (r.configs[:, 1] == c.mem_mhz))[0]
+        assert star.get_xdata()[0] == c.core_mhz and star.get_ydata()[0] == pytest.approx(y[k])

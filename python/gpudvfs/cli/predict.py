@@ -18,8 +18,9 @@ from gpudvfs.catalog import DeviceSpec, catalog, lookup
 from gpudvfs.catalog.clocks import SupportedClocks
 from gpudvfs.cli import options
 from gpudvfs.cli.options import check_clocks, optional_clock_pair
-from gpudvfs.cli.output import console, print_json, table, user_errors
+from gpudvfs.cli.output import console, output_file, print_json, refuse_overwrite, table, user_errors
 from gpudvfs.data import read
+from gpudvfs.data.jsonfile import write_json_atomic
 from gpudvfs.data.profilers import CounterReport
 from gpudvfs.errors import InputError
 from gpudvfs.policy import POLICIES
@@ -49,6 +50,8 @@ PER_LAUNCH_LINES = 20
 @click.option("--policy", type=click.Choice(POLICIES), default="energy", show_default=True)
 @click.option("--slowdown", default=0.1, show_default=True, type=options.Finite(min=0))
 @options.eta
+@click.option("--power-cap", type=options.Finite(min=0, min_open=True),
+              help="power-cap: the cap in watts (the fastest pair predicted under it).")
 @click.option("--reference", callback=optional_clock_pair,
               help="Clocks CORE,MEM the profile was taken at (default: each launch's SM clock as Nsight Compute "
                    "measured it, else the GPU's default clocks; the default memory clock).")
@@ -63,10 +66,16 @@ PER_LAUNCH_LINES = 20
               help="Leave the profile's measured durations out: the model's own time (the calibrated time needs them).")
 @click.option("--per-launch", is_flag=True,
               help=f"A line per launch even past {PER_LAUNCH_LINES} launches (then: a line per kernel name).")
+@click.option("-o", "--out", type=click.Path(dir_okay=False), callback=output_file,
+              help="Also write the prediction there as JSON (what --json prints).")
+@click.option("--plot", type=click.Path(dir_okay=False), callback=output_file,
+              help="Also draw time, power and energy over the clocks, with their intervals and the choice (PNG).")
+@options.force
 @click.option("--json", "as_json", is_flag=True)
 def predict(profile: str, device: str | None, model_path: str | None, policy: str, slowdown: float, eta: float,
-            reference: tuple[float, float] | None, clip_utilization: bool, gpu_index: int | None,
-            display_cores: int | None, uncalibrated: bool, per_launch: bool, as_json: bool) -> None:
+            power_cap: float | None, reference: tuple[float, float] | None, clip_utilization: bool,
+            gpu_index: int | None, display_cores: int | None, uncalibrated: bool, per_launch: bool, out: str | None,
+            plot: str | None, force: bool, as_json: bool) -> None:
     """Time, power and energy of PROFILE (ncu or nvprof CSV) at every clock pair the GPU supports.
 
     Each with its 90% interval, per kernel and for all launches together, and the pair the
@@ -102,10 +111,9 @@ def predict(profile: str, device: str | None, model_path: str | None, policy: st
     as_json : bool
         Print JSON.
     """
-    if policy == "power-cap":
-        raise click.UsageError("predict takes the energy, edp, ed2p, deadline and cost policies")
-    options.policy_options(policy, None)
+    options.policy_options(policy, power_cap)
     with user_errors():
+        refuse_overwrite([out, plot], [profile, model_path], force)
         report = read(profile)
         if not isinstance(report, CounterReport):
             raise InputError(f"{profile}: expected Nsight Compute or nvprof output, got format {report.format!r}")
@@ -119,7 +127,14 @@ def predict(profile: str, device: str | None, model_path: str | None, policy: st
             clocks.check(what, [reference[0]], [reference[1]])
         model = PowerModel.load(model_path) if model_path else None
         r = predict_profile(report, spec, power_model=model, reference=reference, policy=policy, slowdown=slowdown,
-                            eta=eta, kernels=kernels, calibrate=not uncalibrated, clocks=clocks)
+                            eta=eta, power_cap_w=power_cap, kernels=kernels, calibrate=not uncalibrated,
+                            clocks=clocks)
+        if out:
+            write_json_atomic(out, r.to_dict())
+        if plot:
+            from gpudvfs.predict.plot import plot_prediction  # matplotlib: only with --plot
+
+            plot_prediction(r, plot)
     if as_json:
         print_json(r.to_dict())
         return

@@ -452,7 +452,7 @@ def _compute_capability(report: CounterReport) -> str:
 
 def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: PowerModel | None = None,
                     reference: tuple[float, float] | None = None, policy: str = "energy",
-                    slowdown: float = 0.1, eta: float = 0.5, clip: bool = False,
+                    slowdown: float = 0.1, eta: float = 0.5, power_cap_w: float | None = None, clip: bool = False,
                     kernels: list[LaunchInputs] | None = None, calibrate: bool = True,
                     clocks: SupportedClocks | None = None) -> PredictionDetail:
     """Time, power, energy and the chosen pair per kernel over the GPU's supported clock pairs, with their intervals.
@@ -477,11 +477,13 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
     reference : tuple of float, optional
         The clocks the profile was taken at (default: `_references`).
     policy : str
-        One of `gpudvfs.policy.POLICIES` but ``power-cap``.
+        One of `gpudvfs.policy.POLICIES`.
     slowdown : float
         The deadline policy's allowed slowdown over the highest pair.
     eta : float
         The cost policy's weight of energy against time.
+    power_cap_w : float, optional
+        The power-cap policy's cap (W): the fastest pair whose predicted power is under it.
     clip : bool
         Clip utilizations outside [0, 1] into it, with a warning.
     kernels : list of LaunchInputs, optional
@@ -532,7 +534,7 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
 
     def choose(time_ms: np.ndarray, watts: np.ndarray) -> Selection:
         return select(time_ms, watts, configs, policy, default_index=highest_index(configs), slowdown=slowdown,
-                      eta=eta, max_power_w=device.tdp_w)
+                      eta=eta, max_power_w=device.tdp_w, power_cap_w=power_cap_w)
 
     s = choose(t, p)
     names = [k.name for k in report.kernels]  # kernel_inputs keeps every launch, in order, or raises
