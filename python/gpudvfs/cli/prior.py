@@ -1,6 +1,6 @@
-"""`gpudvfs power prior` and `gpudvfs power prior-cv`: a catalog GPU's power model from its public figures.
+"""`gpudvfs power prior`, `prior-cv` and `prior-pipes`: a catalog GPU's power model from its public figures.
 
-And the rule behind it scored on GPUs it was not fitted on.
+And the rule behind it scored on GPUs it was not fitted on, and its SFU and tensor weights on kernels.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from gpudvfs.cli.output import console, output_file, print_json, refuse_overwrit
 from gpudvfs.cli.progress import progress_bars
 from gpudvfs.data.jsonfile import write_json_atomic
 from gpudvfs.power import PowerModel
+from gpudvfs.power.prior_pipes_fit import fit_pipes
 from gpudvfs.power.prior_rule import choose_rule, gpu_files
 
 
@@ -122,6 +123,54 @@ def prior_cv(data: str, validation: str | None, write_to: str | None, force: boo
     console.print(f"chosen on all GPUs (the shipped rule): {r['chosen']['on_all']}; each setting's leave-one-GPU-out "
                   "mean MAPE: " + ", ".join(f"{k} {v['mean_mape']:.2f}%" for k, v in r["settings"].items()),
                   highlight=False, soft_wrap=True)
+    if write_to:
+        console.print(f"wrote {write_to}")
+
+
+@click.command("prior-pipes")
+@click.argument("validation", type=click.Path(file_okay=False, exists=True))
+@click.option("--write", "write_to", type=click.Path(dir_okay=False), callback=output_file,
+              help="Write the weights (the catalog ships them as catalog/power_prior_pipes.json).")
+@options.force
+@click.option("--json", "as_json", is_flag=True)
+def prior_pipes(validation: str, write_to: str | None, force: bool, as_json: bool) -> None:
+    """Fit the prior's SFU and tensor weights on the H100 and H200 kernels under VALIDATION, each kernel left out.
+
+    VALIDATION: the folder holding nvidia-h100-80gb-hbm3/ and nvidia-h200/ (the repository's validation/).
+
+    \f
+
+    Parameters
+    ----------
+    validation : str
+        VALIDATION.
+    write_to : str or None
+        --write.
+    force : bool
+        --force.
+    as_json : bool
+        --json.
+    """  # noqa: D301 -- click's \f ends the help text
+    with user_errors():
+        refuse_overwrite([write_to], force=force)
+        r = fit_pipes(Path(validation) / "nvidia-h100-80gb-hbm3", Path(validation) / "nvidia-h200")
+        if write_to:
+            write_json_atomic(write_to, r["document"])
+    if as_json:
+        print_json(r)
+        return
+    rows = [[gpu, name, f"{k['watts']:.0f}", f"{100 * (k['before'] / k['watts'] - 1):+.1f}",
+             f"{100 * (k['after'] / k['watts'] - 1):+.1f}", f"x/{math.exp(k['interval_before']):.2f}",
+             f"x/{math.exp(k['interval_after']):.2f}"] for gpu, ks in r["kernels"].items() for name, k in ks.items()]
+    console.print(table("the prior's power at the measured clocks, before and after (each kernel left out)",
+                        ["GPU", "kernel", "measured W", "before %", "after %", "interval before", "after"], rows))
+    for gpu, s in r["summary"].items():
+        console.print(f"{gpu}: MAPE {s['before_mape']:.1f}% -> {s['after_mape']:.1f}%; outside the 90% interval: "
+                      f"{', '.join(s['before_outside']) or 'none'} -> {', '.join(s['after_outside']) or 'none'}",
+                      highlight=False, soft_wrap=True)
+    d = r["document"]
+    console.print(f"weights over TDP: SFU {d['sfu_per_tdp']:.3f} (spread {d['sfu_spread']:.3f}), tensor "
+                  f"{d['tensor_per_tdp']:.3f} (spread {d['tensor_spread']:.3f})", highlight=False)
     if write_to:
         console.print(f"wrote {write_to}")
 

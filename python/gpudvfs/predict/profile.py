@@ -36,10 +36,12 @@ from gpudvfs.data.counters import (
     time_model_inputs,
 )
 from gpudvfs.data.profilers import CounterReport, KernelCounters, normalize_unit
+from gpudvfs.data.tensor_counters import TENSOR_METRICS, tensor_activity
 from gpudvfs.errors import InputError
 from gpudvfs.hardware.ncu import ncu_command, nvprof_command
 from gpudvfs.policy.policies import Selection, highest_index, select
 from gpudvfs.power.model import PowerModel
+from gpudvfs.predict.tensor import with_tensor
 from gpudvfs.records import NULLABLE, Record
 from gpudvfs.time.device import TimeDevice
 from gpudvfs.time.interval import UNCALIBRATED_LEVEL, time_interval
@@ -71,6 +73,8 @@ class LaunchInputs:
         The power model's utilizations by component (`gpudvfs.data.counters.COMPONENTS`).
     time_ms : float or None
         The launch's measured duration, where the profile has it.
+    tensor : float or None
+        The tensor pipe's activity in [0, 1] (`gpudvfs.data.tensor_counters`), where the profile has it.
     """
 
     label: str
@@ -78,6 +82,7 @@ class LaunchInputs:
     inputs: dict[str, float | None]
     utilization: dict[str, float]
     time_ms: float | None
+    tensor: float | None = None
 
 
 @dataclass(frozen=True)
@@ -239,7 +244,7 @@ def profile_command(compute_capability: str, target: str | Sequence[str] = "./ap
     if cc >= 7:
         # The GPU's name too: a compute capability alone is shared (9.0: H100 SXM, H100 PCIe, H200).
         metrics = required_metrics("time", "ncu") + required_metrics("power", "ncu") + [
-            "gpu__time_duration.sum", "device__attribute_display_name"]
+            TENSOR_METRICS[0], "gpu__time_duration.sum", "device__attribute_display_name"]
         # Stated even where it is ncu's default, so a reader sees it; the SM clock is measured too.
         return shlex.join(ncu_command(metrics, argv, kernel_name=kernel_name, launch_count=launch_count,
                                       log_file=log_file, extra_args=["--clock-control", clock_control or "base"]))
@@ -384,7 +389,8 @@ def kernel_inputs(report: CounterReport, clip: bool = False) -> list[LaunchInput
         if ms is not None and base != "ns":
             raise InputError(f"{report.path}, line {k.line}: kernel {k.name!r}: gpu__time_duration.sum is in "
                              f"{k.units['gpu__time_duration.sum']!r}, not a unit of time")
-        out.append(LaunchInputs(label, scheme, inputs, present, None if ms is None else ms * factor * 1e-6))
+        out.append(LaunchInputs(label, scheme, inputs, present, None if ms is None else ms * factor * 1e-6,
+                                tensor_activity(k) if scheme == "ncu" else None))
     if missing or lacking:
         cc = _compute_capability(report)
         command = profile_command(cc)
@@ -514,7 +520,8 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
     q_time = np.hypot(q_time, q_assumed)  # independent errors, as the uncalibrated level's
     q_power = power_model.interval_
     util = np.array([[k.utilization[c] for c in COMPONENTS] for k in kernels])
-    p = power_model.predict_grid(util, configs)
+    p, q_power, tensor_note = with_tensor(device, power_model, [k.tensor for k in kernels], configs,
+                                          power_model.predict_grid(util, configs), q_power)
 
     def choose(time_ms: np.ndarray, watts: np.ndarray) -> Selection:
         return select(time_ms, watts, configs, policy, default_index=highest_index(configs), slowdown=slowdown,
@@ -528,7 +535,7 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
         configs=configs.copy(),
         calibrated_on_measured_time=calibrated, power_source=power_model.source_,
         intervals=Intervals(q_time, q_power, None if q_power is None else q_time + q_power),
-        rests_on=_rests_on(calibrated, power_model, q_assumed),
+        rests_on=_rests_on(calibrated, power_model, q_assumed, q_power, tensor_note),
         kernels={k.label: LaunchPrediction(t[i], p[i], t[i] * p[i] / 1e3, _chosen(s, i))
                  for i, k in enumerate(kernels)},
         under_launch_scale=None if calibrated else tuple(k.label for i, k in enumerate(kernels)
@@ -536,7 +543,7 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
         policy=policy, by_name=by_name, application=application)
 
 
-def _rests_on(calibrated: bool, model: PowerModel, q_assumed: float) -> str:
+def _rests_on(calibrated: bool, model: PowerModel, q_assumed: float, q_power: float | None, tensor: str) -> str:
     """One line: what the time and the power rest on, with their 90% intervals."""
     time = ("time calibrated on the profile's measured duration" if calibrated else
             f"time uncalibrated: within x/{math.exp(UNCALIBRATED_LEVEL):.2f} at the reference")
@@ -546,8 +553,8 @@ def _rests_on(calibrated: bool, model: PowerModel, q_assumed: float) -> str:
     power = {"prior": "power from the catalog prior (no measurement of this GPU)",
              "observed": "power from the prior refined by observing this GPU",
              "fitted": "power from a model fitted on this GPU's measurements"}[model.source_]
-    interval = "" if model.interval_ is None else f": within x/{math.exp(model.interval_):.2f}"
-    return f"{time}; {power}{interval} (90% intervals)"
+    interval = "" if q_power is None else f": within x/{math.exp(q_power):.2f}"
+    return f"{time}; {power}{interval}{f', {tensor}' if tensor else ''} (90% intervals)"
 
 
 def _chosen(s: Selection, i: int) -> ChosenPair:
