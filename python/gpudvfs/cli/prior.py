@@ -1,6 +1,7 @@
-"""`gpudvfs power prior`, `prior-cv` and `prior-pipes`: a catalog GPU's power model from its public figures.
+"""`gpudvfs power prior`, `prior-cv`, `prior-pipes`, `prior-curve`: a catalog GPU's power model from its public figures.
 
-And the rule behind it scored on GPUs it was not fitted on, and its SFU and tensor weights on kernels.
+And the rule behind it scored on GPUs it was not fitted on, its SFU and tensor weights on kernels,
+its voltage curve on clock sweeps.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from gpudvfs.cli.output import console, output_file, print_json, refuse_overwrit
 from gpudvfs.cli.progress import progress_bars
 from gpudvfs.data.jsonfile import write_json_atomic
 from gpudvfs.power import PowerModel
+from gpudvfs.power.prior_curve_fit import choose_curve
 from gpudvfs.power.prior_pipes_fit import fit_pipes
 from gpudvfs.power.prior_rule import choose_rule, gpu_files
 
@@ -171,6 +173,52 @@ def prior_pipes(validation: str, write_to: str | None, force: bool, as_json: boo
     d = r["document"]
     console.print(f"weights over TDP: SFU {d['sfu_per_tdp']:.3f} (spread {d['sfu_spread']:.3f}), tensor "
                   f"{d['tensor_per_tdp']:.3f} (spread {d['tensor_spread']:.3f})", highlight=False)
+    if write_to:
+        console.print(f"wrote {write_to}")
+
+
+@click.command("prior-curve")
+@click.argument("data", type=click.Path(file_okay=False, exists=True))
+@click.option("--write", "write_to", type=click.Path(dir_okay=False), callback=output_file,
+              help="Write the curve chosen on every GPU (the catalog ships it as catalog/power_prior_curve.json).")
+@options.force
+@click.option("--json", "as_json", is_flag=True)
+def prior_curve(data: str, write_to: str | None, force: bool, as_json: bool) -> None:
+    """Choose the prior's core voltage floor and knee on the clock sweeps under DATA, each GPU left out.
+
+    DATA: the public data folder. Scored by the energy the prior's least-energy clock costs over
+    the measured least (the regret), each workload's power level from its measured reference.
+
+    \f
+
+    Parameters
+    ----------
+    data : str
+        DATA.
+    write_to : str or None
+        --write.
+    force : bool
+        --force.
+    as_json : bool
+        --json.
+    """  # noqa: D301 -- click's \f ends the help text
+    with user_errors():
+        refuse_overwrite([write_to], force=force)
+        r = choose_curve(Path(data))
+        if write_to:
+            write_json_atomic(write_to, r["document"])
+    if as_json:
+        print_json(r)
+        return
+    rows = [[gpu, f"{g['before']:.2f}", f"{g['after']:.2f}", f"{g['knee']:g}", f"{g['floor']:g}",
+             f"{g['after_by_mean']:.2f}", f"{g['prior']:.2f}"] for gpu, g in r["per_gpu"].items()]
+    console.print(table("the prior's least-energy regret (%), each GPU left out",
+                        ["GPU", "rule's curve", "chosen", "knee", "floor", "by mean", "the prior's"], rows))
+    d = r["document"]
+    console.print(f"chosen on all GPUs: knee {d['knee']:g} of the default clock, floor {d['floor']:g} of its voltage, "
+                  f"for compute capability {d['from_compute_capability']:g} on; "
+                  "moved a step: " + "; ".join(f"{k}: " + ", ".join(f"{g} {x:.2f}%" for g, x in v.items())
+                                               for k, v in r["moves"].items()), highlight=False, soft_wrap=True)
     if write_to:
         console.print(f"wrote {write_to}")
 

@@ -23,6 +23,7 @@ from gpudvfs.data.jsonfile import read_json
 from gpudvfs.data.profilers.ncu import read_ncu_csv
 from gpudvfs.errors import InputError
 from gpudvfs.power.prior import prior_state, rule_document
+from gpudvfs.power.prior_curve import shipped_curves
 from gpudvfs.power.prior_pipes import PIPES_KIND, PIPES_VERSION, share_widening
 
 #: The H200's kernels that run on tensor cores (cuBLAS bf16 GEMM, flash attention); the others use none.
@@ -52,7 +53,8 @@ def _kernel(spec: DeviceSpec, name: str, profile: Path, clocks: tuple[float, flo
     counters = read_ncu_csv(profile).kernels[0]
     util = power_utilizations(counters)
     u = np.array([[util[c] or 0.0 for c in COMPONENTS]])
-    state = prior_state(spec, configs=[clocks])  # at the default clocks, as `gpudvfs predict` places it
+    # At the default clocks on the shipped curve, as `gpudvfs predict` places the prior.
+    state = prior_state(spec, configs=[clocks], curves=shipped_curves(spec))
     weights = np.array(state["weights"])
 
     def at(w: np.ndarray, uu: np.ndarray) -> float:
