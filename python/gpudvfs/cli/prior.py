@@ -18,6 +18,7 @@ from gpudvfs.cli.progress import progress_bars
 from gpudvfs.data.jsonfile import write_json_atomic
 from gpudvfs.power import PowerModel
 from gpudvfs.power.prior_curve_fit import choose_curve
+from gpudvfs.power.prior_pipes import has_tensor_cores, pipes_document
 from gpudvfs.power.prior_pipes_fit import fit_pipes
 from gpudvfs.power.prior_rule import choose_rule, gpu_files
 
@@ -54,13 +55,15 @@ def prior(device: str, out: str | None, force: bool, as_json: bool) -> None:
         if out:
             model.save(out)
     assert model.interval_ is not None  # a prior carries its interval
+    # The tensor pipe's power at full activity and the default clocks, outside the model's components.
+    tensor = pipes_document()["tensor_per_tdp"] * spec.tdp_w if has_tensor_cores(spec) else None
     v = model.voltage(model.configs_[:, 0], spec.default_mhz[1])[:, 0]
     cores = model.configs_[model.configs_[:, 1] == spec.default_mhz[1], 0]
     if as_json:
         print_json({"device": spec.key, "source": "prior", "reference_mhz": list(model.reference_mhz_),
                     "interval": model.interval_, "static_w": model.static_w_.tolist(), "idle_w": model.idle_w_.tolist(),
-                    "weights_w": model.weights_, "core_mhz": cores.tolist(), "core_voltage": v[:len(cores)].tolist(),
-                    "model": out})
+                    "weights_w": model.weights_, "tensor_w": tensor, "core_mhz": cores.tolist(),
+                    "core_voltage": v[:len(cores)].tolist(), "model": out})
         return
     console.print(f"{spec.key}: prior from its {spec.tdp_w:g} W TDP at its default clocks "
                   f"{spec.default_mhz[0]:g}/{spec.default_mhz[1]:g} MHz "
@@ -69,7 +72,8 @@ def prior(device: str, out: str | None, force: bool, as_json: bool) -> None:
                         [["static", *[f"{x:.1f}" for x in model.static_w_]],
                          ["idle", *[f"{x:.1f}" for x in model.idle_w_]]]
                         + [[f"dynamic {c}", f"{w:.1f}" if c != "DRAM" else "", f"{w:.1f}" if c == "DRAM" else ""]
-                           for c, w in model.weights_.items()]))
+                           for c, w in model.weights_.items()]
+                        + ([["dynamic tensor pipe", f"{tensor:.1f}", ""]] if tensor is not None else [])))
     console.print("core voltage (relative to the default clock): " + ", ".join(
         f"{c:g} MHz {x:.3f}" for c, x in zip(cores, v)), highlight=False, soft_wrap=True)
     if out:
