@@ -18,8 +18,9 @@ from conftest import REPO
 H200 = REPO / "validation" / "nvidia-h200"
 #: Per kernel: (time error calibrated on the profile's duration, uncalibrated, the prior's power
 #: error), in %, at the clocks the driver ran it at (the median of NVML's polls while it ran).
-KERNELS = {"gemm_bf16": (-11.0, -22.5, -48.3), "sdpa": (-13.6, 565.4, -31.5),
-           "layernorm": (-5.6, 76.3, -18.5), "elementwise": (-2.9, -4.1, -15.6)}
+#: The profiles lack the tensor pipe's metric: the prior's power leaves the tensor pipe out.
+KERNELS = {"gemm_bf16": (-11.0, -22.5, -51.3), "sdpa": (-13.6, 565.4, -46.6),
+           "layernorm": (-5.6, 76.3, -26.7), "elementwise": (-2.9, -4.1, -24.7)}
 
 
 def _at(d: dict, key: str, core: float, mem: float) -> float:
@@ -44,12 +45,14 @@ def test_dl_kernels_predicted_from_their_profiles_against_what_they_measured(op)
               100 * (_at(uncal, "time_ms", core, mem) / measured["time_ms"] - 1),
               100 * (_at(cal, "watts", core, mem) / measured["watts"] - 1))
     assert errors == pytest.approx(KERNELS[op], abs=0.1)
+    # Without the tensor metric the interval widens by what a busy tensor pipe would add, and says so.
+    assert "collect sm__pipe_tensor_cycles_active" in cal["rests_on"]
+    assert abs(np.log1p(errors[2] / 100)) < cal["intervals"]["power"]
 
 
 def test_the_prior_misses_what_tensor_cores_draw():
-    """The prior's components have no tensor pipe: the two tensor-core kernels' power is
-    underestimated most, the others' less (a fault only hardware showed, left for a component
-    that Nsight Compute's tensor-pipe counters can feed)."""
+    """Profiled without the tensor pipe's metric, the two tensor-core kernels' power is
+    underestimated most, the others' less (tests/test_prior_pipes.py: with the pipe's activity)."""
     tensor = [KERNELS[k][2] for k in ("gemm_bf16", "sdpa")]
     other = [KERNELS[k][2] for k in ("layernorm", "elementwise")]
     assert max(tensor) < min(other) < 0
@@ -112,7 +115,7 @@ def test_the_driver_observed_under_its_own_dvfs():
         held = [r for r in steady if _kind(r.activity) == kind]
         p = np.array([model.predict(np.array(r.activity), r.core_mhz, r.mem_mhz) for r in held])
         errors[kind] = round(float(100 * np.mean(np.abs(p / [r.watts for r in held] - 1))), 1)
-    assert errors == {"gemm_bf16": 4.0, "sdpa": 13.2, "layernorm": 8.2, "elementwise": 8.7}
+    assert errors == {"gemm_bf16": 4.3, "sdpa": 14.0, "layernorm": 12.0, "elementwise": 9.2}
     # Kernels unlike any it saw are another matter: GPM's activities do not say how hard an SM
     # works, and the CUDA samples that validate ran at 145-450 W come out 25-334% high.
     gpm = json.loads((H200 / "validate-2" / "gpm.json").read_text())
@@ -130,7 +133,7 @@ def test_the_first_runs_raw_counter_readings_fit_worse():
     for folder in ("observe-raw-counter", "observe-2"):
         obs = read_readings(H200 / folder / "readings.csv")
         sd[folder] = fit_readings(PowerModel.prior(obs.catalog_key, reference=obs.default_mhz), obs).residual_sd
-    assert sd == pytest.approx({"observe-raw-counter": 0.134, "observe-2": 0.069}, abs=0.001)
+    assert sd == pytest.approx({"observe-raw-counter": 0.133, "observe-2": 0.070}, abs=0.001)
 
 
 def test_the_energy_counter_updates_every_tenth_of_a_second():

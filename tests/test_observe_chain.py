@@ -13,8 +13,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpudvfs.cli.app import cli
-from gpudvfs.data.activities import PIPES, SM_ACTIVE, SM_ELAPSED, TENSOR, kernel_activities
+from gpudvfs.data.activities import PIPES, SM_ACTIVE, SM_ELAPSED, kernel_activities
 from gpudvfs.data.profilers import KernelCounters
+from gpudvfs.data.tensor_counters import TENSOR_METRICS
 from gpudvfs.errors import InputError
 
 from conftest import REPO
@@ -40,7 +41,7 @@ def test_the_readme_chain_runs_as_written(beside_validation):
         r = CliRunner().invoke(cli, args)
         assert r.exit_code == 0, r.output
     assert "power from the prior refined by observing this GPU" in r.output
-    assert f"the tensor pipe left out (collect {TENSOR})" in r.output and "widened to x/1.55" in r.output
+    assert f"the tensor pipe left out (collect {TENSOR_METRICS[0]})" in r.output and "widened to x/1.55" in r.output
     r = CliRunner().invoke(cli, [*README_CHAIN[1], "--json"])
     assert r.exit_code == 0 and json.loads(r.output)["power_source"] == "observed"
 
@@ -89,7 +90,7 @@ def _kernel(**metrics: float) -> KernelCounters:
 
 
 def test_activities_from_the_metrics_that_mean_them():
-    k = _kernel(**{SM_ACTIVE: 800.0, SM_ELAPSED: 1000.0, PIPES[0][0]: 40.0, TENSOR: 90.0,
+    k = _kernel(**{SM_ACTIVE: 800.0, SM_ELAPSED: 1000.0, PIPES[0][0]: 40.0, TENSOR_METRICS[0]: 90.0,
                    "dram__throughput.avg.pct_of_peak_sustained_elapsed": 30.0, "launch__grid_size": 1.0})
     a = kernel_activities(k, ("sm", "pipe", "tensor", "dram", "gpu", "memory"), 132)
     assert a.values == pytest.approx({"sm": 0.8, "pipe": 0.72, "tensor": 0.72, "dram": 0.3, "gpu": 1.0, "memory": 0.3})
@@ -102,14 +103,14 @@ def test_without_the_sm_cycles_or_the_tensor_pipe_the_gaps_name_what_to_collect(
     a = kernel_activities(k, ("sm", "pipe", "dram"), 132)
     assert a.values == pytest.approx({"sm": 0.5, "pipe": 0.2, "dram": 0.3})
     assert a.gaps == (f"SM activity from the grid's blocks per SM (collect {SM_ACTIVE} and {SM_ELAPSED})",
-                      f"the tensor pipe left out (collect {TENSOR})")
+                      f"the tensor pipe left out (collect {TENSOR_METRICS[0]})")
     assert kernel_activities(k, ("gpu", "memory"), 132).gaps == ()
 
 
 @given(st.floats(0, 1), st.floats(0, 100), st.floats(0, 100), st.floats(0, 100), st.floats(0, 100))
 def test_activities_are_fractions_and_no_pipe_outruns_its_sm(share, fma, fp64, tensor, dram):
-    k = _kernel(**{SM_ACTIVE: 1000.0 * share, SM_ELAPSED: 1000.0, PIPES[0][0]: fma, PIPES[1][0]: fp64, TENSOR: tensor,
-                   "dram__throughput.avg.pct_of_peak_sustained_elapsed": dram})
+    k = _kernel(**{SM_ACTIVE: 1000.0 * share, SM_ELAPSED: 1000.0, PIPES[0][0]: fma, PIPES[1][0]: fp64,
+                   TENSOR_METRICS[0]: tensor, "dram__throughput.avg.pct_of_peak_sustained_elapsed": dram})
     v = kernel_activities(k, ("sm", "pipe", "tensor", "dram"), 132).values
     assert all(0.0 <= x <= 1.0 for x in v.values())
     assert v["tensor"] <= v["pipe"] <= v["sm"]
@@ -120,8 +121,8 @@ def test_a_profile_without_the_counters_an_activity_needs_is_refused():
         kernel_activities(_kernel(**{SM_ACTIVE: 1.0, SM_ELAPSED: 1.0}), ("sm", "dram"), 132)
     with pytest.raises(InputError, match=r"no mapping from Nsight Compute's metrics to the activities \['fan'\]"):
         kernel_activities(_kernel(), ("fan",), 132)
-    with pytest.raises(InputError, match=rf"{TENSOR} gives an activity of 1.5, not a fraction in \[0, 1\]"):
-        kernel_activities(_kernel(**{SM_ACTIVE: 1.0, SM_ELAPSED: 1.0, TENSOR: 150.0}), ("pipe",), 132)
+    with pytest.raises(InputError, match=rf"{TENSOR_METRICS[0]} gives an activity of 1.5, not a fraction in \[0, 1\]"):
+        kernel_activities(_kernel(**{SM_ACTIVE: 1.0, SM_ELAPSED: 1.0, TENSOR_METRICS[0]: 150.0}), ("pipe",), 132)
 
 
 def test_a_model_observed_on_another_gpu_is_refused_naming_what_fits(beside_validation):

@@ -86,10 +86,12 @@ def test_power_prior_command(tmp_path):
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert d["source"] == "prior" and d["reference_mhz"] == [1980.0, 2619.0] and d["core_voltage"][-1] >= 1.0
+    assert d["tensor_w"] > 0 and d["weights_w"]["SFU"] == 0.0  # Hopper: the tensor pipe, the XU pipe's weight
     again = runner.invoke(cli, ["power", "prior", "h100-sxm", "-o", str(tmp_path / "p.json")])
     assert again.exit_code == 2 and "--force" in again.output
     text = runner.invoke(cli, ["power", "prior", "a100"])
     assert text.exit_code == 0 and "prior" in text.output and "90% interval" in text.output
+    assert "tensor pipe" in text.output and "tensor pipe" not in runner.invoke(cli, ["power", "prior", "k40c"]).output
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from gpudvfs.cli.output import (
     table,
     user_errors,
 )
-from gpudvfs.cli.prior import prior, prior_cv
+from gpudvfs.cli.prior import prior, prior_curve, prior_cv, prior_pipes
 from gpudvfs.cli.progress import progress_bars
 from gpudvfs.data import DESCRIPTIONS, detect_format, read, read_measured_grid, read_power_dataset
 from gpudvfs.data.datasets import PowerDataset, UtilizationTable
@@ -322,4 +322,6 @@ def plot(model_path: str, data: str | None, out: str, force: bool) -> None:
 
 power.add_command(prior)
 power.add_command(prior_cv)
+power.add_command(prior_pipes)
+power.add_command(prior_curve)
 power.add_command(observe_)

@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from gpudvfs.data.counters import UTIL_TOLERANCE
 from gpudvfs.data.profilers.records import KernelCounters
 from gpudvfs.data.recipes import GRID_SIZE
+from gpudvfs.data.tensor_counters import TENSOR_METRICS, tensor_activity
 from gpudvfs.errors import InputError
 
 SM_ACTIVE, SM_ELAPSED = "sm__cycles_active.avg", "sm__cycles_elapsed.avg"
-TENSOR = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"
 DRAM = "dram__throughput.avg.pct_of_peak_sustained_elapsed"
 #: Per-active-cycle percentages of the pipes GPM's pipe activity takes the busiest of (the FP16 and
 #: FP32 pipes are the FMA pipe on Volta and newer); each with its sm__ twin.
@@ -41,11 +41,11 @@ PIPES = (("smsp__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active",
          ("smsp__inst_executed_pipe_fp64.avg.pct_of_peak_sustained_active",
           "sm__inst_executed_pipe_fp64.avg.pct_of_peak_sustained_active",
           "sm__pipe_fp64_cycles_active.avg.pct_of_peak_sustained_active"),
-         (TENSOR,))
+         TENSOR_METRICS)
 #: Every activity this module maps.
 ACTIVITIES = ("sm", "pipe", "tensor", "dram", "gpu", "memory")
 #: What the mapping reads beyond `predict`'s own counters: `profile-command` asks for them.
-METRICS = (SM_ACTIVE, SM_ELAPSED, TENSOR)
+METRICS = (SM_ACTIVE, SM_ELAPSED, TENSOR_METRICS[0])
 
 
 @dataclass(frozen=True)
@@ -114,9 +114,9 @@ def kernel_activities(k: KernelCounters, names: Sequence[str], sm_count: int) ->
         if core:
             gaps.append(f"SM activity from the grid's blocks per SM (collect {SM_ACTIVE} and {SM_ELAPSED})")
     pipes = [p for alternatives in PIPES if (p := _pct(k, alternatives)) is not None]
-    tensor = _pct(k, (TENSOR,))
+    tensor = tensor_activity(k)
     if tensor is None and {"pipe", "tensor"} & set(names):
-        gaps.append(f"the tensor pipe left out (collect {TENSOR})")
+        gaps.append(f"the tensor pipe left out (collect {TENSOR_METRICS[0]})")
     dram = _pct(k, (DRAM,))
     values = {"sm": sm, "pipe": None if sm is None or not pipes else sm * max(pipes),
               "tensor": None if sm is None else sm * (tensor or 0.0), "dram": dram, "gpu": 1.0, "memory": dram}

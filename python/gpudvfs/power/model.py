@@ -51,6 +51,8 @@ from gpudvfs.limits import check_watts, clock_array, is_count, is_finite_number
 from gpudvfs.power.equations import power_grid
 from gpudvfs.power.gpmtool import read_gpmtool_model, write_gpmtool_model
 from gpudvfs.power.prior import prior_state, rule_document
+from gpudvfs.power.prior_curve import shipped_curves
+from gpudvfs.power.prior_pipes import with_pipe_weights
 from gpudvfs.stats import mean_interval
 
 VARIANTS = ("default", "per-config", "per-domain", "curve")
@@ -182,7 +184,9 @@ class PowerModel:
         Returns
         -------
         PowerModel
-            The catalog's rule scaled by the GPU's TDP, with the rule's 90% interval (``interval_``).
+            The catalog's rule scaled by the GPU's TDP (its SFU weight Nsight Compute's from Volta on,
+            :mod:`gpudvfs.power.prior_pipes`; its core voltage curve :mod:`gpudvfs.power.prior_curve`),
+            with the rule's 90% interval (``interval_``).
 
         Raises
         ------
@@ -191,7 +195,8 @@ class PowerModel:
         """
         spec = device if isinstance(device, DeviceSpec) else lookup(device)
         model = cls("curve")
-        model._fit = _core.PowerFit.from_state(prior_state(spec, reference=reference))
+        model._fit = _core.PowerFit.from_state(
+            with_pipe_weights(prior_state(spec, reference=reference, curves=shipped_curves(spec)), spec))
         model.components_ = COMPONENTS
         model.device_ = spec.key
         model.source_ = "prior"

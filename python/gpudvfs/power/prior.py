@@ -94,7 +94,8 @@ def _nonneg(x: object) -> bool:
 
 
 def prior_state(spec: DeviceSpec, rule: dict[str, Any] | None = None, configs: ArrayLike | None = None,
-                reference: Sequence[float] | None = None) -> dict[str, Any]:
+                reference: Sequence[float] | None = None,
+                curves: Sequence[Sequence[float] | None] | None = None) -> dict[str, Any]:
     """A `curve`-variant power model's state for a catalog GPU: the rule scaled by its TDP.
 
     Parameters
@@ -109,6 +110,8 @@ def prior_state(spec: DeviceSpec, rule: dict[str, Any] | None = None, configs: A
     reference : sequence of float, optional
         The (core, memory) clocks a workload's utilizations were measured at; the GPU's default
         clocks by default.
+    curves : sequence, optional
+        Per domain, the voltage curve in place of the rule's (`gpudvfs.power.prior_curve`).
 
     Returns
     -------
@@ -126,7 +129,7 @@ def prior_state(spec: DeviceSpec, rule: dict[str, Any] | None = None, configs: A
     tdp = float(spec.tdp_w)
     return curve_state(
         ref, [tdp * x for x in rule["static_per_tdp"]], [tdp * x for x in rule["idle_per_tdp"]],
-        [tdp * x for x in rule["weights_per_tdp"]], DOMAIN_SIZES, rule["curves"],
+        [tdp * x for x in rule["weights_per_tdp"]], DOMAIN_SIZES, rule["curves"] if curves is None else curves,
         SupportedClocks.of_spec(spec).pairs if configs is None else configs,
         [f"prior: the catalog rule scaled by {spec.key}'s {tdp:g} W TDP at its default clocks {ref[0]:g}/{ref[1]:g} "
          f"MHz; not fitted on this GPU (90% interval x/{math.exp(rule['interval']):.2f})"])

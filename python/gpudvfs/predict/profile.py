@@ -39,11 +39,13 @@ from gpudvfs.data.counters import (
     time_model_inputs,
 )
 from gpudvfs.data.profilers import CounterReport, KernelCounters, normalize_unit
+from gpudvfs.data.tensor_counters import TENSOR_METRICS, tensor_activity
 from gpudvfs.errors import InputError
 from gpudvfs.hardware.ncu import ncu_command, nvprof_command
 from gpudvfs.policy.policies import Selection, highest_index, select
 from gpudvfs.power.model import PowerModel
 from gpudvfs.predict.inputs import power_inputs
+from gpudvfs.predict.tensor import with_tensor
 from gpudvfs.records import NULLABLE, Record
 from gpudvfs.time.device import TimeDevice
 from gpudvfs.time.interval import UNCALIBRATED_LEVEL, time_interval
@@ -75,6 +77,8 @@ class LaunchInputs:
         The power model's utilizations by component (`gpudvfs.data.counters.COMPONENTS`).
     time_ms : float or None
         The launch's measured duration, where the profile has it.
+    tensor : float or None
+        The tensor pipe's activity in [0, 1] (`gpudvfs.data.tensor_counters`), where the profile has it.
     """
 
     label: str
@@ -82,6 +86,7 @@ class LaunchInputs:
     inputs: dict[str, float | None]
     utilization: dict[str, float]
     time_ms: float | None
+    tensor: float | None = None
 
 
 @dataclass(frozen=True)
@@ -247,9 +252,9 @@ def profile_command(compute_capability: str, target: str | Sequence[str] = "./ap
     argv = shlex.split(target) if isinstance(target, str) else list(target)
     if cc >= 7:
         # The GPU's name too: a compute capability alone is shared (9.0: H100 SXM, H100 PCIe, H200).
-        # And what maps it into the activities an observed power model reads.
+        # And what maps it into the activities an observed power model reads, the tensor pipe's among them.
         metrics = list(dict.fromkeys(required_metrics("time", "ncu") + required_metrics("power", "ncu") + [
-            *ACTIVITY_METRICS, "gpu__time_duration.sum", "device__attribute_display_name"]))
+            *ACTIVITY_METRICS, TENSOR_METRICS[0], "gpu__time_duration.sum", "device__attribute_display_name"]))
         # Stated even where it is ncu's default, so a reader sees it; the SM clock is measured too.
         return shlex.join(ncu_command(metrics, argv, kernel_name=kernel_name, launch_count=launch_count,
                                       log_file=log_file, extra_args=["--clock-control", clock_control or "base"]))
@@ -394,7 +399,8 @@ def kernel_inputs(report: CounterReport, clip: bool = False) -> list[LaunchInput
         if ms is not None and base != "ns":
             raise InputError(f"{report.path}, line {k.line}: kernel {k.name!r}: gpu__time_duration.sum is in "
                              f"{k.units['gpu__time_duration.sum']!r}, not a unit of time")
-        out.append(LaunchInputs(label, scheme, inputs, present, None if ms is None else ms * factor * 1e-6))
+        out.append(LaunchInputs(label, scheme, inputs, present, None if ms is None else ms * factor * 1e-6,
+                                tensor_activity(k) if scheme == "ncu" else None))
     if missing or lacking:
         cc = _compute_capability(report)
         command = profile_command(cc)
@@ -529,8 +535,9 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
     q_time = time_interval(configs, median, calibrated)
     q_assumed = assumed_reference_spread(device) if assumed else 0.0
     q_time = np.hypot(q_time, q_assumed)  # independent errors, as the uncalibrated level's
-    p = power_model.predict_grid(inputs.values, configs)
-    q_power = inputs.interval(power_model, configs)
+    q_mapped = inputs.interval(power_model, configs)
+    p, q_power, tensor_note = with_tensor(device, power_model, [k.tensor for k in kernels], configs,
+                                          power_model.predict_grid(inputs.values, configs), q_mapped)
 
     def choose(time_ms: np.ndarray, watts: np.ndarray) -> Selection:
         return select(time_ms, watts, configs, policy, default_index=highest_index(configs), slowdown=slowdown,
@@ -544,7 +551,7 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
         configs=configs.copy(), clocks_source=supported.source,
         calibrated_on_measured_time=calibrated, power_source=power_model.source_,
         intervals=Intervals(q_time, q_power, None if q_power is None else q_time + q_power),
-        rests_on=_rests_on(calibrated, power_model, q_assumed, inputs.gaps, q_power),
+        rests_on=_rests_on(calibrated, power_model, q_assumed, inputs.gaps, q_mapped, tensor_note),
         kernels={k.label: LaunchPrediction(t[i], p[i], t[i] * p[i] / 1e3, _chosen(s, i))
                  for i, k in enumerate(kernels)},
         under_launch_scale=None if calibrated else tuple(k.label for i, k in enumerate(kernels)
@@ -571,7 +578,7 @@ def _grid(model: PowerModel, supported: SupportedClocks) -> np.ndarray:
 
 
 def _rests_on(calibrated: bool, model: PowerModel, q_assumed: float, gaps: tuple[str, ...] = (),
-              q_power: float | None = None) -> str:
+              q_mapped: float | None = None, tensor: str = "") -> str:
     """One line: what the time and the power rest on, with their 90% intervals."""
     time = ("time calibrated on the profile's measured duration" if calibrated else
             f"time uncalibrated: within x/{math.exp(UNCALIBRATED_LEVEL):.2f} at the reference")
@@ -583,9 +590,9 @@ def _rests_on(calibrated: bool, model: PowerModel, q_assumed: float, gaps: tuple
              "fitted": "power from a model fitted on this GPU's measurements"}[model.source_]
     interval = "" if model.interval_ is None else f": within x/{math.exp(model.interval_):.2f}"
     mapped = f", its activities mapped from the profile ({'; '.join(gaps)})" if gaps else ""
-    if q_power is not None and model.interval_ is not None and q_power > model.interval_:
-        mapped += f", widened to x/{math.exp(q_power):.2f} for what it could not tell"
-    return f"{time}; {power}{interval}{mapped} (90% intervals)"
+    if q_mapped is not None and model.interval_ is not None and q_mapped > model.interval_:
+        mapped += f", widened to x/{math.exp(q_mapped):.2f} for what it could not tell"
+    return f"{time}; {power}{interval}{mapped}{f', {tensor}' if tensor else ''} (90% intervals)"
 
 
 def _chosen(s: Selection, i: int) -> ChosenPair:
