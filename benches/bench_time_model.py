@@ -35,6 +35,7 @@ def main() -> None:
         "dp_inst": rng.uniform(0, 10, n) * (rng.uniform(size=n) < 0.3),
         "sf_inst": rng.uniform(0, 10, n) * (rng.uniform(size=n) < 0.3),
         "extra_chain": rng.uniform(0, 5000, n) * (rng.uniform(size=n) < 0.3),
+        "imad_inst": rng.uniform(0, 10, n) * (rng.uniform(size=n) < 0.3),
     }
     profiles = [KernelProfile("k", *(float(cols[k][i]) for k in INPUT_KEYS)) for i in range(n)]
     fc, fm = rng.uniform(400, 1200, a.configs), rng.uniform(400, 1200, a.configs)

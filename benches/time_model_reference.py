@@ -13,7 +13,7 @@ core_mhz, mem_mhz: 1-D arrays of length N (the configurations).
 import numpy as np
 
 INPUT_KEYS = ("warps_total", "active_warps", "warps_per_block", "gld_trans", "trans_per_req",
-              "l2_hit_rate", "comp_inst", "shared_trans", "dp_inst", "sf_inst", "extra_chain")
+              "l2_hit_rate", "comp_inst", "shared_trans", "dp_inst", "sf_inst", "extra_chain", "imad_inst")
 
 # Case labels (same numbering as the Rust `TimeCase` enum, u8).
 COMPUTE, MEMORY, FEW_WARPS_SHORT, FEW_WARPS_LONG, SHARED_INFREQUENT, SHARED_INTENSIVE = 0, 1, 2, 3, 4, 5
@@ -43,9 +43,10 @@ def predict_reference(inputs_arrays, device_dict, core_mhz, mem_mhz, mode="defau
             l2q = 0 * dm_del
             dramq = aw * ng * (hr * dev["l2_del"] + (1.0 - hr) * dm_del)
         mem = np.maximum(l2q, dramq)
-        # one warp's issue time, FP64 and special-function instructions at their pipe's rate
+        # one warp's issue time, FP64, special-function and FMA-heavy-only instructions at their pipe's rate
         issue = (ni * dev["inst_cycle"] + g["dp_inst"] * max(dev["dp_inst_cycle"] - dev["inst_cycle"], 0.0)
-                 + g["sf_inst"] * max(dev["sf_inst_cycle"] - dev["inst_cycle"], 0.0))
+                 + g["sf_inst"] * max(dev["sf_inst_cycle"] - dev["inst_cycle"], 0.0)
+                 + g["imad_inst"] * max(dev["imad_inst_cycle"] - dev["inst_cycle"], 0.0))
         comp = aw * issue                                    # issue time of all active warps
         shm = aw * ns * dev["sh_del"]                        # shared-memory bank time
         nreq = ng / g["trans_per_req"]

@@ -34,7 +34,7 @@ def vm_bytes():
             if line.startswith("VmSize:"):
                 return int(line.split()[1]) * 1024
 
-ROW = np.array([6400, 32, 8, 10, 4, 0.5, 100, 0, 0, 0, 0], dtype=float)  # a valid kernel
+ROW = np.array([6400, 32, 8, 10, 4, 0.5, 100, 0, 0, 0, 0, 0], dtype=float)  # a valid kernel
 
 def budget_exact():
     # Two GPUs of 65,536 options, all on the Pareto front: 2^32 candidate states.
@@ -192,7 +192,7 @@ def test_a_fortran_ordered_matrix_is_refused_not_read_as_its_transpose():
     with pytest.raises(ValueError, match="cost must be a C-contiguous array"):
         _core.budget_solve(cost, np.ascontiguousarray(cost), 100.0)
     assert len(_core.budget_solve(np.ascontiguousarray(cost), np.ascontiguousarray(cost), 100.0)[0]) == 2
-    rows = np.asfortranarray([[6400, 32, 8, 10, 4, 0.5, 100, 0, 0, 0, 0]] * 2, dtype=float)
+    rows = np.asfortranarray([[6400, 32, 8, 10, 4, 0.5, 100, 0, 0, 0, 0, 0]] * 2, dtype=float)
     device = gpudvfs.TimeDevice.preset("gtx980").params()
     one = np.array([700.0])
     with pytest.raises(ValueError, match="inputs must be a C-contiguous array"):

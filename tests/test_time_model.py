@@ -38,7 +38,8 @@ def profiles(draw):
         shared_trans=draw(st.one_of(st.just(0.0), st.floats(0.01, 500))),
         dp_inst=draw(st.one_of(st.just(0.0), st.floats(0.01, 200))),
         sf_inst=draw(st.one_of(st.just(0.0), st.floats(0.01, 200))),
-        extra_chain=draw(st.one_of(st.just(0.0), st.floats(0.01, 1e4))))
+        extra_chain=draw(st.one_of(st.just(0.0), st.floats(0.01, 1e4))),
+        imad_inst=draw(st.one_of(st.just(0.0), st.floats(0.01, 200))))
 
 
 clocks = st.lists(st.floats(300, 1500), min_size=1, max_size=8)
@@ -50,7 +51,8 @@ clocks = st.lists(st.floats(300, 1500), min_size=1, max_size=8)
 def test_rust_matches_the_numpy_specification(ps, fc, fm, mode, overlapped, parallel):
     n = min(len(fc), len(fm))
     fc, fm = np.array(fc[:n]), np.array(fm[:n])
-    dev = dataclasses.replace(DEV, overlapped_rounds=overlapped, parallel_queues=parallel)
+    # IMAD at half the issue rate, as from GA10x on (the GTX 980's costs the issue rate).
+    dev = dataclasses.replace(DEV, overlapped_rounds=overlapped, parallel_queues=parallel, imad_inst_cycle=0.5)
     t, cases = TimeModel(dev, mode).predict(ps, fc, fm, return_cases=True)
     inputs = {k: np.array([getattr(p, k) for p in ps]) for k in INPUT_KEYS}
     t_ref, c_ref = predict_reference(inputs, dev.params(), fc, fm, mode)
@@ -585,12 +587,12 @@ def test_the_two_term_split_is_the_models_core_work_over_all():
     assert 0 < lo < hi < 1
     with pytest.raises(InputError, match="kernel 'm': invalid value: mem_mhz must be finite and > 0"):
         core_share(mixed, dev, (700.0, 0.0))
-    # The binding itself: rows of the model's 11 inputs, read in place.
+    # The binding itself: rows of the model's 12 inputs, read in place.
     from gpudvfs import _core
 
     rows = np.array([mixed.inputs()] * 2)
     assert _core.time_core_share(rows, 700.0, dev.params()).tolist() == [core_share(mixed, dev, (700.0, 700.0))] * 2
-    with pytest.raises(ValueError, match="inputs must have 11 columns, got 10"):
+    with pytest.raises(ValueError, match="inputs must have 12 columns, got 10"):
         _core.time_core_share(rows[:, :10].copy(), 700.0, dev.params())
     with pytest.raises(ValueError, match="inputs must be a C-contiguous array"):
         _core.time_core_share(np.asfortranarray(rows), 700.0, dev.params())

@@ -57,12 +57,15 @@ Optional time-model inputs, :data:`TIME_EXTRAS` (added where present, never requ
 | threads_per_block | launch__block_size | launch__block_size | unmappable | unmappable |
 | theoretical_occupancy | sm__maximum_warps_per_active_cycle_pct / 100 | sm__maximum_warps_per_active_cycle_pct / 100 | unmappable | unmappable |
 | sm_clock_mhz | smsp__cycles_elapsed.avg.per_second / 1e6 \| sm__cycles_elapsed.avg.per_second / 1e6 | unmappable | unmappable | unmappable |
+| inst_fma_heavy_only | max(0, smsp__inst_executed_pipe_fmaheavy.sum - smsp__inst_executed_pipe_fmalite.sum) | unmappable | unmappable | unmappable |
 
 nvprof counts special-function operations per thread, Nsight Compute the XU pipe's warp
 instructions: 32 per warp instruction, full warps assumed; on SM >= 7.0 the XU pipe also
 runs conversions and some integer operations, all at its rate, which is what the time model
-charges them. The theoretical occupancy includes the register, shared-memory and barrier
-limits, which the launch geometry alone does not tell. ``sm_clock_mhz`` is the SM clock the kernel ran at (ncu's
+charges them. From GA10x on, FP32 runs on two pipes, FMA-heavy and FMA-light, and integer
+multiply-adds on the heavy one alone, at half the FP32 rate: the heavy pipe's warp instructions
+beyond the light one's are those (``inst_fma_heavy_only``). The theoretical occupancy
+includes the register, shared-memory and barrier limits, which the launch geometry alone does not tell. ``sm_clock_mhz`` is the SM clock the kernel ran at (ncu's
 "SM Frequency"): the reference a profile's time belongs to, whatever clock control ncu used.
 
 The ncu <-> nvprof equivalences follow NVIDIA's nvprof-to-Nsight-Compute metric comparison
@@ -110,6 +113,7 @@ from gpudvfs.data.recipes import (
     Recipe,
     Table,
     eq10_split,
+    excess,
     inst_over_launch_warps,
     launch_warps,
     level,
@@ -130,7 +134,7 @@ TIME_INPUTS = ("warps", "achieved_occupancy", "dram_read_transactions", "dram_wr
                "shared_store_transactions", "flop_count_sp", "inst_issued", "inst_per_warp")
 #: Optional time-model inputs: refinements used where a tool reports them, never required.
 TIME_EXTRAS = ("inst_fp_64", "global_requests", "blocks", "threads_per_block", "theoretical_occupancy",
-               "sm_clock_mhz", "flop_count_sp_special")
+               "sm_clock_mhz", "flop_count_sp_special", "inst_fma_heavy_only")
 COMPONENTS = ("SP", "INT", "DP", "SFU", "L2", "Shared", "DRAM")
 #: How many of COMPONENTS belong to the core domain and to the memory domain.
 DOMAIN_SIZES = (6, 1)
@@ -246,6 +250,7 @@ TIME_EXTRA_TABLES: dict[str, Table] = {
         "sm_clock_mhz": [megahertz("smsp__cycles_elapsed.avg.per_second"),
                          megahertz("sm__cycles_elapsed.avg.per_second")],
         "flop_count_sp_special": [weighted_sum((32, "smsp__inst_executed_pipe_xu.sum"))],
+        "inst_fma_heavy_only": [excess("smsp__inst_executed_pipe_fmaheavy.sum", "smsp__inst_executed_pipe_fmalite.sum")],
     },
     "ncu-pascal": {
         "inst_fp_64": _PASCAL_GAP,
@@ -255,6 +260,7 @@ TIME_EXTRA_TABLES: dict[str, Table] = {
         "theoretical_occupancy": [percent("sm__maximum_warps_per_active_cycle_pct")],
         "sm_clock_mhz": "the recorded 2019 Pascal metric set has no clock rate",
         "flop_count_sp_special": _PASCAL_GAP,
+        "inst_fma_heavy_only": _PASCAL_GAP,
     },
     "nvprof": {
         "inst_fp_64": [same("inst_fp_64")],
@@ -264,6 +270,7 @@ TIME_EXTRA_TABLES: dict[str, Table] = {
         "theoretical_occupancy": "nvprof has no theoretical-occupancy metric",
         "sm_clock_mhz": "nvprof records no clock rate",
         "flop_count_sp_special": [same("flop_count_sp_special")],
+        "inst_fma_heavy_only": "nvprof has no per-pipe instruction count",
     },
     "dcgm": {name: _NO_DCGM_COUNTS for name in TIME_EXTRAS},
 }

@@ -133,6 +133,24 @@ def weighted_sum(*terms: tuple[float, str]) -> Recipe:
                   lambda v: sum(w * x for (w, _), x in zip(terms, v)), " + ".join(parts))
 
 
+def excess(name: str, over: str) -> Recipe:
+    """How far one counter exceeds another, 0 where it does not.
+
+    Parameters
+    ----------
+    name : str
+        The counter.
+    over : str
+        The counter it is compared with.
+
+    Returns
+    -------
+    Recipe
+        The recipe.
+    """
+    return Recipe((name, over), lambda v: max(0.0, v[0] - v[1]), f"max(0, {name} - {over})")
+
+
 def megahertz(name: str) -> Recipe:
     """Cycles per second in MHz.
 

@@ -39,8 +39,9 @@ class Candidate:
     parallel_queues : bool
         Whether L2 hits and DRAM misses queue in parallel or in series (Eq. 5b).
     pipe_rates : bool
-        Whether FP64 and special-function instructions issue at their pipe's rate (the base
-        device's ``dp_inst_cycle`` and ``sf_inst_cycle``) or like any other.
+        Whether FP64, special-function and integer multiply-add instructions issue at their
+        pipe's rate (the base device's ``dp_inst_cycle``, ``sf_inst_cycle`` and
+        ``imad_inst_cycle``) or like any other.
     calibration : str
         How a calibrated prediction meets the reference time (``TimeModel(calibration=...)``).
     overlapped_rounds : bool
@@ -79,7 +80,8 @@ class Candidate:
         dev = replace(base, overlap_p=self.overlap_p, inst_lat=base.inst_lat if self.dependent_latency else 0.0,
                       parallel_queues=self.parallel_queues, overlapped_rounds=self.overlapped_rounds,
                       dp_inst_cycle=base.dp_inst_cycle if self.pipe_rates else base.inst_cycle,
-                      sf_inst_cycle=base.sf_inst_cycle if self.pipe_rates else base.inst_cycle)
+                      sf_inst_cycle=base.sf_inst_cycle if self.pipe_rates else base.inst_cycle,
+                      imad_inst_cycle=base.imad_inst_cycle if self.pipe_rates else base.inst_cycle)
         return TimeModel(dev, calibration=self.calibration)
 
 

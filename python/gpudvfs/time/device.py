@@ -16,9 +16,9 @@ from gpudvfs.data.jsonfile import read_versioned, write_json_atomic
 from gpudvfs.errors import InputError
 from gpudvfs.limits import clock_array, is_finite_number
 
-# 2: inst_lat and parallel_queues; max_blocks_per_sm gone. overlapped_rounds and sf_inst_cycle
-# came later and default to what files without them were written under: rounds one after
-# another, special-function instructions at the issue rate.
+# 2: inst_lat and parallel_queues; max_blocks_per_sm gone. overlapped_rounds, sf_inst_cycle and
+# imad_inst_cycle came later and default to what files without them were written under: rounds
+# one after another, special-function instructions and integer multiply-adds at the issue rate.
 DEVICE_VERSION = 2
 
 
@@ -61,6 +61,10 @@ class TimeDevice:
     sf_inst_cycle : float
         Issue cost of one special-function warp instruction on one SM (32 threads over its SFU
         lanes); at or below ``inst_cycle`` (0: files written before it) it costs the issue rate.
+    imad_inst_cycle : float
+        Issue cost of one integer multiply-add warp instruction on one SM (32 threads over its
+        IMAD lanes: half the FP32 rate from GA10x on); at or below ``inst_cycle`` (0: files
+        written before it) it costs the issue rate.
 
     Raises
     ------
@@ -87,6 +91,7 @@ class TimeDevice:
     parallel_queues: bool = False
     overlapped_rounds: bool = False
     sf_inst_cycle: float = 0.0
+    imad_inst_cycle: float = 0.0
 
     def __post_init__(self) -> None:
         """Check every parameter (see Raises above)."""
@@ -143,9 +148,10 @@ class TimeDevice:
         base = base or cls.gtx980()
         lat = spec.latency_cycles
         share_a = base.dm_lat_a / (base.dm_lat_a + base.dm_lat_b)  # Eq. 4's split at fc = fm
-        # An entry may leave its SFU lanes at 0 (unpublished): special-function instructions
-        # then cost the issue rate (sf_inst_cycle 0), as before the SFU rate existed.
+        # An entry may leave its SFU or integer lanes at 0 (unpublished): those instructions
+        # then cost the issue rate, as before their rates existed.
         sfu = spec.issue_per_sm_per_cycle["sfu"]
+        imad = spec.issue_per_sm_per_cycle["int32"]
         return cls(
             sm_count=float(spec.sm_count), max_warps_per_sm=float(spec.max_warps_per_sm),
             dm_lat_a=lat["dram"] * share_a, dm_lat_b=lat["dram"] * (1 - share_a),
@@ -157,6 +163,7 @@ class TimeDevice:
             inst_cycle=32 / spec.issue_per_sm_per_cycle["fp32"],
             dp_inst_cycle=32 / max(spec.issue_per_sm_per_cycle["fp64"], 1e-9),
             sf_inst_cycle=32 / sfu if sfu > 0 else 0.0,
+            imad_inst_cycle=32 / imad if imad > 0 else 0.0,
             overlap_p=base.overlap_p, inst_lat=base.inst_lat, parallel_queues=base.parallel_queues,
             overlapped_rounds=base.overlapped_rounds,
             name=spec.key)

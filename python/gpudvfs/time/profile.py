@@ -13,14 +13,15 @@ Counters -> inputs (nvprof names; per warp = kernel total / ``warps``):
 | shared_trans | (``shared_load_transactions`` + ``shared_store_transactions``) / warps |
 | dp_inst | ``inst_fp_64`` / 32 / warps (FP64 warp instructions; 0 where the profile lacks it) |
 | sf_inst | ``flop_count_sp_special`` / 32 / warps (special-function warp instructions; 0 where the profile lacks it) |
+| imad_inst | ``inst_fma_heavy_only`` / warps (warp instructions the FMA-heavy pipe alone runs: integer multiply-adds; 0 where the profile lacks it) |
 | warps_per_block | the launch's block size / 32 where known, else 8 (assumed; used by the paper mode only) |
 | trans_per_req | L2 transactions per global request: (``l2_*_transactions``) / ``global_requests`` where counted, else 4 (coalesced 32-bit accesses) |
 | extra_chain | not a counter: latency in a warp's chain a calibration attributes to what no counter shows (0) |
 
 Counters of other tools (Nsight Compute, DCGM) reach these names through
 :func:`gpudvfs.data.counters.time_model_inputs`; ``global_requests``, ``blocks``,
-``threads_per_block``, ``theoretical_occupancy`` and ``flop_count_sp_special`` are its optional
-``TIME_EXTRAS``.
+``threads_per_block``, ``theoretical_occupancy``, ``flop_count_sp_special`` and
+``inst_fma_heavy_only`` are its optional ``TIME_EXTRAS``.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from gpudvfs.limits import clock_array, is_finite_number
 from gpudvfs.time.device import TimeDevice
 
 INPUT_KEYS = ("warps_total", "active_warps", "warps_per_block", "gld_trans", "trans_per_req",
-              "l2_hit_rate", "comp_inst", "shared_trans", "dp_inst", "sf_inst", "extra_chain")
+              "l2_hit_rate", "comp_inst", "shared_trans", "dp_inst", "sf_inst", "extra_chain", "imad_inst")
 # Block-starved kernels (KernelProfile.block_starved), judged against the theoretical
 # occupancy Nsight Compute reports. Designed after one GTX 980 kernel (0.61 of the
 # occupancy its block size allows, all others of >= 4 waves at >= 0.88); nvprof grids lack
@@ -115,6 +116,8 @@ class KernelProfile:
         Special-function warp instructions per warp.
     extra_chain : float
         Latency a calibration put into a warp's chain (core cycles).
+    imad_inst : float
+        Warp instructions per warp that the FMA-heavy pipe alone runs (integer multiply-adds).
     reference_mhz : tuple of (float, float), optional
         The (core, memory) clocks the counters were profiled at.
     reference_time_ms : float, optional
@@ -142,6 +145,7 @@ class KernelProfile:
     dp_inst: float = 0.0
     sf_inst: float = 0.0
     extra_chain: float = 0.0
+    imad_inst: float = 0.0
     reference_mhz: tuple[float, float] | None = None
     reference_time_ms: float | None = None
     slot_warps: float | None = None
@@ -257,6 +261,8 @@ class KernelProfile:
             dp_inst=_counter(counters, "inst_fp_64", name) / 32 / warps if "inst_fp_64" in counters else 0.0,
             sf_inst=(_counter(counters, "flop_count_sp_special", name) / 32 / warps
                      if "flop_count_sp_special" in counters else 0.0),
+            imad_inst=(_counter(counters, "inst_fma_heavy_only", name) / warps
+                       if "inst_fma_heavy_only" in counters else 0.0),
             reference_mhz=reference_mhz,
             reference_time_ms=reference_time_ms,
             slot_warps=slot,

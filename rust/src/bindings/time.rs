@@ -30,6 +30,7 @@ fn device(d: &Bound<'_, PyDict>) -> PyResult<TimeDevice> {
         inst_cycle: item(d, "inst_cycle")?,
         dp_inst_cycle: item(d, "dp_inst_cycle")?,
         sf_inst_cycle: item(d, "sf_inst_cycle")?,
+        imad_inst_cycle: item(d, "imad_inst_cycle")?,
         overlap_p: item(d, "overlap_p")?,
         inst_lat: item(d, "inst_lat")?,
         parallel_queues: item(d, "parallel_queues")?,
@@ -68,6 +69,7 @@ fn time_device_gtx980(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
         ("inst_cycle", t.inst_cycle),
         ("dp_inst_cycle", t.dp_inst_cycle),
         ("sf_inst_cycle", t.sf_inst_cycle),
+        ("imad_inst_cycle", t.imad_inst_cycle),
         ("overlap_p", t.overlap_p),
         ("inst_lat", t.inst_lat),
     ] {

@@ -32,6 +32,10 @@ pub struct TimeDevice {
     /// Issue cost of one special-function warp instruction on one SM: 32 threads over the
     /// SM's SFU lanes (core cycles). At or below `inst_cycle` it costs the issue rate alone.
     pub sf_inst_cycle: f64,
+    /// Issue cost of one integer multiply-add warp instruction on one SM: 32 threads over the
+    /// SM's IMAD lanes (on GA10x and later the FMA-heavy pipe alone, half the FP32 rate). At
+    /// or below `inst_cycle` it costs the issue rate alone.
+    pub imad_inst_cycle: f64,
     /// Exponent of the soft maximum that overlaps the memory queue with SM work (default mode).
     pub overlap_p: f64,
     /// Latency of a dependent warp instruction: in one warp's own chain an instruction waits
@@ -81,6 +85,8 @@ impl TimeDevice {
             // GM204: 32 SFU lanes per SM (CUDA C Programming Guide, arithmetic throughput of
             // compute capability 5.x), so 32 / 32 cycles.
             sf_inst_cycle: 1.0,
+            // GM204: IMAD at the FP32 rate (128 lanes), so the issue rate.
+            imad_inst_cycle: 0.25,
             overlap_p: 7.0,
             inst_lat: 6.0,
             parallel_queues: false,
@@ -104,6 +110,7 @@ impl TimeDevice {
             ("inst_cycle", self.inst_cycle),
             ("dp_inst_cycle", self.dp_inst_cycle),
             ("sf_inst_cycle", self.sf_inst_cycle),
+            ("imad_inst_cycle", self.imad_inst_cycle),
             ("overlap_p", self.overlap_p),
             ("inst_lat", self.inst_lat),
         ];

@@ -64,7 +64,11 @@
 //!     (`sf_inst_cycle`; 2 on Volta and later, 16 lanes): hardware figures (CUDA C
 //!     Programming Guide's throughput table), not fitted. Counted from nvprof's `inst_fp_64`
 //!     and `flop_count_sp_special` (thread operations / 32 per warp) where the profile has
-//!     them, 0 (the issue rate) where it does not. In the preset.
+//!     them, 0 (the issue rate) where it does not. In the preset. Likewise integer
+//!     multiply-adds on GA10x and later, where only the FMA-heavy pipe runs them, at half the
+//!     FP32 rate (`imad_inst_cycle`, 32 / the guide's 32-bit integer multiply-add lanes):
+//!     `imad_inst` is the FMA-heavy pipe's warp instructions beyond the FMA-light pipe's, the
+//!     FP32 work being split over both.
 //! 13. **L2 and DRAM queues in parallel or in series** (`parallel_queues`): Eq. 5b averages
 //!     one delay over hits and misses, i.e. queues them one after the other; in parallel,
 //!     every transaction occupies an L2 slice for `l2_del`, a miss also a DRAM channel for
@@ -112,6 +116,7 @@
 //! | comp_inst | inst_issued / W (all issued warp instructions, replays included) | smsp__inst_issued.sum / W | none |
 //! | dp_inst | inst_fp_64 / 32 / W (thread instructions to warp instructions; 0 if absent) | smsp__sass_thread_inst_executed_op_dfma/dadd/dmul sums / 32 / W | none |
 //! | sf_inst | flop_count_sp_special / 32 / W (0 if absent) | smsp__inst_executed_pipe_xu.sum / W (the XU pipe's warp instructions) | none |
+//! | imad_inst | none (0) | max(0, smsp__inst_executed_pipe_fmaheavy.sum - smsp__inst_executed_pipe_fmalite.sum) / W (0 if absent) | none |
 //! | shared_trans | (shared_load + shared_store transactions)/W | l1tex__data_pipe_lsu_wavefronts_mem_shared_op_{ld,st}.sum / W | none |
 //! | warps_per_block | not a counter: the launch's block size/32 where known, else 8 (256 threads) | ceil(launch__block_size/32) | none |
 //! | trans_per_req | L2 transactions / (gld + gst requests, each `g*_transactions` / `g*_transactions_per_request`) where counted, else 4 (coalesced 32-bit) | smsp__inst_executed_op_global_{ld,st}.sum requests | - |

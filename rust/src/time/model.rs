@@ -6,7 +6,7 @@ use crate::error::{CoreError, CoreResult};
 
 /// Number of `f64` columns of one kernel row in [`predict_rows`], in the field order of
 /// [`KernelInputs`].
-pub const N_INPUTS: usize = 11;
+pub const N_INPUTS: usize = 12;
 
 /// Model inputs of one kernel, all derived from counters at the reference configuration
 /// (per-warp quantities are totals over the kernel divided by the kernel's warp count).
@@ -38,6 +38,10 @@ pub struct KernelInputs {
     /// Latency in one warp's chain that no counter shows (core cycles per warp; default mode):
     /// what a calibration attributes to it, 0 otherwise.
     pub extra_chain: f64,
+    /// Warp instructions per warp that only the FMA-heavy pipe runs beyond the FMA-light
+    /// pipe's share (integer multiply-adds, GA10x and later; part of `comp_inst`): they issue
+    /// at the device's IMAD rate (default mode only; 0 where the counters do not tell).
+    pub imad_inst: f64,
 }
 
 /// Which regime a prediction fell in; stored as `u8` in [`TimePrediction::case`].
@@ -95,6 +99,7 @@ impl KernelInputs {
             dp_inst: row[8],
             sf_inst: row[9],
             extra_chain: row[10],
+            imad_inst: row[11],
         })
     }
 
@@ -112,6 +117,7 @@ impl KernelInputs {
             ("dp_inst", self.dp_inst),
             ("sf_inst", self.sf_inst),
             ("extra_chain", self.extra_chain),
+            ("imad_inst", self.imad_inst),
         ];
         for (name, v) in fields {
             if !v.is_finite() || v < 0.0 {
@@ -143,12 +149,13 @@ impl KernelInputs {
         Ok(())
     }
 
-    /// One warp's issue time (core cycles): every instruction at the issue rate, FP64 and
-    /// special-function ones at their pipe's rate (resolution 12).
+    /// One warp's issue time (core cycles): every instruction at the issue rate, FP64,
+    /// special-function and FMA-heavy-only ones at their pipe's rate (resolution 12).
     pub fn issue_cycles(&self, dev: &TimeDevice) -> f64 {
         self.comp_inst * dev.inst_cycle
             + self.dp_inst * (dev.dp_inst_cycle - dev.inst_cycle).max(0.0)
             + self.sf_inst * (dev.sf_inst_cycle - dev.inst_cycle).max(0.0)
+            + self.imad_inst * (dev.imad_inst_cycle - dev.inst_cycle).max(0.0)
     }
 
     /// The share of one warp's core-clock work (issue, shared-memory banks, L2 hits at
@@ -546,6 +553,7 @@ mod tests {
             dp_inst: 0.0,
             sf_inst: 0.0,
             extra_chain: 0.0,
+            imad_inst: 0.0,
         }
     }
 
@@ -591,6 +599,9 @@ mod tests {
                 } else {
                     10f64.powf(5.0 * u())
                 },
+                // Not drawn: the sequence of the other inputs stays the one the tests were
+                // written against (the IMAD term has its own test).
+                imad_inst: 0.0,
             })
             .collect()
     }
@@ -864,6 +875,40 @@ mod tests {
     }
 
     #[test]
+    fn fma_heavy_only_instructions_cost_the_imad_rate() {
+        // n FMA-heavy-only instructions at imad_inst_cycle cost what n SFU ones do at that
+        // rate; at the issue rate (the GTX 980: IMAD as fast as FP32) they cost nothing more.
+        let dev = TimeDevice::gtx980();
+        let clocks = [500.0, 700.0, 1000.0];
+        let run = |k: KernelInputs, d: &TimeDevice| {
+            predict(&[k], &clocks, &clocks, d, TimeMode::Default, 1)
+                .unwrap()
+                .time_ms
+        };
+        let half_rate = TimeDevice {
+            imad_inst_cycle: 2.0 * dev.inst_cycle,
+            ..dev.clone()
+        };
+        let as_sf = TimeDevice {
+            sf_inst_cycle: half_rate.imad_inst_cycle,
+            ..dev.clone()
+        };
+        for k in kernels(40) {
+            let plain = KernelInputs { sf_inst: 0.0, ..k };
+            let imad = KernelInputs {
+                imad_inst: 7.0,
+                ..plain
+            };
+            let sf = KernelInputs {
+                sf_inst: 7.0,
+                ..plain
+            };
+            assert_eq!(run(imad, &half_rate), run(sf, &as_sf));
+            assert_eq!(run(imad, &dev), run(plain, &dev));
+        }
+    }
+
+    #[test]
     fn integer_root_matches_powf() {
         fn check<const N: u32>() {
             for i in 0..=1000 {
@@ -941,6 +986,10 @@ mod tests {
                 sf_inst: f64::NAN,
                 ..ok
             },
+            KernelInputs {
+                imad_inst: -1.0,
+                ..ok
+            },
         ] {
             assert!(matches!(run(bad), Err(CoreError::Value(_))), "{bad:?}");
         }
@@ -961,7 +1010,7 @@ mod tests {
             Err(CoreError::Shape(_))
         ));
         let row = [
-            32768.0, 61.0, 8.0, 12.0, 4.0, 0.03, 21.0, 0.0, 0.0, 0.0, 0.0,
+            32768.0, 61.0, 8.0, 12.0, 4.0, 0.03, 21.0, 0.0, 0.0, 0.0, 0.0, 0.0,
         ];
         assert!(predict_rows(&row, 1, &[700.0], &[700.0], &dev, TimeMode::Default, 1).is_ok());
     }
@@ -999,7 +1048,7 @@ mod tests {
     fn core_shares_read_rows_and_refuse_bad_input() {
         let dev = TimeDevice::gtx980();
         let row = [
-            32768.0, 61.0, 8.0, 12.0, 4.0, 0.03, 21.0, 0.0, 0.0, 0.0, 0.0,
+            32768.0, 61.0, 8.0, 12.0, 4.0, 0.03, 21.0, 0.0, 0.0, 0.0, 0.0, 0.0,
         ];
         let both: Vec<f64> = row.iter().chain(row.iter()).copied().collect();
         let s = core_shares(&both, &dev, 700.0).unwrap();
