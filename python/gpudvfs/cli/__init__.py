@@ -12,18 +12,7 @@ INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the ``gpudvfs`` command and exit with its status.
-
-    Parameters
-    ----------
-    argv : list of str or None
-        The arguments (None: the process's).
-
-    Raises
-    ------
-    SystemExit
-        Always: 0 success, 2 bad input or a device that refuses, 130 interrupted.
-    """
+    """Run the ``gpudvfs`` command (on ``argv``, else the process's arguments) and exit with its status."""
     try:
         sys.exit(_run(argv))
     except KeyboardInterrupt:

@@ -58,21 +58,7 @@ def info(file: str, fmt: str | None, skip_invalid: bool, columns: dict, as_json:
 
     Format, reference, grid, components, benchmarks, ranges; for a profiler's output, the
     kernels, metrics and what the tool said.
-    \f
-
-    Parameters
-    ----------
-    file : str
-        The file.
-    fmt : str or None
-        ``--format``: read as this format instead of detecting it.
-    skip_invalid : bool
-        ``--skip-invalid``: leave out invalid rows.
-    columns : dict
-        ``--columns``: the roles of a grid CSV's columns.
-    as_json : bool
-        ``--json``: print one JSON object.
-    """  # noqa: D301 -- click cuts the help text at the form feed
+    """
     with user_errors(skip_option=True), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # skipped rows are reported below
         ds = read(file, fmt, on_invalid="skip" if skip_invalid else "raise", columns=columns)
@@ -130,19 +116,7 @@ def spikes(file: str, threshold: float, columns: dict, as_json: bool) -> None:
 
     Along the core or the memory clock, while those agree: sensor glitches, which
     --drop-spikes leaves out of the commands that score or fit on a grid.
-    \f
-
-    Parameters
-    ----------
-    file : str
-        The grid.
-    threshold : float
-        ``--threshold``: a spike is more than a factor 1 + THRESHOLD from both neighbours.
-    columns : dict
-        ``--columns``: the roles of a grid CSV's columns.
-    as_json : bool
-        ``--json``: print one JSON object.
-    """  # noqa: D301 -- click cuts the help text at the form feed
+    """
     with user_errors(skip_option=True):
         grid = read_measured_grid(file, "the spike check", on_invalid=options.on_invalid(), columns=columns)
         found = find_spikes(grid, threshold)

@@ -31,30 +31,7 @@ def demo(device_kind: str, index: int, seed: int, out_dir: str, min_seconds: flo
 
     The workloads (SGEMM, STREAM triad, Jacobi stencil, histogram) are profiled at the default
     clocks; the policies: energy, EDP, ED2P, deadline, power cap.
-
-    \f
-
-    Parameters
-    ----------
-    device_kind : str
-        --device.
-    index : int
-        --index.
-    seed : int
-        --seed.
-    out_dir : str
-        --out-dir.
-    min_seconds : float
-        --min-seconds.
-    slowdown : float
-        --slowdown.
-    power_cap : float or None
-        --power-cap.
-    resume, force : bool
-        --resume, --force.
-    as_json : bool
-        --json.
-    """  # noqa: D301 -- click's \f ends the help text
+    """
     with user_errors(), progress_bars(disable=as_json) as progress:
         refuse_overwrite([out_dir], force=force or resume,
                          how="give --resume to continue the demo in it, --force to start it over, or another --out-dir")

@@ -41,20 +41,9 @@ def _spread(s: dict, fmt: str) -> str:
 
 
 def summary_rows(summary: dict) -> list[list[str]]:
-    """The table of a fleet's `Registry.summary`.
+    """The (what, min / median / max) rows of a fleet's `Registry.summary`.
 
-    The power CV's folds that fell back or did not converge are rows only where there are
-    some.
-
-    Parameters
-    ----------
-    summary : dict
-        `Registry.summary`'s.
-
-    Returns
-    -------
-    list of list of str
-        (what, min / median / max) rows.
+    The power CV's folds that fell back or did not converge are rows only where there are some.
     """
     rows = [[f"static power, domain {d} (W)", _spread(s, ".2f")] for d, s in enumerate(summary["static_w"])]
     rows += [["core voltage at the lowest clock", _spread(summary["core_voltage_at_lowest_clock"], ".3f")],
@@ -91,28 +80,7 @@ def calibrate(device_kind: str, gpus: int | None, ray_address: str, out: str, se
     One task per GPU sweeps the power and latency suites on it (rows streamed to its own files:
     a killed worker loses at most its row in flight, and a rerun resumes), fits its models and
     writes its registry entry.
-
-    \f
-
-    Parameters
-    ----------
-    device_kind : str
-        --device.
-    gpus : int or None
-        --gpus.
-    ray_address : str
-        --ray.
-    out : str
-        --out.
-    seed : int
-        --seed.
-    min_seconds : float
-        --min-seconds.
-    variant : str
-        --variant.
-    as_json : bool
-        --json.
-    """  # noqa: D301 -- click's \f ends the help text
+    """
     from gpudvfs.fleet.calibrate import calibrate_fleet, fleet_devices  # Ray's modules: not at start-up
 
     with user_errors(), _ray_prints_to_stderr(), progress_bars(disable=as_json) as update:
@@ -146,32 +114,7 @@ def check(registry: str, device_kind: str, gpus: int | None, ray_address: str, s
     """Re-measure a few pairs on every GPU and flag those whose power has left their model's error band.
 
     Aging and cooling move it. Exit status 3 when any GPU is flagged.
-
-    \f
-
-    Parameters
-    ----------
-    registry : str
-        --registry.
-    device_kind : str
-        --device.
-    gpus : int or None
-        --gpus.
-    ray_address : str
-        --ray.
-    seed : int
-        --seed.
-    sim_aging : float
-        --sim-aging.
-    pairs : int
-        --pairs.
-    benchmarks : int
-        --benchmarks.
-    min_seconds : float
-        --min-seconds.
-    as_json : bool
-        --json.
-    """  # noqa: D301 -- click's \f ends the help text
+    """
     from gpudvfs.fleet.calibrate import fleet_devices  # Ray's modules: not at start-up
     from gpudvfs.fleet.check import check_fleet
 
@@ -216,28 +159,7 @@ def budget(jobs: str | None, registry: str | None, budget_w: float | None, objec
     A multiple-choice knapsack in the Rust core. JOBS: a JSON file of the job on each GPU with
     its profile at the default clocks (see gpudvfs.fleet.jobs). --bench: milliseconds for GPUS x
     PAIRS (key `ms`) and the worst optimality gap on small instances (key `gap_max`).
-
-    \f
-
-    Parameters
-    ----------
-    jobs : str or None
-        JOBS.
-    registry : str or None
-        --registry.
-    budget_w : float or None
-        --budget-w.
-    objective : str
-        --objective.
-    slowdown : float or None
-        --slowdown.
-    run_bench : bool
-        --bench.
-    gpus, pairs, small, seed : int
-        --gpus, --pairs, --small, --seed (--bench).
-    as_json : bool
-        --json.
-    """  # noqa: D301 -- click's \f ends the help text
+    """
     if run_bench:
         if jobs or registry or budget_w is not None:
             raise click.UsageError("--bench takes no JOBS, --registry or --budget-w")
@@ -267,18 +189,7 @@ def sample_jobs(registry: str, out: str, force: bool) -> None:
 
     The demo's real workloads dealt over the GPUs, each profiled and timed on its own chip at
     the default clocks.
-
-    \f
-
-    Parameters
-    ----------
-    registry : str
-        --registry.
-    out : str
-        --out.
-    force : bool
-        --force.
-    """  # noqa: D301 -- click's \f ends the help text
+    """
     with user_errors():
         refuse_overwrite([out], force=force)
         jobs = simulated_jobs(Registry.load(registry))
@@ -307,30 +218,7 @@ def whatif(telemetry: str, registry: str, time_model: str, policy: str, slowdown
     From DCGM exporter telemetry (Parquet file or folder, CSV, or a Prometheus range-query
     export .json: per sample its GPU UUID, job, power, SM and memory clocks and DCGM
     activities), partitioned over Ray Data.
-
-    \f
-
-    Parameters
-    ----------
-    telemetry : str
-        TELEMETRY.
-    registry : str
-        --registry.
-    time_model : str
-        --time-model.
-    policy : str
-        --policy.
-    slowdown : float
-        --slowdown.
-    interval_s : float
-        --interval-s.
-    job_column : str or None
-        --job-column.
-    ray_address : str
-        --ray.
-    as_json : bool
-        --json.
-    """  # noqa: D301 -- click's \f ends the help text
+    """
     from gpudvfs.fleet.whatif import whatif as run_whatif
     from gpudvfs.time.dcgm import DcgmTimeModel
 
@@ -362,24 +250,7 @@ def sample_telemetry(registry: str, rows: int, seed: int, out: str, grid_out: st
     """Write exporter-style telemetry of jobs on a registry of simulated GPUs, so `fleet whatif` runs without a GPU.
 
     With --grid, also a DCGM grid to fit the time model on.
-
-    \f
-
-    Parameters
-    ----------
-    registry : str
-        --registry.
-    rows : int
-        --rows.
-    seed : int
-        --seed.
-    out : str
-        --out.
-    grid_out : str or None
-        --grid.
-    force : bool
-        --force.
-    """  # noqa: D301 -- click's \f ends the help text
+    """
     from gpudvfs.fleet.telemetry import sample_dcgm_grid
     from gpudvfs.fleet.telemetry import sample_telemetry as write_telemetry
 

@@ -44,29 +44,7 @@ def observe_(kind: str, index: int, seconds: float, window_s: float, replay: str
     From the clock, power and activity points the driver visits by itself (idle, boost, power
     and thermal throttling): static, idle and dynamic power and the core voltage curve. Sets no
     clock and no limit; needs no root.
-    \f
-
-    Parameters
-    ----------
-    kind : str
-        ``--device``: ``sim`` or ``nvml``.
-    index : int
-        ``--index``: NVML's index of the GPU.
-    seconds : float
-        ``--seconds``: how long to watch.
-    window_s : float
-        ``--interval``: seconds per reading.
-    replay : str or None
-        ``--from-readings``: refit an earlier run's readings instead.
-    readings : str or None
-        ``--readings``: also write every reading there.
-    out : str
-        ``-o``: the refined power model.
-    force : bool
-        ``--force``: write over existing output files.
-    as_json : bool
-        ``--json``: print the outcome as JSON.
-    """  # noqa: D301 -- click cuts the help text at the form feed
+    """
     sim = None
     with user_errors():
         refuse_overwrite([out, readings], [replay], force)
@@ -111,7 +89,7 @@ def observe_(kind: str, index: int, seconds: float, window_s: float, replay: str
 
 def _watch(kind: str, index: int, seconds: float, window_s: float,
            quiet: bool) -> tuple[Observation, DriverManagedGpu | None]:
-    """(the observation of the GPU of ``kind``, the simulator to score against its truth).
+    """The observation of the GPU of ``kind``, and the simulator to score it against (None on NVML).
 
     The simulator under its own driver, or NVML without setting anything, with a progress bar.
     """

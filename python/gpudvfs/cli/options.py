@@ -1,9 +1,4 @@
-"""Options that several commands share, and what they resolve to.
-
-How to read a grid's columns, clipping of utilizations, comma-separated clocks, seeds, finite
-numbers, the GPU's index, the options of one policy; the GPU a grid was measured on and the
-reference pair its workloads are profiled at.
-"""
+"""Options that several commands share, and the values they resolve to."""
 
 from __future__ import annotations
 
@@ -57,25 +52,13 @@ skip_invalid = click.option(
 
 
 def on_invalid() -> str:
-    """What the running command's --skip-invalid asks of a reader.
-
-    Returns
-    -------
-    str
-        ``"skip"`` or ``"raise"`` (for commands without it, too).
-    """
+    """What the running command's --skip-invalid asks of a reader: ``"skip"`` or ``"raise"`` (also without it)."""
     ctx = click.get_current_context(silent=True)
     return ctx.meta.get(ON_INVALID, "raise") if ctx is not None else "raise"
 
 
 def offers_skip() -> bool:
-    """Whether the running command takes --skip-invalid (an invalid row's error then says so).
-
-    Returns
-    -------
-    bool
-        True where it does.
-    """
+    """Whether the running command takes --skip-invalid (an invalid row's error then says so)."""
     ctx = click.get_current_context(silent=True)
     return ctx is not None and ON_INVALID in ctx.meta
 
@@ -92,22 +75,7 @@ class Finite(click.FloatRange):
     name = "finite float range"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        """The value as a float within the range, refusing inf and nan.
-
-        Parameters
-        ----------
-        value : Any
-            What the command line gave.
-        param : click.Parameter or None
-            The option.
-        ctx : click.Context or None
-            The command's context.
-
-        Returns
-        -------
-        float
-            The value.
-        """
+        """The value as a float within the range, refusing inf and nan."""
         v = super().convert(value, param, ctx)
         if not math.isfinite(v):
             self.fail(f"{v} is not a finite number", param, ctx)
@@ -131,13 +99,7 @@ drop_spikes = click.option(
 
 
 def spike_threshold() -> float | None:
-    """The running command's --drop-spikes threshold.
-
-    Returns
-    -------
-    float or None
-        The threshold; None keeps every row.
-    """
+    """The running command's --drop-spikes threshold; None keeps every row."""
     ctx = click.get_current_context(silent=True)
     return ctx.meta.get(DROP_SPIKES) if ctx is not None else None
 
@@ -162,25 +124,9 @@ def measured_grid(path: str, needs: str, columns: dict[str, str] | None = None,
                   counters: bool = True) -> MeasurementGrid:
     """A measured grid read as the running command's --skip-invalid and --drop-spikes ask.
 
-    Parameters
-    ----------
-    path : str
-        The file.
-    needs : str
-        The command or model that reads it, for the error of a file of another format.
-    columns : dict, optional
-        --columns.
-    formats : tuple of str
-        The formats the command reads.
-    spec : DeviceSpec, optional
-        The GPU that measured it: see :func:`on_gpu`.
-    counters : bool
-        False reads the counters as unchecked text (a use of time and power alone).
-
-    Returns
-    -------
-    MeasurementGrid
-        The grid.
+    ``needs`` names the command or model that reads it, for the error of a file of another format;
+    ``spec``, the GPU that measured it (see :func:`on_gpu`); ``counters=False`` reads the counters
+    as unchecked text (a use of time and power alone).
     """
     grid = read_measured_grid(path, needs, formats, on_invalid(), columns, spike_threshold(), counters)
     return grid if spec is None else on_gpu(grid, spec)
@@ -189,24 +135,8 @@ def measured_grid(path: str, needs: str, columns: dict[str, str] | None = None,
 def on_gpu(grid: MeasurementGrid, spec: DeviceSpec) -> MeasurementGrid:
     """A grid's memory clocks in the unit --mem-clock-unit names or its clocks tell, its clocks checked.
 
-    See :func:`~gpudvfs.catalog.mem_unit.in_gpu_mem_unit`.
-
-    Parameters
-    ----------
-    grid : MeasurementGrid
-        The grid, as read.
-    spec : DeviceSpec
-        The GPU that measured it.
-
-    Returns
-    -------
-    MeasurementGrid
-        The grid.
-
-    Raises
-    ------
-    InputError
-        For an ambiguous unit, or clocks the GPU does not run.
+    See :func:`~gpudvfs.catalog.mem_unit.in_gpu_mem_unit`. Raises InputError for an ambiguous unit,
+    or clocks the GPU does not run.
     """
     ctx = click.get_current_context(silent=True)
     unit = ctx.meta.get(MEM_CLOCK_UNIT) if ctx is not None else None
@@ -223,73 +153,26 @@ MAX_WINDOW_S = 3600.0
 
 
 def min_seconds(default: float = 1.0, help: str = "Length of each measurement.") -> Option:
-    """A --min-seconds option: a measurement window, positive and at most :data:`MAX_WINDOW_S`.
-
-    Parameters
-    ----------
-    default : float
-        Its default.
-    help : str
-        Its help.
-
-    Returns
-    -------
-    Option
-        The option.
-    """
+    """A --min-seconds option: a measurement window, positive and at most :data:`MAX_WINDOW_S`."""
     return click.option("--min-seconds", default=default, show_default=True,
                         type=Finite(min=0, min_open=True, max=MAX_WINDOW_S), help=help)
 
 
 def seed(help: str | None = None) -> Option:
-    """A --seed option: numpy's generators take non-negative integers only.
-
-    Parameters
-    ----------
-    help : str, optional
-        Its help.
-
-    Returns
-    -------
-    Option
-        The option.
-    """
+    """A --seed option: numpy's generators take non-negative integers only."""
     return click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help=help)
 
 
 def workers() -> Option:
-    """A --workers option: processes for independent replays (default: one per core).
-
-    Returns
-    -------
-    Option
-        The option.
-    """
+    """A --workers option: processes for independent replays (default: one per core)."""
     return click.option("--workers", type=click.IntRange(min=1),
                         help="Worker processes for the replays (default: one per core; 1: in this process).")
 
 
 def clocks(text: str, what: str, count: int | None = None) -> list[float]:
-    """Comma-separated clocks in MHz, each checked as a clock.
+    """Comma-separated clocks in MHz, each checked as a clock, ``count`` of them where given.
 
-    Parameters
-    ----------
-    text : str
-        The option's value.
-    what : str
-        The option, for the error.
-    count : int, optional
-        How many clocks it must hold.
-
-    Returns
-    -------
-    list of float
-        The clocks.
-
-    Raises
-    ------
-    click.BadParameter
-        For text that is not that many clocks.
+    ``what`` names the option in the error (click.BadParameter).
     """
     shape = "CORE,MEM: two clocks in MHz" if count == 2 else "comma-separated clocks in MHz"
     try:
@@ -304,64 +187,19 @@ def clocks(text: str, what: str, count: int | None = None) -> list[float]:
 
 
 def clock_list(ctx: click.Context | None, param: click.Parameter, value: str | None) -> list[float] | None:
-    """Click callback: a comma-separated list of clocks, or None.
-
-    Parameters
-    ----------
-    ctx : click.Context or None
-        The command's context.
-    param : click.Parameter
-        The option (its name names the clocks in an error).
-    value : str or None
-        The option's value.
-
-    Returns
-    -------
-    list of float or None
-        The clocks, None where the option was not given.
-    """
+    """Click callback: a comma-separated list of clocks (the option's name names them in an error), or None."""
     return None if value is None else clocks(value, f"--{(param.name or '').replace('_', '-')}")
 
 
 def clock_pair(ctx: click.Context | None, param: click.Parameter | None, value: str) -> tuple[float, float]:
-    """Click callback: CORE,MEM, two clocks in MHz.
-
-    Parameters
-    ----------
-    ctx : click.Context or None
-        The command's context.
-    param : click.Parameter or None
-        The option.
-    value : str
-        The option's value.
-
-    Returns
-    -------
-    tuple of float
-        (core, memory) MHz.
-    """
+    """Click callback: CORE,MEM, two clocks in MHz."""
     a, b = clocks(value, "clocks", count=2)
     return (a, b)
 
 
 def optional_clock_pair(ctx: click.Context | None, param: click.Parameter | None,
                         value: str | None) -> tuple[float, float] | None:
-    """Click callback: CORE,MEM as :func:`clock_pair`, or None where the option was not given.
-
-    Parameters
-    ----------
-    ctx : click.Context or None
-        The command's context.
-    param : click.Parameter or None
-        The option.
-    value : str or None
-        The option's value.
-
-    Returns
-    -------
-    tuple of float or None
-        (core, memory) MHz.
-    """
+    """Click callback: CORE,MEM as :func:`clock_pair`, or None where the option was not given."""
     return None if value is None else clock_pair(ctx, param, value)
 
 
@@ -391,18 +229,7 @@ def device_kind(dest: str = "device_kind", help: str = "", unused_with: str | No
 
 
 def gpu_index(help: str = "NVML index of the GPU (nvml; the simulated GPU is index 0).") -> Option:
-    """An --index option: the NVML index of the GPU.
-
-    Parameters
-    ----------
-    help : str
-        Its help.
-
-    Returns
-    -------
-    Option
-        The option.
-    """
+    """An --index option: the NVML index of the GPU."""
     return click.option("--index", default=0, show_default=True, type=click.IntRange(min=0), help=help)
 
 
@@ -416,19 +243,8 @@ eta = click.option("--eta", default=0.5, show_default=True, type=Finite(0, 1),
 def policy_options(policy: str, power_cap: float | None) -> None:
     """Refuse --power-cap, --slowdown and --eta given with another policy than theirs.
 
-    Each belongs to one policy: ignored, they would let the user believe they applied.
-
-    Parameters
-    ----------
-    policy : str
-        --policy.
-    power_cap : float or None
-        --power-cap.
-
-    Raises
-    ------
-    click.UsageError
-        For an option given with another policy, or the power-cap policy without a cap.
+    Each belongs to one policy: ignored, they would let the user believe they applied. The
+    power-cap policy without a cap is refused too (click.UsageError).
     """
     if policy == "power-cap" and power_cap is None:
         raise click.UsageError("--policy power-cap needs --power-cap WATTS (the cap to stay under)")
@@ -452,25 +268,8 @@ def check_clocks(spec: DeviceSpec, what: str, core_mhz: Sequence[float] | np.nda
                  mem_mhz: Sequence[float] | np.ndarray | None = None, hint: str = "") -> None:
     """Refuse clocks the catalog GPU does not run: data measured there came from another GPU.
 
-    A prediction there answers nothing.
-
-    Parameters
-    ----------
-    spec : DeviceSpec
-        The GPU.
-    what : str
-        What gave the clocks (a file, an option), named in the error.
-    core_mhz : sequence of float
-        Core clocks.
-    mem_mhz : sequence of float, optional
-        Memory clocks, in NVML's unit.
-    hint : str
-        Ends the error's message.
-
-    Raises
-    ------
-    InputError
-        For a clock the GPU does not run.
+    A prediction there answers nothing. ``mem_mhz`` is in NVML's unit; ``what`` (a file, an option)
+    begins the InputError's message and ``hint`` ends it.
     """
     beyond = spec.clock_warnings(core_mhz, mem_mhz)
     if beyond:
@@ -478,38 +277,14 @@ def check_clocks(spec: DeviceSpec, what: str, core_mhz: Sequence[float] | np.nda
 
 
 def resolve_device(name: str) -> tuple[TimeDevice, DeviceSpec | None]:
-    """The time device and catalog entry of a catalog GPU or a device JSON file.
-
-    Parameters
-    ----------
-    name : str
-        --device.
-
-    Returns
-    -------
-    tuple of (TimeDevice, DeviceSpec or None)
-        The device, and its catalog entry where it has one.
-    """
+    """The time device of a catalog GPU or a device JSON file, and its catalog entry where it has one."""
     return TimeDevice.resolve(name)
 
 
 def resolve_gpu(name: str) -> tuple[TimeDevice, DeviceSpec]:
     """:func:`resolve_device` for commands that also need the GPU's peak rates, which the catalog gives.
 
-    Parameters
-    ----------
-    name : str
-        --device.
-
-    Returns
-    -------
-    tuple of (TimeDevice, DeviceSpec)
-        The device and its catalog entry.
-
-    Raises
-    ------
-    InputError
-        For a device file that names no catalog GPU.
+    Raises InputError for a device file that names no catalog GPU.
     """
     device, spec = resolve_device(name)
     if spec is None:
@@ -522,27 +297,8 @@ def grid_reference(grid: MeasurementGrid, spec: DeviceSpec | None,
                    reference: tuple[float, float] | None = None) -> tuple[float, float]:
     """--reference, else the pair the grid's format profiles at, else the GPU's default clocks.
 
-    Checked to be a pair the GPU runs and the grid measured every workload at (else an error
-    that suggests --reference).
-
-    Parameters
-    ----------
-    grid : MeasurementGrid
-        The grid.
-    spec : DeviceSpec or None
-        The GPU it was measured on, where the catalog has it.
-    reference : tuple of float, optional
-        --reference, in the grid's units.
-
-    Returns
-    -------
-    tuple of float
-        The (core, memory) pair in the grid's units.
-
-    Raises
-    ------
-    InputError
-        For a pair the GPU does not run or some workload was not measured at, or no pair to default to.
+    In the grid's units. Checked to be a pair the GPU runs and the grid measured every workload at
+    (else an InputError that suggests --reference).
     """
     why = None
     if reference is None:

@@ -1,7 +1,4 @@
-"""Shared output helpers: one JSON object with --json, rich tables otherwise, and one-line errors.
-
-Input errors are turned into a one-line message with a non-zero exit status.
-"""
+"""Shared output: one JSON object with --json, rich tables otherwise, and one-line errors with status 2."""
 
 from __future__ import annotations
 
@@ -29,33 +26,12 @@ console = Console(width=None if sys.stdout.isatty() or "COLUMNS" in os.environ e
 
 
 def print_json(obj: Any) -> None:
-    """Print ``obj`` as indented JSON: what every ``--json`` prints.
-
-    Parameters
-    ----------
-    obj : Any
-        A JSON-ready object (a record's `to_dict`).
-    """
+    """Print a JSON-ready object (a record's `to_dict`) indented: what every ``--json`` prints."""
     click.echo(json.dumps(obj, indent=2))
 
 
 def table(title: str, columns: list[str], rows: Sequence[Sequence[Any]]) -> Table:
-    """A rich table whose cells fold rather than get cut, so a long name reaches a file or a pipe whole.
-
-    Parameters
-    ----------
-    title : str
-        Its title.
-    columns : list of str
-        The column headers.
-    rows : sequence of sequence
-        The rows, each cell printed with `str`.
-
-    Returns
-    -------
-    rich.table.Table
-        The table, for `console.print`.
-    """
+    """A rich table, each cell printed with `str`."""
     t = Table(title=title, title_justify="left")
     for c in columns:
         # Fold, not cut: a long workload name or pair must reach a file or a pipe whole.
@@ -66,41 +42,14 @@ def table(title: str, columns: list[str], rows: Sequence[Sequence[Any]]) -> Tabl
 
 
 def interval(ends: Sequence[float], scale: float = 1.0) -> str:
-    """A bootstrap interval's ends (``gpudvfs.stats``), times ``scale`` (100 for a percent).
-
-    Parameters
-    ----------
-    ends : sequence of float
-        The low and high ends.
-    scale : float
-        What they are multiplied by.
-
-    Returns
-    -------
-    str
-        ``[low, high]``.
-    """
+    """A bootstrap interval's ends (``gpudvfs.stats``) as ``[low, high]``, times ``scale`` (100 for a percent)."""
     return f"[{scale * ends[0]:.2f}, {scale * ends[1]:.2f}]"
 
 
 def paired_line(ci: dict, names: dict[str, str], scale: float = 1.0, sep: str = ", ") -> str:
     """`gpudvfs.stats.paired_intervals`' result in a line: the mean's interval, then each paired difference.
 
-    Parameters
-    ----------
-    ci : dict
-        The intervals: ``mean`` and ``minus_<baseline>``.
-    names : dict
-        How each baseline reads (by its key where absent).
-    scale : float
-        What the ends are multiplied by (100 for a percent).
-    sep : str
-        Between the intervals.
-
-    Returns
-    -------
-    str
-        The line.
+    ``names`` says how each baseline reads (its key where absent); ``scale`` multiplies the ends.
     """
     return sep.join([interval(ci["mean"], scale)] + [
         f"minus {names.get(k.removeprefix('minus_'), k.removeprefix('minus_'))} {interval(v, scale)}"
@@ -108,24 +57,12 @@ def paired_line(ci: dict, names: dict[str, str], scale: float = 1.0, sep: str = 
 
 
 def show_error(message: str) -> None:
-    """Print an error in the one form of every error the command line reports.
-
-    Parameters
-    ----------
-    message : str
-        What went wrong.
-    """
+    """Print an error in the one form of every error the command line reports."""
     click.echo(f"gpudvfs: error: {message}", err=True)
 
 
 def fail(message: str) -> NoReturn:
-    """Print an error (:func:`show_error`) and exit with status 2.
-
-    Parameters
-    ----------
-    message : str
-        What went wrong.
-    """
+    """Print an error (:func:`show_error`) and exit with status 2."""
     show_error(message)
     sys.exit(2)
 
@@ -139,13 +76,7 @@ class UsageError(click.UsageError):
     exit_code = 2
 
     def show(self, file: IO[Any] | None = None) -> None:
-        """Print the error as :func:`show_error` does, naming the help to read.
-
-        Parameters
-        ----------
-        file : file object, optional
-            Unused: the error goes where every error does.
-        """
+        """Print the error as :func:`show_error` does (``file`` unused), naming the help to read."""
         show_error(self.format_message() + (f" (see '{self.ctx.command_path} --help')" if self.ctx else ""))
 
 
@@ -154,40 +85,12 @@ class Group(click.Group):
 
     def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
                      **extra: Any) -> click.Context:
-        """The context of click, its errors in gpudvfs's form.
-
-        Parameters
-        ----------
-        info_name : str or None
-            The command's name as invoked.
-        args : list of str
-            The arguments.
-        parent : click.Context, optional
-            The parent command's context.
-        **extra
-            click's other context settings.
-
-        Returns
-        -------
-        click.Context
-            The context.
-        """
+        """The context of click, its errors in gpudvfs's form."""
         with _one_error_form():
             return super().make_context(info_name, args, parent, **extra)
 
     def invoke(self, ctx: click.Context) -> Any:
-        """Run the sub-command, its errors in gpudvfs's form.
-
-        Parameters
-        ----------
-        ctx : click.Context
-            The group's context.
-
-        Returns
-        -------
-        Any
-            What the sub-command returns.
-        """
+        """Run the sub-command, its errors in gpudvfs's form."""
         with _one_error_form():
             return super().invoke(ctx)
 
@@ -207,17 +110,7 @@ def user_errors(skip_option: bool = False) -> Iterator[None]:
     """Report input, device and file-system errors as `gpudvfs: error: ...` and exit 2, without a traceback.
 
     The device's errors: no driver, no permission; the file system's: a path that cannot be
-    read or written.
-
-    Parameters
-    ----------
-    skip_option : bool
-        The command takes --skip-invalid, so an invalid row's error says it.
-
-    Yields
-    ------
-    None
-        The block whose errors are reported.
+    read or written. ``skip_option``: the command takes --skip-invalid, so an invalid row's error says it.
     """
     try:
         yield
@@ -235,28 +128,9 @@ def _writable_dir(d: Path) -> bool:
 
 
 def output_file(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """Click callback: an output file whose folder exists and can be written.
+    """Click callback: an output file whose folder exists and can be written, or None.
 
     Checked before any work starts, so a long run does not end on an unwritable path.
-
-    Parameters
-    ----------
-    ctx : click.Context
-        The command's context.
-    param : click.Parameter
-        The option.
-    value : str or None
-        The path given.
-
-    Returns
-    -------
-    str or None
-        The path, None where the option was not given.
-
-    Raises
-    ------
-    click.BadParameter
-        For a folder, a path in a folder that does not exist, or one that cannot be written.
     """
     if value is None:
         return None
@@ -280,23 +154,8 @@ def refuse_overwrite(outputs: Iterable[str | Path | None], inputs: Iterable[str 
     """The one rule of every command that writes: never over its inputs, over an output only with ``force``.
 
     Never over one of its own inputs, whatever the options: the measurement would be lost.
-    An output folder counts as existing once it holds something.
-
-    Parameters
-    ----------
-    outputs : iterable of str, pathlib.Path or None
-        The files or folders the command writes (None: an option not given).
-    inputs : iterable of str, pathlib.Path or None
-        The files it reads (None: an option not given).
-    force : bool
-        Write over existing outputs.
-    how : str
-        Which option grants it, for the error.
-
-    Raises
-    ------
-    InputError
-        For an output that is an input, or that exists without ``force``.
+    An output folder counts as existing once it holds something; None stands for an option
+    not given; ``how`` names the option that grants overwriting, for the InputError.
     """
     given = [Path(i) for i in inputs if i is not None and Path(i).exists()]
     for out in outputs:
@@ -309,27 +168,7 @@ def refuse_overwrite(outputs: Iterable[str | Path | None], inputs: Iterable[str 
 
 
 def output_dir(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """Click callback: an output folder that exists and can be written, or can be created.
-
-    Parameters
-    ----------
-    ctx : click.Context
-        The command's context.
-    param : click.Parameter
-        The option.
-    value : str or None
-        The path given.
-
-    Returns
-    -------
-    str or None
-        The path, None where the option was not given.
-
-    Raises
-    ------
-    click.BadParameter
-        For a file, or a path that cannot be written or created.
-    """
+    """Click callback: an output folder that exists and can be written, or can be created; or None."""
     if value is None:
         return None
     p = Path(value)
@@ -343,27 +182,7 @@ def output_dir(ctx: click.Context, param: click.Parameter, value: str | None) ->
 
 
 def figure_file(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """Click callback: a writable figure file in a format matplotlib writes (by its suffix).
-
-    Parameters
-    ----------
-    ctx : click.Context
-        The command's context.
-    param : click.Parameter
-        The option.
-    value : str or None
-        The path given.
-
-    Returns
-    -------
-    str or None
-        The path, None where the option was not given.
-
-    Raises
-    ------
-    click.BadParameter
-        For a path :func:`output_file` refuses, or a suffix matplotlib does not write.
-    """
+    """Click callback: a writable figure file in a format matplotlib writes (by its suffix), or None."""
     value = output_file(ctx, param, value)
     if value is None:
         return None

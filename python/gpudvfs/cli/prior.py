@@ -35,20 +35,7 @@ def prior(device: str, out: str | None, force: bool, as_json: bool) -> None:
 
     Static, idle and dynamic power and the voltage curve from its TDP and default clocks by the
     catalog's one rule.
-
-    \f
-
-    Parameters
-    ----------
-    device : str
-        DEVICE.
-    out : str or None
-        --out.
-    force : bool
-        --force.
-    as_json : bool
-        --json.
-    """  # noqa: D301 -- click's \f ends the help text
+    """
     with user_errors():
         spec = lookup(device)
         refuse_overwrite([out], force=force)
@@ -94,22 +81,7 @@ def prior_cv(data: str, validation: str | None, write_to: str | None, force: boo
     """Fit the power prior's rule on the measured GPUs under DATA, and score it leave-one-GPU-out.
 
     DATA: the public data folder. Each GPU's prior is made without its own files.
-
-    \f
-
-    Parameters
-    ----------
-    data : str
-        DATA.
-    validation : str or None
-        --validation.
-    write_to : str or None
-        --write.
-    force : bool
-        --force.
-    as_json : bool
-        --json.
-    """  # noqa: D301 -- click's \f ends the help text
+    """
     with user_errors(), progress_bars(disable=as_json) as update:
         refuse_overwrite([write_to], force=force)
         files = gpu_files(Path(data), Path(validation) if validation else None)

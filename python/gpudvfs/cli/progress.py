@@ -27,35 +27,12 @@ class Update(Protocol):
     """``update(stage, done, total, label)``: one bar per stage (``total`` None: open-ended)."""
 
     def __call__(self, stage: str, done: int, total: int | None, label: str = "") -> None:
-        """Move the stage's bar.
-
-        Parameters
-        ----------
-        stage : str
-            The bar.
-        done : int
-            Units done.
-        total : int or None
-            Units in all (None: open-ended).
-        label : str
-            What is being done.
-        """
+        """Move the stage's bar to ``done`` units of ``total``, ``label`` saying what is being done."""
 
 
 @contextlib.contextmanager
 def progress_bars(disable: bool = False) -> Iterator[Update]:
-    """Progress bars for the block, stopped at its end.
-
-    Parameters
-    ----------
-    disable : bool
-        Show nothing (``--json``: stdout is the JSON alone).
-
-    Yields
-    ------
-    Update
-        ``update(stage, done, total, label)``.
-    """
+    """Progress bars for the block, stopped at its end; ``disable`` for ``--json``, whose stdout is the JSON alone."""
     bars = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
                     TextColumn("{task.fields[label]}"), console=console, transient=False, disable=disable)

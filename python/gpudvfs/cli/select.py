@@ -1,5 +1,4 @@
 """`gpudvfs select ...`: choosing frequencies from predicted time and power."""
-# ruff: noqa: D301 - "\f" ends a command's --help text; its numpy sections follow.
 
 from __future__ import annotations
 
@@ -55,24 +54,6 @@ def eval_(data: str, reference: tuple[float, float] | None, slowdown: float, dev
 
     On an NV-DVFS nvprof CSV with power, or a DCGM grid; against the highest-clocks, reference
     and best-single-pair baselines.
-    \f
-
-    Parameters
-    ----------
-    data : str
-        The measured grid.
-    reference : tuple of float or None
-        --reference.
-    slowdown : float
-        The deadline policy's allowed slowdown.
-    device : str
-        The GPU it was measured on.
-    columns : dict or None
-        --columns.
-    clip_utilization : bool
-        Clip utilizations outside [0, 1].
-    as_json : bool
-        Print JSON.
     """
     with user_errors():
         time_device, spec = resolve_gpu(device)
@@ -184,14 +165,6 @@ def safe_cv(data: str, as_json: bool) -> None:
     """Score the safe choice on each GPU's grids under DATA, its rule chosen on the other GPUs' grids.
 
     DATA: the public data folder (a second or so).
-    \f
-
-    Parameters
-    ----------
-    data : str
-        DATA.
-    as_json : bool
-        Print JSON.
     """
     with user_errors():
         r = leave_one_gpu_out(shared_grids(Path(data)))
@@ -239,24 +212,6 @@ def fit_power(data: str, reference: tuple[float, float] | None, device: str, out
     """Fit the power model `select choose` uses on a measured grid (NV-DVFS nvprof CSV with power).
 
     Utilizations come from each workload's reference-row counters.
-    \f
-
-    Parameters
-    ----------
-    data : str
-        The measured grid.
-    reference : tuple of float or None
-        --reference.
-    device : str
-        The GPU it was measured on.
-    out : str
-        The power model file to write.
-    force : bool
-        Write over an existing one.
-    columns : dict or None
-        --columns.
-    clip_utilization : bool
-        Clip utilizations outside [0, 1].
     """
     with user_errors():
         refuse_overwrite([out], [data], force)
@@ -293,35 +248,7 @@ def fit_power(data: str, reference: tuple[float, float] | None, device: str, out
 def choose(data: str, model_path: str, reference: tuple[float, float] | None, device: str, policy: str,
            slowdown: float, power_cap: float | None, eta: float, columns: dict[str, str] | None,
            clip_utilization: bool, as_json: bool) -> None:
-    """Choose frequencies for workloads profiled once at the reference pair.
-
-    \f
-
-    Parameters
-    ----------
-    data : str
-        The workloads' nvprof profiles, a grid whose reference rows are read.
-    model_path : str
-        The power model of `select fit-power`.
-    reference : tuple of float or None
-        --reference.
-    device : str
-        The GPU they were profiled on.
-    policy : str
-        The policy.
-    slowdown : float
-        The deadline policy's allowed slowdown.
-    power_cap : float or None
-        The power-cap policy's cap.
-    eta : float
-        The cost policy's weight of energy against time.
-    columns : dict or None
-        --columns.
-    clip_utilization : bool
-        Clip utilizations outside [0, 1].
-    as_json : bool
-        Print JSON.
-    """
+    """Choose frequencies for workloads profiled once at the reference pair."""
     options.policy_options(policy, power_cap)
     with user_errors():
         time_device, spec = resolve_gpu(device)

@@ -43,35 +43,7 @@ def sweep(suite: str | None, workload_file: str | None, device_kind: str, index:
 
     A microbenchmark suite (power: `gpudvfs power fit OUT` fits the power model on it; time:
     the latency suite) or user workloads.
-    \f
-
-    Parameters
-    ----------
-    suite : str or None
-        ``--suite``: a microbenchmark suite of the kernel manifest.
-    workload_file : str or None
-        ``--workloads``: a JSON file of user workloads.
-    device_kind : str
-        ``--device``: a kind of `DEVICE_KINDS`.
-    index : int
-        ``--index``: NVML's index of the GPU.
-    seed : int
-        ``--seed``: the simulated GPU's noise seed.
-    out : str
-        ``-o``: the sweep's CSV.
-    resume : bool
-        ``--resume``: continue the sweep in ``out``.
-    core_mhz, mem_mhz : list of float or None
-        ``--core-mhz``, ``--mem-mhz``: only these clocks.
-    min_seconds : float
-        ``--min-seconds``: each measurement's least length.
-    repetitions : int or None
-        ``--repetitions``: launches per measurement instead.
-    leave_clocks : bool
-        ``--leave-clocks``: measure at the driver's clocks.
-    gpmtool_out : str or None
-        ``--gpmtool``: also write the power suite as a gpmTOOL CSV.
-    """  # noqa: D301 -- click cuts the help text at the form feed
+    """
     with user_errors():
         if (suite is None) == (workload_file is None):
             raise click.UsageError("give either --suite or --workloads FILE")

@@ -1,5 +1,4 @@
 """`gpudvfs time ...`: the analytical kernel-time model (Wang & Chu)."""
-# ruff: noqa: D301 - "\f" ends a command's --help text; its numpy sections follow.
 
 from __future__ import annotations
 
@@ -81,24 +80,6 @@ def eval_(data: str, device: str, reference: tuple[float, float] | None, mode: s
 
     Absolute (counters alone) and calibrated (one scale per kernel on its measured reference
     time). On a DCGM grid: the DCGM time model, leave-one-workload-out, against 1/f scaling.
-    \f
-
-    Parameters
-    ----------
-    data : str
-        The measured grid.
-    device : str
-        The GPU it was measured on.
-    reference : tuple of float or None
-        --reference.
-    mode : str
-        The time model's mode.
-    baselines : bool
-        Also the baselines.
-    columns : dict or None
-        --columns.
-    as_json : bool
-        Print JSON.
     """
     with user_errors():
         time_device, spec = resolve_device(device)
@@ -139,24 +120,6 @@ def fit_dcgm(grid_path: str, reference: tuple[float, float], predictor: str, out
     """Fit the DCGM time model to a DCGM grid and save it: the time model of `gpudvfs fleet whatif`.
 
     The model gives the core- and memory-bound shares of time from DCGM activities.
-    \f
-
-    Parameters
-    ----------
-    grid_path : str
-        The DCGM grid.
-    reference : tuple of float
-        The pair whose activities are the model's input.
-    predictor : str
-        The model's predictor of the shares.
-    out : str
-        The model file to write.
-    force : bool
-        Write over an existing one.
-    columns : dict or None
-        --columns.
-    as_json : bool
-        Print JSON.
     """
     with user_errors():
         refuse_overwrite([out], [grid_path], force)
@@ -207,31 +170,7 @@ def _eval_dcgm(data: str, r: dict, as_json: bool) -> None:
 def predict(data: str, kernels: tuple[str, ...], device: str, reference: tuple[float, float] | None,
             core_mhz: list[float] | None, mem_mhz: list[float] | None, mode: str, calibrate: bool,
             columns: dict[str, str] | None, as_json: bool) -> None:
-    """Predicted time (ms) of kernels profiled at the reference pair over a grid of clocks.
-
-    \f
-
-    Parameters
-    ----------
-    data : str
-        The measured grid whose reference rows profile the kernels.
-    kernels : tuple of str
-        Only these workloads (empty: all).
-    device : str
-        The GPU it was measured on.
-    reference : tuple of float or None
-        --reference.
-    core_mhz, mem_mhz : list of float or None
-        The clocks to predict at (default: the grid's).
-    mode : str
-        The time model's mode.
-    calibrate : bool
-        Scale each kernel to its measured reference time.
-    columns : dict or None
-        --columns.
-    as_json : bool
-        Print JSON.
-    """
+    """Predicted time (ms) of kernels profiled at the reference pair over a grid of clocks."""
     with user_errors():
         time_device, spec = resolve_device(device)
         grid = measured_grid(data, NEEDS, columns, spec=spec)
@@ -294,24 +233,6 @@ def cv(data: tuple[str, ...], device: str, reference: tuple[float, float] | None
     every file held out together); for grids with power, the energy regret is scored the same
     way, beside its baselines. 95% intervals (cluster bootstrap over the held-out groups) say
     how far each figure could move with other kernels of these kinds.
-    \f
-
-    Parameters
-    ----------
-    data : tuple of str
-        The measured grids, their kernels pooled.
-    device : str
-        The GPU they were measured on.
-    reference : tuple of float or None
-        --reference, one for all grids.
-    columns : dict or None
-        --columns.
-    sensitivity : bool
-        Also the protocol with each device constant scaled.
-    hold_out : str
-        What is held out together.
-    as_json : bool
-        Print JSON.
     """
     with user_errors():
         time_device, spec = resolve_device(device)
@@ -443,24 +364,6 @@ def fit_device_(data: str, base: str, reference: tuple[float, float] | None, out
     """Fit the DRAM latency and service-time parameters of a device to a measured grid of its kernels.
 
     The fit minimizes the absolute error over every kernel, and is scored by leave-one-kernel-out.
-    \f
-
-    Parameters
-    ----------
-    data : str
-        The measured grid.
-    base : str
-        The device to start from.
-    reference : tuple of float or None
-        --reference.
-    out : str
-        The device file to write.
-    force : bool
-        Write over an existing one.
-    columns : dict or None
-        --columns.
-    as_json : bool
-        Print JSON.
     """
     with user_errors():
         refuse_overwrite([out], [data, base], force)

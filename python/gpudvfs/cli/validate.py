@@ -40,33 +40,7 @@ def validate(device_kind: str, index: int, seed: int, out: str | None, budget_s:
     and from samples side by side, Nsight Compute profiles, the models fitted on the suites
     and scored on the real workloads, `predict` on their ncu CSVs. A step that fails is
     reported and the next one runs.
-    \f
-
-    Parameters
-    ----------
-    device_kind : str
-        ``--device``: a kind of `DEVICE_KINDS`.
-    index : int
-        ``--index``: NVML's index of the GPU.
-    seed : int
-        ``--seed``: the simulated GPU's noise seed.
-    out : str or None
-        ``-o``: the folder (default: ``validation/<gpu name>``).
-    budget_s : float
-        ``--budget-s``: seconds the sweeps may take.
-    min_seconds : float
-        ``--min-seconds``: each measurement's least length.
-    power_stride : int
-        ``--power-stride``: measure every N-th power kernel.
-    no_profile : bool
-        ``--no-profile``: power and time only.
-    resume : bool
-        ``--resume``: continue an interrupted run in the folder.
-    leave_clocks : bool
-        ``--leave-clocks``: never set or reset the GPU's clocks.
-    as_json : bool
-        ``--json``: print the report as JSON.
-    """  # noqa: D301 -- click cuts the help text at the form feed
+    """
     with user_errors():
         device = make_device(device_kind, seed=seed, index=index, leave_clocks=leave_clocks)
         folder = out or f"validation/{re.sub(r'[^a-z0-9]+', '-', device.name.lower()).strip('-')}"
