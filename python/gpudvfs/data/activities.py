@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gpudvfs.data.counters import UTIL_TOLERANCE
+from gpudvfs.data.counters import COUNTER_UTIL_TOLERANCE
 from gpudvfs.data.profilers.records import KernelCounters
 from gpudvfs.data.recipes import GRID_SIZE
 from gpudvfs.data.tensor_counters import TENSOR_METRICS, tensor_activity
@@ -74,8 +74,8 @@ def is_activity_space(names: Sequence[str]) -> bool:
 
 
 def _fraction(k: KernelCounters, name: str, v: float) -> float:
-    """``v`` in [0, 1]: counter noise within `UTIL_TOLERANCE` of it clipped, further refused."""
-    if not -UTIL_TOLERANCE <= v <= 1 + UTIL_TOLERANCE:
+    """``v`` in [0, 1]: counter noise within `COUNTER_UTIL_TOLERANCE` of it clipped, further refused."""
+    if not -COUNTER_UTIL_TOLERANCE <= v <= 1 + COUNTER_UTIL_TOLERANCE:
         raise InputError(f"kernel {k.name!r}: {name} gives an activity of {v:g}, not a fraction in [0, 1]")
     return min(max(v, 0.0), 1.0)
 

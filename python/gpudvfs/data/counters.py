@@ -18,7 +18,7 @@ with the reason and is always None, never a made-up value. An input the tool cou
 whose metrics the record lacks is *missing*: :func:`time_model_inputs` and
 :func:`power_utilizations` raise :class:`MissingCountersError` naming, for every missing input,
 the metrics needed and those absent (``missing="none"`` returns None entries instead).
-Utilizations outside [0, 1] by more than :data:`UTIL_TOLERANCE` are an error, not clipped.
+Utilizations outside [0, 1] by more than :data:`COUNTER_UTIL_TOLERANCE` are an error, not clipped.
 
 Schemes (``scheme=``): ``"ncu"`` Nsight Compute metric names of SM >= 7.0 (Volta, Turing, Ampere,
 Ada, Hopper, Blackwell); ``"ncu-pascal"`` the 2019 Nsight Compute names on SM 6.x (Pascal);
@@ -141,7 +141,7 @@ DOMAIN_SIZES = (6, 1)
 SCHEMES = ("ncu", "ncu-pascal", "nvprof", "dcgm")
 
 #: Utilizations within this much outside [0, 1] are counter noise and kept; further is an error.
-UTIL_TOLERANCE = 0.01
+COUNTER_UTIL_TOLERANCE = 0.01
 
 
 class MissingCountersError(InputError):
@@ -571,7 +571,7 @@ def power_utilizations(counters: Counters, scheme: str | None = None, *,
     missing : str
         ``raise`` (the default) or ``none``, as for :func:`time_model_inputs`.
     clip : bool
-        Clip a value outside [0, 1] by more than :data:`UTIL_TOLERANCE` with a warning, rather
+        Clip a value outside [0, 1] by more than :data:`COUNTER_UTIL_TOLERANCE` with a warning, rather
         than refuse it.
 
     Returns
@@ -585,17 +585,17 @@ def power_utilizations(counters: Counters, scheme: str | None = None, *,
     MissingCountersError
         With ``missing="raise"``: every mappable component whose metrics are absent.
     InputError
-        If a utilization is outside [0, 1] by more than :data:`UTIL_TOLERANCE` and ``clip`` is not
+        If a utilization is outside [0, 1] by more than :data:`COUNTER_UTIL_TOLERANCE` and ``clip`` is not
         set, or as :func:`time_model_inputs` raises.
     """
     scheme = _scheme(counters, scheme)
     table = POWER_TABLES[scheme]
     mapped = map_counters(counters, table, scheme)
     known = {c: v for c, v in mapped.values.items() if v is not None}
-    far = [c for c, v in known.items() if not -UTIL_TOLERANCE <= v <= 1 + UTIL_TOLERANCE]
+    far = [c for c, v in known.items() if not -COUNTER_UTIL_TOLERANCE <= v <= 1 + COUNTER_UTIL_TOLERANCE]
     if far:
         bounded = bound_utilization(list(known.values()), list(known), _name(counters), clip=clip,
-                                    tolerance=UTIL_TOLERANCE, hint="a ratio (not a percentage) was expected from "
+                                    tolerance=COUNTER_UTIL_TOLERANCE, hint="a ratio (not a percentage) was expected from "
                                     + "; ".join(f"{c} = {mapped.formulas.get(c, '?')}" for c in far))
         mapped.values.update(zip(known, bounded.tolist()))
     return _finish(mapped, table, counters, missing, "utilization(s)")

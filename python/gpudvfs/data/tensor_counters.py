@@ -7,7 +7,7 @@ prior's tensor weight (:mod:`gpudvfs.power.prior_pipes`) reads it.
 
 from __future__ import annotations
 
-from gpudvfs.data.counters import UTIL_TOLERANCE, Counters, map_counters
+from gpudvfs.data.counters import COUNTER_UTIL_TOLERANCE, Counters, map_counters
 from gpudvfs.data.recipes import Table, percent
 from gpudvfs.errors import InputError
 
@@ -24,13 +24,13 @@ def tensor_activity(counters: Counters) -> float | None:
     ------
     InputError
         If the metric is there but not a finite number in percent, or outside [0, 100]% by more
-        than counter noise (:data:`gpudvfs.data.counters.UTIL_TOLERANCE`).
+        than counter noise (:data:`gpudvfs.data.counters.COUNTER_UTIL_TOLERANCE`).
     """
     mapped = map_counters(counters, _TABLE, "ncu")
     value = mapped.values["Tensor"]
     if value is None:
         return None
-    if not -UTIL_TOLERANCE <= value <= 1 + UTIL_TOLERANCE:
+    if not -COUNTER_UTIL_TOLERANCE <= value <= 1 + COUNTER_UTIL_TOLERANCE:
         raise InputError(f"the tensor pipe's activity {mapped.formulas['Tensor']} is {value:g}, expected a "
                          "percentage of peak in [0, 100]")
     return min(1.0, max(0.0, value))
