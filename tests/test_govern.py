@@ -619,13 +619,13 @@ def test_a_train_grid_without_fp64_still_trains(data, tmp_path):
 
 def test_every_decision_is_logged_and_counted(tmp_path):
     prometheus = pytest.importorskip("prometheus_client")
-    from gpudvfs.govern.governor import jsonl_log
+    from gpudvfs.data.jsonfile import JsonLines
     from gpudvfs.govern.metrics import GovernorMetrics
 
     f = CONFIGS / CONFIGS[TOP]
     t, p = 10.0 * (0.5 / f[:, 0] + 0.5 / f[:, 1]), 50 + 100 * f[:, 0] ** 2.5 + 20 * f[:, 1]
     metrics = GovernorMetrics(labels={"gpu": "GPU-test"})
-    write = jsonl_log(tmp_path / "decisions.jsonl")
+    write = JsonLines(tmp_path / "decisions.jsonl").write
     gov = Governor(CONFIGS, TOP, log=lambda e: (write(e), metrics.record(e)))
     gov.phase("train", t * 1.05, p)
     for _ in range(30):

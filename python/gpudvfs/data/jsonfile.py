@@ -123,3 +123,47 @@ def write_json_atomic(path: str | Path, doc: Any) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(doc, indent=1, allow_nan=False))
     os.replace(tmp, path)
+
+
+def json_default(x: Any) -> Any:
+    """``json.dumps``'s ``default``: numpy scalars as Python numbers, sets as sorted lists."""
+    if hasattr(x, "item"):
+        return x.item()
+    if isinstance(x, (set, frozenset)):
+        return sorted(x)
+    raise TypeError(f"{type(x).__name__} is not JSON serializable")
+
+
+class JsonLines:
+    """A JSON Lines file, appended to and flushed a line at a time so that a crash loses no line.
+
+    The one writer of the package's logs (a governor's decisions, a training run's steps);
+    `close` (or leaving a ``with`` block) closes the file. Raises `InputError` where its folder
+    is missing or it cannot be opened.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        p = Path(path)
+        if not p.parent.is_dir():
+            raise InputError(f"{path}: the folder {str(p.parent)!r} does not exist")
+        try:
+            self._file = open(p, "a", encoding="utf-8")  # noqa: SIM115 -- closed by close()
+        except OSError as e:
+            raise InputError(f"{path}: cannot be opened for writing: {e}") from None
+
+    def write(self, entry: dict) -> None:
+        """Append ``entry`` (numpy scalars and sets made plain) as one line."""
+        self._file.write(json.dumps(entry, default=json_default) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        """Close the file (again: nothing)."""
+        self._file.close()
+
+    def __enter__(self) -> JsonLines:
+        """The writer itself."""
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Close the file."""
+        self.close()

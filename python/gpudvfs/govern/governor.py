@@ -30,10 +30,8 @@ arguments and keeps the phase keys, the current pair and the decision log.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Hashable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -116,7 +114,7 @@ class Governor:
         The residual's correlation length in log-frequency.
     log : callable or None
         Called with a dict for every decision (the structured decision log; see `decide`),
-        e.g. `jsonl_log(path)` or `GovernorMetrics.record`.
+        e.g. `gpudvfs.data.jsonfile.JsonLines(path).write` or `GovernorMetrics.record`.
 
     Raises
     ------
@@ -368,26 +366,3 @@ def _index(name: str, value: Any, k: int) -> int:
     if not 0 <= value < k:
         raise InputError(f"{name} must be in [0, {k}), got {value}")
     return int(value)
-
-
-def jsonl_log(path: str | Path) -> Callable[[dict], None]:
-    """A decision log appending one JSON object per line to a file.
-
-    Flushed each time, so that a crash loses no decision; phase keys must be JSON values.
-
-    Parameters
-    ----------
-    path : str or pathlib.Path
-        The file, appended to.
-
-    Returns
-    -------
-    callable
-        ``log(entry)``, a governor's ``log``.
-    """
-    f = open(path, "a", encoding="utf-8")  # stays open for the governor's life
-
-    def write(entry: dict) -> None:
-        f.write(json.dumps(entry) + "\n")
-        f.flush()
-    return write

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpudvfs.data.jsonfile import JsonLines
 from gpudvfs.errors import InputError
 from gpudvfs.fleet.registry import Registry, device_uuid
 from gpudvfs.fleet.whatif import gpu_table
@@ -33,7 +34,6 @@ from gpudvfs.govern.daemon import (
     PowerLimitPrior,
     Prior,
 )
-from gpudvfs.govern.governor import jsonl_log
 from gpudvfs.govern.integrations.devices import SIM_CATALOG_NAME
 from gpudvfs.govern.metrics import GovernorMetrics
 from gpudvfs.govern.phases import PhaseDetector
@@ -198,12 +198,13 @@ def serve(settings: ServiceSettings, *, started: Callable[[Daemon], None] | None
         Where the GPU, its registry entry or the time model cannot be had (the GPU is closed
         again first).
     """
-    logs = [jsonl_log(settings.log_path)] if settings.log_path else []
+    log_file = JsonLines(settings.log_path) if settings.log_path else None
+    logs: list[Callable[[dict], None]] = [log_file.write] if log_file else []
     if settings.metrics_port:
         metrics = GovernorMetrics(labels={"gpu": f"{settings.device_kind}{settings.index}"})
         metrics.serve(settings.metrics_port)
         logs.append(metrics.record)
-    with _governed(settings) as (device, monitor, prior, duration):
+    with _governed(settings) as (device, monitor, prior, duration), log_file or contextlib.nullcontext():
         daemon = Daemon(device, monitor, prior, policy=settings.policy, slowdown=settings.slowdown,
                         power_cap_w=settings.power_cap_w, interval_s=settings.interval_s,
                         detector=PhaseDetector(settings.threshold), dry_run=settings.dry_run,

@@ -28,7 +28,6 @@ never raised: a training run is not stopped by its meter.
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections import deque
@@ -37,6 +36,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from gpudvfs.data.jsonfile import JsonLines
 from gpudvfs.errors import InputError
 from gpudvfs.hardware.device import Workload
 from gpudvfs.hardware.energy_counter import POLL_S, CounterPoller
@@ -117,47 +117,6 @@ class StepRecord:
         d = asdict(self)
         d["throttle_reasons"] = list(self.throttle_reasons)
         return d
-
-
-def jsonl_writer(path: str | Path) -> tuple[Callable[[dict], None], Callable[[], None]]:
-    """A JSONL file appended to and flushed per line.
-
-    Parameters
-    ----------
-    path : str or pathlib.Path
-        The file.
-
-    Returns
-    -------
-    tuple of (callable, callable)
-        ``write(entry)`` and ``close()``.
-
-    Raises
-    ------
-    InputError
-        Where its folder is missing or it cannot be opened.
-    """
-    p = Path(path)
-    if not p.parent.is_dir():
-        raise InputError(f"log_path {str(path)!r}: the folder {str(p.parent)!r} does not exist")
-    try:
-        f = open(p, "a", encoding="utf-8")
-    except OSError as e:
-        raise InputError(f"log_path {str(path)!r} cannot be opened for writing: {e}") from None
-
-    def write(entry: dict) -> None:
-        f.write(json.dumps(entry, default=_plain) + "\n")
-        f.flush()
-    return write, f.close
-
-
-def _plain(x: Any) -> Any:
-    """JSON for numpy scalars and tuples the records may hold."""
-    if hasattr(x, "item"):
-        return x.item()
-    if isinstance(x, (set, frozenset)):
-        return sorted(x)
-    raise TypeError(f"{type(x).__name__} is not JSON serializable")
 
 
 @dataclass
@@ -248,7 +207,8 @@ class StepMeter:
         self._write: Callable[[dict], None] | None = None
         self._close: Callable[[], None] | None = None
         if log_path is not None:
-            self._write, self._close = jsonl_writer(log_path)
+            log = JsonLines(log_path)
+            self._write, self._close = log.write, log.close
         self.log_path = None if log_path is None else Path(log_path)
         self._begin: tuple[float, float | None] | None = None
         self._start: tuple[str, float, float | None, float | None, tuple[str, ...], bool] | None = None

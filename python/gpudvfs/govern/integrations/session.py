@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from gpudvfs.data.jsonfile import json_default
 from gpudvfs.errors import GpudvfsWarning, InputError
 from gpudvfs.govern.clockd import ClockClient
 from gpudvfs.govern.governor import GOVERNOR_POLICIES, Governor
@@ -637,7 +638,8 @@ class GovernedTraining:
             self._release()
         self.summary_ = self.summary()
         if self.summary_path is not None:
-            self.summary_path.write_text(json.dumps(self.summary_, indent=1, default=_plain) + "\n", encoding="utf-8")
+            self.summary_path.write_text(json.dumps(self.summary_, indent=1, default=json_default) + "\n",
+                                         encoding="utf-8")
         return self.summary_
 
     def _release(self) -> None:
@@ -678,12 +680,6 @@ class GovernedTraining:
     def __exit__(self, *exc: object) -> None:
         """Close the run (`close`)."""
         self.close()
-
-
-def _plain(x: Any) -> Any:
-    if isinstance(x, np.generic):
-        return x.item()
-    raise TypeError(f"{type(x).__name__} is not JSON serializable")
 
 
 def _phase_name(name: Any) -> str:
