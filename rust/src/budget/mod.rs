@@ -134,7 +134,7 @@ impl Instance<'_> {
         if least > self.budget {
             // Rounded up to 0.1 W, so that the figure printed is never one the budget meets.
             return Err(CoreError::Value(format!(
-                "the budget {} W is below the {:.1} W of every GPU at its lowest-power allowed option",
+                "the budget {} W is below the {} W of every GPU at its lowest-power allowed option",
                 self.budget,
                 (least * 10.0).ceil() / 10.0
             )));
