@@ -6,7 +6,7 @@ A GPU takes only the pairs NVML lists (``nvmlDeviceGetSupportedMemoryClocks``, t
 nvidia-smi-supported-clocks.txt). A catalog entry with ``core_step_mhz`` gives the same list.
 One without gives :data:`RANGE_CORE_CLOCKS` evenly spaced core clocks over its range (its
 default among them): ``exact`` is then False, and a chosen clock is a point of the range, not
-one the GPU is known to take.
+one the GPU is known to take. Clocks are in MHz throughout.
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ class ListsClocks(Protocol):
     name: str
 
     def memory_clocks(self) -> list[float]:
-        """Supported memory clocks (MHz)."""
+        """Supported memory clocks."""
 
     def core_clocks(self, mem_mhz: float) -> list[float]:
-        """Supported core clocks at a memory clock (MHz)."""
+        """The core clocks (MHz) it takes at a memory clock."""
 
 
 def thin(clocks: Iterable[float], keep: float | None, n: int) -> list[float]:
@@ -59,15 +59,9 @@ def thin(clocks: Iterable[float], keep: float | None, n: int) -> list[float]:
 class SupportedClocks:
     """The (core, memory) pairs a GPU supports.
 
-    Parameters
-    ----------
-    pairs : numpy.ndarray
-        [K x 2] (core, memory) MHz, memory clocks ascending, core clocks ascending within each.
-    source : str
-        ``"nvml"`` (the GPU's own lists), ``"catalog"`` (its entry's range and step) or
-        ``"catalog-range"`` (no step known: evenly spaced over the range).
-    device : str
-        The GPU, for messages.
+    ``pairs`` is [K x 2], memory clocks ascending, core clocks ascending within each; ``source``
+    ``"nvml"`` (the GPU's own lists), ``"catalog"`` (its entry's range and step) or
+    ``"catalog-range"`` (no step known: evenly spaced over the range).
     """
 
     pairs: np.ndarray
@@ -77,13 +71,7 @@ class SupportedClocks:
     @classmethod
     def from_lists(cls, lists: Mapping[float, Iterable[float]], device: str, source: str = "nvml"
                    ) -> SupportedClocks:
-        """From core clocks per memory clock, as NVML lists them.
-
-        Raises
-        ------
-        InputError
-            Where no pair is listed, or a clock is not a finite number > 0.
-        """
+        """From core clocks per memory clock, as NVML lists them; `InputError` if none is listed or one is not > 0."""
         pairs = sorted({(float(c), float(m)) for m, cores in lists.items() for c in cores},
                        key=lambda p: (p[1], p[0]))
         arr = np.array(pairs, dtype=np.float64).reshape(-1, 2)
@@ -131,12 +119,9 @@ class SupportedClocks:
         return self.pairs[np.argsort(d, kind="stable")[:n]]
 
     def check(self, what: str, core_mhz: Iterable[float], mem_mhz: Iterable[float]) -> None:
-        """Refuse pairs the GPU does not support, listing the nearest ones; points of a range pass.
+        """Refuse pairs the GPU does not support: `InputError` naming ``what`` and the nearest pairs.
 
-        Raises
-        ------
-        InputError
-            Naming ``what`` (an option, a file) and the nearest supported pairs.
+        Points of a range pass.
         """
         if not self.exact:
             return

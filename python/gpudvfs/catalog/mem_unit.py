@@ -3,7 +3,7 @@
 NVML (and ``nvidia-smi``) report GDDR memory at half its data rate and HBM at its clock;
 ``nvidia-settings`` gives the data rate (``dram_transfers_per_clock`` x NVML's: 11010 MHz on a
 GTX 1080 Ti whose NVML clock is 5505), NVIDIA Inspector a GDDR5 clock half NVML's (1752 on a
-GTX 980 at 3505).
+GTX 980 at 3505). ``unit`` is one of :data:`MEM_CLOCK_UNITS` throughout.
 """
 
 from __future__ import annotations
@@ -33,20 +33,7 @@ CLOCK_ROUNDING = 0.01
 
 
 def nvml_per_unit(unit: str, spec: DeviceSpec) -> float:
-    """NVML's memory clock (MHz) per MHz of ``unit`` on a GPU.
-
-    Parameters
-    ----------
-    unit : str
-        One of :data:`MEM_CLOCK_UNITS`.
-    spec : DeviceSpec
-        The GPU: its transfers per clock give the data rate.
-
-    Returns
-    -------
-    float
-        The factor.
-    """
+    """NVML's memory clock (MHz) per MHz of ``unit`` on a GPU (its transfers per clock give the data rate)."""
     return {"nvml": 1.0, "data-rate": 1.0 / spec.dram_transfers_per_clock, "half-nvml": 2.0}[unit]
 
 
@@ -56,31 +43,13 @@ def infer_mem_unit(mem_mhz: ArrayLike, spec: DeviceSpec, own: float, where: str)
     A grid at or below the GPU's highest memory clock in its format's own unit is read in it.
     Above, it is read in the one other unit that puts one of its clocks on a memory clock of
     the catalog's (and none above :data:`CLOCK_MARGIN` x the highest). Where none does, or two
-    do, while some unit holds every clock within that margin, the unit is ambiguous.
+    do, while some unit holds every clock within that margin, the unit is ambiguous: an
+    `InputError` naming --mem-clock-unit.
 
-    Parameters
-    ----------
-    mem_mhz : array_like
-        The grid's memory clocks, in its unit.
-    spec : DeviceSpec
-        The GPU that measured it.
-    own : float
-        NVML's clock per unit of the format's own (2 for NV-DVFS-Benchmark's, 1 for the others).
-    where : str
-        The file, for messages.
-
-    Returns
-    -------
-    factor : float
-        NVML's clock per unit of the grid's.
-    warning : str or None
-        What was read, where it is not the format's own unit; None where it is, and where no
-        unit holds the clocks (the clock check then refuses them).
-
-    Raises
-    ------
-    InputError
-        If the unit is ambiguous; the message names --mem-clock-unit.
+    ``own`` is NVML's clock per unit of the format's own (2 for NV-DVFS-Benchmark's, 1 for the
+    others). Returns NVML's clock per unit of the grid's, and what was read where it is not the
+    format's own unit (None where it is, and where no unit holds the clocks: the clock check then
+    refuses them).
     """
     mem = np.unique(np.asarray(mem_mhz, dtype=np.float64))
     listed = np.asarray(spec.mem_mhz, dtype=np.float64)
@@ -109,26 +78,9 @@ def infer_mem_unit(mem_mhz: ArrayLike, spec: DeviceSpec, own: float, where: str)
 def in_gpu_mem_unit(grid: MeasurementGrid, spec: DeviceSpec, unit: str | None = None) -> MeasurementGrid:
     """A grid measured on a GPU with its memory clocks in ``unit``, else the one :func:`infer_mem_unit` tells.
 
-    A unit other than the format's own is converted to NVML's, with a warning where inferred.
-
-    Parameters
-    ----------
-    grid : MeasurementGrid
-        The grid as read.
-    spec : DeviceSpec
-        The GPU that measured it.
-    unit : str, optional
-        One of :data:`MEM_CLOCK_UNITS`.
-
-    Returns
-    -------
-    MeasurementGrid
-        The grid (the one given where nothing changes).
-
-    Raises
-    ------
-    InputError
-        If ``unit`` is unknown, or inferred and ambiguous.
+    A unit other than the format's own is converted to NVML's, with a warning where inferred;
+    the grid given is returned where nothing changes. Raises `InputError` if ``unit`` is
+    unknown, or inferred and ambiguous.
     """
     if grid.mem_mhz is None:
         return grid

@@ -62,63 +62,15 @@ HOW_TO_CALIBRATE = (
 class DeviceSpec:
     """One GPU model of the catalog; see ``gpus.json`` for each figure's source.
 
-    Parameters
-    ----------
-    key : str
-        The catalog key (``a100-sxm4-40gb``).
-    name : str
-        The NVML name.
-    aliases : tuple of str
-        Other names it goes by (``A100``).
-    compute_capability : str
-        ``MAJOR.MINOR``.
-    architecture : str
-        The architecture's name.
-    sm_count : int
-        Streaming multiprocessors.
-    max_warps_per_sm : int
-        Resident warps an SM holds at most.
-    max_blocks_per_sm : int
-        Resident blocks an SM holds at most.
-    registers_per_sm : int
-        32-bit registers per SM.
-    shared_kib_per_sm : float
-        Shared memory per SM (KiB).
-    issue_per_sm_per_cycle : dict of str to float
-        Per unit of :data:`ISSUE_KEYS`: results an SM gives per core cycle (the CUDA Guide's
-        throughput table; ``ldst``: its load/store units; ``tensor_fp16_flops``: FP16 flops).
-    shared_bytes_per_sm_per_cycle : float
-        Shared-memory bandwidth per SM per cycle.
-    l2_bytes_per_cycle : float
-        L2 bandwidth per core cycle, the whole GPU.
-    l2_kib : float
-        L2 size (KiB).
-    dram_type : str
-        The memory technology (``GDDR6X``, ``HBM3``).
-    dram_bus_bits : int
-        The memory bus width.
-    dram_transfers_per_clock : float
-        Transfers per pin per cycle of NVML's memory clock.
-    dram_bandwidth_gbs : float
-        The spec sheet's DRAM bandwidth (GB/s).
-    core_mhz : dict of str to float
-        ``boost``, and where published ``base`` and ``min``.
-    mem_mhz : tuple of float
-        The memory clocks, in NVML's unit.
-    tdp_w : float
-        The board's power limit (W).
-    latency_cycles : dict of str to float
-        Per level of :data:`LATENCY_KEYS`: the access latency in cycles.
-    default_mhz : tuple of (float, float)
-        (core MHz, memory MHz) the GPU runs by default, in NVML's units: the default application
-        clocks where the driver reports them, else the rated base clock and the default memory clock.
-    core_step_mhz : float or None
-        The step of the core clocks the GPU supports, from ``core_mhz["min"]`` to its boost clock at
-        each memory clock (NVML's supported-clocks list); None where no source gives it.
-    sources : dict of str to str
-        Each figure's source.
-    notes : str
-        Anything else worth knowing.
+    ``key`` is the catalog key (``a100-sxm4-40gb``), ``name`` the NVML name, ``aliases`` others
+    (``A100``). ``issue_per_sm_per_cycle`` gives per unit of :data:`ISSUE_KEYS` the results an
+    SM gives per core cycle (the CUDA Guide's throughput table; ``ldst``: its load/store units;
+    ``tensor_fp16_flops``: FP16 flops); ``l2_bytes_per_cycle`` is the whole GPU's per core cycle.
+    ``core_mhz`` holds ``boost``, and where published ``base`` and ``min``; ``mem_mhz`` and
+    ``default_mhz`` are in NVML's unit (see the module); ``dram_transfers_per_clock`` counts per
+    pin per cycle of it. ``latency_cycles`` is per level of :data:`LATENCY_KEYS`. ``tdp_w`` is the
+    board's power limit. ``core_step_mhz`` is the step of the supported core clocks, from
+    ``core_mhz["min"]`` to boost at each memory clock (NVML's list); None where no source gives it.
     """
 
     key: str
@@ -154,19 +106,10 @@ class DeviceSpec:
         return self.dram_bus_bits / 8 * self.dram_transfers_per_clock
 
     def peaks(self, mem_clock_to_nvml: float = 1.0) -> dict[str, tuple[tuple[str, ...], float, str]]:
-        """Per power component, the peak rate of its events, for utilizations as achieved over peak rate.
+        """Per power component, (nvprof events, peak events per cycle of its clock, ``core`` or ``memory``).
 
-        Parameters
-        ----------
-        mem_clock_to_nvml : float
-            NVML's memory clock per unit of the clock a grid records (2 for NVIDIA Inspector's
-            GDDR5 clocks).
-
-        Returns
-        -------
-        dict of str to tuple
-            Component -> (nvprof events, peak events per cycle of its clock, clock domain
-            ``core`` or ``memory``).
+        For utilizations as achieved over peak rate. ``mem_clock_to_nvml`` is NVML's memory clock per
+        unit of the clock a grid records (2 for NVIDIA Inspector's GDDR5 clocks).
         """
         r, n = self.issue_per_sm_per_cycle, self.sm_count
         return {
@@ -182,20 +125,10 @@ class DeviceSpec:
         }
 
     def clock_warnings(self, core_mhz: ArrayLike, mem_mhz: ArrayLike | None = None) -> list[str]:
-        """Messages for clocks this GPU does not run.
+        """Messages for clocks (MHz, memory in NVML's unit) this GPU does not run; empty when all fit.
 
-        Parameters
-        ----------
-        core_mhz : array_like
-            Core clocks (MHz).
-        mem_mhz : array_like, optional
-            Memory clocks, in NVML's unit (MHz).
-
-        Returns
-        -------
-        list of str
-            A message for core clocks below its minimum or above :data:`CLOCK_MARGIN` x boost, and
-            one for memory clocks above that factor of its highest; empty when all fit.
+        One for core clocks below its minimum or above :data:`CLOCK_MARGIN` x boost, one for memory
+        clocks above that factor of its highest.
         """
         out = []
         core = np.unique(np.asarray(core_mhz, dtype=np.float64))
@@ -216,13 +149,7 @@ class DeviceSpec:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        """The entry as the catalog's JSON schema has it (without its key).
-
-        Returns
-        -------
-        dict
-            Field -> value, tuples as lists.
-        """
+        """The entry as the catalog's JSON schema has it (without its key, tuples as lists)."""
         d = {k: getattr(self, k) for k in self.__dataclass_fields__
              if k != "key" and not (k == "core_step_mhz" and self.core_step_mhz is None)}
         return d | {"aliases": list(self.aliases), "mem_mhz": list(self.mem_mhz), "default_mhz": list(self.default_mhz)}
@@ -351,23 +278,10 @@ def _builtin() -> dict[str, DeviceSpec]:
 
 
 def catalog(extra: str | Path | None = None) -> dict[str, DeviceSpec]:
-    """Every device: the built-in catalog, then ``GPUDVFS_CATALOG``'s, then ``extra``'s entries.
+    """Key -> device: the built-in catalog, then ``GPUDVFS_CATALOG``'s, then ``extra``'s entries.
 
-    Parameters
-    ----------
-    extra : str or pathlib.Path, optional
-        A catalog file of the same schema whose entries add to or override (by key) the others.
-
-    Returns
-    -------
-    dict of str to DeviceSpec
-        Key -> device.
-
-    Raises
-    ------
-    InputError
-        If a catalog file cannot be read, an entry is malformed, or an alias is another
-        device's key.
+    A file's entries add to or override (by key) the others. Raises `InputError` if a catalog file
+    cannot be read, an entry is malformed, or an alias is another device's key.
     """
     out = dict(_builtin())
     env = os.environ.get("GPUDVFS_CATALOG")
@@ -397,24 +311,9 @@ def _added(known: dict[str, DeviceSpec], path: str | Path) -> dict[str, DeviceSp
 def lookup(name: str, extra: str | Path | None = None) -> DeviceSpec:
     """The device a name designates, or an error that says how to add one.
 
-    Parameters
-    ----------
-    name : str
-        A key, NVML name or alias, compared without case, vendor words or punctuation; or a
-        compute capability such as ``8.0`` / ``sm_80`` when one device has it.
-    extra : str or pathlib.Path, optional
-        A catalog file whose entries add to the others, as for :func:`catalog`.
-
-    Returns
-    -------
-    DeviceSpec
-        The device.
-
-    Raises
-    ------
-    InputError
-        If the name is empty, names no device (the message says how to add one), or names
-        several.
+    ``name`` is a key, NVML name or alias, compared without case, vendor words or punctuation;
+    or a compute capability such as ``8.0`` / ``sm_80`` when one device has it. ``extra`` as for
+    :func:`catalog`. Raises `InputError` if the name is empty, names no device, or names several.
     """
     devices = catalog(extra)
     if not isinstance(name, str) or not name.strip():

@@ -12,9 +12,21 @@ The differential time model, its coefficients learned by covariance-form RLS as 
   (Eq. 12-14).
 
 The predictors replayed on traces drawn from a measurement grid (``replay``, ``tune``) are in
-:mod:`gpudvfs.evaluation.online_replay`.
+:mod:`gpudvfs.evaluation.online_replay`. Importing needs numpy alone.
 
-Importing needs numpy alone.
+Examples
+--------
+An `OnlinePredictor` learns ``y = 2 h0 + 3 h1`` one observation at a time:
+
+>>> import numpy as np
+>>> from gpudvfs import OnlinePredictor
+>>> predictor = OnlinePredictor(2)
+>>> rng = np.random.default_rng(0)
+>>> for _ in range(50):
+...     h = rng.uniform(-1, 1, 2)
+...     predictor.update(h, 2.0 * h[0] + 3.0 * h[1])
+>>> predictor.coef.round(2), round(predictor.predict([1.0, 1.0]), 2)
+(array([2., 3.]), 5.0)
 """
 
 from gpudvfs._core import OnlinePredictor, OnlinePredictorBank

@@ -15,7 +15,8 @@ coupling), whose coefficients are constants of the workload, and differences it.
 
 Counters enter as changes divided by a recorded scale (their spread over the training
 grid), so coefficients and the RLS prior (initial covariance) are comparable across
-counters of very different magnitudes.
+counters of very different magnitudes. Clocks are (m, domains) arrays in MHz, counters
+(m, counters).
 """
 
 from __future__ import annotations
@@ -34,25 +35,11 @@ FORMS = ("paper", "inverse")
 
 
 def frequency_names(form: str, domains: Sequence[str]) -> list[str]:
-    """The names of a form's frequency terms.
+    """The names of a form's frequency terms over the clock ``domains``.
 
-    Parameters
-    ----------
-    form : str
-        One of :data:`FORMS`.
-    domains : sequence of str
-        The clock domains (``core``, and ``mem`` where the grid moves it).
-
-    Returns
-    -------
-    list of str
-        ``ratio:<domain>`` per domain (``paper``); ``inv:<domain>``, ``inv2:<domain>`` per domain
-        and ``inv:core*mem`` for two domains (``inverse``).
-
-    Raises
-    ------
-    InputError
-        If the form is unknown.
+    The domains are ``core``, and ``mem`` where the grid moves it. ``ratio:<domain>`` per domain
+    (``paper``); ``inv:<domain>``, ``inv2:<domain>`` per domain and ``inv:core*mem`` for two domains
+    (``inverse``).
     """
     if form == "paper":
         return [f"ratio:{d}" for d in domains]
@@ -66,26 +53,10 @@ def frequency_names(form: str, domains: Sequence[str]) -> list[str]:
 class FeatureMap:
     """How (clocks, counters) before and after a step become the regressors h of a step.
 
-    Parameters
-    ----------
-    form : str
-        One of :data:`FORMS`.
-    domains : tuple of str
-        The clock domains.
-    ref_mhz : tuple of float
-        One positive reference clock per domain (the inverse form's u_d = f_d,ref / f_d).
-    counters : tuple of str
-        The counters whose changes enter.
-    scale : tuple of float
-        One positive finite scale per counter: changes are divided by it.
-    selected : tuple of int
-        Indices into :attr:`all_names` (frequency terms first, then counter changes):
-        :meth:`regressors` returns those columns.
-
-    Raises
-    ------
-    InputError
-        If the form is unknown, or the clocks, scales or selection do not match.
+    ``ref_mhz`` is one reference clock per domain (the inverse form's u_d = f_d,ref / f_d),
+    ``scale`` one per counter (changes are divided by it); ``selected`` indexes :attr:`all_names`,
+    the columns :meth:`regressors` returns. Raises `InputError` if the form is unknown, or the
+    clocks, scales or selection do not match.
     """
 
     form: str
@@ -107,31 +78,11 @@ class FeatureMap:
 
     @classmethod
     def fit(cls, table: GridTable, apps: Sequence[int], form: str, counters: Iterable[str] | None = None) -> FeatureMap:
-        """The map of a grid's workloads: each counter's scale is its standard deviation over their configurations.
+        """The map of a grid's training workloads ``apps``, each counter scaled by its standard deviation there.
 
-        Counters constant there carry no information and are left out. The reference clocks
-        are the highest levels. Every feature is selected (see :meth:`with_selection`).
-
-        Parameters
-        ----------
-        table : GridTable
-            The measurement grid.
-        apps : sequence of int
-            The training workloads (indices into ``table.apps``).
-        form : str
-            One of :data:`FORMS`.
-        counters : iterable of str, optional
-            The counters to consider; all of the grid's by default.
-
-        Returns
-        -------
-        FeatureMap
-            The map.
-
-        Raises
-        ------
-        InputError
-            If every counter is constant over the workloads, or the form is unknown.
+        Counters constant there carry no information and are left out; the reference clocks are
+        the highest levels; every feature is selected (see :meth:`with_selection`). Raises
+        `InputError` if every counter is constant over the workloads.
         """
         _, _, x = table.rows(apps)
         sd = x.std(axis=0)
@@ -145,23 +96,7 @@ class FeatureMap:
                    tuple(range(n_all)))
 
     def with_selection(self, selected: Iterable[int]) -> FeatureMap:
-        """The same map with other columns selected.
-
-        Parameters
-        ----------
-        selected : iterable of int
-            Indices into :attr:`all_names`.
-
-        Returns
-        -------
-        FeatureMap
-            The new map.
-
-        Raises
-        ------
-        InputError
-            If the selection is empty or out of range.
-        """
+        """The same map with other columns of :attr:`all_names` selected; `InputError` if none or out of range."""
         return FeatureMap(self.form, self.domains, self.ref_mhz, self.counters, self.scale,
                           tuple(int(i) for i in selected))
 
@@ -192,86 +127,29 @@ class FeatureMap:
         return np.hstack(parts)
 
     def frequency_terms(self, f_prev: ArrayLike, f_new: ArrayLike) -> np.ndarray:
-        """The frequency regressors of steps f_prev -> f_new.
-
-        Parameters
-        ----------
-        f_prev, f_new : array_like
-            (m, domains) clocks in MHz before and after each step.
-
-        Returns
-        -------
-        numpy.ndarray
-            (m, :attr:`n_frequency`) terms.
-        """
+        """The (m, :attr:`n_frequency`) frequency regressors of steps f_prev -> f_new."""
         f_prev, f_new = np.atleast_2d(f_prev), np.atleast_2d(f_new)
         if self.form == "paper":
             return f_prev / f_new - 1.0
         return self._phi(f_new) - self._phi(f_prev)
 
     def counter_change(self, dx: ArrayLike) -> np.ndarray:
-        """Raw counter changes in scaled units.
-
-        Parameters
-        ----------
-        dx : array_like
-            (m, counters) raw changes.
-
-        Returns
-        -------
-        numpy.ndarray
-            (m, counters) changes over each counter's scale.
-        """
+        """Raw counter changes over each counter's scale."""
         return np.atleast_2d(dx) / np.asarray(self.scale)
 
     def regressors(self, f_prev: ArrayLike, f_new: ArrayLike, x_prev: ArrayLike, x_new: ArrayLike) -> np.ndarray:
-        """The regressors h of steps (rows), from the clocks and raw counters before and after each.
-
-        Parameters
-        ----------
-        f_prev, f_new : array_like
-            (m, domains) clocks in MHz before and after.
-        x_prev, x_new : array_like
-            (m, counters) raw counters before and after.
-
-        Returns
-        -------
-        numpy.ndarray
-            A C-contiguous (m, :attr:`n_features`) array of the selected columns.
-        """
+        """The C-contiguous (m, :attr:`n_features`) regressors of steps, from clocks and raw counters around each."""
         h = np.hstack([self.frequency_terms(f_prev, f_new),
                        self.counter_change(np.atleast_2d(x_new) - np.atleast_2d(x_prev))])
         return np.ascontiguousarray(h[:, list(self.selected)])
 
     def to_dict(self) -> dict[str, Any]:
-        """The map as plain data (JSON), which :meth:`from_dict` reads.
-
-        Returns
-        -------
-        dict
-            Field -> value, tuples as lists.
-        """
+        """The map as plain data (JSON, tuples as lists), which :meth:`from_dict` reads."""
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> FeatureMap:
-        """A map from :meth:`to_dict`'s data.
-
-        Parameters
-        ----------
-        d : dict
-            The data.
-
-        Returns
-        -------
-        FeatureMap
-            The map.
-
-        Raises
-        ------
-        InputError
-            If the data is not a complete, valid map.
-        """
+        """A map from :meth:`to_dict`'s data; `InputError` if it is not a complete, valid map."""
         try:
             return cls(str(d["form"]), tuple(d["domains"]), tuple(map(float, d["ref_mhz"])),
                        tuple(d["counters"]), tuple(map(float, d["scale"])), tuple(map(int, d["selected"])))

@@ -16,20 +16,10 @@ from gpudvfs.errors import InputError
 
 
 def is_target_readout(name: str) -> bool:
-    """Whether a counter is the target in disguise.
+    """Whether a counter is the target in disguise: an energy counter.
 
     A cumulative energy is power x time, so a time model fed its change would read the answer
     instead of predicting it.
-
-    Parameters
-    ----------
-    name : str
-        The counter's name.
-
-    Returns
-    -------
-    bool
-        True for an energy counter.
     """
     return "energy" in name.lower()
 
@@ -38,22 +28,9 @@ def is_target_readout(name: str) -> bool:
 class GridTable:
     """A measurement grid as dense arrays.
 
-    Parameters
-    ----------
-    path : str
-        The grid's file.
-    apps : tuple of str
-        The workloads.
-    domains : tuple of str
-        ``("core",)`` or ``("core", "mem")``.
-    levels : tuple of numpy.ndarray
-        The measured MHz per domain, ascending.
-    time_ms : numpy.ndarray
-        Time (ms), (apps, levels of domain 0[, levels of domain 1]).
-    counters : numpy.ndarray
-        ``time_ms.shape + (counters,)``.
-    counter_names : tuple of str
-        The counters, energy counters left out (:func:`is_target_readout`).
+    ``levels`` are the measured MHz per domain (``core``, and ``mem`` where it moves),
+    ascending; ``time_ms`` is (apps, levels of domain 0[, levels of domain 1]), ``counters``
+    ``time_ms.shape + (counters,)``, energy counters left out (:func:`is_target_readout`).
     """
 
     path: str
@@ -68,23 +45,9 @@ class GridTable:
     def from_grid(cls, grid: MeasurementGrid) -> GridTable:
         """Dense arrays of a grid; every (workload, configuration) must be measured once.
 
-        Workloads are the grid's key columns joined (the application for the public files).
-
-        Parameters
-        ----------
-        grid : MeasurementGrid
-            The grid.
-
-        Returns
-        -------
-        GridTable
-            Its arrays.
-
-        Raises
-        ------
-        InputError
-            If every row is at one configuration, the grid has no counters, or a cell is not
-            measured exactly once.
+        Workloads are the grid's key columns joined (the application for the public files). Raises
+        `InputError` if every row is at one configuration, the grid has no counters, or a cell is
+        not measured exactly once.
         """
         work = grid.workload
         apps, app_idx = np.unique(work, return_inverse=True)
@@ -118,21 +81,9 @@ class GridTable:
                    time_ms, counters, names)
 
     def rows(self, apps: Sequence[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Every configuration of the given workloads as flat rows.
+        """Every configuration of the workloads ``apps`` as flat rows.
 
-        Parameters
-        ----------
-        apps : sequence of int
-            The workloads (indices into :attr:`apps`).
-
-        Returns
-        -------
-        clocks : numpy.ndarray
-            (m, domains) MHz.
-        time_ms : numpy.ndarray
-            (m,) time.
-        counters : numpy.ndarray
-            (m, counters).
+        Clocks (m, domains) MHz, time (m,) ms, counters (m, counters).
         """
         sub_t = self.time_ms[list(apps)]
         mesh = np.meshgrid(*self.levels, indexing="ij")
@@ -140,15 +91,10 @@ class GridTable:
         return f, sub_t.reshape(-1), self.counters[list(apps)].reshape(-1, len(self.counter_names))
 
     def shared_time_curves(self) -> list[list[str]]:
-        """Groups of workloads whose measured time is identical at every configuration.
+        """Groups of more than one workload whose measured time is identical at every configuration.
 
         The V100 file has one group of ten: an application switch there changes the counters
         but not the time.
-
-        Returns
-        -------
-        list of list of str
-            The groups of more than one workload.
         """
         groups: dict[bytes, list[str]] = {}
         for a, t in zip(self.apps, self.time_ms.reshape(len(self.apps), -1)):

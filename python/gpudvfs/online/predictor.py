@@ -21,20 +21,7 @@ _KINDS: dict[str, type[OnlinePredictor] | type[OnlinePredictorBank]] = {
 
 
 def save_predictor(predictor: OnlinePredictor | OnlinePredictorBank, path: str | Path) -> None:
-    """Write a predictor's complete state (written atomically: a crash leaves the old file).
-
-    Parameters
-    ----------
-    predictor : OnlinePredictor or OnlinePredictorBank
-        The predictor.
-    path : str or pathlib.Path
-        The file to write.
-
-    Raises
-    ------
-    InputError
-        If ``predictor`` is neither.
-    """
+    """Write a predictor's or a bank's complete state, atomically (a crash leaves the old file)."""
     kind = {OnlinePredictor: "online-predictor", OnlinePredictorBank: "online-predictor-bank"}.get(type(predictor))
     if kind is None:
         raise InputError(f"save_predictor: expected an OnlinePredictor or OnlinePredictorBank, got {type(predictor)}")
@@ -43,23 +30,10 @@ def save_predictor(predictor: OnlinePredictor | OnlinePredictorBank, path: str |
 
 
 def load_predictor(path: str | Path) -> OnlinePredictor | OnlinePredictorBank:
-    """A predictor saved by :func:`save_predictor`, checked.
+    """A predictor or bank saved by :func:`save_predictor`, checked.
 
-    Parameters
-    ----------
-    path : str or pathlib.Path
-        The predictor file.
-
-    Returns
-    -------
-    OnlinePredictor or OnlinePredictorBank
-        The predictor, as saved.
-
-    Raises
-    ------
-    InputError
-        If the file is not a predictor of this version, or its state fails the checks (shapes,
-        finite values, a symmetric positive definite covariance).
+    Raises `InputError` if the file is not a predictor of this version, or its state fails the
+    checks (shapes, finite values, a symmetric positive definite covariance).
     """
     doc = read_json(path)
     if not isinstance(doc, dict) or not isinstance(doc.get("kind"), str) or doc["kind"] not in _KINDS:

@@ -32,20 +32,10 @@ def _sklearn() -> tuple[Any, Any, Any, type[Warning]]:
 class FeatureSelection:
     """The columns Lasso keeps, and how it chose them.
 
-    Parameters
-    ----------
-    selected : tuple of int
-        Columns kept: Lasso's at ``alpha_1se`` plus the forced ones.
-    lasso_selected : tuple of int
-        Columns with a nonzero Lasso coefficient at ``alpha_1se``.
-    alpha_min : float
-        The alpha of the smallest cross-validated MSE.
-    alpha_1se : float
-        The largest alpha within one standard error of it.
-    n_at_alpha_min : int
-        Features the minimum-MSE model uses.
-    converged : bool
-        Coordinate descent converged on every fit.
+    ``alpha_min`` is the penalty of the smallest cross-validated MSE, ``alpha_1se`` the largest
+    within one standard error of it; ``lasso_selected`` the columns with a nonzero coefficient at
+    ``alpha_1se``, ``selected`` those plus the forced ones; ``converged``: coordinate descent
+    converged on every fit.
     """
 
     selected: tuple[int, ...]
@@ -58,7 +48,7 @@ class FeatureSelection:
 
 def lasso_select(h: ArrayLike, y: ArrayLike, *, keep: Iterable[int] = (), folds: int = 10,
                  n_alphas: int = 100) -> FeatureSelection:
-    """The columns of the regressors that predict the target by Lasso, regularised by the one-standard-error rule.
+    """The columns of the regressors h (m, p) that predict the target y (m,): Lasso, one-standard-error rule.
 
     The rule takes the largest penalty whose cross-validated MSE is within one standard error
     of the minimum (fewer features for a statistically equal error). Columns are
@@ -66,31 +56,11 @@ def lasso_select(h: ArrayLike, y: ArrayLike, *, keep: Iterable[int] = (), folds:
     shuffled rows: rows are consecutive steps of traces, and shuffling would let a fold
     validate on neighbours of its training rows.
 
-    Parameters
-    ----------
-    h : array_like
-        (m, p) regressors, a row per step.
-    y : array_like
-        (m,) the target of each step.
-    keep : iterable of int
-        Columns kept whatever Lasso says (the frequency terms: the sensitivity needs them).
-    folds : int
-        Cross-validation folds.
-    n_alphas : int
-        Penalties tried, log-spaced from the one that zeroes every coefficient down to 1e-3 of it.
-
-    Returns
-    -------
-    FeatureSelection
-        The columns kept and the penalties.
-
-    Raises
-    ------
-    InputError
-        If the shapes do not match, the rows are too few for the folds, a value is not finite,
-        or ``y`` is orthogonal to every column.
-    ImportError
-        If scikit-learn is not installed.
+    ``keep`` are columns kept whatever Lasso says (the frequency terms: the sensitivity needs
+    them); ``n_alphas`` penalties are tried, log-spaced from the one that zeroes every coefficient
+    down to 1e-3 of it. Raises `InputError` if the shapes do not match, the rows are too few for
+    the folds, a value is not finite, or ``y`` is orthogonal to every column; `ImportError`
+    without scikit-learn.
     """
     Lasso, LassoCV, KFold, ConvergenceWarning = _sklearn()
     h, y = np.asarray(h, dtype=np.float64), np.asarray(y, dtype=np.float64)

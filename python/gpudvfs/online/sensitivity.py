@@ -1,7 +1,11 @@
 """Frequency sensitivity (Gupta et al. Sec. 4.4).
 
 The time predicted at a candidate clock (Eq. 12), its slope (Eq. 13), and the counters' own
-frequency dependence (Eq. 14), learned offline from a measurement grid.
+frequency dependence (Eq. 14), learned offline from a measurement grid. Clocks are
+(m, domains) arrays in MHz, counters (m, counters) in ``features.counters`` order; ``coef``
+is the model's (n_features,) coefficients or one row of them per candidate; a
+``counter_model`` says how the counters move with the clock (without it they are taken as
+frequency independent, dx = 0).
 """
 
 from __future__ import annotations
@@ -24,16 +28,7 @@ class CounterFrequencyModel:
     Per domain d and counter i: x_i(f_new) - x_i(f) = x_i(f) (b1 r + b2 r^2) with
     r = f_d / f_d,new - 1, so a counter that counts per unit of work (instructions)
     stays put (b = 0) and a rate or stall count scales with the clock. Changes of several
-    domains add up (first order).
-
-    Parameters
-    ----------
-    domains : tuple of str
-        The clock domains.
-    counters : tuple of str
-        The counters.
-    coef : numpy.ndarray
-        (domains, counters, 2): b1 and b2 of each.
+    domains add up (first order). ``coef`` is (domains, counters, 2): b1 and b2 of each.
     """
 
     domains: tuple[str, ...]
@@ -42,21 +37,9 @@ class CounterFrequencyModel:
 
     @classmethod
     def fit(cls, table: GridTable, apps: Sequence[int], counters: Sequence[str]) -> CounterFrequencyModel:
-        """Least squares over one-level moves (the moves a governor weighs) of every domain.
+        """Least squares over one-level moves of every domain, on every configuration of ``apps``.
 
-        Parameters
-        ----------
-        table : GridTable
-            The measurement grid.
-        apps : sequence of int
-            The workloads (indices into ``table.apps``) whose every configuration is fitted on.
-        counters : sequence of str
-            The counters, among ``table.counter_names``.
-
-        Returns
-        -------
-        CounterFrequencyModel
-            The model; a counter never nonzero keeps b = 0.
+        One-level moves are those a governor weighs. A counter never nonzero keeps b = 0.
         """
         cols = [table.counter_names.index(c) for c in counters]
         x_all = table.counters[list(apps)][..., cols]
@@ -77,20 +60,7 @@ class CounterFrequencyModel:
         return cls(table.domains, tuple(counters), coef)
 
     def change(self, x: ArrayLike, f_now: ArrayLike, f_new: ArrayLike) -> np.ndarray:
-        """Predicted counter changes when the clocks go f_now -> f_new.
-
-        Parameters
-        ----------
-        x : array_like
-            (m, counters) counters at f_now.
-        f_now, f_new : array_like
-            (m, domains) clocks in MHz.
-
-        Returns
-        -------
-        numpy.ndarray
-            (m, counters) changes.
-        """
+        """Predicted (m, counters) changes of counters ``x`` when the clocks go f_now -> f_new."""
         x = np.atleast_2d(np.asarray(x, dtype=np.float64))
         r = np.atleast_2d(f_now) / np.atleast_2d(f_new) - 1.0
         dx = np.zeros_like(x)
@@ -102,35 +72,10 @@ class CounterFrequencyModel:
 
 def predict_time_at(features: FeatureMap, coef: ArrayLike, time_ms: ArrayLike, f_now: ArrayLike, f_new: ArrayLike,
                     counters_now: ArrayLike, counter_model: CounterFrequencyModel | None = None) -> np.ndarray:
-    """Eq. 12: time at candidate clocks of a workload now taking ``time_ms`` at f_now.
+    """Eq. 12: time (ms) at clocks ``f_new`` of a workload now taking ``time_ms`` at ``f_now``.
 
-    Parameters
-    ----------
-    features : FeatureMap
-        The model's regressors.
-    coef : array_like
-        The model's coefficients (n_features,), or one row of them per candidate.
-    time_ms : array_like
-        The workload's time now (ms), per row.
-    f_now : array_like
-        (m, domains) clocks now (MHz).
-    f_new : array_like
-        (m, domains) candidate clocks (MHz).
-    counters_now : array_like
-        (m, counters) raw counters now, in ``features.counters`` order.
-    counter_model : CounterFrequencyModel, optional
-        How the counters move with the clock; without it they are taken as frequency
-        independent (dx = 0).
-
-    Returns
-    -------
-    numpy.ndarray
-        (m,) predicted times (ms).
-
-    Raises
-    ------
-    InputError
-        If the counters' columns are not the feature map's, or the counter model's counters differ.
+    Raises `InputError` if the counters' columns are not the feature map's, or the counter
+    model's counters differ.
     """
     x = np.atleast_2d(np.asarray(counters_now, dtype=np.float64))
     if x.shape[1] != len(features.counters):
@@ -145,35 +90,10 @@ def predict_time_at(features: FeatureMap, coef: ArrayLike, time_ms: ArrayLike, f
 
 def time_slope(features: FeatureMap, coef: ArrayLike, time_ms: ArrayLike, f_now: ArrayLike, f_new: ArrayLike,
                counters_now: ArrayLike, counter_model: CounterFrequencyModel | None = None) -> np.ndarray:
-    """Eq. 13: d time / d f, the finite difference of Eq. 12 over a move of exactly one clock domain per row.
+    """Eq. 13: d time / d f (ms per MHz), Eq. 12's finite difference over a move of one clock domain per row.
 
-    Parameters
-    ----------
-    features : FeatureMap
-        The model's regressors.
-    coef : array_like
-        The model's coefficients (n_features,), or one row of them per candidate.
-    time_ms : array_like
-        The workload's time now (ms), per row.
-    f_now : array_like
-        (m, domains) clocks now (MHz).
-    f_new : array_like
-        (m, domains) candidate clocks (MHz).
-    counters_now : array_like
-        (m, counters) raw counters now, in ``features.counters`` order.
-    counter_model : CounterFrequencyModel, optional
-        How the counters move with the clock; without it they are taken as frequency
-        independent (dx = 0).
-
-    Returns
-    -------
-    numpy.ndarray
-        (m,) slopes in ms per MHz.
-
-    Raises
-    ------
-    InputError
-        If a row does not change exactly one clock domain, or as :func:`predict_time_at` raises.
+    Raises `InputError` if a row does not change exactly one clock domain, or as
+    :func:`predict_time_at` raises.
     """
     f_now, f_new = np.atleast_2d(f_now), np.atleast_2d(f_new)
     moved = f_now != f_new

@@ -1,10 +1,6 @@
 """The DVFS-aware power model of Guerreiro et al. (HPCA'18).
 
-| module      | what                                                              |
-|-------------|-------------------------------------------------------------------|
-| `model`     | `PowerModel`: fit, predict, voltages, breakdown, save and load    |
-| `equations` | the model's equations over a grid (`power_grid`, Rust) and in numpy |
-| `gpmtool`   | gpmTOOL model files, read and written                             |
+`model` (`PowerModel`), `equations` (the grid, in Rust and numpy), `gpmtool` (its model files).
 
 Grouped cross-validation and the fit's setting chosen by it are in :mod:`gpudvfs.evaluation`.
 """

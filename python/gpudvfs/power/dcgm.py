@@ -1,8 +1,7 @@
 """The power model on DCGM activities: each workload's DCGM fields at the reference clocks are its utilizations.
 
-The components: SM or graphics-engine activity and the FP64/FP32/FP16/tensor pipes in the
-core domain, DRAM activity in the memory domain; so a cluster with DCGM and no instruction
-counters fits and applies the same model (Guerreiro et al.'s equations).
+SM or graphics activity and the FP64/FP32/FP16/tensor pipes are the core domain, DRAM activity
+the memory domain: a cluster with DCGM and no instruction counters fits the same model.
 """
 
 from __future__ import annotations
@@ -17,28 +16,10 @@ from gpudvfs.power.grid import grid_power_dataset
 
 
 def dcgm_components(grid: MeasurementGrid) -> tuple[list[str], list[str], int]:
-    """The power model's components on a DCGM grid.
+    """The components (canonical field names, core domain first), the grid's column of each, and how many are core.
 
-    Fields zero in every row were not collected and are left out.
-
-    Parameters
-    ----------
-    grid : MeasurementGrid
-        A grid with DCGM activity fields.
-
-    Returns
-    -------
-    names : list of str
-        The components (canonical field names), core domain first.
-    columns : list of str
-        The grid's column of each.
-    n_core : int
-        How many belong to the core domain.
-
-    Raises
-    ------
-    InputError
-        If the grid has no core activity field with a non-zero value.
+    Fields zero in every row were not collected and are left out. Raises `InputError` if no core
+    activity field has a non-zero value.
     """
     found = find_fields(grid.columns)
     sm = "sm_active" if "sm_active" in found else "gr_engine_active" if "gr_engine_active" in found else None
@@ -51,27 +32,11 @@ def dcgm_components(grid: MeasurementGrid) -> tuple[list[str], list[str], int]:
 
 
 def dcgm_power_dataset(grid: MeasurementGrid, reference: tuple[float, float], clip: bool = False) -> PowerDataset:
-    """Power of every row of a DCGM grid, with each workload's activities at the reference pair as its utilizations.
+    """Power of every row of a DCGM grid; each workload's activities at the reference are its utilizations.
 
-    Parameters
-    ----------
-    grid : MeasurementGrid
-        A DCGM grid with a power column.
-    reference : tuple of (float, float)
-        The reference (core, memory) clocks in MHz.
-    clip : bool
-        Clip activities outside [0, 1] (they are ratios) with a warning, rather than refuse them.
-
-    Returns
-    -------
-    PowerDataset
-        A row per grid row of a workload measured at the reference.
-
-    Raises
-    ------
-    InputError
-        If the grid has no power column, no core activity field, no workload at the
-        reference, or an activity is outside [0, 1] and ``clip`` is not set.
+    ``reference`` is (core, memory) MHz. ``clip`` clips activities outside [0, 1] with a warning
+    instead of refusing them. Raises `InputError` if the grid has no power column, no core activity
+    field or no workload at the reference.
     """
     names, ref = grid.reference_rows(reference)
     comps, cols, n_core = dcgm_components(grid)

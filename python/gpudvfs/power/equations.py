@@ -55,34 +55,13 @@ def _check(utilization: ArrayLike, domain_sizes: Sequence[int], static_coef: Arr
 
 def power_grid(utilization: ArrayLike, domain_sizes: Sequence[int], static_coef: ArrayLike, idle_coef: ArrayLike,
                weights: ArrayLike, freqs: ArrayLike, volts: ArrayLike) -> np.ndarray:
-    """Watts of each workload at each configuration, in the Rust core (GIL released).
+    """Watts [n_workloads x n_configs] of each workload at each configuration, in the Rust core (GIL released).
 
-    Parameters
-    ----------
-    utilization : array_like
-        [n_workloads x n_components] utilizations, domain 0's components first.
-    domain_sizes : sequence of int
-        The number of components in each domain.
-    static_coef : array_like
-        Per domain, the static coefficient s_d.
-    idle_coef : array_like
-        Per domain, the idle coefficient i_d.
-    weights : array_like
-        Per component, its weight w_c.
-    freqs : array_like
-        [n_configs x n_domains] frequencies, normalized to the reference.
-    volts : array_like
-        [n_configs x n_domains] normalized voltages.
-
-    Returns
-    -------
-    numpy.ndarray
-        Watts [n_workloads x n_configs].
-
-    Raises
-    ------
-    InputError
-        If a shape does not match the domain sizes, or a value is not finite.
+    ``utilization`` is [n_workloads x n_components], domain 0's components first
+    (``domain_sizes`` counts them per domain); ``static_coef`` and ``idle_coef`` are per domain,
+    s_d and i_d, ``weights`` per component, w_c (W at the reference clocks); ``freqs`` and
+    ``volts`` [n_configs x n_domains], normalized to the reference. Raises `InputError` if a
+    shape does not match the domain sizes, or a value is not finite.
     """
     u, sizes, s, i, w, f, v = _check(utilization, domain_sizes, static_coef, idle_coef, weights, freqs, volts)
     return _core.power_grid(u, sizes, s, i, w, f, v)
@@ -90,35 +69,7 @@ def power_grid(utilization: ArrayLike, domain_sizes: Sequence[int], static_coef:
 
 def power_grid_numpy(utilization: ArrayLike, domain_sizes: Sequence[int], static_coef: ArrayLike,
                      idle_coef: ArrayLike, weights: ArrayLike, freqs: ArrayLike, volts: ArrayLike) -> np.ndarray:
-    """The same equations as :func:`power_grid` written plainly in numpy (reference for tests and benchmarks).
-
-    Parameters
-    ----------
-    utilization : array_like
-        [n_workloads x n_components] utilizations, domain 0's components first.
-    domain_sizes : sequence of int
-        The number of components in each domain.
-    static_coef : array_like
-        Per domain, the static coefficient s_d.
-    idle_coef : array_like
-        Per domain, the idle coefficient i_d.
-    weights : array_like
-        Per component, its weight w_c.
-    freqs : array_like
-        [n_configs x n_domains] frequencies, normalized to the reference.
-    volts : array_like
-        [n_configs x n_domains] normalized voltages.
-
-    Returns
-    -------
-    numpy.ndarray
-        Watts [n_workloads x n_configs].
-
-    Raises
-    ------
-    InputError
-        If a shape does not match the domain sizes, or a value is not finite.
-    """
+    """:func:`power_grid` written plainly in numpy, the reference it is tested and benchmarked against."""
     u, sizes, s, i, w, f, v = _check(utilization, domain_sizes, static_coef, idle_coef, weights, freqs, volts)
     out = np.zeros((u.shape[0], f.shape[0]))
     start = 0

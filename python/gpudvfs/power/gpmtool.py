@@ -33,25 +33,10 @@ from gpudvfs.errors import InputError
 
 
 def read_gpmtool_model(path: str | Path) -> tuple[tuple[str, ...], dict[str, Any]]:
-    """Read a gpmTOOL model file (v1 or v2 layout) as the power fit's state.
+    """The components' names and the fit's state of a gpmTOOL model file, v1 or v2 layout.
 
-    Parameters
-    ----------
-    path : str or pathlib.Path
-        The model file.
-
-    Returns
-    -------
-    names : tuple of str
-        The components' names.
-    state : dict
-        The fit's state, for `_core.PowerFit.from_state`.
-
-    Raises
-    ------
-    DataFileError
-        If the file is truncated or malformed, not of 2 domains, has negative coefficients,
-        or voltage lines of neither layout.
+    The state is for `_core.PowerFit.from_state`. Raises `DataFileError` if the file is truncated or
+    malformed, not of 2 domains, has negative coefficients, or voltage lines of neither layout.
     """
     src = Source(path)
     rec = dict(src.records(0))
@@ -109,23 +94,10 @@ def read_gpmtool_model(path: str | Path) -> tuple[tuple[str, ...], dict[str, Any
 
 
 def write_gpmtool_model(path: str | Path, names: Sequence[str], state: dict[str, Any]) -> None:
-    """Write a model in gpmTOOL's model file format.
+    """Write a fit's state in gpmTOOL's format: v1 layout for a per-config model, v2 for a per-domain one.
 
-    Parameters
-    ----------
-    path : str or pathlib.Path
-        The file to write.
-    names : sequence of str
-        The components' names.
-    state : dict
-        The fit's state: a per-config model (v1 layout, core voltages; its memory voltages must
-        be 1) or a per-domain one (v2 layout).
-
-    Raises
-    ------
-    InputError
-        If a per-config model lacks a pair of the grid or has memory voltages other than 1,
-        or the model is of another variant.
+    A per-config model's memory voltages must be 1. Raises `InputError` if a per-config model lacks
+    a pair of the grid or has memory voltages other than 1, or the model is of another variant.
     """
     ref, sizes = state["ref_mhz"], state["domain_sizes"]
     configs = [tuple(c) for c in state["configs"]]

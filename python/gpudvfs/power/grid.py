@@ -1,7 +1,6 @@
 """A measured grid as the power model's dataset.
 
-Every row's power at its clocks, with its workload's utilizations at the reference clocks
-(from DCGM activities or from profiler counters over the device's peak rates).
+Every row's power at its clocks, with its workload's utilizations at the reference clocks.
 """
 
 from __future__ import annotations
@@ -14,35 +13,11 @@ from gpudvfs.errors import InputError
 
 def grid_power_dataset(grid: MeasurementGrid, reference: tuple[float, float], names: list[str], util: np.ndarray,
                        components: tuple[str, ...], domain_sizes: tuple[int, int]) -> PowerDataset:
-    """A grid's power measurements with each workload's utilizations, as the power model's dataset.
+    """A row per grid row of the workloads in ``names``, with their utilizations ``util`` [workloads x components].
 
-    A grid without a memory clock column was measured at one memory clock: the reference's
-    memory clock is given to every row.
-
-    Parameters
-    ----------
-    grid : MeasurementGrid
-        A grid with a power column.
-    reference : tuple of (float, float)
-        The reference (core, memory) clocks in MHz.
-    names : list of str
-        The workloads with utilizations; rows of others are left out.
-    util : numpy.ndarray
-        [workloads x components] utilizations, in the order of ``names``.
-    components : tuple of str
-        The components' names, core domain first.
-    domain_sizes : tuple of (int, int)
-        How many components belong to the core and to the memory domain.
-
-    Returns
-    -------
-    PowerDataset
-        A row per grid row of the workloads in ``names``.
-
-    Raises
-    ------
-    InputError
-        If the grid has no power column.
+    ``domain_sizes`` counts the components (core domain first) of each domain. A grid without a
+    memory clock column was measured at one memory clock: the reference's is given to every row.
+    Raises `InputError` if the grid has no power column.
     """
     if grid.watts is None:
         raise InputError(f"{grid.path}: the power model is fitted on measured power; the grid has no power column")

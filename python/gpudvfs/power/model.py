@@ -90,35 +90,20 @@ class PowerModel:
     """Power of a GPU at any (core, memory) clock pair from component utilizations.
 
     ``PowerModel(variant).fit(dataset)`` estimates coefficients and voltages from a
-    :class:`~gpudvfs.PowerDataset` (microbenchmarks measured over a frequency grid).
+    :class:`~gpudvfs.PowerDataset` (microbenchmarks measured over a frequency grid);
+    :meth:`prior` makes one from the catalog alone.
 
-    Parameters
-    ----------
-    variant : str
-        One of :data:`VARIANTS` (see the module's table).
-    relative_error : bool, optional
-        Fit squared relative errors (True) or squared watts; the variant's by default.
-    ridge : float, optional
-        Ridge penalty on the coefficients; the variant's by default.
-    max_iter : int
-        Iterations of the alternation at most.
-    tol_voltage : float
-        Converged when no voltage moves more than this ...
-    tol_objective : float
-        ... and the objective changes by less than this share of itself.
-    v_min, v_max : float
-        Bounds of the normalized voltages.
-
-    Raises
-    ------
-    InputError
-        If the variant is unknown, ``relative_error`` is not a bool or None, or ``max_iter`` is
-        not an integer >= 1.
+    ``variant`` is one of :data:`VARIANTS` (see the module's table); ``relative_error`` (squared
+    relative errors, else squared watts) and ``ridge`` (on the coefficients) are the variant's by
+    default; the fit has converged when no voltage moves more than ``tol_voltage`` and the
+    objective changes by less than ``tol_objective`` of itself (else it stops after ``max_iter``
+    alternations); ``v_min`` and ``v_max`` bound the normalized voltages. An unknown variant, a
+    ``relative_error`` neither bool nor None or ``max_iter`` < 1 is an `InputError`.
 
     Attributes
     ----------
     components_ : tuple of str
-        The components, in the order of a utilization vector (set by fitting or loading).
+        The components, in the order of a utilization vector.
     static_w_, idle_w_ : numpy.ndarray
         Per domain, the static and idle power (W at the reference clocks).
     weights_ : dict of str to float
@@ -128,23 +113,35 @@ class PowerModel:
     untrained_ : tuple of str
         Components zero in every training row, given weight 0 by ``fit(..., unused="zero")``.
     device_ : str or None
-        The catalog key of the GPU whose measurements it was fitted on, where the fitter knew
-        it (`select fit-power`, `power fit --device`): its weights and clocks are that GPU's.
+        The catalog key of the GPU it was fitted on, where the fitter knew it: its weights and
+        clocks are that GPU's.
     energy_error_ : numpy.ndarray or None
         Relative error of an energy predicted with this model and the time model at each of
-        ``configs_``, from applications held out of the power fit (`select fit-power` sets it:
-        `gpudvfs.evaluation.selection.energy_errors`); None where nobody measured it.
+        ``configs_``, from applications held out of the power fit (set by `select fit-power`).
     interval_ : float or None
         Half-width q of a 90% interval on each predicted power in log space (P in [P e^-q,
-        P e^q]), where it is known: a prior's (`PowerModel.prior`: its rule's error on GPUs it
-        was not fitted on), or refined by `gpudvfs power observe`. None: not stated.
+        P e^q]): a prior's (its rule's error on GPUs it was not fitted on), or refined by
+        `gpudvfs power observe`. None: not stated.
     source_ : str
-        One of :data:`SOURCES`: whether the model is fitted, a catalog prior (no measurement of
-        this GPU) or refined from one.
+        One of :data:`SOURCES`: fitted, a catalog prior (no measurement of this GPU) or refined.
     fallback_ : str or None
-        The variant fitted in place of this one's, which did not converge (None: its own).
+        The variant fitted in place of this one's, which did not converge.
     notes_ : list of str
         What the fit says about itself (bounds hit, folded domains, fallbacks).
+
+    Examples
+    --------
+    A prior from the catalog, then the power of a workload using half of every unit, at two core
+    clocks and the H100's memory clock:
+
+    >>> import numpy as np
+    >>> from gpudvfs import PowerModel
+    >>> model = PowerModel.prior("H100")
+    >>> model.components_
+    ('SP', 'INT', 'DP', 'SFU', 'L2', 'Shared', 'DRAM')
+    >>> watts = model.predict(np.full(7, 0.5), [1000, 1980], 2619)
+    >>> bool(watts[0] < watts[1]), model.source_
+    (True, 'prior')
     """
 
     def __init__(self, variant: str = "default", *, relative_error: bool | None = None,
@@ -172,26 +169,13 @@ class PowerModel:
 
     @classmethod
     def prior(cls, device: str | DeviceSpec, reference: Sequence[float] | None = None) -> PowerModel:
-        """The prior of a catalog GPU, made without any measurement of it (:mod:`gpudvfs.power.prior`).
+        """The prior of a catalog GPU (key, name, alias or entry), made without any measurement of it.
 
-        Parameters
-        ----------
-        device : str or DeviceSpec
-            The GPU: a catalog key, name or alias, or its entry.
-        reference : sequence of float, optional
-            The (core, memory) MHz the model is placed at; the GPU's default clocks by default.
-
-        Returns
-        -------
-        PowerModel
-            The catalog's rule scaled by the GPU's TDP (its SFU weight Nsight Compute's from Volta on,
-            :mod:`gpudvfs.power.prior_pipes`; its core voltage curve :mod:`gpudvfs.power.prior_curve`),
-            with the rule's 90% interval (``interval_``).
-
-        Raises
-        ------
-        InputError
-            If the GPU is not in the catalog.
+        See :mod:`gpudvfs.power.prior`. Placed at ``reference`` (core, memory) MHz, the GPU's default
+        clocks by default: the catalog's rule scaled by the GPU's TDP (its SFU weight Nsight Compute's
+        from Volta on, :mod:`gpudvfs.power.prior_pipes`; its core voltage curve
+        :mod:`gpudvfs.power.prior_curve`), with the rule's 90% interval (``interval_``). Raises
+        `InputError` if the GPU is not in the catalog.
         """
         spec = device if isinstance(device, DeviceSpec) else lookup(device)
         model = cls("curve")
@@ -206,31 +190,15 @@ class PowerModel:
 
     # ---------------------------------------------------------------- fitting
     def fit(self, dataset: PowerDataset, *, unused: str = "error") -> PowerModel:
-        """Estimate the model from measurements.
+        """Estimate the model from power and utilizations measured over a grid of (core, memory) clocks.
 
         A fit that did not converge, hit a voltage bound, fell back to per-domain voltages or left
         components untrained warns with its notes.
 
-        Parameters
-        ----------
-        dataset : PowerDataset
-            Power measured over a frequency grid of two domains (core, memory), with utilizations.
-        unused : str
-            A component zero in every row has no weight to learn: ``error`` refuses it; ``zero``
-            gives it weight 0 (the model then takes the same utilizations, and predicts no power
-            for that component: noted in ``notes_`` and ``untrained_``).
-
-        Returns
-        -------
-        PowerModel
-            This model, fitted.
-
-        Raises
-        ------
-        InputError
-            If ``dataset`` is not a PowerDataset of two domains, its watts, clocks or
-            utilizations are out of bounds, ``unused`` is unknown, or (with ``unused="error"``)
-            a component is zero in every row.
+        A component zero in every row has no weight to learn: ``unused="error"`` refuses it with
+        `InputError`; ``"zero"`` gives it weight 0 (the model then predicts no power for it: noted
+        in ``notes_`` and ``untrained_``). Out-of-bounds watts, clocks or utilizations are an
+        `InputError` too.
         """
         _require_dataset(dataset, "fit")
         if unused not in UNUSED:
@@ -299,19 +267,9 @@ class PowerModel:
                                   f"to {self.fallback_} voltages, which did")
 
     def check_gpu(self, key: str) -> None:
-        """Refuse to predict a GPU's power with a model fitted on another GPU's measurements.
+        """Raise `InputError` if the model was fitted on another GPU than catalog ``key``'s.
 
         Weights and voltages belong to one GPU; a model that does not record which passes.
-
-        Parameters
-        ----------
-        key : str
-            The catalog key of the GPU to predict.
-
-        Raises
-        ------
-        InputError
-            If the model was fitted on another GPU's measurements.
         """
         if self.device_ is None or self.device_ == key:
             return
@@ -331,27 +289,11 @@ class PowerModel:
 
     # -------------------------------------------------------------- prediction
     def voltage(self, core_mhz: ArrayLike, mem_mhz: ArrayLike) -> np.ndarray:
-        """Normalized (core, memory) voltages at clock pairs.
+        """Normalized (core, memory) voltages, of shape ``broadcast(core_mhz, mem_mhz) + (2,)``.
 
         `per-config` knows the measured pairs, `per-domain` the measured clocks; `curve` gives
-        any clock (with a warning beyond the clocks it was fitted on).
-
-        Parameters
-        ----------
-        core_mhz : array_like
-            Core clocks (MHz), broadcast with ``mem_mhz``.
-        mem_mhz : array_like
-            Memory clocks (MHz).
-
-        Returns
-        -------
-        numpy.ndarray
-            Voltages of shape ``broadcast(core, mem) + (2,)``.
-
-        Raises
-        ------
-        InputError
-            If the model is not fitted, a clock is invalid, or the variant does not know a pair.
+        any clock (with a warning beyond the clocks it was fitted on). Raises `InputError` if the
+        model is not fitted, a clock is invalid, or the variant does not know a pair.
         """
         fit = self._require_fit()
         c, m = np.broadcast_arrays(clock_array(core_mhz, "core_mhz"), clock_array(mem_mhz, "mem_mhz"))
@@ -378,27 +320,11 @@ class PowerModel:
                     f"{lo:g}-{hi:g} MHz: the voltage curve is extrapolated there"), stacklevel=3)
 
     def predict(self, utilization: ArrayLike, core_mhz: ArrayLike, mem_mhz: ArrayLike) -> Any:
-        """Watts for utilizations at clock pairs.
+        """Watts for utilizations [..., n_components] in [0, 1] at clock pairs (MHz).
 
-        Parameters
-        ----------
-        utilization : array_like
-            [..., n_components] utilizations in [0, 1].
-        core_mhz : array_like
-            Core clocks (MHz), broadcast against ``utilization.shape[:-1]``.
-        mem_mhz : array_like
-            Memory clocks (MHz), likewise.
-
-        Returns
-        -------
-        numpy.ndarray or float
-            Watts of the broadcast shape; scalars in, a float out.
-
-        Raises
-        ------
-        InputError
-            If the model is not fitted, a utilization or clock is invalid, or the variant does
-            not know a pair.
+        The clocks broadcast against ``utilization.shape[:-1]``. Scalars in, a float out. Raises
+        `InputError` if the model is not fitted, a utilization or clock is invalid, or the variant does
+        not know a pair.
         """
         fit = self._require_fit()
         u = _utilization(utilization, len(self.components_))
@@ -415,25 +341,9 @@ class PowerModel:
         return float(p) if p.ndim == 0 else p
 
     def predict_grid(self, utilization: ArrayLike, configs: ArrayLike | None = None) -> np.ndarray:
-        """Watts of each workload at each configuration, through the batched Rust kernel.
+        """Watts [n_workloads x n_configs] through the batched Rust kernel.
 
-        Parameters
-        ----------
-        utilization : array_like
-            [n_workloads x n_components] utilizations in [0, 1].
-        configs : array_like, optional
-            [n_configs x 2] (core, memory MHz); the fitted configurations by default.
-
-        Returns
-        -------
-        numpy.ndarray
-            Watts [n_workloads x n_configs].
-
-        Raises
-        ------
-        InputError
-            If the model is not fitted, or the utilizations or configurations are malformed or
-            unknown to the variant.
+        ``configs`` is [n x 2] MHz, the fitted ones by default.
         """
         self._require_fit()
         u = _utilization(utilization, len(self.components_))
@@ -448,28 +358,10 @@ class PowerModel:
                           list(self.weights_.values()), freqs, volts)
 
     def breakdown(self, utilization: ArrayLike, core_mhz: float, mem_mhz: float) -> dict[str, float]:
-        """One workload's power at one configuration split into the terms of Eq. 6-7.
+        """One workload's power at one clock pair split into the terms of Eq. 6-7 (W).
 
-        Parameters
-        ----------
-        utilization : array_like
-            The workload's n_components utilizations.
-        core_mhz : float
-            The core clock (MHz).
-        mem_mhz : float
-            The memory clock (MHz).
-
-        Returns
-        -------
-        dict of str to float
-            Watts of ``static:<domain>``, ``idle:<domain>`` (the utilization-independent power
-            of that V-F level) and ``dynamic:<component>``; they add up to :meth:`predict`.
-
-        Raises
-        ------
-        InputError
-            If the model is not fitted, the utilizations are not one workload's, or the pair is
-            unknown to the variant.
+        ``static:<domain>``, ``idle:<domain>`` (the utilization-independent power of that V-F level)
+        and ``dynamic:<component>``; they add up to :meth:`predict`.
         """
         self._require_fit()
         u = _utilization(utilization, len(self.components_))
@@ -490,25 +382,11 @@ class PowerModel:
         return out
 
     def evaluate(self, dataset: PowerDataset) -> dict[str, Any]:
-        """Absolute percentage errors on a measured dataset.
+        """Absolute percentage errors on a measured dataset over the model's components.
 
-        Parameters
-        ----------
-        dataset : PowerDataset
-            Measurements over the model's components.
-
-        Returns
-        -------
-        dict
-            ``mape``, ``median_ape``, ``max_ape`` (%), the count ``n``, ``per_config`` and
-            ``per_benchmark`` MAPEs, and ``mape_interval``: the MAPE's 95% bootstrap interval
-            over the benchmarks (a benchmark's rows drawn together).
-
-        Raises
-        ------
-        InputError
-            If the model is not fitted, ``dataset`` is not a PowerDataset, its watts are out of
-            bounds, or its components differ from the model's.
+        ``mape``, ``median_ape``, ``max_ape`` (%), the count ``n``, ``per_config`` and
+        ``per_benchmark`` MAPEs, and ``mape_interval``: the MAPE's 95% bootstrap interval over the
+        benchmarks (a benchmark's rows drawn together).
         """
         self._require_fit()
         _require_dataset(dataset, "evaluate")
@@ -535,18 +413,7 @@ class PowerModel:
                 "tol_objective": self.tol_objective, "v_min": self.v_min, "v_max": self.v_max}
 
     def save(self, path: str | Path) -> None:
-        """Write the fitted model as versioned JSON.
-
-        Parameters
-        ----------
-        path : str or pathlib.Path
-            The file to write (atomically).
-
-        Raises
-        ------
-        InputError
-            If the model is not fitted.
-        """
+        """Write the fitted model as versioned JSON, atomically."""
         fit = self._require_fit()
         state = dict(fit.state())
         if state["curves"] is not None:  # a flat curve's break is infinite, which JSON cannot hold
@@ -566,20 +433,7 @@ class PowerModel:
     def load(cls, path: str | Path) -> PowerModel:
         """Read a model written by :meth:`save`.
 
-        Parameters
-        ----------
-        path : str or pathlib.Path
-            The model file.
-
-        Returns
-        -------
-        PowerModel
-            The fitted model.
-
-        Raises
-        ------
-        InputError
-            If the file is not a power model of this version, or is incomplete or inconsistent.
+        Raises `InputError` if it is not a power model of this version, or is incomplete or inconsistent.
         """
         doc = read_versioned(path, "power-model", MODEL_VERSION)
         options, names, state = doc.get("options"), doc.get("components"), doc.get("state")
@@ -624,39 +478,12 @@ class PowerModel:
         return model
 
     def to_gpmtool(self, path: str | Path) -> None:
-        """Write the model as a gpmTOOL model file (per-config or per-domain variants).
-
-        Parameters
-        ----------
-        path : str or pathlib.Path
-            The file to write.
-
-        Raises
-        ------
-        InputError
-            If the model is not fitted or of a variant the format cannot hold.
-        """
+        """Write the model as a gpmTOOL model file (per-config or per-domain variants only)."""
         write_gpmtool_model(path, self.components_, dict(self._require_fit().state()))
 
     @classmethod
     def from_gpmtool(cls, path: str | Path) -> PowerModel:
-        """A model from a gpmTOOL model file (v1: per-configuration voltages, v2: per-domain).
-
-        Parameters
-        ----------
-        path : str or pathlib.Path
-            The model file.
-
-        Returns
-        -------
-        PowerModel
-            The model.
-
-        Raises
-        ------
-        InputError
-            If the file is malformed (a :class:`DataFileError`) or its model invalid.
-        """
+        """A model from a gpmTOOL model file (v1: per-configuration voltages, v2: per-domain)."""
         names, state = read_gpmtool_model(path)
         model = cls(state["variant"])
         try:

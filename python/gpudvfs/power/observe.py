@@ -87,7 +87,7 @@ class Observed(Protocol):
 
     @property
     def activities(self) -> tuple[str, ...]:
-        """The activities' names, the first ``n_core`` in the core domain."""
+        """Names of the activities the fit reads, the core domain's (``n_core``) first."""
 
     @property
     def n_core(self) -> int:
@@ -100,21 +100,11 @@ class Observed(Protocol):
 
 @dataclass(frozen=True)
 class ObservedFit:
-    """The refined model and what the fit saw.
+    """The refined model (``source_`` ``observed``, or ``prior`` where the prior stands) and what the fit saw.
 
-    Parameters
-    ----------
-    model : PowerModel
-        The refined model (``source_`` ``observed``, or ``prior`` where the prior stands).
-    readings_used : int
-        The readings the fit used.
-    clocks_seen : tuple of float
-        Their distinct core clocks (MHz).
-    residual_sd : float
-        The residuals' standard deviation in log space (about the relative one); NaN without
-        readings.
-    prior_stands : str or None
-        Why the prior stands where it does; None where the readings moved it.
+    ``clocks_seen`` are the readings' distinct core clocks (MHz); ``residual_sd`` the residuals'
+    standard deviation in log space (about the relative one; NaN without readings);
+    ``prior_stands`` why the prior stands, None where the readings moved it.
     """
 
     model: PowerModel
@@ -191,39 +181,12 @@ def _levenberg_marquardt(residuals: Callable[[np.ndarray], np.ndarray], theta: n
 def fit_observed(prior: PowerModel, activity_names: tuple[str, ...], n_core: int, core_mhz: ArrayLike,
                  mem_mhz: ArrayLike, watts: ArrayLike, activity: ArrayLike, *,
                  configs: ArrayLike | None = None) -> ObservedFit:
-    """The prior refined by readings.
+    """The prior refined by N readings: clocks (MHz), ``watts`` (W) and ``activity`` [N x A] (fractions).
 
-    Readings without a positive power, clocks or finite activities are left out; activities
-    are clipped into [0, 1].
-
-    Parameters
-    ----------
-    prior : PowerModel
-        The GPU's prior (:meth:`PowerModel.prior`), fitted.
-    activity_names : tuple of str
-        The activities' names: the first ``n_core`` in the core domain, the rest in the memory domain.
-    n_core : int
-        How many activities belong to the core domain.
-    core_mhz, mem_mhz : array_like
-        [N] clocks of each reading (MHz).
-    watts : array_like
-        [N] power of each reading (W).
-    activity : array_like
-        [N x A] activities of each reading (fractions).
-    configs : array_like, optional
-        The (core, memory) pairs the model is laid out on; the prior's by default.
-
-    Returns
-    -------
-    ObservedFit
-        The model, which predicts power from those activities at any clock: ``source_``
-        ``observed``, or ``prior`` with ``prior_stands`` saying why where the readings cannot
-        move it.
-
-    Raises
-    ------
-    InputError
-        If the readings' shapes differ, or ``n_core`` is not in [1, A].
+    The first ``n_core`` activities are the core domain's. Readings without a positive power,
+    clocks or finite activities are left out; activities are clipped into [0, 1]. The model is
+    laid out on ``configs`` (the prior's by default) and predicts power from those activities
+    at any clock. Raises `InputError` if the shapes differ or ``n_core`` is not in [1, A].
     """
     core, mem, p = (np.asarray(a, dtype=np.float64) for a in (core_mhz, mem_mhz, watts))
     act = np.asarray(activity, dtype=np.float64)
@@ -269,23 +232,11 @@ def fit_observed(prior: PowerModel, activity_names: tuple[str, ...], n_core: int
 
 
 def steady_readings(readings: Sequence[ObservedWindow], tolerance: float = STEADY_ACTIVITY) -> list[ObservedWindow]:
-    """The readings whose window saw one core clock and the same activities as the windows on both sides.
+    """The windows that saw one core clock and the same activities, within ``tolerance``, as the windows on both sides.
 
     A window's power read between the energy counter's updates around it holds, at a change
-    of work, some of its neighbour's.
-
-    Parameters
-    ----------
-    readings : sequence of ObservedWindow
-        The windows, in time order.
-    tolerance : float
-        How far each activity may differ from the neighbours'; infinite keeps every window of
-        one clock (the first and last included).
-
-    Returns
-    -------
-    list of ObservedWindow
-        The steady windows, in order.
+    of work, some of its neighbour's. An infinite tolerance keeps every window of one clock
+    (the first and last included).
     """
     return [readings[i] for i in _steady_indices(readings, tolerance)]
 
@@ -310,27 +261,8 @@ def fit_readings(prior: PowerModel, obs: Observed, leave_out: Collection[int] = 
     """`fit_observed` on an observation's readings at a steady clock.
 
     Where power was not read exactly, at a steady activity too (`steady_readings`); the refined
-    model is laid out on the prior's pairs and every pair seen.
-
-    Parameters
-    ----------
-    prior : PowerModel
-        The GPU's prior, fitted.
-    obs : Observed
-        The observation, e.g. a `gpudvfs.hardware.observer.Observation`.
-    leave_out : collection of int
-        Indices of ``obs.readings`` the fit leaves out (a held-out workload's windows), after
-        steadiness is judged on them all.
-
-    Returns
-    -------
-    ObservedFit
-        The refined model and what the fit saw.
-
-    Raises
-    ------
-    InputError
-        As :func:`fit_observed` raises.
+    model is laid out on the prior's pairs and every pair seen. ``leave_out`` indexes readings
+    the fit leaves out (a held-out workload's windows), after steadiness is judged on them all.
     """
     kept = _steady_indices(obs.readings, STEADY_ACTIVITY if obs.power != "exact" else np.inf)
     steady = [obs.readings[i] for i in kept if i not in leave_out]

@@ -24,22 +24,7 @@ MAX_LEGEND = 6
 
 
 def plot_model(model: PowerModel, path: str | Path, data: PowerDataset | None = None) -> Path:
-    """Write :func:`model_figure` to a file (the format follows its suffix).
-
-    Parameters
-    ----------
-    model : PowerModel
-        A fitted model.
-    path : str or pathlib.Path
-        The image file.
-    data : PowerDataset, optional
-        Measurements to plot the predictions against.
-
-    Returns
-    -------
-    pathlib.Path
-        The file written.
-    """
+    """Write :func:`model_figure` to ``path`` (the format follows its suffix) and return it."""
     import matplotlib.pyplot as plt
 
     fig = model_figure(model, data)
@@ -49,20 +34,7 @@ def plot_model(model: PowerModel, path: str | Path, data: PowerDataset | None = 
 
 
 def model_figure(model: PowerModel, data: PowerDataset | None = None) -> Figure:
-    """The voltage of each domain over its clock and, given measurements, predicted against measured power.
-
-    Parameters
-    ----------
-    model : PowerModel
-        A fitted model.
-    data : PowerDataset, optional
-        Measurements to plot the predictions against.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        The figure: two panels, three with ``data``.
-    """
+    """Voltage over each domain's clock and, given ``data``, predicted against measured power."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -115,24 +87,10 @@ def _voltage_panel(fig: Figure, ax: Axes, model: PowerModel, d: int) -> None:
 
 
 def clock_label(domain: str, clocks: ArrayLike, categorical: bool) -> str:
-    """The label of an axis of clocks.
+    """The label of an axis of clocks (MHz) of ``domain`` (``core`` or ``memory``).
 
-    One drawn as evenly spaced levels says so where their real spacing is uneven, so no one
-    reads distances off it.
-
-    Parameters
-    ----------
-    domain : str
-        ``core`` or ``memory``.
-    clocks : array_like
-        The clocks on the axis (MHz).
-    categorical : bool
-        Whether they are drawn as evenly spaced levels.
-
-    Returns
-    -------
-    str
-        The label.
+    One drawn as evenly spaced levels (``categorical``) says so where their real spacing is
+    uneven, so no one reads distances off it.
     """
     steps = np.diff(np.unique(clocks))
     uneven = categorical and steps.size > 1 and not np.allclose(steps, steps[0])

@@ -32,42 +32,15 @@ RULE_VERSION = 1
 
 
 def rule_document() -> dict[str, Any]:
-    """The rule shipped with the package (``catalog/power_prior.json``), checked.
-
-    Returns
-    -------
-    dict
-        The rule document.
-
-    Raises
-    ------
-    InputError
-        If the shipped file is not a rule of this version.
-    """
+    """The rule shipped with the package (``catalog/power_prior.json``), checked."""
     text = resources.files("gpudvfs.catalog").joinpath("power_prior.json").read_text(encoding="utf-8")
     return check_rule(json.loads(text), "gpudvfs/catalog/power_prior.json")
 
 
 def check_rule(doc: Any, where: str) -> dict[str, Any]:
-    """Check that a document is a power-prior rule of this version.
+    """``doc`` itself if it is a power-prior rule of this version over :data:`COMPONENTS`.
 
-    Parameters
-    ----------
-    doc : object
-        The document, as JSON gives it.
-    where : str
-        Where it came from, for the error.
-
-    Returns
-    -------
-    dict
-        The document itself.
-
-    Raises
-    ------
-    InputError
-        If it is not a rule of this version over :data:`COMPONENTS`, or a coefficient, curve
-        or the interval is malformed.
+    An `InputError` names ``where`` otherwise.
     """
     if not isinstance(doc, dict) or doc.get("kind") != RULE_KIND or doc.get("version") != RULE_VERSION:
         raise InputError(f"{where}: not a gpudvfs {RULE_KIND} file of version {RULE_VERSION}")
@@ -98,30 +71,9 @@ def prior_state(spec: DeviceSpec, rule: dict[str, Any] | None = None, configs: A
                 curves: Sequence[Sequence[float] | None] | None = None) -> dict[str, Any]:
     """A `curve`-variant power model's state for a catalog GPU: the rule scaled by its TDP.
 
-    Parameters
-    ----------
-    spec : DeviceSpec
-        The catalog GPU.
-    rule : dict, optional
-        The rule (:func:`check_rule`); the shipped one by default.
-    configs : array_like, optional
-        [K x 2] (core, memory) pairs to lay the model out on; the GPU's supported pairs
-        (`SupportedClocks.of_spec`) by default.
-    reference : sequence of float, optional
-        The (core, memory) clocks a workload's utilizations were measured at; the GPU's default
-        clocks by default.
-    curves : sequence, optional
-        Per domain, the voltage curve in place of the rule's (`gpudvfs.power.prior_curve`).
-
-    Returns
-    -------
-    dict
-        The state, what ``_core.PowerFit.from_state`` reads.
-
-    Raises
-    ------
-    InputError
-        If the shipped rule is malformed.
+    Laid out on ``configs`` [K x 2] MHz (the GPU's supported pairs by default), for utilizations
+    measured at ``reference`` (the default clocks by default); ``curves`` are per domain voltage
+    curves in place of the rule's (`gpudvfs.power.prior_curve`).
     """
     rule = rule_document() if rule is None else rule
     at = spec.default_mhz if reference is None else reference
@@ -138,31 +90,11 @@ def prior_state(spec: DeviceSpec, rule: dict[str, Any] | None = None, configs: A
 def curve_state(ref: Sequence[float], static: Sequence[float], idle: Sequence[float], weights: Sequence[float],
                 domain_sizes: Sequence[int], curves: Sequence[Sequence[float] | None], configs: ArrayLike,
                 notes: list[str]) -> dict[str, Any]:
-    """The state of a `curve`-variant power model from its coefficients and voltage curves.
+    """The state of a `curve`-variant power model (for ``_core.PowerFit.from_state``).
 
-    Parameters
-    ----------
-    ref : sequence of float
-        The reference (core, memory) clocks in MHz.
-    static : sequence of float
-        Per domain, the static power (W at ``ref``).
-    idle : sequence of float
-        Per domain, the idle power (W at ``ref``).
-    weights : sequence of float
-        Per component, its dynamic power at full utilization (W at ``ref``).
-    domain_sizes : sequence of int
-        The number of components in each domain.
-    curves : sequence of (sequence of float or None)
-        Per domain, None for a flat voltage, or [break, slope] over the clock as a fraction of ``ref``.
-    configs : array_like
-        [K x 2] (core, memory) pairs to lay the model out on.
-    notes : list of str
-        The model's notes.
-
-    Returns
-    -------
-    dict
-        The state, what ``_core.PowerFit.from_state`` reads.
+    ``static`` and ``idle`` are per domain, ``weights`` per component, all in W at ``ref`` (core,
+    memory MHz); ``curves`` per domain None (flat) or [break, slope] over the clock as a
+    fraction of ``ref``; ``configs`` [K x 2] MHz.
     """
     cfg = np.asarray(configs, dtype=np.float64)
     # A flat domain: slope 0 (its break then plays no part, and JSON has no infinity).

@@ -27,13 +27,7 @@ CURVE_VERSION = 1
 
 
 def curve_document() -> dict[str, Any]:
-    """The shipped curve (``catalog/power_prior_curve.json``), checked.
-
-    Raises
-    ------
-    InputError
-        If the shipped file is malformed.
-    """
+    """The shipped curve (``catalog/power_prior_curve.json``), checked."""
     text = resources.files("gpudvfs.catalog").joinpath("power_prior_curve.json").read_text(encoding="utf-8")
     return check_curve(json.loads(text), "gpudvfs/catalog/power_prior_curve.json")
 
@@ -41,10 +35,7 @@ def curve_document() -> dict[str, Any]:
 def check_curve(doc: Any, where: str) -> dict[str, Any]:
     """``doc`` itself if it is a curve document of this version, its knee and floor in (0, 1].
 
-    Raises
-    ------
-    InputError
-        Naming ``where`` and what was expected.
+    Otherwise an `InputError` says what ``where`` lacks.
     """
     if not isinstance(doc, dict) or doc.get("kind") != CURVE_KIND or doc.get("version") != CURVE_VERSION:
         raise InputError(f"{where}: not a gpudvfs {CURVE_KIND} file of version {CURVE_VERSION}")

@@ -53,10 +53,7 @@ class Sweep:
 def sweeps(data: Path) -> list[Sweep]:
     """Every workload of :data:`SWEEP_FILES` found under ``data``, at its highest memory clock.
 
-    Raises
-    ------
-    InputError
-        If none of the files is there, or one has no measured power.
+    `InputError` if none is there or one has no measured power.
     """
     out = []
     for gpu, name in SWEEP_FILES:
@@ -110,15 +107,11 @@ def _per_gpu(ss: list[Sweep], curve: list[float]) -> dict[str, float]:
 def choose_curve(data: Path) -> dict[str, Any]:
     """The knee and floor chosen leaving each GPU out, and on all for the shipped document.
 
-    Returns
-    -------
-    dict
-        ``document``: the curve document (chosen on all GPUs); ``per_gpu``: each GPU's mean
-        regret (%) under the rule's own curve (``before``), under the pair chosen on the other
-        GPUs (``after``, with that ``knee`` and ``floor``), under the pair the mean over the
-        other GPUs would choose (``after_by_mean``), and under the curve the prior gives it
-        (``prior``: ``after`` from :data:`FROM_COMPUTE_CAPABILITY` on, else ``before``);
-        ``moves``: each GPU's regret (%) with the shipped knee or floor moved a step either way.
+    ``document``: the curve document (chosen on all GPUs); ``per_gpu``: each GPU's mean regret
+    (%) under the rule's own curve (``before``), under the pair chosen on the other GPUs
+    (``after``, with that ``knee`` and ``floor``), under the pair the mean over the other GPUs
+    would choose (``after_by_mean``), and under the curve the prior gives it (``prior``);
+    ``moves``: each GPU's regret (%) with the shipped knee or floor moved a step either way.
     """
     ss = sweeps(data)
     table = {(k, f): _per_gpu(ss, core_curve(k, f)) for k in KNEES for f in FLOORS}

@@ -36,13 +36,7 @@ _KEYS = ("from_compute_capability", "sfu_per_tdp", "sfu_spread", "tensor_per_tdp
 
 
 def pipes_document() -> dict[str, Any]:
-    """The shipped weights (``catalog/power_prior_pipes.json``), checked.
-
-    Raises
-    ------
-    InputError
-        If the shipped file is malformed.
-    """
+    """The shipped weights (``catalog/power_prior_pipes.json``), checked."""
     text = resources.files("gpudvfs.catalog").joinpath("power_prior_pipes.json").read_text(encoding="utf-8")
     return check_pipes(json.loads(text), "gpudvfs/catalog/power_prior_pipes.json")
 
@@ -50,10 +44,7 @@ def pipes_document() -> dict[str, Any]:
 def check_pipes(doc: Any, where: str) -> dict[str, Any]:
     """``doc`` itself if it is a pipes document of this version with finite numbers >= 0.
 
-    Raises
-    ------
-    InputError
-        Naming ``where`` and what was expected.
+    Raises `InputError` naming ``where`` and what was expected.
     """
     if not isinstance(doc, dict) or doc.get("kind") != PIPES_KIND or doc.get("version") != PIPES_VERSION:
         raise InputError(f"{where}: not a gpudvfs {PIPES_KIND} file of version {PIPES_VERSION}")

@@ -134,13 +134,10 @@ def _loko(rest: np.ndarray, g: np.ndarray, watts: np.ndarray) -> tuple[float, np
 def fit_pipes(h100: Path, h200: Path) -> dict[str, Any]:
     """The weights fitted and scored: what ``catalog/power_prior_pipes.json`` ships and the figures behind it.
 
-    Returns
-    -------
-    dict
-        ``document``: the pipes document; ``kernels``: per GPU and kernel the measured watts,
-        the rule's prediction before (``before``), the held-out one (``after``), the interval
-        before and after (log half-widths); ``summary``: per GPU the MAPE and the kernels outside
-        their interval, before and after.
+    ``document``: the pipes document; ``kernels``: per GPU and kernel the measured watts, the
+    rule's prediction before (``before``), the held-out one (``after``), the interval before and
+    after (log half-widths); ``summary``: per GPU the MAPE and the kernels outside their
+    interval, before and after.
     """
     rule_q = float(rule_document()["interval"])
     old_sfu = rule_document()["weights_per_tdp"][_SFU]

@@ -47,15 +47,7 @@ INTERVAL_QUANTILE = 0.9
 
 @dataclass(frozen=True)
 class Setting:
-    """How the rule is fitted.
-
-    Parameters
-    ----------
-    relative_error : bool
-        The pooled fit's objective: relative errors (True) or squared watts.
-    rows_per_gpu : int or None
-        The rows a GPU contributes at most; None: all its rows.
-    """
+    """How the rule is fitted: relative errors or squared watts, and the rows a GPU contributes at most (None: all)."""
 
     relative_error: bool
     rows_per_gpu: int | None
@@ -73,24 +65,12 @@ SETTINGS = tuple(Setting(rel, rows) for rel in (True, False) for rows in (400, 8
 
 @dataclass(frozen=True)
 class GpuFile:
-    """One measured file of one GPU.
+    """One measured file of one catalog GPU.
 
-    Parameters
-    ----------
-    gpu : str
-        The catalog GPU.
-    label : str
-        The file, as reports name it.
-    dataset : PowerDataset
-        Power rows with utilizations over :data:`COMPONENTS` (all zero where the file has none),
-        its ``reference_mhz`` the clocks its utilizations were measured at.
-    train : bool
-        Used to fit the rule (microbenchmarks with profiler utilizations); the others are
-        scored only.
-    absolute : bool
-        Whether the file's utilizations allow an absolute figure (False where it has none).
-    note : str
-        How its activities were mapped onto the components, where they were.
+    ``dataset`` has utilizations over :data:`COMPONENTS` (all zero where the file has none), its
+    ``reference_mhz`` the clocks they were measured at. ``train``: fitted on (microbenchmarks
+    with profiler utilizations), else scored only; ``absolute``: its utilizations allow an
+    absolute figure; ``note``: how its activities were mapped onto the components.
     """
 
     gpu: str
@@ -134,10 +114,7 @@ def _one_clock_dataset(path: str, names: list[str], watts: list[float], util: li
 
 
 def _h100_suite(folder: Path) -> PowerDataset:
-    """The power suite measured on an H100 at the driver's clocks, with each benchmark's utilizations.
-
-    The utilizations are Nsight Compute's (`validation/`).
-    """
+    """The power suite measured on an H100 at the driver's clocks, with Nsight Compute's utilizations."""
     profiles = read_json(folder / "power-suite.csv.sweep.json")["profiles"]
     rows = list(csv.DictReader(open(folder / "power-suite.csv", encoding="utf-8")))
     ref = (float(rows[0]["core_mhz"]), float(rows[0]["mem_mhz"]))
@@ -202,24 +179,9 @@ def _nearest(values: np.ndarray, x: float) -> float:
 
 
 def gpu_files(data: Path, validation: Path | None = None) -> list[GpuFile]:
-    """Every measured GPU file the rule is fitted on or scored on that exists.
+    """Every GPU file under ``data`` (``../shared/data``) and ``validation`` the rule is fitted or scored on.
 
-    Parameters
-    ----------
-    data : pathlib.Path
-        The public data (``../shared/data``).
-    validation : pathlib.Path, optional
-        The H100 run (`validation/`).
-
-    Returns
-    -------
-    list of GpuFile
-        The files found.
-
-    Raises
-    ------
-    InputError
-        If none of the training files is there, or a file cannot be read.
+    Raises `InputError` if none of the training files is there, or a file cannot be read.
     """
     g = data / "gpupowermodel"
     out = []
@@ -271,27 +233,7 @@ def _pooled(files: list[GpuFile], rows_per_gpu: int | None) -> PowerDataset:
 
 
 def fit_rule(files: list[GpuFile], setting: Setting, interval: float = 0.0) -> dict[str, Any]:
-    """The rule fitted on some files' training files.
-
-    Parameters
-    ----------
-    files : list of GpuFile
-        The files; those with ``train`` are fitted on.
-    setting : Setting
-        How the rule is fitted.
-    interval : float
-        The rule's 90% interval (log half-width) to record.
-
-    Returns
-    -------
-    dict
-        A `power-prior-rule` document.
-
-    Raises
-    ------
-    InputError
-        If no file is a training file.
-    """
+    """A `power-prior-rule` document fitted on the training files, with ``interval`` (90%, log half-width)."""
     train = [f for f in files if f.train]
     if not train:
         raise InputError("the power prior's rule needs at least one training file")
@@ -310,20 +252,7 @@ def fit_rule(files: list[GpuFile], setting: Setting, interval: float = 0.0) -> d
 
 
 def prior_predictions(rule: dict[str, Any], f: GpuFile) -> np.ndarray:
-    """The rule's prior of a file's GPU, placed at the file's reference clocks, at every row.
-
-    Parameters
-    ----------
-    rule : dict
-        A `power-prior-rule` document.
-    f : GpuFile
-        The file.
-
-    Returns
-    -------
-    numpy.ndarray
-        Predicted watts per row.
-    """
+    """Watts per row of the rule's prior of a file's GPU, placed at the file's reference clocks."""
     ds = f.dataset
     fit = _core.PowerFit.from_state(prior_state(lookup(f.gpu), rule, configs=np.unique(ds.freqs_mhz, axis=0),
                                                 reference=ds.reference_mhz))
@@ -361,23 +290,11 @@ def _scored(f: GpuFile) -> bool:
 
 
 def score_file(rule: dict[str, Any], f: GpuFile) -> tuple[dict[str, Any], np.ndarray | None]:
-    """A file's errors under a rule.
+    """A file's scores under a rule, and |ln(predicted / measured)| per row where the file is scored (else None).
 
-    Parameters
-    ----------
-    rule : dict
-        A `power-prior-rule` document.
-    f : GpuFile
-        The file.
-
-    Returns
-    -------
-    scores : dict
-        ``gpu``, ``rows``, ``trained_on``, ``note``; ``mape``, ``median_ape`` and ``bias`` (%,
-        absolute, where its utilizations allow); ``reference_mape`` (frequency scaling alone,
-        where every workload has a row at the reference).
-    log_errors : numpy.ndarray or None
-        |ln(predicted / measured)| per row where the file is scored, else None.
+    The scores: ``gpu``, ``rows``, ``trained_on``, ``note``; ``mape``, ``median_ape`` and ``bias``
+    (%, absolute, where its utilizations allow); ``reference_mape`` (frequency scaling alone,
+    where every workload has a row at the reference).
     """
     pred = prior_predictions(rule, f)
     r: dict[str, Any] = {"gpu": f.gpu, "rows": len(f.dataset), "trained_on": rule["trained_on"], "note": f.note}
@@ -392,25 +309,7 @@ def score_file(rule: dict[str, Any], f: GpuFile) -> tuple[dict[str, Any], np.nda
 
 
 def leave_one_gpu_out(files: list[GpuFile], setting: Setting) -> dict[str, dict[str, Any]]:
-    """Each GPU's files scored by the rule fitted on the other GPUs' files.
-
-    Parameters
-    ----------
-    files : list of GpuFile
-        The files.
-    setting : Setting
-        How each rule is fitted.
-
-    Returns
-    -------
-    dict of str to dict
-        File label -> its scores (:func:`score_file`).
-
-    Raises
-    ------
-    InputError
-        If leaving a GPU out leaves no training file.
-    """
+    """File label -> its scores (:func:`score_file`) under the rule fitted on the other GPUs' files."""
     out: dict[str, dict[str, Any]] = {}
     for gpu in dict.fromkeys(f.gpu for f in files):
         rule = fit_rule([f for f in files if f.gpu != gpu], setting)
@@ -419,17 +318,9 @@ def leave_one_gpu_out(files: list[GpuFile], setting: Setting) -> dict[str, dict[
 
 
 def mean_over_gpus(per_file: dict[str, dict[str, Any]]) -> float:
-    """Mean over GPUs of each GPU's mean absolute MAPE over its scored files.
+    """Mean over GPUs of each GPU's mean absolute MAPE (%) over its scored files.
 
-    Parameters
-    ----------
-    per_file : dict of str to dict
-        File label -> its scores (:func:`score_file`).
-
-    Returns
-    -------
-    float
-        The mean MAPE (%); files without an absolute figure or with a note are left out.
+    Files without an absolute figure or with a note are left out.
     """
     by_gpu: dict[str, list[float]] = {}
     for r in per_file.values():
@@ -456,31 +347,15 @@ def choose_rule(files: list[GpuFile], settings: Sequence[Setting] = SETTINGS,
     For each GPU whose files are scored, the setting with the least mean leave-one-GPU-out
     MAPE over the *other* GPUs is chosen, fitted on the other GPUs' files and scored on its
     own. The files that are not scored (mapped or no utilizations) get the setting chosen on
-    all GPUs, fitted without them.
+    all GPUs, fitted without them. ``progress`` is called with (steps done, steps in all, what
+    runs now).
 
-    Parameters
-    ----------
-    files : list of GpuFile
-        The files.
-    settings : sequence of Setting
-        The settings to choose among.
-    progress : callable, optional
-        Called with (steps done, steps in all, what runs now).
-
-    Returns
-    -------
-    dict
-        ``chosen``: the setting on all GPUs and per GPU; ``cv``: per file its scores and chosen
-        setting, their ``mean_mape`` and the ``interval``, the :data:`INTERVAL_QUANTILE` of the
-        held-out |ln(predicted / measured)|, each GPU weighing the same; ``settings``: each
-        setting's plain leave-one-GPU-out figures, for how the figures move with it; ``rule``:
-        fitted on every training file with the setting chosen on all GPUs, carrying the nested
-        interval.
-
-    Raises
-    ------
-    InputError
-        If leaving a GPU out leaves no training file.
+    Returns ``chosen`` (the setting on all GPUs and per GPU); ``cv`` (per file its scores and
+    chosen setting, their ``mean_mape`` and the ``interval``, the :data:`INTERVAL_QUANTILE` of the
+    held-out |ln(predicted / measured)|, each GPU weighing the same); ``settings`` (each
+    setting's plain leave-one-GPU-out figures, for how the figures move with it); ``rule``
+    (fitted on every training file with the setting chosen on all GPUs, carrying the nested
+    interval).
     """
     scored = list(dict.fromkeys(f.gpu for f in files if _scored(f)))
     loo = {}

@@ -44,13 +44,9 @@ def power_inputs(report: CounterReport, utilizations: Sequence[Mapping[str, floa
 
     The profilers' utilizations for a model on them (the prior, `gpudvfs power fit`); for a
     model observed on GPM's or NVML's activities (`gpudvfs power observe`), the profile's
-    metrics mapped into those activities (`gpudvfs.data.activities`).
-
-    Raises
-    ------
-    InputError
-        For a model on other inputs, naming the commands whose models fit; or a profile
-        without the counters the activities need.
+    metrics mapped into those activities (`gpudvfs.data.activities`). Raises `InputError` for a
+    model on other inputs, naming the commands whose models fit, or a profile without the
+    counters the activities need.
     """
     names = model.components_
     if names == COMPONENTS:

@@ -24,28 +24,11 @@ from gpudvfs.predict.profile import predict_profile as _predict
 class ProfilePrediction:
     """All the profile's launches together at each of ``configs`` [K x 2] (core, memory MHz).
 
-    Attributes
-    ----------
-    device : str
-        The catalog GPU.
-    policy : str
-        The policy that chose.
-    configs : numpy.ndarray
-        The clock pairs [K x 2].
-    time_ms, watts, joules : numpy.ndarray
-        All launches together at each pair [K].
-    intervals : dict
-        90% half-widths in log space (a value x lies in [x e^-q, x e^q]) of ``time`` and
-        ``energy`` at each pair (they grow with the pair's distance from the reference) and
-        of ``power``.
-    chosen : int
-        The index of the policy's pair.
-    rests_on : str
-        What the answer rests on.
-    kernels : dict
-        Per launch, its ``time_ms``, ``watts`` and ``joules`` [K].
-    detail : PredictionDetail
-        Everything `gpudvfs predict --json` prints.
+    ``time_ms``, ``watts`` and ``joules`` are [K], also per launch in ``kernels``; ``chosen`` is
+    the index of the policy's pair. ``intervals`` holds 90% half-widths in log space (a value x
+    lies in [x e^-q, x e^q]) of ``time`` and ``energy`` at each pair (growing with the pair's
+    distance from the reference) and of ``power``.
+    ``detail`` is everything `gpudvfs predict --json` prints.
     """
 
     device: str
@@ -61,22 +44,9 @@ class ProfilePrediction:
     detail: PredictionDetail = field(repr=False)
 
     def bounds(self, what: str) -> tuple[np.ndarray, np.ndarray]:
-        """The 90% interval of ``"time_ms"``, ``"watts"`` or ``"joules"`` at every pair.
+        """The low and high ends [K] of the 90% interval of ``"time_ms"``, ``"watts"`` or ``"joules"``.
 
-        Parameters
-        ----------
-        what : str
-            ``"time_ms"``, ``"watts"`` or ``"joules"``.
-
-        Returns
-        -------
-        tuple of numpy.ndarray
-            The low and high ends [K] (the value itself at both where it has no interval).
-
-        Raises
-        ------
-        InputError
-            For another ``what``.
+        The value itself at both where it has no interval; `InputError` for another ``what``.
         """
         key = {"time_ms": "time", "watts": "power", "joules": "energy"}.get(what)
         if key is None:
@@ -86,13 +56,7 @@ class ProfilePrediction:
         return (x, x) if q is None else (x * np.exp(-np.asarray(q)), x * np.exp(np.asarray(q)))
 
     def to_dict(self) -> dict:
-        """What `gpudvfs predict --json` prints.
-
-        Returns
-        -------
-        dict
-            The detail's JSON.
-        """
+        """What `gpudvfs predict --json` prints."""
         return self.detail.to_dict()
 
 
@@ -102,39 +66,30 @@ def predict_profile(profile: str | Path | CounterReport, device: str | None = No
                     clocks: SupportedClocks | None = None) -> ProfilePrediction:
     """Time, power and energy of a profile at every clock pair its GPU supports, and the pair a policy chooses.
 
-    Parameters
-    ----------
-    profile : str, pathlib.Path or CounterReport
-        A path to Nsight Compute or nvprof CSV output, or the output read.
-    device : str, optional
-        The catalog GPU (default: the one the profile names; a profile of another GPU is refused).
-    policy : str
-        One of `gpudvfs.policy.POLICIES` but ``power-cap``.
-    slowdown : float
-        The deadline policy's allowed slowdown over the highest pair.
-    eta : float
-        The cost policy's weight of energy against time.
-    power_model : PowerModel, str or pathlib.Path, optional
-        A fitted model or its file (default: the GPU's catalog prior).
-    reference : tuple of float, optional
-        The clocks the profile was taken at (default: each launch's SM clock as Nsight Compute
-        measured it, else the GPU's default clocks; the default memory clock).
-    calibrate : bool
-        Calibrate the time on the profile's measured durations.
-    clocks : SupportedClocks, optional
-        The pairs the GPU supports (``SupportedClocks.of_device(NvmlGpu(0))`` on the GPU); the
-        catalog's by default.
+    ``profile`` is Nsight Compute or nvprof CSV output, or that output read; ``device`` the
+    catalog GPU, by default the one the profile names (a profile of another GPU is refused).
+    ``policy`` is one of `gpudvfs.policy.POLICIES` but ``power-cap``; ``slowdown`` the deadline
+    policy's allowed slowdown over the highest pair, ``eta`` the cost policy's weight of energy
+    against time. ``power_model`` (a model or its file) defaults to the GPU's catalog prior;
+    ``reference`` to each launch's SM clock as Nsight Compute measured it, else the GPU's default
+    clocks (the default memory clock); ``clocks`` to the catalog's pairs
+    (``SupportedClocks.of_device(NvmlGpu(0))`` on the GPU). Raises `InputError` where the file is
+    not Nsight Compute or nvprof output, lacks counters, or was taken on another GPU than
+    ``device``; or ``reference`` is not a pair the GPU supports.
 
-    Returns
-    -------
-    ProfilePrediction
-        The prediction.
+    Examples
+    --------
+    A bf16 GEMM profiled with Nsight Compute on an H200 (the profile names its GPU):
 
-    Raises
-    ------
-    InputError
-        Where the file is not Nsight Compute or nvprof output, lacks counters, or was taken on
-        another GPU than ``device``; or ``reference`` is not a pair the GPU supports.
+    >>> from gpudvfs import predict_profile
+    >>> p = predict_profile("validation/nvidia-h200/kernels/gemm_bf16.ncu.csv")
+    >>> p.device, p.policy, p.configs.shape
+    ('h200', 'energy', (220, 2))
+    >>> p.configs[p.chosen]
+    array([1200., 2201.])
+    >>> low, high = p.bounds("joules")
+    >>> bool(low[p.chosen] < p.joules[p.chosen] < high[p.chosen])
+    True
     """
     report = read(profile) if isinstance(profile, (str, Path)) else profile
     if not isinstance(report, CounterReport):

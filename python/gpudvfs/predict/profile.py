@@ -1,8 +1,5 @@
 """From a profile (Nsight Compute or nvprof CSV) to time, power and energy over the GPU's clock pairs, and the choice.
 
-What a user holds right after profiling gives, per kernel, time, power and energy over the
-device's clock grid, and the chosen pair.
-
 The device comes from ``--device`` or from the profile (nvprof's device name, Nsight
 Compute's ``device__attribute_display_name`` or compute capability). Each launch's counters
 and time belong to the SM clock it ran at, which Nsight Compute measures
@@ -65,20 +62,11 @@ CLOCK_CONTROLS = ("base", "none")
 class LaunchInputs:
     """What the models need of one kernel launch, from its counters.
 
-    Attributes
-    ----------
-    label : str
-        The kernel's name, numbered where it repeats (`launch_labels`).
-    scheme : str
-        The counter scheme the profile used (`gpudvfs.data.counters.scheme_of`).
-    inputs : dict
-        The time model's inputs, by name (None for an optional one the profile lacks).
-    utilization : dict
-        The power model's utilizations by component (`gpudvfs.data.counters.COMPONENTS`).
-    time_ms : float or None
-        The launch's measured duration, where the profile has it.
-    tensor : float or None
-        The tensor pipe's activity in [0, 1] (`gpudvfs.data.tensor_counters`), where the profile has it.
+    ``label`` is the kernel's name, numbered where it repeats (`launch_labels`); ``scheme`` the
+    counter scheme (`gpudvfs.data.counters.scheme_of`); ``inputs`` the time model's (None for an
+    optional one the profile lacks), ``utilization`` the power model's by component; ``time_ms``
+    (measured) and ``tensor`` (the tensor pipe's activity in [0, 1]) are None where the profile
+    lacks them.
     """
 
     label: str
@@ -104,14 +92,8 @@ class ChosenPair(Record):
 class Intervals(Record):
     """90% intervals as log half-widths: a value x lies in [x e^-q, x e^q].
 
-    Attributes
-    ----------
-    time : numpy.ndarray
-        Time's at each pair, growing with its distance from the reference (`gpudvfs.time.interval`).
-    power : float or None
-        Power's (None where the power model has none).
-    energy : numpy.ndarray or None
-        Energy's at each pair: time's and power's together.
+    ``time`` [K] grows with each pair's distance from the reference (`gpudvfs.time.interval`);
+    ``power`` is None where the power model has none; ``energy`` [K] is time's and power's together.
     """
 
     time: np.ndarray
@@ -157,39 +139,11 @@ class ApplicationPrediction(Record):
 class PredictionDetail(Record):
     """Everything :func:`predict_profile` predicts of a profile: what `gpudvfs predict --json` prints.
 
-    Attributes
-    ----------
-    device : str
-        The catalog GPU.
-    reference_mhz : tuple of float
-        The (core, memory) clocks the profile was taken at (the median over launches).
-    reference_from : str
-        Where they come from.
-    configs : numpy.ndarray
-        The clock pairs [K x 2] (core, memory MHz): every pair the GPU supports (of those a
-        power model of measured pairs knows).
-    clocks_source : str
-        Where those pairs come from (`SupportedClocks.source`): ``nvml``, ``catalog``, or
-        ``catalog-range`` (no step known: points of the range).
-    calibrated_on_measured_time : bool
-        Whether the time is calibrated on each launch's measured duration.
-    power_source : str
-        ``prior``, ``observed`` or ``fitted`` (`PowerModel.source_`).
-    intervals : Intervals
-        The 90% intervals.
-    rests_on : str
-        One line: what the time and the power rest on.
-    kernels : dict
-        Launch label -> its `LaunchPrediction`.
-    under_launch_scale : tuple of str or None
-        Uncalibrated, the launches predicted under `LAUNCH_SCALE_MS`: lower bounds (None
-        when calibrated).
-    policy : str
-        The policy that chose.
-    by_name : dict
-        Kernel name -> its launches together (`NamePrediction`).
-    application : ApplicationPrediction
-        All launches together.
+    ``reference_mhz`` is the (core, memory) clocks the profile was taken at (the median over
+    launches); ``configs`` [K x 2] MHz every pair the GPU supports (of those a power model of
+    measured pairs knows), from ``clocks_source`` (`SupportedClocks.source`); ``power_source``
+    is `PowerModel.source_`. ``under_launch_scale``: uncalibrated, the launches predicted under
+    `LAUNCH_SCALE_MS`, lower bounds (None when calibrated).
     """
 
     device: str
@@ -216,32 +170,11 @@ def profile_command(compute_capability: str, target: str | Sequence[str] = "./ap
     Nsight Compute from Volta on; nvprof before, since Nsight Compute's Pascal metric set has
     no L2, shared-memory or FLOP counts and it does not profile Maxwell.
 
-    Parameters
-    ----------
-    compute_capability : str
-        The GPU's, e.g. ``"9.0"``.
-    target : str or sequence of str
-        The command to profile, as one string (split as a shell would) or its words.
-    kernel_name : str, optional
-        Profile only kernels of this name (Nsight Compute).
-    launch_count : int, optional
-        Profile at most this many launches (Nsight Compute: each launch is replayed once per
-        counter pass, so a long application profiled whole takes long).
-    clock_control : str, optional
-        Nsight Compute's clock control (:data:`CLOCK_CONTROLS`; ``base`` where not given).
-    log_file : str, optional
-        The file the profiler writes its CSV to (default: its standard output).
-
-    Returns
-    -------
-    str
-        The command line.
-
-    Raises
-    ------
-    InputError
-        For an unreadable compute capability, an unknown clock control, or an option of
-        Nsight Compute before Volta.
+    ``target`` is one string (split as a shell would) or its words. ``launch_count`` matters:
+    Nsight Compute replays each launch once per counter pass, so a long application profiled
+    whole takes long. ``clock_control`` is one of :data:`CLOCK_CONTROLS` (``base`` where not
+    given). Raises `InputError` for an unreadable compute capability, an unknown clock control,
+    or an option of Nsight Compute before Volta.
     """
     try:
         cc = float(compute_capability)
@@ -273,18 +206,7 @@ def profile_command(compute_capability: str, target: str | Sequence[str] = "./ap
 
 
 def recorded_device(report: CounterReport) -> tuple[str | None, str | None]:
-    """The GPU name and compute capability the profile records.
-
-    Parameters
-    ----------
-    report : CounterReport
-        Nsight Compute or nvprof output.
-
-    Returns
-    -------
-    tuple of (str or None, str or None)
-        The name and the compute capability, each None where the profile has none.
-    """
+    """The GPU name and compute capability the profile records, each None where it has none."""
     name = cc = None
     for k in report.kernels:
         label = k.text.get("device__attribute_display_name") or k.info.get("Device", "")
@@ -297,27 +219,11 @@ def recorded_device(report: CounterReport) -> tuple[str | None, str | None]:
 
 
 def device_of(report: CounterReport, name: str | None) -> DeviceSpec:
-    """The catalog entry of ``name``, else of the device the profile names.
+    """The catalog entry of ``name`` (``--device``), else of the device the profile names.
 
     A profile taken on another GPU than ``name`` (by its recorded name or compute capability)
-    is refused: its counters and time belong to the GPU that ran it.
-
-    Parameters
-    ----------
-    report : CounterReport
-        Nsight Compute or nvprof output.
-    name : str or None
-        --device.
-
-    Returns
-    -------
-    DeviceSpec
-        The catalog entry.
-
-    Raises
-    ------
-    InputError
-        For a profile of another GPU than ``name``, or one that does not say its GPU without ``name``.
+    is refused with `InputError`: its counters and time belong to the GPU that ran it; so is one
+    that does not say its GPU, without ``name``.
     """
     recorded, cc = recorded_device(report)
     if name:
@@ -345,32 +251,15 @@ def device_of(report: CounterReport, name: str | None) -> DeviceSpec:
 
 
 def kernel_inputs(report: CounterReport, clip: bool = False) -> list[LaunchInputs]:
-    """What the models need of each kernel launch, from its counters.
+    """What the models need of each kernel launch, from its counters, in the profile's order.
 
     Every missing counter of every kernel is gathered into one error with the command that
     collects them, and counters the profile's tool cannot give at all (Nsight Compute on
     Pascal) into an error naming the tool that can. A kernel launched more than once keeps
-    each launch, numbered (`launch_labels`).
-
-    Parameters
-    ----------
-    report : CounterReport
-        Nsight Compute or nvprof output.
-    clip : bool
-        Clip utilizations outside [0, 1] into it, with a warning.
-
-    Returns
-    -------
-    list of LaunchInputs
-        One per launch, in the profile's order.
-
-    Raises
-    ------
-    InputError
-        For a report without kernels, a counter that is not a number or a duration not in a
-        unit of time.
-    MissingCountersError
-        For counters the kernels lack (an `InputError`), with the command that collects them.
+    each launch, numbered (`launch_labels`). ``clip`` clips utilizations outside [0, 1], with
+    a warning. Raises `InputError` for a report without kernels, a counter that is not a number or a
+    duration not in a unit of time; `MissingCountersError` (an `InputError`) for counters the
+    kernels lack.
     """
     if not isinstance(report, CounterReport) or not report.kernels:
         raise InputError("predict needs Nsight Compute or nvprof output with at least one kernel")
@@ -421,16 +310,6 @@ def launch_labels(kernels: Sequence[KernelCounters]) -> list[str]:
     """Each kernel's name, numbered ``name #2`` ... where a name repeats.
 
     A kernel launched again, perhaps on other input: no launch's prediction hides another's.
-
-    Parameters
-    ----------
-    kernels : sequence of KernelCounters
-        The profile's launches.
-
-    Returns
-    -------
-    list of str
-        One label per launch.
     """
     total = Counter(k.name for k in kernels)
     seen: Counter[str] = Counter()
@@ -461,54 +340,17 @@ def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: P
                     slowdown: float = 0.1, eta: float = 0.5, power_cap_w: float | None = None, clip: bool = False,
                     kernels: list[LaunchInputs] | None = None, calibrate: bool = True,
                     clocks: SupportedClocks | None = None) -> PredictionDetail:
-    """Time, power, energy and the chosen pair per kernel over the GPU's supported clock pairs, with their intervals.
+    """Per kernel launch, what `gpudvfs.predict_profile` gives for the whole: the detail behind it.
 
-    Without a power model, the catalog prior of ``device`` (`PowerModel.prior`) serves. The
-    90% interval of each is a log half-width (a value x lies in [x e^-q, x e^q]; time's and
-    energy's per pair, growing with its distance from the reference, `gpudvfs.time.interval`),
-    beside what the prediction rests on (``rests_on``). The time is calibrated on each
-    launch's measured duration where every launch has one, unless ``calibrate`` is False.
-    Under the cost policy, energy weighs ``eta`` against time priced at the GPU's TDP (Zeus's
-    MAXPOWER).
-
-    Parameters
-    ----------
-    report : CounterReport
-        Nsight Compute or nvprof output.
-    device : DeviceSpec
-        The catalog GPU the profile was taken on.
-    power_model : PowerModel, optional
-        A model of this GPU on profiler utilizations, or on the activities `gpudvfs power
-        observe` reads (`power_inputs`).
-    reference : tuple of float, optional
-        The clocks the profile was taken at (default: `_references`).
-    policy : str
-        One of `gpudvfs.policy.POLICIES`.
-    slowdown : float
-        The deadline policy's allowed slowdown over the highest pair.
-    eta : float
-        The cost policy's weight of energy against time.
-    power_cap_w : float, optional
-        The power-cap policy's cap (W): the fastest pair whose predicted power is under it.
-    clip : bool
-        Clip utilizations outside [0, 1] into it, with a warning.
-    kernels : list of LaunchInputs, optional
-        What :func:`kernel_inputs` returned for ``report``, where the caller has it already.
-    calibrate : bool
-        Calibrate the time on the measured durations where every launch has one.
-    clocks : SupportedClocks, optional
-        The pairs the GPU supports (NVML's lists on a live GPU); the catalog's by default.
-
-    Returns
-    -------
-    PredictionDetail
-        The prediction.
-
-    Raises
-    ------
-    InputError
-        Where the power model is on other inputs or not of this GPU, a launch's clock cannot
-        be the GPU's, or ``reference`` is not a pair it supports.
+    Unlike the public function, it takes a read report and its catalog entry, and optionally the
+    :func:`kernel_inputs` already read (``kernels``). Without a power model, the catalog prior of
+    ``device`` (`PowerModel.prior`) serves; a model observed on activities gets them through
+    `power_inputs`. The time is calibrated on each launch's measured duration where every launch
+    has one, unless ``calibrate`` is False. Under the cost policy, energy weighs ``eta`` against
+    time priced at the GPU's TDP (Zeus's MAXPOWER); under the power-cap policy, the fastest pair
+    whose predicted power is under ``power_cap_w`` (W). ``reference`` defaults to `_references`.
+    Raises `InputError` where the power model is on other inputs or not of this GPU, a launch's
+    clock cannot be the GPU's, or ``reference`` is not a pair it supports.
     """
     if power_model is None:
         power_model = PowerModel.prior(device)
@@ -634,18 +476,8 @@ def assumed_reference_spread(device: DeviceSpec) -> float:
     A profile without the SM clock may have run anywhere from the GPU's base clock (Nsight
     Compute's lock) to its boost clock (the driver's own choice). A compute-bound kernel's time
     scales with that clock, so a time placed at the catalog's default clock can be off by the
-    larger log ratio between that clock and either end.
-
-    Parameters
-    ----------
-    device : DeviceSpec
-        The catalog GPU.
-
-    Returns
-    -------
-    float
-        ``max(ln(default / base), ln(boost / default))``, the base the rated one where
-        published, else the default clock itself.
+    larger log ratio between that clock and either end: ``max(ln(default / base), ln(boost /
+    default))``, the base the rated one where published, else the default clock itself.
     """
     default = float(device.default_mhz[0])
     lo = min(device.core_mhz.get("base", default), default)
@@ -658,9 +490,7 @@ def _application(names: list[str], t: np.ndarray, p: np.ndarray, choose: Callabl
     """The profiled launches together: per kernel name, and for the whole with the one pair chosen for all.
 
     Per kernel name, its launches and their summed time and energy at each pair; for the
-    whole, the summed time, energy and mean power, and the one pair chosen for all of them (a
-    clock change costs milliseconds, far more than most launches last, so a governor sets one
-    pair per application or phase).
+    whole, the summed time, energy and mean power, and the one pair chosen for all of them.
     """
     index = {n: i for i, n in enumerate(dict.fromkeys(names))}
     of = np.array([index[n] for n in names], dtype=np.int64)

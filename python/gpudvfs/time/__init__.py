@@ -1,16 +1,7 @@
-"""The analytical kernel-time model of Wang & Chu under core and memory frequency scaling.
+"""Kernel time under core and memory frequency scaling: Wang & Chu's analytical model, and DCGM's.
 
-| module      | what                                                                  |
-|-------------|-----------------------------------------------------------------------|
-| `device`    | `TimeDevice`: a GPU's microbenchmarked parameters, presets, fitting   |
-| `profile`   | `KernelProfile`: a kernel's inputs from counters at a reference pair   |
-| `from_grid` | profiles from a measured grid's reference rows                        |
-| `model`     | `TimeModel`: time at any (fc, fm), batched in the Rust core           |
-| `interval`  | how far a prediction may be off, growing with the distance from the reference |
-| `dcgm`      | the time model of DCGM activity fields                                |
-
-Errors against measured grids and the cross-validation protocol are in
-:mod:`gpudvfs.evaluation`.
+`TimeModel` predicts a `KernelProfile` on a `TimeDevice`; `interval` says how far it may be
+off; `dcgm` is the time model of DCGM activity fields. Scoring is in :mod:`gpudvfs.evaluation`.
 """
 
 from gpudvfs.time.device import TimeDevice

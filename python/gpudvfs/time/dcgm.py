@@ -20,6 +20,9 @@ shares of a new workload from its activities at the reference, one of two ways:
 ``auto`` (the default) picks one of them by leave-one-workload-out over the training
 workloads, the same protocol
 :func:`~gpudvfs.evaluation.dcgm_time.cross_validate_dcgm_time` scores it with.
+
+Every ``reference`` below is the (core, memory) pair in MHz, the memory clock None where the
+grid has no memory column.
 """
 
 from __future__ import annotations
@@ -42,24 +45,10 @@ MODEL_KIND, MODEL_VERSION = "dcgm-time-model", 1
 
 
 def activity_features(grid: MeasurementGrid) -> tuple[np.ndarray, list[str]]:
-    """Per row of a grid, its (SM activity, pipe activity, DRAM activity), and the columns they came from.
+    """Per row of a grid, its (SM, pipe, DRAM) activities [rows x 3], and the columns they came from.
 
-    Parameters
-    ----------
-    grid : MeasurementGrid
-        A grid with DCGM activity fields.
-
-    Returns
-    -------
-    features : numpy.ndarray
-        [rows x 3] activities; a pipe or DRAM field the grid lacks reads 0.
-    columns : list of str
-        The grid's columns the activities were read from.
-
-    Raises
-    ------
-    InputError
-        If the grid has no SM activity field with a non-zero value.
+    A pipe or DRAM field the grid lacks reads 0. Raises `InputError` if the grid has no SM
+    activity field with a non-zero value.
     """
     found = find_fields(grid.columns)
     sm = found.get("sm_active") or found.get("gr_engine_active")
@@ -75,22 +64,7 @@ def activity_features(grid: MeasurementGrid) -> tuple[np.ndarray, list[str]]:
 
 
 def clock_terms(grid: MeasurementGrid, reference: tuple[float, float | None]) -> tuple[np.ndarray, np.ndarray]:
-    """The model's clock terms ``fc_ref/fc - 1`` and ``fm_ref/fm - 1`` at every row of a grid.
-
-    Parameters
-    ----------
-    grid : MeasurementGrid
-        The measured grid.
-    reference : tuple of (float, float or None)
-        The reference (core, memory) pair in MHz.
-
-    Returns
-    -------
-    core : numpy.ndarray
-        The core clock term per row.
-    memory : numpy.ndarray
-        The memory clock term per row; zeros where the grid has no memory clock column.
-    """
+    """The clock terms ``fc_ref/fc - 1`` and ``fm_ref/fm - 1`` per row (the latter 0 without a memory column)."""
     xc = reference[0] / grid.core_mhz - 1.0
     xm = np.zeros(len(grid)) if grid.mem_mhz is None else reference[1] / grid.mem_mhz - 1.0
     return xc, xm
@@ -98,32 +72,11 @@ def clock_terms(grid: MeasurementGrid, reference: tuple[float, float | None]) ->
 
 def measured_shares(grid: MeasurementGrid,
                     reference: tuple[float, float | None]) -> tuple[list[str], np.ndarray, np.ndarray, bool]:
-    """Each workload's (s_c, s_m) fitted to its own measured curve.
+    """Each workload's (s_c, s_m) fitted to its own measured curve, clipped to s >= 0 and s_c + s_m <= 1.
 
-    The shares are clipped to s >= 0 and s_c + s_m <= 1.
-
-    Parameters
-    ----------
-    grid : MeasurementGrid
-        The measured grid.
-    reference : tuple of (float, float or None)
-        The reference (core, memory) pair in MHz.
-
-    Returns
-    -------
-    names : list of str
-        The workloads measured at the reference, in file order.
-    rows : numpy.ndarray
-        The index of each workload's reference row.
-    shares : numpy.ndarray
-        [workloads x 2] fitted (s_c, s_m); s_m is 0 where the memory clock does not move.
-    varies_mem : bool
-        Whether the grid moves the memory clock at all.
-
-    Raises
-    ------
-    InputError
-        If no workload was measured at the reference.
+    Returns the workloads measured at the reference (file order), each one's reference row,
+    their shares [workloads x 2] (s_m 0 where the memory clock does not move), and whether the
+    grid moves the memory clock at all.
     """
     names, ref = grid.reference_rows(reference)
     xc, xm = clock_terms(grid, reference)
@@ -142,35 +95,11 @@ def measured_shares(grid: MeasurementGrid,
 class DcgmTimeModel:
     """Shares of core- and memory-bound time from DCGM activity; see the module docs.
 
-    Parameters
-    ----------
-    predictor : str
-        One of :data:`PREDICTORS`: ``mean``, ``activity``, or ``auto`` to choose one by
-        leave-one-workload-out on the training workloads.
-    ridge : float
-        Ridge penalty of the activity regression.
-
-    Raises
-    ------
-    InputError
-        If ``predictor`` is unknown or ``ridge`` negative.
-
-    Attributes
-    ----------
-    chosen_ : str
-        The predictor used, ``mean`` or ``activity`` (set by fitting).
-    reference_mhz_ : tuple of (float, float or None)
-        The reference pair the model was fitted at.
-    varies_mem_ : bool
-        Whether the training grid moved the memory clock.
-    core_range_, mem_range_ : tuple of (float, float)
-        The clocks the training grid spanned (``mem_range_`` None without a memory column).
-    mean_share_ : numpy.ndarray
-        The training workloads' mean (s_c, s_m).
-    coef_ : numpy.ndarray
-        [4 x 2] ridge coefficients of (s_c, s_m) on (1, SM, pipe, DRAM activity).
-    fields_ : list of str
-        The columns the activities were read from.
+    ``predictor`` is one of :data:`PREDICTORS`; ``ridge`` the activity regression's penalty.
+    Fitted: ``chosen_`` (``mean`` or ``activity``), ``mean_share_`` (the training workloads'
+    mean (s_c, s_m)), ``coef_`` ([4 x 2] ridge coefficients of (s_c, s_m) on (1, SM, pipe, DRAM
+    activity)), ``fields_`` (the columns read), ``core_range_`` and ``mem_range_`` (the clocks
+    the training grid spanned; ``mem_range_`` None without a memory column).
     """
 
     chosen_: str
@@ -190,25 +119,10 @@ class DcgmTimeModel:
         self.predictor, self.ridge = predictor, float(ridge)
 
     def fit(self, grid: MeasurementGrid, reference: tuple[float, float | None]) -> DcgmTimeModel:
-        """Fit the shares to a measured DCGM grid.
+        """Fit the shares to a DCGM grid of at least two workloads, with time and activity fields at every pair.
 
-        Parameters
-        ----------
-        grid : MeasurementGrid
-            A DCGM grid of at least two workloads: time and activity fields at every pair.
-        reference : tuple of (float, float or None)
-            The reference (core, memory) pair in MHz.
-
-        Returns
-        -------
-        DcgmTimeModel
-            This model, fitted.
-
-        Raises
-        ------
-        InputError
-            If the grid has no SM activity field, fewer than two workloads at the reference,
-            or no reference row at all.
+        Raises `InputError` if the grid has no SM activity field, fewer than two workloads at the
+        reference, or no reference row at all.
         """
         _, ref, shares, varies_mem = measured_shares(grid, reference)
         features, self.fields_ = activity_features(grid)
@@ -220,32 +134,8 @@ class DcgmTimeModel:
                    mem_mhz: np.ndarray | None) -> DcgmTimeModel:
         """Fit the model to workloads' measured shares, as :meth:`fit` does after measuring them.
 
-        Leave-one-out scoring calls it with one workload's row left out.
-
-        Parameters
-        ----------
-        features : numpy.ndarray
-            [workloads x 3] (SM, pipe, DRAM) activities at the reference.
-        shares : numpy.ndarray
-            [workloads x 2] measured (s_c, s_m), as :func:`measured_shares` gives them.
-        varies_mem : bool
-            Whether the training grid moved the memory clock.
-        reference : tuple of (float, float or None)
-            The reference (core, memory) pair in MHz.
-        core_mhz : numpy.ndarray
-            The training grid's core clocks (their range is kept).
-        mem_mhz : numpy.ndarray or None
-            The training grid's memory clocks, None without a memory column.
-
-        Returns
-        -------
-        DcgmTimeModel
-            This model, fitted.
-
-        Raises
-        ------
-        InputError
-            If fewer than two workloads are given.
+        Leave-one-out scoring calls it with one workload's row left out. ``features`` are (SM, pipe,
+        DRAM) activities at the reference; the range of the clocks ``core_mhz`` and ``mem_mhz`` is kept.
         """
         if len(shares) < 2:
             raise InputError("the DCGM time model needs at least two training workloads")
@@ -258,18 +148,7 @@ class DcgmTimeModel:
         return self
 
     def save(self, path: str | Path) -> None:
-        """Write the fitted model as versioned JSON.
-
-        Parameters
-        ----------
-        path : str or pathlib.Path
-            The file to write (atomically).
-
-        Raises
-        ------
-        InputError
-            If the model is not fitted.
-        """
+        """Write the fitted shares and their predictor as versioned JSON, atomically."""
         if not hasattr(self, "coef_"):
             raise InputError("the DCGM time model is not fitted")
         write_json_atomic(path, {
@@ -281,23 +160,7 @@ class DcgmTimeModel:
 
     @classmethod
     def load(cls, path: str | Path) -> DcgmTimeModel:
-        """Read a model written by :meth:`save`.
-
-        Parameters
-        ----------
-        path : str or pathlib.Path
-            The model file.
-
-        Returns
-        -------
-        DcgmTimeModel
-            The fitted model.
-
-        Raises
-        ------
-        InputError
-            If the file is not a complete DCGM time model of this version.
-        """
+        """Read a model written by :meth:`save`; `InputError` if it is not a DCGM time model of this version."""
         doc = read_versioned(path, MODEL_KIND, MODEL_VERSION)
         try:
             m = cls(doc["predictor"], doc["ridge"])
@@ -315,22 +178,9 @@ class DcgmTimeModel:
         return m
 
     def shares(self, activities: ArrayLike) -> np.ndarray:
-        """(s_c, s_m) per workload from its (SM, pipe, DRAM) activities at the reference.
+        """(s_c, s_m) [workloads x 2] from rows of (SM, pipe, DRAM) activity at the reference.
 
-        Parameters
-        ----------
-        activities : array_like
-            One row of (SM, pipe, DRAM) activity per workload, or a single row.
-
-        Returns
-        -------
-        numpy.ndarray
-            [workloads x 2] shares, each >= 0 and summing to at most 1.
-
-        Raises
-        ------
-        InputError
-            If the activities are not finite rows of three.
+        Each share is >= 0 and the two sum to at most 1.
         """
         x = np.atleast_2d(np.asarray(activities, dtype=np.float64))
         if x.shape[-1] != 3 or not np.all(np.isfinite(x)):
@@ -341,29 +191,10 @@ class DcgmTimeModel:
 
     def predict(self, activities: ArrayLike, reference_time_ms: ArrayLike, core_mhz: ArrayLike,
                 mem_mhz: ArrayLike | None = None) -> np.ndarray:
-        """Time (ms) of each workload at each clock pair.
+        """Time (ms) [workloads x clocks] from each workload's (SM, pipe, DRAM) activities and time at the reference.
 
-        Parameters
-        ----------
-        activities : array_like
-            One row of (SM, pipe, DRAM) activity at the reference per workload.
-        reference_time_ms : array_like
-            Each workload's measured time (ms) at the reference.
-        core_mhz : array_like
-            Core clocks (MHz).
-        mem_mhz : array_like, optional
-            Memory clocks (MHz), broadcast with ``core_mhz``; None keeps the reference's.
-
-        Returns
-        -------
-        numpy.ndarray
-            [workloads x clocks] time (ms).
-
-        Raises
-        ------
-        InputError
-            If the activities or reference times are malformed, or a memory clock other than
-            the reference's is asked of a model fitted at one memory clock.
+        ``mem_mhz`` None keeps the reference's; another memory clock is an `InputError` for a model
+        fitted at one memory clock.
         """
         s = self.shares(activities)
         t_ref = np.atleast_1d(np.asarray(reference_time_ms, dtype=np.float64))

@@ -26,51 +26,20 @@ DEVICE_VERSION = 2
 class TimeDevice:
     """Microbenchmarked parameters of one GPU, in core cycles unless named otherwise.
 
-    Parameters
-    ----------
-    sm_count : float
-        Streaming multiprocessors.
-    max_warps_per_sm : float
-        Resident warps an SM holds at most.
-    dm_lat_a, dm_lat_b : float
-        The DRAM latency's parts: ``dm_lat = dm_lat_a * fc/fm + dm_lat_b`` (Eq. 4).
-    dm_del_a, dm_del_b : float
-        The DRAM service time per transaction, ``dm_del_a / fm + dm_del_b`` memory cycles
-        (Table III's law), converted by fc/fm.
-    l2_lat, l2_del : float
-        L2 latency and service time per transaction.
-    sh_lat, sh_del : float
-        Shared-memory latency and service time per transaction.
-    inst_cycle : float
-        Issue cost of one warp instruction on one SM.
-    overlap_p : float
-        Exponent of the soft maximum that overlaps compute and memory time (>= 1).
-    dp_inst_cycle : float
-        Issue cost of one FP64 warp instruction on one SM.
-    name : str
-        The device's name: a preset or catalog key, or ``custom``.
-    inst_lat : float
-        Latency of a dependent warp instruction in one warp's chain; 0: the chain costs the
-        issue rate only, as in the paper.
-    parallel_queues : bool
-        L2 hits and DRAM misses queue in parallel (True) or one after the other, as the
-        paper's Eq. 5b has it (False).
-    overlapped_rounds : bool
-        Consecutive rounds of resident warps overlap: a round's exposed latency is paid once
-        per kernel (the pipeline's fill), not once per round as the paper's Eq. 9/11/17.
-    sf_inst_cycle : float
-        Issue cost of one special-function warp instruction on one SM (32 threads over its SFU
-        lanes); at or below ``inst_cycle`` (0: files written before it) it costs the issue rate.
-    imad_inst_cycle : float
-        Issue cost of one integer multiply-add warp instruction on one SM (32 threads over its
-        IMAD lanes: half the FP32 rate from GA10x on); at or below ``inst_cycle`` (0: files
-        written before it) it costs the issue rate.
-
-    Raises
-    ------
-    InputError
-        If a parameter is not a finite number >= 0 (a switch not a bool, the name not text),
-        ``sm_count`` or ``max_warps_per_sm`` is below 1, or ``overlap_p`` below 1.
+    The DRAM latency is ``dm_lat_a * fc/fm + dm_lat_b`` (Eq. 4), its service time per
+    transaction ``dm_del_a / fm + dm_del_b`` memory cycles (Table III's law), converted by fc/fm;
+    ``l2_*`` and ``sh_*`` are L2 and shared-memory latency and service time per transaction. The
+    ``*_inst_cycle`` are issue costs of one warp instruction on one SM (special-function and
+    integer multiply-add over their SFU or IMAD lanes, IMAD at half the FP32 rate from GA10x on;
+    at or below ``inst_cycle``, 0 in files written before them, they cost the issue rate).
+    ``overlap_p`` (>= 1) is the exponent of the soft maximum that overlaps compute and memory
+    time; ``inst_lat`` the latency of a dependent warp instruction in a warp's chain (0: the
+    chain costs the issue rate only, as in the paper). ``parallel_queues``: L2 hits and DRAM
+    misses queue in parallel, not one after the other as the paper's Eq. 5b has it;
+    ``overlapped_rounds``: a round's exposed latency is paid once per kernel (the pipeline's
+    fill), not once per round as the paper's Eq. 9/11/17. Raises `InputError` if a parameter is
+    not a finite number >= 0 (a switch not a bool), ``sm_count`` or ``max_warps_per_sm`` is below
+    1, or ``overlap_p`` below 1.
     """
 
     sm_count: float
@@ -112,13 +81,7 @@ class TimeDevice:
 
     @classmethod
     def gtx980(cls) -> TimeDevice:
-        """The GTX 980 of the paper: Eq. 4, Table III's delay law, Sec. IV-B's L2.
-
-        Returns
-        -------
-        TimeDevice
-            The preset.
-        """
+        """The GTX 980 of the paper: Eq. 4, Table III's delay law, Sec. IV-B's L2."""
         # The core's dict holds every field's value, the switches as bools, which its stub's
         # dict[str, float] cannot tell apart.
         return cls(**_core.time_device_gtx980(), name="gtx980")  # type: ignore[arg-type]
@@ -128,22 +91,10 @@ class TimeDevice:
         """Time-model parameters of a catalog GPU: SMs, warp slots, issue costs and latencies.
 
         The DRAM service time per transaction comes from the bandwidth a kernel sustains,
-        :data:`SUSTAINED_DRAM_FRACTION` of the peak (no fitted delay law: `gpudvfs time
-        fit-device` fits one to a measured grid).
-
-        Parameters
-        ----------
-        spec : DeviceSpec
-            The catalog entry.
-        base : TimeDevice, optional
-            Where the split of the DRAM latency into its core- and memory-clock parts (Eq. 4),
-            the overlap exponent and the dependent-instruction latency come from; the GTX 980
-            preset by default, the only device where a protocol chose them.
-
-        Returns
-        -------
-        TimeDevice
-            The device, named by the entry's key.
+        :data:`SUSTAINED_DRAM_FRACTION` of the peak (no fitted delay law: `gpudvfs time fit-device`
+        fits one to a measured grid). The split of the DRAM latency into its core- and memory-clock
+        parts (Eq. 4), the overlap exponent and the dependent-instruction latency come from
+        ``base``: the GTX 980 preset by default, the only device where a protocol chose them.
         """
         base = base or cls.gtx980()
         lat = spec.latency_cycles
@@ -170,46 +121,17 @@ class TimeDevice:
 
     @classmethod
     def preset(cls, name: str) -> TimeDevice:
-        """A microbenchmarked preset, else the catalog GPU's parameters (see :meth:`from_spec`).
+        """A microbenchmarked preset, else a catalog GPU's parameters (:meth:`from_spec`), else a device JSON file.
 
-        Parameters
-        ----------
-        name : str
-            A preset, a catalog GPU's name, or a device JSON file.
-
-        Returns
-        -------
-        TimeDevice
-            The device.
-
-        Raises
-        ------
-        InputError
-            If the name designates no GPU, or the file is not a time device.
+        Raises `InputError` if the name designates no GPU, or the file is not a time device.
         """
         return cls.resolve(name)[0]
 
     @classmethod
     def resolve(cls, name: str) -> tuple[TimeDevice, DeviceSpec | None]:
-        """The time device and catalog entry of a preset, catalog GPU or device JSON file.
+        """The time device of :meth:`preset`, and its catalog entry (None where there is none).
 
-        Parameters
-        ----------
-        name : str
-            A preset, a catalog GPU's name, or a device JSON file (``.json``).
-
-        Returns
-        -------
-        device : TimeDevice
-            The device.
-        spec : DeviceSpec or None
-            Its catalog entry; a device file's is the one its name designates, None where there
-            is none.
-
-        Raises
-        ------
-        InputError
-            If the name designates no GPU, or the file is not a time device.
+        A device file's entry is the one its name designates.
         """
         if Path(name).suffix == ".json":
             device = cls.load(name)
@@ -221,66 +143,25 @@ class TimeDevice:
         return (cls.gtx980() if spec.key == "gtx980" else cls.from_spec(spec)), spec
 
     def dram_busy_ms(self, transactions: ArrayLike, mem_mhz: ArrayLike) -> np.ndarray:
-        """Time the DRAM channels of one SM's share are busy serving a kernel's transactions.
+        """Time (ms) the DRAM channels of one SM's share are busy serving a kernel's 32-byte transactions.
 
-        The delay law's memory cycles per transaction, at the memory clock.
-
-        Parameters
-        ----------
-        transactions : array_like
-            The whole kernel's 32-byte DRAM transactions.
-        mem_mhz : array_like
-            Memory clocks (MHz).
-
-        Returns
-        -------
-        numpy.ndarray
-            The busy time (ms), broadcast over the inputs.
-
-        Raises
-        ------
-        InputError
-            If a memory clock is not a positive finite number.
+        The delay law's memory cycles per transaction, at the memory clock (MHz); broadcast over the
+        inputs. Raises `InputError` if a memory clock is not a positive finite number.
         """
         fm = clock_array(mem_mhz, "mem_mhz")
         return np.asarray(transactions) / self.sm_count * (self.dm_del_a / fm + self.dm_del_b) / (fm * 1e3)
 
     def dram_delay_of(self, busy_ms: ArrayLike, transactions: ArrayLike, mem_mhz: ArrayLike) -> np.ndarray:
-        """The inverse of `dram_busy_ms`: memory cycles per transaction that keep DRAM busy a time.
+        """The inverse of `dram_busy_ms`: memory cycles per transaction that keep DRAM busy ``busy_ms``.
 
         The memory cycles per transaction of one SM's share (the delay law's value): what a
         bandwidth benchmark measures.
-
-        Parameters
-        ----------
-        busy_ms : array_like
-            The time DRAM was busy (ms).
-        transactions : array_like
-            The whole kernel's 32-byte DRAM transactions.
-        mem_mhz : array_like
-            Memory clocks (MHz).
-
-        Returns
-        -------
-        numpy.ndarray
-            Memory cycles per transaction, broadcast over the inputs.
-
-        Raises
-        ------
-        InputError
-            If a memory clock is not a positive finite number.
         """
         fm = clock_array(mem_mhz, "mem_mhz")
         return np.asarray(busy_ms) * fm * 1e3 * self.sm_count / np.asarray(transactions)
 
     def params(self) -> dict[str, float | bool]:
-        """The parameters as the Rust core takes them.
-
-        Returns
-        -------
-        dict of str to float or bool
-            Field -> value, the name left out.
-        """
+        """The parameters as the Rust core takes them (field -> value, the name left out)."""
         # Field by field, not asdict, which deep-copies each value: every prediction asks
         # for this (`time cv`: 10.3 -> 9.2 s).
         return {f.name: v if isinstance(v := getattr(self, f.name), bool) else float(v)
@@ -289,38 +170,16 @@ class TimeDevice:
     def fit(self, dram_latency: Sequence[ArrayLike], dram_delay: Sequence[ArrayLike] | None = None, *,
             l2_latency_cycles: ArrayLike | None = None, shared_latency_cycles: ArrayLike | None = None,
             name: str | None = None) -> tuple[TimeDevice, dict[str, Any]]:
-        """A device with the memory parameters fitted to microbenchmark results.
+        """A device with the memory parameters fitted to microbenchmark results, and a report.
 
         Measured at one clock pair (one memory clock for the delay), a law's two parts cannot be
         told apart: this device's law is scaled through the measurements' mean instead (its R^2
         is None).
 
-        Parameters
-        ----------
-        dram_latency : sequence of array_like
-            (core_mhz, mem_mhz, core cycles) of a pointer chase, fitted to Eq. 4's form by
-            least squares.
-        dram_delay : sequence of array_like, optional
-            (mem_mhz, memory cycles per transaction) of a bandwidth benchmark, fitted to
-            ``a / fm + b``.
-        l2_latency_cycles : array_like, optional
-            Measured L2 latencies, averaged.
-        shared_latency_cycles : array_like, optional
-            Measured shared-memory latencies, averaged.
-        name : str, optional
-            The fitted device's name; this one's by default.
-
-        Returns
-        -------
-        device : TimeDevice
-            The fitted device.
-        report : dict
-            Per law fitted (``dm_lat``, ``dm_del``): its ``a``, ``b``, ``r2`` and point count ``n``.
-
-        Raises
-        ------
-        InputError
-            If the measurements are malformed, not positive and finite, or the fit fails.
+        ``dram_latency`` is (core_mhz, mem_mhz, core cycles) of a pointer chase, fitted to Eq. 4's
+        form by least squares; ``dram_delay`` (mem_mhz, memory cycles per transaction) of a bandwidth
+        benchmark, fitted to ``a / fm + b``; measured L2 and shared latencies are averaged. The
+        report gives per law fitted (``dm_lat``, ``dm_del``) its ``a``, ``b``, ``r2`` and point count ``n``.
         """
         def arrays(name: str, xs: Sequence[ArrayLike], n: int) -> list[np.ndarray]:
             if len(xs) != n:
@@ -368,35 +227,13 @@ class TimeDevice:
         return replace(self, **changes, name=name or self.name), report
 
     def save(self, path: str | Path) -> None:
-        """Write the device as versioned JSON.
-
-        Parameters
-        ----------
-        path : str or pathlib.Path
-            The file to write (atomically).
-        """
+        """Write the device as versioned JSON, atomically."""
         write_json_atomic(path, {"kind": "time-device", "version": DEVICE_VERSION, "name": self.name,
                                  "params": self.params()})
 
     @classmethod
     def load(cls, path: str | Path) -> TimeDevice:
-        """Read a device written by :meth:`save`.
-
-        Parameters
-        ----------
-        path : str or pathlib.Path
-            The device file.
-
-        Returns
-        -------
-        TimeDevice
-            The device.
-
-        Raises
-        ------
-        InputError
-            If the file is not a time device of this version, or its parameters are invalid.
-        """
+        """Read a device written by :meth:`save`; `InputError` if it is not a valid time device of this version."""
         doc = read_versioned(path, "time-device", DEVICE_VERSION)
         params = doc.get("params")
         if not isinstance(params, dict):

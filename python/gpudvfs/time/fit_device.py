@@ -75,34 +75,12 @@ def _search(base: TimeDevice, profiles: list[KernelProfile], rows_of: list[np.nd
 
 def fit_device(grid: MeasurementGrid, reference: tuple[float, float], base: TimeDevice, *,
                groups: Sequence[str] = tuple(GROUPS), name: str | None = None) -> tuple[TimeDevice, dict[str, Any]]:
-    """A base device with its memory parameters fitted to a grid of its kernels, and a report.
+    """``base`` with the memory parameters of ``groups`` (:data:`GROUPS`) fitted to a grid of its kernels, and a report.
 
-    Parameters
-    ----------
-    grid : MeasurementGrid
-        A grid over at least two memory clocks, of at least two kernels with nvprof counters.
-    reference : tuple of (float, float)
-        The reference (core, memory) clocks in MHz the kernels are profiled at.
-    base : TimeDevice
-        The device whose parameters are scaled.
-    groups : sequence of str
-        The factor groups to fit, among :data:`GROUPS`.
-    name : str, optional
-        The fitted device's name; the base's by default (it keeps its catalog entry).
-
-    Returns
-    -------
-    device : TimeDevice
-        The fitted device.
-    report : dict
-        ``kernels``, ``rows``, ``groups``, the ``factors`` found, and the absolute MAPE (%)
-        ``mape_before``, ``mape_in_sample`` and ``mape_leave_one_kernel_out``.
-
-    Raises
-    ------
-    InputError
-        If a group is unknown or none is given, the grid has fewer than two memory clocks or
-        kernels, or profiles cannot be read from it.
+    The grid needs two memory clocks and two kernels with nvprof counters at least. The device
+    keeps the base's name (and catalog entry) unless ``name`` is given. The report holds the
+    ``factors`` found and the absolute MAPE (%) ``mape_before``, ``mape_in_sample`` and
+    ``mape_leave_one_kernel_out``.
     """
     unknown = set(groups) - set(GROUPS)
     if unknown or not groups:

@@ -1,7 +1,4 @@
-"""Kernel profiles from a measured grid, as the time model's inputs.
-
-Each workload's counters, launch geometry and time at the reference clocks.
-"""
+"""Kernel profiles from a measured grid: each workload's counters, launch geometry and time at the reference clocks."""
 
 from __future__ import annotations
 
@@ -14,28 +11,11 @@ from gpudvfs.time.profile import KernelProfile
 
 def profiles_from_grid(grid: MeasurementGrid, reference: tuple[float, float],
                        device: TimeDevice) -> list[KernelProfile]:
-    """One profile per workload, from its reference-clock row.
+    """One profile per workload measured at ``reference`` (core, memory MHz), from that row.
 
-    Parameters
-    ----------
-    grid : MeasurementGrid
-        A grid with nvprof counters and a memory clock column.
-    reference : tuple of (float, float)
-        The reference (core, memory) clocks in MHz.
-    device : TimeDevice
-        The GPU the grid was measured on.
-
-    Returns
-    -------
-    list of KernelProfile
-        A profile per workload measured at the reference, from the row's counters, launch
-        geometry (where the grid has it) and time.
-
-    Raises
-    ------
-    InputError
-        If ``grid`` is not a grid, has no memory clock column, no workload at the reference,
-        or a workload lacks counters the model needs.
+    The grid needs nvprof counters and a memory clock column; launch geometry is read where the
+    grid has it. Raises `InputError` if the grid has no workload at the reference, or a workload
+    lacks counters the model needs.
     """
     if not isinstance(grid, MeasurementGrid):
         raise InputError(f"profiles come from a MeasurementGrid (gpudvfs.read of a grid file), got "

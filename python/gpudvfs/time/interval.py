@@ -35,24 +35,10 @@ UNCALIBRATED_LEVEL = 0.885
 
 
 def log_distance(configs: ArrayLike, reference: ArrayLike) -> np.ndarray:
-    """Each (core, memory) pair's log distance from a reference pair.
+    """Euclidean distance [K] between each (core, memory) pair's log clocks [K x 2] and the reference's.
 
-    Parameters
-    ----------
-    configs : array_like
-        [K x 2] (core, memory) pairs in MHz.
-    reference : array_like
-        The reference (core, memory) in MHz.
-
-    Returns
-    -------
-    numpy.ndarray
-        [K] Euclidean distances between the pairs' and the reference's log clocks.
-
-    Raises
-    ------
-    InputError
-        If the shapes are not [K x 2] and (2,), or a clock is not a positive finite number.
+    Raises `InputError` if the shapes are not [K x 2] and (2,), or a clock is not a positive
+    finite number.
     """
     c, r = np.asarray(configs, dtype=np.float64), np.asarray(reference, dtype=np.float64)
     if c.ndim != 2 or c.shape[1] != 2 or r.shape != (2,):
@@ -63,24 +49,9 @@ def log_distance(configs: ArrayLike, reference: ArrayLike) -> np.ndarray:
 
 
 def fit_spread(residuals: ArrayLike, d: ArrayLike) -> tuple[float, float]:
-    """The least-squares fit of squared log residuals to ``A + B d^2``, both >= 0.
+    """(A, B) >= 0: the least-squares fit of squared log residuals ln(predicted / measured) to ``A + B d^2``.
 
-    Parameters
-    ----------
-    residuals : array_like
-        Log residuals, ln(predicted / measured).
-    d : array_like
-        The log distance of each from the reference; broadcasts against ``residuals``.
-
-    Returns
-    -------
-    tuple of (float, float)
-        (A, B): the variance at the reference and its growth per squared distance.
-
-    Raises
-    ------
-    InputError
-        If there is no residual, or one is not finite.
+    A is the variance at the reference, B its growth per squared log distance ``d``.
     """
     r2 = np.asarray(residuals, dtype=np.float64) ** 2
     d2 = np.broadcast_to(np.asarray(d, dtype=np.float64) ** 2, r2.shape).ravel()
@@ -96,49 +67,16 @@ def fit_spread(residuals: ArrayLike, d: ArrayLike) -> tuple[float, float]:
 
 
 def spread(d: ArrayLike, a: float, b: float) -> np.ndarray:
-    """Standard deviation of a log time error at a log distance from the reference: ``sqrt(a + b d^2)``.
-
-    Parameters
-    ----------
-    d : array_like
-        Log distance of each clock pair from the reference pair.
-    a : float
-        Variance at the reference.
-    b : float
-        Growth of the variance per squared log distance.
-
-    Returns
-    -------
-    numpy.ndarray
-        One standard deviation per pair.
-    """
+    """Standard deviation of a log time error at a log distance from the reference: ``sqrt(a + b d^2)``."""
     return np.sqrt(a + b * np.asarray(d, dtype=np.float64) ** 2)
 
 
 def time_interval(configs: ArrayLike, reference: ArrayLike, calibrated: bool) -> np.ndarray:
-    """The 90% interval of a predicted time at each pair, as a log half-width.
+    """The 90% interval of a predicted time at each of ``configs`` [K x 2] MHz, as a log half-width [K].
 
-    A time x lies in [x e^-q, x e^q] with ``q = Z90 sigma(d)``; uncalibrated, with the level's
-    error (:data:`UNCALIBRATED_LEVEL`) in quadrature.
-
-    Parameters
-    ----------
-    configs : array_like
-        [K x 2] (core, memory) pairs in MHz.
-    reference : array_like
-        The reference (core, memory) in MHz the prediction was made at.
-    calibrated : bool
-        Whether the prediction was calibrated on the measured time at the reference.
-
-    Returns
-    -------
-    numpy.ndarray
-        [K] log half-widths q.
-
-    Raises
-    ------
-    InputError
-        As :func:`log_distance` raises.
+    A time x lies in [x e^-q, x e^q] with ``q = Z90 sigma(d)``; not ``calibrated`` on the
+    measured time at the reference, with the level's error (:data:`UNCALIBRATED_LEVEL`) in
+    quadrature.
     """
     q = Z90 * spread(log_distance(configs, reference), SPREAD_A, SPREAD_B)
     return q if calibrated else np.hypot(q, UNCALIBRATED_LEVEL)
@@ -146,22 +84,10 @@ def time_interval(configs: ArrayLike, reference: ArrayLike, calibrated: bool) ->
 
 def fit_interval(residuals: list[np.ndarray], distances: list[np.ndarray],
                  kernels: Iterable[int]) -> tuple[float, float, float]:
-    """The interval's constants fitted on some kernels' residuals.
+    """(A, B) of :func:`fit_spread` and Z90 (the 90% quantile of ``|residual| / sigma(d)`` away from the reference).
 
-    Parameters
-    ----------
-    residuals : list of numpy.ndarray
-        Per kernel, the log residual at each of its measured pairs.
-    distances : list of numpy.ndarray
-        Per kernel, the log distance of each of those pairs from the reference.
-    kernels : iterable of int
-        The kernels fitted on (indices into both lists).
-
-    Returns
-    -------
-    tuple of float
-        (A, B) of :func:`fit_spread` and Z90, the 90% quantile of ``|residual| / sigma(d)``
-        over the pairs away from the reference.
+    ``residuals`` and ``distances`` hold, per kernel, the log residual and distance at each of
+    its measured pairs; ``kernels`` indexes those fitted on.
     """
     r = np.concatenate([residuals[j] for j in kernels])
     d = np.concatenate([distances[j] for j in kernels])

@@ -88,49 +88,15 @@ class _Checked(Mapping[str, float]):
 class KernelProfile:
     """The time model's inputs for one kernel, from counters at a reference configuration.
 
-    The module's table says how each input comes from the counters.
+    The module's table says how each input comes from the counters; counts are per warp unless
+    named otherwise.
 
-    Parameters
-    ----------
-    name : str
-        The kernel.
-    warps_total : float
-        Warps of the launch.
-    active_warps : float
-        Warps resident per SM on average (achieved occupancy x max warps per SM).
-    warps_per_block : float
-        Warps per block (8 where the launch is not known: the paper mode only uses it).
-    gld_trans : float
-        L2 transactions per warp.
-    trans_per_req : float
-        L2 transactions per global request.
-    l2_hit_rate : float
-        The share of L2 transactions that do not go to DRAM, in [0, 1].
-    comp_inst : float
-        Warp instructions issued per warp.
-    shared_trans : float
-        Shared-memory transactions per warp.
-    dp_inst : float
-        FP64 warp instructions per warp.
-    sf_inst : float
-        Special-function warp instructions per warp.
-    extra_chain : float
-        Latency a calibration put into a warp's chain (core cycles).
-    imad_inst : float
-        Warp instructions per warp that the FMA-heavy pipe alone runs (integer multiply-adds).
-    reference_mhz : tuple of (float, float), optional
-        The (core, memory) clocks the counters were profiled at.
-    reference_time_ms : float, optional
-        The measured time there: it enables calibrated predictions.
-    slot_warps : float, optional
-        Resident warps per SM the kernel's resources allow, from the profiler's theoretical
-        occupancy; None where it does not tell. It lets calibrated predictions recognise
-        block-starved kernels.
-
-    Raises
-    ------
-    InputError
-        If an input is not a finite number >= 0, ``slot_warps`` is 0, or the reference is invalid.
+    ``reference_time_ms``, measured at ``reference_mhz`` (core, memory), enables calibrated
+    predictions; ``slot_warps`` (resident warps per SM the kernel's resources allow, from the
+    theoretical occupancy; None where the profiler does not tell) lets them recognise
+    block-starved kernels. ``extra_chain`` is latency a calibration put into a warp's chain (core
+    cycles). Raises `InputError` if an input is not a finite number >= 0, ``slot_warps`` is 0, or
+    the reference is invalid.
     """
 
     name: str
@@ -171,40 +137,13 @@ class KernelProfile:
                       device: TimeDevice | None = None, reference_mhz: tuple[float, float] | None = None,
                       reference_time_ms: float | None = None, launch: tuple[float, float] | None = None,
                       trans_per_req: float | None = None) -> KernelProfile:
-        """Build a profile from one kernel's counters.
+        """A profile from one kernel's counters: nvprof names, or those of ``tool`` mapped through :mod:`gpudvfs.data.counters`.
 
-        Parameters
-        ----------
-        name : str
-            The kernel.
-        counters : mapping of str to float
-            Its counters: nvprof names, or the names of ``tool`` mapped through
-            :mod:`gpudvfs.data.counters`.
-        tool : str
-            ``nvprof``, ``ncu``, ``ncu-pascal`` or ``dcgm``.
-        device : TimeDevice, optional
-            The GPU (its warp slots per SM); the GTX 980 by default.
-        reference_mhz : tuple of (float, float), optional
-            The (core, memory) clocks the counters were profiled at.
-        reference_time_ms : float, optional
-            The measured time there.
-        launch : tuple of (float, float), optional
-            (blocks, threads per block) of the profiled launch; without it, the counters'
-            ``blocks`` and ``threads_per_block`` (Nsight Compute reports them) where present.
-            It replaces the ``warps`` counter.
-        trans_per_req : float, optional
-            Overrides the L2 transactions per request the counters give.
-
-        Returns
-        -------
-        KernelProfile
-            The profile.
-
-        Raises
-        ------
-        InputError
-            If a counter the model needs is missing or not a finite number >= 0, an occupancy
-            is outside (0, 1], or the launch is invalid.
+        ``tool`` is ``nvprof``, ``ncu``, ``ncu-pascal`` or ``dcgm``; ``device`` gives the warp slots per
+        SM (the GTX 980's by default); ``launch`` (blocks, threads per block) replaces the ``warps``
+        counter, else the counters' ``blocks`` and ``threads_per_block`` do where present. Raises
+        `InputError` if a counter the model needs is missing or not a finite number >= 0, an
+        occupancy is outside (0, 1], or the launch is invalid.
         """
         if tool != "nvprof":
             # Inputs the model does not use (flop counts) may be absent; the ones it needs
@@ -269,13 +208,7 @@ class KernelProfile:
         )
 
     def inputs(self) -> list[float]:
-        """The model's inputs, one row of the Rust core's batch.
-
-        Returns
-        -------
-        list of float
-            The values of :data:`INPUT_KEYS`, in order.
-        """
+        """The values of :data:`INPUT_KEYS`, in order: one row of the Rust core's batch."""
         return [float(getattr(self, k)) for k in INPUT_KEYS]
 
     @property
@@ -286,18 +219,9 @@ class KernelProfile:
     def block_starved(self, device: TimeDevice) -> bool:
         """Whether the SMs waited for blocks at the reference.
 
-        Parameters
-        ----------
-        device : TimeDevice
-            The GPU (its SM count).
-
-        Returns
-        -------
-        bool
-            True where the achieved occupancy is below :data:`STARVED_OCCUPANCY` of the
-            theoretical one over at least :data:`STARVED_WAVES` waves (fewer waves leave
-            occupancy short through the tail alone); False where the theoretical occupancy is
-            not known.
+        True where the achieved occupancy is below :data:`STARVED_OCCUPANCY` of the theoretical one
+        over at least :data:`STARVED_WAVES` waves of ``device``'s SMs (fewer waves leave occupancy
+        short through the tail alone); False where the theoretical occupancy is not known.
         """
         if self.slot_warps is None:
             return False
