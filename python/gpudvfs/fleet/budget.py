@@ -90,8 +90,6 @@ def random_instance(rng: np.random.Generator, gpus: int, pairs: int,
 
     Parameters
     ----------
-    rng : numpy.random.Generator
-        The random numbers.
     gpus, pairs : int
         The instance's size.
     tightness : float

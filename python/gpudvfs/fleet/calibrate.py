@@ -54,11 +54,6 @@ class SimFleet:
     def __call__(self, slot: int) -> SimulatedDevice:
         """The chip of a slot.
 
-        Parameters
-        ----------
-        slot : int
-            The slot.
-
         Returns
         -------
         SimulatedDevice
@@ -80,11 +75,6 @@ class NvmlFleet:
         ----------
         slot : int
             The task's slot (unused: Ray says which GPU).
-
-        Returns
-        -------
-        NvmlDevice
-            The GPU.
 
         Raises
         ------
@@ -110,11 +100,6 @@ def fleet_devices(device_kind: str, seed: int = 0, aging: float = 0.0) -> SimFle
         The simulated fleet's seed.
     aging : float
         The simulated chips' aging (`SimFleet`).
-
-    Returns
-    -------
-    SimFleet or NvmlFleet
-        The fleet.
     """
     return SimFleet(seed, aging=aging) if device_kind == "sim" else NvmlFleet()
 
@@ -127,10 +112,6 @@ def calibrate_gpu(devices: Callable[[int], Device], slot: int, root: str, min_se
     ----------
     devices : callable
         The fleet: ``devices(slot)`` opens the slot's GPU.
-    slot : int
-        The slot.
-    root : str
-        The registry folder.
     min_seconds : float
         Length of each measurement.
     power_variant : str
@@ -172,11 +153,6 @@ def calibrate_fleet(devices: Callable[[int], Device], root: str | Path, *, gpus:
         Retries of a task whose worker died.
     progress : callable or None
         ``progress(done, total, label)`` as each GPU ends.
-
-    Returns
-    -------
-    Registry
-        The registry.
 
     Raises
     ------

@@ -39,12 +39,6 @@ def check_gpu(devices: Callable[[int], Device], slot: int, root: str, pairs: int
     ----------
     devices : callable
         The fleet: ``devices(slot)`` opens the slot's GPU.
-    slot : int
-        The slot.
-    root : str
-        The registry folder.
-    pairs : int
-        Clock pairs re-measured.
     benchmarks : int
         Power-suite benchmarks re-measured at each pair.
     min_seconds : float
@@ -97,8 +91,6 @@ def check_fleet(devices: Callable[[int], Device], root: str | Path, *, gpus: int
     ----------
     devices : callable
         The fleet (`SimFleet`, `NvmlFleet`).
-    root : str or pathlib.Path
-        The registry folder.
     gpus : int or None
         GPUs to check (None: every GPU of the Ray cluster).
     ray_address : str

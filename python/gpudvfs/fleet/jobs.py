@@ -45,8 +45,6 @@ class Job:
     ----------
     gpu : str
         The GPU's UUID.
-    name : str
-        The job.
     counters : dict of str to float
         Its component utilizations (the power model's names) and time-model counters
         (nvprof's names).
@@ -62,11 +60,6 @@ class Job:
 
 def read_jobs(path: str | Path) -> list[Job]:
     """Read a jobs file (module notes): one job per GPU.
-
-    Parameters
-    ----------
-    path : str or pathlib.Path
-        The file.
 
     Returns
     -------
@@ -130,18 +123,6 @@ class JobGrid:
 def predict_jobs(registry: Registry, jobs: list[Job]) -> JobGrid:
     """Each job's time and power at each of its GPU's clock pairs, by its GPU's own models.
 
-    Parameters
-    ----------
-    registry : Registry
-        The calibrated GPUs.
-    jobs : list of Job
-        The jobs.
-
-    Returns
-    -------
-    JobGrid
-        The predictions.
-
     Raises
     ------
     InputError
@@ -176,8 +157,6 @@ def plan_budget(registry: Registry, jobs: list[Job], budget_w: float, objective:
 
     Parameters
     ----------
-    registry : Registry
-        The calibrated GPUs.
     jobs : list of Job
         The job on each GPU.
     budget_w : float
@@ -256,14 +235,6 @@ def simulated_jobs(registry: Registry, workloads: Iterable[Workload] | None = No
 
 
 def write_jobs(jobs: list[Job], path: str | Path) -> None:
-    """Write a jobs file (module notes), atomically.
-
-    Parameters
-    ----------
-    jobs : list of Job
-        The jobs.
-    path : str or pathlib.Path
-        The file.
-    """
+    """Write a jobs file (module notes), atomically."""
     write_json_atomic(path, {"jobs": [{"gpu": j.gpu, "name": j.name, "counters": j.counters, "time_ms": j.time_ms}
                                       for j in jobs]})

@@ -43,8 +43,6 @@ def gpu_dir(root: str | Path, uuid: str) -> Path:
 
     Parameters
     ----------
-    root : str or pathlib.Path
-        The registry folder.
     uuid : str
         The GPU's UUID.
 
@@ -65,11 +63,6 @@ def gpu_dir(root: str | Path, uuid: str) -> Path:
 
 def device_uuid(device: Device) -> str:
     """The UUID a GPU is registered by.
-
-    Parameters
-    ----------
-    device : Device
-        The GPU.
 
     Returns
     -------
@@ -94,8 +87,6 @@ def power_errors(cal: Calibration, power_csv: Path) -> dict:
     ----------
     cal : Calibration
         The GPU's calibration.
-    power_csv : pathlib.Path
-        Its power-suite sweep.
 
     Returns
     -------
@@ -118,13 +109,6 @@ def power_errors(cal: Calibration, power_csv: Path) -> dict:
 def sim_truth(device: SimulatedDevice, model: PowerModel) -> dict:
     """How far the fitted voltages are from the simulated chip's own, over its clock grid.
 
-    Parameters
-    ----------
-    device : SimulatedDevice
-        The chip.
-    model : PowerModel
-        Its fitted power model.
-
     Returns
     -------
     dict
@@ -144,15 +128,6 @@ def write_entry(folder: Path, device: Device, cal: Calibration) -> dict:
     ----------
     folder : pathlib.Path
         The GPU's folder (`gpu_dir`).
-    device : Device
-        The GPU.
-    cal : Calibration
-        Its calibration.
-
-    Returns
-    -------
-    dict
-        The entry.
     """
     uuid = folder.name
     cal.power_model.save(folder / POWER_FILE)
@@ -177,11 +152,6 @@ def read_entry(folder: Path) -> dict:
     folder : pathlib.Path
         The GPU's folder.
 
-    Returns
-    -------
-    dict
-        The entry.
-
     Raises
     ------
     InputError
@@ -200,8 +170,6 @@ class Registry:
 
     Parameters
     ----------
-    root : pathlib.Path
-        The folder.
     entries : dict of str to dict
         Each GPU's entry, by UUID.
     """
@@ -212,16 +180,6 @@ class Registry:
     @classmethod
     def load(cls, root: str | Path) -> Registry:
         """Read the entries of every calibrated GPU of a folder.
-
-        Parameters
-        ----------
-        root : str or pathlib.Path
-            The folder.
-
-        Returns
-        -------
-        Registry
-            The registry.
 
         Raises
         ------
@@ -244,16 +202,6 @@ class Registry:
     def power_model(self, uuid: str) -> PowerModel:
         """A GPU's power model.
 
-        Parameters
-        ----------
-        uuid : str
-            The GPU.
-
-        Returns
-        -------
-        PowerModel
-            Its model.
-
         Raises
         ------
         InputError
@@ -264,16 +212,6 @@ class Registry:
 
     def time_device(self, uuid: str) -> TimeDevice:
         """A GPU's time-model device.
-
-        Parameters
-        ----------
-        uuid : str
-            The GPU.
-
-        Returns
-        -------
-        TimeDevice
-            Its fitted device.
 
         Raises
         ------

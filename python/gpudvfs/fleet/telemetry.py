@@ -57,10 +57,6 @@ def sample_telemetry(registry: Registry, rows: int, path: str | Path, *, seed: i
         A registry of simulated chips.
     rows : int
         Samples, at least 1.
-    path : str or pathlib.Path
-        The Parquet file.
-    seed : int
-        Seed of the noise.
     interval_s : float
         Seconds between a GPU's samples.
     noise : float
@@ -116,8 +112,6 @@ def sample_dcgm_grid(path: str | Path, device: SimulatedDevice | None = None) ->
 
     Parameters
     ----------
-    path : str or pathlib.Path
-        The CSV file.
     device : SimulatedDevice or None
         The GPU (None: the default simulated GPU).
 

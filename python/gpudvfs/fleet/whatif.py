@@ -85,18 +85,6 @@ class GpuTable:
 def gpu_table(registry: Registry, uuid: str) -> GpuTable:
     """A GPU's power model over its calibrated pairs, from its registry entry.
 
-    Parameters
-    ----------
-    registry : Registry
-        The calibrated GPUs.
-    uuid : str
-        The GPU.
-
-    Returns
-    -------
-    GpuTable
-        Its table.
-
     Raises
     ------
     InputError
@@ -118,18 +106,7 @@ def gpu_table(registry: Registry, uuid: str) -> GpuTable:
 
 
 def gpu_tables(registry: Registry) -> dict[str, GpuTable]:
-    """Every GPU's power model over its calibrated pairs.
-
-    Parameters
-    ----------
-    registry : Registry
-        The calibrated GPUs.
-
-    Returns
-    -------
-    dict of str to GpuTable
-        By UUID.
-    """
+    """Every GPU's power model over its calibrated pairs."""
     return {uuid: gpu_table(registry, uuid) for uuid in registry.entries}
 
 
@@ -229,16 +206,8 @@ class Samples:
     ----------
     gpu_of : numpy.ndarray
         [rows] each sample's GPU, into ``gpus``.
-    gpus : list of str
-        The GPUs' UUIDs.
     job_of : numpy.ndarray
         [rows] each sample's job, into ``jobs``.
-    jobs : list of str
-        The jobs.
-    watts : numpy.ndarray
-        [rows] measured power.
-    core_mhz, mem_mhz : numpy.ndarray
-        [rows] clocks.
     activity : numpy.ndarray
         [rows x 3] (SM, pipe, DRAM) activities.
     """
@@ -258,8 +227,6 @@ def parse_samples(frame: Any, cols: Mapping) -> Samples:
 
     Parameters
     ----------
-    frame : pandas.DataFrame
-        The rows.
     cols : mapping
         Its columns by role (`resolve_columns`).
 
@@ -293,14 +260,10 @@ class Predicted:
 
     Parameters
     ----------
-    rows : numpy.ndarray
-        The samples' rows.
     table : GpuTable
         The GPU's power model.
     at : numpy.ndarray
         The pair each sample ran at.
-    watts : numpy.ndarray
-        [rows x K] power.
     ratio : numpy.ndarray
         [rows x K] time relative to the sample's own.
     curve : numpy.ndarray
@@ -320,12 +283,8 @@ def predict_samples(s: Samples, tables: Mapping[str, GpuTable], model: DcgmTimeM
 
     Parameters
     ----------
-    s : Samples
-        The samples.
     tables : mapping of str to GpuTable
         The GPUs' power models, by UUID.
-    model : DcgmTimeModel
-        The time model.
 
     Returns
     -------
@@ -364,8 +323,6 @@ def choose(p: Predicted, model: DcgmTimeModel, policy: str, slowdown: float) -> 
     ----------
     p : Predicted
         One GPU's samples at each pair.
-    model : DcgmTimeModel
-        The time model.
     policy : str
         One of `WHATIF_POLICIES`.
     slowdown : float
@@ -392,12 +349,8 @@ def whatif_frame(frame: Any, tables: Mapping[str, GpuTable], model: DcgmTimeMode
 
     Parameters
     ----------
-    frame : pandas.DataFrame
-        The samples.
     tables : mapping of str to GpuTable
         The GPUs' power models, by UUID.
-    model : DcgmTimeModel
-        The time model.
     cols : mapping
         The frame's columns by role (`resolve_columns`).
     policy : str
@@ -483,10 +436,6 @@ def whatif(telemetry: str | Path, registry: Registry, model: DcgmTimeModel, *, p
     telemetry : str or pathlib.Path
         A Parquet file or folder, a CSV, or a Prometheus range-query export (``.json``,
         `gpudvfs.data.prometheus`).
-    registry : Registry
-        The GPUs' registry.
-    model : DcgmTimeModel
-        The time model.
     policy : str
         One of `WHATIF_POLICIES`.
     slowdown : float

@@ -39,8 +39,6 @@ class Calibration:
         That fit's report (`TimeDevice.fit`).
     catalog : DeviceSpec or None
         The catalog entry of the device's name, where there is one.
-    files : list of Path
-        The two sweeps' CSVs.
     """
 
     power_model: PowerModel
@@ -52,11 +50,6 @@ class Calibration:
 
 def catalog_entry(device: Device) -> DeviceSpec | None:
     """The catalog entry of a device's name.
-
-    Parameters
-    ----------
-    device : Device
-        The device.
 
     Returns
     -------
@@ -79,8 +72,6 @@ def base_time_device(device: Device, spec: DeviceSpec | None) -> TimeDevice:
     ----------
     device : Device
         The device (its SM count, where the catalog has no entry).
-    spec : DeviceSpec or None
-        Its catalog entry.
 
     Returns
     -------
@@ -117,8 +108,6 @@ def calibrate(device: Device, workdir: str | Path, *, resume: bool = False, powe
 
     Parameters
     ----------
-    device : Device
-        The GPU.
     workdir : str or Path
         Where the sweeps go; earlier sweeps there are replaced unless ``resume``.
     resume : bool

@@ -80,16 +80,10 @@ class Measurement:
         (``"sampled"``, ``"sampled-instant"``).
     joules : float
         The energy over the whole measurement.
-    repetitions : int
-        Launches measured.
-    duration_s : float
-        The time they spanned.
     power_source : str
         Where ``watts`` came from.
     throttled : bool
         Whether the GPU reported any throttle reason during the measurement.
-    throttle_reasons : tuple of str
-        Those reasons.
     temperature_c : float, optional
         The mean temperature; None where the device cannot read it.
     result : Mapping of str to float
@@ -156,32 +150,16 @@ class Device(Protocol):
         """
 
     def sm_count(self) -> int:
-        """Number of streaming multiprocessors (a device query, not a measurement).
-
-        Returns
-        -------
-        int
-            The SM count.
-        """
+        """Number of streaming multiprocessors (a device query, not a measurement)."""
 
     def identity(self) -> dict[str, str | float | bool | None]:
         """What tells this GPU (and, simulated, its settings) apart.
 
         Recorded with a sweep so a resume on another GPU is refused.
-
-        Returns
-        -------
-        dict
-            Plain JSON values.
         """
 
     def check(self, workload: Workload) -> None:
         """Refuse a workload this device cannot run, before any work starts.
-
-        Parameters
-        ----------
-        workload : Workload
-            The workload.
 
         Raises
         ------
@@ -247,11 +225,6 @@ class Device(Protocol):
     def profile(self, workload: Workload) -> dict[str, float]:
         """Counters of one run at the current clocks.
 
-        Parameters
-        ----------
-        workload : Workload
-            What to run.
-
         Returns
         -------
         dict
@@ -265,8 +238,6 @@ class Device(Protocol):
 
         Parameters
         ----------
-        workload : Workload
-            What to launch.
         min_seconds : float
             Launch until the measurement spans this long (the power paper's protocol).
         repetitions : int, optional

@@ -186,8 +186,6 @@ class DriverManagedGpu:
 
         Parameters
         ----------
-        seconds : float
-            Virtual time to run.
         step_s : float
             How often the driver decides the clock.
 

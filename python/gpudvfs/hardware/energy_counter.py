@@ -45,8 +45,6 @@ class CounterTrace:
         ----------
         t : float
             When the poll read the counter, s.
-        value : float
-            What it read.
 
         Raises
         ------
@@ -126,11 +124,6 @@ class CounterTrace:
         ----------
         t : float
             The instant, s.
-
-        Returns
-        -------
-        bool
-            Whether it is covered.
         """
         return bool(self.times) and self.times[-1] >= t
 
@@ -177,13 +170,7 @@ class CounterPoller:
             self.error = e
 
     def start(self) -> CounterPoller:
-        """Poll once, then every ``interval`` in a daemon thread.
-
-        Returns
-        -------
-        CounterPoller
-            This poller.
-        """
+        """Poll once, then every ``interval`` in a daemon thread."""
         self.poll()
         self._thread = threading.Thread(target=self._run, name="gpudvfs-energy-poller", daemon=True)
         self._thread.start()
@@ -234,11 +221,6 @@ class CounterPoller:
         ----------
         t : float
             The instant, s.
-
-        Returns
-        -------
-        bool
-            Whether it is covered.
         """
         with self._lock:
             return self.trace.covers(t)

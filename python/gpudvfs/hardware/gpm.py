@@ -32,8 +32,6 @@ class GpmActivity:
 
     Parameters
     ----------
-    nv : module
-        The NVML bindings.
     handle : object
         NVML's handle of a GPU with GPM.
     """
@@ -50,8 +48,6 @@ class GpmActivity:
 
         Parameters
         ----------
-        nv : module
-            The NVML bindings.
         handle : object
             NVML's handle of the GPU.
 

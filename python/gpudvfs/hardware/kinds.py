@@ -54,11 +54,6 @@ def make_device(kind: str, seed: int = 0, index: int = 0, leave_clocks: bool = F
     leave_clocks : bool
         A device that refuses to set clocks (a simulated GPU as one without the permission).
 
-    Returns
-    -------
-    Device
-        The device.
-
     Raises
     ------
     InputError

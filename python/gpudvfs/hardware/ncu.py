@@ -79,23 +79,14 @@ def ncu_command(metrics: Sequence[str], target_argv: Sequence[str], *, ncu: str 
         Metric names, each once.
     target_argv : sequence of str
         The program and its arguments.
-    ncu : str
-        The ncu executable.
     target_processes : str
         ``"all"`` (child processes too) or ``"application-only"``.
     kernel_name : str, optional
         Only kernels of this name (``regex:...`` allowed, as ncu takes it).
-    launch_skip, launch_count : int, optional
-        Select launches.
     log_file : str or Path, optional
         Send ncu's output to a file, keeping the application's own stdout out of the CSV.
     extra_args : sequence of str
         More ncu arguments, before the program.
-
-    Returns
-    -------
-    list of str
-        The command.
 
     Raises
     ------
@@ -138,17 +129,8 @@ def nvprof_command(metrics: Sequence[str], target_argv: Sequence[str], *, events
         Metric names, each once.
     target_argv : sequence of str
         The program and its arguments.
-    events : sequence of str
-        Event names.
-    nvprof : str
-        The nvprof executable.
     log_file : str or Path, optional
         Send nvprof's output to a file, keeping the application's own stdout out of the CSV.
-
-    Returns
-    -------
-    list of str
-        The command.
 
     Raises
     ------
@@ -176,8 +158,6 @@ def run_ncu(metrics: Sequence[str], target_argv: Sequence[str], *, ncu: str = "n
 
     Parameters
     ----------
-    metrics : sequence of str
-        Metric names.
     target_argv : sequence of str
         The program and its arguments.
     ncu : str

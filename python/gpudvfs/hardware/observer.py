@@ -43,10 +43,6 @@ class Reading:
     core_mhz_start, core_mhz : float
         The core clock at its start and end (a window the clock changed in mixes two clocks'
         power).
-    mem_mhz : float
-        The memory clock.
-    watts : float
-        The mean power.
     activity : tuple of float
         The activities over it, fractions.
     throttle_reasons : tuple of str
@@ -77,12 +73,8 @@ class Observation:
     ----------
     readings : list of Reading
         The windows, in time order.
-    activities : tuple of str
-        The activities' names.
     n_core : int
         How many of them (the first) are in the core domain.
-    catalog_key : str
-        The catalog GPU.
     default_mhz : tuple of float
         Its default (core, memory) clocks.
     power : str
@@ -269,10 +261,6 @@ def observe(source: ReadingSource, seconds: float, window_s: float = 0.1,
 
     Parameters
     ----------
-    source : ReadingSource
-        The GPU.
-    seconds : float
-        How long to read.
     window_s : float
         One reading per this many seconds.
     progress : callable, optional
@@ -323,13 +311,6 @@ def write_readings(path: str | Path, obs: Observation) -> None:
     A comment line with the device, default clocks, the core activities' count and how power
     was read, then one row per reading (activities in their own columns, throttle reasons
     joined by '|').
-
-    Parameters
-    ----------
-    path : str or Path
-        The file.
-    obs : Observation
-        The readings.
     """
     with open(path, "w", newline="", encoding="utf-8") as f:
         f.write(f"# gpudvfs readings: device={obs.catalog_key} default_mhz={obs.default_mhz[0]:g},"
@@ -343,11 +324,6 @@ def write_readings(path: str | Path, obs: Observation) -> None:
 
 def read_readings(path: str | Path) -> Observation:
     """Read what `write_readings` wrote.
-
-    Parameters
-    ----------
-    path : str or Path
-        The file.
 
     Returns
     -------

@@ -42,8 +42,6 @@ class SimulatedGpu:
 
     Parameters
     ----------
-    name : str
-        Its name.
     uuid : str, optional
         A chip of a simulated fleet (`chips.chip_gpu`); None: the one default GPU.
     components : tuple of str
@@ -223,15 +221,8 @@ def profile_of(workload: Workload, gpu: SimulatedGpu) -> SimProfile:
 
     Parameters
     ----------
-    workload : Workload
-        The workload.
     gpu : SimulatedGpu
         The GPU it runs on.
-
-    Returns
-    -------
-    SimProfile
-        What it does there.
 
     Raises
     ------
@@ -369,13 +360,7 @@ class SimulatedDevice:
         return self.gpu.default_mhz
 
     def sm_count(self) -> int:
-        """Streaming multiprocessors, from the ground truth's time device.
-
-        Returns
-        -------
-        int
-            The SM count.
-        """
+        """Streaming multiprocessors, from the ground truth's time device."""
         return int(self.gpu.time_device.sm_count)
 
     def identity(self) -> dict[str, str | float | bool | None]:
@@ -397,11 +382,6 @@ class SimulatedDevice:
 
         The simulator runs manifest kernels and workloads described by counters; a callable is
         code only a real GPU runs. The time must be finite at every clock.
-
-        Parameters
-        ----------
-        workload : Workload
-            The workload.
 
         Raises
         ------
@@ -503,11 +483,6 @@ class SimulatedDevice:
     def profile(self, workload: Workload) -> dict[str, float]:
         """Counters of one run at the current clocks.
 
-        Parameters
-        ----------
-        workload : Workload
-            What to run.
-
         Returns
         -------
         dict
@@ -529,8 +504,6 @@ class SimulatedDevice:
 
         Parameters
         ----------
-        workload : Workload
-            The workload.
         core_mhz, mem_mhz : float
             The clocks, MHz.
 
@@ -551,8 +524,6 @@ class SimulatedDevice:
 
         Parameters
         ----------
-        workload : Workload
-            The workload.
         core_mhz, mem_mhz : float
             The clocks, MHz.
 
@@ -570,8 +541,6 @@ class SimulatedDevice:
         ----------
         workload : Workload or None
             What runs; None: the GPU idles.
-        seconds : float
-            Virtual time.
 
         Raises
         ------
@@ -591,8 +560,6 @@ class SimulatedDevice:
 
         Parameters
         ----------
-        workload : Workload
-            What to launch.
         min_seconds : float
             Launch until the measurement spans this long.
         repetitions : int, optional

@@ -74,8 +74,6 @@ def grid(device: Device, core_mhz: Sequence[float] | None = None,
 
     Parameters
     ----------
-    device : Device
-        The device.
     core_mhz : sequence of float, optional
         Only these core clocks, MHz.
     mem_mhz : sequence of float, optional
@@ -214,12 +212,8 @@ class SweepResult:
 
     Parameters
     ----------
-    out : Path
-        Its CSV.
     record : Path
         Its record (plan and profiles).
-    measured : int
-        Rows measured now.
     skipped : int
         Rows already in ``out`` (a resumed sweep).
     throttled : int
@@ -268,8 +262,6 @@ def run_sweep(device: Device, workloads: Sequence[Workload], out: str | Path, *,
 
     Parameters
     ----------
-    device : Device
-        The GPU.
     workloads : sequence of Workload
         What to measure; names unique.
     out : str or Path
@@ -288,11 +280,6 @@ def run_sweep(device: Device, workloads: Sequence[Workload], out: str | Path, *,
         False: power and time only, no profiler needed.
     leave_clocks : bool
         Measure at the driver's clocks (see the module notes; no ``configs`` then).
-
-    Returns
-    -------
-    SweepResult
-        What was measured.
 
     Raises
     ------
@@ -385,8 +372,6 @@ class SweepRows:
         The clocks it was measured at.
     time_ms : numpy.ndarray
         Time per launch.
-    watts : numpy.ndarray
-        Mean power.
     result : numpy.ndarray
         What the benchmark measured itself, as written (``key=value`` pairs joined by ``;``).
     """
@@ -410,11 +395,6 @@ def read_rows(out: str | Path) -> SweepRows:
     ----------
     out : str or Path
         The CSV (the `tidy` format).
-
-    Returns
-    -------
-    SweepRows
-        Its columns.
 
     Raises
     ------

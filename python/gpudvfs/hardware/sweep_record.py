@@ -43,11 +43,6 @@ def record_path(out: str | Path) -> Path:
 def workload_record(w: Workload) -> dict:
     """What a workload is, as plain data: two sweeps of equal records measure the same thing.
 
-    Parameters
-    ----------
-    w : Workload
-        The workload.
-
     Returns
     -------
     dict
@@ -69,8 +64,6 @@ def sweep_plan(device: Device, workloads: Sequence[Workload], configs: Sequence[
     ----------
     device : Device
         The device (its identity).
-    workloads : sequence of Workload
-        What is measured.
     configs : sequence of tuple of float
         The clock pairs; empty for a sweep at the driver's clocks.
     min_seconds : float

@@ -40,11 +40,6 @@ def _resolve(spec: str, where: str) -> Callable[[], None]:
 def read_workloads(path: str | Path) -> list[Workload]:
     """The workloads a JSON file describes (see the module notes).
 
-    Parameters
-    ----------
-    path : str or Path
-        The file.
-
     Returns
     -------
     list of Workload

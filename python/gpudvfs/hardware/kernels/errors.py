@@ -16,8 +16,6 @@ class CompileError(RuntimeError):
 
     Parameters
     ----------
-    message : str
-        What failed.
     log : str
         The compiler's messages, appended to the message.
     """

@@ -41,8 +41,6 @@ class LoadedBenchmark:
         The benchmark's name.
     launch_once : callable
         Launches the kernel once and waits for it.
-    grid, block : tuple of int
-        The launch geometry.
     sizes : Mapping of str to int
         The buffers' sizes (elements, bytes, slots, words).
     _result : callable, optional

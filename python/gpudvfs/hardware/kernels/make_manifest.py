@@ -94,14 +94,10 @@ def entry(name: str, suite: str, group: str, source: str | None, kernel: str | N
         Its ``.cu`` file and kernel (None for the idle benchmark).
     template : dict
         Its template arguments, in order.
-    launch : dict
-        Its launch policy.
     work : Mapping or None
         Its work per element (`stresses`); None: it stresses nothing.
     sass : dict
         What its disassembly must show.
-    description : str
-        What it does.
 
     Returns
     -------
@@ -114,13 +110,7 @@ def entry(name: str, suite: str, group: str, source: str | None, kernel: str | N
 
 
 def power_suite() -> list[dict]:
-    """The power suite of Guerreiro et al. (Sec. IV) and its mixes.
-
-    Returns
-    -------
-    list of dict
-        Manifest entries.
-    """
+    """The power suite of Guerreiro et al. (Sec. IV) and its mixes."""
     out = []
     # INT / SP / DP (Fig. 3a): 4 chains x OPS multiply-adds + 3 adds per element, one load and
     # one store of the element from DRAM.
@@ -192,13 +182,7 @@ def power_suite() -> list[dict]:
 
 
 def time_suite() -> list[dict]:
-    """The latency and bandwidth suite of Wang & Chu (Sec. IV).
-
-    Returns
-    -------
-    list of dict
-        Manifest entries.
-    """
+    """The latency and bandwidth suite of Wang & Chu (Sec. IV)."""
     chase_sass = {"dominant": "GLOBAL", "opcodes": ["LDG.E.64.STRONG.GPU"], "min_counts": {"LDG": 8}}
     return [
         entry("time_dram_latency", "time", "Latency", "chase.cu", "global_chase", {"UNROLL": 8},
@@ -222,13 +206,7 @@ def time_suite() -> list[dict]:
 
 
 def manifest() -> dict:
-    """The whole manifest.
-
-    Returns
-    -------
-    dict
-        What manifest.json holds.
-    """
+    """The whole manifest."""
     return {
         "format": "gpudvfs-kernel-manifest",
         "version": 1,

@@ -47,8 +47,6 @@ class KernelSpec:
         The ``.cu`` file.
     name : str
         The kernel's name.
-    template : tuple of str
-        Its template parameter names.
     args : tuple of str
         Its arguments in order, as ``name:type``.
     """
@@ -74,8 +72,6 @@ class SourceSpec:
         The file's name.
     options : tuple of str
         NVRTC options (never an architecture).
-    kernels : Mapping of str to KernelSpec
-        Its kernels by name.
     """
 
     file: str
@@ -107,8 +103,6 @@ class Benchmark:
         The components it stresses, in [0, 1] (design intent, not a measurement).
     sass : Mapping
         What its disassembly must show.
-    description : str
-        What it does.
     """
 
     name: str
@@ -148,10 +142,6 @@ class Manifest:
 
     Parameters
     ----------
-    path : Path
-        The manifest file.
-    doc : str
-        Its own notes.
     sources : Mapping of str to SourceSpec
         The ``.cu`` files by name.
     benchmarks : Mapping of str to Benchmark
@@ -221,11 +211,6 @@ class Manifest:
         ----------
         b : Benchmark
             A benchmark that launches a kernel.
-
-        Returns
-        -------
-        KernelSpec
-            Its kernel.
 
         Raises
         ------
@@ -484,11 +469,6 @@ def benchmark(name: str | Benchmark, manifest: Manifest | None = None) -> Benchm
         Its name (a `Benchmark` is returned as is).
     manifest : Manifest, optional
         Where to look it up (default: `load_manifest`).
-
-    Returns
-    -------
-    Benchmark
-        The benchmark.
 
     Raises
     ------

@@ -31,8 +31,6 @@ class Rendered:
         The benchmark's name.
     source_path : Path
         Its ``.cu`` file.
-    code : str
-        The source text.
     options : tuple of str
         Compile options, without an architecture.
     name_expression : str
@@ -55,11 +53,6 @@ def render(b: str | Benchmark, manifest: Manifest | None = None) -> Rendered:
         The benchmark, or its name.
     manifest : Manifest, optional
         Where to look it up (default: `load_manifest`).
-
-    Returns
-    -------
-    Rendered
-        What a compiler needs.
 
     Raises
     ------
@@ -105,8 +98,6 @@ class CompiledSource:
         The ``.cu`` file's name.
     arch : str
         The architecture compiled for, e.g. ``"sm_80"``.
-    cubin : bytes
-        The CUBIN.
     lowered : Mapping of str to str
         Name expression -> mangled symbol.
     log : str
@@ -210,11 +201,6 @@ def compile_cubin(b: str | Benchmark, arch: str = "sm_80", manifest: Manifest | 
         The architecture, e.g. ``"sm_80"``.
     manifest : Manifest, optional
         Where to look it up (default: `load_manifest`).
-
-    Returns
-    -------
-    bytes
-        The CUBIN.
 
     Raises
     ------

@@ -84,11 +84,6 @@ def nvdisasm_path() -> Path:
 def disassemble(cubin: bytes) -> str:
     """SASS text of a CUBIN, from ``nvdisasm -c`` (code sections only).
 
-    Parameters
-    ----------
-    cubin : bytes
-        The CUBIN.
-
     Returns
     -------
     str
@@ -304,11 +299,6 @@ def hot_loop(insns: list[Instruction]) -> Loop:
     insns : list of Instruction
         The kernel's instructions.
 
-    Returns
-    -------
-    Loop
-        The hot loop.
-
     Raises
     ------
     ValueError
@@ -330,10 +320,6 @@ def dominates(loop: Loop, cls: str, exempt: Iterable[str] = ()) -> bool:
 
     Parameters
     ----------
-    loop : Loop
-        The loop.
-    cls : str
-        A work class.
     exempt : iterable of str
         Work classes deliberately mixed in.
 
@@ -349,15 +335,6 @@ def dominates(loop: Loop, cls: str, exempt: Iterable[str] = ()) -> bool:
 
 def intensity(loop: Loop, numerator: str, denominator: Iterable[str]) -> float:
     """Instructions of one class per instruction of others.
-
-    Parameters
-    ----------
-    loop : Loop
-        The loop.
-    numerator : str
-        A class.
-    denominator : iterable of str
-        Classes.
 
     Returns
     -------

@@ -22,11 +22,6 @@ class ClockControlError(GpudvfsError, RuntimeError):
 def import_pynvml() -> Any:
     """Import nvidia-ml-py's ``pynvml`` module.
 
-    Returns
-    -------
-    module
-        The NVML bindings.
-
     Raises
     ------
     ImportError
@@ -46,11 +41,6 @@ def unsupported(nv: Any) -> tuple[type[BaseException], ...]:
     """The NVML errors that mean "this GPU or driver cannot do that".
 
     FunctionNotFound (the driver predates the call) is treated like NotSupported.
-
-    Parameters
-    ----------
-    nv : module
-        The NVML bindings.
 
     Returns
     -------
@@ -77,18 +67,7 @@ def field_number(value: Any) -> float:
 
 
 def text(value: bytes | str) -> str:
-    """A string NVML returns, as ``str`` (older bindings return bytes).
-
-    Parameters
-    ----------
-    value : bytes or str
-        What the binding returned.
-
-    Returns
-    -------
-    str
-        The decoded text.
-    """
+    """A string NVML returns, as ``str`` (older bindings return bytes)."""
     return value.decode() if isinstance(value, bytes) else str(value)
 
 

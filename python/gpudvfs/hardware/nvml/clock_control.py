@@ -34,8 +34,6 @@ class ClockControl:
 
     Parameters
     ----------
-    nv : module
-        The NVML bindings.
     handle : object
         NVML's handle of the GPU.
     index : int

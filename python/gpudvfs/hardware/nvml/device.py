@@ -138,11 +138,6 @@ class NvmlDevice(NvmlGpu):
         A real GPU runs manifest kernels and callables; counters alone describe a workload to
         the simulator only.
 
-        Parameters
-        ----------
-        workload : Workload
-            The workload.
-
         Raises
         ------
         InputError
@@ -266,8 +261,6 @@ class NvmlDevice(NvmlGpu):
         launch : callable, optional
             Run repeatedly in this thread meanwhile, so a reading that is flat at idle still
             moves.
-        attempts : int
-            Attempts before giving up.
 
         Returns
         -------
@@ -369,8 +362,6 @@ class NvmlDevice(NvmlGpu):
 
         Parameters
         ----------
-        workload : Workload
-            What to launch.
         min_seconds : float
             The least time the timed launches span (without ``repetitions``).
         repetitions : int, optional

@@ -399,11 +399,6 @@ class NvmlGpu:
     def sm_count(self) -> int:
         """Streaming multiprocessors, from CUDA (NVML does not report them).
 
-        Returns
-        -------
-        int
-            The SM count.
-
         Raises
         ------
         ImportError

@@ -31,8 +31,6 @@ class OnDevice:
     ----------
     run : LoadedBenchmark
         The benchmark, loaded on ``cuda_device``.
-    cuda_device : cupy.cuda.Device
-        Its GPU.
     """
 
     def __init__(self, run: Any, cuda_device: Any) -> None:

@@ -101,8 +101,6 @@ def infer_period(read: Callable[[], float], label: str, seconds: float = 3.0, mi
 
     Parameters
     ----------
-    read : callable
-        Takes a reading.
     label : str
         What is read, for messages (e.g. "the power reading of GPU X").
     seconds : float
@@ -111,8 +109,6 @@ def infer_period(read: Callable[[], float], label: str, seconds: float = 3.0, mi
         Changes an attempt waits for (at least 7).
     launch : callable, optional
         A launch function run repeatedly meanwhile, so a reading flat at idle still moves.
-    attempts : int
-        Attempts before giving up.
 
     Returns
     -------
@@ -154,10 +150,6 @@ def poll_changes(read: Callable[[], float], seconds: float, min_changes: int,
 
     Parameters
     ----------
-    read : callable
-        Takes a reading.
-    seconds : float
-        The longest it polls.
     min_changes : int
         It stops after this many changes.
     launch : callable, optional

@@ -84,12 +84,8 @@ class Monitor:
 
     Parameters
     ----------
-    device : Polled
-        The GPU read.
     interval : float
         Seconds between polls (`sample_interval`).
-    power : bool
-        Whether to sample power.
     clocks : bool
         Whether to record the clocks (where none are locked).
     """
@@ -160,8 +156,6 @@ def mean_between(t: list[float], y: list[float], a: float, b: float) -> float:
     ----------
     t : list of float
         When each reading was taken, ascending.
-    y : list of float
-        The readings.
     a, b : float
         The window, ``a < b``.
 

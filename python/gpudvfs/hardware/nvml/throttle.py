@@ -59,8 +59,6 @@ class ThrottleReader:
 
     Parameters
     ----------
-    nv : module
-        The NVML bindings.
     handle : object
         NVML's handle of the GPU.
     name : str

@@ -23,8 +23,6 @@ def visible_nvml_indices(nv: Any, count: int) -> list[int]:
     ----------
     nv : module
         The NVML bindings, initialised.
-    count : int
-        The GPUs NVML sees.
 
     Returns
     -------
