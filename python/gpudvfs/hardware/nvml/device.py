@@ -197,14 +197,7 @@ class NvmlDevice(NvmlGpu):
 
     def infer_refresh_period(self, seconds: float = 3.0, min_changes: int = 30,
                              launch: LaunchFn | None = None, attempts: int = 3) -> float:
-        """Infer how often the power reading updates (s), and keep it in ``refresh_period_s``.
-
-        Polls the reading as fast as possible until ``min_changes`` changes (at least 7) or
-        ``seconds``, and estimates the period from the changes' times with
-        `refresh_period_from_changes`; polls again, up to ``attempts`` times, when the polls were timed
-        too badly to tell (a busy CPU). ``launch`` runs repeatedly meanwhile, so a reading flat at idle
-        still moves. `GpudvfsError` where the reading changed too rarely or no attempt could tell.
-        """
+        """`gpudvfs.hardware.nvml.refresh.infer_period` on the power reading, kept in ``refresh_period_s``."""
         self.refresh_period_s = infer_period(self._power_mw, f"the power reading of {self.name}", seconds,
                                              min_changes, launch, attempts)
         return self.refresh_period_s
