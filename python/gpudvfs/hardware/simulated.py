@@ -196,7 +196,7 @@ def _is_time_suite(kernel: str) -> bool:
 
 
 class SimulatedDevice:
-    """The `Device` protocol on a `SimulatedGpu`.
+    """The `Device` protocol (`gpudvfs.hardware.device.Device`) on a `SimulatedGpu`; methods say what differs.
 
     Parameters
     ----------

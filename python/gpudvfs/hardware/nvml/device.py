@@ -1,11 +1,9 @@
 """`NvmlDevice`: a real NVIDIA GPU behind the `Device` protocol, through NVML.
 
-Kernels are launched through a *launcher* (`gpudvfs.hardware.nvml.launchers`). A launch
-function may return the launch's GPU time in milliseconds (e.g. from CUDA events); `measure`
-then uses it instead of the wall clock around the launch. One with a ``result()`` method (the
-default launcher's, for microbenchmarks) gives what its last launch measured, which `measure`
-records as `Measurement.result`: the latency suite's cycles per access, from which the time
-device is fitted.
+Kernels are launched through a *launcher* (`gpudvfs.hardware.nvml.launchers`); `measure` takes a
+launch's own GPU time where it returns one, and records its ``result()`` as
+`Measurement.result` (the latency suite's cycles per access, from which the time device is
+fitted).
 
 Clocks and the board's power limit are set as `gpudvfs.hardware.nvml.clock_control` says;
 `knobs` says which of these this process may set, without setting any. Locked clocks outlive
