@@ -57,17 +57,32 @@ def ray_session(ray_address: str = "local", num_gpus: int | None = None) -> Iter
 def per_gpu(fn: Callable[..., dict], devices: Callable[[int], Device], args: Sequence, *, gpus: int | None = None,
             ray_address: str = "local", max_retries: int = 3, progress: Progress | None = None,
             what: str = "tasks", resumable: bool = False) -> list[dict]:
-    """Run ``fn(devices, slot, *args)`` for every slot, each a Ray task holding one GPU; fn gives a dict with ``uuid``.
+    """Run ``fn(devices, slot, *args)`` for every slot, each a Ray task holding one GPU; the results by slot.
 
     A task whose worker dies is retried up to ``max_retries`` times; errors are collected and the
-    other GPUs go on. ``devices(slot)`` opens the slot's GPU; ``devices.logical_gpus`` says its GPUs
-    are simulated. Slots are 0 .. ``gpus``-1 (None: every GPU of the cluster). ``ray_address``:
-    ``"local"`` starts a cluster on this machine (with ``gpus`` logical GPUs for simulated ones);
-    anything else goes to ``ray.init(address=...)`` (``"auto"``, ``"ray://head:10001"``).
-    ``progress(done, total, label)`` is called as each task ends; ``what`` names the tasks in the
-    error, and ``resumable`` makes it say a rerun picks up where they stopped. Returns the results
-    by slot. `InputError` for ``gpus`` below 1, simulated GPUs on a local cluster without ``gpus``,
-    a cluster with too few GPUs, or tasks that failed.
+    other GPUs go on.
+
+    Parameters
+    ----------
+    fn : callable
+        Returns a dict with the GPU's ``uuid``.
+    devices : callable
+        ``devices(slot)`` opens the slot's GPU; ``devices.logical_gpus``: they are simulated.
+    gpus : int or None
+        Slots 0 .. ``gpus``-1 (None: every GPU of the cluster).
+    ray_address : str
+        ``"local"`` starts a cluster on this machine (with ``gpus`` logical GPUs for simulated
+        ones); anything else goes to ``ray.init(address=...)`` (``"auto"``, ``"ray://head:10001"``).
+    progress : callable or None
+        ``progress(done, total, label)`` as each task ends.
+    what, resumable
+        What the tasks are, and whether a rerun picks up where they stopped, for the error.
+
+    Raises
+    ------
+    InputError
+        For ``gpus`` below 1, simulated GPUs on a local cluster without ``gpus``, a cluster with
+        too few GPUs, or tasks that failed.
     """
     if gpus is not None and gpus < 1:
         raise InputError(f"--gpus must be at least 1, got {gpus}")
