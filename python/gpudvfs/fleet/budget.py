@@ -19,19 +19,10 @@ from gpudvfs.errors import InputError
 
 @dataclass(frozen=True)
 class BudgetChoice:
-    """A budget's solution.
+    """A budget's solution: ``choice[i]`` the option GPU i takes, its total watts and value.
 
-    Parameters
-    ----------
-    choice : numpy.ndarray
-        ``choice[i]``: the option (column) GPU i takes.
-    watts : float
-        The total predicted power of the choice.
-    value : float
-        Its total value (time or energy).
-    bound : float
-        A lower bound on the best total value, so ``value / bound - 1`` bounds how far from
-        optimal the choice can be.
+    ``bound`` is a lower bound on the best total value, so ``value / bound - 1`` bounds how far from
+    optimal the choice can be.
     """
 
     choice: np.ndarray
@@ -46,30 +37,12 @@ class BudgetChoice:
 
 
 def solve_budget(watts: ArrayLike, value: ArrayLike, budget_w: float, *, exact: bool = False) -> BudgetChoice:
-    """One option per GPU with the least total value whose total power is within the budget.
+    """One option per GPU with the least total value whose total power is within ``budget_w`` (W).
 
-    Parameters
-    ----------
-    watts : array_like
-        [GPUs x options] each GPU's predicted power per clock pair.
-    value : array_like
-        [GPUs x options] its value (time or energy) per pair; NaN forbids a pair (e.g. over a
-        slowdown bound).
-    budget_w : float
-        The budget (W).
-    exact : bool
-        Run the exact Pareto program (small instances only).
-
-    Returns
-    -------
-    BudgetChoice
-        The choice, its power and value, and the bound on its gap.
-
-    Raises
-    ------
-    InputError
-        Where the shapes differ, or the core refuses the instance (no choice within the
-        budget, an instance too large to solve exactly).
+    ``watts`` and ``value`` (time or energy) are [GPUs x options]; a NaN value forbids a pair (e.g.
+    over a slowdown bound). ``exact`` runs the exact Pareto program (small instances only).
+    `InputError` where the shapes differ, or the core refuses the instance (no choice within the
+    budget, an instance too large to solve exactly).
     """
     w = np.ascontiguousarray(watts, dtype=np.float64)
     v = np.ascontiguousarray(value, dtype=np.float64)
@@ -84,23 +57,10 @@ def solve_budget(watts: ArrayLike, value: ArrayLike, budget_w: float, *, exact: 
 
 def random_instance(rng: np.random.Generator, gpus: int, pairs: int,
                     tightness: float = 0.5) -> tuple[np.ndarray, np.ndarray, float]:
-    """A random budget shaped like clock pairs: power rising and time falling with the clock.
+    """[gpus x pairs] watts and time shaped like clock pairs (power rises, time falls with the clock), and a budget.
 
-    Per GPU a static power, a dynamic power and a core-bound share of its time.
-
-    Parameters
-    ----------
-    rng : numpy.random.Generator
-        The random numbers.
-    gpus, pairs : int
-        The instance's size.
-    tightness : float
-        Where the budget lies between the least total power (0) and the most (1).
-
-    Returns
-    -------
-    tuple of (numpy.ndarray, numpy.ndarray, float)
-        [gpus x pairs] watts and time, and the budget.
+    Per GPU a static power, a dynamic power and a core-bound share of its time; the budget lies
+    ``tightness`` of the way from the least total power (0) to the most (1).
     """
     f = np.sort(rng.uniform(0.3, 1.0, (gpus, pairs)), axis=1)
     watts = rng.uniform(50, 150, (gpus, 1)) + rng.uniform(100, 300, (gpus, 1)) * f ** rng.uniform(2, 3, (gpus, 1))
@@ -114,23 +74,10 @@ def random_instance(rng: np.random.Generator, gpus: int, pairs: int,
 def bench(gpus: int = 10_000, pairs: int = 1_000, small: int = 50, seed: int = 0, repeats: int = 3) -> dict:
     """Time the solver on a large random budget and measure its gap to the exact optimum on small ones.
 
-    Parameters
-    ----------
-    gpus, pairs : int
-        The large instance's size.
-    small : int
-        Small random instances of 12 to 36 GPUs x 6 to 16 pairs (more GPUs than the exact core
-        holds) scored against the exact solver.
-    seed : int
-        Seed of the random instances.
-    repeats : int
-        Runs of the large instance (the best is kept).
-
-    Returns
-    -------
-    dict
-        ``ms`` (the best of ``repeats``), ``bound_gap`` (its LP gap certificate),
-        ``within_budget``, ``gap_max`` and ``gap_mean`` over the small instances, and the sizes.
+    ``small`` random instances of 12 to 36 GPUs x 6 to 16 pairs (more GPUs than the exact core
+    holds) are scored against the exact solver; the large one runs ``repeats`` times. Returns ``ms``
+    (the best run), ``bound_gap`` (its LP gap certificate), ``within_budget``, ``gap_max`` and
+    ``gap_mean`` over the small instances, and the sizes.
     """
     rng = np.random.default_rng(seed)
     watts, t, budget = random_instance(rng, gpus, pairs)

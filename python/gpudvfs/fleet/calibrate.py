@@ -31,18 +31,9 @@ from gpudvfs.hardware.simulated import SimulatedDevice
 class SimFleet:
     """Simulated GPUs: slot i is the chip `sim_uuid(i, fleet_seed)`, whose variation is drawn from its UUID.
 
-    Ray needs logical GPUs for them: a local cluster is started with as many as there are
-    slots.
-
-    Parameters
-    ----------
-    fleet_seed : int
-        The fleet's seed (of its chips' UUIDs).
-    device_options : dict
-        Options of each `SimulatedDevice`.
-    aging : float
-        The chips' static and idle power grown by this fraction since calibration (for
-        `fleet check`).
+    Ray needs logical GPUs for them: a local cluster is started with as many as there are slots.
+    ``device_options`` go to each `SimulatedDevice`; ``aging`` grows the chips' static and idle
+    power by this fraction since calibration (for `fleet check`).
     """
 
     fleet_seed: int = 0
@@ -52,18 +43,7 @@ class SimFleet:
     logical_gpus = True
 
     def __call__(self, slot: int) -> SimulatedDevice:
-        """The chip of a slot.
-
-        Parameters
-        ----------
-        slot : int
-            The slot.
-
-        Returns
-        -------
-        SimulatedDevice
-            Chip `sim_uuid(slot, fleet_seed)`.
-        """
+        """Chip `sim_uuid(slot, fleet_seed)`."""
         return chip_device(sim_uuid(slot, self.fleet_seed), aging=self.aging, **self.device_options)
 
 
@@ -74,23 +54,7 @@ class NvmlFleet:
     logical_gpus = False
 
     def __call__(self, slot: int) -> NvmlDevice:
-        """The GPU Ray gave the task that calls this.
-
-        Parameters
-        ----------
-        slot : int
-            The task's slot (unused: Ray says which GPU).
-
-        Returns
-        -------
-        NvmlDevice
-            The GPU.
-
-        Raises
-        ------
-        InputError
-            Where Ray gave the task other than one GPU.
-        """
+        """The GPU Ray gave the calling task (``slot`` unused); `InputError` where Ray gave other than one GPU."""
         import ray
 
         ids = ray.get_gpu_ids()
@@ -100,47 +64,13 @@ class NvmlFleet:
 
 
 def fleet_devices(device_kind: str, seed: int = 0, aging: float = 0.0) -> SimFleet | NvmlFleet:
-    """The GPUs a fleet command runs on: simulated chips of a fleet, or Ray's real GPUs.
-
-    Parameters
-    ----------
-    device_kind : str
-        ``"sim"`` or ``"nvml"``.
-    seed : int
-        The simulated fleet's seed.
-    aging : float
-        The simulated chips' aging (`SimFleet`).
-
-    Returns
-    -------
-    SimFleet or NvmlFleet
-        The fleet.
-    """
+    """The GPUs a fleet command runs on: simulated chips of a fleet (``"sim"``), or Ray's real GPUs (``"nvml"``)."""
     return SimFleet(seed, aging=aging) if device_kind == "sim" else NvmlFleet()
 
 
 def calibrate_gpu(devices: Callable[[int], Device], slot: int, root: str, min_seconds: float,
                   power_variant: str) -> dict:
-    """Calibrate one GPU into the registry: the body of a Ray task, which runs without Ray too.
-
-    Parameters
-    ----------
-    devices : callable
-        The fleet: ``devices(slot)`` opens the slot's GPU.
-    slot : int
-        The slot.
-    root : str
-        The registry folder.
-    min_seconds : float
-        Length of each measurement.
-    power_variant : str
-        The power model variant fitted.
-
-    Returns
-    -------
-    dict
-        The GPU's registry entry.
-    """
+    """Calibrate one GPU into the registry and return its entry: the body of a Ray task, which runs without Ray too."""
     device = devices(slot)
     folder = gpu_dir(root, device_uuid(device))
     with warnings.catch_warnings():
@@ -152,36 +82,10 @@ def calibrate_gpu(devices: Callable[[int], Device], slot: int, root: str, min_se
 def calibrate_fleet(devices: Callable[[int], Device], root: str | Path, *, gpus: int | None = None,
                     ray_address: str = "local", min_seconds: float = 1.0, power_variant: str = "per-domain",
                     max_retries: int = 3, progress: Progress | None = None) -> Registry:
-    """Calibrate the GPUs of a Ray cluster into a registry, one Ray task each.
+    """Calibrate the GPUs of a Ray cluster into a registry, one Ray task each (`per_gpu`).
 
-    Parameters
-    ----------
-    devices : callable
-        The fleet (`SimFleet`, `NvmlFleet`).
-    root : str or pathlib.Path
-        The registry folder (one every node writes to, on a cluster of several nodes).
-    gpus : int or None
-        GPUs to calibrate (None: every GPU of the Ray cluster).
-    ray_address : str
-        As `per_gpu` takes it.
-    min_seconds : float
-        Length of each measurement.
-    power_variant : str
-        The power model variant fitted per GPU.
-    max_retries : int
-        Retries of a task whose worker died.
-    progress : callable or None
-        ``progress(done, total, label)`` as each GPU ends.
-
-    Returns
-    -------
-    Registry
-        The registry.
-
-    Raises
-    ------
-    InputError
-        Where the cluster lacks the GPUs, or calibrations failed (a rerun resumes them).
+    ``root`` must be a folder every node writes to on a cluster of several nodes. `InputError` where
+    the cluster lacks the GPUs, or calibrations failed (a rerun resumes them).
     """
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)

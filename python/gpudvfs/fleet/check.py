@@ -35,31 +35,9 @@ def check_gpu(devices: Callable[[int], Device], slot: int, root: str, pairs: int
               min_seconds: float) -> dict:
     """Check one GPU against its registry entry: the body of a Ray task, which runs without Ray too.
 
-    Parameters
-    ----------
-    devices : callable
-        The fleet: ``devices(slot)`` opens the slot's GPU.
-    slot : int
-        The slot.
-    root : str
-        The registry folder.
-    pairs : int
-        Clock pairs re-measured.
-    benchmarks : int
-        Power-suite benchmarks re-measured at each pair.
-    min_seconds : float
-        Length of each measurement.
-
-    Returns
-    -------
-    dict
-        ``uuid``, ``points``, ``drift_pct`` (the mean signed error), ``error_max_pct``,
-        ``band_pct`` and ``flagged`` (the drift outside the band).
-
-    Raises
-    ------
-    InputError
-        Where the GPU is not in the registry.
+    ``benchmarks`` power-suite benchmarks are re-measured at each of ``pairs`` pairs. Returns
+    ``uuid``, ``points``, ``drift_pct`` (the mean signed error), ``error_max_pct``, ``band_pct``
+    and ``flagged`` (the drift outside the band); `InputError` where the GPU is not registered.
     """
     device = devices(slot)
     uuid = device_uuid(device)
@@ -91,36 +69,10 @@ def check_gpu(devices: Callable[[int], Device], slot: int, root: str, pairs: int
 def check_fleet(devices: Callable[[int], Device], root: str | Path, *, gpus: int | None = None,
                 ray_address: str = "local", pairs: int = 4, benchmarks: int = 3, min_seconds: float = 1.0,
                 progress: Progress | None = None) -> dict:
-    """Check every GPU of the Ray cluster against its registry entry, one task each.
+    """Check every GPU of the Ray cluster against its registry entry, one task each (`per_gpu`).
 
-    Parameters
-    ----------
-    devices : callable
-        The fleet (`SimFleet`, `NvmlFleet`).
-    root : str or pathlib.Path
-        The registry folder.
-    gpus : int or None
-        GPUs to check (None: every GPU of the Ray cluster).
-    ray_address : str
-        As `per_gpu` takes it.
-    pairs : int
-        Clock pairs re-measured per GPU.
-    benchmarks : int
-        Power-suite benchmarks re-measured at each pair.
-    min_seconds : float
-        Length of each measurement.
-    progress : callable or None
-        ``progress(done, total, label)`` as each GPU ends.
-
-    Returns
-    -------
-    dict
-        ``gpus``, ``flagged`` (their UUIDs) and ``per_gpu`` (`check_gpu`'s results).
-
-    Raises
-    ------
-    InputError
-        For ``pairs`` or ``benchmarks`` below 1, a missing registry, or checks that failed.
+    Returns ``gpus``, ``flagged`` (their UUIDs) and ``per_gpu`` (`check_gpu`'s results).
+    `InputError` for ``pairs`` or ``benchmarks`` below 1, a missing registry, or checks that failed.
     """
     if pairs < 1 or benchmarks < 1:
         raise InputError(f"pairs and benchmarks must be at least 1, got {pairs} and {benchmarks}")

@@ -39,19 +39,10 @@ OBJECTIVES = ("time", "energy")
 
 @dataclass(frozen=True)
 class Job:
-    """The job running on one GPU, profiled at the GPU's default clocks.
+    """The job running on GPU ``gpu`` (UUID), profiled at its default clocks.
 
-    Parameters
-    ----------
-    gpu : str
-        The GPU's UUID.
-    name : str
-        The job.
-    counters : dict of str to float
-        Its component utilizations (the power model's names) and time-model counters
-        (nvprof's names).
-    time_ms : float or None
-        Its measured time per launch at the default clocks (None: not measured).
+    ``counters``: component utilizations (the power model's names) and time-model counters
+    (nvprof's); ``time_ms``: measured time per launch there (None: not measured).
     """
 
     gpu: str
@@ -61,23 +52,10 @@ class Job:
 
 
 def read_jobs(path: str | Path) -> list[Job]:
-    """Read a jobs file (module notes): one job per GPU.
+    """Read a jobs file (module notes): one job per GPU, in the file's order.
 
-    Parameters
-    ----------
-    path : str or pathlib.Path
-        The file.
-
-    Returns
-    -------
-    list of Job
-        The jobs, in the file's order.
-
-    Raises
-    ------
-    InputError
-        Where the file is not a non-empty list of jobs with a GPU, a name and counters, a
-        positive time where given, one job per GPU.
+    `InputError` where the file is not a non-empty list of jobs with a GPU, a name and counters, a
+    positive time where given, one job per GPU.
     """
     doc = read_json(path)
     items = doc.get("jobs") if isinstance(doc, dict) else None
@@ -106,18 +84,9 @@ def read_jobs(path: str | Path) -> list[Job]:
 class JobGrid:
     """Per job, its GPU's clock pairs and the predicted power, time and relative time there.
 
-    Parameters
-    ----------
-    configs : numpy.ndarray
-        [jobs x pairs x 2] (core, memory) MHz, padded with NaN to the longest grid.
-    watts : numpy.ndarray
-        [jobs x pairs] predicted power.
-    time_ms : numpy.ndarray
-        [jobs x pairs] predicted time per launch.
-    relative_time : numpy.ndarray
-        [jobs x pairs] time relative to the default clocks'.
-    default_watts : numpy.ndarray
-        [jobs] predicted power at the GPU's default clocks.
+    ``configs`` [jobs x pairs x 2] (core, memory) MHz, padded with NaN to the longest grid;
+    ``watts``, ``time_ms`` (per launch) and ``relative_time`` (to the default clocks') [jobs x pairs];
+    ``default_watts`` [jobs] at the GPU's default clocks.
     """
 
     configs: np.ndarray    # [jobs x pairs x 2]
@@ -130,22 +99,7 @@ class JobGrid:
 def predict_jobs(registry: Registry, jobs: list[Job]) -> JobGrid:
     """Each job's time and power at each of its GPU's clock pairs, by its GPU's own models.
 
-    Parameters
-    ----------
-    registry : Registry
-        The calibrated GPUs.
-    jobs : list of Job
-        The jobs.
-
-    Returns
-    -------
-    JobGrid
-        The predictions.
-
-    Raises
-    ------
-    InputError
-        Where a GPU is not in the registry, or a job lacks a power model component.
+    `InputError` where a GPU is not in the registry, or a job lacks a power model component.
     """
     rows = []
     for j in jobs:
@@ -172,31 +126,12 @@ def predict_jobs(registry: Registry, jobs: list[Job]) -> JobGrid:
 
 def plan_budget(registry: Registry, jobs: list[Job], budget_w: float, objective: str = "time",
                 slowdown: float | None = None) -> dict:
-    """One clock pair per GPU: total predicted power within the budget, the objective least.
+    """One clock pair per GPU: total predicted power within ``budget_w`` (W), the objective least.
 
-    Parameters
-    ----------
-    registry : Registry
-        The calibrated GPUs.
-    jobs : list of Job
-        The job on each GPU.
-    budget_w : float
-        The cluster's power budget (W).
-    objective : str
-        One of `OBJECTIVES` (module notes).
-    slowdown : float or None
-        Forbid pairs more than this fraction slower than the default clocks.
-
-    Returns
-    -------
-    dict
-        The plan: ``watts``, ``objective_value``, ``bound``, ``gap_bound``, ``default_watts``
-        and per job (``jobs``) its pair, watts, time and relative time.
-
-    Raises
-    ------
-    InputError
-        For an unknown objective, a negative slowdown, or a budget no choice meets.
+    ``objective`` is one of `OBJECTIVES` (module notes); ``slowdown`` forbids pairs more than this
+    fraction slower than the default clocks. The plan: ``watts``, ``objective_value``, ``bound``,
+    ``gap_bound``, ``default_watts`` and per job (``jobs``) its pair, watts, time and relative time.
+    `InputError` for an unknown objective, a negative slowdown, or a budget no choice meets.
     """
     if objective not in OBJECTIVES:
         raise InputError(f"unknown objective {objective!r}; expected one of {OBJECTIVES}")
@@ -223,26 +158,10 @@ def plan_budget(registry: Registry, jobs: list[Job], budget_w: float, objective:
 
 
 def simulated_jobs(registry: Registry, workloads: Iterable[Workload] | None = None) -> list[Job]:
-    """Jobs for a registry of simulated chips: workload i % len(workloads) on GPU i.
+    """Jobs for a registry of simulated chips: workload i % len(workloads) on GPU i, profiled and timed there.
 
-    Each is profiled and timed on its chip at the chip's default clocks.
-
-    Parameters
-    ----------
-    registry : Registry
-        A registry of simulated chips.
-    workloads : iterable of Workload or None
-        The jobs' workloads (None: the demo's real workloads, `gpudvfs.hardware.apps.APPS`).
-
-    Returns
-    -------
-    list of Job
-        One job per GPU.
-
-    Raises
-    ------
-    InputError
-        Where a GPU of the registry is not simulated.
+    ``workloads`` None: the demo's real workloads (`gpudvfs.hardware.apps.APPS`). `InputError` where
+    a GPU of the registry is not simulated.
     """
     workloads = list(workloads or APPS)
     jobs = []
@@ -256,14 +175,6 @@ def simulated_jobs(registry: Registry, workloads: Iterable[Workload] | None = No
 
 
 def write_jobs(jobs: list[Job], path: str | Path) -> None:
-    """Write a jobs file (module notes), atomically.
-
-    Parameters
-    ----------
-    jobs : list of Job
-        The jobs.
-    path : str or pathlib.Path
-        The file.
-    """
+    """Write a jobs file (module notes), atomically."""
     write_json_atomic(path, {"jobs": [{"gpu": j.gpu, "name": j.name, "counters": j.counters, "time_ms": j.time_ms}
                                       for j in jobs]})

@@ -39,48 +39,14 @@ _UUID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 def gpu_dir(root: str | Path, uuid: str) -> Path:
-    """The GPU's folder in a registry.
-
-    Parameters
-    ----------
-    root : str or pathlib.Path
-        The registry folder.
-    uuid : str
-        The GPU's UUID.
-
-    Returns
-    -------
-    pathlib.Path
-        ``root / uuid``.
-
-    Raises
-    ------
-    InputError
-        For a UUID that is not a plain file name.
-    """
+    """``root / uuid``; `InputError` for a UUID that is not a plain file name."""
     if not isinstance(uuid, str) or not _UUID.fullmatch(uuid):
         raise InputError(f"GPU UUID {uuid!r} cannot name a registry folder (letters, digits, '.', '_', '-')")
     return Path(root) / uuid
 
 
 def device_uuid(device: Device) -> str:
-    """The UUID a GPU is registered by.
-
-    Parameters
-    ----------
-    device : Device
-        The GPU.
-
-    Returns
-    -------
-    str
-        Its ``identity()``'s UUID.
-
-    Raises
-    ------
-    InputError
-        Where the device reports none.
-    """
+    """The UUID a GPU is registered by (its ``identity()``'s); `InputError` where it reports none."""
     uuid = device.identity().get("uuid")
     if not uuid:
         raise InputError(f"{device.name}: the device reports no UUID, so it cannot join a fleet registry")
@@ -90,20 +56,9 @@ def device_uuid(device: Device) -> str:
 def power_errors(cal: Calibration, power_csv: Path) -> dict:
     """The power model's in-sample MAPE and its grouped cross-validated errors.
 
-    Parameters
-    ----------
-    cal : Calibration
-        The GPU's calibration.
-    power_csv : pathlib.Path
-        Its power-suite sweep.
-
-    Returns
-    -------
-    dict
-        ``variant``, ``train_mape``; ``cv_mape`` and ``cv_ape_p95``, the mean and the 95th
-        percentile of the held-out absolute percentage errors (the error band `check` holds
-        re-measurements to); ``cv_folds``, ``converged``, ``fallback``, and how many folds'
-        fits fell back or did not converge.
+    ``variant``, ``train_mape``; ``cv_mape`` and ``cv_ape_p95``, the mean and the 95th percentile of
+    the held-out absolute percentage errors (the error band `check` holds re-measurements to);
+    ``cv_folds``, ``converged``, ``fallback``, and how many folds' fits fell back or did not converge.
     """
     ds = to_power_dataset(power_csv)
     pm = cal.power_model
@@ -116,20 +71,7 @@ def power_errors(cal: Calibration, power_csv: Path) -> dict:
 
 
 def sim_truth(device: SimulatedDevice, model: PowerModel) -> dict:
-    """How far the fitted voltages are from the simulated chip's own, over its clock grid.
-
-    Parameters
-    ----------
-    device : SimulatedDevice
-        The chip.
-    model : PowerModel
-        Its fitted power model.
-
-    Returns
-    -------
-    dict
-        ``voltage_error_max`` and the core and memory domains' own, relative.
-    """
+    """How far (relative) the fitted voltages are from the simulated chip's own: at most, and per domain."""
     cfg = model.configs_
     true = np.array([device.gpu.volts(c, m) for c, m in cfg])
     err = np.abs(model.voltage(cfg[:, 0], cfg[:, 1]) / true - 1.0)
@@ -138,22 +80,7 @@ def sim_truth(device: SimulatedDevice, model: PowerModel) -> dict:
 
 
 def write_entry(folder: Path, device: Device, cal: Calibration) -> dict:
-    """Save a GPU's models and its entry in its folder, the entry last (atomically).
-
-    Parameters
-    ----------
-    folder : pathlib.Path
-        The GPU's folder (`gpu_dir`).
-    device : Device
-        The GPU.
-    cal : Calibration
-        Its calibration.
-
-    Returns
-    -------
-    dict
-        The entry.
-    """
+    """Save a GPU's models and its entry in its folder (`gpu_dir`), the entry last (atomically)."""
     uuid = folder.name
     cal.power_model.save(folder / POWER_FILE)
     cal.time_device.save(folder / TIME_FILE)
@@ -170,23 +97,7 @@ def write_entry(folder: Path, device: Device, cal: Calibration) -> dict:
 
 
 def read_entry(folder: Path) -> dict:
-    """Read a GPU's entry, checked against its folder's name.
-
-    Parameters
-    ----------
-    folder : pathlib.Path
-        The GPU's folder.
-
-    Returns
-    -------
-    dict
-        The entry.
-
-    Raises
-    ------
-    InputError
-        Where the entry is not a registry entry of this version, or names another GPU.
-    """
+    """Read a GPU's entry; `InputError` where it is not a registry entry of this version, or names another GPU."""
     f = folder / ENTRY_FILE
     e = read_versioned(f, ENTRY_KIND, ENTRY_VERSION)
     if e.get("uuid") != folder.name:
@@ -196,38 +107,14 @@ def read_entry(folder: Path) -> dict:
 
 @dataclass(frozen=True)
 class Registry:
-    """The calibrated GPUs of a registry folder.
-
-    Parameters
-    ----------
-    root : pathlib.Path
-        The folder.
-    entries : dict of str to dict
-        Each GPU's entry, by UUID.
-    """
+    """The calibrated GPUs of a registry folder: each entry by UUID."""
 
     root: Path
     entries: dict[str, dict]
 
     @classmethod
     def load(cls, root: str | Path) -> Registry:
-        """Read the entries of every calibrated GPU of a folder.
-
-        Parameters
-        ----------
-        root : str or pathlib.Path
-            The folder.
-
-        Returns
-        -------
-        Registry
-            The registry.
-
-        Raises
-        ------
-        InputError
-            Where the folder is missing or holds no calibrated GPU.
-        """
+        """Read the entries of every calibrated GPU of a folder; `InputError` where it is missing or holds none."""
         root = Path(root)
         if not root.is_dir():
             raise InputError(f"{root}: no such registry folder")
@@ -242,57 +129,21 @@ class Registry:
         return self.entries[uuid]
 
     def power_model(self, uuid: str) -> PowerModel:
-        """A GPU's power model.
-
-        Parameters
-        ----------
-        uuid : str
-            The GPU.
-
-        Returns
-        -------
-        PowerModel
-            Its model.
-
-        Raises
-        ------
-        InputError
-            Where the GPU is not in the registry.
-        """
+        """A GPU's power model; `InputError` where the GPU is not in the registry."""
         self._entry(uuid)
         return PowerModel.load(self.root / uuid / POWER_FILE)
 
     def time_device(self, uuid: str) -> TimeDevice:
-        """A GPU's time-model device.
-
-        Parameters
-        ----------
-        uuid : str
-            The GPU.
-
-        Returns
-        -------
-        TimeDevice
-            Its fitted device.
-
-        Raises
-        ------
-        InputError
-            Where the GPU is not in the registry.
-        """
+        """A GPU's time-model device; `InputError` where the GPU is not in the registry."""
         self._entry(uuid)
         return TimeDevice.load(self.root / uuid / TIME_FILE)
 
     def summary(self) -> dict:
         """The fleet's spread: static power per domain, fitted core voltages, per-GPU errors.
 
-        Returns
-        -------
-        dict
-            ``gpus``; the min, median and max (``static_w`` per domain,
-            ``core_voltage_at_lowest_clock``, ``power_cv_mape``); the power CV's folds that fell
-            back or did not converge, where the entries say; ``voltage_error_max`` on simulated
-            chips.
+        ``gpus``; the min, median and max (``static_w`` per domain, ``core_voltage_at_lowest_clock``,
+        ``power_cv_mape``); the power CV's folds that fell back or did not converge, where the entries
+        say; ``voltage_error_max`` on simulated chips.
         """
         uuids = list(self.entries)
         static = np.array([self.entries[u]["power"]["static_w"] for u in uuids])

@@ -20,18 +20,7 @@ Progress = Callable[[int, int, str], None]
 
 
 def import_ray() -> ModuleType:
-    """Ray, which the fleet commands run on.
-
-    Returns
-    -------
-    module
-        ``ray``.
-
-    Raises
-    ------
-    InputError
-        Where Ray is not installed (the ``fleet`` extra).
-    """
+    """``ray``; `InputError` where it is not installed (the ``fleet`` extra)."""
     try:
         import ray
     except ImportError:
@@ -41,27 +30,10 @@ def import_ray() -> ModuleType:
 
 @contextlib.contextmanager
 def ray_session(ray_address: str = "local", num_gpus: int | None = None) -> Iterator[ModuleType]:
-    """Ray, initialised for the block unless it already is (then its cluster is used as it is).
+    """Ray, initialised for the block unless it already is (then its cluster is used as it is, and not shut down).
 
-    A cluster this started is shut down after.
-
-    Parameters
-    ----------
-    ray_address : str
-        ``"local"`` starts a cluster on this machine; anything else goes to
-        ``ray.init(address=...)``.
-    num_gpus : int or None
-        A local cluster's logical GPUs (simulated ones).
-
-    Yields
-    ------
-    module
-        ``ray``.
-
-    Raises
-    ------
-    InputError
-        Where Ray is not installed, or no cluster answers at ``ray_address``.
+    ``"local"`` starts a cluster on this machine with ``num_gpus`` logical GPUs; any other address
+    goes to ``ray.init(address=...)``. `InputError` where Ray is not installed, or no cluster answers.
     """
     ray = import_ray()
     if ray.is_initialized():
@@ -85,45 +57,32 @@ def ray_session(ray_address: str = "local", num_gpus: int | None = None) -> Iter
 def per_gpu(fn: Callable[..., dict], devices: Callable[[int], Device], args: Sequence, *, gpus: int | None = None,
             ray_address: str = "local", max_retries: int = 3, progress: Progress | None = None,
             what: str = "tasks", resumable: bool = False) -> list[dict]:
-    """Run ``fn(devices, slot, *args)`` for every slot, each a Ray task holding one GPU.
+    """Run ``fn(devices, slot, *args)`` for every slot, each a Ray task holding one GPU; the results by slot.
 
-    When Ray is already initialised, its cluster is used as it is. A task whose worker dies is
-    retried; errors are collected, the other GPUs go on.
+    A task whose worker dies is retried up to ``max_retries`` times; errors are collected and the
+    other GPUs go on.
 
     Parameters
     ----------
     fn : callable
-        ``fn(devices, slot, *args)``, returning a dict with the GPU's ``uuid``.
+        Returns a dict with the GPU's ``uuid``.
     devices : callable
-        The fleet: ``devices(slot)`` opens the slot's GPU; ``devices.logical_gpus``: its GPUs
-        are simulated ones.
-    args : sequence
-        ``fn``'s further arguments.
+        ``devices(slot)`` opens the slot's GPU; ``devices.logical_gpus``: they are simulated.
     gpus : int or None
         Slots 0 .. ``gpus``-1 (None: every GPU of the cluster).
     ray_address : str
         ``"local"`` starts a cluster on this machine (with ``gpus`` logical GPUs for simulated
-        ones); anything else goes to ``ray.init(address=...)`` (``"auto"``,
-        ``"ray://head:10001"``).
-    max_retries : int
-        Retries of a task whose worker died.
+        ones); anything else goes to ``ray.init(address=...)`` (``"auto"``, ``"ray://head:10001"``).
     progress : callable or None
         ``progress(done, total, label)`` as each task ends.
-    what : str
-        What the tasks are, for the error.
-    resumable : bool
-        A rerun picks up where the failed tasks stopped (the error says so).
-
-    Returns
-    -------
-    list of dict
-        The results, by slot.
+    what, resumable
+        What the tasks are, and whether a rerun picks up where they stopped, for the error.
 
     Raises
     ------
     InputError
-        For ``gpus`` below 1, simulated GPUs on a local cluster without ``gpus``, a cluster
-        with too few GPUs, or tasks that failed.
+        For ``gpus`` below 1, simulated GPUs on a local cluster without ``gpus``, a cluster with
+        too few GPUs, or tasks that failed.
     """
     if gpus is not None and gpus < 1:
         raise InputError(f"--gpus must be at least 1, got {gpus}")

@@ -28,53 +28,18 @@ CHUNK = 1 << 20
 
 
 def activities(util: np.ndarray) -> np.ndarray:
-    """The DCGM activities of a simulated workload's utilizations.
-
-    Parameters
-    ----------
-    util : numpy.ndarray
-        Utilizations over `COMPONENTS`.
-
-    Returns
-    -------
-    numpy.ndarray
-        (SM, FP32, FP64, DRAM) activity.
-    """
+    """(SM, FP32, FP64, DRAM) activity of a simulated workload's utilizations over `COMPONENTS`."""
     u = dict(zip(COMPONENTS, util))
     return np.array([max(util[:DOMAIN_SIZES[0]]), u["SP"], u["DP"], u["DRAM"]])
 
 
 def sample_telemetry(registry: Registry, rows: int, path: str | Path, *, seed: int = 0,
                      interval_s: float = 30.0, noise: float = 0.01) -> dict:
-    """Write exporter-style telemetry as Parquet: samples dealt over the registry's GPUs in turn.
+    """Write ``rows`` exporter-style samples as Parquet, dealt over the registry's GPUs in turn.
 
-    GPU i runs the demo's workload i % 4 (the job) at its default clocks; power is the chip's
-    true power with relative noise.
-
-    Parameters
-    ----------
-    registry : Registry
-        A registry of simulated chips.
-    rows : int
-        Samples, at least 1.
-    path : str or pathlib.Path
-        The Parquet file.
-    seed : int
-        Seed of the noise.
-    interval_s : float
-        Seconds between a GPU's samples.
-    noise : float
-        Relative standard deviation of the power.
-
-    Returns
-    -------
-    dict
-        ``rows``, ``gpus`` and ``path``.
-
-    Raises
-    ------
-    InputError
-        For ``rows`` below 1, or a GPU that is not simulated.
+    GPU i runs the demo's workload i % 4 (the job) at its default clocks, sampled every
+    ``interval_s``; power is the chip's true power with relative noise ``noise``. Returns ``rows``,
+    ``gpus`` and ``path``; `InputError` for ``rows`` below 1, or a GPU that is not simulated.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -110,21 +75,10 @@ def sample_telemetry(registry: Registry, rows: int, path: str | Path, *, seed: i
 
 
 def sample_dcgm_grid(path: str | Path, device: SimulatedDevice | None = None) -> dict:
-    """Write the power suite on a simulated GPU as a DCGM grid (CSV).
+    """Write the power suite on a simulated GPU as a DCGM grid (CSV): every benchmark at every pair.
 
-    Every benchmark at every pair, with its true time and power, and its DCGM activities.
-
-    Parameters
-    ----------
-    path : str or pathlib.Path
-        The CSV file.
-    device : SimulatedDevice or None
-        The GPU (None: the default simulated GPU).
-
-    Returns
-    -------
-    dict
-        ``rows``, ``path`` and ``reference_mhz`` (the GPU's default clocks).
+    Each row has the true time and power and the DCGM activities. Returns ``rows``, ``path`` and
+    ``reference_mhz`` (the GPU's default clocks).
     """
     dev = device or SimulatedDevice()
     pairs = grid(dev)

@@ -60,19 +60,11 @@ SUMS = ("samples", "time_s", "joules", "whatif_time_s", "whatif_joules")
 
 @dataclass(frozen=True)
 class GpuTable:
-    """One GPU's power model over its calibrated pairs.
+    """One GPU's power model over its K calibrated pairs.
 
-    Parameters
-    ----------
-    configs : numpy.ndarray
-        [K x 2] (core, memory) MHz.
-    idle_w : numpy.ndarray
-        [K] static + idle watts.
-    core_w, mem_w : numpy.ndarray
-        [K] the dynamic watts of each domain at full mean utilization (what scales a sample's
-        dynamic power).
-    default : int
-        The default clocks' pair.
+    ``configs`` [K x 2] (core, memory) MHz; ``idle_w`` [K] static + idle W; ``core_w``, ``mem_w`` [K]
+    each domain's dynamic W at full mean utilization (what scales a sample's dynamic power);
+    ``default`` indexes the default clocks' pair.
     """
 
     configs: np.ndarray
@@ -85,22 +77,7 @@ class GpuTable:
 def gpu_table(registry: Registry, uuid: str) -> GpuTable:
     """A GPU's power model over its calibrated pairs, from its registry entry.
 
-    Parameters
-    ----------
-    registry : Registry
-        The calibrated GPUs.
-    uuid : str
-        The GPU.
-
-    Returns
-    -------
-    GpuTable
-        Its table.
-
-    Raises
-    ------
-    InputError
-        Where the GPU is not in the registry, or its default clocks are not a calibrated pair.
+    `InputError` where the GPU is not in the registry, or its default clocks are not a calibrated pair.
     """
     pm = registry.power_model(uuid)  # first: a clear error for a GPU not in the registry
     entry = registry.entries[uuid]
@@ -118,41 +95,16 @@ def gpu_table(registry: Registry, uuid: str) -> GpuTable:
 
 
 def gpu_tables(registry: Registry) -> dict[str, GpuTable]:
-    """Every GPU's power model over its calibrated pairs.
-
-    Parameters
-    ----------
-    registry : Registry
-        The calibrated GPUs.
-
-    Returns
-    -------
-    dict of str to GpuTable
-        By UUID.
-    """
+    """Every GPU's power model over its calibrated pairs."""
     return {uuid: gpu_table(registry, uuid) for uuid in registry.entries}
 
 
 def resolve_columns(names: Sequence[str], job_column: str | None = None) -> dict[str, Any]:
     """The telemetry's columns by role (case-insensitive; DCGM fields in any spelling).
 
-    Parameters
-    ----------
-    names : sequence of str
-        The telemetry's columns.
-    job_column : str or None
-        The column naming each sample's job (None: the first of `JOB_COLUMNS` there).
-
-    Returns
-    -------
-    dict
-        ``uuid``, ``job``, ``power``, ``sm_clock``, ``mem_clock``, ``sm`` and ``dram``: a
-        column each; ``pipes``: the pipe activities' columns.
-
-    Raises
-    ------
-    InputError
-        Where a role's column, or the SM or DRAM activity, is missing.
+    ``uuid``, ``job`` (``job_column``, else the first of `JOB_COLUMNS` there), ``power``,
+    ``sm_clock``, ``mem_clock``, ``sm`` and ``dram``: a column each; ``pipes``: the pipe activities'
+    columns. `InputError` where a role's column, or the SM or DRAM activity, is missing.
     """
     lower = {n.lower(): n for n in names}
 
@@ -225,22 +177,7 @@ def _time_curve(model: DcgmTimeModel, shares: np.ndarray, configs: np.ndarray) -
 class Samples:
     """Telemetry rows, checked.
 
-    Parameters
-    ----------
-    gpu_of : numpy.ndarray
-        [rows] each sample's GPU, into ``gpus``.
-    gpus : list of str
-        The GPUs' UUIDs.
-    job_of : numpy.ndarray
-        [rows] each sample's job, into ``jobs``.
-    jobs : list of str
-        The jobs.
-    watts : numpy.ndarray
-        [rows] measured power.
-    core_mhz, mem_mhz : numpy.ndarray
-        [rows] clocks.
-    activity : numpy.ndarray
-        [rows x 3] (SM, pipe, DRAM) activities.
+    ``gpu_of`` and ``job_of`` [rows] index ``gpus`` and ``jobs``; ``activity`` [rows x 3] is (SM, pipe, DRAM).
     """
 
     gpu_of: np.ndarray
@@ -254,24 +191,10 @@ class Samples:
 
 
 def parse_samples(frame: Any, cols: Mapping) -> Samples:
-    """Check and code a frame of telemetry.
+    """Check and code a frame of telemetry (``cols`` from `resolve_columns`).
 
-    Parameters
-    ----------
-    frame : pandas.DataFrame
-        The rows.
-    cols : mapping
-        Its columns by role (`resolve_columns`).
-
-    Returns
-    -------
-    Samples
-        The rows, coded; the pipe activity is the busiest pipe's (0 without pipe columns).
-
-    Raises
-    ------
-    InputError
-        For a sample without a GPU or a job, or a value out of its range.
+    The pipe activity is the busiest pipe's (0 without pipe columns). `InputError` for a sample
+    without a GPU or a job, or a value out of its range.
     """
     import pandas as pd
 
@@ -289,22 +212,10 @@ def parse_samples(frame: Any, cols: Mapping) -> Samples:
 
 @dataclass(frozen=True)
 class Predicted:
-    """One GPU's samples at each of its calibrated pairs.
+    """One GPU's samples at each of its K calibrated pairs.
 
-    Parameters
-    ----------
-    rows : numpy.ndarray
-        The samples' rows.
-    table : GpuTable
-        The GPU's power model.
-    at : numpy.ndarray
-        The pair each sample ran at.
-    watts : numpy.ndarray
-        [rows x K] power.
-    ratio : numpy.ndarray
-        [rows x K] time relative to the sample's own.
-    curve : numpy.ndarray
-        [rows x K] time relative to the time model's reference.
+    ``at`` is each sample's pair; ``ratio`` and ``curve`` [rows x K] the time relative to the sample's
+    own and to the time model's reference.
     """
 
     rows: np.ndarray
@@ -316,26 +227,9 @@ class Predicted:
 
 
 def predict_samples(s: Samples, tables: Mapping[str, GpuTable], model: DcgmTimeModel) -> list[Predicted]:
-    """Each sample carried to every calibrated pair of its GPU (module notes).
+    """Each sample carried to every calibrated pair of its GPU (module notes); one per GPU, in ``s.gpus``' order.
 
-    Parameters
-    ----------
-    s : Samples
-        The samples.
-    tables : mapping of str to GpuTable
-        The GPUs' power models, by UUID.
-    model : DcgmTimeModel
-        The time model.
-
-    Returns
-    -------
-    list of Predicted
-        One per GPU, in the order of ``s.gpus``.
-
-    Raises
-    ------
-    InputError
-        Where a GPU is not in ``tables``.
+    `InputError` where a GPU is not in ``tables`` (by UUID).
     """
     shares = model.shares(s.activity)
     out = []
@@ -358,23 +252,9 @@ def predict_samples(s: Samples, tables: Mapping[str, GpuTable], model: DcgmTimeM
 
 
 def choose(p: Predicted, model: DcgmTimeModel, policy: str, slowdown: float) -> np.ndarray:
-    """The pair the policy picks for each sample; a model fitted at one memory clock keeps the sample's.
+    """The pair (index) the policy picks for each sample; a model fitted at one memory clock keeps the sample's.
 
-    Parameters
-    ----------
-    p : Predicted
-        One GPU's samples at each pair.
-    model : DcgmTimeModel
-        The time model.
-    policy : str
-        One of `WHATIF_POLICIES`.
-    slowdown : float
-        deadline: the most a sample may slow down against the default clocks.
-
-    Returns
-    -------
-    numpy.ndarray
-        [rows] each sample's pair.
+    ``slowdown`` (deadline) is the most a sample may slow down against the default clocks.
     """
     cfg = p.table.configs
     allowed = np.ones_like(p.ratio, dtype=bool)
@@ -388,34 +268,10 @@ def choose(p: Predicted, model: DcgmTimeModel, policy: str, slowdown: float) -> 
 
 def whatif_frame(frame: Any, tables: Mapping[str, GpuTable], model: DcgmTimeModel, cols: Mapping,
                  policy: str = "energy", slowdown: float = 0.1, interval_s: float = DEFAULT_INTERVAL_S) -> Any:
-    """Per-job sums over a frame of samples: samples, time and joules as run, and at the policy's clocks.
+    """Per-job sums (`SUMS`, a row per job) over a frame: samples, time and joules as run and at the policy's clocks.
 
-    Parameters
-    ----------
-    frame : pandas.DataFrame
-        The samples.
-    tables : mapping of str to GpuTable
-        The GPUs' power models, by UUID.
-    model : DcgmTimeModel
-        The time model.
-    cols : mapping
-        The frame's columns by role (`resolve_columns`).
-    policy : str
-        One of `WHATIF_POLICIES`.
-    slowdown : float
-        deadline: the most a sample may slow down.
-    interval_s : float
-        Seconds each sample stands for.
-
-    Returns
-    -------
-    pandas.DataFrame
-        One row per job: `SUMS`.
-
-    Raises
-    ------
-    InputError
-        For an unknown policy, or samples that `parse_samples` refuses.
+    ``interval_s`` is the seconds each sample stands for. `InputError` for an unknown policy, or
+    samples that `parse_samples` refuses.
     """
     import pandas as pd
 
@@ -447,18 +303,10 @@ def _change(new: float, old: float) -> float | None:
 
 
 def summarize(sums: Any) -> dict:
-    """Per-job and cluster totals from (partial) per-job sums.
+    """Per-job and cluster totals from (partial) per-job sums, several rows per job where partial.
 
-    Parameters
-    ----------
-    sums : pandas.DataFrame
-        Per-job sums (`whatif_frame`'s), several rows per job where partial.
-
-    Returns
-    -------
-    dict
-        ``jobs`` (per job) and ``cluster``: `SUMS`, and the ``energy_change`` and
-        ``time_change`` of the what-if (None where they have no meaning).
+    ``jobs`` (per job) and ``cluster``: `SUMS`, and the ``energy_change`` and ``time_change`` of the
+    what-if (None where they have no meaning).
     """
     total = sums.groupby("job").sum()
     jobs = {str(j): _totals({k: r[k] for k in SUMS}) for j, r in total.iterrows()}
@@ -478,37 +326,13 @@ def whatif(telemetry: str | Path, registry: Registry, model: DcgmTimeModel, *, p
            ray_address: str = "local") -> dict:
     """What the jobs of a telemetry file would have taken and spent at the policy's clocks, over Ray Data.
 
-    Parameters
-    ----------
-    telemetry : str or pathlib.Path
-        A Parquet file or folder, a CSV, or a Prometheus range-query export (``.json``,
-        `gpudvfs.data.prometheus`).
-    registry : Registry
-        The GPUs' registry.
-    model : DcgmTimeModel
-        The time model.
-    policy : str
-        One of `WHATIF_POLICIES`.
-    slowdown : float
-        deadline: the most a job may slow down against the default clocks.
-    interval_s : float
-        Seconds each sample stands for (the exporter's collection interval).
-    job_column : str or None
-        The column naming each sample's job (None: the first of `JOB_COLUMNS` there).
-    ray_address : str
-        As `tasks.ray_session` takes it (no GPUs are needed).
-
-    Returns
-    -------
-    dict
-        `summarize`'s ``jobs`` and ``cluster``, with ``policy``, ``slowdown`` (deadline only)
-        and ``interval_s``.
-
-    Raises
-    ------
-    InputError
-        For an interval below `MIN_INTERVAL_S`, an unknown policy, or telemetry that cannot be
-        read or is refused.
+    ``telemetry`` is a Parquet file or folder, a CSV, or a Prometheus range-query export
+    (``.json``, `gpudvfs.data.prometheus`); ``slowdown`` (deadline) the most a job may slow down
+    against the default clocks; ``interval_s`` the exporter's collection interval; ``ray_address``
+    as `tasks.ray_session` takes it (no GPUs are needed). Returns `summarize`'s ``jobs`` and
+    ``cluster``, with ``policy``, ``slowdown`` (deadline only) and ``interval_s``. `InputError` for an
+    interval below `MIN_INTERVAL_S`, an unknown policy, or telemetry that cannot be read or is
+    refused.
     """
     if not is_finite_number(interval_s, MIN_INTERVAL_S):
         raise InputError(f"interval must be a finite number of seconds >= {MIN_INTERVAL_S:g} (the exporter collects "

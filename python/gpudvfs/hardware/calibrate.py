@@ -27,20 +27,10 @@ POWER_CSV, TIME_CSV = "power-suite.csv", "time-suite.csv"
 
 @dataclass(frozen=True)
 class Calibration:
-    """What calibrating one GPU gives.
+    """What calibrating one GPU gives: the power model and the time model's device parameters, fitted to the two suites.
 
-    Parameters
-    ----------
-    power_model : PowerModel
-        Fitted to the power suite.
-    time_device : TimeDevice
-        The time model's device parameters, fitted to the latency suite.
-    time_fit : dict
-        That fit's report (`TimeDevice.fit`).
-    catalog : DeviceSpec or None
-        The catalog entry of the device's name, where there is one.
-    files : list of Path
-        The two sweeps' CSVs.
+    ``time_fit`` is that fit's report (`TimeDevice.fit`); ``catalog`` the catalog entry of the
+    device's name, where there is one.
     """
 
     power_model: PowerModel
@@ -51,18 +41,7 @@ class Calibration:
 
 
 def catalog_entry(device: Device) -> DeviceSpec | None:
-    """The catalog entry of a device's name.
-
-    Parameters
-    ----------
-    device : Device
-        The device.
-
-    Returns
-    -------
-    DeviceSpec or None
-        None where the catalog does not know the name.
-    """
+    """The catalog entry of a device's name; None where the catalog does not know it."""
     try:
         return lookup(device.name)
     except InputError:
@@ -70,41 +49,16 @@ def catalog_entry(device: Device) -> DeviceSpec | None:
 
 
 def base_time_device(device: Device, spec: DeviceSpec | None) -> TimeDevice:
-    """What a latency-suite fit starts from.
+    """What a latency-suite fit starts from: the catalog entry's time device, else the GTX 980 preset with the SM count.
 
-    No benchmark measures the issue rate and the overlap exponent: they come from here, and
-    the suite then fits the latencies and delays.
-
-    Parameters
-    ----------
-    device : Device
-        The device (its SM count, where the catalog has no entry).
-    spec : DeviceSpec or None
-        Its catalog entry.
-
-    Returns
-    -------
-    TimeDevice
-        The catalog entry's time device, else the GTX 980 preset with the device's SM count.
+    No benchmark measures the issue rate and the overlap exponent: they come from here, and the
+    suite then fits the latencies and delays.
     """
     return TimeDevice.from_spec(spec) if spec else replace(TimeDevice.gtx980(), sm_count=float(device.sm_count()))
 
 
 def stage(progress: Progress | None, name: str) -> Callable[[int, int, str], None]:
-    """A sweep's progress callback that reports as one stage of a longer job.
-
-    Parameters
-    ----------
-    progress : callable, optional
-        Takes (stage, done, total).
-    name : str
-        The stage's name.
-
-    Returns
-    -------
-    callable
-        Takes a sweep's (done, total, label) and passes (``name``, done, total) on.
-    """
+    """A sweep's progress callback (done, total, label) that reports ``(name, done, total)`` to ``progress``."""
     def update(done: int, total: int, label: str) -> None:
         if progress:
             progress(name, done, total)
@@ -113,27 +67,9 @@ def stage(progress: Progress | None, name: str) -> Callable[[int, int, str], Non
 
 def calibrate(device: Device, workdir: str | Path, *, resume: bool = False, power_variant: str = "per-domain",
               min_seconds: float = 1.0, progress: Progress | None = None) -> Calibration:
-    """Sweep both suites into a folder and fit both models.
+    """Sweep both suites into ``workdir`` and fit both models (the time device from `base_time_device`).
 
-    Parameters
-    ----------
-    device : Device
-        The GPU.
-    workdir : str or Path
-        Where the sweeps go; earlier sweeps there are replaced unless ``resume``.
-    resume : bool
-        Continue the sweeps in ``workdir``.
-    power_variant : str
-        The power model's variant (`PowerModel`).
-    min_seconds : float
-        Each measurement's least length.
-    progress : callable, optional
-        Takes (stage, done, total).
-
-    Returns
-    -------
-    Calibration
-        Both models; the time device starts from `base_time_device`.
+    Earlier sweeps there are replaced unless ``resume``; ``progress`` takes (stage, done, total).
     """
     work = Path(workdir)
     work.mkdir(parents=True, exist_ok=True)

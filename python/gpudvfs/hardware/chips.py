@@ -30,52 +30,17 @@ def _digest(text: str) -> bytes:
 
 
 def sim_uuid(index: int, fleet_seed: int = 0) -> str:
-    """The UUID of one simulated GPU of a fleet.
-
-    Parameters
-    ----------
-    index : int
-        The GPU's index in the fleet.
-    fleet_seed : int
-        The fleet's seed: fleets of other seeds have other chips.
-
-    Returns
-    -------
-    str
-        NVML's ``GPU-<uuid>`` form.
-
-    Raises
-    ------
-    InputError
-        Where ``index`` is negative.
-    """
+    """NVML's ``GPU-<uuid>`` of GPU ``index`` of a simulated fleet (other seeds: other chips); `InputError` if < 0."""
     if index < 0:
         raise InputError(f"a GPU index must be >= 0, got {index}")
     return f"GPU-{uuidlib.UUID(bytes=_digest(f'gpudvfs-sim|{fleet_seed}|{index}')[:16], version=4)}"
 
 
 def chip_gpu(uuid: str, base: SimulatedGpu | None = None, aging: float = 0.0) -> SimulatedGpu:
-    """A simulated GPU model as the chip with this UUID.
+    """A simulated GPU model (default: the default one) as the chip whose variation is drawn from this UUID.
 
-    Parameters
-    ----------
-    uuid : str
-        The chip's UUID: its variation is drawn from it.
-    base : SimulatedGpu, optional
-        The model (default: the default simulated GPU).
-    aging : float
-        The fraction by which the chip's static and idle power have grown since it was new
-        (leakage), in (-0.5, 10).
-
-    Returns
-    -------
-    SimulatedGpu
-        The chip's ground truth.
-
-    Raises
-    ------
-    InputError
-        Where ``uuid`` is empty or ``aging`` out of its range.
+    ``aging`` is the fraction by which the chip's static and idle power have grown since it was new
+    (leakage), in (-0.5, 10). `InputError` where ``uuid`` is empty or ``aging`` out of its range.
     """
     if not uuid:
         raise InputError("a chip needs a non-empty UUID")
@@ -98,23 +63,6 @@ def chip_gpu(uuid: str, base: SimulatedGpu | None = None, aging: float = 0.0) ->
 
 
 def chip_device(uuid: str, aging: float = 0.0, **options: Any) -> SimulatedDevice:
-    """A `SimulatedDevice` of the chip with this UUID.
-
-    Its sensor noise is seeded from the UUID too, so two chips do not share noise draws.
-
-    Parameters
-    ----------
-    uuid : str
-        The chip's UUID.
-    aging : float
-        Its leakage growth (`chip_gpu`).
-    **options
-        Go to `SimulatedDevice`.
-
-    Returns
-    -------
-    SimulatedDevice
-        The chip, simulated.
-    """
+    """A `SimulatedDevice` of the chip with this UUID, its sensor noise seeded from the UUID too."""
     seed = int.from_bytes(_digest(f"gpudvfs-noise|{uuid}")[:4], "little")
     return SimulatedDevice(chip_gpu(uuid, aging=aging), seed=seed, **options)

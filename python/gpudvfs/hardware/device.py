@@ -16,34 +16,14 @@ from typing import Protocol, runtime_checkable
 class Workload:
     """Something to launch and time: a microbenchmark, a user callable, or counters.
 
-    A microbenchmark from the kernel manifest (``kernel`` + template ``params``) or a user
-    callable that launches work and waits for it (``fn``). ``counters`` carries what the
-    workload does for the simulated GPU (a real GPU ignores it); a workload with counters alone
-    runs only there.
-
-    Parameters
-    ----------
-    name : str
-        The workload's name (a sweep's rows are keyed by it).
-    kernel : str, optional
-        A benchmark of the kernel manifest.
-    params : Mapping of str to number
-        The benchmark's launch settings (``bytes``, ``elements``, ``reps``, ...).
-    fn : callable, optional
-        Launches the work once and waits for it.
-    counters : Mapping of str to float
-        What the workload does, for the simulated GPU (`gpudvfs.hardware.simulated.profile_of`).
-    spec : str, optional
-        ``module:function`` of ``fn``, so a profiler can launch it in a process of its own.
-    profile_kernel : str, optional
-        Which kernel of the launch a profiler reads (Nsight Compute's ``--kernel-name``, e.g.
-        ``regex:gemm``); None: the first one launched.
-
-    Raises
-    ------
-    ValueError
-        Where both ``kernel`` and ``fn`` are given, or none of ``kernel``, ``fn`` and
-        ``counters``.
+    A microbenchmark from the kernel manifest (``kernel`` + template ``params`` such as ``bytes``,
+    ``elements``, ``reps``) or a user callable that launches work and waits for it (``fn``).
+    ``counters`` says what the workload does for the simulated GPU
+    (`gpudvfs.hardware.simulated.profile_of`; a real GPU ignores it); a workload with counters alone
+    runs only there. ``name`` keys a sweep's rows; ``spec`` is ``module:function`` of ``fn``, so a
+    profiler can launch it in a process of its own; ``profile_kernel`` is which kernel of the launch a
+    profiler reads (Nsight Compute's ``--kernel-name``, e.g. ``regex:gemm``; None: the first).
+    `ValueError` where both ``kernel`` and ``fn`` are given, or none of the three.
     """
 
     name: str
@@ -64,37 +44,13 @@ class Workload:
 
 @dataclass(frozen=True)
 class Measurement:
-    """One workload measured at one clock configuration.
+    """One workload measured at one clock configuration (MHz), per launch (``time_ms``) and over the whole measurement.
 
-    Parameters
-    ----------
-    workload : str
-        The workload's name.
-    core_mhz, mem_mhz : float
-        The clocks it ran at.
-    time_ms : float
-        Time per launch.
-    watts : float
-        The average power over the whole measurement, from the energy counter where the GPU
-        has one (``power_source="energy-counter"``) or from power samples integrated over time
-        (``"sampled"``, ``"sampled-instant"``).
-    joules : float
-        The energy over the whole measurement.
-    repetitions : int
-        Launches measured.
-    duration_s : float
-        The time they spanned.
-    power_source : str
-        Where ``watts`` came from.
-    throttled : bool
-        Whether the GPU reported any throttle reason during the measurement.
-    throttle_reasons : tuple of str
-        Those reasons.
-    temperature_c : float, optional
-        The mean temperature; None where the device cannot read it.
-    result : Mapping of str to float
-        What the benchmark measured itself: ``cycles_per_access`` (latency suite), ``bytes``
-        moved per launch (bandwidth benchmark).
+    ``watts`` comes from the energy counter where the GPU has one (``power_source="energy-counter"``)
+    or from power samples integrated over time (``"sampled"``, ``"sampled-instant"``); ``throttled``
+    says whether the GPU reported any throttle reason meanwhile; ``temperature_c`` is the mean (None
+    where unreadable); ``result`` is what the benchmark measured itself: ``cycles_per_access``
+    (latency suite), ``bytes`` moved per launch (bandwidth benchmark).
     """
 
     workload: str
@@ -114,168 +70,59 @@ class Measurement:
 
 @runtime_checkable
 class Device(Protocol):
-    """A GPU whose clocks can be set and whose power and time can be measured."""
+    """A GPU whose clocks can be set and whose power and time can be measured; clocks in MHz, descending."""
 
     name: str
 
     def memory_clocks(self) -> list[float]:
-        """Supported memory clocks.
-
-        Returns
-        -------
-        list of float
-            MHz, descending.
-        """
+        """Supported memory clocks."""
 
     def core_clocks(self, mem_mhz: float) -> list[float]:
-        """Supported core clocks at a memory clock.
-
-        Parameters
-        ----------
-        mem_mhz : float
-            A supported memory clock, MHz.
-
-        Returns
-        -------
-        list of float
-            MHz, descending.
-
-        Raises
-        ------
-        InputError
-            Where ``mem_mhz`` is not supported.
-        """
+        """Supported core clocks at a memory clock; `InputError` where ``mem_mhz`` is not supported."""
 
     def default_clocks(self) -> tuple[float, float]:
-        """The configuration the GPU runs at by default: the reference.
-
-        Returns
-        -------
-        tuple of float
-            (core, memory) MHz.
-        """
+        """(core, memory): the configuration the GPU runs at by default, the reference."""
 
     def sm_count(self) -> int:
-        """Number of streaming multiprocessors (a device query, not a measurement).
-
-        Returns
-        -------
-        int
-            The SM count.
-        """
+        """Number of streaming multiprocessors (a device query, not a measurement)."""
 
     def identity(self) -> dict[str, str | float | bool | None]:
-        """What tells this GPU (and, simulated, its settings) apart.
-
-        Recorded with a sweep so a resume on another GPU is refused.
-
-        Returns
-        -------
-        dict
-            Plain JSON values.
-        """
+        """Plain JSON values that tell this GPU (and its settings) apart: a sweep resumed on another is refused."""
 
     def check(self, workload: Workload) -> None:
-        """Refuse a workload this device cannot run, before any work starts.
-
-        Parameters
-        ----------
-        workload : Workload
-            The workload.
-
-        Raises
-        ------
-        InputError
-            Where this device cannot run it.
-        """
+        """Refuse a workload this device cannot run, before any work starts (`InputError`)."""
 
     def lock_clocks(self, core_mhz: float, mem_mhz: float) -> None:
-        """Pin both clocks.
-
-        Parameters
-        ----------
-        core_mhz : float
-            Core clock, MHz.
-        mem_mhz : float
-            Memory clock, MHz.
-
-        Raises
-        ------
-        ClockPermissionError
-            Where the process may not set clocks.
-        """
+        """Pin both clocks; `ClockPermissionError` where the process may not."""
 
     def reset_clocks(self) -> None:
         """Return the clocks to the driver's control."""
 
     def power_watts(self) -> float:
-        """Instant power reading.
-
-        Returns
-        -------
-        float
-            W.
-        """
+        """Instant power reading, W."""
 
     def energy_joules(self) -> float | None:
-        """Monotonic energy counter.
-
-        Returns
-        -------
-        float or None
-            J; None where the GPU has none.
-        """
+        """Monotonic energy counter, J; None where the GPU has none."""
 
     def throttle_reasons(self) -> tuple[str, ...]:
-        """Active reasons that hold the clocks below the requested ones.
-
-        Returns
-        -------
-        tuple of str
-            Reason names; empty: none.
-        """
+        """Names of the active reasons holding the clocks below the requested ones."""
 
     def temperature_c(self) -> float:
-        """GPU temperature.
-
-        Returns
-        -------
-        float
-            Degrees C.
-        """
+        """GPU temperature, degrees C."""
 
     def profile(self, workload: Workload) -> dict[str, float]:
         """Counters of one run at the current clocks.
 
-        Parameters
-        ----------
-        workload : Workload
-            What to run.
-
-        Returns
-        -------
-        dict
-            Component utilizations under the power model's component names, and time-model
-            counters under nvprof names.
+        Component utilizations under the power model's component names, and time-model counters under
+        nvprof names.
         """
 
     def measure(self, workload: Workload, min_seconds: float = 1.0,
                 repetitions: int | None = None) -> Measurement:
         """Launch ``workload`` repeatedly at the current clocks and measure time and power.
 
-        Parameters
-        ----------
-        workload : Workload
-            What to launch.
-        min_seconds : float
-            Launch until the measurement spans this long (the power paper's protocol).
-        repetitions : int, optional
-            Launch exactly this often instead.
-
-        Returns
-        -------
-        Measurement
-            Time per launch, power and energy.
+        It runs until the measurement spans ``min_seconds`` (the power paper's protocol), or exactly
+        ``repetitions`` times.
         """
 
 

@@ -44,19 +44,9 @@ THERMAL_STEP_S = 0.5
 
 
 def activities(util: ArrayLike) -> tuple[float, float, float]:
-    """GPM-like activities of a simulated workload's component utilizations.
+    """(SM, pipe, DRAM) activity fractions of a simulated workload's component utilizations (in the GPU's order).
 
     The SM is active while any of its units works, the pipe is the busiest arithmetic pipe.
-
-    Parameters
-    ----------
-    util : array_like
-        Utilization per power component of the simulated GPU, in its order.
-
-    Returns
-    -------
-    tuple of float
-        (SM, pipe, DRAM) activity fractions.
     """
     u = np.asarray(util, dtype=np.float64)
     return (float(min(1.0, 1.2 * u[:6].max())), float(max(u[0], u[2])), float(u[6]))
@@ -70,8 +60,6 @@ class DriverManagedGpu:
 
     Parameters
     ----------
-    gpu : SimulatedGpu, optional
-        The GPU (default: the demo's).
     work : iterable of tuple
         (label, seconds > 0, utilizations) phases (default :data:`WORK`).
     power_limit_w : float, optional
@@ -80,8 +68,6 @@ class DriverManagedGpu:
         The temperature where the driver lowers the clocks.
     noise : float
         Relative noise of a power reading.
-    seed : int
-        The noise's seed.
     boost_levels : tuple of float
         Core clocks above the default the driver may boost to, MHz.
 
@@ -123,18 +109,7 @@ class DriverManagedGpu:
         return self.gpu.default_mhz
 
     def phase_at(self, t: float) -> tuple[str, np.ndarray]:
-        """The phase of work running at an instant.
-
-        Parameters
-        ----------
-        t : float
-            Virtual time, s.
-
-        Returns
-        -------
-        tuple
-            The phase's label and its utilizations.
-        """
+        """The label and utilizations of the phase running at virtual time ``t``, s."""
         period = sum(s for _, s, _ in self.work)
         t = t % period
         for label, s, u in self.work:
@@ -144,18 +119,7 @@ class DriverManagedGpu:
         return self.work[-1][0], np.array(self.work[-1][2], dtype=np.float64)
 
     def true_volts(self, core_mhz: ArrayLike) -> np.ndarray:
-        """The simulator's core voltage relative to the default clock's (the truth).
-
-        Parameters
-        ----------
-        core_mhz : array_like
-            Core clocks, MHz.
-
-        Returns
-        -------
-        numpy.ndarray
-            The relative voltage at each.
-        """
+        """The simulator's core voltage at each core clock (MHz), relative to the default clock's (the truth)."""
         return self.gpu.core_volts(core_mhz) / self.gpu.core_volts(self.gpu.default_mhz[0])
 
     def _choose(self, util: np.ndarray) -> tuple[float, tuple[str, ...]]:
@@ -182,24 +146,10 @@ class DriverManagedGpu:
         return core, tuple(reasons)
 
     def read(self, seconds: float, step_s: float = 0.01) -> Reading:
-        """Run for a while of virtual time and read the GPU.
+        """Run ``seconds`` of virtual time, the driver deciding the clock every ``step_s``, and read the GPU.
 
-        Parameters
-        ----------
-        seconds : float
-            Virtual time to run.
-        step_s : float
-            How often the driver decides the clock.
-
-        Returns
-        -------
-        Reading
-            Power and activities are the means over those seconds.
-
-        Raises
-        ------
-        InputError
-            Where ``seconds`` is not finite and positive.
+        Power and activities are the means over those seconds. `InputError` where ``seconds`` is not
+        finite and positive.
         """
         if not (math.isfinite(seconds) and seconds > 0):
             raise InputError(f"seconds must be finite and > 0, got {seconds}")
@@ -222,22 +172,12 @@ class DriverManagedGpu:
                        throttle_reasons=self._reasons)
 
     def truth_scores(self, model: PowerModel, clocks_seen: Iterable[float]) -> dict:
-        """How near a power model over this GPU's activities comes to the truth.
+        """How near a power model fitted to this GPU's activities comes to the truth.
 
-        Parameters
-        ----------
-        model : PowerModel
-            Fitted to readings of this GPU (components: its activities).
-        clocks_seen : iterable of float
-            The core clocks the readings were taken at, MHz.
-
-        Returns
-        -------
-        dict
-            ``voltage_error_max``: the largest relative error of the model's core voltage
-            (relative to the default clock's) at the clocks seen (None where none was);
-            ``unseen_clocks``: the driver's clocks never seen; ``power_mape_unseen``: the
-            model's power MAPE, %, over the work's phases at those clocks (None where none).
+        ``voltage_error_max``: the largest relative error of the model's core voltage (relative to the
+        default clock's) at ``clocks_seen`` (MHz; None where none was); ``unseen_clocks``: the driver's
+        clocks never seen; ``power_mape_unseen``: the model's power MAPE, %, over the work's phases at
+        those clocks (None where none).
         """
         seen = np.asarray(sorted(clocks_seen), dtype=np.float64)
         v = model.voltage(seen, self.mem_mhz)[:, 0]

@@ -37,21 +37,10 @@ class CounterTrace:
         self._last: float | None = None
 
     def add(self, t: float, value: float) -> None:
-        """Record a poll: an update where its value differs from the last poll's.
+        """Record a poll at ``t`` s: an update where its value differs from the last poll's.
 
         The first poll only sets where counting starts: when that value came is unknown.
-
-        Parameters
-        ----------
-        t : float
-            When the poll read the counter, s.
-        value : float
-            What it read.
-
-        Raises
-        ------
-        GpudvfsError
-            Where the counter went backwards, or polls come out of time order.
+        `GpudvfsError` where the counter went backwards, or polls come out of time order.
         """
         if self._last is not None and value < self._last:
             raise GpudvfsError("the energy counter went backwards (driver reloaded?)")
@@ -63,18 +52,7 @@ class CounterTrace:
         self._last = value
 
     def at(self, t: float) -> float | None:
-        """The counter's value at an instant, interpolated between the updates around it.
-
-        Parameters
-        ----------
-        t : float
-            The instant, s.
-
-        Returns
-        -------
-        float or None
-            The value; None outside the first and last update seen.
-        """
+        """The counter's value at ``t`` s, interpolated between the updates around it; None outside them."""
         ts = self.times
         if len(ts) < 2 or not ts[0] <= t <= ts[-1]:
             return None
@@ -83,36 +61,14 @@ class CounterTrace:
         return v0 + (v1 - v0) * (t - t0) / (t1 - t0)
 
     def energy(self, t0: float, t1: float) -> float | None:
-        """The counter's advance between two instants.
-
-        Parameters
-        ----------
-        t0, t1 : float
-            The instants, s.
-
-        Returns
-        -------
-        float or None
-            In the counter's unit; None where either instant lies outside the updates seen so
-            far.
-        """
+        """The counter's advance between two instants (s); None where either lies outside the updates seen so far."""
         a, b = self.at(t0), self.at(t1)
         return None if a is None or b is None else b - a
 
     def mean_power(self, t0: float, t1: float) -> float | None:
-        """The counter's mean rate between the first and the last update inside a window.
+        """The counter's mean rate (per second) between the first and the last update inside a window (s).
 
-        Exact for what ran there, with no interpolation.
-
-        Parameters
-        ----------
-        t0, t1 : float
-            The window, s.
-
-        Returns
-        -------
-        float or None
-            The counter's unit per second; None where fewer than two updates came.
+        Exact for what ran there, with no interpolation; None where fewer than two updates came.
         """
         i, j = bisect.bisect_left(self.times, t0), bisect.bisect_right(self.times, t1) - 1
         if j - i < 1:
@@ -120,35 +76,16 @@ class CounterTrace:
         return (self.values[j] - self.values[i]) / (self.times[j] - self.times[i])
 
     def covers(self, t: float) -> bool:
-        """Whether an update at or after an instant has been seen (then `energy` up to it is known).
-
-        Parameters
-        ----------
-        t : float
-            The instant, s.
-
-        Returns
-        -------
-        bool
-            Whether it is covered.
-        """
+        """Whether an update at or after ``t`` s has been seen (then `energy` up to it is known)."""
         return bool(self.times) and self.times[-1] >= t
 
 
 class CounterPoller:
-    """Polls a counter in a daemon thread into a `CounterTrace`.
+    """Polls a counter in a daemon thread into a `CounterTrace`; use ``with``, or `start` and `stop`.
 
-    Use as a context manager, or `start` and `stop`. Its queries are the trace's, read under
-    a lock while the thread adds to it.
-
-    Parameters
-    ----------
-    read : callable
-        Reads the counter (e.g. ``NvmlDevice.energy_joules``); None: no reading this time.
-    interval : float
-        Seconds between polls.
-    clock : callable
-        The time of a poll, s.
+    Its queries are the trace's, read under a lock while the thread adds to it. ``read`` reads the
+    counter (e.g. ``NvmlDevice.energy_joules``; None: no reading this time) every ``interval``
+    seconds; ``clock`` times the polls, s.
     """
 
     def __init__(self, read: Callable[[], float | None], interval: float = POLL_S,
@@ -177,13 +114,7 @@ class CounterPoller:
             self.error = e
 
     def start(self) -> CounterPoller:
-        """Poll once, then every ``interval`` in a daemon thread.
-
-        Returns
-        -------
-        CounterPoller
-            This poller.
-        """
+        """Poll once, then every ``interval`` in a daemon thread."""
         self.poll()
         self._thread = threading.Thread(target=self._run, name="gpudvfs-energy-poller", daemon=True)
         self._thread.start()
@@ -196,68 +127,22 @@ class CounterPoller:
             self._thread.join()
 
     def energy(self, t0: float, t1: float) -> float | None:
-        """The counter's advance between two instants (`CounterTrace.energy`).
-
-        Parameters
-        ----------
-        t0, t1 : float
-            The instants, s.
-
-        Returns
-        -------
-        float or None
-            None where either lies outside the updates seen so far.
-        """
+        """`CounterTrace.energy`, under the lock."""
         with self._lock:
             return self.trace.energy(t0, t1)
 
     def mean_power(self, t0: float, t1: float) -> float | None:
-        """The mean rate between the first and the last update inside a window (`CounterTrace.mean_power`).
-
-        Parameters
-        ----------
-        t0, t1 : float
-            The window, s.
-
-        Returns
-        -------
-        float or None
-            None where fewer than two updates came.
-        """
+        """`CounterTrace.mean_power`, under the lock."""
         with self._lock:
             return self.trace.mean_power(t0, t1)
 
     def covers(self, t: float) -> bool:
-        """Whether an update at or after an instant has been seen.
-
-        Parameters
-        ----------
-        t : float
-            The instant, s.
-
-        Returns
-        -------
-        bool
-            Whether it is covered.
-        """
+        """`CounterTrace.covers`, under the lock."""
         with self._lock:
             return self.trace.covers(t)
 
     def wait_past(self, t: float, timeout: float = 1.0) -> bool:
-        """Wait until an update at or after an instant has been seen.
-
-        Parameters
-        ----------
-        t : float
-            The instant, s.
-        timeout : float
-            The longest wait, s.
-
-        Returns
-        -------
-        bool
-            Whether one came (False after ``timeout``, or where the polling thread failed).
-        """
+        """Wait at most ``timeout`` s for an update at or after ``t`` s; False where none came or the thread failed."""
         end = self.clock() + timeout
         while not self.covers(t):
             if self.clock() > end or self.error is not None:

@@ -25,18 +25,7 @@ DRAM_METRIC = "NVML_GPM_METRIC_DRAM_BW_UTIL"
 
 
 class GpmActivity:
-    """Activities of one GPU between GPM samples.
-
-    Use `open`, then `start` once and `read` at the end of every window; `close` frees the
-    samples.
-
-    Parameters
-    ----------
-    nv : module
-        The NVML bindings.
-    handle : object
-        NVML's handle of a GPU with GPM.
-    """
+    """Activities of one GPU between GPM samples: `open`, `start` once, `read` at the end of every window, `close`."""
 
     def __init__(self, nv: Any, handle: Any) -> None:
         self._nv, self._handle = nv, handle
@@ -46,20 +35,7 @@ class GpmActivity:
 
     @classmethod
     def open(cls, nv: Any, handle: Any) -> GpmActivity | None:
-        """GPM on a GPU, where it has it.
-
-        Parameters
-        ----------
-        nv : module
-            The NVML bindings.
-        handle : object
-            NVML's handle of the GPU.
-
-        Returns
-        -------
-        GpmActivity or None
-            None where the GPU, the driver or the bindings have no GPM.
-        """
+        """GPM on a GPU; None where the GPU, the driver or the bindings have none."""
         if not hasattr(nv, "nvmlGpmQueryDeviceSupport"):
             return None
         try:
@@ -75,18 +51,7 @@ class GpmActivity:
         self._last = 0
 
     def read(self) -> np.ndarray:
-        """The activities since the last `start` or `read`.
-
-        Returns
-        -------
-        numpy.ndarray
-            (SM, pipe, DRAM) utilization fractions; the pipe is the busiest of its candidates.
-
-        Raises
-        ------
-        GpudvfsError
-            Before `start`.
-        """
+        """(SM, busiest pipe, DRAM) fractions since the last `start` or `read`; `GpudvfsError` before `start`."""
         if self._last is None:
             raise GpudvfsError("GpmActivity.read before start")
         nv = self._nv

@@ -41,28 +41,10 @@ def resolve_kind(kind: str, pynvml: Any = None) -> tuple[str, str | None]:
 
 
 def make_device(kind: str, seed: int = 0, index: int = 0, leave_clocks: bool = False) -> Device:
-    """A device of a kind the command line names.
+    """A device of one of `DEVICE_KINDS`: ``"sim"`` (the simulated GPU, index 0, noise ``seed``) or ``"nvml"``.
 
-    Parameters
-    ----------
-    kind : str
-        One of `DEVICE_KINDS`: ``"sim"`` (the simulated GPU) or ``"nvml"`` (a real one).
-    seed : int
-        The simulated GPU's noise seed.
-    index : int
-        NVML's index of the GPU (the simulated GPU is index 0).
-    leave_clocks : bool
-        A device that refuses to set clocks (a simulated GPU as one without the permission).
-
-    Returns
-    -------
-    Device
-        The device.
-
-    Raises
-    ------
-    InputError
-        Where ``kind`` is unknown, or the simulated GPU is given another index.
+    ``leave_clocks`` makes one that refuses to set clocks (a simulated GPU as one without the
+    permission). `InputError` where ``kind`` is unknown, or the simulated GPU is given another index.
     """
     if kind == "sim":
         if index != 0:

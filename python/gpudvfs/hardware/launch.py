@@ -19,24 +19,10 @@ from gpudvfs.hardware.device import Workload
 
 
 def target_argv(workload: Workload, pci_bus_id: str | None = None) -> list[str]:
-    """The command that launches a workload once, in a process of its own.
+    """The command (Python first) that launches a workload once, in a process of its own, on the GPU at ``pci_bus_id``.
 
-    Parameters
-    ----------
-    workload : Workload
-        A manifest kernel, or an importable ``module:function`` given as ``workload.spec``.
-    pci_bus_id : str, optional
-        The GPU to run on.
-
-    Returns
-    -------
-    list of str
-        The command's arguments, the Python interpreter first.
-
-    Raises
-    ------
-    ValueError
-        Where the workload has neither a kernel nor a ``spec``.
+    ``workload`` is a manifest kernel, or an importable ``module:function`` given as its ``spec``;
+    `ValueError` where it has neither.
     """
     base = [sys.executable, "-m", "gpudvfs.hardware.launch"]
     pci = ["--pci", pci_bus_id] if pci_bus_id else []
@@ -50,13 +36,7 @@ def target_argv(workload: Workload, pci_bus_id: str | None = None) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Launch the workload the command line names, once.
-
-    Parameters
-    ----------
-    argv : list of str, optional
-        The arguments (default: the process's).
-    """
+    """Launch the workload the command line (default: the process's) names, once."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     group = ap.add_mutually_exclusive_group(required=True)
     group.add_argument("--kernel")
@@ -81,20 +61,10 @@ def _cuda_device(pci: str | None) -> AbstractContextManager:
 
 
 def callable_device(pci: str | None) -> AbstractContextManager:
-    """Where a user callable runs: the GPU at a PCI address, as CuPy's current device.
+    """The GPU at a PCI address (None: CUDA's first) as CuPy's current device, for a ``with`` block.
 
-    NVML and CUDA number GPUs differently; the address names the same GPU in both.
-
-    Parameters
-    ----------
-    pci : str or None
-        The GPU's PCI address; None: CUDA's first GPU.
-
-    Returns
-    -------
-    contextlib.AbstractContextManager
-        CuPy's device, current inside the block; without CuPy, a block that sets nothing (a
-        callable on another framework chooses its GPU itself).
+    NVML and CUDA number GPUs differently; the address names the same GPU in both. Without CuPy, a
+    block that sets nothing (a callable on another framework chooses its GPU itself).
     """
     try:
         return _cuda_device(pci)

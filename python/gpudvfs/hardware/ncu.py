@@ -69,38 +69,12 @@ def ncu_command(metrics: Sequence[str], target_argv: Sequence[str], *, ncu: str 
                 target_processes: str = "all", kernel_name: str | None = None,
                 launch_skip: int | None = None, launch_count: int | None = None,
                 log_file: str | Path | None = None, extra_args: Sequence[str] = ()) -> list[str]:
-    """The exact ``ncu`` command line that collects metrics for every kernel a program launches.
+    """The exact ``ncu`` command line that collects metrics for every kernel a program launches, as CSV in base units.
 
-    As CSV in base units (no auto-scaling, no rounding loss).
-
-    Parameters
-    ----------
-    metrics : sequence of str
-        Metric names, each once.
-    target_argv : sequence of str
-        The program and its arguments.
-    ncu : str
-        The ncu executable.
-    target_processes : str
-        ``"all"`` (child processes too) or ``"application-only"``.
-    kernel_name : str, optional
-        Only kernels of this name (``regex:...`` allowed, as ncu takes it).
-    launch_skip, launch_count : int, optional
-        Select launches.
-    log_file : str or Path, optional
-        Send ncu's output to a file, keeping the application's own stdout out of the CSV.
-    extra_args : sequence of str
-        More ncu arguments, before the program.
-
-    Returns
-    -------
-    list of str
-        The command.
-
-    Raises
-    ------
-    InputError
-        Where a metric name or an option is invalid.
+    Base units: no auto-scaling, no rounding loss. ``target_processes`` is ``"all"`` (child
+    processes too) or ``"application-only"``; ``kernel_name`` keeps kernels of this name
+    (``regex:...`` allowed); ``log_file`` keeps the application's own stdout out of the CSV;
+    ``extra_args`` go before the program. `InputError` where a metric name or an option is invalid.
     """
     names = _names(metrics, "metrics", target_argv)
     if target_processes not in ("all", "application-only"):
@@ -126,34 +100,12 @@ def ncu_command(metrics: Sequence[str], target_argv: Sequence[str], *, ncu: str 
 
 def nvprof_command(metrics: Sequence[str], target_argv: Sequence[str], *, events: Sequence[str] = (),
                    nvprof: str = "nvprof", log_file: str | Path | None = None) -> list[str]:
-    """The exact ``nvprof`` command line that collects metrics for every kernel a program launches.
+    """The exact ``nvprof`` command line that collects metrics for every kernel a program launches, as CSV.
 
-    As CSV. Metrics alone give the summary form (one record per kernel, averaged over its
-    launches); with events it is the GPU trace (one row per launch), where events and metrics
-    share a row rather than two tables.
-
-    Parameters
-    ----------
-    metrics : sequence of str
-        Metric names, each once.
-    target_argv : sequence of str
-        The program and its arguments.
-    events : sequence of str
-        Event names.
-    nvprof : str
-        The nvprof executable.
-    log_file : str or Path, optional
-        Send nvprof's output to a file, keeping the application's own stdout out of the CSV.
-
-    Returns
-    -------
-    list of str
-        The command.
-
-    Raises
-    ------
-    InputError
-        Where a metric or event name is invalid.
+    Metrics alone give the summary form (one record per kernel, averaged over its launches); with
+    events it is the GPU trace (one row per launch), where events and metrics share a row rather
+    than two tables. ``log_file`` keeps the application's own stdout out of the CSV. `InputError`
+    where a metric or event name is invalid.
     """
     names = _names(metrics, "metrics", target_argv)
     cmd = [nvprof, "--csv"] + (["--log-file", str(log_file)] if log_file is not None else [])
@@ -169,34 +121,11 @@ def _ncu_problem(text: str) -> str | None:
 def run_ncu(metrics: Sequence[str], target_argv: Sequence[str], *, ncu: str = "ncu",
             timeout_s: float = 600.0, env: Mapping[str, str] | None = None,
             cwd: str | Path | None = None, keep: str | Path | None = None, **options: Any) -> CounterReport:
-    """Run ``ncu_command(metrics, target_argv, **options)`` and parse what it wrote.
+    """Run ``ncu_command(metrics, target_argv, **options)`` and parse the counters of every kernel profiled.
 
-    ncu's output goes to a temporary ``--log-file`` so the application's stdout cannot mix
-    with the CSV. A non-zero exit with counters present returns them and warns.
-
-    Parameters
-    ----------
-    metrics : sequence of str
-        Metric names.
-    target_argv : sequence of str
-        The program and its arguments.
-    ncu : str
-        The ncu executable, found on ``PATH``.
-    timeout_s : float
-        ncu and the application are stopped after this long.
-    env : Mapping of str to str, optional
-        The environment to run in (default: this process's).
-    cwd : str or Path, optional
-        The folder to run in.
-    keep : str or Path, optional
-        A file that receives what ncu wrote, as it wrote it (the raw CSV).
-    **options
-        Go to `ncu_command`.
-
-    Returns
-    -------
-    CounterReport
-        The counters of every kernel profiled.
+    ncu's output goes to a temporary ``--log-file`` so the application's stdout cannot mix with the
+    CSV; ``keep`` receives it as written (the raw CSV). A non-zero exit with counters present
+    returns them and warns. ncu and the application are stopped after ``timeout_s``.
 
     Raises
     ------

@@ -36,21 +36,9 @@ POWER_POLL_S = 0.01
 class Reading:
     """One window of readings.
 
-    Parameters
-    ----------
-    t_s : float
-        Its end, s from the first window's start.
-    core_mhz_start, core_mhz : float
-        The core clock at its start and end (a window the clock changed in mixes two clocks'
-        power).
-    mem_mhz : float
-        The memory clock.
-    watts : float
-        The mean power.
-    activity : tuple of float
-        The activities over it, fractions.
-    throttle_reasons : tuple of str
-        The throttle reasons active at its end.
+    ``t_s`` is its end, s from the first window's start; ``core_mhz_start`` and ``core_mhz`` the
+    core clock at its start and end (a window the clock changed in mixes two clocks' power);
+    ``activity`` the activities over it, fractions; ``throttle_reasons`` those active at its end.
     """
 
     t_s: float
@@ -71,22 +59,9 @@ POWER_READINGS = ("exact", "counter-interpolated", "counter-raw", "samples", "un
 
 @dataclass(frozen=True)
 class Observation:
-    """Readings of one GPU and what they are.
+    """Readings of one GPU in time order, the first ``n_core`` in the core domain.
 
-    Parameters
-    ----------
-    readings : list of Reading
-        The windows, in time order.
-    activities : tuple of str
-        The activities' names.
-    n_core : int
-        How many of them (the first) are in the core domain.
-    catalog_key : str
-        The catalog GPU.
-    default_mhz : tuple of float
-        Its default (core, memory) clocks.
-    power : str
-        How power was read (:data:`POWER_READINGS`).
+    ``power`` says how power was read (:data:`POWER_READINGS`).
     """
 
     readings: list[Reading]
@@ -125,37 +100,16 @@ class ReadingSource(Protocol):
         """How power is read (:data:`POWER_READINGS`)."""
 
     def read(self, window_s: float) -> Reading:
-        """Read one window.
-
-        Parameters
-        ----------
-        window_s : float
-            Its length, s.
-
-        Returns
-        -------
-        Reading
-            What the GPU did over it.
-        """
+        """What the GPU did over one window of ``window_s`` seconds."""
 
 
 class NvmlObserver:
-    """Readings of an `NvmlDevice` that sets nothing.
+    """Readings of an `NvmlDevice` opened with ``leave_clocks=True`` (else `InputError`): it sets nothing.
 
     Power is the energy counter's mean over each window, read between the counter's updates
     (`gpudvfs.hardware.energy_counter`; filled in by `finish`), else the mean of power readings
     polled every POWER_POLL_S; activities are GPM's where the GPU has GPM, else NVML's
     utilization rates.
-
-    Parameters
-    ----------
-    device : NvmlDevice
-        Opened with ``leave_clocks=True``.
-
-    Raises
-    ------
-    InputError
-        Where the device may set clocks.
     """
 
     def __init__(self, device: NvmlDevice) -> None:
@@ -200,18 +154,7 @@ class NvmlObserver:
         return gpm
 
     def read(self, window_s: float) -> Reading:
-        """Wait one window and read the GPU.
-
-        Parameters
-        ----------
-        window_s : float
-            The window's length, s.
-
-        Returns
-        -------
-        Reading
-            With a counter, its power is NaN until `finish`.
-        """
+        """Wait one window and read the GPU; with a counter, its power is NaN until `finish`."""
         dev = self.device
         start = dev.clocks[0]
         t0 = time.perf_counter()
@@ -231,18 +174,9 @@ class NvmlObserver:
                        watts=float(watts), activity=activity, throttle_reasons=tuple(dev.throttle_reasons()))
 
     def finish(self, readings: list[Reading]) -> list[Reading]:
-        """Readings with each window's mean power from the counter's updates around it.
+        """The readings with each window's mean power from the counter's updates around it.
 
-        Parameters
-        ----------
-        readings : list of Reading
-            This observer's, in order.
-
-        Returns
-        -------
-        list of Reading
-            The same windows, their power filled in (NaN for a window no update covers); as
-            they were where the GPU has no counter.
+        NaN for a window no update covers; as they were where the GPU has no counter.
         """
         if self._poller is None:
             return readings
@@ -263,30 +197,11 @@ class NvmlObserver:
 
 def observe(source: ReadingSource, seconds: float, window_s: float = 0.1,
             progress: Callable[[int, int], None] | None = None) -> Observation:
-    """Read a GPU window by window.
+    """Read a GPU window by window, one reading per ``window_s`` seconds.
 
-    A source that fails to answer partway, or Ctrl-C, keeps what was read and warns.
-
-    Parameters
-    ----------
-    source : ReadingSource
-        The GPU.
-    seconds : float
-        How long to read.
-    window_s : float
-        One reading per this many seconds.
-    progress : callable, optional
-        Called with (done, total) after each reading.
-
-    Returns
-    -------
-    Observation
-        The readings (finished by the source's ``finish`` where it has one).
-
-    Raises
-    ------
-    InputError
-        Where ``seconds`` or ``window_s`` is not positive, or ``window_s`` exceeds ``seconds``.
+    The readings are finished by the source's ``finish`` where it has one.
+    A source that fails to answer partway, or Ctrl-C, keeps what was read and warns. `InputError`
+    where ``seconds`` or ``window_s`` is not positive, or ``window_s`` exceeds ``seconds``.
     """
     if not (seconds > 0 and window_s > 0 and window_s <= seconds):
         raise InputError(f"--seconds must be > 0 and at least one --interval ({window_s}), got {seconds}")
@@ -323,13 +238,6 @@ def write_readings(path: str | Path, obs: Observation) -> None:
     A comment line with the device, default clocks, the core activities' count and how power
     was read, then one row per reading (activities in their own columns, throttle reasons
     joined by '|').
-
-    Parameters
-    ----------
-    path : str or Path
-        The file.
-    obs : Observation
-        The readings.
     """
     with open(path, "w", newline="", encoding="utf-8") as f:
         f.write(f"# gpudvfs readings: device={obs.catalog_key} default_mhz={obs.default_mhz[0]:g},"
@@ -342,22 +250,9 @@ def write_readings(path: str | Path, obs: Observation) -> None:
 
 
 def read_readings(path: str | Path) -> Observation:
-    """Read what `write_readings` wrote.
+    """Read what `write_readings` wrote; `InputError` where it cannot be read or is not a readings file.
 
-    Parameters
-    ----------
-    path : str or Path
-        The file.
-
-    Returns
-    -------
-    Observation
-        Its ``power`` is ``"unknown"`` in a file written before it was recorded.
-
-    Raises
-    ------
-    InputError
-        Where the file cannot be read or is not a readings file.
+    ``power`` is ``"unknown"`` in a file written before it was recorded.
     """
     try:
         lines = Path(path).read_text(encoding="utf-8").splitlines()

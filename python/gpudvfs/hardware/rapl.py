@@ -48,23 +48,10 @@ def _why(path: Path, e: BaseException) -> str:
 
 
 class RaplZone:
-    """One RAPL counter, read as joules counted since it was opened, its wraps included.
+    """One RAPL counter (a ``"cpu"`` package or its ``"dram"``), read as joules since opened, its wraps included.
 
-    Parameters
-    ----------
-    folder : pathlib.Path
-        The zone's sysfs folder (with ``energy_uj`` and ``max_energy_range_uj``).
-    kind : str
-        ``"cpu"`` (a package) or ``"dram"``.
-    package : int
-        The CPU package it belongs to.
-
-    Raises
-    ------
-    OSError
-        Where a file cannot be read (the caller says why).
-    GpudvfsError
-        Where a file holds no integer, or the range is not positive.
+    ``folder`` holds ``energy_uj`` and ``max_energy_range_uj``. `OSError` where a file cannot be read
+    (the caller says why); `GpudvfsError` where one holds no integer, or the range is not positive.
     """
 
     def __init__(self, folder: Path, kind: str, package: int) -> None:
@@ -96,13 +83,7 @@ class RaplZone:
             self._fd = -1
 
     def joules(self) -> float:
-        """Energy counted since the zone was opened, J (a wrap seen as the counter going back).
-
-        Returns
-        -------
-        float
-            J; exact where read at least once per ``range_uj``.
-        """
+        """Energy since the zone was opened, J: exact where read at least once per ``range_uj`` (wraps counted)."""
         with self._lock:
             raw = self._raw()
             step = raw - self._last
@@ -112,18 +93,7 @@ class RaplZone:
 
 
 def open_zones(root: Path) -> tuple[list[RaplZone], list[str]]:
-    """The package and DRAM zones under ``root``, and why any could not be read.
-
-    Parameters
-    ----------
-    root : pathlib.Path
-        The powercap folder (`POWERCAP`; a test's fake tree).
-
-    Returns
-    -------
-    tuple of (list of RaplZone, list of str)
-        The zones read, by path; one line per zone (or for the whole tree) not read.
-    """
+    """The package and DRAM zones under ``root`` (`POWERCAP`; a test's fake tree), and a line per zone not read."""
     if not root.is_dir():
         return [], [f"{root} not found: no powercap RAPL driver here (Linux's intel_rapl_common module)"]
     found: dict[str, tuple[str, int, Path]] = {}
@@ -157,13 +127,7 @@ def open_zones(root: Path) -> tuple[list[RaplZone], list[str]]:
 
 
 class Rapl:
-    """The CPU packages' and their DRAM's energy counters, read where readable.
-
-    Parameters
-    ----------
-    root : str or pathlib.Path
-        The powercap folder (`POWERCAP`; tests pass a fake tree).
-    """
+    """The CPU packages' and their DRAM's energy counters under ``root`` (`POWERCAP`), read where readable."""
 
     def __init__(self, root: str | Path = POWERCAP) -> None:
         self.zones, why = open_zones(Path(root))
@@ -175,13 +139,7 @@ class Rapl:
         self.error: BaseException | None = None
 
     def read(self) -> tuple[dict[int, float], dict[int, float]]:
-        """Each package's and each package's DRAM energy since opened.
-
-        Returns
-        -------
-        tuple of (dict, dict)
-            (CPU, DRAM) J by package.
-        """
+        """(CPU, DRAM) energy since opened, J by package."""
         cpu: dict[int, float] = {}
         dram: dict[int, float] = {}
         for z in self.zones:

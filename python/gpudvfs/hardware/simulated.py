@@ -42,34 +42,22 @@ class SimulatedGpu:
 
     Parameters
     ----------
-    name : str
-        Its name.
     uuid : str, optional
         A chip of a simulated fleet (`chips.chip_gpu`); None: the one default GPU.
-    components : tuple of str
-        The power model's components.
     domain_sizes : tuple of int
         Components per voltage domain (core, memory).
-    default_mhz : tuple of float
-        The default (core, memory) clocks: the reference.
     clocks : dict
         Memory clock -> supported core clocks, MHz; the lowest memory clock allows fewer.
-    static_w : tuple of float
-        Static power per domain, W, times the normalized voltage.
-    idle_w : tuple of float
-        Idle power per domain, W, times V^2 f/f_ref.
+    static_w, idle_w : tuple of float
+        Per domain, W: static times the normalized voltage; idle times V^2 f/f_ref.
     weights_w : tuple of float
         Dynamic power per component at full utilization, W, at the reference.
-    v_break_mhz : float
-        The core clock up to which the core voltage is flat.
-    v_low : float
-        The core voltage there, relative to the default clock's.
+    v_break_mhz, v_low : float
+        The core voltage is flat at ``v_low`` (relative to the default clock's) up to this clock.
     mem_volts : dict
         Memory clock -> memory voltage, relative to the default clock's.
     time_device : TimeDevice
         The time model's parameters of this GPU (what the latency suite measures).
-    launch_ms : float
-        A launch's latency.
     regime_sharpness : float
         The exponent of the smooth maximum of compute and memory time.
     """
@@ -98,73 +86,23 @@ class SimulatedGpu:
     regime_sharpness: float = 4.0
 
     def core_volts(self, core_mhz: ArrayLike) -> np.ndarray:
-        """The core voltage: flat at ``v_low`` up to the break frequency, linear above.
-
-        Parameters
-        ----------
-        core_mhz : array_like
-            Core clocks, MHz.
-
-        Returns
-        -------
-        numpy.ndarray
-            The voltage at each, 1 at the default clock.
-        """
+        """The core voltage at each clock (MHz), 1 at the default: flat at ``v_low`` up to the break, then linear."""
         rise = np.maximum(0.0, np.asarray(core_mhz, dtype=float) - self.v_break_mhz)
         return self.v_low + (1.0 - self.v_low) * rise / (self.default_mhz[0] - self.v_break_mhz)
 
     def volts(self, core_mhz: float, mem_mhz: float) -> tuple[float, float]:
-        """The voltages of a clock pair.
-
-        Parameters
-        ----------
-        core_mhz : float
-            Core clock, MHz.
-        mem_mhz : float
-            Memory clock, MHz, a supported one.
-
-        Returns
-        -------
-        tuple of float
-            (core, memory) voltage, relative to the default clocks'.
-        """
+        """(core, memory) voltage of a supported clock pair, relative to the default clocks'."""
         return float(self.core_volts(core_mhz)), self.mem_volts[mem_mhz]
 
     def power(self, util: ArrayLike, core_mhz: float, mem_mhz: float) -> float:
-        """True average power of a workload (Eq. 4 per domain).
-
-        Parameters
-        ----------
-        util : array_like
-            Its utilization per component.
-        core_mhz, mem_mhz : float
-            The clocks, MHz.
-
-        Returns
-        -------
-        float
-            W.
-        """
+        """True average power, W, of a workload with per-component ``util`` (Eq. 4 per domain)."""
         freqs = [[core_mhz / self.default_mhz[0], mem_mhz / self.default_mhz[1]]]
         volts = [list(self.volts(core_mhz, mem_mhz))]
         return float(power_grid(np.atleast_2d(util), self.domain_sizes, self.static_w, self.idle_w,
                                 self.weights_w, freqs, volts)[0, 0])
 
     def time_ms(self, compute_ms: float, memory_ms: float, core_mhz: float, mem_mhz: float) -> float:
-        """True time per launch: compute scales with 1/fc, memory with 1/fm; smooth maximum.
-
-        Parameters
-        ----------
-        compute_ms, memory_ms : float
-            Compute and memory time at the default clocks.
-        core_mhz, mem_mhz : float
-            The clocks, MHz.
-
-        Returns
-        -------
-        float
-            Milliseconds.
-        """
+        """True ms per launch: compute and memory ms at the default clocks scaled by 1/fc, 1/fm; smooth maximum."""
         c = compute_ms * self.default_mhz[0] / core_mhz
         m = memory_ms * self.default_mhz[1] / mem_mhz
         p = self.regime_sharpness
@@ -175,14 +113,8 @@ class SimulatedGpu:
 class SimProfile:
     """What a simulated workload does.
 
-    Parameters
-    ----------
-    util : numpy.ndarray
-        Utilization per component (at any clock: the power model's assumption).
-    compute_ms, memory_ms : float
-        Its compute and memory time at the default clocks (unused with ``kernel``).
-    kernel : KernelProfile, optional
-        Its time-model inputs, where its time comes from the time model.
+    ``util`` is per component, at any clock (the power model's assumption); ``compute_ms`` and
+    ``memory_ms`` are at the default clocks and unused where ``kernel`` gives the time-model inputs.
     """
 
     util: np.ndarray
@@ -219,24 +151,8 @@ def profile_of(workload: Workload, gpu: SimulatedGpu) -> SimProfile:
     A manifest microbenchmark's comes from its design (``kernel=``), else from ``counters``:
     ``util:<component>`` in [0, 1] (missing ones are 0) and either nvprof counters (``warps``,
     ``achieved_occupancy``, ... as the time model reads them; time from that model) or
-    ``compute_ms`` / ``memory_ms`` at the default clocks.
-
-    Parameters
-    ----------
-    workload : Workload
-        The workload.
-    gpu : SimulatedGpu
-        The GPU it runs on.
-
-    Returns
-    -------
-    SimProfile
-        What it does there.
-
-    Raises
-    ------
-    InputError
-        Where its counters are out of range or unknown.
+    ``compute_ms`` / ``memory_ms`` at the default clocks. Raises `InputError` where counters are
+    out of range or unknown.
     """
     if workload.kernel is not None:
         return _kernel_profile(workload.kernel, gpu)
@@ -280,18 +196,12 @@ def _is_time_suite(kernel: str) -> bool:
 
 
 class SimulatedDevice:
-    """The `Device` protocol on a `SimulatedGpu`.
+    """The `Device` protocol (`gpudvfs.hardware.device.Device`) on a `SimulatedGpu`; methods say what differs.
 
     Parameters
     ----------
-    gpu : SimulatedGpu, optional
-        The ground truth (default: the default simulated GPU).
-    seed : int
-        The noise's seed.
-    noise : float
-        Relative standard deviation of one power-sensor sample.
-    time_noise : float
-        Relative standard deviation of one timed launch series.
+    noise, time_noise : float
+        Relative standard deviation of one power-sensor sample, of one timed launch series.
     refresh_s : float
         The power sensor's refresh period.
     energy_counter : bool
@@ -327,65 +237,25 @@ class SimulatedDevice:
 
     # clocks
     def memory_clocks(self) -> list[float]:
-        """Supported memory clocks.
-
-        Returns
-        -------
-        list of float
-            MHz, descending.
-        """
+        """The ground truth's memory clocks."""
         return sorted(self.gpu.clocks, reverse=True)
 
     def core_clocks(self, mem_mhz: float) -> list[float]:
-        """Supported core clocks at a memory clock.
-
-        Parameters
-        ----------
-        mem_mhz : float
-            A supported memory clock, MHz.
-
-        Returns
-        -------
-        list of float
-            MHz, descending.
-
-        Raises
-        ------
-        InputError
-            Where ``mem_mhz`` is not supported.
-        """
+        """The ground truth's core clocks at ``mem_mhz``."""
         if mem_mhz not in self.gpu.clocks:
             raise InputError(f"unsupported memory clock {mem_mhz} MHz; supported: {self.memory_clocks()}")
         return sorted(self.gpu.clocks[mem_mhz], reverse=True)
 
     def default_clocks(self) -> tuple[float, float]:
-        """The reference configuration.
-
-        Returns
-        -------
-        tuple of float
-            (core, memory) MHz.
-        """
+        """The ground truth's default clocks."""
         return self.gpu.default_mhz
 
     def sm_count(self) -> int:
-        """Streaming multiprocessors, from the ground truth's time device.
-
-        Returns
-        -------
-        int
-            The SM count.
-        """
+        """Streaming multiprocessors, from the ground truth's time device."""
         return int(self.gpu.time_device.sm_count)
 
     def identity(self) -> dict[str, str | float | bool | None]:
-        """What tells this simulated GPU and its settings apart.
-
-        Returns
-        -------
-        dict
-            The settings, and a hash of the ground truth.
-        """
+        """The settings and a hash of the ground truth."""
         gpu = json.dumps(asdict(self.gpu), sort_keys=True, default=str)
         return {"kind": "simulated", "name": self.name, "uuid": self.gpu.uuid, "seed": self.seed, "noise": self.noise,
                 "time_noise": self.time_noise, "refresh_s": self.refresh_s,
@@ -393,21 +263,7 @@ class SimulatedDevice:
                 "gpu": hashlib.sha256(gpu.encode()).hexdigest()[:16]}
 
     def check(self, workload: Workload) -> None:
-        """Refuse a workload the simulator cannot run, before any work starts.
-
-        The simulator runs manifest kernels and workloads described by counters; a callable is
-        code only a real GPU runs. The time must be finite at every clock.
-
-        Parameters
-        ----------
-        workload : Workload
-            The workload.
-
-        Raises
-        ------
-        InputError
-            Where it is a callable alone, or its counters give no finite time.
-        """
+        """A callable alone is refused (the simulator runs no code), and counters that give no finite time."""
         if workload.kernel is None and workload.fn is not None and not workload.counters:
             raise InputError(f"workload {workload.name!r} is a callable ({workload.spec or workload.fn!r}): the "
                              "simulated GPU runs no code; describe it with 'counters' for --device sim, "
@@ -420,20 +276,7 @@ class SimulatedDevice:
                                  f"{fc:g}/{fm:g} MHz ({t!r} ms)")
 
     def lock_clocks(self, core_mhz: float, mem_mhz: float) -> None:
-        """Pin both clocks.
-
-        Parameters
-        ----------
-        core_mhz, mem_mhz : float
-            A supported pair, MHz.
-
-        Raises
-        ------
-        ClockPermissionError
-            Where made with ``permission=False``.
-        InputError
-            Where the pair is not supported.
-        """
+        """Fails with `ClockPermissionError` where made with ``permission=False``."""
         if not self.permission:
             raise ClockPermissionError(
                 "setting clocks needs root (simulated: SimulatedDevice(permission=False))")
@@ -455,44 +298,20 @@ class SimulatedDevice:
         return self.gpu.power(np.zeros(len(self.gpu.components)), *self._clocks)
 
     def power_watts(self) -> float:
-        """The power reading now: the idle power at the current clocks.
-
-        Returns
-        -------
-        float
-            W.
-        """
+        """The idle power at the current clocks."""
         return self._idle_power()
 
     def energy_joules(self) -> float | None:
-        """The energy counter, advanced by `run` and `measure` on the virtual clock.
-
-        Returns
-        -------
-        float or None
-            J; None where made with ``energy_counter=False``.
-        """
+        """Advanced by `run` and `measure` on the virtual clock; None where made with ``energy_counter=False``."""
         return self._energy_j if self.has_energy_counter else None
 
     def throttle_reasons(self) -> tuple[str, ...]:
-        """The power cap, while what `run` last ran draws more than ``power_limit_w``.
-
-        Returns
-        -------
-        tuple of str
-            ``("sw_power_cap",)`` or empty.
-        """
+        """``("sw_power_cap",)`` while what `run` last ran draws more than ``power_limit_w``."""
         capped = self.power_limit_w is not None and self._running_w > self.power_limit_w
         return ("sw_power_cap",) if capped else ()
 
     def temperature_c(self) -> float:
-        """The GPU's temperature, from its idle power.
-
-        Returns
-        -------
-        float
-            Degrees C.
-        """
+        """35 C plus 0.25 C per idle watt."""
         return 35.0 + 0.25 * self._idle_power()
 
     # workloads
@@ -501,19 +320,7 @@ class SimulatedDevice:
         return np.random.default_rng(int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little"))
 
     def profile(self, workload: Workload) -> dict[str, float]:
-        """Counters of one run at the current clocks.
-
-        Parameters
-        ----------
-        workload : Workload
-            What to run.
-
-        Returns
-        -------
-        dict
-            Component utilizations (with a little measurement noise, inside [0, 1]) and, for a
-            workload described by nvprof counters, those counters.
-        """
+        """Utilizations with a little measurement noise (inside [0, 1]); nvprof counters exact."""
         prof = profile_of(workload, self.gpu)
         rng = self._rng(workload, "profile")
         # Counter-derived utilizations carry a little measurement noise, kept inside [0, 1];
@@ -525,20 +332,7 @@ class SimulatedDevice:
         return out
 
     def true_time_ms(self, workload: Workload, core_mhz: float, mem_mhz: float) -> float:
-        """Noise-free time per launch: the ground truth the demo compares predictions with.
-
-        Parameters
-        ----------
-        workload : Workload
-            The workload.
-        core_mhz, mem_mhz : float
-            The clocks, MHz.
-
-        Returns
-        -------
-        float
-            Milliseconds.
-        """
+        """Noise-free ms per launch: the ground truth the demo compares predictions with."""
         if workload.kernel is not None and _is_time_suite(workload.kernel):
             return _time_suite(workload.kernel, self.gpu, core_mhz, mem_mhz)[0]
         prof = profile_of(workload, self.gpu)
@@ -547,37 +341,11 @@ class SimulatedDevice:
         return self.gpu.time_ms(prof.compute_ms, prof.memory_ms, core_mhz, mem_mhz)
 
     def true_power_w(self, workload: Workload, core_mhz: float, mem_mhz: float) -> float:
-        """Noise-free average power while the workload runs.
-
-        Parameters
-        ----------
-        workload : Workload
-            The workload.
-        core_mhz, mem_mhz : float
-            The clocks, MHz.
-
-        Returns
-        -------
-        float
-            W.
-        """
+        """Noise-free average power, W, while the workload runs."""
         return self.gpu.power(profile_of(workload, self.gpu).util, core_mhz, mem_mhz)
 
     def run(self, workload: Workload | None, seconds: float) -> None:
-        """Let a workload run at the current clocks: the energy counter advances by its true power.
-
-        Parameters
-        ----------
-        workload : Workload or None
-            What runs; None: the GPU idles.
-        seconds : float
-            Virtual time.
-
-        Raises
-        ------
-        InputError
-            Where ``seconds`` is not finite and non-negative.
-        """
+        """Let a workload (None: idle) run ``seconds``: the energy counter advances by its true power."""
         if not (math.isfinite(seconds) and seconds >= 0):
             raise InputError(f"seconds must be finite and >= 0, got {seconds}")
         watts = self._idle_power() if workload is None else self.true_power_w(workload, *self._clocks)
@@ -587,28 +355,7 @@ class SimulatedDevice:
 
     def measure(self, workload: Workload, min_seconds: float = 1.0,
                 repetitions: int | None = None) -> Measurement:
-        """Measure a workload at the current clocks, on the virtual clock.
-
-        Parameters
-        ----------
-        workload : Workload
-            What to launch.
-        min_seconds : float
-            Launch until the measurement spans this long.
-        repetitions : int, optional
-            Launch exactly this often instead.
-
-        Returns
-        -------
-        Measurement
-            The truth with the sensors' noise, drawn from a generator seeded by (seed, workload,
-            clocks).
-
-        Raises
-        ------
-        InputError
-            Where ``min_seconds`` or ``repetitions`` is not positive.
-        """
+        """The truth with the sensors' noise, on the virtual clock, seeded by (seed, workload, clocks)."""
         if repetitions is not None and repetitions < 1:
             raise InputError("repetitions must be at least 1")
         if min_seconds <= 0 and repetitions is None:

@@ -70,26 +70,9 @@ def _row(m: Measurement) -> str:
 
 def grid(device: Device, core_mhz: Sequence[float] | None = None,
          mem_mhz: Sequence[float] | None = None) -> list[tuple[float, float]]:
-    """A device's supported clock pairs, optionally restricted.
+    """A device's supported (core, memory) pairs, MHz, highest first, optionally restricted to the clocks given.
 
-    Parameters
-    ----------
-    device : Device
-        The device.
-    core_mhz : sequence of float, optional
-        Only these core clocks, MHz.
-    mem_mhz : sequence of float, optional
-        Only these memory clocks, MHz.
-
-    Returns
-    -------
-    list of tuple of float
-        (core, memory) pairs, highest clocks first.
-
-    Raises
-    ------
-    InputError
-        Where a clock asked for is not supported, or no pair is left.
+    `InputError` where a clock asked for is not supported, or no pair is left.
     """
     mems = device.memory_clocks()
     if mem_mhz is not None:
@@ -210,21 +193,7 @@ def _resume_state(out: Path, plan: dict) -> tuple[set, dict, int | None]:
 
 @dataclass(frozen=True)
 class SweepResult:
-    """What a sweep did.
-
-    Parameters
-    ----------
-    out : Path
-        Its CSV.
-    record : Path
-        Its record (plan and profiles).
-    measured : int
-        Rows measured now.
-    skipped : int
-        Rows already in ``out`` (a resumed sweep).
-    throttled : int
-        Rows measured now that were throttled.
-    """
+    """What a sweep did: its CSV and record, rows measured now, rows already there (resumed), and throttled ones."""
 
     out: Path
     record: Path
@@ -234,23 +203,7 @@ class SweepResult:
 
 
 def suite_workloads(suite: str) -> list[Workload]:
-    """The microbenchmarks of one suite of the kernel manifest.
-
-    Parameters
-    ----------
-    suite : str
-        ``"power"`` or ``"time"``.
-
-    Returns
-    -------
-    list of Workload
-        One per benchmark, in the manifest's order.
-
-    Raises
-    ------
-    InputError
-        Where the suite has no benchmarks.
-    """
+    """The microbenchmarks of suite ``"power"`` or ``"time"`` of the kernel manifest, in its order."""
     found = load_manifest().suite(suite)
     if not found:
         raise InputError(f"no benchmarks in suite {suite!r}; the manifest has 'power' and 'time'")
@@ -263,41 +216,12 @@ def run_sweep(device: Device, workloads: Sequence[Workload], out: str | Path, *,
               progress: Progress | None = None, profile: bool = True, leave_clocks: bool = False) -> SweepResult:
     """Profile each workload at the reference configuration, then measure it at every one.
 
-    Clocks are reset at the end, also after an error. Every workload is checked against the
-    device (``Device.check``) before anything is measured or written.
-
-    Parameters
-    ----------
-    device : Device
-        The GPU.
-    workloads : sequence of Workload
-        What to measure; names unique.
-    out : str or Path
-        The CSV the rows are appended to (`COLUMNS`); the record goes beside it.
-    configs : sequence of tuple of float, optional
-        The clock pairs (default: every supported pair, `grid`).
-    resume : bool
-        Continue the sweep in ``out`` (see the module notes).
-    min_seconds : float
-        Each measurement's least length.
-    repetitions : int, optional
-        Launch exactly this often instead.
-    progress : callable, optional
-        Takes (done, total, label).
-    profile : bool
-        False: power and time only, no profiler needed.
-    leave_clocks : bool
-        Measure at the driver's clocks (see the module notes; no ``configs`` then).
-
-    Returns
-    -------
-    SweepResult
-        What was measured.
-
-    Raises
-    ------
-    InputError
-        Where the workloads or options are invalid, or ``out`` is not this sweep's to resume.
+    Every workload is checked against the device (``Device.check``) before anything is measured or
+    written; clocks are reset at the end, also after an error. Rows are appended to ``out``
+    (`COLUMNS`), the record goes beside it; ``configs`` default to every supported pair (`grid`);
+    ``resume`` and ``leave_clocks`` are as the module notes say (no ``configs`` with the latter);
+    ``profile=False`` measures power and time only, with no profiler. `InputError` where the
+    workloads or options are invalid, or ``out`` is not this sweep's to resume.
     """
     out = Path(out)
     names = [w.name for w in workloads]
@@ -375,21 +299,7 @@ def _measure(device: Device, workloads: Sequence[Workload], configs: Sequence[tu
 
 @dataclass(frozen=True)
 class SweepRows:
-    """A sweep's CSV as columns, one entry per row.
-
-    Parameters
-    ----------
-    workload : numpy.ndarray
-        Each row's workload name.
-    core_mhz, mem_mhz : numpy.ndarray
-        The clocks it was measured at.
-    time_ms : numpy.ndarray
-        Time per launch.
-    watts : numpy.ndarray
-        Mean power.
-    result : numpy.ndarray
-        What the benchmark measured itself, as written (``key=value`` pairs joined by ``;``).
-    """
+    """A sweep's CSV as columns, one entry per row; ``result`` as written (``key=value`` pairs joined by ``;``)."""
 
     workload: np.ndarray
     core_mhz: np.ndarray
@@ -404,45 +314,13 @@ class SweepRows:
 
 
 def read_rows(out: str | Path) -> SweepRows:
-    """Read a sweep's CSV.
-
-    Parameters
-    ----------
-    out : str or Path
-        The CSV (the `tidy` format).
-
-    Returns
-    -------
-    SweepRows
-        Its columns.
-
-    Raises
-    ------
-    DataFileError
-        Where the file is not a sweep's CSV.
-    """
+    """Read a sweep's CSV (the `tidy` format); `DataFileError` where it is not one."""
     c = read_grid(out, TIDY).columns
     return SweepRows(c["workload"], c["core_mhz"], c["mem_mhz"], c["time_ms"], c["watts"], c["result"])
 
 
 def results(out: str | Path) -> list[dict[str, float]]:
-    """The ``result`` column of a sweep, parsed.
-
-    Parameters
-    ----------
-    out : str or Path
-        The sweep's CSV.
-
-    Returns
-    -------
-    list of dict
-        One dict per row (empty where the benchmark measured nothing).
-
-    Raises
-    ------
-    InputError
-        Where a result is not ``key=number`` pairs.
-    """
+    """The ``result`` column parsed, a dict per row; `InputError` where one is not ``key=number`` pairs."""
     parsed = []
     for i, text in enumerate(read_rows(out).result.tolist()):
         row = {}
@@ -457,7 +335,7 @@ def results(out: str | Path) -> list[dict[str, float]]:
 
 
 def to_time_device(out: str | Path, base: TimeDevice) -> tuple[TimeDevice, dict]:
-    """Device parameters fitted to a sweep of the latency suite.
+    """Device parameters fitted to a sweep of the latency suite, and the fit's report.
 
     The DRAM pointer chase's cycles by Eq. 4, the bandwidth benchmark's memory cycles per
     transaction by the delay law, the L2 and shared chases averaged; everything else from
@@ -466,24 +344,8 @@ def to_time_device(out: str | Path, base: TimeDevice) -> tuple[TimeDevice, dict]
     Each launch is timed on the host, launch and wait included. Where the shared chase
     records its steps, that overhead is measured (its launch's time beyond its timed chase,
     the median over its rows; the report's ``launch_overhead_ms``) and taken off the bandwidth
-    benchmark's time: left in, it reads 2.5 of an H100's 2.8 TB/s (validation/).
-
-    Parameters
-    ----------
-    out : str or Path
-        The latency suite's sweep.
-    base : TimeDevice
-        Where the parameters no benchmark measures come from.
-
-    Returns
-    -------
-    tuple
-        The fitted `TimeDevice`, and the fit's report with ``launch_overhead_ms``.
-
-    Raises
-    ------
-    InputError
-        Where a benchmark of the suite was not measured, or a row lacks its result.
+    benchmark's time: left in, it reads 2.5 of an H100's 2.8 TB/s (validation/). `InputError`
+    where a benchmark of the suite was not measured, or a row lacks its result.
     """
     g = read_rows(out)
     res = results(out)
@@ -519,27 +381,9 @@ def to_time_device(out: str | Path, base: TimeDevice) -> tuple[TimeDevice, dict]
 
 def to_power_dataset(out: str | Path, components: Sequence[str] = COMPONENTS,
                      domain_sizes: Sequence[int] = DOMAIN_SIZES) -> PowerDataset:
-    """The power suite's sweep as a gpmTOOL-style dataset.
+    """The power suite's profiled sweep as a gpmTOOL-style dataset: power per row, utilizations from the reference.
 
-    Parameters
-    ----------
-    out : str or Path
-        The power suite's sweep, profiled.
-    components : sequence of str
-        The power model's components.
-    domain_sizes : sequence of int
-        Components per voltage domain.
-
-    Returns
-    -------
-    PowerDataset
-        Measured power per row with the workload's utilizations profiled at the reference
-        configuration.
-
-    Raises
-    ------
-    InputError
-        Where a workload has no reference profile, or its profile lacks a component.
+    `InputError` where a workload has no reference profile, or its profile lacks a component.
     """
     g = read_rows(out)
     names = g.workload.tolist()

@@ -24,36 +24,13 @@ RECORD_VERSION = 1
 
 
 def record_path(out: str | Path) -> Path:
-    """The sweep record beside a sweep's CSV: its plan and the workloads' reference profiles.
-
-    Parameters
-    ----------
-    out : str or Path
-        The sweep's CSV.
-
-    Returns
-    -------
-    Path
-        ``OUT.sweep.json``.
-    """
+    """``OUT.sweep.json`` beside a sweep's CSV: its plan and the workloads' reference profiles."""
     out = Path(out)
     return out.with_name(out.name + ".sweep.json")
 
 
 def workload_record(w: Workload) -> dict:
-    """What a workload is, as plain data: two sweeps of equal records measure the same thing.
-
-    Parameters
-    ----------
-    w : Workload
-        The workload.
-
-    Returns
-    -------
-    dict
-        Its name, kernel, parameters, callable (``module:function``), counters and, where
-        given, the kernel a profile reads.
-    """
+    """What a workload is, as plain data: two sweeps of equal records measure the same thing."""
     fn = w.spec or (None if w.fn is None else f"{w.fn.__module__}:{w.fn.__qualname__}")
     # The kernel a profile reads decides the record's profiles (absent: the first launched).
     which = {"profile_kernel": w.profile_kernel} if w.profile_kernel else {}
@@ -63,29 +40,9 @@ def workload_record(w: Workload) -> dict:
 
 def sweep_plan(device: Device, workloads: Sequence[Workload], configs: Sequence[tuple[float, float]],
                min_seconds: float, repetitions: int | None, profile: bool = True, leave_clocks: bool = False) -> dict:
-    """Everything that decides a sweep's rows; a resume must have the same plan.
+    """Everything that decides a sweep's rows, as plain JSON (a plan read back compares equal); a resume must match it.
 
-    Parameters
-    ----------
-    device : Device
-        The device (its identity).
-    workloads : sequence of Workload
-        What is measured.
-    configs : sequence of tuple of float
-        The clock pairs; empty for a sweep at the driver's clocks.
-    min_seconds : float
-        Each measurement's least length (without ``repetitions``).
-    repetitions : int or None
-        Launches per measurement, where fixed.
-    profile : bool
-        Whether each workload is profiled at the reference.
-    leave_clocks : bool
-        A sweep at the driver's clocks, which says so.
-
-    Returns
-    -------
-    dict
-        Plain JSON values, so a plan read back from the record compares equal.
+    ``configs`` is empty for a sweep at the driver's clocks (``leave_clocks``, which the plan says).
     """
     # The key only where clocks are left: records written before it still resume.
     left = {"leave_clocks": True} if leave_clocks else {}
@@ -97,20 +54,7 @@ def sweep_plan(device: Device, workloads: Sequence[Workload], configs: Sequence[
 
 
 def plan_differences(old: dict, new: dict) -> list[str]:
-    """How the plan of a sweep's record differs from the plan of this run.
-
-    Parameters
-    ----------
-    old : dict
-        The record's plan (`load_record` checked its shape).
-    new : dict
-        This run's plan (`sweep_plan`).
-
-    Returns
-    -------
-    list of str
-        One phrase per difference; empty: the same sweep.
-    """
+    """How the record's plan (`load_record`) differs from this run's (`sweep_plan`), a phrase each; empty: none."""
     diffs = []
     if old.get("device") != new["device"]:
         diffs.append(f"device {old.get('device')} != {new['device']}")
@@ -136,22 +80,9 @@ def plan_differences(old: dict, new: dict) -> list[str]:
 
 
 def load_record(out: str | Path) -> dict:
-    """The sweep record of a sweep's CSV.
+    """``plan``, ``reference_mhz`` and ``profiles`` (workload -> counters) of a sweep's CSV, checked.
 
-    Parameters
-    ----------
-    out : str or Path
-        The sweep's CSV.
-
-    Returns
-    -------
-    dict
-        ``plan``, ``reference_mhz`` and ``profiles`` (workload -> counters), checked.
-
-    Raises
-    ------
-    InputError
-        Where the record is missing, of another version, or not the shape of a sweep record.
+    `InputError` where the record is missing, of another version, or not the shape of a sweep record.
     """
     path = record_path(out)
     doc = read_versioned(path, "sweep", RECORD_VERSION)
@@ -178,18 +109,6 @@ def _numbers(values: object, n: int) -> bool:
 
 
 def save_record(out: Path, plan: dict, device: Device, profiles: dict[str, dict[str, float]]) -> None:
-    """Write a sweep's record beside its CSV, atomically.
-
-    Parameters
-    ----------
-    out : Path
-        The sweep's CSV.
-    plan : dict
-        Its plan (`sweep_plan`).
-    device : Device
-        The device (its reference clocks).
-    profiles : dict
-        Workload -> its counters at the reference, as profiled so far.
-    """
+    """Write a sweep's record beside its CSV, atomically, with the counters profiled at the reference so far."""
     write_json_atomic(record_path(out), {"kind": "sweep", "version": RECORD_VERSION, "plan": plan,
                                          "reference_mhz": list(device.default_clocks()), "profiles": profiles})

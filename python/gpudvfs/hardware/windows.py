@@ -43,16 +43,10 @@ END_WAIT_S = 0.5
 
 @dataclass(frozen=True)
 class WindowMeasurement:
-    """What one window measured.
+    """What one window measured: energy by GPU index (those with a counter) and how each was read (module notes).
 
-    Parameters
-    ----------
-    gpu_joules : dict of int to float
-        Energy by GPU index (those with an energy counter).
-    gpu_source : dict of int to str
-        How each GPU's was read (module notes).
-    cpu_joules, dram_joules : dict of int to float
-        Energy by CPU package, from RAPL; empty where not readable (`EnergyMonitor.notes`).
+    ``cpu_joules`` and ``dram_joules`` are by CPU package, from RAPL; empty where not readable
+    (`EnergyMonitor.notes`).
     """
 
     name: str
@@ -112,9 +106,7 @@ def _visible(nv: Any) -> list[int]:
 
 
 class EnergyMonitor:
-    """Time and energy of named windows on GPUs, CPU packages and DRAM (module notes).
-
-    Usable alone: no governor, no clock is set.
+    """Time and energy of named windows on GPUs, CPU packages and DRAM (module notes); no clock is set.
 
     Parameters
     ----------
@@ -124,8 +116,6 @@ class EnergyMonitor:
         simulated. The measurements are keyed by these.
     device : str
         ``"nvml"`` or ``"sim"`` (a `SimulatedDevice` per index, seeded by it).
-    cpu : bool
-        Read RAPL's package and DRAM counters where readable.
     rapl_root : str or pathlib.Path
         The powercap sysfs folder (tests pass a fake tree).
     sync : callable or None
@@ -133,8 +123,6 @@ class EnergyMonitor:
         where torch already uses CUDA, else nothing).
     sim_workload : Workload, optional
         What the simulated GPUs run between readings (None: they idle).
-    pynvml : module, optional
-        The NVML bindings (tests pass the stand-in).
     poll_interval : float
         Seconds between the counter polls of an NVML GPU.
 
@@ -237,13 +225,7 @@ class EnergyMonitor:
         return list(self._open)
 
     def begin_window(self, name: str) -> None:
-        """Open a window.
-
-        Raises
-        ------
-        InputError
-            Where a window of that name is open, or the name is not a non-empty string.
-        """
+        """Open a window; `InputError` where one of that name is open, or the name is not a non-empty string."""
         if not isinstance(name, str) or not name:
             raise InputError(f"begin_window: expected a window name (a non-empty string), got {name!r}")
         if name in self._open:
@@ -259,18 +241,10 @@ class EnergyMonitor:
         return self._open.pop(name)
 
     def end_window(self, name: str, *, wait: bool = True) -> WindowMeasurement:
-        """Close a window and measure it.
+        """Close a window and measure it; `InputError` where none of that name is open.
 
-        Parameters
-        ----------
-        wait : bool
-            Wait (at most `END_WAIT_S`) for each NVML counter's update after the window's end,
-            to read its energy between updates; False: return at once with the raw difference.
-
-        Raises
-        ------
-        InputError
-            Where no window of that name is open.
+        ``wait`` waits (at most `END_WAIT_S`) for each NVML counter's update after the window's end, to
+        read its energy between updates; False returns at once with the raw difference.
         """
         begun = self._pop(name, "end_window")
         end = self._reading()
@@ -297,24 +271,12 @@ class EnergyMonitor:
             dram_joules={k: v - begun.dram[k] for k, v in end.dram.items() if k in begun.dram})
 
     def cancel_window(self, name: str) -> None:
-        """Close a window without measuring it.
-
-        Raises
-        ------
-        InputError
-            Where no window of that name is open.
-        """
+        """Close a window without measuring it; `InputError` where none of that name is open."""
         self._pop(name, "cancel_window")
 
     @contextmanager
     def window(self, name: str) -> Iterator[WindowHandle]:
-        """A window around a ``with`` block; an exception in the block cancels it.
-
-        Yields
-        ------
-        WindowHandle
-            Its ``measurement`` is set when the block ends.
-        """
+        """A window around a ``with`` block, its ``measurement`` set when the block ends; an exception cancels it."""
         self.begin_window(name)
         handle = WindowHandle(name)
         try:

@@ -38,22 +38,9 @@ def _resolve(spec: str, where: str) -> Callable[[], None]:
 
 
 def read_workloads(path: str | Path) -> list[Workload]:
-    """The workloads a JSON file describes (see the module notes).
+    """The workloads a JSON file describes (module notes), in its order, each callable imported.
 
-    Parameters
-    ----------
-    path : str or Path
-        The file.
-
-    Returns
-    -------
-    list of Workload
-        In the file's order; each callable imported.
-
-    Raises
-    ------
-    InputError
-        Where the file is not such a list, or a callable cannot be imported.
+    `InputError` where the file is not such a list, or a callable cannot be imported.
     """
     doc = read_json(path)
     items = doc.get("workloads") if isinstance(doc, dict) else None

@@ -12,15 +12,7 @@ class ToolchainMissing(RuntimeError):
 
 
 class CompileError(RuntimeError):
-    """NVRTC rejected a source; ``log`` holds the compiler's messages.
-
-    Parameters
-    ----------
-    message : str
-        What failed.
-    log : str
-        The compiler's messages, appended to the message.
-    """
+    """NVRTC rejected a source; ``log`` holds the compiler's messages, appended to the message."""
 
     def __init__(self, message: str, log: str = "") -> None:
         super().__init__(f"{message}\n{log}" if log else message)

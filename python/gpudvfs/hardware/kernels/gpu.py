@@ -33,20 +33,10 @@ _PARAM_KEYS = {
 
 @dataclass
 class LoadedBenchmark:
-    """A benchmark ready on the GPU. Calling it launches the kernel once and waits for it.
+    """A benchmark ready on the GPU; calling it launches the kernel once and waits for it.
 
-    Parameters
-    ----------
-    name : str
-        The benchmark's name.
-    launch_once : callable
-        Launches the kernel once and waits for it.
-    grid, block : tuple of int
-        The launch geometry.
-    sizes : Mapping of str to int
-        The buffers' sizes (elements, bytes, slots, words).
-    _result : callable, optional
-        Reads what the last launch measured; None: it measures nothing.
+    ``sizes`` are the buffers' sizes (elements, bytes, slots, words); ``_result`` reads what the last
+    launch measured (None: nothing).
     """
 
     name: str
@@ -66,18 +56,10 @@ class LoadedBenchmark:
         return self._result is not None
 
     def result(self) -> dict[str, float]:
-        """What the last launch measured.
+        """What the last launch measured; `ValueError` where the benchmark measures nothing (idle).
 
-        Returns
-        -------
-        dict
-            In-kernel, cycles per access and steps (latency benchmarks); by construction, the
-            bytes it read and wrote (grid-stride benchmarks).
-
-        Raises
-        ------
-        ValueError
-            Where the benchmark measures nothing (idle).
+        In-kernel, cycles per access and steps (latency benchmarks); by construction, the bytes it read
+        and wrote (grid-stride benchmarks).
         """
         if self._result is None:
             raise ValueError(f"{self.name} measures nothing in-kernel; time its launches instead")
@@ -86,30 +68,11 @@ class LoadedBenchmark:
 
 def load(b: str | Benchmark, params: Mapping[str, Any] | None = None,
          manifest: Manifest | None = None) -> LoadedBenchmark:
-    """Compile a benchmark with CuPy and allocate its buffers following its launch policy.
+    """Compile a benchmark with CuPy (NVRTC, for the current device) and allocate its buffers by its launch policy.
 
-    CuPy compiles with NVRTC for the current device.
-
-    Parameters
-    ----------
-    b : str or Benchmark
-        The benchmark, or its name.
-    params : Mapping, optional
-        Override launch settings (``bytes``, ``elements``, ``reps``, ``steps``, ...).
-    manifest : Manifest, optional
-        Where to look it up (default: `load_manifest`).
-
-    Returns
-    -------
-    LoadedBenchmark
-        Ready to launch on the current device.
-
-    Raises
-    ------
-    ValueError
-        Where ``params`` has keys the launch policy does not take.
-    ToolchainMissing
-        Where CuPy is not installed.
+    ``params`` override launch settings (``bytes``, ``elements``, ``reps``, ``steps``, ...);
+    ``manifest`` defaults to `load_manifest`. `ValueError` where ``params`` has keys the launch
+    policy does not take; `ToolchainMissing` where CuPy is not installed.
     """
     m = manifest or load_manifest()
     b = benchmark(b, m)

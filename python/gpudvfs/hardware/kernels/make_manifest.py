@@ -46,17 +46,9 @@ MIXES = [  # name: (SP, DP, INT, SF, SH) per element
 
 
 def stresses(work: Mapping[str, float]) -> dict[str, float]:
-    """A benchmark's design-intent utilizations from its work per element (see the module notes).
+    """Component -> its time per element over the bottleneck's, rounded to 3 places (module notes).
 
-    Parameters
-    ----------
-    work : Mapping
-        Component -> operations (units) or bytes (memories) per element.
-
-    Returns
-    -------
-    dict
-        Component -> its time per element over the bottleneck's, rounded to 3 places.
+    ``work`` is component -> operations (units) or bytes (memories) per element.
     """
     t = {c: work.get(c, 0.0) / NOMINAL[c] for c in COMPONENTS}
     peak = max(t.values())
@@ -64,63 +56,21 @@ def stresses(work: Mapping[str, float]) -> dict[str, float]:
 
 
 def grid_stride(footprint: str, reps: int = 1) -> dict:
-    """A grid-stride launch policy.
-
-    Parameters
-    ----------
-    footprint : str
-        ``"dram"`` or ``"l2"``: where the buffers live.
-    reps : int
-        Passes over the buffers per launch.
-
-    Returns
-    -------
-    dict
-        The manifest's ``launch`` entry.
-    """
+    """A grid-stride ``launch`` entry: ``reps`` passes per launch over buffers in ``"dram"`` or ``"l2"``."""
     return {"policy": "grid_stride", "block": BLOCK, "blocks_per_sm": 8, "footprint": footprint,
             "reps": reps}
 
 
 def entry(name: str, suite: str, group: str, source: str | None, kernel: str | None, template: dict,
           launch: dict, work: Mapping[str, float] | None, sass: dict, description: str) -> dict:
-    """One benchmark of the manifest.
-
-    Parameters
-    ----------
-    name, suite, group : str
-        Its name, suite and group.
-    source, kernel : str or None
-        Its ``.cu`` file and kernel (None for the idle benchmark).
-    template : dict
-        Its template arguments, in order.
-    launch : dict
-        Its launch policy.
-    work : Mapping or None
-        Its work per element (`stresses`); None: it stresses nothing.
-    sass : dict
-        What its disassembly must show.
-    description : str
-        What it does.
-
-    Returns
-    -------
-    dict
-        The manifest's entry.
-    """
+    """One benchmark's manifest entry: ``source``, ``kernel`` None for the idle one; ``work`` None: no stress."""
     return {"name": name, "suite": suite, "group": group, "source": source, "kernel": kernel,
             "template": template, "launch": launch, "stresses": stresses(work) if work else
             {c: 0.0 for c in COMPONENTS}, "sass": sass, "description": description}
 
 
 def power_suite() -> list[dict]:
-    """The power suite of Guerreiro et al. (Sec. IV) and its mixes.
-
-    Returns
-    -------
-    list of dict
-        Manifest entries.
-    """
+    """The power suite of Guerreiro et al. (Sec. IV) and its mixes."""
     out = []
     # INT / SP / DP (Fig. 3a): 4 chains x OPS multiply-adds + 3 adds per element, one load and
     # one store of the element from DRAM.
@@ -192,13 +142,7 @@ def power_suite() -> list[dict]:
 
 
 def time_suite() -> list[dict]:
-    """The latency and bandwidth suite of Wang & Chu (Sec. IV).
-
-    Returns
-    -------
-    list of dict
-        Manifest entries.
-    """
+    """The latency and bandwidth suite of Wang & Chu (Sec. IV)."""
     chase_sass = {"dominant": "GLOBAL", "opcodes": ["LDG.E.64.STRONG.GPU"], "min_counts": {"LDG": 8}}
     return [
         entry("time_dram_latency", "time", "Latency", "chase.cu", "global_chase", {"UNROLL": 8},
@@ -222,13 +166,7 @@ def time_suite() -> list[dict]:
 
 
 def manifest() -> dict:
-    """The whole manifest.
-
-    Returns
-    -------
-    dict
-        What manifest.json holds.
-    """
+    """The whole manifest."""
     return {
         "format": "gpudvfs-kernel-manifest",
         "version": 1,
@@ -272,13 +210,7 @@ def manifest() -> dict:
 
 
 def render() -> str:
-    """The manifest as the text of manifest.json.
-
-    Returns
-    -------
-    str
-        JSON, one key per line inside each benchmark.
-    """
+    """The text of manifest.json: JSON, one key per line inside each benchmark."""
     # Hand-formatted: one key per line inside each benchmark, compact values, so the file reads
     # as a table and diffs stay small.
     m = manifest()

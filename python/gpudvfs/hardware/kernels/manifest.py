@@ -39,19 +39,7 @@ _TYPES: dict[str, tuple[int, str, int]] = {
 
 @dataclass(frozen=True)
 class KernelSpec:
-    """One ``__global__`` template in a source file.
-
-    Parameters
-    ----------
-    source : str
-        The ``.cu`` file.
-    name : str
-        The kernel's name.
-    template : tuple of str
-        Its template parameter names.
-    args : tuple of str
-        Its arguments in order, as ``name:type``.
-    """
+    """One ``__global__`` template in a ``.cu`` file, its arguments in order as ``name:type``."""
 
     source: str
     name: str
@@ -66,17 +54,7 @@ class KernelSpec:
 
 @dataclass(frozen=True)
 class SourceSpec:
-    """One ``.cu`` file: NVRTC options it needs and the kernels it defines.
-
-    Parameters
-    ----------
-    file : str
-        The file's name.
-    options : tuple of str
-        NVRTC options (never an architecture).
-    kernels : Mapping of str to KernelSpec
-        Its kernels by name.
-    """
+    """One ``.cu`` file: the NVRTC options it needs (never an architecture) and the kernels it defines."""
 
     file: str
     options: tuple[str, ...]
@@ -87,28 +65,11 @@ class SourceSpec:
 class Benchmark:
     """One microbenchmark: a kernel template instantiated with fixed arguments.
 
-    Parameters
-    ----------
-    name : str
-        Its name, a lower-case identifier.
-    suite : str
-        One of `SUITES`.
-    group : str
-        Its group within the suite (e.g. ``SP``, ``Latency``).
-    source : str or None
-        Its ``.cu`` file; None for the idle benchmark.
-    kernel : str or None
-        Its kernel; None for the idle benchmark.
-    template : tuple of tuple
-        The template arguments, (name, value) in order.
-    launch : Mapping
-        The launch policy (one of `LAUNCH_POLICIES`) and its settings.
-    stresses : Mapping of str to float
-        The components it stresses, in [0, 1] (design intent, not a measurement).
-    sass : Mapping
-        What its disassembly must show.
-    description : str
-        What it does.
+    ``name`` is a lower-case identifier; ``group`` its group within its suite (e.g. ``SP``,
+    ``Latency``); ``source`` and ``kernel`` are None for the idle benchmark; ``template`` holds
+    (name, value) in order; ``launch`` the launch policy (one of `LAUNCH_POLICIES`) and its
+    settings; ``stresses`` the components it stresses, in [0, 1] (design intent, not a
+    measurement); ``sass`` what its disassembly must show.
     """
 
     name: str
@@ -144,19 +105,7 @@ class Benchmark:
 
 @dataclass(frozen=True)
 class Manifest:
-    """The manifest: every benchmark of both suites, and the sources they compile from.
-
-    Parameters
-    ----------
-    path : Path
-        The manifest file.
-    doc : str
-        Its own notes.
-    sources : Mapping of str to SourceSpec
-        The ``.cu`` files by name.
-    benchmarks : Mapping of str to Benchmark
-        The benchmarks by name, in the file's order.
-    """
+    """Every benchmark of both suites (by name, in the file's order) and the sources they compile from."""
 
     path: Path
     doc: str
@@ -185,53 +134,15 @@ class Manifest:
         return len(self.benchmarks)
 
     def suite(self, suite: str) -> list[Benchmark]:
-        """The benchmarks of one suite.
-
-        Parameters
-        ----------
-        suite : str
-            One of `SUITES`.
-
-        Returns
-        -------
-        list of Benchmark
-            In the file's order.
-        """
+        """The benchmarks of one of `SUITES`, in the file's order."""
         return [b for b in self.benchmarks.values() if b.suite == suite]
 
     def group(self, group: str) -> list[Benchmark]:
-        """The benchmarks of one group.
-
-        Parameters
-        ----------
-        group : str
-            The group (e.g. ``SP``).
-
-        Returns
-        -------
-        list of Benchmark
-            In the file's order.
-        """
+        """The benchmarks of one group (e.g. ``SP``), in the file's order."""
         return [b for b in self.benchmarks.values() if b.group == group]
 
     def kernel_spec(self, b: Benchmark) -> KernelSpec:
-        """The kernel template a benchmark instantiates.
-
-        Parameters
-        ----------
-        b : Benchmark
-            A benchmark that launches a kernel.
-
-        Returns
-        -------
-        KernelSpec
-            Its kernel.
-
-        Raises
-        ------
-        ValueError
-            Where the benchmark launches no kernel (the idle one).
-        """
+        """The kernel template a benchmark instantiates; `ValueError` for the idle one, which launches none."""
         if b.source is None or b.kernel is None:
             raise ValueError(f"benchmark {b.name!r} launches no kernel")
         return self.sources[b.source].kernels[b.kernel]
@@ -244,35 +155,15 @@ def _c_value(v: str | int | bool) -> str:
 
 
 def kernels_dir() -> Path:
-    """Where the ``.cu`` files and the manifest are.
-
-    Returns
-    -------
-    Path
-        ``$GPUDVFS_KERNELS_DIR``, else the folder of this module (shipped in the wheel;
-        ``kernels/`` at the repository root links to it).
-    """
+    """``$GPUDVFS_KERNELS_DIR``, else this module's folder (in the wheel; the repository's ``kernels/`` links to it)."""
     env = os.environ.get("GPUDVFS_KERNELS_DIR")
     return Path(env) if env else Path(__file__).resolve().parent
 
 
 def load_manifest(path: str | os.PathLike[str] | None = None) -> Manifest:
-    """Read and validate the manifest (cached until the file changes).
+    """Read and validate the manifest (default ``kernels_dir()/manifest.json``; cached until it changes).
 
-    Parameters
-    ----------
-    path : str or os.PathLike, optional
-        The manifest (default: ``kernels_dir()/manifest.json``).
-
-    Returns
-    -------
-    Manifest
-        Every benchmark, checked.
-
-    Raises
-    ------
-    ManifestError
-        At every problem, naming the file, the entry and what was expected.
+    `ManifestError` at every problem, naming the file, the entry and what was expected.
     """
     p = Path(path) if path is not None else kernels_dir() / "manifest.json"
     return _load_manifest_cached(str(p.resolve()), p.stat().st_mtime_ns if p.exists() else 0)
@@ -476,24 +367,9 @@ def _validate_sass(sass: dict, where: str, fail: Callable[[str, str], ManifestEr
 
 
 def benchmark(name: str | Benchmark, manifest: Manifest | None = None) -> Benchmark:
-    """Look a benchmark up by name.
+    """Look a benchmark up by name (a `Benchmark` is returned as is) in ``manifest`` (default: `load_manifest`).
 
-    Parameters
-    ----------
-    name : str or Benchmark
-        Its name (a `Benchmark` is returned as is).
-    manifest : Manifest, optional
-        Where to look it up (default: `load_manifest`).
-
-    Returns
-    -------
-    Benchmark
-        The benchmark.
-
-    Raises
-    ------
-    KeyError
-        Where the manifest has no such benchmark.
+    `KeyError` where the manifest has no such benchmark.
     """
     if isinstance(name, Benchmark):
         return name

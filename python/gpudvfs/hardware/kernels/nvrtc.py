@@ -25,18 +25,7 @@ BASE_OPTIONS: tuple[str, ...] = ()
 class Rendered:
     """What a compiler needs for one benchmark.
 
-    Parameters
-    ----------
-    benchmark : str
-        The benchmark's name.
-    source_path : Path
-        Its ``.cu`` file.
-    code : str
-        The source text.
-    options : tuple of str
-        Compile options, without an architecture.
-    name_expression : str
-        The template instantiation to compile and look up, e.g. ``arith<float, 16>``.
+    ``options`` come without an architecture; ``name_expression`` is e.g. ``arith<float, 16>``.
     """
 
     benchmark: str
@@ -47,25 +36,7 @@ class Rendered:
 
 
 def render(b: str | Benchmark, manifest: Manifest | None = None) -> Rendered:
-    """Source text, compile options and name expression of one benchmark.
-
-    Parameters
-    ----------
-    b : str or Benchmark
-        The benchmark, or its name.
-    manifest : Manifest, optional
-        Where to look it up (default: `load_manifest`).
-
-    Returns
-    -------
-    Rendered
-        What a compiler needs.
-
-    Raises
-    ------
-    ValueError
-        Where the benchmark launches no kernel (the idle one).
-    """
+    """Source text, compile options and name expression of one benchmark; `ValueError` for the idle one (no kernel)."""
     m = manifest or load_manifest()
     b = benchmark(b, m)
     if b.source is None:
@@ -97,20 +68,9 @@ def _check(nvrtc: Any, result: tuple, what: str) -> Any:
 
 @dataclass(frozen=True)
 class CompiledSource:
-    """A CUBIN holding every requested instantiation of one source.
+    """A CUBIN of every requested instantiation of one source for ``arch`` (e.g. ``"sm_80"``), with NVRTC's ``log``.
 
-    Parameters
-    ----------
-    source : str
-        The ``.cu`` file's name.
-    arch : str
-        The architecture compiled for, e.g. ``"sm_80"``.
-    cubin : bytes
-        The CUBIN.
-    lowered : Mapping of str to str
-        Name expression -> mangled symbol.
-    log : str
-        NVRTC's messages.
+    ``lowered`` maps each name expression to its mangled symbol.
     """
 
     source: str
@@ -122,25 +82,7 @@ class CompiledSource:
 
 def compile_source(source: str, arch: str, name_expressions: Iterable[str],
                    manifest: Manifest | None = None) -> CompiledSource:
-    """Compile one source file with NVRTC, every instantiation in one program.
-
-    One program is far faster than one program per benchmark.
-
-    Parameters
-    ----------
-    source : str
-        A source file of the manifest.
-    arch : str
-        The architecture, e.g. ``"sm_80"``.
-    name_expressions : iterable of str
-        The template instantiations to compile.
-    manifest : Manifest, optional
-        Where the source is listed (default: `load_manifest`).
-
-    Returns
-    -------
-    CompiledSource
-        The CUBIN and each instantiation's symbol.
+    """Compile one source of the manifest with NVRTC, every instantiation in one program (far faster than one each).
 
     Raises
     ------
@@ -200,27 +142,7 @@ def _compile_cached(path: str, code: str, arch: str, options: tuple[str, ...],
 
 
 def compile_cubin(b: str | Benchmark, arch: str = "sm_80", manifest: Manifest | None = None) -> bytes:
-    """The CUBIN of one benchmark's kernel.
-
-    Parameters
-    ----------
-    b : str or Benchmark
-        The benchmark, or its name.
-    arch : str
-        The architecture, e.g. ``"sm_80"``.
-    manifest : Manifest, optional
-        Where to look it up (default: `load_manifest`).
-
-    Returns
-    -------
-    bytes
-        The CUBIN.
-
-    Raises
-    ------
-    ValueError
-        Where the benchmark launches no kernel.
-    """
+    """The CUBIN of one benchmark's kernel; `ValueError` where it launches none."""
     m = manifest or load_manifest()
     b = benchmark(b, m)
     if b.source is None:

@@ -47,19 +47,7 @@ for _cls, _ops in {
 # Disassembly
 
 def nvdisasm_path() -> Path:
-    """The ``nvdisasm`` binary.
-
-    Returns
-    -------
-    Path
-        ``$GPUDVFS_NVDISASM``, else the one shipped in the ``nvidia-cuda-nvdisasm`` wheel, else
-        one on ``PATH``.
-
-    Raises
-    ------
-    ToolchainMissing
-        Where none is found.
-    """
+    """``$GPUDVFS_NVDISASM``, else the ``nvidia-cuda-nvdisasm`` wheel's, else ``PATH``'s; `ToolchainMissing`: none."""
     env = os.environ.get("GPUDVFS_NVDISASM")
     if env:
         if not Path(env).is_file():
@@ -83,16 +71,6 @@ def nvdisasm_path() -> Path:
 
 def disassemble(cubin: bytes) -> str:
     """SASS text of a CUBIN, from ``nvdisasm -c`` (code sections only).
-
-    Parameters
-    ----------
-    cubin : bytes
-        The CUBIN.
-
-    Returns
-    -------
-    str
-        nvdisasm's output.
 
     Raises
     ------
@@ -121,20 +99,11 @@ def disassemble(cubin: bytes) -> str:
 
 @dataclass(frozen=True)
 class Instruction:
-    """One SASS instruction.
+    """One SASS instruction at ``address`` in its function.
 
-    Parameters
-    ----------
-    address : int
-        Its address in the function.
-    predicate : str
-        ``""`` or e.g. ``"@!P0"``.
-    opcode : str
-        The full mnemonic with modifiers, e.g. ``"LDG.E.128.STRONG.GPU"``.
-    operands : str
-        The operands, as nvdisasm prints them.
-    target : int or None
-        The branch target's address, for branches to a label.
+    ``predicate`` is ``""`` or e.g. ``"@!P0"``; ``opcode`` the full mnemonic with modifiers, e.g.
+    ``"LDG.E.128.STRONG.GPU"``; ``operands`` as nvdisasm prints them; ``target`` the branch target's
+    address, for branches to a label.
     """
 
     address: int
@@ -155,20 +124,10 @@ class Instruction:
 
 
 def instruction_class(opcode: str) -> str:
-    """The class of a mnemonic.
+    """The class (one of ``SASS_CLASSES``) of a mnemonic, with or without modifiers.
 
     Uniform-datapath instructions (``U...``: scalar per warp, their own pipeline) and
     moves/conversions/special registers are OTHER.
-
-    Parameters
-    ----------
-    opcode : str
-        The mnemonic, with or without modifiers.
-
-    Returns
-    -------
-    str
-        One of ``SASS_CLASSES``.
     """
     return _OPCODE_CLASS.get(opcode.split(".", 1)[0], "OTHER")
 
@@ -180,18 +139,7 @@ _TARGET = re.compile(r"`\((\.L\w+)\)")
 
 
 def parse_sass(text: str) -> dict[str, list[Instruction]]:
-    """Instructions of every function in ``nvdisasm -c`` output.
-
-    Parameters
-    ----------
-    text : str
-        nvdisasm's output.
-
-    Returns
-    -------
-    dict
-        Mangled function name -> its instructions, in order.
-    """
+    """Mangled function name -> its instructions in order, from ``nvdisasm -c`` output."""
     funcs: dict[str, list[tuple[int, str, str, str]]] = {}
     labels: dict[str, dict[str, int]] = {}
     current: str | None = None
@@ -231,56 +179,26 @@ def parse_sass(text: str) -> dict[str, list[Instruction]]:
 
 @dataclass(frozen=True)
 class Loop:
-    """A loop of a function: from a backward branch's target label to the branch itself.
-
-    Parameters
-    ----------
-    start, end : int
-        The indices of its first and last instruction in the function.
-    body : tuple of Instruction
-        Its instructions, ``[start, end]``.
-    """
+    """A loop: from a backward branch's target label (index ``start``) to the branch (``end``), inclusive."""
 
     start: int
     end: int
     body: tuple[Instruction, ...]
 
     def counts(self) -> Counter:
-        """Instructions per class.
-
-        Returns
-        -------
-        collections.Counter
-            Class (`instruction_class`) -> count.
-        """
+        """Instructions per class (`instruction_class`)."""
         return Counter(i.cls for i in self.body)
 
     def opcode_counts(self) -> Counter:
-        """Instructions per base opcode.
-
-        Returns
-        -------
-        collections.Counter
-            Base opcode (``FFMA``, ``LDG``, ...) -> count.
-        """
+        """Instructions per base opcode (``FFMA``, ``LDG``, ...)."""
         return Counter(i.base for i in self.body)
 
 
 def find_loops(insns: list[Instruction]) -> list[Loop]:
-    """Every loop of a function.
+    """Every loop of a function, in the order their branches come.
 
     A branch whose target lies at or before it closes a loop over the instructions in between.
     Branches to themselves (the padding after EXIT) are skipped.
-
-    Parameters
-    ----------
-    insns : list of Instruction
-        The function's instructions.
-
-    Returns
-    -------
-    list of Loop
-        In the order their branches come.
     """
     index = {ins.address: k for k, ins in enumerate(insns)}
     loops = []
@@ -292,27 +210,12 @@ def find_loops(insns: list[Instruction]) -> list[Loop]:
 
 
 def hot_loop(insns: list[Instruction]) -> Loop:
-    """The measurement loop of a benchmark kernel.
+    """The measurement loop of a benchmark kernel; `ValueError` where it has no loop.
 
     Among the innermost loops (those whose range holds no other loop), the one with the most
     work-class instructions (ties: the first). This is what "the loop" means in the SASS
     checks: the code that repeats during the measurement, unaffected by set-up code before it
     or by loops that enclose it.
-
-    Parameters
-    ----------
-    insns : list of Instruction
-        The kernel's instructions.
-
-    Returns
-    -------
-    Loop
-        The hot loop.
-
-    Raises
-    ------
-    ValueError
-        Where the function has no loop.
     """
     loops = find_loops(insns)
     if not loops:
@@ -323,24 +226,10 @@ def hot_loop(insns: list[Instruction]) -> Loop:
 
 
 def dominates(loop: Loop, cls: str, exempt: Iterable[str] = ()) -> bool:
-    """Whether a class dominates a loop.
+    """Whether class ``cls`` dominates a loop.
 
     It does when the loop holds at least one of its instructions and no other work class
     (except the ``exempt`` ones, deliberately mixed in) has more.
-
-    Parameters
-    ----------
-    loop : Loop
-        The loop.
-    cls : str
-        A work class.
-    exempt : iterable of str
-        Work classes deliberately mixed in.
-
-    Returns
-    -------
-    bool
-        Whether ``cls`` dominates.
     """
     c = loop.counts()
     skip = set(exempt) | {cls}
@@ -348,22 +237,7 @@ def dominates(loop: Loop, cls: str, exempt: Iterable[str] = ()) -> bool:
 
 
 def intensity(loop: Loop, numerator: str, denominator: Iterable[str]) -> float:
-    """Instructions of one class per instruction of others.
-
-    Parameters
-    ----------
-    loop : Loop
-        The loop.
-    numerator : str
-        A class.
-    denominator : iterable of str
-        Classes.
-
-    Returns
-    -------
-    float
-        The ratio; infinite where the loop has none of the ``denominator`` classes.
-    """
+    """Instructions of one class per instruction of others; infinite where the loop has none of the ``denominator``."""
     c = loop.counts()
     den = sum(c[d] for d in denominator)
     return math.inf if den == 0 else c[numerator] / den

@@ -12,9 +12,6 @@
 | `launchers`     | launching a workload on the GPU (CuPy)                                  |
 | `device`        | `NvmlDevice`: the `Device` protocol, measuring time and power           |
 | `visible`       | the GPUs ``CUDA_VISIBLE_DEVICES`` shows, as NVML's indices              |
-
-NVML comes from the PyPI package ``nvidia-ml-py``, imported only when a device is opened, so
-gpudvfs imports without it.
 """
 
 from gpudvfs.hardware.nvml.bindings import ClockControlError

@@ -20,18 +20,7 @@ class ClockControlError(GpudvfsError, RuntimeError):
 
 
 def import_pynvml() -> Any:
-    """Import nvidia-ml-py's ``pynvml`` module.
-
-    Returns
-    -------
-    module
-        The NVML bindings.
-
-    Raises
-    ------
-    ImportError
-        Where nvidia-ml-py is not installed; the message says how to install it.
-    """
+    """Import nvidia-ml-py's ``pynvml``; `ImportError` where it is not installed, saying how to install it."""
     try:
         import pynvml
     except ImportError as exc:
@@ -43,75 +32,22 @@ def import_pynvml() -> Any:
 
 
 def unsupported(nv: Any) -> tuple[type[BaseException], ...]:
-    """The NVML errors that mean "this GPU or driver cannot do that".
-
-    FunctionNotFound (the driver predates the call) is treated like NotSupported.
-
-    Parameters
-    ----------
-    nv : module
-        The NVML bindings.
-
-    Returns
-    -------
-    tuple of type
-        The exception classes, for an ``except`` clause.
-    """
+    """The NVML exception classes that mean "this GPU or driver cannot do that" (FunctionNotFound too)."""
     return (nv.NVMLError_NotSupported, nv.NVMLError_FunctionNotFound)
 
 
 def field_number(value: Any) -> float:
-    """The number an ``nvmlFieldValue_t`` holds, from the member of its value union its type names.
-
-    Parameters
-    ----------
-    value : nvmlFieldValue_t
-        One answer of ``nvmlDeviceGetFieldValues`` that succeeded (``nvmlReturn`` 0).
-
-    Returns
-    -------
-    float
-        The field's value.
-    """
+    """The number a successful ``nvmlFieldValue_t`` holds, from the member of its value union its type names."""
     return float(getattr(value.value, FIELD_VALUE[value.valueType]))
 
 
 def text(value: bytes | str) -> str:
-    """A string NVML returns, as ``str`` (older bindings return bytes).
-
-    Parameters
-    ----------
-    value : bytes or str
-        What the binding returned.
-
-    Returns
-    -------
-    str
-        The decoded text.
-    """
+    """A string NVML returns, as ``str`` (older bindings return bytes)."""
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def whole_mhz(value: float, arg: str) -> int:
-    """A clock given in MHz as the whole number NVML takes.
-
-    Parameters
-    ----------
-    value : float
-        The clock, in MHz.
-    arg : str
-        The argument's name, for the error message.
-
-    Returns
-    -------
-    int
-        The clock in whole MHz.
-
-    Raises
-    ------
-    InputError
-        Where ``value`` is not a positive whole number.
-    """
+    """A clock in MHz as the whole number NVML takes; `InputError` naming ``arg`` where it is not one."""
     try:
         f = float(value)
     except (TypeError, ValueError):

@@ -30,19 +30,7 @@ _RESETS = {"gpu_locked": "nvmlDeviceResetGpuLockedClocks",
 
 
 class ClockControl:
-    """The clock and power-limit settings this process made on one GPU.
-
-    Parameters
-    ----------
-    nv : module
-        The NVML bindings.
-    handle : object
-        NVML's handle of the GPU.
-    index : int
-        The GPU's NVML index, for messages and the ``nvidia-smi`` commands they suggest.
-    name : str
-        The GPU's name, for messages.
-    """
+    """The clock and power-limit settings this process made on one GPU (``index`` and ``name`` for messages)."""
 
     def __init__(self, nv: Any, handle: Any, index: int, name: str) -> None:
         self._nv, self._handle = nv, handle
@@ -61,24 +49,11 @@ class ClockControl:
         return bool(self._active)
 
     def lock(self, core: int, mem: int) -> None:
-        """Run the GPU at ``core``/``mem`` MHz, with locked clocks where it has them.
+        """Run the GPU at ``core``/``mem`` MHz (a supported pair), with locked clocks where it has them.
 
-        Any earlier setting is undone first, so settings never mix; a lock that fails part-way
-        is undone too.
-
-        Parameters
-        ----------
-        core : int
-            Core clock, MHz, one the GPU supports at ``mem``.
-        mem : int
-            Memory clock, MHz, one the GPU supports.
-
-        Raises
-        ------
-        ClockPermissionError
-            Where setting clocks needs root; the message says how to get it.
-        ClockControlError
-            Where the GPU supports neither locked nor application clocks.
+        Any earlier setting is undone first, so settings never mix; a lock that fails part-way is
+        undone too. `ClockPermissionError` where setting clocks needs root (the message says how to get
+        it); `ClockControlError` where the GPU supports neither locked nor application clocks.
         """
         with self._state:
             if self._active:
@@ -154,19 +129,9 @@ class ClockControl:
         return ClockPermissionError(msg)
 
     def set_power_limit(self, watts: float) -> None:
-        """Set the board's power limit; the first one records the limit `reset` puts back.
+        """Set the board's power limit, W; the first one records the limit `reset` puts back.
 
-        Parameters
-        ----------
-        watts : float
-            The limit, W, within the range the board takes.
-
-        Raises
-        ------
-        ClockPermissionError
-            Where setting the limit needs root.
-        ClockControlError
-            Where the GPU takes no power limit.
+        `ClockPermissionError` where setting it needs root; `ClockControlError` where the GPU takes none.
         """
         nv, h = self._nv, self._handle
         with self._state:
@@ -189,12 +154,9 @@ class ClockControl:
                 self._active.append("power_limit")
 
     def reset(self) -> None:
-        """Undo every clock and power-limit setting this object made (no-op when it made none).
+        """Undo every clock and power-limit setting this object made.
 
-        Raises
-        ------
-        ClockControlError
-            Where NVML refused to undo one; the message gives the ``nvidia-smi`` commands that do.
+        `ClockControlError` where NVML refused; the message gives the ``nvidia-smi`` commands that do it.
         """
         nv, h = self._nv, self._handle
         with self._state:

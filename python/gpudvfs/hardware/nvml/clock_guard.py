@@ -40,13 +40,7 @@ class ClockGuard:
         self._thread_warned = False
 
     def add(self, settings: Resettable) -> None:
-        """Guard ``settings`` until `discard`; the first one installs the handlers.
-
-        Parameters
-        ----------
-        settings : Resettable
-            A GPU's settings, about to be changed.
-        """
+        """Guard a GPU's settings, about to be changed, until `discard`; the first one installs the handlers."""
         with self._lock:
             if settings not in self._settings:
                 self._settings.append(settings)
@@ -57,13 +51,7 @@ class ClockGuard:
                 self._install()
 
     def discard(self, settings: Resettable) -> None:
-        """Stop guarding ``settings`` (all undone); the last one puts the handlers back.
-
-        Parameters
-        ----------
-        settings : Resettable
-            A GPU's settings, back to the driver's.
-        """
+        """Stop guarding settings back to the driver's; the last one puts the handlers back."""
         with self._lock:
             if settings in self._settings:
                 self._settings.remove(settings)

@@ -1,11 +1,9 @@
 """`NvmlDevice`: a real NVIDIA GPU behind the `Device` protocol, through NVML.
 
-Kernels are launched through a *launcher* (`gpudvfs.hardware.nvml.launchers`). A launch
-function may return the launch's GPU time in milliseconds (e.g. from CUDA events); `measure`
-then uses it instead of the wall clock around the launch. One with a ``result()`` method (the
-default launcher's, for microbenchmarks) gives what its last launch measured, which `measure`
-records as `Measurement.result`: the latency suite's cycles per access, from which the time
-device is fitted.
+Kernels are launched through a *launcher* (`gpudvfs.hardware.nvml.launchers`); `measure` takes a
+launch's own GPU time where it returns one, and records its ``result()`` as
+`Measurement.result` (the latency suite's cycles per access, from which the time device is
+fitted).
 
 Clocks and the board's power limit are set as `gpudvfs.hardware.nvml.clock_control` says;
 `knobs` says which of these this process may set, without setting any. Locked clocks outlive
@@ -65,22 +63,13 @@ _SETTLE_UNKNOWN_S = 0.2
 
 
 class NvmlDevice(NvmlGpu):
-    """GPU ``index`` through NVML, satisfying the `Device` protocol.
-
-    Use it as a context manager so clocks are reset and NVML shut down on the way out.
+    """GPU ``index`` through NVML, satisfying the `Device` protocol; use ``with`` so clocks are reset on the way out.
 
     Parameters
     ----------
-    index : int
-        NVML's index of the GPU.
-    pynvml : module, optional
-        The NVML module (tests pass a stand-in); by default nvidia-ml-py's is imported.
     launcher : callable, optional
         Maps a `Workload` to its launch-and-wait function (see the module notes); by default
         `gpudvfs.hardware.nvml.launchers.default_launcher`.
-    default_clocks : tuple of float, optional
-        The reference (core, memory) MHz, for GPUs that do not report default application
-        clocks (most GeForce cards).
     power : str
         One of `POWER_SOURCES` (see the module notes).
     leave_clocks : bool
@@ -123,31 +112,11 @@ class NvmlDevice(NvmlGpu):
             super().close()
 
     def identity(self) -> dict[str, str | float | bool | None]:
-        """What tells this GPU apart, recorded with a sweep so a resume elsewhere is refused.
-
-        Returns
-        -------
-        dict
-            ``kind`` ("nvml"), ``name``, ``uuid`` and the ``power`` source.
-        """
+        """``kind`` ("nvml"), ``name``, ``uuid`` and the ``power`` source."""
         return {"kind": "nvml", "name": self.name, "uuid": self.uuid(), "power": self.power}
 
     def check(self, workload: Workload) -> None:
-        """Refuse a workload this GPU cannot run, before any work starts.
-
-        A real GPU runs manifest kernels and callables; counters alone describe a workload to
-        the simulator only.
-
-        Parameters
-        ----------
-        workload : Workload
-            The workload.
-
-        Raises
-        ------
-        InputError
-            Where it has counters alone, or names a kernel the manifest lacks.
-        """
+        """Counters alone (a description for the simulator) are refused, and kernels the manifest lacks."""
         if workload.kernel is None and workload.fn is None:
             raise InputError(f"workload {workload.name!r} has only 'counters', which describe a workload to the "
                              "simulated GPU; on a real GPU give a manifest kernel or a 'callable'")
@@ -159,12 +128,8 @@ class NvmlDevice(NvmlGpu):
     def knobs(self) -> dict[str, Any]:
         """What this process may set, read without setting anything.
 
-        Returns
-        -------
-        dict
-            ``clocks`` (root, or application clocks open to all), ``power_limit`` (root, where
-            the board reports its range) and ``power_limit_w``, that range (None where it does
-            not say).
+        ``clocks`` (root, or application clocks open to all), ``power_limit`` (root, where the board
+        reports its range) and ``power_limit_w``, that range (None where it does not say).
         """
         perms = self.clock_permissions()
         limits = self.power_limits()
@@ -181,17 +146,8 @@ class NvmlDevice(NvmlGpu):
     def lock_clocks(self, core_mhz: float, mem_mhz: float) -> None:
         """Pin both clocks until `reset_clocks`.
 
-        Parameters
-        ----------
-        core_mhz : float
-            Core clock, MHz, one the GPU supports at ``mem_mhz``.
-        mem_mhz : float
-            Memory clock, MHz, one the GPU supports.
-
         Raises
         ------
-        InputError
-            Where the pair is not supported.
         ClockPermissionError
             Where setting clocks needs root; the message says how to get it.
         ClockControlError
@@ -207,15 +163,7 @@ class NvmlDevice(NvmlGpu):
         self._control.lock(core, mem)
 
     def set_power_limit(self, watts: float) -> None:
-        """Set the board's power limit (root; within `power_limits`' ``min`` and ``max``).
-
-        `reset_clocks` (and `close`, and the signal guard) puts back the limit it found, as it
-        undoes clock settings.
-
-        Parameters
-        ----------
-        watts : float
-            The limit, W.
+        """Set the board's power limit, W (root; within `power_limits`' ``min`` and ``max``), undone with the clocks.
 
         Raises
         ------
@@ -237,12 +185,9 @@ class NvmlDevice(NvmlGpu):
         self._control.set_power_limit(watts)
 
     def reset_clocks(self) -> None:
-        """Undo every clock (and power-limit) setting this object made (no-op when it made none).
+        """Undo every clock and power-limit setting this object made.
 
-        Raises
-        ------
-        ClockControlError
-            Where NVML refused to undo one; the message gives the ``nvidia-smi`` commands that do.
+        `ClockControlError` where NVML refused; the message gives the ``nvidia-smi`` commands that do it.
         """
         self._control.reset()
 
@@ -250,37 +195,7 @@ class NvmlDevice(NvmlGpu):
 
     def infer_refresh_period(self, seconds: float = 3.0, min_changes: int = 30,
                              launch: LaunchFn | None = None, attempts: int = 3) -> float:
-        """Infer how often the power reading updates, and keep it in ``refresh_period_s``.
-
-        Polls the reading as fast as possible, times the changes of value and estimates the
-        period with `refresh_period_from_changes`. Polls until ``min_changes`` changes or
-        ``seconds``; polls again, up to ``attempts`` times in all, when the polls were timed too
-        badly to tell (a busy CPU).
-
-        Parameters
-        ----------
-        seconds : float
-            The longest an attempt polls.
-        min_changes : int
-            Changes an attempt waits for (at least 7).
-        launch : callable, optional
-            Run repeatedly in this thread meanwhile, so a reading that is flat at idle still
-            moves.
-        attempts : int
-            Attempts before giving up.
-
-        Returns
-        -------
-        float
-            The period, in seconds.
-
-        Raises
-        ------
-        InputError
-            Where an argument is out of its range.
-        GpudvfsError
-            Where the reading changed too rarely, or no attempt could tell the period.
-        """
+        """`gpudvfs.hardware.nvml.refresh.infer_period` on the power reading, kept in ``refresh_period_s``."""
         self.refresh_period_s = infer_period(self._power_mw, f"the power reading of {self.name}", seconds,
                                              min_changes, launch, attempts)
         return self.refresh_period_s
@@ -305,26 +220,12 @@ class NvmlDevice(NvmlGpu):
     def profile(self, workload: Workload) -> dict[str, float]:
         """Counters of one launch at the current clocks, from Nsight Compute (NVML has none).
 
-        ``ncu`` wraps a process that launches the workload once on this GPU, reads its kernel
-        named ``workload.profile_kernel`` (a microbenchmark's: its kernel function; else the
-        first kernel launched), and its metrics map onto the power model's utilizations and the
-        time model's inputs. The idle benchmark launches nothing: every component idles.
-        Needs ``ncu`` on PATH and permission to read GPU counters (see `run_ncu`'s errors).
-
-        Parameters
-        ----------
-        workload : Workload
-            A manifest kernel, or a callable with an importable ``spec``.
-
-        Returns
-        -------
-        dict
-            Component utilizations under the power model's names, and the time model's inputs.
-
-        Raises
-        ------
-        ValueError
-            Where ncu recorded no launch of the kernel.
+        ``ncu`` wraps a process that launches the workload (a manifest kernel, or a callable with an
+        importable ``spec``) once on this GPU, reads its kernel named ``workload.profile_kernel`` (a
+        microbenchmark's: its kernel function; else the first kernel launched), and its metrics map
+        onto the power model's utilizations and the time model's inputs. The idle benchmark launches
+        nothing: every component idles. Needs ``ncu`` on PATH and permission to read GPU counters (see
+        `run_ncu`'s errors); `ValueError` where ncu recorded no launch of the kernel.
         """
         name = workload.profile_kernel
         if workload.kernel is not None and name is None:
@@ -362,31 +263,10 @@ class NvmlDevice(NvmlGpu):
         rule over the measured launches alone, after launches over two refresh periods, with
         the sampler running, that let the lagging reading settle on the workload. Throttle
         reasons are polled before, during (every 10 ms, or with the power samples) and after,
-        and any but the ignored ones (GPU idle, application clocks setting) flag the
-        measurement; ``temperature_c`` is the mean of the polled readings. The clocks reported
-        are the locked ones, or, when nothing is locked, the median of those NVML reported
-        meanwhile.
-
-        Parameters
-        ----------
-        workload : Workload
-            What to launch.
-        min_seconds : float
-            The least time the timed launches span (without ``repetitions``).
-        repetitions : int, optional
-            Launch exactly this often instead.
-
-        Returns
-        -------
-        Measurement
-            Time per launch, power and energy, and what the GPU reported meanwhile.
-
-        Raises
-        ------
-        InputError
-            Where ``min_seconds`` or ``repetitions`` is not positive.
-        GpudvfsError
-            Where the energy counter went backwards during the measurement.
+        and any but the ignored ones flag the measurement; ``temperature_c`` is the mean of the
+        polled readings. The clocks reported are the locked ones, or, when nothing is locked, the
+        median of those NVML reported meanwhile. `GpudvfsError` where the energy counter went
+        backwards.
         """
         if repetitions is None:
             if not (is_finite_number(min_seconds) and min_seconds > 0):

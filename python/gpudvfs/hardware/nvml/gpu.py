@@ -37,14 +37,10 @@ def _process_name(pid: int) -> str:
 
 
 class NvmlGpu:
-    """GPU ``index`` through NVML: its clocks, power, temperature, limits and activity.
-
-    Use it as a context manager, or call `close`, so NVML is shut down on the way out.
+    """GPU ``index`` through NVML: its clocks, power, temperature, limits and activity; close it (or use ``with``).
 
     Parameters
     ----------
-    index : int
-        NVML's index of the GPU.
     pynvml : module, optional
         The NVML module (tests pass a stand-in); by default nvidia-ml-py's is imported.
     default_clocks : tuple of float, optional
@@ -124,36 +120,14 @@ class NvmlGpu:
     # -- clocks -------------------------------------------------------------------------------
 
     def memory_clocks(self) -> list[float]:
-        """Supported memory clocks.
-
-        Returns
-        -------
-        list of float
-            MHz, descending.
-        """
+        """NVML's supported memory clocks, MHz, descending (the `Device` protocol's)."""
         if self._mem_clocks is None:
             raw = self._nv.nvmlDeviceGetSupportedMemoryClocks(self._handle)
             self._mem_clocks = sorted((float(c) for c in raw), reverse=True)
         return list(self._mem_clocks)
 
     def core_clocks(self, mem_mhz: float) -> list[float]:
-        """Supported core clocks at a memory clock.
-
-        Parameters
-        ----------
-        mem_mhz : float
-            A supported memory clock, MHz.
-
-        Returns
-        -------
-        list of float
-            MHz, descending.
-
-        Raises
-        ------
-        InputError
-            Where ``mem_mhz`` is not a supported memory clock.
-        """
+        """NVML's supported core clocks at ``mem_mhz`` (the `Device` protocol's)."""
         mem = whole_mhz(mem_mhz, "mem_mhz")
         supported = self.memory_clocks()
         if mem not in supported:
@@ -166,17 +140,9 @@ class NvmlGpu:
         return list(self._core_clocks[key])
 
     def default_clocks(self) -> tuple[float, float]:
-        """The configuration the GPU runs at by default: the reference.
+        """The ones given when opened, else the default application clocks.
 
-        Returns
-        -------
-        tuple of float
-            (core, memory) MHz: the ones given when opened, else the default application clocks.
-
-        Raises
-        ------
-        ClockControlError
-            Where the GPU reports no default application clocks and none were given.
+        Raises `ClockControlError` where the GPU reports neither.
         """
         if self._default_override is not None:
             core, mem = self._default_override
@@ -202,12 +168,9 @@ class NvmlGpu:
     def clock_permissions(self) -> dict[str, bool | None]:
         """What setting clocks would take here, read without setting any.
 
-        Returns
-        -------
-        dict
-            ``root``: whether this process is root (locked clocks need it);
-            ``application_clocks_root_only``: whether NVML restricts application clocks to root
-            (None where the driver does not say).
+        ``root``: whether this process is root (locked clocks need it);
+        ``application_clocks_root_only``: whether NVML restricts application clocks to root
+        (None where the driver does not say).
         """
         nv = self._nv
         cannot_tell: tuple[type[BaseException], ...] = (*unsupported(nv), AttributeError)
@@ -244,13 +207,7 @@ class NvmlGpu:
         return float(self._nv.nvmlDeviceGetPowerUsage(self._handle))
 
     def power_watts(self) -> float:
-        """The power reading now (see `power_reading`).
-
-        Returns
-        -------
-        float
-            W.
-        """
+        """The power reading now, W (see `power_reading`)."""
         return self._power_mw() / 1000.0  # NVML gives mW
 
     @property
@@ -259,26 +216,13 @@ class NvmlGpu:
         return self._has_energy
 
     def energy_joules(self) -> float | None:
-        """The energy counter.
-
-        Returns
-        -------
-        float or None
-            J since the driver loaded; None where the GPU has no counter (before Volta).
-        """
+        """J since the driver loaded; None where the GPU has no counter (before Volta)."""
         if not self._has_energy:
             return None
         return self._nv.nvmlDeviceGetTotalEnergyConsumption(self._handle) / 1000.0  # mJ
 
     def power_limits(self) -> dict[str, float | None]:
-        """The board's power limits.
-
-        Returns
-        -------
-        dict
-            W: ``enforced`` now, ``default``, and the range an administrator may set (``min``,
-            ``max``); None where NVML does not tell.
-        """
+        """The board's power limits, W: ``enforced``, ``default``, the settable ``min`` and ``max``; None: unknown."""
         nv, h = self._nv, self._handle
 
         def call(name: str) -> Any:
@@ -299,73 +243,35 @@ class NvmlGpu:
     # -- state --------------------------------------------------------------------------------
 
     def temperature_c(self) -> float:
-        """The GPU's temperature.
-
-        Returns
-        -------
-        float
-            Degrees C.
-        """
+        """The GPU's temperature, degrees C."""
         nv = self._nv
         return float(nv.nvmlDeviceGetTemperature(self._handle, nv.NVML_TEMPERATURE_GPU))
 
     def throttle_mask(self) -> int:
-        """The raw reason bits holding the clocks down now.
-
-        Returns
-        -------
-        int
-            NVML's reason bits, the ignored ones included; 0 (after one warning) where the GPU
-            cannot report them.
-        """
+        """NVML's reason bits holding the clocks down now, ignored ones included; 0 (after a warning): unreadable."""
         return self._throttle.mask()
 
     def throttle_reasons(self) -> tuple[str, ...]:
-        """Active reasons holding the clocks down, without the ignored ones.
-
-        The ignored ones (`IGNORED_THROTTLE_REASONS`) are GPU idle and application clocks
-        setting.
-
-        Returns
-        -------
-        tuple of str
-            Reason names (`THROTTLE_REASONS`); empty: none.
-        """
+        """Active reasons (`THROTTLE_REASONS`) but `IGNORED_THROTTLE_REASONS` (GPU idle, application clocks)."""
         return reason_names(self.throttle_mask() & ~IGNORED_THROTTLE_REASONS)
 
     def processes(self) -> tuple[tuple[int, str], ...]:
-        """The compute processes on this GPU.
+        """The compute processes on this GPU, (pid, name) by pid.
 
-        Returns
-        -------
-        tuple of tuple
-            (pid, name), by pid. The name is the process's command where this process can see
-            it (``/proc``; another PID namespace cannot), else ``pid <N>``.
+        The name is the process's command where this process can see it (``/proc``; another PID
+        namespace cannot), else ``pid <N>``.
         """
         procs = self._nv.nvmlDeviceGetComputeRunningProcesses(self._handle)
         return tuple(sorted((int(p.pid), _process_name(int(p.pid))) for p in procs))
 
     def gpm(self) -> GpmActivity | None:
-        """GPM activities of this GPU (Hopper and newer).
-
-        Returns
-        -------
-        GpmActivity or None
-            None where NVML has no GPM for it.
-        """
+        """GPM activities of this GPU (Hopper and newer); None where NVML has none for it."""
         return GpmActivity.open(self._nv, self._handle)
 
     def utilization(self) -> tuple[float, float]:
-        """The (kernel, memory) busy fractions over NVML's last sample period.
+        """The (kernel, memory) busy fractions in [0, 1] over NVML's last sample period.
 
-        The share of time a kernel ran, and the share device memory was read or written.
-        Coarser than DCGM's profiling activities: a kernel that keeps one SM busy counts as
-        fully busy.
-
-        Returns
-        -------
-        tuple of float
-            Fractions in [0, 1].
+        Coarser than DCGM's profiling activities: a kernel that keeps one SM busy counts as fully busy.
         """
         u = self._nv.nvmlDeviceGetUtilizationRates(self._handle)
         return float(u.gpu) / 100.0, float(u.memory) / 100.0
@@ -373,42 +279,16 @@ class NvmlGpu:
     # -- identity -----------------------------------------------------------------------------
 
     def uuid(self) -> str:
-        """The GPU's UUID.
-
-        Returns
-        -------
-        str
-            NVML's ``GPU-...`` form.
-        """
+        """NVML's ``GPU-...`` UUID."""
         return text(self._nv.nvmlDeviceGetUUID(self._handle))
 
     def pci_bus_id(self) -> str:
-        """The GPU's PCI address.
-
-        CUDA and NVML may number GPUs differently (``CUDA_DEVICE_ORDER``); the address names the
-        same GPU in both.
-
-        Returns
-        -------
-        str
-            ``domain:bus:device.0``, in hexadecimal.
-        """
+        """``domain:bus:device.0`` (hex): the same GPU in CUDA and NVML, which may number GPUs differently."""
         pci = self._nv.nvmlDeviceGetPciInfo(self._handle)
         return f"{pci.domain:04x}:{pci.bus:02x}:{pci.device:02x}.0"
 
     def sm_count(self) -> int:
-        """Streaming multiprocessors, from CUDA (NVML does not report them).
-
-        Returns
-        -------
-        int
-            The SM count.
-
-        Raises
-        ------
-        ImportError
-            Where CuPy is not installed.
-        """
+        """Streaming multiprocessors, from CUDA (NVML does not report them); `ImportError` without CuPy."""
         try:
             import cupy
         except ImportError as exc:

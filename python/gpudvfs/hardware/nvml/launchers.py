@@ -25,15 +25,7 @@ Launcher = Callable[[Workload], LaunchFn]
 
 
 class OnDevice:
-    """A loaded benchmark launched on its GPU (CuPy's current device while it runs).
-
-    Parameters
-    ----------
-    run : LoadedBenchmark
-        The benchmark, loaded on ``cuda_device``.
-    cuda_device : cupy.cuda.Device
-        Its GPU.
-    """
+    """A benchmark loaded on ``cuda_device``, launched with it as CuPy's current device."""
 
     def __init__(self, run: Any, cuda_device: Any) -> None:
         self._run, self._device = run, cuda_device
@@ -44,13 +36,7 @@ class OnDevice:
             self._run()  # a loaded benchmark launches once and waits for its stream
 
     def result(self) -> dict[str, float]:
-        """What the last launch measured.
-
-        Returns
-        -------
-        dict
-            The benchmark's readings (empty for a benchmark that measures nothing).
-        """
+        """The benchmark's readings of its last launch (empty for one that measures nothing)."""
         if not getattr(self._run, "measures", False):
             return {}
         with self._device:
@@ -58,28 +44,11 @@ class OnDevice:
 
 
 def default_launcher(workload: Workload, pci_bus_id: str) -> LaunchFn:
-    """The launch function of a workload on the GPU at a PCI address.
+    """The launch-and-wait function of a workload on the GPU at a PCI address.
 
-    Parameters
-    ----------
-    workload : Workload
-        A manifest kernel (loaded on CuPy) or a callable (called with CuPy's current device set
-        to the GPU, where CuPy is installed).
-    pci_bus_id : str
-        The GPU's PCI address.
-
-    Returns
-    -------
-    callable
-        Launches the workload once and waits.
-
-    Raises
-    ------
-    InputError
-        Where the workload has neither a kernel nor a callable (counters describe a workload to
-        the simulated GPU alone).
-    ImportError
-        Where a kernel workload finds no CuPy.
+    A manifest kernel is loaded on CuPy (`ImportError` without it); a callable is called with CuPy's
+    current device set to the GPU, where CuPy is installed. `InputError` where the workload has
+    neither (counters describe a workload to the simulated GPU alone).
     """
     if workload.fn is not None:
         fn, where = workload.fn, callable_device(pci_bus_id)

@@ -16,34 +16,20 @@ from gpudvfs.errors import GpudvfsError, InputError
 
 
 def refresh_period_from_changes(changes: list[tuple[float, float]]) -> float:
-    """The update period of a sensor from the times its value was seen to change.
+    """The update period of a sensor, s, from the times its value was seen to change.
 
     Each change is a bracket ``(start of the last poll that saw the old value, end of the first
-    poll that saw the new one)``: the update happened inside it. A change within a twentieth of
-    the usual interval after the one before is the same update landing in two steps (an H100's
-    instant power field does this at about one update in four, 0.1 ms apart: see validation/),
-    and is merged into it. Brackets much wider than usual (the poller was
+    poll that saw the new one)``, s, in time order: the update happened inside it. A change within a
+    twentieth of the usual interval after the one before is the same update landing in two steps
+    (an H100's instant power field does this at about one update in four, 0.1 ms apart: see
+    validation/), and is merged into it. Brackets much wider than usual (the poller was
     descheduled) are dropped, since their update time is vague. The intervals between the
     remaining changes are whole multiples of the period (more than one where an update
     repeated the previous value or fell in a dropped bracket), so the period is taken as the
     largest value that (nearly) as many intervals are near-whole multiples of as of any value
     (an approximate greatest common divisor, where a median would follow the multiples), then
-    refined as those intervals' total time over their total count of periods.
-
-    Parameters
-    ----------
-    changes : list of tuple of float
-        The brackets, in time order, in seconds.
-
-    Returns
-    -------
-    float
-        The period, in seconds.
-
-    Raises
-    ------
-    ValueError
-        With fewer than 5 usable intervals, or where the intervals share no period.
+    refined as those intervals' total time over their total count of periods. `ValueError` with
+    fewer than 5 usable intervals, or where the intervals share no period.
     """
     if len(changes) < 6:
         raise ValueError(f"{len(changes)} changes seen, at least 6 needed")
@@ -94,37 +80,13 @@ def refresh_period_from_changes(changes: list[tuple[float, float]]) -> float:
 
 def infer_period(read: Callable[[], float], label: str, seconds: float = 3.0, min_changes: int = 30,
                  launch: Callable[[], object] | None = None, attempts: int = 3) -> float:
-    """Infer how often a reading updates: poll it, time its changes, estimate the period.
+    """Infer how often a reading updates, s: poll it, time its changes, `refresh_period_from_changes`.
 
-    Polls until ``min_changes`` changes or ``seconds``; polls again, up to ``attempts`` times in
-    all, when the polls were timed too badly to tell (a busy CPU).
-
-    Parameters
-    ----------
-    read : callable
-        Takes a reading.
-    label : str
-        What is read, for messages (e.g. "the power reading of GPU X").
-    seconds : float
-        The longest an attempt polls.
-    min_changes : int
-        Changes an attempt waits for (at least 7).
-    launch : callable, optional
-        A launch function run repeatedly meanwhile, so a reading flat at idle still moves.
-    attempts : int
-        Attempts before giving up.
-
-    Returns
-    -------
-    float
-        The period, in seconds (`refresh_period_from_changes`).
-
-    Raises
-    ------
-    InputError
-        Where an argument is out of its range.
-    GpudvfsError
-        Where the reading changed too rarely, or no attempt could tell the period.
+    Polls as fast as possible until ``min_changes`` changes (at least 7) or ``seconds``; polls again,
+    up to ``attempts`` times in all, when the polls were timed too badly to tell (a busy CPU).
+    ``launch`` runs repeatedly meanwhile, so a reading flat at idle still moves; ``label`` names the
+    reading in messages. `InputError` where an argument is out of its range; `GpudvfsError` where
+    the reading changed too rarely, or no attempt could tell the period.
     """
     if not (seconds > 0 and math.isfinite(seconds)):
         raise InputError(f"seconds: expected a positive duration, got {seconds!r}")
@@ -150,24 +112,10 @@ def infer_period(read: Callable[[], float], label: str, seconds: float = 3.0, mi
 
 def poll_changes(read: Callable[[], float], seconds: float, min_changes: int,
                  launch: Callable[[], object] | None = None) -> list[tuple[float, float]]:
-    """Poll a reading as fast as possible and bracket the times its value changed.
+    """Poll a reading as fast as possible and bracket the times its value changed, until ``min_changes``.
 
-    Parameters
-    ----------
-    read : callable
-        Takes a reading.
-    seconds : float
-        The longest it polls.
-    min_changes : int
-        It stops after this many changes.
-    launch : callable, optional
-        Run repeatedly in this thread meanwhile, while the polls run in a thread of their own
-        (a launch can last longer than a refresh period).
-
-    Returns
-    -------
-    list of tuple of float
-        One ``(start, end)`` bracket per change, as `refresh_period_from_changes` takes them.
+    ``launch`` runs repeatedly in this thread meanwhile, while the polls run in a thread of their
+    own (a launch can last longer than a refresh period).
     """
     done = threading.Event()
     changes: list[tuple[float, float]] = []

@@ -26,31 +26,13 @@ class Polled(Protocol):
     """What the monitor reads of a GPU."""
 
     def power_watts(self) -> float:
-        """The power reading now.
-
-        Returns
-        -------
-        float
-            W.
-        """
+        """As `Device.power_watts`."""
 
     def throttle_mask(self) -> int:
-        """The raw throttle reason bits active now.
-
-        Returns
-        -------
-        int
-            NVML's reason bits.
-        """
+        """NVML's raw throttle reason bits active now."""
 
     def temperature_c(self) -> float:
-        """The GPU's temperature.
-
-        Returns
-        -------
-        float
-            Degrees C.
-        """
+        """As `Device.temperature_c`."""
 
     @property
     def clocks(self) -> tuple[float, float]:
@@ -58,21 +40,10 @@ class Polled(Protocol):
 
 
 def sample_interval(sampled: bool, period: float | None) -> float:
-    """How often the monitor polls.
+    """Seconds between the monitor's polls, given the power reading's refresh period (s; None: unknown).
 
-    Parameters
-    ----------
-    sampled : bool
-        Whether power comes from sampled readings (else from the energy counter).
-    period : float or None
-        The power reading's refresh period, s; None where it is unknown.
-
-    Returns
-    -------
-    float
-        Seconds between polls: half the refresh period when sampling power, so no update is
-        missed (5 ms where the period is unknown); 10 ms for throttle reasons and temperature
-        alone.
+    Half the refresh period when power is ``sampled`` (not from the energy counter), so no update
+    is missed (5 ms where the period is unknown); 10 ms for throttle reasons and temperature alone.
     """
     if not sampled:
         return MONITOR_INTERVAL_S
@@ -80,19 +51,7 @@ def sample_interval(sampled: bool, period: float | None) -> float:
 
 
 class Monitor:
-    """Polls power (when sampled), throttle reasons, temperature and clocks in a thread.
-
-    Parameters
-    ----------
-    device : Polled
-        The GPU read.
-    interval : float
-        Seconds between polls (`sample_interval`).
-    power : bool
-        Whether to sample power.
-    clocks : bool
-        Whether to record the clocks (where none are locked).
-    """
+    """Polls power (when sampled), throttle reasons, temperature and clocks (where none are locked) in a thread."""
 
     def __init__(self, device: Polled, interval: float, power: bool, clocks: bool) -> None:
         self.device = device
@@ -151,24 +110,10 @@ class Monitor:
 
 
 def mean_between(t: list[float], y: list[float], a: float, b: float) -> float:
-    """Mean over ``[a, b]`` of readings taken at ascending times, joined by straight lines.
+    """Mean over ``[a, b]`` (``a < b``) of readings taken at ascending times, joined by straight lines.
 
     The trapezoid rule: a reading taken before the launches began, or after they ended, counts
     only as far as the line to it reaches into ``[a, b]``.
-
-    Parameters
-    ----------
-    t : list of float
-        When each reading was taken, ascending.
-    y : list of float
-        The readings.
-    a, b : float
-        The window, ``a < b``.
-
-    Returns
-    -------
-    float
-        The mean reading over the window.
     """
     times, readings = np.asarray(t), np.asarray(y)
     ts = np.concatenate(([a], times[(times > a) & (times < b)], [b]))

@@ -31,19 +31,7 @@ _KNOWN = sum(bit for bit, _ in THROTTLE_REASONS)
 
 
 def reason_names(mask: int) -> tuple[str, ...]:
-    """The names of the reasons a mask of reason bits holds.
-
-    Parameters
-    ----------
-    mask : int
-        Reason bits, as NVML reports them.
-
-    Returns
-    -------
-    tuple of str
-        One name per bit set, in `THROTTLE_REASONS` order; bits NVML may add later as
-        ``unknown_0x...``.
-    """
+    """The names of the bits set in NVML's reason mask, in `THROTTLE_REASONS` order; later bits as ``unknown_0x...``."""
     names = [name for bit, name in THROTTLE_REASONS if mask & bit]
     if mask & ~_KNOWN:
         names.append(f"unknown_0x{mask & ~_KNOWN:x}")
@@ -55,16 +43,7 @@ class ThrottleReader:
 
     The "event reasons" call replaced the "throttle reasons" one (same bits) in newer drivers;
     older bindings or drivers only have the latter. The call that answers is learnt on first
-    use; where neither does, the GPU reports no reasons (one warning says so).
-
-    Parameters
-    ----------
-    nv : module
-        The NVML bindings.
-    handle : object
-        NVML's handle of the GPU.
-    name : str
-        The GPU's name, for the warning.
+    use; where neither does, the GPU reports no reasons (one warning, naming ``name``, says so).
     """
 
     def __init__(self, nv: Any, handle: Any, name: str) -> None:
@@ -72,13 +51,7 @@ class ThrottleReader:
         self._read: Callable[[Any], int] | None = None
 
     def mask(self) -> int:
-        """The reason bits active now.
-
-        Returns
-        -------
-        int
-            Raw reason bits; 0 (after one warning) where the GPU cannot report them.
-        """
+        """The raw reason bits active now; 0 (after one warning) where the GPU cannot report them."""
         if self._read is not None:
             return int(self._read(self._handle))
         nv = self._nv

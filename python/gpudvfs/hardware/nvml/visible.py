@@ -17,24 +17,10 @@ from gpudvfs.hardware.nvml.bindings import text
 
 
 def visible_nvml_indices(nv: Any, count: int) -> list[int]:
-    """NVML's index of each GPU CUDA shows, in CUDA's order; all ``count`` where the variable is unset.
+    """NVML's index of each GPU CUDA shows, in CUDA's order (position i: CUDA's GPU i); all ``count`` where unset.
 
-    Parameters
-    ----------
-    nv : module
-        The NVML bindings, initialised.
-    count : int
-        The GPUs NVML sees.
-
-    Returns
-    -------
-    list of int
-        Position i holds the NVML index of CUDA's GPU i.
-
-    Raises
-    ------
-    InputError
-        Where an entry is no GPU of this machine, a MIG instance, or given twice.
+    ``nv`` is the NVML bindings, initialised. `InputError` where an entry is no GPU of this machine, a
+    MIG instance, or given twice.
     """
     env = os.environ.get("CUDA_VISIBLE_DEVICES")
     if env is None:
