@@ -15,6 +15,7 @@ from gpudvfs import KernelProfile, PowerModel, TimeModel
 from gpudvfs.catalog import catalog, lookup
 from gpudvfs.cli.app import cli
 from gpudvfs.errors import DataFileError, InputError
+from gpudvfs.evaluation.power_errors import power_errors
 from gpudvfs.time.device import TimeDevice
 
 GRID = "nv-dvfs-benchmark/gtx980_time_power_dev.csv"
@@ -122,9 +123,9 @@ def test_power_model_arguments_and_state(data, tmp_path):
     cast = PowerModel("per-domain").fit(replace(ds, watts=ds.watts.astype(np.float32)))
     assert cast.train_mape_ == m32.train_mape_ and abs(cast.train_mape_ - m.train_mape_) < 1e-3
     with pytest.raises(InputError, match=r"row 3 has 0.0 W"):
-        m.evaluate(replace(ds, watts=np.where(np.arange(len(ds)) == 2, 0.0, ds.watts)))
-    with pytest.raises(InputError, match="evaluate needs a PowerDataset"):
-        m.evaluate(None)
+        power_errors(m, replace(ds, watts=np.where(np.arange(len(ds)) == 2, 0.0, ds.watts)))
+    with pytest.raises(InputError, match="power_errors needs a PowerDataset"):
+        power_errors(m, None)
     m.save(tmp_path / "m.json")
     doc = json.loads((tmp_path / "m.json").read_text())
     doc["components"] = ["SP"] * len(doc["components"])

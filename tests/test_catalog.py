@@ -25,7 +25,7 @@ from gpudvfs.predict.profile import (
     assumed_reference_spread,
     device_of,
     kernel_inputs,
-    predict_profile,
+    predict_detail,
     profile_command,
 )
 from gpudvfs.time.device import TimeDevice
@@ -318,7 +318,7 @@ def test_a_shared_compute_capability_asks_for_the_device():
 
 def test_predict_full_path_on_a_stand_in_record():
     spec = lookup("h100-sxm")
-    r = predict_profile(_stand_in("9.0"), spec).to_dict()
+    r = predict_detail(_stand_in("9.0"), spec).to_dict()
     t = np.array(r["kernels"]["stand_in_kernel"]["time_ms"])
     cfg = np.array(r["configs"])
     assert len(cfg) == len(SupportedClocks.of_spec(spec).pairs) and cfg[:, 0].max() == spec.core_mhz["boost"]
@@ -339,40 +339,40 @@ def test_predict_takes_the_reference_from_the_clock_the_profile_ran_at(data):
     spec = lookup("h100-sxm")
     report = _stand_in("9.0")
     report.kernels[0].metrics["smsp__cycles_elapsed.avg.per_second"] = 1.98e9
-    r = predict_profile(report, spec).to_dict()
+    r = predict_detail(report, spec).to_dict()
     cfg, t = np.array(r["configs"]), np.array(r["kernels"]["stand_in_kernel"]["time_ms"])
     top = np.flatnonzero((cfg[:, 0] == 1980.0) & (cfg[:, 1] == 2619.0))
     assert r["reference_mhz"] == [1980.0, 2619.0] and t[top] == pytest.approx(0.2, rel=1e-9)
-    given = predict_profile(report, spec, reference=(1590.0, 2619.0)).to_dict()
+    given = predict_detail(report, spec, reference=(1590.0, 2619.0)).to_dict()
     assert given["reference_from"] == "given" and given["kernels"]["stand_in_kernel"]["time_ms"][top[0]] < 0.19
     # A rate whose unit is not cycles per second or Hz (or not stated) cannot be read as a clock.
     for unit, said in (("cycle", "is in 'cycle'"), ("", "states no unit")):
         report.kernels[0].units["smsp__cycles_elapsed.avg.per_second"] = unit
         with pytest.raises(InputError, match=f"{said}.*sm_clock_mhz needs it in 'cycle/second' or 'Hz'"):
-            predict_profile(report, spec)
+            predict_detail(report, spec)
     report.kernels[0].units["smsp__cycles_elapsed.avg.per_second"] = "Hz"  # ncu printing MHz or GHz
-    assert predict_profile(report, spec).reference_mhz == (1980.0, 2619.0)
+    assert predict_detail(report, spec).reference_mhz == (1980.0, 2619.0)
     report.kernels[0].metrics["smsp__cycles_elapsed.avg.per_second"] = 1234.0  # '1,234' (Hz) read as a number
     with pytest.raises(InputError, match="SM clock rate .* 0.001234 MHz cannot be h100-sxm's: no GPU runs below"):
-        predict_profile(report, spec)
+        predict_detail(report, spec)
     report.kernels[0].metrics["smsp__cycles_elapsed.avg.per_second"] = 1.98e9
     report.kernels[0].units["gpu__time_duration.sum"] = "cycle"
     with pytest.raises(InputError, match="gpu__time_duration.sum is in 'cycle', not a unit of time"):
-        predict_profile(report, spec)
+        predict_detail(report, spec)
     report.kernels[0].units["gpu__time_duration.sum"] = "ns"
     del report.kernels[0].metrics["smsp__cycles_elapsed.avg.per_second"]
-    r = predict_profile(report, spec)
+    r = predict_detail(report, spec)
     assert r.reference_from.startswith("the catalog's default clocks, assumed") and r.reference_mhz == (1980.0, 2619.0)
     # Assumed, the clocks widen the time interval by the base-to-boost ratio (1980 / 1590 MHz
     # on the H100 SXM), in quadrature, and the output says so.
     report.kernels[0].metrics["smsp__cycles_elapsed.avg.per_second"] = 1.98e9
-    measured = predict_profile(report, spec)
+    measured = predict_detail(report, spec)
     assert assumed_reference_spread(spec) == pytest.approx(math.log(1980 / 1590))
     assert r.intervals.time == pytest.approx(np.hypot(measured.intervals.time, math.log(1980 / 1590)))
     assert "its clocks assumed" in r.rests_on and "x/1.25" in r.rests_on and "assumed" not in measured.rests_on
     del report.kernels[0].metrics["smsp__cycles_elapsed.avg.per_second"]
     # A GPU with no base clock in the catalog (B200) still has its default clocks.
-    assert predict_profile(report, lookup("b200")).reference_mhz == tuple(lookup("b200").default_mhz)
+    assert predict_detail(report, lookup("b200")).reference_mhz == tuple(lookup("b200").default_mhz)
     real = read(data / "tool-outputs/ncu_a100_learningnote4dev.csv")
     assert [round(time_model_extras(k)["sm_clock_mhz"]) for k in real.kernels] == [765, 765, 764]
 
@@ -447,7 +447,7 @@ def test_one_pair_is_chosen_for_all_launches_on_their_summed_energy():
                            metrics=heavy.metrics | {"gpu__time_duration.sum": 2e4},
                            units=heavy.units, info=heavy.info)
     report = CounterReport(path="<stand-in>", tool="ncu", form="wide", kernels=[heavy, light, light])
-    out = predict_profile(report, spec, power_model=model).to_dict()
+    out = predict_detail(report, spec, power_model=model).to_dict()
     assert list(out["by_name"]) == ["stand_in_kernel", "light"] and out["by_name"]["light"]["launches"] == 2
     joules = np.sum([k["joules"] for k in out["kernels"].values()], axis=0)
     time_ms = np.sum([k["time_ms"] for k in out["kernels"].values()], axis=0)

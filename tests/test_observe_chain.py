@@ -184,7 +184,7 @@ def test_a_model_on_nvmls_busy_fractions_predicts_a_profile():
     from gpudvfs.catalog import lookup
     from gpudvfs.data import read
     from gpudvfs.power.observe import fit_observed
-    from gpudvfs.predict.profile import predict_profile
+    from gpudvfs.predict.profile import predict_detail
 
     rng = np.random.default_rng(0)
     core = rng.choice([345.0, 1410.0, 1755.0, 1980.0], 200)
@@ -193,7 +193,7 @@ def test_a_model_on_nvmls_busy_fractions_predicts_a_profile():
     prior = PowerModel.prior("h200")
     model = fit_observed(prior, ("gpu", "memory"), 1, core, np.full(200, 3201.0), watts, act).model
     report = read(H200 / "kernels" / "gemm_bf16.ncu.csv")
-    p = predict_profile(report, lookup("h200"), power_model=model)
+    p = predict_detail(report, lookup("h200"), power_model=model)
     assert p.power_source == "observed"
     dram = report.kernels[0].metrics["dram__throughput.avg.pct_of_peak_sustained_elapsed"] / 100
     c, m = p.configs[-1]

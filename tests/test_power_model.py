@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import gpudvfs
 from gpudvfs import InputError, PowerDataset, PowerModel
 from gpudvfs.catalog import lookup
-from gpudvfs.evaluation.power_errors import cross_validate_power
+from gpudvfs.evaluation.power_errors import cross_validate_power, power_errors
 from gpudvfs.power.equations import power_grid_numpy
 from gpudvfs.power.model import _SETTINGS
 
@@ -238,7 +238,7 @@ def test_bad_training_and_test_input():
     m = fit_quietly(ds)
     other = ds.without_components(["DP"])
     with pytest.raises(InputError, match="differ from the model's"):
-        m.evaluate(other)
+        power_errors(m, other)
     with pytest.raises(InputError, match="in \\[0, 1\\]"):
         m.predict([0.5, 1.7, 0, 0, 0], 1000.0, 3000.0)
     with pytest.raises(InputError, match="NaN"):
@@ -277,14 +277,14 @@ def test_titanx_unseen_applications(data):
     ridge: chosen on five GPUs' microbenchmarks alone) gives 8.59%, an unseen figure."""
     train = gpudvfs.read_power_dataset(data / "gpupowermodel/titanx_micro.csv")
     dev = gpudvfs.read_power_dataset(data / "gpupowermodel/titanx_real_dev.csv")
-    got = {v: fit_quietly(train, v).evaluate(dev) for v in ("per-config", "per-domain", "curve")}
+    got = {v: power_errors(fit_quietly(train, v), dev) for v in ("per-config", "per-domain", "curve")}
     assert 8.7 <= got["per-config"]["mape"] <= 9.3
     assert 8.3 <= got["per-domain"]["mape"] <= 8.9
     assert (got["per-config"]["mape"], got["per-domain"]["mape"]) == pytest.approx((8.71, 8.63), abs=0.01)  # docs
     assert got["curve"]["mape"] == pytest.approx(8.09, abs=0.01)
     with pytest.warns(gpudvfs.GpudvfsWarning, match="on a bound"):
         default = gpudvfs.PowerModel().fit(gpudvfs.read_power_dataset(data / "gpupowermodel/titanx_micro.csv"))
-    r = default.evaluate(dev)
+    r = power_errors(default, dev)
     assert r["n"] == 1088 and len(r["per_config"]) == 64
     assert r["mape"] == pytest.approx(8.59, abs=0.01) and r["mape"] < got["per-config"]["mape"]
     # Over resampled applications (each one's 64 configs drawn together), 95%: 5.99-11.33%.

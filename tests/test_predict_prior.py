@@ -129,11 +129,11 @@ def test_the_prediction_figure_draws_each_memory_clock_its_band_and_the_choice(m
 
     from gpudvfs.data import read
     from gpudvfs.predict.plot import plot_prediction
-    from gpudvfs.predict.profile import predict_profile
+    from gpudvfs.predict.profile import predict_detail
 
     drawn = []
     monkeypatch.setattr(Figure, "savefig", lambda self, path, **kw: drawn.append(self))
-    r = predict_profile(read(SGEMM), lookup("h100-sxm"))
+    r = predict_detail(read(SGEMM), lookup("h100-sxm"))
     plot_prediction(r, tmp_path / "p.png")
     (fig,) = drawn
     mems = np.unique(r.configs[:, 1])

@@ -21,7 +21,7 @@ from gpudvfs.data.profilers import read_counters
 from gpudvfs.data.tensor_counters import TENSOR_METRICS
 from gpudvfs.power.prior_pipes import check_pipes, pipes_document
 from gpudvfs.power.prior_pipes_fit import fit_pipes
-from gpudvfs.predict.profile import kernel_inputs, predict_profile, profile_command
+from gpudvfs.predict.profile import kernel_inputs, predict_detail, profile_command
 from gpudvfs.predict.tensor import with_tensor
 
 from conftest import REPO
@@ -89,8 +89,8 @@ def _with_tensor_row(tmp_path, value: str, unit: str = "%"):
 
 
 def test_a_profile_with_the_tensor_metric_adds_the_pipes_power(tmp_path):
-    without = predict_profile(read_counters(GEMM), lookup("h200"))
-    with_it = predict_profile(read_counters(_with_tensor_row(tmp_path, "93.3")), lookup("h200"))
+    without = predict_detail(read_counters(GEMM), lookup("h200"))
+    with_it = predict_detail(read_counters(_with_tensor_row(tmp_path, "93.3")), lookup("h200"))
     assert kernel_inputs(read_counters(_with_tensor_row(tmp_path, "93.3")))[0].tensor == pytest.approx(0.933)
     assert np.all(with_it.application.watts > without.application.watts)
     assert "rests on one GPU" in with_it.rests_on and "collect" not in with_it.rests_on

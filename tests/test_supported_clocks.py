@@ -22,7 +22,7 @@ from gpudvfs.data import read
 from gpudvfs.errors import InputError
 from gpudvfs.hardware import SimulatedDevice, grid
 from gpudvfs.hardware.nvml import gpu as nvml_gpu
-from gpudvfs.predict.profile import kernel_inputs, predict_profile
+from gpudvfs.predict.profile import kernel_inputs, predict_detail
 
 from conftest import REPO
 from fake_pynvml import FakeNvml
@@ -74,7 +74,7 @@ def test_every_choice_is_a_pair_of_the_gpus_list(key, policy, slowdown, eta):
     spec = lookup(key)
     report, kernels = _launches(key)
     reference = None if key != "a100-sxm4-40gb" else spec.default_mhz
-    r = predict_profile(report, spec, policy=policy, slowdown=slowdown, eta=eta, kernels=kernels,
+    r = predict_detail(report, spec, policy=policy, slowdown=slowdown, eta=eta, kernels=kernels,
                         reference=reference)
     clocks = SupportedClocks.of_spec(spec)
     assert np.array_equal(r.configs, clocks.pairs) and r.clocks_source == clocks.source

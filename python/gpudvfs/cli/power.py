@@ -27,7 +27,7 @@ from gpudvfs.data.datasets import PowerDataset, UtilizationTable
 from gpudvfs.data.dcgm_fields import is_dcgm_grid
 from gpudvfs.errors import GpudvfsWarning, InputError
 from gpudvfs.evaluation.power_cv import choose_settings
-from gpudvfs.evaluation.power_errors import cross_validate_power
+from gpudvfs.evaluation.power_errors import cross_validate_power, power_errors
 from gpudvfs.hardware.sweep import load_record, to_power_dataset
 from gpudvfs.policy.choose import counter_power_dataset
 from gpudvfs.power import VARIANTS, PowerModel
@@ -221,7 +221,7 @@ def eval_(model_path: str, test: str, reference: tuple[float, float] | None, dev
         model = _load_model(model_path)
         if device:
             model.check_gpu(resolve_gpu(device)[1].key)
-        r = model.evaluate(_power_data(test, reference, device, columns, options.on_invalid(), clip_utilization))
+        r = power_errors(model, _power_data(test, reference, device, columns, options.on_invalid(), clip_utilization))
     if as_json:
         print_json(r)
         return

@@ -33,7 +33,7 @@ from gpudvfs.predict.profile import (
     PredictionDetail,
     device_of,
     kernel_inputs,
-    predict_profile,
+    predict_detail,
     profile_command,
 )
 
@@ -126,7 +126,7 @@ def predict(profile: str, device: str | None, model_path: str | None, policy: st
             check_clocks(spec, what, [reference[0]], [reference[1]])
             clocks.check(what, [reference[0]], [reference[1]])
         model = PowerModel.load(model_path) if model_path else None
-        r = predict_profile(report, spec, power_model=model, reference=reference, policy=policy, slowdown=slowdown,
+        r = predict_detail(report, spec, power_model=model, reference=reference, policy=policy, slowdown=slowdown,
                             eta=eta, power_cap_w=power_cap, kernels=kernels, calibrate=not uncalibrated,
                             clocks=clocks)
         if out:

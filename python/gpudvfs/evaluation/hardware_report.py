@@ -61,7 +61,7 @@ from gpudvfs.hardware.simulated import SimulatedDevice
 from gpudvfs.hardware.sweep import read_rows, run_sweep, suite_workloads, to_power_dataset, to_time_device
 from gpudvfs.hardware.sweep_record import load_record
 from gpudvfs.power import PowerModel
-from gpudvfs.predict.profile import device_of, predict_profile
+from gpudvfs.predict.profile import device_of, predict_detail
 from gpudvfs.stats import mape
 from gpudvfs.time import KernelProfile, TimeDevice, TimeModel
 
@@ -500,7 +500,7 @@ def _predict_logs(logs: list[Path], folder: Path, device: Device, model: PowerMo
             spec = device_of(report, device.name)  # ncu names the GPU by its index and a shared CC
             # The reference is each launch's SM clock as ncu measured it: with the clocks left
             # to the driver, the GPU may boost past its default clocks.
-            r = predict_profile(report, spec, power_model=model, clocks=SupportedClocks.of_device(device)).to_dict()
+            r = predict_detail(report, spec, power_model=model, clocks=SupportedClocks.of_device(device)).to_dict()
             write_json_atomic(folder / f"{name}.json", r)
             # One pair for the whole workload (a governor sets one per application), and each launch's own.
             out[name] = {"device": spec.key, "kernels": list(r["kernels"]),

@@ -24,7 +24,7 @@ import numpy as np
 from gpudvfs.data.datasets import PowerDataset
 from gpudvfs.errors import GpudvfsWarning, InputError
 from gpudvfs.evaluation.nested import nested_choice
-from gpudvfs.evaluation.power_errors import cross_validate_power
+from gpudvfs.evaluation.power_errors import cross_validate_power, power_errors
 from gpudvfs.power.model import PowerModel
 
 #: Ridge strengths tried on the component weights (``PowerModel(ridge=...)``).
@@ -301,7 +301,7 @@ def choose_settings(micro: dict[str, PowerDataset], apps: list[tuple[str, str]] 
             for j, p in enumerate(paths):
                 cv[i, j] = cross_validate_power(micro[p], folds, **s.as_dict()).mape
             for j, (train, test) in enumerate(pairs):
-                r = s.model().fit(micro[train], unused="zero").evaluate(tests[test])
+                r = power_errors(s.model().fit(micro[train], unused="zero"), tests[test])
                 unseen[i, j] = r["mape"]
                 per_app[j][i] = list(r["per_benchmark"].values())
             if progress is not None:

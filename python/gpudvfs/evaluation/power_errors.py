@@ -10,8 +10,36 @@ import numpy as np
 
 from gpudvfs.data.datasets import PowerDataset
 from gpudvfs.errors import GpudvfsWarning, InputError
+from gpudvfs.limits import check_watts
 from gpudvfs.power.model import PowerModel
 from gpudvfs.stats import mean_interval, paired_intervals
+
+
+def power_errors(model: PowerModel, dataset: PowerDataset) -> dict[str, Any]:
+    """Absolute percentage errors of a fitted model on a measured dataset over its components.
+
+    ``mape``, ``median_ape``, ``max_ape`` (%), the count ``n``, ``per_config`` and
+    ``per_benchmark`` MAPEs, and ``mape_interval``: the MAPE's 95% bootstrap interval over the
+    benchmarks (a benchmark's rows drawn together).
+    """
+    if not isinstance(dataset, PowerDataset):
+        raise InputError(f"power_errors needs a PowerDataset (gpudvfs.read_power_dataset), got "
+                         f"{type(dataset).__name__}")
+    check_watts(dataset.watts, dataset.path)
+    names = getattr(model, "components_", None)  # None before a fit: predict says it is not fitted
+    if names is not None and tuple(dataset.components) != tuple(names):
+        raise InputError(f"{dataset.path}: components {list(dataset.components)} differ from the "
+                         f"model's {list(names)}")
+    pred = model.predict(dataset.utilization, dataset.core_mhz, dataset.mem_mhz)
+    ape = 100.0 * np.abs(pred - dataset.watts) / dataset.watts
+    per_cfg: dict[str, list] = {}
+    for (c, m), a in zip(dataset.freqs_mhz, ape):
+        per_cfg.setdefault(f"{c:g}/{m:g}", []).append(a)
+    per_b = {name: float(np.mean(ape[dataset.benchmark == i])) for i, name in enumerate(dataset.benchmarks)}
+    return {"mape": float(np.mean(ape)), "mape_interval": mean_interval(ape, dataset.benchmark),
+            "median_ape": float(np.median(ape)), "max_ape": float(np.max(ape)),
+            "n": int(len(ape)), "per_config": {k: float(np.mean(v)) for k, v in per_cfg.items()},
+            "per_benchmark": per_b}
 
 
 def held_out_predictions(dataset: PowerDataset, folds: int, **model_options: Any

@@ -53,7 +53,6 @@ from gpudvfs.power.gpmtool import read_gpmtool_model, write_gpmtool_model
 from gpudvfs.power.prior import prior_state, rule_document
 from gpudvfs.power.prior_curve import shipped_curves
 from gpudvfs.power.prior_pipes import with_pipe_weights
-from gpudvfs.stats import mean_interval
 
 VARIANTS = ("default", "per-config", "per-domain", "curve")
 UNUSED = ("error", "zero")
@@ -380,31 +379,6 @@ class PowerModel:
                 out[f"dynamic:{comp}"] = float(v2x * self.weights_[comp] * u[j])
             start += size
         return out
-
-    def evaluate(self, dataset: PowerDataset) -> dict[str, Any]:
-        """Absolute percentage errors on a measured dataset over the model's components.
-
-        ``mape``, ``median_ape``, ``max_ape`` (%), the count ``n``, ``per_config`` and
-        ``per_benchmark`` MAPEs, and ``mape_interval``: the MAPE's 95% bootstrap interval over the
-        benchmarks (a benchmark's rows drawn together).
-        """
-        self._require_fit()
-        _require_dataset(dataset, "evaluate")
-        check_watts(dataset.watts, dataset.path)
-        if tuple(dataset.components) != self.components_:
-            raise InputError(f"{dataset.path}: components {list(dataset.components)} differ from the "
-                             f"model's {list(self.components_)}")
-        pred = self.predict(dataset.utilization, dataset.core_mhz, dataset.mem_mhz)
-        ape = 100.0 * np.abs(pred - dataset.watts) / dataset.watts
-        keys = [f"{c:g}/{m:g}" for c, m in dataset.freqs_mhz]
-        per_cfg: dict[str, list] = {}
-        for k, a in zip(keys, ape):
-            per_cfg.setdefault(k, []).append(a)
-        per_b = {name: float(np.mean(ape[dataset.benchmark == i])) for i, name in enumerate(dataset.benchmarks)}
-        return {"mape": float(np.mean(ape)), "mape_interval": mean_interval(ape, dataset.benchmark),
-                "median_ape": float(np.median(ape)), "max_ape": float(np.max(ape)),
-                "n": int(len(ape)), "per_config": {k: float(np.mean(v)) for k, v in per_cfg.items()},
-                "per_benchmark": per_b}
 
     # ------------------------------------------------------------ persistence
     def _options(self) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from gpudvfs.data.profilers import CounterReport
 from gpudvfs.errors import InputError
 from gpudvfs.power.model import PowerModel
 from gpudvfs.predict.profile import PredictionDetail, device_of, kernel_inputs
-from gpudvfs.predict.profile import predict_profile as _predict
+from gpudvfs.predict.profile import predict_detail as _predict
 
 
 @dataclass(frozen=True)

@@ -137,7 +137,7 @@ class ApplicationPrediction(Record):
 
 @dataclass(frozen=True, eq=False)
 class PredictionDetail(Record):
-    """Everything :func:`predict_profile` predicts of a profile: what `gpudvfs predict --json` prints.
+    """Everything :func:`predict_detail` predicts of a profile: what `gpudvfs predict --json` prints.
 
     ``reference_mhz`` is the (core, memory) clocks the profile was taken at (the median over
     launches); ``configs`` [K x 2] MHz every pair the GPU supports (of those a power model of
@@ -335,7 +335,7 @@ def _compute_capability(report: CounterReport) -> str:
         return "6.0" if report.tool == "nvprof" else "7.0"
 
 
-def predict_profile(report: CounterReport, device: DeviceSpec, *, power_model: PowerModel | None = None,
+def predict_detail(report: CounterReport, device: DeviceSpec, *, power_model: PowerModel | None = None,
                     reference: tuple[float, float] | None = None, policy: str = "energy",
                     slowdown: float = 0.1, eta: float = 0.5, power_cap_w: float | None = None, clip: bool = False,
                     kernels: list[LaunchInputs] | None = None, calibrate: bool = True,
