@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
+import numpy as np
 
 from gpudvfs.cli import options
 from gpudvfs.cli.options import (
@@ -20,6 +21,7 @@ from gpudvfs.cli.output import console, interval, output_file, paired_line, prin
 from gpudvfs.cli.progress import progress_bars
 from gpudvfs.data.datasets import MeasurementGrid
 from gpudvfs.data.dcgm_fields import is_dcgm_grid
+from gpudvfs.evaluation.deadline_cv import ReplayFile, deadline_cv
 from gpudvfs.evaluation.govern_replay import StrategyScores, replay
 from gpudvfs.evaluation.governor_cv import DEFAULT_SEEDS, GovernorCV, choose_defaults, cross_validate_governor
 from gpudvfs.evaluation.replay_table import ReplayTable, dcgm_replay_table, replay_table
@@ -293,6 +295,50 @@ def cv(data: tuple[str, ...], devices: tuple[str, ...], references: tuple[str, .
                       f"over {r['phases']} phases; in-sample over the "
                       f"{len(spread)} sets of constants {100 * min(spread):.2f}-{100 * max(spread):.2f}%",
                       highlight=False)
+
+
+@govern.command("deadline-cv")
+@click.argument("data", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--device", "devices", multiple=True,
+              help="The GPU of each grid among DATA, in order (traces need none).")
+@click.option("--reference", "references", multiple=True, help="The reference pair of each grid, in order.")
+@click.option("--slowdown", default=0.05, show_default=True, type=options.Finite(min=0),
+              help="At most this slower than the default (highest) setting.")
+@click.option("--seeds", default=3, show_default=True, type=click.IntRange(min=1), help="Replay seeds 0..N-1.")
+@options.workers()
+@click.option("--json", "as_json", is_flag=True)
+def deadline_cv_(data: tuple[str, ...], devices: tuple[str, ...], references: tuple[str, ...], slowdown: float,
+                 seeds: int, workers: int | None, as_json: bool) -> None:
+    """Choose the deadline's confirmation (a pair already run needs a margin) with each DATA held out.
+
+    Each DATA (a trace, or a grid with its --device) held out, the set of the least mean regret
+    on the others among those keeping every job of theirs within 5% of its steps over the
+    bound; DATA is then replayed under it with every baseline. Prints per DATA the set it got
+    and each strategy's regret and steps over the bound, mean over the seeds.
+    """
+    with user_errors():
+        grids = [_grid(d, None) for d in data]
+        n_grids = sum(g.format not in TRACES for g in grids)
+        if len(devices) != n_grids or len(references) not in (0, n_grids):
+            raise click.UsageError(f"give one --device (and, if any, one --reference) per grid among DATA: "
+                                   f"{n_grids} grids, {len(devices)} --device, {len(references)} --reference")
+        given: list[tuple[float, float] | None] = [clock_pair(None, None, r) for r in references]
+        refs = iter(given or [None] * n_grids)
+        devs = iter(devices)
+        files = [ReplayFile(d, plain_table(g), True, TRACE_STEPS) if g.format in TRACES else
+                 ReplayFile(d, _table_of(g, next(devs), next(refs)), False, PHASE_STEPS, STEPS)
+                 for d, g in zip(data, grids)]
+        with progress_bars(disable=as_json) as update:
+            chosen, folds, sensitivity = deadline_cv(files, slowdown=slowdown, seeds=range(seeds), workers=workers,
+                                        progress=lambda done, total, label: update("replays", done, total, label))
+    if as_json:
+        print_json({"chosen": chosen, "folds": [f.to_dict() for f in folds], "sets": sensitivity})
+        return
+    console.print(f"chosen on every DATA: {chosen}", highlight=False)
+    for f in (fold.to_dict() for fold in folds):
+        rows = [[k, f"{100 * np.mean(v['regret']):.2f}", f"{100 * np.mean(v['violations']):.2f}"]
+                for k, v in f["strategies"].items()]
+        console.print(table(f"{f['name']} held out: {f['chosen']}", ["strategy", "regret %", "over %"], rows))
 
 
 @govern.command("defaults")

@@ -25,6 +25,7 @@ the models; no model imports it.
 | `replay_strategies` | the governor and the baselines a replay runs on the same phases    |
 | `govern_replay`   | governors replayed on recorded training traces                       |
 | `governor_cv`     | the governor's constants chosen over replays, and its defaults       |
+| `deadline_cv`     | the deadline's confirmation chosen with each trace or grid held out  |
 | `hardware_report` | the report of a run on a real GPU (`gpudvfs validate`)               |
 | `observe_chain`   | observe, then predict: each kernel held out of a recorded observation |
 """

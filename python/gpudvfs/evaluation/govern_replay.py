@@ -25,11 +25,12 @@ default clocks' (`deadline`), or whose measured power exceeds the cap (`power-ca
 for the other policies (absent from the JSON). Per phase: ``per_phase`` (its regret) and,
 with a constraint, ``per_phase_over`` (its steps over it). The governor also reports
 ``decision_us``, the median time of one decision. Baselines in the same run, on the same
-phases and noise: the default clocks, the models' choice alone, one pair for all (chosen on
-the other applications' measurements; absent where the table has one application, since no
-pair can be chosen without it), exhaustive profiling (every pair once per phase, then the
-best measured), random search (RANDOM_PAIRS pairs, then the best measured) and Zeus's
-just-in-time profiling (`zeus_baseline`).
+phases and noise: the default clocks, the models' choice alone, one pair for all (for each
+application, of the settings that meet the constraint on every other application of the table,
+or on the most of them, the one of least mean regret over them, on their measurements; absent
+where the table has one application, since no pair can be chosen without it), exhaustive
+profiling (every pair once per phase, then the best measured), random search (RANDOM_PAIRS
+pairs, then the best measured) and Zeus's just-in-time profiling (`zeus_baseline`).
 
 The table replayed and the target scored are `gpudvfs.evaluation.replay_table`'s; the
 strategies `gpudvfs.evaluation.replay_strategies`'; the governor's constants chosen by

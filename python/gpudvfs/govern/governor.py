@@ -23,6 +23,13 @@ its most correlated measured pair, times that correlation, and keeps the residua
 variance less what that pair explains: near what was measured the estimate follows the
 measurement, far from it the bound stays wide however many pairs the linear part has seen.
 
+Under a deadline the bound is the default clocks' measured time times (1 + slowdown), and the
+pair a phase settles on is often the slowest just under it: measured on a few runs, a pair just
+over can pass, and every step of the phase is then over. A pair already run therefore needs
+``confirm_z`` standard deviations (of its mean relative to the default's) under the bound;
+short of that the default clocks run again, up to ``confirm_runs`` runs, and then the pair is
+left for the phase (`gpudvfs.evaluation.deadline_cv` chose both, each file held out).
+
 The estimates and decisions run in the Rust core (`rust/src/govern/`, the RLS streams the
 online predictor's): a decision over 200 pairs costs microseconds. This class checks the
 arguments and keeps the phase keys, the current pair and the decision log.
@@ -59,6 +66,11 @@ RESIDUAL_SCALE = 0.4
 #: in standard deviations of a pair's time relative to the default's.
 DEFAULT_RUNS = 4
 BOUND_Z = 0.5
+#: Deadline: the margin a pair already run needs, in standard deviations of its measured mean
+#: relative to the default's, and the runs of the default clocks that may be added to confirm it
+#: (past them, a pair without the margin is left for the phase).
+CONFIRM_Z = 1.5
+CONFIRM_RUNS = 16
 #: What a standard deviation (or a ratio of two) may be: its square, a variance, must be a
 #: finite positive float.
 SD_RANGE = (1e-150, 1e150)
@@ -100,6 +112,10 @@ class Governor:
     bound_z : float
         deadline: the margin under the bound, in standard deviations of a pair's time
         relative to the default's.
+    confirm_z, confirm_runs : float, int
+        deadline: a pair already run, within ``confirm_z`` standard deviations of the bound,
+        makes the default clocks run again, up to ``confirm_runs`` runs of them in all, then
+        is left for the phase (0: no check; module notes).
     prior_sd : float
         The relative error of the offline predictions (their cross-validated error).
     noise_sd : float
@@ -124,13 +140,15 @@ class Governor:
 
     configs, default_index, policy, slowdown, power_cap_w, eta, max_power_w = map(_setting, (
         "configs", "default_index", "policy", "slowdown", "power_cap_w", "eta", "max_power_w"))
-    prior_sd, noise_sd, explore, hysteresis, residual_sd, residual_scale, default_runs, bound_z = map(_setting, (
-        "prior_sd", "noise_sd", "explore", "hysteresis", "residual_sd", "residual_scale", "default_runs", "bound_z"))
+    prior_sd, noise_sd, explore, hysteresis, residual_sd, residual_scale = map(_setting, (
+        "prior_sd", "noise_sd", "explore", "hysteresis", "residual_sd", "residual_scale"))
+    default_runs, bound_z, confirm_z, confirm_runs = map(_setting, (
+        "default_runs", "bound_z", "confirm_z", "confirm_runs"))
 
     def __init__(self, configs: ArrayLike, default_index: int, *, policy: str = "energy", slowdown: float = 0.1,
                  power_cap_w: float | None = None, eta: float = 0.5, max_power_w: float | None = None,
-                 default_runs: int = DEFAULT_RUNS, bound_z: float = BOUND_Z,
-                 prior_sd: float = PRIOR_SD, noise_sd: float = 0.01,
+                 default_runs: int = DEFAULT_RUNS, bound_z: float = BOUND_Z, confirm_z: float = CONFIRM_Z,
+                 confirm_runs: int = CONFIRM_RUNS, prior_sd: float = PRIOR_SD, noise_sd: float = 0.01,
                  explore: float = EXPLORE, hysteresis: float = 0.005, residual_sd: float = RESIDUAL_SD,
                  residual_scale: float = RESIDUAL_SCALE, log: Callable[[dict], None] | None = None) -> None:
         cfg = clock_array(configs, "configs")
@@ -149,10 +167,12 @@ class Governor:
             raise InputError("the cost policy needs max_power_w > 0 (the watts that price a second), got None")
         if max_power_w is not None and not 0 < (max_power_w := _number("max_power_w", max_power_w)) < np.inf:
             raise InputError(f"max_power_w must be finite and > 0, got {max_power_w}")
-        slowdown, explore, hysteresis, bound_z = (_number(name, v, 0.0) for name, v in (
-            ("slowdown", slowdown), ("explore", explore), ("hysteresis", hysteresis), ("bound_z", bound_z)))
-        if not (is_integer(default_runs) and 1 <= default_runs <= 1000):
-            raise InputError(f"default_runs must be an integer in [1, 1000], got {default_runs!r}")
+        slowdown, explore, hysteresis, bound_z, confirm_z = (_number(name, v, 0.0) for name, v in (
+            ("slowdown", slowdown), ("explore", explore), ("hysteresis", hysteresis), ("bound_z", bound_z),
+            ("confirm_z", confirm_z)))
+        for name, runs in (("default_runs", default_runs), ("confirm_runs", confirm_runs)):
+            if not (is_integer(runs) and 1 <= runs <= 1000):
+                raise InputError(f"{name} must be an integer in [1, 1000], got {runs!r}")
         residual_sd = _sd("residual_sd", residual_sd, zero=True)
         prior_sd, noise_sd, residual_scale = (_sd(name, v) for name, v in (
             ("prior_sd", prior_sd), ("noise_sd", noise_sd), ("residual_scale", residual_scale)))
@@ -162,7 +182,8 @@ class Governor:
                              f"{prior_sd} / {noise_sd}")
         self._settings = {"configs": cfg, "default_index": default_index, "policy": policy, "slowdown": slowdown,
                           "power_cap_w": power_cap_w, "eta": float(eta), "max_power_w": max_power_w,
-                          "default_runs": int(default_runs), "bound_z": bound_z,
+                          "default_runs": int(default_runs), "bound_z": bound_z, "confirm_z": confirm_z,
+                          "confirm_runs": int(confirm_runs),
                           "prior_sd": prior_sd, "noise_sd": noise_sd,
                           "explore": explore, "hysteresis": hysteresis, "residual_sd": residual_sd,
                           "residual_scale": residual_scale}
@@ -171,6 +192,8 @@ class Governor:
                                   hysteresis, residual_sd, residual_scale, float(eta),
                                   1.0 if max_power_w is None else max_power_w, default_runs, bound_z)
         self._phases: dict[object, int] = {}  # key -> the core's phase id
+        self._runs: dict[int, np.ndarray] = {}  # phase id -> [K] times each pair's time was measured
+        self._left: dict[int, set[int]] = {}  # phase id -> the pairs it is not run at again
         self._phase: int | None = None
         self.current = self.default_index
         self.changes = 0
@@ -203,6 +226,8 @@ class Governor:
             return
         t, p = (_prediction(key, name, x, len(self.configs)) for name, x in (("time_ms", time_ms), ("watts", watts)))
         self._phase = self._phases[key] = self._core.add_phase(t, p)
+        self._runs[self._phase] = np.zeros(len(self.configs), dtype=int)
+        self._left[self._phase] = set()
 
     def _require(self) -> int:
         if self._phase is None:
@@ -245,7 +270,22 @@ class Governor:
         InputError
             Before the first `phase`.
         """
-        nxt, explored, log_e, log_e_default = self._core.decide(self._require(), self.current)
+        ph = self._require()
+        nxt, explored, log_e, log_e_default = self._core.decide(ph, self.current)
+        d, runs, left = self.default_index, self._runs[ph], self._left[ph]
+        while (self.policy == "deadline" and self.confirm_z > 0 and nxt != d and runs[nxt] > 0
+               and not left & {nxt, d}):
+            # A pair already run: its mean and the default's are measured, the margin is theirs.
+            # One over the bound was chosen as the least violation (none within it): kept.
+            lt, lp, vt, _ = self._core.estimates(ph)
+            bound = lt[d] + math.log1p(self.slowdown)
+            if lt[nxt] > bound or lt[nxt] + self.confirm_z * math.sqrt(vt[nxt] + vt[d]) <= bound:
+                break
+            if runs[d] < self.confirm_runs:
+                nxt, explored, log_e = d, True, float(lt[d] + lp[d])
+                break
+            self.exclude(nxt)
+            nxt, explored, log_e, log_e_default = self._core.decide(ph, self.current)
         changed = nxt != self.current
         if changed:
             self.changes += 1
@@ -285,7 +325,9 @@ class Governor:
         InputError
             Before the first `phase`, or for an index outside [0, K).
         """
-        self._core.exclude(self._require(), _index("index", index, len(self.configs)))
+        ph, index = self._require(), _index("index", index, len(self.configs))
+        self._core.exclude(ph, index)
+        self._left[ph].add(index)
 
     def observe(self, index: int, time_ms: float | None, watts: float) -> None:
         """Learn what one interval at a pair measured.
@@ -315,6 +357,7 @@ class Governor:
         self._last = {"index": int(index), "time_ms": None if time_ms is None else float(time_ms),
                       "watts": float(watts)}
         self._core.observe(ph, index, None if time_ms is None else math.log(time_ms), math.log(watts))
+        self._runs[ph][index] += time_ms is not None
 
 
 def _number(name: str, value: Any, low: float | None = None) -> float:
