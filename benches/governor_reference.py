@@ -1,5 +1,5 @@
 """The governor's estimates and decisions in numpy: what `rust/src/govern/` replaced, the
-baseline of bench_govern.py and the cross-check of the Rust core (tests/test_govern.py).
+baseline of bench_govern.py and the cross-check of the Rust core (tests/govern/test_govern.py).
 
 Same method as `gpudvfs.govern.governor` (its module notes): per phase two streams (log
 time, log watts), each the offline prediction corrected by an RLS fit linear in (1, log

@@ -25,12 +25,12 @@ from gpudvfs.errors import InputError
 
 #: sigma(d)^2 = SPREAD_A + SPREAD_B d^2 and the 90% multiplier, fitted on every kernel of the
 #: GTX 980 grids (`fit_interval`, as `interval_cv(...)["on_all"]` reports them;
-#: tests/test_time_interval.py recomputes them).
+#: tests/time/test_time_interval.py recomputes them).
 SPREAD_A = 0.000799
 SPREAD_B = 0.02489
 Z90 = 1.373
 #: The 90% quantile of |ln(predicted / measured)| of uncalibrated times over the 32 kernels an
-#: H100 ran at the driver's clocks (validation/; tests/test_demo.py recomputes it).
+#: H100 ran at the driver's clocks (validation/; tests/cli/test_demo.py recomputes it).
 UNCALIBRATED_LEVEL = 0.885
 
 

@@ -16,7 +16,7 @@ Why the two byte conventions: nvprof's `KB/MB/GB` are binary. In
 `tool-outputs/nvprof_gtx1080_microgpusim.txt` the L2 read, L2 write, DRAM read and sysmem
 write throughputs (printed in GB/s and MB/s) give the same kernel duration, 1.7530 us,
 only when GB = 2^30 and MB = 2^20 bytes (decimal prefixes give 1.88 us and 1.84 us);
-`tests/test_counters.py` checks this. Nsight Compute's `Kbyte/Mbyte/...` are SI (1000);
+`tests/data/test_counters.py` checks this. Nsight Compute's `Kbyte/Mbyte/...` are SI (1000);
 `ncu_command` asks for `--print-units base` anyway, so collected files need no scaling
 (auto-scaled values are also rounded to a few digits, e.g. `2.33 Mbyte`).
 """

@@ -1,7 +1,7 @@
 """Writes manifest.json: the benchmark list of both suites.
 
 Generated so that sweeps, names and the design-intent `stresses` vectors stay consistent. Edit this file, then run
-``python kernels/make_manifest.py``; tests/test_kernels.py fails when manifest.json is stale.
+``python kernels/make_manifest.py``; tests/hardware/test_kernels.py fails when manifest.json is stale.
 
 `stresses` is a rough roofline estimate on a nominal GPU, not a measurement: for each benchmark
 the time one SM would spend per element on each component is work / peak rate, and each
@@ -181,7 +181,7 @@ def manifest() -> dict:
             "stresses: utilization-like vector over components; ROUGH DESIGN INTENT from a nominal",
             "  roofline (see make_manifest.py), not a measurement. The simulated GPU uses it to emulate",
             "  the benchmark; a real GPU's utilizations come from its counters.",
-            "sass: what the disassembly of the kernel's hot loop must show (tests/test_kernels.py):",
+            "sass: what the disassembly of the kernel's hot loop must show (tests/hardware/test_kernels.py):",
             "  dominant class, classes deliberately mixed in, minimum counts (class or base opcode),",
             "  mnemonics present, and the intensity ratio that must grow along the sweep parameter.",
         ],

@@ -29,7 +29,7 @@ from gpudvfs.power import PowerModel
 
 from fake_pynvml import FakeNvml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _sim_configs(dev: SimulatedDevice) -> tuple[np.ndarray, int]:

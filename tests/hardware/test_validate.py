@@ -223,7 +223,7 @@ def test_cli_leave_clocks_on_the_simulated_gpu(tmp_path):
 
 # -- what an H100 measured (validation/nvidia-h100-80gb-hbm3, issue 16): real data --------------
 
-H100 = Path(__file__).parent.parent / "validation" / "nvidia-h100-80gb-hbm3"
+H100 = Path(__file__).parents[2] / "validation" / "nvidia-h100-80gb-hbm3"
 
 
 def test_h100_sweeps_read_as_gpudvfs_data_info_reads_them():

@@ -38,7 +38,7 @@ import pytest
 from gpudvfs.hardware import kernels as K
 from gpudvfs.hardware.kernels import nvrtc as nvrtc_module
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ARCHS = ("sm_70", "sm_80", "sm_90")
 DISASM_ARCHS = ("sm_80", "sm_90")  # sm_70: see test_sm70_disassembly_when_nvdisasm_supports_it
 MANIFEST = K.load_manifest()

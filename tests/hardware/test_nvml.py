@@ -44,7 +44,7 @@ from gpudvfs.hardware.nvml.sampler import Monitor, mean_between
 import fake_pynvml
 from fake_pynvml import FakeNvml
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 
 # Tolerances, relative to the fake's exact energy over the launches.
 COUNTER_RTOL = 0.01  # the counter is the truth in whole mJ; only the loop's edges differ
@@ -449,7 +449,7 @@ def test_refresh_period_estimate_survives_a_starved_poller():
     assert naive_off >= 2  # the scenario is hard: a plain median goes wrong in some seeds
 
 
-H100_CHANGES = Path(__file__).parent.parent / "validation" / "nvidia-h100-80gb-hbm3" / "power-reading-changes.json"
+H100_CHANGES = Path(__file__).parents[2] / "validation" / "nvidia-h100-80gb-hbm3" / "power-reading-changes.json"
 
 
 def test_refresh_period_of_a_real_h100_instant_field_whose_updates_land_in_two_steps():

@@ -1,6 +1,6 @@
 """The 90% interval of a predicted time (`gpudvfs.time.interval`): it grows with the pair's
 distance from the reference; its invariants and bad input. Its constants and coverage on the
-GTX 980 grids are pinned where `time cv` is (tests/test_demo.py)."""
+GTX 980 grids are pinned where `time cv` is (tests/cli/test_demo.py)."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ from gpudvfs.govern.integrations import GovernedTraining, StepRecord
 from gpudvfs.govern.integrations.distributed import SLOTS, StepExchange
 from gpudvfs.hardware.simulated import SimulatedDevice
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class ThreadJob:

@@ -128,7 +128,7 @@ def test_select_eval_beats_the_baselines(data):
      "energy [5.70, 18.09], minus the highest clocks [-49.69, -18.64], minus 1/f time [-17.25, -3.42], "
      "minus one pair for all [2.43, 13.39]")])
 def test_select_eval_prints_its_intervals(data, path, args, line):
-    """The text report gives the intervals of the JSON (test above, tests/test_dcgm.py) in %."""
+    """The text report gives the intervals of the JSON (test above, tests/time/test_dcgm.py) in %."""
     r = CliRunner().invoke(cli, ["select", "eval", str(data / path), *args])
     assert r.exit_code == 0, r.output
     assert line in " ".join(r.output.split())

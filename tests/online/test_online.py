@@ -18,7 +18,7 @@ from gpudvfs import OnlinePredictor, OnlinePredictorBank
 from gpudvfs.online import load_predictor, save_predictor
 
 _spec = importlib.util.spec_from_file_location(
-    "rls_reference", Path(__file__).resolve().parents[1] / "benches" / "rls_reference.py")
+    "rls_reference", Path(__file__).resolve().parents[2] / "benches" / "rls_reference.py")
 _ref = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_ref)
 NumpyRlsBank, make_batches = _ref.NumpyRlsBank, _ref.make_batches

@@ -76,7 +76,8 @@ def test_sigkill_midway_then_resume_equals_an_uninterrupted_run(tmp_path):
     full = tmp_path / "full.csv"
     run_sweep(SimulatedDevice(seed=7), WORKLOADS, full)
     part = tmp_path / "part.csv"
-    child = subprocess.Popen([sys.executable, "-c", CHILD.format(tests=os.path.dirname(__file__), out=str(part))])
+    tests = os.path.dirname(os.path.dirname(__file__))  # where fake devices and conftest live
+    child = subprocess.Popen([sys.executable, "-c", CHILD.format(tests=tests, out=str(part))])
     deadline = time.time() + 60
     while time.time() < deadline:
         if part.exists() and part.read_text().count("\n") > 20:
@@ -352,7 +353,7 @@ def test_cli_sweep_leave_clocks(tmp_path):
     assert r.exit_code == 2 and "takes no --core-mhz" in r.output
 
 
-H100_SUITE = Path(__file__).parent.parent / "validation" / "nvidia-h100-80gb-hbm3" / "time-suite.csv"
+H100_SUITE = Path(__file__).parents[2] / "validation" / "nvidia-h100-80gb-hbm3" / "time-suite.csv"
 
 
 def test_time_suite_at_one_clock_pair_with_its_launch_overhead(tmp_path):

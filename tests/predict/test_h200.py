@@ -52,7 +52,7 @@ def test_dl_kernels_predicted_from_their_profiles_against_what_they_measured(op)
 
 def test_the_prior_misses_what_tensor_cores_draw():
     """Profiled without the tensor pipe's metric, the two tensor-core kernels' power is
-    underestimated most, the others' less (tests/test_prior_pipes.py: with the pipe's activity)."""
+    underestimated most, the others' less (tests/power/test_prior_pipes.py: with the pipe's activity)."""
     tensor = [KERNELS[k][2] for k in ("gemm_bf16", "sdpa")]
     other = [KERNELS[k][2] for k in ("layernorm", "elementwise")]
     assert max(tensor) < min(other) < 0

@@ -290,7 +290,7 @@ def test_windows_replayed_on_the_h200s_recorded_counter():
 
     from gpudvfs.hardware.energy_counter import CounterTrace
 
-    rows = np.genfromtxt(Path(__file__).parents[1] / "validation" / "nvidia-h200" / "energy-counter-updates.csv",
+    rows = np.genfromtxt(Path(__file__).parents[2] / "validation" / "nvidia-h200" / "energy-counter-updates.csv",
                          delimiter=",", names=True)
     t, e = rows["t_s"], rows["energy_mj"] / 1e3
     trace = CounterTrace()

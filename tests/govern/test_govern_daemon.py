@@ -304,7 +304,7 @@ def test_a_sigterm_ends_the_daemon_with_its_clocks_reset(sim, tmp_path):
     model_path = tmp_path / "time.json"
     sim[2].save(model_path)
     state = tmp_path / "state.json"
-    script = SIGTERM_DAEMON.format(tests=str(Path(__file__).parent), state=str(state), model=str(model_path))
+    script = SIGTERM_DAEMON.format(tests=str(Path(__file__).parents[1]), state=str(state), model=str(model_path))
     err = tmp_path / "stderr.txt"
     with open(err, "w") as stderr:
         proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], stdout=subprocess.PIPE,
