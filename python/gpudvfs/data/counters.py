@@ -147,12 +147,7 @@ COUNTER_UTIL_TOLERANCE = 0.01
 class MissingCountersError(InputError):
     """Counters needed for some model inputs are absent.
 
-    Parameters
-    ----------
-    message : str
-        The error's message.
-    missing : mapping of str to tuple of str
-        Each input -> the metric names it needs that the record lacks (kept as ``missing``).
+    ``missing`` maps each such input to the metric names it needs that the record lacks.
     """
 
     def __init__(self, message: str, missing: Mapping[str, tuple[str, ...]]) -> None:
@@ -321,21 +316,10 @@ POWER_TABLES: dict[str, Table] = {
 class Mapped:
     """The result of mapping one record.
 
-    Parameters
-    ----------
-    scheme : str
-        The table's scheme (one of :data:`SCHEMES`).
-    values : dict of str to float or None
-        Each input's value, None where not available.
-    formulas : dict of str to str
-        The formula used for each computed input.
-    missing : dict of str to tuple of str
-        The inputs whose metrics the record lacks, with the metrics they lack.
-    undefined : dict of str to str
-        The inputs whose metrics are all present but whose formula has no value (e.g. 0/0),
-        with the formula.
-    unmappable : dict of str to str
-        The inputs the tool cannot provide, with the reason.
+    ``values`` holds None where an input is not available; ``formulas`` the formula used for
+    each computed input; ``missing`` the inputs whose metrics the record lacks, with those
+    metrics; ``undefined`` those whose metrics are present but whose formula has no value (e.g.
+    0/0); ``unmappable`` those the tool cannot provide, with the reason.
     """
 
     scheme: str
@@ -352,21 +336,9 @@ Counters = KernelCounters | Mapping[str, float]
 def scheme_of(counters: Counters) -> str:
     """The scheme of a parsed record's tables: its tool, and for Nsight Compute its compute capability.
 
-    Parameters
-    ----------
-    counters : Counters
-        A parsed record; a plain mapping needs an explicit scheme instead.
-
-    Returns
-    -------
-    str
-        ``nvprof``; for Nsight Compute ``ncu-pascal`` on SM 6.x, else ``ncu`` (also where the
-        compute capability is unknown).
-
-    Raises
-    ------
-    InputError
-        For a plain mapping, an unknown tool or an unreadable compute capability.
+    ``ncu-pascal`` on SM 6.x, else ``ncu`` (also where the compute capability is unknown).
+    Raises `InputError` for a plain mapping (give ``scheme=``), an unknown tool or an unreadable
+    compute capability.
     """
     if not isinstance(counters, KernelCounters):
         raise InputError("give scheme= (one of " + ", ".join(SCHEMES) + ") for a plain mapping of counters")
@@ -385,18 +357,7 @@ def scheme_of(counters: Counters) -> str:
 
 
 def recorded_compute_capability(counters: KernelCounters) -> str | None:
-    """The compute capability a record states: Nsight Compute's CC column, else its device attributes.
-
-    Parameters
-    ----------
-    counters : KernelCounters
-        A parsed record.
-
-    Returns
-    -------
-    str or None
-        ``"M.m"``; None where the record states none (nvprof, a trimmed export).
-    """
+    """The ``"M.m"`` compute capability a record states (Nsight Compute's CC column, else its device attributes); None for nvprof or a trimmed export."""
     if counters.info.get("CC"):
         return counters.info["CC"]
     major = counters.metrics.get("device__attribute_compute_capability_major")
@@ -417,26 +378,10 @@ def _lookup(counters: Counters, name: str) -> tuple[float | None, str | None]:
 
 
 def map_counters(counters: Counters, table: Table, scheme: str) -> Mapped:
-    """Apply one table to one record (see the module docs for the tables).
+    """Apply one table to one record, recording ``scheme`` in the result.
 
-    Parameters
-    ----------
-    counters : Counters
-        A parsed record, or a mapping of counter names to values.
-    table : Table
-        Input -> its recipes, or why the tool cannot give it.
-    scheme : str
-        The table's scheme, recorded in the result.
-
-    Returns
-    -------
-    Mapped
-        The values, and how each was found or why not.
-
-    Raises
-    ------
-    InputError
-        If a counter is not a finite number, or its stated unit is not the one its recipe needs.
+    Raises `InputError` if a counter is not a finite number, or its stated unit is not the one
+    its recipe needs.
     """
     out = Mapped(scheme, {})
     for target, recipes in table.items():
@@ -495,34 +440,20 @@ def _finish(mapped: Mapped, table: Table, counters: Counters, missing: str,
 
 def time_model_inputs(counters: Counters, scheme: str | None = None, *,
                       missing: str = "raise") -> dict[str, float | None]:
-    """The time model's kernel inputs under their nvprof names (:data:`TIME_INPUTS`).
+    """The time model's kernel inputs under their nvprof names (:data:`TIME_INPUTS`), plus the :data:`TIME_EXTRAS` found.
 
     Inputs the tool cannot provide at all (``unmappable`` in :func:`explain`) are always None
-    and do not raise: with DCGM only ``achieved_occupancy`` exists. The optional
-    :data:`TIME_EXTRAS` are added where the record has them, and never raise.
-
-    Parameters
-    ----------
-    counters : Counters
-        A parsed record, or a mapping of counter names to values.
-    scheme : str, optional
-        One of :data:`SCHEMES`; by default the record's (:func:`scheme_of`).
-    missing : str
-        ``raise`` (the default): raise for inputs whose metrics are absent; ``none``: None for them.
-
-    Returns
-    -------
-    dict of str to float or None
-        Input -> value, every one of :data:`TIME_INPUTS` and the extras found.
+    and do not raise: with DCGM only ``achieved_occupancy`` exists. ``scheme`` defaults to the
+    record's (:func:`scheme_of`).
 
     Raises
     ------
     MissingCountersError
         With ``missing="raise"``: every mappable input whose metrics are absent (or whose
-        formula is undefined), with the metrics needed.
+        formula is undefined), with the metrics needed; ``missing="none"`` gives None instead.
     InputError
-        If the scheme cannot be told or is unknown, ``missing`` is neither, or a counter is
-        not a finite number in the unit its recipe needs.
+        If the scheme cannot be told or is unknown, or a counter is not a finite number in the
+        unit its recipe needs.
     """
     scheme = _scheme(counters, scheme)
     mapped = map_counters(counters, TIME_TABLES[scheme], scheme)
@@ -531,26 +462,7 @@ def time_model_inputs(counters: Counters, scheme: str | None = None, *,
 
 
 def time_model_extras(counters: Counters, scheme: str | None = None) -> dict[str, float]:
-    """The :data:`TIME_EXTRAS` that a record gives.
-
-    Parameters
-    ----------
-    counters : Counters
-        A parsed record, or a mapping of counter names to values.
-    scheme : str, optional
-        One of :data:`SCHEMES`; by default the record's (:func:`scheme_of`).
-
-    Returns
-    -------
-    dict of str to float
-        Extra -> value; absent ones are left out.
-
-    Raises
-    ------
-    InputError
-        If the scheme cannot be told or is unknown, or a counter is not a finite number in the
-        unit its recipe needs.
-    """
+    """The :data:`TIME_EXTRAS` that a record gives; absent ones are left out, nothing raised for them."""
     scheme = _scheme(counters, scheme)
     values = map_counters(counters, TIME_EXTRA_TABLES[scheme], scheme).values
     return {k: v for k, v in values.items() if v is not None}
@@ -560,33 +472,9 @@ def power_utilizations(counters: Counters, scheme: str | None = None, *,
                        missing: str = "raise", clip: bool = False) -> dict[str, float | None]:
     """Component utilizations U in [0, 1] for :data:`COMPONENTS` (power model, Eq. 8-10).
 
-    Missing and unmappable components as in :func:`time_model_inputs`.
-
-    Parameters
-    ----------
-    counters : Counters
-        A parsed record, or a mapping of counter names to values.
-    scheme : str, optional
-        One of :data:`SCHEMES`; by default the record's (:func:`scheme_of`).
-    missing : str
-        ``raise`` (the default) or ``none``, as for :func:`time_model_inputs`.
-    clip : bool
-        Clip a value outside [0, 1] by more than :data:`COUNTER_UTIL_TOLERANCE` with a warning, rather
-        than refuse it.
-
-    Returns
-    -------
-    dict of str to float or None
-        Component -> utilization; None for one the tool cannot provide (or, with
-        ``missing="none"``, whose metrics are absent).
-
-    Raises
-    ------
-    MissingCountersError
-        With ``missing="raise"``: every mappable component whose metrics are absent.
-    InputError
-        If a utilization is outside [0, 1] by more than :data:`COUNTER_UTIL_TOLERANCE` and ``clip`` is not
-        set, or as :func:`time_model_inputs` raises.
+    Missing and unmappable components as in :func:`time_model_inputs`. A value outside [0, 1] by
+    more than :data:`COUNTER_UTIL_TOLERANCE` raises `InputError`, or with ``clip`` is clipped
+    with a warning.
     """
     scheme = _scheme(counters, scheme)
     table = POWER_TABLES[scheme]
@@ -602,27 +490,7 @@ def power_utilizations(counters: Counters, scheme: str | None = None, *,
 
 
 def explain(counters: Counters, target: str = "time", scheme: str | None = None) -> Mapped:
-    """The full mapping result of a record: values, formulas used, missing, undefined, unmappable.
-
-    Parameters
-    ----------
-    counters : Counters
-        A parsed record, or a mapping of counter names to values.
-    target : str
-        ``time`` (:data:`TIME_INPUTS`) or ``power`` (:data:`COMPONENTS`).
-    scheme : str, optional
-        One of :data:`SCHEMES`; by default the record's (:func:`scheme_of`).
-
-    Returns
-    -------
-    Mapped
-        The result, nothing raised for missing inputs.
-
-    Raises
-    ------
-    InputError
-        If ``target`` is neither, or the scheme cannot be told or is unknown.
-    """
+    """The full mapping result of a record for ``target`` ``time`` or ``power``, nothing raised for missing inputs."""
     if target not in ("time", "power"):
         raise InputError(f"target must be 'time' or 'power', got {target!r}")
     scheme = _scheme(counters, scheme)
@@ -631,24 +499,9 @@ def explain(counters: Counters, target: str = "time", scheme: str | None = None)
 
 
 def required_metrics(target: str = "time", scheme: str = "ncu") -> list[str]:
-    """The metric names of each input's first recipe: what to ask the profiler for.
+    """The metric names of each input's first recipe, each once: what to ask the profiler for.
 
-    Parameters
-    ----------
-    target : str
-        ``time`` (with the extras) or ``power``.
-    scheme : str
-        One of :data:`SCHEMES`.
-
-    Returns
-    -------
-    list of str
-        The metric names, each once, in table order.
-
-    Raises
-    ------
-    InputError
-        If ``target`` or ``scheme`` is unknown.
+    ``target`` ``time`` includes the extras.
     """
     if target not in ("time", "power"):
         raise InputError(f"target must be 'time' or 'power', got {target!r}")

@@ -32,37 +32,30 @@ def _range(x: np.ndarray) -> list[float]:
 
 @dataclass(frozen=True, eq=False)
 class PowerDataset:
-    """Average power of benchmarks at frequency configurations (gpmTOOL CSV).
+    """Average power of benchmarks at frequency configurations (gpmTOOL CSV), one row per measurement.
 
-    Rows are measurements. A benchmark is identified by its name and utilization vector
-    (names repeat in some files for different sweeps).
+    A benchmark is identified by its name and utilization vector (names repeat in some files for
+    different sweeps).
 
     Parameters
     ----------
-    path : str
-        The file read.
     reference_mhz : tuple of float
-        The reference frequency of each V-F domain (core first).
+        The reference frequency of each V-F domain, core first.
     domain_sizes : tuple of int
-        The number of components in each domain.
-    components : tuple of str
-        The components' names, those of domain 0 first, then those of domain 1.
+        The number of components in each domain; ``components`` lists domain 0's first.
     watts : numpy.ndarray
         Measured power (W) per row.
     freqs_mhz : numpy.ndarray
         [rows x domains] frequencies (MHz), core first.
     utilization : numpy.ndarray
-        [rows x components] utilizations, in the order of ``components``.
+        [rows x components] utilizations in [0, 1].
     row_names : tuple of str or None
-        Each row's name, None where the file's rows have none.
+        None where the file's rows have no names.
     benchmark : numpy.ndarray
-        Each row's benchmark, an index into ``benchmarks``.
-    benchmarks : tuple of str
-        The benchmarks' labels: the name, with ``#k`` added for the k-th benchmark sharing it.
+        Each row's benchmark, an index into ``benchmarks``: the name, with ``#k`` added for the
+        k-th benchmark sharing it.
     skipped : tuple of Problem
         The invalid rows left out in reading.
-    format : str
-        The format it was read from.
     """
 
     path: str
@@ -103,30 +96,13 @@ class PowerDataset:
         return np.unique(self.freqs_mhz, axis=0)
 
     def benchmark_utilization(self) -> np.ndarray:
-        """One utilization vector per benchmark.
-
-        Returns
-        -------
-        numpy.ndarray
-            [benchmarks x components] utilizations, in the order of ``benchmarks``.
-        """
+        """[benchmarks x components] utilizations, in the order of ``benchmarks``."""
         out = np.empty((len(self.benchmarks), len(self.components)))
         out[self.benchmark] = self.utilization
         return out
 
     def subset(self, rows: np.ndarray) -> PowerDataset:
-        """The dataset restricted to some rows, benchmarks renumbered.
-
-        Parameters
-        ----------
-        rows : numpy.ndarray
-            A boolean mask or indices.
-
-        Returns
-        -------
-        PowerDataset
-            The rows' dataset, with only the benchmarks they measure.
-        """
+        """The dataset of some rows (a mask or indices), with only the benchmarks they measure, renumbered."""
         idx = np.arange(len(self))[rows]
         kept, bench = np.unique(self.benchmark[idx], return_inverse=True)
         return replace(self, watts=self.watts[idx], freqs_mhz=self.freqs_mhz[idx],
@@ -135,22 +111,9 @@ class PowerDataset:
                        benchmark=bench.astype(np.int64), benchmarks=tuple(self.benchmarks[k] for k in kept))
 
     def without_components(self, names: Iterable[str]) -> PowerDataset:
-        """The dataset without some components (e.g. ones no benchmark exercises).
+        """The dataset without some components (e.g. ones no benchmark exercises), domain sizes adjusted.
 
-        Parameters
-        ----------
-        names : iterable of str
-            The components to leave out.
-
-        Returns
-        -------
-        PowerDataset
-            The dataset without their utilizations, domain sizes adjusted.
-
-        Raises
-        ------
-        ValueError
-            If a name is not one of the components.
+        Raises `ValueError` if a name is not one of the components.
         """
         drop = set(names)
         unknown = drop - set(self.components)
@@ -166,25 +129,11 @@ class PowerDataset:
                        utilization=self.utilization[:, keep], domain_sizes=tuple(sizes))
 
     def unused_components(self) -> list[str]:
-        """Components that are zero in every row.
-
-        Returns
-        -------
-        list of str
-            Their names, in the order of ``components``.
-        """
+        """Components that are zero in every row, in the order of ``components``."""
         return [c for j, c in enumerate(self.components) if not np.any(self.utilization[:, j] > 0)]
 
     def describe(self) -> dict[str, Any]:
-        """What the dataset holds, for `gpudvfs data info`.
-
-        Returns
-        -------
-        dict
-            ``format``, ``path``, ``rows``, ``reference_mhz``, ``domains``, ``domain_sizes``,
-            ``components``, ``named_rows``, ``benchmarks`` and ``benchmark_names``, ``configurations``,
-            the clock levels, each column's ``ranges`` and the ``skipped`` rows.
-        """
+        """What the dataset holds, for `gpudvfs data info`: format, grid, components, benchmarks, ranges."""
         return {
             "format": self.format,
             "path": self.path,
@@ -209,26 +158,9 @@ class PowerDataset:
 
 @dataclass(frozen=True, eq=False)
 class UtilizationTable:
-    """Component utilizations of named applications at the reference configuration.
+    """Component utilizations [applications x components] of named applications at the reference configuration.
 
-    Parameters
-    ----------
-    path : str
-        The file read.
-    reference_mhz : tuple of float
-        The reference frequency of each V-F domain (core first).
-    domain_sizes : tuple of int
-        The number of components in each domain.
-    components : tuple of str
-        The components' names, those of domain 0 first.
-    names : tuple of str
-        The applications' names.
-    utilization : numpy.ndarray
-        [applications x components] utilizations.
-    skipped : tuple of Problem
-        The invalid rows left out in reading.
-    format : str
-        The format it was read from.
+    ``reference_mhz`` and ``domain_sizes`` as in `PowerDataset`.
     """
 
     path: str
@@ -245,14 +177,7 @@ class UtilizationTable:
         return len(self.names)
 
     def describe(self) -> dict[str, Any]:
-        """What the table holds, for `gpudvfs data info`.
-
-        Returns
-        -------
-        dict
-            ``format``, ``path``, ``rows``, ``reference_mhz``, ``domain_sizes``, ``components``,
-            ``benchmarks`` and ``benchmark_names``, each utilization's ``ranges`` and the ``skipped`` rows.
-        """
+        """What the table holds, as `PowerDataset.describe` says it, without the grid."""
         return {
             "format": self.format,
             "path": self.path,
@@ -273,30 +198,24 @@ class MeasurementGrid:
 
     Parameters
     ----------
-    format : str
-        The format it was read from.
-    path : str
-        The file read.
     columns : dict of str to numpy.ndarray
-        Every column of the file in its order (numbers as float64 arrays, text as str
-        arrays), so a grid writes back as it was read.
+        Every column of the file in its order (numbers as float64 arrays, text as str arrays), so
+        a grid writes back as it was read.
     roles : dict of str to str
-        The column that plays each part: ``app``, ``core_mhz``, ``mem_mhz``, ``time``,
-        ``watts``, or ``energy`` where a file gives energy instead of power.
+        The column that plays each part: ``app``, ``core_mhz``, ``mem_mhz``, ``time``, ``watts``,
+        or ``energy`` where a file gives energy instead of power.
     key_columns : tuple of str
         The columns that name a workload (joined, :attr:`workload`).
     time_to_ms : float
         The time column's factor to milliseconds.
     index_columns : tuple of str
         Columns that number the rows, not measurements.
-    skipped : tuple of Problem
-        The invalid rows left out in reading.
     knob : str
-        What the ``core_mhz`` column sets: ``clocks`` (MHz) or ``power_limit`` (W: Zeus's
-        traces, one setting a power limit).
+        What the ``core_mhz`` column sets: ``clocks`` (MHz) or ``power_limit`` (W: Zeus's traces,
+        one setting a power limit).
     mem_clock_to_nvml : float
-        NVML's memory clock per unit of the ``mem_mhz`` column's (2 for NVIDIA Inspector's
-        GDDR5 clocks).
+        NVML's memory clock per unit of the ``mem_mhz`` column's (2 for NVIDIA Inspector's GDDR5
+        clocks).
     """
 
     format: str
@@ -325,10 +244,7 @@ class MeasurementGrid:
 
     @cached_property
     def workload(self) -> np.ndarray:
-        """Identity of the measured workload per row: the key columns joined, e.g. app/kernel/args.
-
-        Computed once: the grid does not change.
-        """
+        """Identity of the measured workload per row: the key columns joined, e.g. app/kernel/args (computed once)."""
         keys = [self.columns[k].astype(str) for k in self.key_columns]
         out = keys[0]
         for k in keys[1:]:
@@ -346,19 +262,9 @@ class MeasurementGrid:
         return self._role("mem_mhz")
 
     def in_mem_unit(self, nvml_per_unit: float) -> MeasurementGrid:
-        """The grid with its memory clocks read in a unit of ``nvml_per_unit`` NVML MHz.
+        """The grid with its memory clocks, read in units of ``nvml_per_unit`` NVML MHz, in NVML's.
 
-        Converted to NVML's, unless that is the unit it was read in.
-
-        Parameters
-        ----------
-        nvml_per_unit : float
-            NVML's memory clock per unit of the file's.
-
-        Returns
-        -------
-        MeasurementGrid
-            The grid (this one where nothing changes).
+        This grid where nothing changes.
         """
         mem = self.roles.get("mem_mhz")
         if mem is None or nvml_per_unit == self.mem_clock_to_nvml:
@@ -387,31 +293,15 @@ class MeasurementGrid:
         }
 
     def reference_rows(self, reference: tuple[float, float | None]) -> tuple[list[str], np.ndarray]:
-        """The workloads measured at the reference clocks, and each one's first row there.
+        """The workloads measured at the reference (core, memory) MHz, in file order, and each one's first row there.
 
-        Workloads never measured at the reference (a failed run) cannot be profiled there: they
-        are left out with a warning. A grid without a memory clock column was measured at one
-        memory clock: only the core clock is matched there. Computed (and warned about) once per
-        reference: the steps of one command share it.
+        Workloads never measured at the reference (a failed run) are left out with a warning. In a
+        grid without a memory clock column (one memory clock) only the core clock is matched, and the
+        reference's memory clock may be None. Computed (and warned about) once per reference: the
+        steps of one command share it.
 
-        Parameters
-        ----------
-        reference : tuple of (float, float or None)
-            The reference (core, memory) clocks in MHz; the memory clock may be None in a grid
-            without a memory clock column.
-
-        Returns
-        -------
-        names : list of str
-            The workloads, in file order.
-        rows : numpy.ndarray
-            The index of each one's first row at the reference.
-
-        Raises
-        ------
-        InputError
-            If no workload was measured at the reference (most likely a wrong reference), or the
-            grid varies the memory clock and the reference gives none.
+        Raises `InputError` if no workload was measured at the reference (most likely a wrong
+        reference), or the grid varies the memory clock and the reference gives none.
         """
         known = self.__dict__.setdefault("_reference_rows", {})
         key = tuple(reference)
@@ -449,33 +339,15 @@ class MeasurementGrid:
 
     def table(self, names: list[str], *values: ArrayLike,
               mem_mhz: float | None = None) -> tuple[np.ndarray, list[np.ndarray]]:
-        """Per-row arrays as tables of workloads by the clock pairs all of them were measured at.
+        """Per-row arrays as [W x K] tables of workloads by the [K x 2] (core, memory) pairs.
 
-        Where a workload repeats a pair, its last row counts. Pairs some workload lacks (a run
-        that failed) are left out with a warning, since every table compares workloads pair by
-        pair.
+        The pairs are those every workload was measured at. Where a workload repeats a pair, its last
+        row counts. Pairs some workload lacks (a run that failed) are left out with a warning, since
+        every table compares workloads pair by pair. ``mem_mhz`` is the memory clock of a grid
+        without a memory clock column.
 
-        Parameters
-        ----------
-        names : list of str
-            The workloads, one table row each.
-        *values : array_like
-            Arrays of one value per grid row.
-        mem_mhz : float, optional
-            The memory clock of a grid without a memory clock column.
-
-        Returns
-        -------
-        configs : numpy.ndarray
-            [K x 2] (core, memory) pairs.
-        tables : list of numpy.ndarray
-            One [W x K] table per array of ``values``.
-
-        Raises
-        ------
-        InputError
-            If the grid has no memory clock column and ``mem_mhz`` is not given, fewer than two
-            pairs are common to all workloads, or a workload has no value at a pair.
+        Raises `InputError` if the grid has no memory clock column and ``mem_mhz`` is not given,
+        fewer than two pairs are common to all workloads, or a workload has no value at a pair.
         """
         mem = self.mem_mhz
         if mem is None:
@@ -505,10 +377,7 @@ class MeasurementGrid:
 
     def _common_pairs(self, configs: np.ndarray, config_of: np.ndarray, rows: list[np.ndarray],
                       lacking: list[tuple[str, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
-        """``table``'s pairs, index of each row's pair and rows, restricted to the pairs every workload was measured at.
-
-        Warns which pairs went and why.
-        """
+        """``table``'s pairs, pair of each row and rows, cut to the pairs every workload has; warns which went."""
         gone = np.unique(np.concatenate([m for _, m in lacking]))
         keep = np.setdiff1d(np.arange(len(configs)), gone)
         worst, missing = max(lacking, key=lambda x: len(x[1]))
@@ -527,15 +396,7 @@ class MeasurementGrid:
         return configs[keep], config_of, [r[config_of[r] >= 0] for r in rows]
 
     def describe(self) -> dict[str, Any]:
-        """What the grid holds, for `gpudvfs data info`.
-
-        Returns
-        -------
-        dict
-            ``format``, ``path``, ``rows``, ``columns``, ``workloads`` and ``benchmark_names``,
-            ``configurations``, the ``knob`` and clock levels, the ``metrics``, the ranges of time
-            and power and the ``skipped`` rows.
-        """
+        """What the grid holds, for `gpudvfs data info`: columns, workloads, knob levels, metrics, ranges."""
         watts = self.watts
         mem = self.mem_mhz
         configs = self.core_mhz[:, None] if mem is None else np.column_stack([self.core_mhz, mem])

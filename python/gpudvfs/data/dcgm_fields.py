@@ -30,42 +30,17 @@ PIPES = ("fp64_active", "fp32_active", "fp16_active", "tensor_active")
 
 
 def spellings(name: str) -> tuple[str, str, str]:
-    """A field's three spellings.
-
-    Parameters
-    ----------
-    name : str
-        The canonical (lowercase) name, a key of :data:`FIELDS`.
-
-    Returns
-    -------
-    tuple of (str, str, str)
-        The short name, the dmon tag and the exporter name.
-    """
+    """A field's (short name, dmon tag, exporter name), from its canonical name (a key of :data:`FIELDS`)."""
     tag, exporter = FIELDS[name]
     return name, tag, exporter
 
 
 def find_fields(columns: Mapping[str, np.ndarray], *, nonzero: bool = True) -> dict[str, str]:
-    """The column that holds each DCGM field among some columns (case-insensitive).
+    """Canonical field -> the column that holds it among ``columns`` (matched case-insensitively).
 
-    Parameters
-    ----------
-    columns : mapping of str to numpy.ndarray
-        Column name -> values.
-    nonzero : bool
-        Count a field zero in every row as not collected (DCGM writes 0 for a profiling field
-        its GPU or settings do not sample).
-
-    Returns
-    -------
-    dict of str to str
-        Canonical field -> the column that holds it.
-
-    Raises
-    ------
-    InputError
-        If a field appears under two spellings.
+    ``nonzero`` counts a field zero in every row as not collected (DCGM writes 0 for a profiling
+    field its GPU or settings do not sample). Raises `InputError` if a field appears under two
+    spellings.
     """
     lower = {c.lower(): c for c in columns}
     found = {}
@@ -79,17 +54,9 @@ def find_fields(columns: Mapping[str, np.ndarray], *, nonzero: bool = True) -> d
 
 
 def is_dcgm_grid(grid: MeasurementGrid) -> bool:
-    """Whether a measured grid goes down the DCGM path.
+    """Whether a grid goes down the DCGM path.
 
-    Parameters
-    ----------
-    grid : MeasurementGrid
-        The grid.
-
-    Returns
-    -------
-    bool
-        True for the nsfcac export, or a `grid` CSV whose counters include DCGM fields (one with
-        nvprof counters alone goes the nvprof way).
+    True for the nsfcac export, or a `grid` CSV whose counters include DCGM fields (one with
+    nvprof counters alone goes the nvprof way).
     """
     return grid.format == "dcgm" or (grid.format == "grid" and bool(find_fields(grid.metrics)))

@@ -56,25 +56,11 @@ def _is_number(text: str) -> bool:
 
 
 def detect_format(path: str | Path) -> str:
-    """The format of a data file, judged from its first lines.
+    """The format of a data file (one of :data:`FORMATS`), judged from its first lines.
 
     A profiler's output, which may follow the application's own, is told from its header
-    wherever it is.
-
-    Parameters
-    ----------
-    path : str or pathlib.Path
-        The data file.
-
-    Returns
-    -------
-    str
-        One of :data:`FORMATS`.
-
-    Raises
-    ------
-    DataFileError
-        If the file is missing, empty, or of no format gpudvfs reads.
+    wherever it is. Raises `DataFileError` if the file is missing, empty, or of no format
+    gpudvfs reads.
     """
     with Source(path, chunk_lines=DETECT_LINES) as src:
         recs = [f for _, f in src.head(DETECT_LINES)]
@@ -112,33 +98,25 @@ def detect_format(path: str | Path) -> str:
 
 def read(path: str | Path, format: str | None = None, on_invalid: str = "raise",
          columns: dict[str, str] | None = None, clip_utilization: bool = False, counters: bool = True) -> Dataset:
-    """Read any supported measurement file or profiler output.
+    """Read any supported measurement file or profiler output, as the format gives (see :mod:`gpudvfs.data`'s table).
 
     Profilers' output has no rows to skip: it is read whole or refused.
 
     Parameters
     ----------
-    path : str or pathlib.Path
-        The data file.
     format : str, optional
         One of :data:`FORMATS`; None detects it (:func:`detect_format`).
     on_invalid : str
-        ``raise`` (the default) raises :class:`DataFileError` at the first invalid row;
-        ``skip`` leaves invalid rows out, records each in the dataset's ``skipped`` and warns.
+        ``raise`` raises `DataFileError` at the first invalid row; ``skip`` leaves invalid rows
+        out, records each in the dataset's ``skipped`` and warns.
     columns : dict of str to str, optional
         Role -> column (see :func:`parse_columns`): read the file as a `grid` with those roles.
     clip_utilization : bool
-        Clip a gpmTOOL file's utilizations into [0, 1] with a warning instead of refusing
-        values outside it.
+        Clip a gpmTOOL file's utilizations into [0, 1] with a warning instead of refusing values
+        outside it.
     counters : bool
         False reads a grid's counters as unchecked text (a use of its time and power alone, where
         they may be blank).
-
-    Returns
-    -------
-    Dataset
-        A :class:`PowerDataset`, :class:`UtilizationTable`, :class:`MeasurementGrid`,
-        :class:`CounterReport` or :class:`SmiLog`, as the format gives (see the module's table).
 
     Raises
     ------
@@ -196,32 +174,10 @@ def read_measured_grid(path: str | Path, needs: str, formats: tuple[str, ...] = 
                        drop_spikes: float | None = None, counters: bool = True) -> MeasurementGrid:
     """Read a grid of measured times over clock pairs, or fail with what the file is and what is read instead.
 
-    Parameters
-    ----------
-    path : str or pathlib.Path
-        The data file.
-    needs : str
-        The command or model that reads the grid, for the error.
-    formats : tuple of str
-        The formats accepted.
-    on_invalid : str
-        ``raise`` or ``skip``, as for :func:`read`.
-    columns : dict of str to str, optional
-        Role -> column, as for :func:`read`.
-    drop_spikes : float, optional
-        A threshold: the grid's spikes' rows are left out (:mod:`gpudvfs.data.spikes`).
-    counters : bool
-        As for :func:`read`.
-
-    Returns
-    -------
-    MeasurementGrid
-        The grid.
-
-    Raises
-    ------
-    DataFileError
-        If the file is not a grid of one of ``formats``, or cannot be read.
+    ``needs`` names the command or model that reads it, for the error; ``drop_spikes`` is a
+    threshold whose spikes' rows are left out (:mod:`gpudvfs.data.spikes`); the other arguments
+    as for :func:`read`. Raises `DataFileError` if the file is not a grid of one of ``formats``,
+    or cannot be read.
     """
     ds = read(path, on_invalid=on_invalid, columns=columns, counters=counters)
     if not isinstance(ds, MeasurementGrid) or ds.format not in formats:
@@ -234,26 +190,7 @@ def read_measured_grid(path: str | Path, needs: str, formats: tuple[str, ...] = 
 def read_power_dataset(path: str | Path, on_invalid: str = "raise", clip_utilization: bool = False) -> PowerDataset:
     """Read a gpmTOOL power CSV: the training and test input of the power model.
 
-    Another kind of file is refused with what it is.
-
-    Parameters
-    ----------
-    path : str or pathlib.Path
-        The data file.
-    on_invalid : str
-        ``raise`` or ``skip``, as for :func:`read`.
-    clip_utilization : bool
-        Clip utilizations into [0, 1] with a warning instead of refusing values outside it.
-
-    Returns
-    -------
-    PowerDataset
-        The measurements.
-
-    Raises
-    ------
-    DataFileError
-        If the file is not a gpmTOOL power CSV, or cannot be read.
+    Raises `DataFileError` naming what the file is if it is another kind, or if it cannot be read.
     """
     found = detect_format(path)
     if found != "gpmtool":
@@ -265,21 +202,9 @@ def read_power_dataset(path: str | Path, on_invalid: str = "raise", clip_utiliza
 
 
 def write(ds: Dataset, path: str | Path) -> None:
-    """Write a dataset in the format it was read from (reads back to equal arrays).
+    """Write a dataset :func:`read` returned in the format it was read from (reads back to equal arrays).
 
-    Profilers' output is read, not written.
-
-    Parameters
-    ----------
-    ds : Dataset
-        A dataset :func:`read` returned.
-    path : str or pathlib.Path
-        The file to write.
-
-    Raises
-    ------
-    InputError
-        If ``ds`` is profiler output or not a dataset gpudvfs reads.
+    Raises `InputError` for profiler output (read only) or anything :func:`read` does not return.
     """
     if isinstance(ds, (CounterReport, SmiLog)):
         raise InputError("profiler output is read only: gpudvfs does not write Nsight Compute, nvprof or "

@@ -66,26 +66,10 @@ def _header(src: Source) -> tuple[tuple[float, ...], tuple[int, ...], tuple[str,
 def read_gpmtool(path: str | Path, on_invalid: str = "raise", clip: bool = False) -> PowerDataset | UtilizationTable:
     """Read a gpmTOOL CSV, power or utilization-only variant (told apart by the row width).
 
-    Parameters
-    ----------
-    path : str or pathlib.Path
-        The file.
-    on_invalid : str
-        ``raise`` to stop at the first invalid row, ``skip`` to leave it out and record it.
-    clip : bool
-        Clip utilizations outside [0, 1] into it with a warning, rather than refuse them.
-
-    Returns
-    -------
-    PowerDataset or UtilizationTable
-        The measurements (power variant) or the applications' utilizations.
-
-    Raises
-    ------
-    DataFileError
-        If the header or (with ``on_invalid="raise"``) a row cannot be read as the format.
-    InputError
-        If utilizations are outside [0, 1] and ``clip`` is not set.
+    ``on_invalid`` ``raise`` stops at the first invalid row, ``skip`` leaves it out and records
+    it; ``clip`` clips utilizations outside [0, 1] into it with a warning, rather than refuse
+    them (`InputError`). Raises `DataFileError` if the header or (with ``raise``) a row cannot be
+    read as the format.
     """
     with Source(path, on_invalid) as src:
         ref, sizes, comps = _header(src)
@@ -212,15 +196,7 @@ def _header_lines(ds: PowerDataset | UtilizationTable) -> list[str]:
 
 
 def write_gpmtool(ds: PowerDataset | UtilizationTable, path: str | Path) -> None:
-    """Write a dataset in the gpmTOOL format it was read from; floats round-trip exactly.
-
-    Parameters
-    ----------
-    ds : PowerDataset or UtilizationTable
-        The measurements (power variant) or utilizations (utilization-only variant).
-    path : str or pathlib.Path
-        The file to write.
-    """
+    """Write a dataset in the gpmTOOL variant it was read from; floats round-trip exactly."""
     lines = _header_lines(ds)
     if isinstance(ds, UtilizationTable):
         for name, u in zip(ds.names, ds.utilization):

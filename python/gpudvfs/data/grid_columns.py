@@ -46,23 +46,10 @@ _UNIT_SUFFIX = re.compile(r"^(?P<base>.*?)[\s_/(\[-]+(?P<unit>[a-zA-Zµ]+)[)\]]?
 
 
 def parse_columns(text: str | None) -> dict[str, str]:
-    """Parse ``role=column,...`` as ``--columns`` takes it; ``time_unit=ms`` too.
+    """Parse ``role=column,...`` as ``--columns`` takes it (None or empty: none); ``time_unit=ms`` too.
 
-    Parameters
-    ----------
-    text : str or None
-        The option's value; None or empty for none.
-
-    Returns
-    -------
-    dict of str to str
-        Role -> column (``workload``, ``benchmark`` and ``application`` read as ``app``), and
-        ``time_unit`` where given.
-
-    Raises
-    ------
-    InputError
-        If a pair is malformed, a role unknown or given twice, or the time unit unknown.
+    ``workload``, ``benchmark`` and ``application`` read as ``app``. Raises `InputError` if a
+    pair is malformed, a role unknown or given twice, or the time unit unknown.
     """
     if not text:
         return {}
@@ -94,29 +81,12 @@ def _split_unit(name: str) -> tuple[str, str | None]:
 
 
 def detect_roles(header: list[str], overrides: dict[str, str] | None = None) -> tuple[dict[str, str], float]:
-    """Which column of a grid header plays each role, the user's overrides first.
+    """Role -> column of a grid header, and the time column's factor to milliseconds.
 
-    A time column that does not give its unit is read as seconds, with a warning.
-
-    Parameters
-    ----------
-    header : list of str
-        The grid's column names.
-    overrides : dict of str to str, optional
-        Role -> column, as :func:`parse_columns` gives them.
-
-    Returns
-    -------
-    roles : dict of str to str
-        Role -> column.
-    time_factor : float
-        The time column's factor to milliseconds.
-
-    Raises
-    ------
-    InputError
-        If a role two columns could play, or a required role no column plays (the message
-        says how to name it), or an override names a column the header lacks.
+    The user's overrides (:func:`parse_columns`) come first. A time column that does not give its
+    unit is read as seconds, with a warning. Raises `InputError` if two columns could play a role,
+    no column plays a required one (the message says how to name it), or an override names a
+    column the header lacks.
     """
     overrides = dict(overrides or {})
     unit_given = overrides.pop("time_unit", None)

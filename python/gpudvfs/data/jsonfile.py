@@ -31,21 +31,8 @@ def _finite(text: str) -> float:
 def read_json(path: str | Path) -> Any:
     """Read a JSON document, any problem with it an `InputError` naming the file.
 
-    Parameters
-    ----------
-    path : str or pathlib.Path
-        The JSON file.
-
-    Returns
-    -------
-    object
-        The document: a dict, list, str, number, bool or None.
-
-    Raises
-    ------
-    InputError
-        If the file is missing, a folder, unreadable, not UTF-8, not JSON, holds NaN or
-        Infinity, or is too large for a gpudvfs JSON file.
+    Refused: a missing, folder, unreadable or non-UTF-8 file, invalid JSON, NaN or Infinity, and
+    anything over :data:`MAX_BYTES`.
     """
     path = Path(path)
     try:
@@ -73,24 +60,8 @@ def read_json(path: str | Path) -> Any:
 def read_versioned(path: str | Path, kind: str, version: int) -> dict[str, Any]:
     """Read a JSON object written by gpudvfs as ``{"kind": kind, "version": version, ...}``.
 
-    Parameters
-    ----------
-    path : str or pathlib.Path
-        The JSON file.
-    kind : str
-        The kind of document expected (e.g. ``dcgm-time-model``).
-    version : int
-        The version this gpudvfs reads.
-
-    Returns
-    -------
-    dict
-        The document.
-
-    Raises
-    ------
-    InputError
-        If the file cannot be read as JSON, is not an object of this kind, or is of another version.
+    Raises `InputError` if the file cannot be read as JSON, is not an object of this ``kind``
+    (e.g. ``dcgm-time-model``), or is of another version than the one this gpudvfs reads.
     """
     doc = read_json(path)
     if not isinstance(doc, dict) or doc.get("kind") != kind:
@@ -104,20 +75,8 @@ def read_versioned(path: str | Path, kind: str, version: int) -> dict[str, Any]:
 def write_json_atomic(path: str | Path, doc: Any) -> None:
     """Write a JSON document through a temporary file and a rename, so a crash never leaves half a file.
 
-    NaN and infinities are refused here, as `read_json` refuses them: no file is written that
+    NaN and infinities raise `ValueError`, as `read_json` refuses them: no file is written that
     cannot be read back.
-
-    Parameters
-    ----------
-    path : str or pathlib.Path
-        The file to write.
-    doc : object
-        A document ``json.dumps`` takes.
-
-    Raises
-    ------
-    ValueError
-        If ``doc`` holds NaN or an infinity.
     """
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")

@@ -19,23 +19,10 @@ if TYPE_CHECKING:
 
 
 def read_range_export(path: str | Path) -> pd.DataFrame:
-    """Read a Prometheus range-query export as one wide table.
+    """Read a Prometheus range-query export: ``timestamp``, the series' labels, and one column per metric.
 
-    Parameters
-    ----------
-    path : str or pathlib.Path
-        The export's JSON file.
-
-    Returns
-    -------
-    pandas.DataFrame
-        ``timestamp``, the series' labels, and one column per metric.
-
-    Raises
-    ------
-    InputError
-        If the file is not a range-query export, holds no samples, or a series has two
-        values at one timestamp.
+    Raises `InputError` if the file is not a range-query export, holds no samples, or a series
+    has two values at one timestamp.
     """
     import pandas as pd
 

@@ -28,26 +28,10 @@ FIELDS = tuple(Field(c, minimum=0, exclusive=c in ("fmem", "fcore", "time", "pow
 
 
 def read_ptx(path: str | Path, on_invalid: str = "raise") -> MeasurementGrid:
-    """Read a gpuPTXModel block file.
+    """Read a gpuPTXModel block file: a row per configuration, workloads in the ``benchmark`` column.
 
-    Parameters
-    ----------
-    path : str or pathlib.Path
-        The file.
-    on_invalid : str
-        ``raise`` to stop at the first invalid row or block, ``skip`` to leave it out and
-        record it in the grid's ``skipped``.
-
-    Returns
-    -------
-    MeasurementGrid
-        The grid, a row per configuration, workloads in the ``benchmark`` column.
-
-    Raises
-    ------
-    DataFileError
-        If the file cannot be read as the format (with ``on_invalid="raise"``: at its first
-        invalid row).
+    ``on_invalid`` as for `gpudvfs.data.read`, a skipped block recorded like a row. Raises
+    `DataFileError` if the file cannot be read as the format.
     """
     with Source(path, on_invalid) as src:
         blocks = _Blocks(src)
@@ -136,15 +120,7 @@ class _Blocks:
 
 
 def write_ptx(grid: MeasurementGrid, path: str | Path) -> None:
-    """Write a grid read from a gpuPTXModel file back in the format.
-
-    Parameters
-    ----------
-    grid : MeasurementGrid
-        A grid with the format's columns (``benchmark`` and :data:`COLUMNS`).
-    path : str or pathlib.Path
-        The file to write.
-    """
+    """Write a grid with the format's columns (``benchmark`` and :data:`COLUMNS`) back in the format."""
     lines = []
     bench = grid.columns["benchmark"]
     for i in range(len(grid)):

@@ -19,20 +19,12 @@ _LAUNCH_WARPS = f"{GRID_SIZE} * ceil({BLOCK_SIZE} / 32)"
 
 @dataclass(frozen=True)
 class Recipe:
-    """One way to compute an input from the values of some counters.
+    """One way to compute an input from the values of the counters it ``needs``.
 
-    Parameters
-    ----------
-    needs : tuple of str
-        The counters it reads.
-    combine : callable
-        Their values, in the order of ``needs`` -> the input; None where it is undefined for
-        these values (e.g. 0/0).
-    formula : str
-        What the docs show.
-    units : tuple of (str or tuple of str)
-        The expected unit of each of ``needs`` where the record states one: '' for any, a tuple
-        for any of those; empty for no expectation.
+    ``combine`` maps their values, in that order, to the input, or None where it is undefined for
+    them (e.g. 0/0); ``formula`` is what the docs show. ``units`` gives the expected unit of each
+    counter where the record states one: '' for any, a tuple for any of those; empty for no
+    expectation.
     """
 
     needs: tuple[str, ...]
@@ -46,189 +38,64 @@ Table = Mapping[str, "list[Recipe] | str"]
 
 
 def same(name: str, unit: str = "") -> Recipe:
-    """A counter as it is.
-
-    Parameters
-    ----------
-    name : str
-        The counter.
-    unit : str
-        Its expected unit; '' for any.
-
-    Returns
-    -------
-    Recipe
-        The recipe.
-    """
+    """A counter as it is, in ``unit`` ('' for any)."""
     return Recipe((name,), lambda v: v[0], name, (unit,))
 
 
 def percent(name: str) -> Recipe:
-    """A percentage as a ratio: the counter (in %) / 100.
-
-    Parameters
-    ----------
-    name : str
-        The counter.
-
-    Returns
-    -------
-    Recipe
-        The recipe.
-    """
+    """A percentage as a ratio: the counter (in %) / 100."""
     return Recipe((name,), lambda v: v[0] / 100.0, f"{name} / 100", ("%",))
 
 
 def level(name: str) -> Recipe:
-    """An nvprof utilization level (``Low (2)``, 0-10 scale) as a ratio: the level / 10.
-
-    Parameters
-    ----------
-    name : str
-        The counter.
-
-    Returns
-    -------
-    Recipe
-        The recipe.
-    """
+    """An nvprof utilization level (``Low (2)``, 0-10 scale) as a ratio: the level / 10."""
     return Recipe((name,), lambda v: v[0] / 10.0, f"{name} / 10", (LEVEL_UNIT,))
 
 
 def scaled(name: str, divisor: float, unit: str) -> Recipe:
-    """A counter divided by a constant (e.g. DRAM bytes / 32 = sectors).
-
-    Parameters
-    ----------
-    name : str
-        The counter.
-    divisor : float
-        What it is divided by.
-    unit : str
-        Its expected unit.
-
-    Returns
-    -------
-    Recipe
-        The recipe.
-    """
+    """A counter in ``unit`` divided by a constant (e.g. DRAM bytes / 32 = sectors)."""
     return Recipe((name,), lambda v: v[0] / divisor, f"{name} / {divisor:g}", (unit,))
 
 
 def weighted_sum(*terms: tuple[float, str]) -> Recipe:
-    """A weighted sum of counters.
-
-    Parameters
-    ----------
-    *terms : tuple of (float, str)
-        (weight, counter) pairs.
-
-    Returns
-    -------
-    Recipe
-        The recipe.
-    """
+    """A weighted sum of counters, given as (weight, counter) pairs."""
     parts = [n if w == 1 else f"{w:g} * {n}" for w, n in terms]
     return Recipe(tuple(n for _, n in terms),
                   lambda v: sum(w * x for (w, _), x in zip(terms, v)), " + ".join(parts))
 
 
 def excess(name: str, over: str) -> Recipe:
-    """How far one counter exceeds another, 0 where it does not.
-
-    Parameters
-    ----------
-    name : str
-        The counter.
-    over : str
-        The counter it is compared with.
-
-    Returns
-    -------
-    Recipe
-        The recipe.
-    """
+    """How far one counter exceeds another, 0 where it does not."""
     return Recipe((name, over), lambda v: max(0.0, v[0] - v[1]), f"max(0, {name} - {over})")
 
 
 def megahertz(name: str) -> Recipe:
-    """Cycles per second in MHz.
+    """A rate in cycle/second or Hz, in MHz.
 
-    The readers convert ncu's printed rates (cycle/nsecond, cycle/usecond) to cycle/second and MHz,
+    The readers convert ncu's printed rates (cycle/nsecond, cycle/usecond) to cycle/second and
     GHz to Hz; a value in any other unit is refused.
-
-    Parameters
-    ----------
-    name : str
-        The counter, a rate in cycle/second or Hz.
-
-    Returns
-    -------
-    Recipe
-        The recipe.
     """
     return Recipe((name,), lambda v: v[0] / 1e6, f"{name} / 1e6", (("cycle/second", "Hz"),))
 
 
 def ratio(num: str, den: str) -> Recipe:
-    """One counter over another; undefined where the denominator is 0.
-
-    Parameters
-    ----------
-    num : str
-        The numerator's counter.
-    den : str
-        The denominator's counter.
-
-    Returns
-    -------
-    Recipe
-        The recipe.
-    """
+    """One counter over another; undefined where the denominator is 0."""
     return Recipe((num, den), lambda v: v[0] / v[1] if v[1] != 0 else None, f"{num} / {den}")
 
 
 def percent_sum(*names: str) -> Recipe:
-    """Percentages summed, as a ratio.
-
-    Parameters
-    ----------
-    *names : str
-        The counters, each in %.
-
-    Returns
-    -------
-    Recipe
-        The recipe.
-    """
+    """Percentages summed, as a ratio."""
     return Recipe(names, lambda v: sum(v) / 100.0, f"({' + '.join(names)}) / 100",
                   tuple("%" for _ in names))
 
 
 def launch_warps() -> Recipe:
-    """The warps of a launch from its geometry: exact, every block has ceil(threads / 32) warps.
-
-    Returns
-    -------
-    Recipe
-        The recipe.
-    """
+    """The warps of a launch from its geometry: exact, every block has ceil(threads / 32) warps."""
     return Recipe((GRID_SIZE, BLOCK_SIZE), lambda v: v[0] * math.ceil(v[1] / 32), _LAUNCH_WARPS)
 
 
 def inst_over_launch_warps(inst: str) -> Recipe:
-    """Instructions per warp: an instruction count over the warps of the launch geometry.
-
-    Parameters
-    ----------
-    inst : str
-        The instruction count's counter.
-
-    Returns
-    -------
-    Recipe
-        The recipe; undefined for a launch of no warps.
-    """
+    """Instructions per warp: an instruction count over the warps of the launch geometry; undefined for no warps."""
     def f(v: Sequence[float]) -> float | None:
         warps = v[1] * math.ceil(v[2] / 32)
         return v[0] / warps if warps else None
@@ -236,24 +103,11 @@ def inst_over_launch_warps(inst: str) -> Recipe:
 
 
 def eq10_split(fu: str, own: str, other: str, own_first: bool) -> Recipe:
-    """Guerreiro et al. Eq. 10: a combined FP32/INT unit utilization split by instruction counts.
+    """Guerreiro et al. Eq. 10: a combined FP32/INT unit's utilization split by instruction counts.
 
-    Parameters
-    ----------
-    fu : str
-        The combined unit's utilization level (nvprof, 0-10).
-    own : str
-        The instruction count of the unit this recipe gives.
-    other : str
-        That of the unit it shares the level with.
-    own_first : bool
-        ``own`` is the FP32 count (the formula names FP32 first).
-
-    Returns
-    -------
-    Recipe
-        The recipe: the level / 10 times ``own``'s share of the instructions; 0 where the unit
-        ran no instruction at level 0, undefined where it ran none at another level.
+    The level ``fu`` (nvprof, 0-10) / 10 times ``own``'s share of ``own`` + ``other``; 0 where
+    the unit ran no instruction at level 0, undefined where it ran none at another level.
+    ``own_first``: ``own`` is the FP32 count (the formula names FP32 first).
     """
     fp32, integer = (own, other) if own_first else (other, own)
 

@@ -34,28 +34,10 @@ from gpudvfs.limits import is_finite_number
 class Spike:
     """One spike: a cell of a grid and the neighbours it departs from.
 
-    Parameters
-    ----------
-    row : int
-        The cell's row of the grid.
-    workload : str
-        The row's workload.
-    core_mhz : float
-        The row's core clock.
-    mem_mhz : float or None
-        The row's memory clock, None where the grid has no memory clock column.
-    quantity : str
-        ``time`` or ``power``.
-    value : float
-        The cell's value (ms or W).
-    neighbours : tuple of (float, float)
-        The neighbours' values.
-    neighbour_mhz : tuple of (float, float)
-        The neighbours' clocks on ``axis``.
-    deviation : float
-        The value over the neighbours' geometric mean, minus 1.
-    axis : str
-        ``core`` or ``memory``: the clock the neighbours lie along.
+    ``mem_mhz`` is None where the grid has no memory clock column; ``quantity`` is ``time`` (ms)
+    or ``power`` (W), the unit of ``value`` and ``neighbours``; ``neighbour_mhz`` are the
+    neighbours' clocks along ``axis`` (``core`` or ``memory``); ``deviation`` is the value over
+    the neighbours' geometric mean, minus 1.
     """
 
     row: int
@@ -101,26 +83,11 @@ def _series(work: np.ndarray, along: np.ndarray,
 
 
 def find_spikes(grid: MeasurementGrid, threshold: float = 0.1) -> list[Spike]:
-    """Every spike of a grid's time and (where it has one) power column, in row order.
+    """Every spike of a grid's time and (where it has one) power column, by row and quantity.
 
-    A cell that is one along both clocks is listed once, along the core clock.
-
-    Parameters
-    ----------
-    grid : MeasurementGrid
-        The measured grid.
-    threshold : float
-        A spike departs from both neighbours by more than a factor ``1 + threshold``.
-
-    Returns
-    -------
-    list of Spike
-        The spikes, by row and quantity.
-
-    Raises
-    ------
-    InputError
-        If ``threshold`` is not a number > 0.
+    A spike departs from both neighbours by more than a factor ``1 + threshold``. A cell that is
+    one along both clocks is listed once, along the core clock. Raises `InputError` if
+    ``threshold`` is not a number > 0.
     """
     limit = np.log1p(_check_threshold(threshold))
     work, core, mem = np.unique(grid.workload, return_inverse=True)[1].ravel(), grid.core_mhz, grid.mem_mhz
@@ -152,27 +119,11 @@ def find_spikes(grid: MeasurementGrid, threshold: float = 0.1) -> list[Spike]:
 
 
 def drop_spikes(grid: MeasurementGrid, threshold: float = 0.1) -> MeasurementGrid:
-    """The grid without its spikes' rows, each recorded in ``skipped``, with a warning that names them.
+    """The grid without its spikes' rows (:func:`find_spikes`), each recorded in ``skipped``.
 
-    A grid's table then leaves their clock pairs out for every workload (with its own
-    warning), since tables compare workloads pair by pair.
-
-    Parameters
-    ----------
-    grid : MeasurementGrid
-        The measured grid.
-    threshold : float
-        As for :func:`find_spikes`.
-
-    Returns
-    -------
-    MeasurementGrid
-        The grid itself where it has no spike, else a copy without the spikes' rows.
-
-    Raises
-    ------
-    InputError
-        If ``threshold`` is not a number > 0.
+    The grid itself where it has no spike, else a copy, with a warning that names them. A grid's
+    table then leaves their clock pairs out for every workload (with its own warning), since
+    tables compare workloads pair by pair.
     """
     spikes = find_spikes(grid, threshold)
     if not spikes:

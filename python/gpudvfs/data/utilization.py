@@ -20,32 +20,10 @@ from gpudvfs.errors import GpudvfsWarning, InputError
 
 def bound_utilization(u: ArrayLike, components: Sequence[str], where: str, *, clip: bool = False,
                       tolerance: float = UTIL_TOLERANCE, hint: str = "") -> np.ndarray:
-    """Utilizations as they are when within a tolerance of [0, 1]; otherwise refused, or clipped with a warning.
+    """[..., components] utilizations as float64, unchanged within ``tolerance`` of [0, 1]; further, refused or clipped.
 
-    Parameters
-    ----------
-    u : array_like
-        [..., components] utilizations.
-    components : sequence of str
-        The components' names, for the message.
-    where : str
-        The source of the values, for the message.
-    clip : bool
-        Clip values outside [0, 1] (with a :class:`GpudvfsWarning`) rather than refuse them.
-    tolerance : float
-        How far outside [0, 1] a value passes unchanged.
-    hint : str
-        A likely cause to name in the error.
-
-    Returns
-    -------
-    numpy.ndarray
-        The utilizations as float64, clipped into [0, 1] where ``clip`` was needed.
-
-    Raises
-    ------
-    InputError
-        If a value is beyond ``tolerance`` of [0, 1] and ``clip`` is not set.
+    With ``clip`` values outside [0, 1] are clipped with a `GpudvfsWarning`; without, they raise
+    `InputError` naming ``where`` they came from and ``hint``, a likely cause.
     """
     u = np.asarray(u, dtype=np.float64)
     outside = (u < -tolerance) | (u > 1 + tolerance)

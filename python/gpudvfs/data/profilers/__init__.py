@@ -38,22 +38,9 @@ _READERS: dict[str, Callable[[str | Path], CounterReport | SmiLog]] = {
 
 
 def counter_tool(path: str | Path) -> str | None:
-    """Which tool wrote a file, told by its header line or, without CSV, by the messages the tool printed.
+    """Which tool wrote a file: ``ncu``, ``nvprof``, ``nvidia-smi``, else None.
 
-    Parameters
-    ----------
-    path : str or pathlib.Path
-        The file.
-
-    Returns
-    -------
-    str or None
-        ``ncu``, ``nvprof`` or ``nvidia-smi``; None for anything else.
-
-    Raises
-    ------
-    DataFileError
-        If the file cannot be read as text.
+    Told by its header line or, without CSV, by the messages the tool printed.
     """
     src = Text.from_path(path)
     first = next((ln for ln in src.lines if ln.strip()), "")
@@ -76,20 +63,8 @@ def counter_tool(path: str | Path) -> str | None:
 def read_counters(path: str | Path) -> CounterReport | SmiLog:
     """Read an Nsight Compute, nvprof or nvidia-smi CSV, told apart by :func:`counter_tool`.
 
-    Parameters
-    ----------
-    path : str or pathlib.Path
-        The file.
-
-    Returns
-    -------
-    CounterReport or SmiLog
-        The profilers' counters, or nvidia-smi's samples.
-
-    Raises
-    ------
-    DataFileError
-        If no tool is recognised, or the tool's output is malformed or holds only its errors.
+    Raises `DataFileError` if no tool is recognised, or the tool's output is malformed or holds
+    only its errors.
     """
     tool = counter_tool(path)
     if tool is None:

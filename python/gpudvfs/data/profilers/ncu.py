@@ -41,48 +41,12 @@ RULE_COLUMNS = ("Rule Name", "Rule Type", "Rule Description", "Estimated Speedup
 
 
 def read_ncu_csv(path: str | Path) -> CounterReport:
-    """Parse a file written by ``ncu --csv`` (stdout redirect or ``--log-file``).
-
-    Parameters
-    ----------
-    path : str or pathlib.Path
-        The file.
-
-    Returns
-    -------
-    CounterReport
-        The launches, in file order.
-
-    Raises
-    ------
-    DataFileError
-        If the output is malformed, located to line and column; a :class:`ProfilerError` where
-        Nsight Compute printed only its errors.
-    """
+    """Parse a file written by ``ncu --csv`` (stdout redirect or ``--log-file``): its launches, in file order."""
     return _parse(Text.from_path(path))
 
 
 def parse_ncu_csv(text: str, source: str = "<ncu output>") -> CounterReport:
-    """Parse ``ncu --csv`` output held in a string.
-
-    Parameters
-    ----------
-    text : str
-        The tool's output.
-    source : str
-        What the text came from, named in errors.
-
-    Returns
-    -------
-    CounterReport
-        The launches, in file order.
-
-    Raises
-    ------
-    DataFileError
-        If the output is malformed, located to line and column; a :class:`ProfilerError` where
-        Nsight Compute printed only its errors.
-    """
+    """Parse ``ncu --csv`` output held in a string, ``source`` naming it in errors."""
     return _parse(Text(source, text.splitlines()))
 
 

@@ -32,48 +32,12 @@ TRACE_INFO = frozenset({"Device", "Context", "Stream", "Kernel", "Correlation_ID
 
 
 def read_nvprof_csv(path: str | Path) -> CounterReport:
-    """Parse a file written by ``nvprof --csv`` (metrics or events; summary or GPU trace).
-
-    Parameters
-    ----------
-    path : str or pathlib.Path
-        The file.
-
-    Returns
-    -------
-    CounterReport
-        The kernels (summary) or launches (trace), in file order.
-
-    Raises
-    ------
-    DataFileError
-        If the output is malformed, located to line and column; a :class:`ProfilerError` where
-        nvprof printed only its errors.
-    """
+    """Parse a file written by ``nvprof --csv`` (metrics or events): kernels (summary) or launches (trace)."""
     return _parse(Text.from_path(path))
 
 
 def parse_nvprof_csv(text: str, source: str = "<nvprof output>") -> CounterReport:
-    """Parse ``nvprof --csv`` output held in a string.
-
-    Parameters
-    ----------
-    text : str
-        The tool's output.
-    source : str
-        What the text came from, named in errors.
-
-    Returns
-    -------
-    CounterReport
-        The kernels (summary) or launches (trace), in file order.
-
-    Raises
-    ------
-    DataFileError
-        If the output is malformed, located to line and column; a :class:`ProfilerError` where
-        nvprof printed only its errors.
-    """
+    """Parse ``nvprof --csv`` output held in a string, ``source`` naming it in errors."""
     return _parse(Text(source, text.splitlines()))
 
 

@@ -26,20 +26,8 @@ class ProfilerError(DataFileError):
 class Rule:
     """One Nsight Compute rule result (rows whose metric fields are empty).
 
-    Parameters
-    ----------
-    section : str
-        The section the rule belongs to.
-    name : str
-        The rule's name.
-    type : str
-        Its result type (e.g. ``OPT``, ``WRN``).
-    description : str
-        What it says.
-    speedup_type : str
-        How the estimated speedup is measured (``local``, ``global``), where given.
-    speedup : float, optional
-        The estimated speedup, where given.
+    ``type`` is its result type (e.g. ``OPT``, ``WRN``); ``speedup_type`` how the estimated
+    ``speedup`` is measured (``local``, ``global``), where given.
     """
 
     section: str
@@ -56,21 +44,15 @@ class KernelCounters:
 
     Parameters
     ----------
-    name : str
-        The kernel's name.
     id : int or None
         The launch's ID in the file (Nsight Compute), None where the tool gives none.
     invocation : int or None
-        The launches of the same kernel name before this one in the file (0 for the first);
-        nvprof's summary has no per-launch rows, so there it is None.
-    invocations : int
-        The launches the counters cover.
+        The launches of the same kernel name before this one in the file (0 for the first); None
+        in nvprof's summary, which has no per-launch rows.
     tool : str
         ``ncu`` or ``nvprof``.
     metrics : dict of str to float
-        Every numeric value converted to ``units[name]`` (the base unit, see :mod:`.units`).
-    units : dict of str to str
-        Each metric's base unit.
+        Every numeric value converted to ``units[name]``, the base unit (see :mod:`.units`).
     text : dict of str to str
         The values that are not numbers (``n/a``, names, modes).
     lists : dict of str to tuple of float
@@ -79,8 +61,6 @@ class KernelCounters:
         nvprof's (min, max) beside the average kept in ``metrics``.
     info : dict of str to str
         The identification columns (process, context, stream, block and grid size, device, CC ...).
-    rules : list of Rule
-        Nsight Compute's rule results for the launch.
     line : int
         The 1-based line the launch starts on.
     """
@@ -100,18 +80,7 @@ class KernelCounters:
     line: int = 0
 
     def get(self, metric: str) -> float | None:
-        """A metric's value in its base unit.
-
-        Parameters
-        ----------
-        metric : str
-            The metric's name.
-
-        Returns
-        -------
-        float or None
-            The value; None where the launch has no numeric value of it.
-        """
+        """A metric's value in its base unit; None where the launch has no numeric value of it."""
         return self.metrics.get(metric)
 
     def __contains__(self, metric: str) -> bool:
@@ -125,19 +94,15 @@ class CounterReport:
 
     Parameters
     ----------
-    path : str
-        The file.
     tool : str
         ``ncu`` or ``nvprof``.
     form : str
-        ``wide`` (one row per kernel: ncu ``--page raw``, nvprof ``--print-gpu-trace``) or
-        ``long`` (one row per kernel and metric: ncu ``--metrics``/details page, nvprof summary).
-    kernels : list of KernelCounters
-        The launches, in file order.
+        ``wide`` (one row per kernel: ncu ``--page raw``, nvprof ``--print-gpu-trace``) or ``long``
+        (one row per kernel and metric: ncu ``--metrics``/details page, nvprof summary).
     messages : list of tuple of (int, str)
         The tool's own lines (``==PROF==``, ``==ERROR==``, ...) with their 1-based line numbers.
     other_lines : list of tuple of (int, str)
-        The application's output, with their 1-based line numbers.
+        The application's output, likewise.
     """
 
     path: str
@@ -162,14 +127,7 @@ class CounterReport:
         return [(n, t) for n, t in self.messages if ERROR_LINE.match(t)]
 
     def describe(self) -> dict[str, Any]:
-        """What the output holds, for `gpudvfs data info`.
-
-        Returns
-        -------
-        dict
-            ``format``, ``path``, ``form``, counts of ``rows``, ``kernels``, ``launches`` and
-            ``rules``, and the ``kernel_names``, ``devices``, ``metrics``, ``messages`` and ``errors``.
-        """
+        """What the output holds, for `gpudvfs data info`: kernels, devices, metrics, rules, messages."""
         metrics = list(dict.fromkeys(m for k in self.kernels for m in k.metrics))
         devices = sorted({k.info.get("Device", "") for k in self.kernels} - {""})
         return {
@@ -181,24 +139,9 @@ class CounterReport:
         }
 
     def find(self, name_contains: str, invocation: int = 0) -> KernelCounters:
-        """The ``invocation``-th launch of the kernel whose name contains a text.
+        """The ``invocation``-th launch (from 0) of the kernel whose name contains ``name_contains``.
 
-        Parameters
-        ----------
-        name_contains : str
-            Part of the kernel's name.
-        invocation : int
-            Which launch of it, from 0.
-
-        Returns
-        -------
-        KernelCounters
-            The launch.
-
-        Raises
-        ------
-        KeyError
-            If the text matches several kernels' names, or the kernel has no such launch.
+        Raises `KeyError` if the text matches several kernels' names, or the kernel has no such launch.
         """
         hits = [k for k in self.kernels if name_contains in k.name]
         names = sorted({k.name for k in hits})
@@ -212,38 +155,14 @@ class CounterReport:
 
 @dataclass
 class Text:
-    """A file's lines with the helpers the parsers need; errors name the source and line.
-
-    Parameters
-    ----------
-    source : str
-        The file's path, or what the text came from.
-    lines : list of str
-        Its lines.
-    """
+    """A file's lines with the helpers the parsers need; errors name the ``source`` and line."""
 
     source: str
     lines: list[str]
 
     @classmethod
     def from_path(cls, path: str | Path) -> Text:
-        """Read a file's lines.
-
-        Parameters
-        ----------
-        path : str or pathlib.Path
-            The file.
-
-        Returns
-        -------
-        Text
-            Its lines.
-
-        Raises
-        ------
-        DataFileError
-            If the file is missing, not a regular file, or not UTF-8 text.
-        """
+        """Read a file's lines; `DataFileError` if it is missing, not a regular file, or not UTF-8 text."""
         p = Path(path)
         if not p.is_file():
             raise DataFileError.at(path, "file not found" if not p.exists() else "not a regular file")
@@ -255,70 +174,21 @@ class Text:
 
     def error(self, message: str, line: int | None = None, column: int | None = None,
               column_name: str | None = None) -> DataFileError:
-        """The error of a problem in this text, to raise.
-
-        Parameters
-        ----------
-        message : str
-            What is wrong, and what was expected.
-        line : int, optional
-            The 1-based line.
-        column : int, optional
-            The 1-based column.
-        column_name : str, optional
-            The column's header.
-
-        Returns
-        -------
-        DataFileError
-            The located error.
-        """
+        """The located `DataFileError` of a problem in this text (1-based line and column), to raise."""
         return DataFileError.at(self.source, message, line, column, column_name)
 
     def fields(self, index: int) -> list[str]:
-        """A line's CSV fields.
-
-        Parameters
-        ----------
-        index : int
-            The line's 0-based index.
-
-        Returns
-        -------
-        list of str
-            Its fields.
-
-        Raises
-        ------
-        DataFileError
-            If the line is not CSV (a field over the csv module's limit, a stray quote).
-        """
+        """The CSV fields of the line at 0-based ``index``; `DataFileError` if it is not CSV."""
         try:
             return next(csv.reader([self.lines[index]]))
         except csv.Error as e:  # a field over the csv module's limit (128 KB), a stray quote
             raise self.error(f"not a CSV line ({e})", index + 1) from None
 
     def find_header(self, starts: tuple[tuple[str, ...], ...], tool: str) -> int:
-        """The index of the first line whose leading CSV fields are one of some starts.
+        """The 0-based index of the first line whose leading CSV fields are one of ``starts``.
 
-        Parameters
-        ----------
-        starts : tuple of tuple of str
-            The leading fields a header may have.
-        tool : str
-            The tool, for the error.
-
-        Returns
-        -------
-        int
-            The header line's 0-based index.
-
-        Raises
-        ------
-        ProfilerError
-            If there is no header and the tool printed ``==ERROR==`` lines (quoting them).
-        DataFileError
-            If there is no header otherwise.
+        Raises `ProfilerError` quoting the tool's ``==ERROR==`` lines if there is no header and it
+        printed some, else `DataFileError`.
         """
         for i, line in enumerate(self.lines):
             if MESSAGE.match(line) or not line.startswith('"'):
@@ -337,24 +207,9 @@ class Text:
         raise self.error(f"no {tool} CSV header found: expected a line starting with {want}{hint}")
 
     def data_rows(self, header: int, messages: list[tuple[int, str]]) -> Iterator[tuple[int, list[str]]]:
-        """Every data line after the header; the tool's ``==...`` messages among them go to a list.
+        """Yield (0-based index, fields) of every data line after the header.
 
-        Parameters
-        ----------
-        header : int
-            The header line's 0-based index.
-        messages : list of tuple of (int, str)
-            Where the messages go, as (1-based line, text).
-
-        Yields
-        ------
-        tuple of (int, list of str)
-            A data line's 0-based index and its fields.
-
-        Raises
-        ------
-        DataFileError
-            At a line that is not CSV.
+        The tool's ``==...`` messages among them go to ``messages`` as (1-based line, text).
         """
         for i in range(header + 1, len(self.lines)):
             line = self.lines[i]
@@ -366,20 +221,7 @@ class Text:
             yield i, self.fields(i)
 
     def split_preamble(self, header: int) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
-        """Tool messages and application output before the header line.
-
-        Parameters
-        ----------
-        header : int
-            The header line's 0-based index.
-
-        Returns
-        -------
-        messages : list of tuple of (int, str)
-            The tool's lines, as (1-based line, text).
-        other : list of tuple of (int, str)
-            The application's output, likewise.
-        """
+        """The tool's messages and the application's output before the header line, each as (1-based line, text)."""
         messages: list[tuple[int, str]] = []
         other: list[tuple[int, str]] = []
         for i in range(header):

@@ -28,14 +28,10 @@ class SmiLog:
 
     Parameters
     ----------
-    path : str
-        The log.
     fields : list of str
         The query names, without units.
     units : dict of str to str
-        Each field's base unit, that of the converted values.
-    printed_units : dict of str to str
-        Each field's unit in the header.
+        Each field's base unit, that of the converted values; ``printed_units`` the header's.
     samples : list of dict
         Per sample, field -> a float, a string or None (not available).
     lines : list of int
@@ -59,38 +55,16 @@ class SmiLog:
     format = "nvidia-smi"  # the format name `gpudvfs.read` knows it by
 
     def describe(self) -> dict[str, Any]:
-        """What the log holds, for `gpudvfs data info`.
-
-        Returns
-        -------
-        dict
-            ``format``, ``path``, counts of ``rows`` and ``samples``, the ``fields``, their
-            printed ``units``, the ``gpus`` named and the ``repeated_headers``.
-        """
+        """What the log holds (fields, printed units, GPUs named, repeated headers), for `gpudvfs data info`."""
         gpus = sorted({str(s.get("name")) for s in self.samples} - {"None"}) if "name" in self.fields else []
         return {"format": "nvidia-smi", "path": self.path, "rows": len(self.samples), "samples": len(self.samples),
                 "fields": list(self.fields), "units": dict(self.printed_units), "gpus": gpus,
                 "repeated_headers": list(self.repeated_headers)}
 
     def values(self, name: str) -> list[float | None]:
-        """The numeric values of one field, in sample order.
+        """A field's value per sample in its base unit, None where not available.
 
-        Parameters
-        ----------
-        name : str
-            The field.
-
-        Returns
-        -------
-        list of float or None
-            A value per sample in the base unit, None where not available.
-
-        Raises
-        ------
-        KeyError
-            If the log has no such field.
-        TypeError
-            If a sample's value of it is text.
+        Raises `KeyError` if the log has no such field, `TypeError` if a sample's value of it is text.
         """
         if name not in self.fields:
             raise KeyError(f"no field {name!r} in {self.path}; fields: {self.fields}")
@@ -104,46 +78,12 @@ class SmiLog:
 
 
 def read_smi_csv(path: str | Path) -> SmiLog:
-    """Parse an ``nvidia-smi --query-gpu --format=csv`` log.
-
-    Parameters
-    ----------
-    path : str or pathlib.Path
-        The file.
-
-    Returns
-    -------
-    SmiLog
-        The samples.
-
-    Raises
-    ------
-    DataFileError
-        If the log is malformed, located to line and column.
-    """
+    """Parse an ``nvidia-smi --query-gpu --format=csv`` log; a malformed one raises a located `DataFileError`."""
     return _parse(Text.from_path(path))
 
 
 def parse_smi_csv(text: str, source: str = "<nvidia-smi output>") -> SmiLog:
-    """Parse an nvidia-smi query log held in a string.
-
-    Parameters
-    ----------
-    text : str
-        The tool's output.
-    source : str
-        What the text came from, named in errors.
-
-    Returns
-    -------
-    SmiLog
-        The samples.
-
-    Raises
-    ------
-    DataFileError
-        If the log is malformed, located to line and column.
-    """
+    """Parse an nvidia-smi query log held in a string, as :func:`read_smi_csv` a file; ``source`` is named in errors."""
     return _parse(Text(source, text.splitlines()))
 
 

@@ -65,19 +65,9 @@ def _amount(unit: str) -> tuple[float, str] | None:
 
 
 def normalize_unit(unit: str) -> tuple[float, str]:
-    """The factor and base unit of a printed unit: ``value_in_base = printed_value * factor``.
+    """The (factor, base unit) of a printed unit: ``value_in_base = printed_value * factor``.
 
     Unknown units are kept as printed with factor 1, never guessed.
-
-    Parameters
-    ----------
-    unit : str
-        The unit as the tool printed it.
-
-    Returns
-    -------
-    tuple of (float, str)
-        (factor, base unit).
     """
     unit = unit.strip()
     if not unit:
@@ -96,18 +86,7 @@ def normalize_unit(unit: str) -> tuple[float, str]:
 
 
 def parse_number(text: str) -> float | None:
-    """A finite float from a printed number (thousands separators allowed), else None.
-
-    Parameters
-    ----------
-    text : str
-        The printed number.
-
-    Returns
-    -------
-    float or None
-        The number; None where the text is not a finite number.
-    """
+    """A finite float from a printed number (thousands separators allowed), else None."""
     t = text.strip()
     if _GROUPED.match(t):
         t = t.replace(",", "")
@@ -126,19 +105,10 @@ LEVEL_UNIT = "level (0-10)"
 
 
 def split_value_unit(text: str) -> tuple[float, str] | None:
-    """The number and unit of a value printed with its unit attached.
+    """The (number, unit) of a value printed with its unit attached.
 
-    E.g. ``126.02GB/s``, ``74.86 W``, ``Low (2)`` (unit :data:`LEVEL_UNIT`).
-
-    Parameters
-    ----------
-    text : str
-        The printed value.
-
-    Returns
-    -------
-    tuple of (float, str) or None
-        (number, unit); None when the text is not of that form or the number not finite.
+    E.g. ``126.02GB/s``, ``74.86 W``, ``Low (2)`` (unit :data:`LEVEL_UNIT`); None when the text is
+    not of that form or the number not finite.
     """
     t = text.strip()
     m = _LEVEL.match(t)

@@ -14,31 +14,10 @@ def store(rec: KernelCounters, name: str, raw: str, unit: str, src: Text, line: 
     """Store a printed value under its metric's name in a kernel's counters.
 
     A number goes to ``metrics`` in the base unit, a ``"; "``-joined list of numbers to
-    ``lists``, anything else to ``text``.
-
-    Parameters
-    ----------
-    rec : KernelCounters
-        The kernel's counters.
-    name : str
-        The metric.
-    raw : str
-        The value as printed.
-    unit : str
-        The unit it was printed in.
-    src : Text
-        The file, for errors.
-    line : int
-        The value's 1-based line.
-    column : int
-        Its 1-based column.
-
-    Raises
-    ------
-    DataFileError
-        If the metric is already stored for the kernel, the value is beyond what a GPU
-        measures, or under a scalable unit (bytes, time, ...) it is neither a number nor
-        ``n/a``: the column says it holds a quantity.
+    ``lists``, anything else to ``text``. Raises `DataFileError` at 1-based ``line`` and
+    ``column`` of ``src`` if the metric is already stored for the kernel, the value is beyond
+    what a GPU measures, or under a scalable unit (bytes, time, ...) it is neither a number nor
+    ``n/a``: the column says it holds a quantity.
     """
     if name in rec.metrics or name in rec.text or name in rec.lists:
         raise src.error(f"metric {name!r} appears twice for kernel {rec.name!r} (ID {rec.id})",
