@@ -60,22 +60,9 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
-    """A public name, imported from its module on first use.
+    """A public name of ``__all__`` (or ``__version__``), imported from its module on first use.
 
-    Parameters
-    ----------
-    name : str
-        One of ``__all__``, or ``__version__``.
-
-    Returns
-    -------
-    object
-        The name's value.
-
-    Raises
-    ------
-    AttributeError
-        If the package has no such name.
+    Raises AttributeError if the package has no such name.
     """
     if name == "__version__":
         return importlib.import_module(f"{__name__}._core").__version__

@@ -15,10 +15,7 @@ class GpudvfsError(Exception):
 
 
 class InputError(GpudvfsError, ValueError):
-    """An argument or file content that gpudvfs cannot accept.
-
-    A ``ValueError`` too, so callers can catch either.
-    """
+    """An argument or file content that gpudvfs cannot accept."""
 
 
 class GpudvfsWarning(UserWarning):
@@ -29,18 +26,9 @@ class GpudvfsWarning(UserWarning):
 class Problem:
     """One thing wrong with a data file, located to its line and column (both 1-based).
 
-    Parameters
-    ----------
-    path : str
-        The data file.
-    line : int or None
-        The 1-based line, None where the problem is the whole file's.
-    column : int or None
-        The 1-based column, None where the problem is the whole line's.
-    column_name : str or None
-        The column's header, where the file has one.
-    message : str
-        What is wrong, and what was expected.
+    ``line`` is None where the problem is the whole file's, ``column`` None where it is the
+    whole line's; ``column_name`` is the column's header, where the file has one; ``message``
+    says what is wrong and what was expected.
     """
 
     path: str
@@ -63,13 +51,7 @@ class Problem:
 
 
 class DataFileError(InputError):
-    """A data file that cannot be read as its format: says file, line, column and what was expected.
-
-    Parameters
-    ----------
-    problem : Problem
-        Where the file is wrong, and how.
-    """
+    """A data file that cannot be read as its format: says file, line, column and what was expected (its `Problem`)."""
 
     def __init__(self, problem: Problem) -> None:
         super().__init__(str(problem))
@@ -84,26 +66,7 @@ class DataFileError(InputError):
         column: int | None = None,
         column_name: str | None = None,
     ) -> DataFileError:
-        """The error of one problem, located in a file.
-
-        Parameters
-        ----------
-        path : str or pathlib.Path
-            The data file.
-        message : str
-            What is wrong, and what was expected.
-        line : int, optional
-            The 1-based line.
-        column : int, optional
-            The 1-based column.
-        column_name : str, optional
-            The column's header.
-
-        Returns
-        -------
-        DataFileError
-            The error (of the class it is called on), to raise.
-        """
+        """The error (of the class it is called on) of one `Problem` located in a file, to raise."""
         return cls(Problem(str(path), line, column, column_name, message))
 
     @property

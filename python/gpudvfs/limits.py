@@ -29,37 +29,12 @@ def is_number(v: object) -> TypeGuard[int | float | np.integer | np.floating]:
     """Whether a value is a real number as JSON, a CLI or numpy gives one.
 
     Numpy scalars count; a bool, which Python counts as an int, does not.
-
-    Parameters
-    ----------
-    v : object
-        The value.
-
-    Returns
-    -------
-    bool
-        True for an int, float, numpy integer or numpy float that is not a bool.
     """
     return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
 
 
 def is_finite_number(v: object, least: float = -math.inf) -> bool:
-    """Whether a value is :func:`is_number`, finite and at least a bound.
-
-    An int beyond any float is not.
-
-    Parameters
-    ----------
-    v : object
-        The value.
-    least : float
-        The smallest value accepted.
-
-    Returns
-    -------
-    bool
-        True for a finite number >= ``least``.
-    """
+    """Whether a value is :func:`is_number`, finite and at least ``least``; an int beyond any float is not."""
     if not is_number(v):
         return False
     try:
@@ -70,60 +45,20 @@ def is_finite_number(v: object, least: float = -math.inf) -> bool:
 
 
 def is_integer(v: object) -> TypeGuard[int | np.integer]:
-    """Whether a value is an int or a numpy integer; a bool is not.
-
-    Parameters
-    ----------
-    v : object
-        The value.
-
-    Returns
-    -------
-    bool
-        True for an integer that is not a bool.
-    """
+    """Whether a value is an int or a numpy integer; a bool is not."""
     return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
 
 def is_count(v: object, least: int = 0) -> bool:
-    """Whether a value is :func:`is_integer` and at least a bound.
-
-    Parameters
-    ----------
-    v : object
-        The value.
-    least : int
-        The smallest count accepted.
-
-    Returns
-    -------
-    bool
-        True for an integer >= ``least``.
-    """
+    """Whether a value is :func:`is_integer` and at least ``least``."""
     return is_integer(v) and bool(v >= least)
 
 
 def clock_array(value: ArrayLike, name: str) -> np.ndarray:
-    """Clocks in MHz as float64, checked.
+    """Clocks in MHz as float64 of ``value``'s shape, checked; ``name`` says what they are in the error.
 
-    Numbers only (no strings, booleans or objects), finite, > 0 and at most :data:`MAX_MHZ`.
-
-    Parameters
-    ----------
-    value : array_like
-        The clocks (MHz).
-    name : str
-        What they are, for the error message.
-
-    Returns
-    -------
-    numpy.ndarray
-        The clocks as float64, of ``value``'s shape.
-
-    Raises
-    ------
-    InputError
-        If a clock is not a number, not finite, <= 0 or above :data:`MAX_MHZ`.
+    Raises InputError if a clock is not a number (strings, booleans, objects), not finite, <= 0 or above
+    :data:`MAX_MHZ`.
     """
     a = np.asarray(value)
     if a.dtype.kind not in "iuf":
@@ -136,19 +71,9 @@ def clock_array(value: ArrayLike, name: str) -> np.ndarray:
 
 
 def check_watts(watts: np.ndarray, where: str) -> None:
-    """Check measured power: finite, > 0 (a GPU at work never draws 0 W) and at most :data:`MAX_WATTS`.
+    """Check measured power (W), one per row: finite, > 0 (a GPU at work never draws 0 W) and at most :data:`MAX_WATTS`.
 
-    Parameters
-    ----------
-    watts : numpy.ndarray
-        Measured power (W), one per row.
-    where : str
-        The source of the rows, for the error message.
-
-    Raises
-    ------
-    InputError
-        If a row's power is out of bounds.
+    Raises InputError if a row's power is out of bounds, naming ``where`` the rows came from.
     """
     bad = ~np.isfinite(watts) | (watts <= 0) | (watts > MAX_WATTS)
     if bad.any():

@@ -17,18 +17,7 @@ NULLABLE = {"nullable": True}
 
 
 def renamed(key: str) -> dict[str, str]:
-    """Field metadata for a field whose JSON key is not a Python name (``with``).
-
-    Parameters
-    ----------
-    key : str
-        The key the field has in the JSON.
-
-    Returns
-    -------
-    dict
-        Metadata for `dataclasses.field`.
-    """
+    """Metadata for `dataclasses.field` of a field whose JSON key is not a Python name (``with``)."""
     return {"key": key}
 
 
@@ -39,16 +28,11 @@ class Record:
     __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
 
     def to_dict(self) -> dict:
-        """The record as JSON: its fields in order, by name (or the key `renamed` gives).
+        """The record as ``--json`` prints it: its fields in order, by name (or the key `renamed` gives).
 
         Nested records, dicts, lists and tuples are converted in turn, numpy arrays and
         numbers become lists and Python numbers, and a None field is left out unless its
         metadata is `NULLABLE`.
-
-        Returns
-        -------
-        dict
-            What ``--json`` prints.
         """
         out = {}
         for f in dataclasses.fields(self):
@@ -59,18 +43,7 @@ class Record:
 
 
 def as_json(value: Any) -> Any:
-    """A value as JSON-ready Python: records, containers and numpy values converted.
-
-    Parameters
-    ----------
-    value : Any
-        A `Record`, dict, list, tuple, numpy array or number, or any value json takes.
-
-    Returns
-    -------
-    Any
-        Dicts, lists, and Python numbers, strings, booleans and None.
-    """
+    """A value as JSON-ready Python: records, containers and numpy values converted."""
     if isinstance(value, Record):
         return value.to_dict()
     if isinstance(value, dict):

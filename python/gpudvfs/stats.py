@@ -38,36 +38,15 @@ def _finite_vector(x: ArrayLike, name: str) -> np.ndarray:
 
 def mean_interval(values: ArrayLike, groups: ArrayLike | None = None, *, weights: ArrayLike | None = None,
                   level: float = 0.95, resamples: int = RESAMPLES, seed: int = SEED) -> tuple[float, float]:
-    """Percentile interval (two-sided) of the mean of values over resamples of their groups with replacement.
+    """Percentile interval (two-sided; low, high) of the mean of values over resamples of their groups with replacement.
 
+    ``values`` are 1-D, one per workload; ``groups`` label them (default: each its own group).
     A resample's mean weighs every value alike, so a group of three counts three times as much
-    as a group of one, as in the figure itself; or by ``weights``, for a figure that is a mean
-    of means (replays of unequal lengths).
+    as a group of one, as in the figure itself; or by ``weights`` (each > 0), for a figure that
+    is a mean of means (replays of unequal lengths). ``level`` is the coverage, in (0, 1).
 
-    Parameters
-    ----------
-    values : array_like
-        1-D finite numbers, one per workload.
-    groups : array_like, optional
-        A label per value; by default each value is its own group.
-    weights : array_like, optional
-        One weight > 0 per value.
-    level : float
-        The interval's coverage, in (0, 1).
-    resamples : int
-        Resamples drawn (>= 1).
-    seed : int
-        Seed of the resampling (>= 0).
-
-    Returns
-    -------
-    tuple of (float, float)
-        The interval's lower and upper ends.
-
-    Raises
-    ------
-    InputError
-        If the values or weights are not finite 1-D numbers, or an option is out of range.
+    Raises InputError if the values or weights are not finite 1-D numbers, ``resamples`` is under 1,
+    ``seed`` negative, or ``level`` outside (0, 1).
     """
     v = _finite_vector(values, "values")
     w = np.ones_like(v) if weights is None else _finite_vector(weights, "weights")
@@ -94,18 +73,8 @@ def paired_intervals(values: ArrayLike, baselines: Mapping[str, ArrayLike] | Non
                      groups: ArrayLike | None = None, **options: Any) -> dict[str, tuple[float, float]]:
     """:func:`mean_interval` of values and of their paired difference from each baseline.
 
-    All the intervals come from the same resamples of the same groups.
-
-    Parameters
-    ----------
-    values : array_like
-        1-D finite numbers, one per workload.
-    baselines : mapping of str to array_like, optional
-        Name -> the baseline's values on the same workloads.
-    groups : array_like, optional
-        A label per value; by default each value is its own group.
-    **options
-        ``weights``, ``level``, ``resamples``, ``seed``, as for :func:`mean_interval`.
+    All from the same resamples of the same groups. ``baselines`` maps a name to the baseline's
+    values on the same workloads; ``**options`` are :func:`mean_interval`'s.
 
     Returns
     -------
@@ -113,10 +82,7 @@ def paired_intervals(values: ArrayLike, baselines: Mapping[str, ArrayLike] | Non
         ``mean``: the interval of the values' mean; ``minus_<name>``: that of their
         difference from each baseline.
 
-    Raises
-    ------
-    InputError
-        If a baseline's shape is not the values', or as :func:`mean_interval` raises.
+    Raises InputError if a baseline's shape is not the values', or as :func:`mean_interval` raises.
     """
     v = np.asarray(values)
     out = {"mean": mean_interval(v, groups, **options)}
@@ -129,21 +95,9 @@ def paired_intervals(values: ArrayLike, baselines: Mapping[str, ArrayLike] | Non
 
 
 def mape(pred: np.ndarray, meas: np.ndarray, mask: np.ndarray | None = None) -> float:
-    """Mean absolute percentage error of predictions against measurements.
+    """Mean absolute percentage error (%) of predictions against measurements (non-zero, of ``pred``'s shape).
 
-    Parameters
-    ----------
-    pred : numpy.ndarray
-        Predicted values.
-    meas : numpy.ndarray
-        Measured values (non-zero), of ``pred``'s shape.
-    mask : numpy.ndarray, optional
-        Boolean rows (or indices) to average over; all by default.
-
-    Returns
-    -------
-    float
-        The error in percent.
+    ``mask`` selects the rows (boolean or indices) averaged over; all by default.
     """
     e = np.abs(pred - meas) / meas
     return float(100.0 * (e if mask is None else e[mask]).mean())

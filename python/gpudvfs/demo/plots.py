@@ -30,20 +30,7 @@ CAP_LABEL = "power cap"
 
 
 def plot_demo(result: DemoResult, out_dir: str | Path) -> list[Path]:
-    """Write :func:`demo_figures` as PNG files into a folder.
-
-    Parameters
-    ----------
-    result : DemoResult
-        The demo's result.
-    out_dir : str or pathlib.Path
-        The folder (made where missing).
-
-    Returns
-    -------
-    list of pathlib.Path
-        The files written.
-    """
+    """Write :func:`demo_figures` as PNG files into ``out_dir`` (made where missing); returns the files."""
     import matplotlib.pyplot as plt
 
     out = Path(out_dir)
@@ -57,20 +44,10 @@ def plot_demo(result: DemoResult, out_dir: str | Path) -> list[Path]:
 
 
 def demo_figures(result: DemoResult) -> dict[str, Figure]:
-    """The demo's figures, by file name.
+    """The demo's figures by file name (without suffix).
 
     Heatmaps of predicted time, power and energy over the clock grid per workload; the fitted
     voltage curves (with the truth on the simulator) beside the Pareto fronts.
-
-    Parameters
-    ----------
-    result : DemoResult
-        The demo's result.
-
-    Returns
-    -------
-    dict of str to matplotlib.figure.Figure
-        File name (without suffix) -> figure.
     """
     import matplotlib
 

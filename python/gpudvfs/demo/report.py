@@ -17,29 +17,9 @@ from gpudvfs.hardware.device import Device
 
 def demo_report(device: Device, workdir: str | Path, *, min_seconds: float = 1.0, slowdown: float = 0.1,
                 power_cap_w: float | None = None, resume: bool = False, progress: Progress | None = None) -> dict:
-    """Run the demo on a device, draw its figures where matplotlib is installed, and summarize it.
+    """Run the demo on a device (`run_demo`, whose arguments it takes) and return `demo_summary`.
 
-    Parameters
-    ----------
-    device : Device
-        The GPU (on a `SimulatedDevice` the summary carries the simulator's truth).
-    workdir : str or pathlib.Path
-        Where the sweeps and figures go.
-    min_seconds : float
-        Length of each measurement.
-    slowdown : float
-        The deadline policy's bound.
-    power_cap_w : float or None
-        The power-cap policy's cap (None: the median predicted power).
-    resume : bool
-        Continue the sweeps of an interrupted demo in ``workdir``.
-    progress : callable or None
-        ``progress(stage, done, total)`` as the sweeps and profiles go.
-
-    Returns
-    -------
-    dict
-        `demo_summary`'s.
+    Its figures are drawn where matplotlib is installed.
     """
     result = run_demo(device, workdir=workdir, min_seconds=min_seconds, slowdown=slowdown, power_cap_w=power_cap_w,
                       resume=resume, progress=progress)
@@ -48,14 +28,7 @@ def demo_report(device: Device, workdir: str | Path, *, min_seconds: float = 1.0
 
 
 def demo_summary(result: DemoResult, plots: Sequence[Path] = ()) -> dict:
-    """A demo's result as JSON values (`gpudvfs demo --json`).
-
-    Parameters
-    ----------
-    result : DemoResult
-        The demo's result.
-    plots : sequence of pathlib.Path
-        The figures drawn.
+    """A demo's result and the figures drawn as JSON values (`gpudvfs demo --json`).
 
     Returns
     -------

@@ -30,22 +30,10 @@ from gpudvfs.time import KernelProfile, TimeDevice, TimeModel
 
 @dataclass(frozen=True)
 class WorkloadResult:
-    """One workload of the demo: its predictions over the clock grid and each policy's choice.
+    """One workload of the demo: its predictions [K] over the clock grid [K x 2] and each policy's choice.
 
-    Parameters
-    ----------
-    name : str
-        The workload.
-    configs : numpy.ndarray
-        [K x 2] (core, memory) MHz.
-    time_ms, watts : numpy.ndarray
-        [K] predicted time and power.
-    choices : dict of str to Selection
-        Each policy's choice.
-    pareto : numpy.ndarray
-        The Pareto front of (time, energy): indices into ``configs``.
-    true_time_ms, true_watts : numpy.ndarray or None
-        [K] the simulator's ground truth (None on a real GPU).
+    ``pareto`` indexes ``configs`` along the (time, energy) front; ``true_time_ms`` and
+    ``true_watts`` are the simulator's ground truth (None on a real GPU).
     """
 
     name: str
@@ -67,28 +55,9 @@ class WorkloadResult:
 class DemoResult:
     """What the demo measured, fitted and chose.
 
-    Parameters
-    ----------
-    device : str
-        The GPU's name.
-    power_model : PowerModel
-        The fitted power model.
-    time_device : TimeDevice
-        The fitted time device.
-    time_fit : dict
-        The time device's fit (``dm_lat``: the DRAM latency's).
-    workloads : list of WorkloadResult
-        The workloads.
-    true_volts : numpy.ndarray or None
-        The simulator's true (core, memory) voltages at the configs (None on a real GPU).
-    files : list of pathlib.Path
-        The sweeps written.
-    reference_mhz : tuple of (float, float)
-        The default clocks: where the workloads were profiled.
-    slowdown : float
-        The deadline policy's bound.
-    power_cap_w : float or None
-        The power-cap policy's cap.
+    ``time_fit`` is the time device's fit (``dm_lat``: the DRAM latency's); ``true_volts`` the
+    simulator's (core, memory) voltages at the configs (None on a real GPU); ``files`` the sweeps
+    written; ``reference_mhz`` the default clocks, where the workloads were profiled.
     """
 
     device: str
@@ -111,30 +80,15 @@ def run_demo(device: Device, *, workdir: str | Path | None = None, power_variant
 
     Parameters
     ----------
-    device : Device
-        The GPU.
     workdir : str or pathlib.Path or None
         Where the sweeps go (None: a temporary folder), replacing an earlier demo's unless
         ``resume``.
-    power_variant : str
-        The power model variant fitted.
-    min_seconds : float
-        Length of each measurement.
-    slowdown : float
-        The deadline policy's bound.
     power_cap_w : float or None
         The power-cap policy's cap (None: the median predicted power).
     workloads : iterable of Workload or None
-        The workloads profiled (None: `gpudvfs.hardware.apps.APPS`).
-    resume : bool
-        Continue the sweeps of an interrupted demo in ``workdir``.
+        None: `gpudvfs.hardware.apps.APPS`.
     progress : callable or None
         ``progress(stage, done, total)`` as the sweeps and profiles go.
-
-    Returns
-    -------
-    DemoResult
-        What the demo measured, fitted and chose.
     """
     work = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="gpudvfs-demo-"))
     sim = device if isinstance(device, SimulatedDevice) else None

@@ -46,32 +46,11 @@ class DcgmBaselines(Record):
 
 @dataclass(frozen=True)
 class DcgmSelectionReport(Record):
-    """A policy's choice on a DCGM grid scored by the measured energy (:func:`evaluate_selection`).
+    """A policy's choice on a DCGM grid scored by measured energy (:func:`evaluate_selection` says what each is).
 
-    Attributes
-    ----------
-    policy : str
-        One of `DCGM_POLICIES`.
-    reference_mhz : tuple of float
-        The reference pair.
-    workloads : int
-        How many workloads.
-    distinct_time_curves : int
-        How many distinct measured time curves they have.
-    model : WorkloadRegrets
-        The regret of the models' choice, each workload left out of the fits.
-    chosen : dict
-        Workload -> the models' pair (core, memory MHz).
-    baselines : DcgmBaselines
-        Fixed choices and 1/f time.
-    intervals : dict
-        95% bootstrap intervals of the models' mean regret and its paired differences from the
-        highest clocks, 1/f time and one pair for all (`gpudvfs.stats.paired_intervals`).
-    deadline_met : int or None
-        Under the deadline policy, how many workloads the choice meets it for.
-    safe : SafeReport or None
-        Under the energy and EDP policies, the choice kept only where its predicted gain
-        exceeds the spread.
+    ``model`` is the regret of the models' choice, each workload left out of the fits;
+    ``chosen`` maps each workload to the models' (core, memory) MHz pair; ``deadline_met`` counts,
+    under the deadline policy, the workloads the choice meets it for.
     """
 
     policy: str
@@ -88,23 +67,10 @@ class DcgmSelectionReport(Record):
 
 def power_predictions(grid: MeasurementGrid, reference: tuple[float, float],
                       variant: str = "default") -> tuple[PowerDataset, dict[str, np.ndarray]]:
-    """Leave-one-workload-out power predictions of every row of a DCGM grid.
+    """Leave-one-workload-out power predictions of every row of a DCGM grid: the dataset and its predictions by kind.
 
-    See :func:`~gpudvfs.evaluation.power_errors.held_out_predictions`.
-
-    Parameters
-    ----------
-    grid : MeasurementGrid
-        A DCGM grid.
-    reference : tuple of float
-        The (core, memory) pair whose activities are the model's input.
-    variant : str
-        The power model's variant.
-
-    Returns
-    -------
-    tuple of (PowerDataset, dict)
-        The dataset and its held-out predictions by kind.
+    See :func:`~gpudvfs.evaluation.power_errors.held_out_predictions`; ``reference`` is the
+    (core, memory) pair whose activities are the model's input.
     """
     ds = dcgm_power_dataset(grid, reference)
     return ds, held_out_predictions(ds, len(ds.benchmarks), variant=variant)[0]
@@ -112,27 +78,11 @@ def power_predictions(grid: MeasurementGrid, reference: tuple[float, float],
 
 @dataclass(frozen=True, eq=False)
 class LooTable:
-    """Per workload: measured time and power at every pair, and each predicted with the workload left out of the fits.
+    """Per workload [A x K]: measured time (ms) and power (W) at every pair, and each predicted without the workload.
 
-    Attributes
-    ----------
-    names : list of str
-        The workloads.
-    configs : numpy.ndarray
-        The pairs [K x 2] (core, memory MHz).
-    fastest : int
-        The highest pair.
-    time_ms, watts : numpy.ndarray
-        Measured time (ms) and power (W) [A x K].
-    time_cv : numpy.ndarray
-        Time by the DCGM time model, each workload left out [A x K].
-    time_inverse_f : numpy.ndarray
-        Time by 1/f scaling [A x K].
-    watts_pred : numpy.ndarray
-        Power by the power model, each workload left out, calibrated on its measured
-        reference power [A x K].
-    distinct_time_curves : int
-        How many distinct measured time curves the workloads have.
+    ``configs`` is [K x 2] (core, memory MHz), ``fastest`` the highest pair's index;
+    ``time_cv`` comes from the DCGM time model, ``time_inverse_f`` from 1/f scaling;
+    ``watts_pred`` from the power model, calibrated on the workload's measured reference power.
     """
 
     names: list[str]
@@ -149,24 +99,7 @@ class LooTable:
 def loo_table(grid: MeasurementGrid, reference: tuple[float, float], variant: str = "default") -> LooTable:
     """Every workload's measured and held-out predicted time and power at every pair.
 
-    Parameters
-    ----------
-    grid : MeasurementGrid
-        A DCGM grid.
-    reference : tuple of float
-        The (core, memory) pair whose activities are the models' input.
-    variant : str
-        The power model's variant.
-
-    Returns
-    -------
-    LooTable
-        The table.
-
-    Raises
-    ------
-    InputError
-        Where the grid has no power column.
+    Raises InputError where the grid has no power column.
     """
     watts = grid.watts
     if watts is None:
@@ -192,30 +125,10 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
     intervals over the workloads of the model's mean regret and of its paired difference from
     the highest clocks, 1/f time and one pair for all (chosen without the workload); ``safe``
     (energy and EDP): the choice kept only where its predicted gain exceeds the spread
-    (`gpudvfs.evaluation.safe.safe_report`).
+    (`gpudvfs.evaluation.safe.safe_report`). ``slowdown`` is the deadline policy's allowed
+    slowdown over the highest clocks.
 
-    Parameters
-    ----------
-    grid : MeasurementGrid
-        A DCGM grid.
-    reference : tuple of float
-        The (core, memory) pair whose activities are the models' input.
-    policy : str
-        One of `DCGM_POLICIES`.
-    slowdown : float
-        The deadline policy's allowed slowdown over the highest clocks.
-    variant : str
-        The power model's variant.
-
-    Returns
-    -------
-    DcgmSelectionReport
-        The regrets.
-
-    Raises
-    ------
-    InputError
-        For a policy not in `DCGM_POLICIES`.
+    Raises InputError for a policy not in `DCGM_POLICIES`.
     """
     if policy not in DCGM_POLICIES:
         raise InputError(f"policy must be energy, edp or deadline on a DCGM grid, got {policy!r}")
@@ -264,22 +177,5 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
 
 def evaluate_policies(grid: MeasurementGrid, reference: tuple[float, float], *, slowdown: float = 0.1,
                       variant: str = "default") -> dict[str, DcgmSelectionReport]:
-    """:func:`evaluate_selection` under each of `DCGM_POLICIES`: what `gpudvfs select eval` reports of a DCGM grid.
-
-    Parameters
-    ----------
-    grid : MeasurementGrid
-        A DCGM grid.
-    reference : tuple of float
-        The (core, memory) pair whose activities are the models' input.
-    slowdown : float
-        The deadline policy's allowed slowdown over the highest clocks.
-    variant : str
-        The power model's variant.
-
-    Returns
-    -------
-    dict
-        Policy -> its report.
-    """
+    """:func:`evaluate_selection` under each of `DCGM_POLICIES`: what `gpudvfs select eval` reports of a DCGM grid."""
     return {p: evaluate_selection(grid, reference, policy=p, slowdown=slowdown, variant=variant) for p in DCGM_POLICIES}

@@ -19,33 +19,24 @@ from gpudvfs.time.dcgm import RIDGE, DcgmTimeModel, activity_features, clock_ter
 
 def loo_predictions(grid: MeasurementGrid, reference: tuple[float, float | None],
                     ridge: float = RIDGE) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """Per row of a grid, the time predicted with its workload left out of the fit.
+    """Per row of a DCGM grid, the time (ms) predicted with its workload left out of the fit.
 
-    Parameters
-    ----------
-    grid : MeasurementGrid
-        A DCGM grid: measured time and DCGM activity fields at every clock pair.
-    reference : tuple of (float, float or None)
-        The reference (core, memory) pair in MHz whose activities the model reads.
-    ridge : float
-        Ridge penalty of the activity regression.
+    ``reference`` is the (core, memory) MHz pair whose activities the model reads (memory None
+    where the grid has one memory clock); ``ridge`` penalises the activity regression.
 
     Returns
     -------
     predictions : dict of str to numpy.ndarray
-        One time (ms) per row of ``grid`` under each key: ``cv`` (the predictor chosen on the
-        other workloads), ``mean`` and ``activity`` (each predictor forced), the baselines
-        ``inverse_f`` and ``unchanged``, and ``own_fit`` (the curve fitted to the workload
-        itself, a floor no prediction of this form can beat).
+        One time per row under each key: ``cv`` (the predictor chosen on the other workloads),
+        ``mean`` and ``activity`` (each predictor forced), the baselines ``inverse_f`` and
+        ``unchanged``, and ``own_fit`` (the curve fitted to the workload itself, a floor no
+        prediction of this form can beat).
     info : dict
         What the fits found: ``names``, ``shares`` (measured [workloads x 2]), ``fields``,
         ``memory_clock_varies``, ``chosen`` (workload -> predictor) and
         ``distinct_time_curves``.
 
-    Raises
-    ------
-    InputError
-        If the grid has no SM activity field or fewer than three workloads.
+    Raises InputError if the grid has no SM activity field or fewer than three workloads.
     """
     names, ref, shares, varies_mem = measured_shares(grid, reference)
     features, fields = activity_features(grid)
@@ -81,20 +72,9 @@ def loo_predictions(grid: MeasurementGrid, reference: tuple[float, float | None]
 
 def cross_validate_dcgm_time(grid: MeasurementGrid, reference: tuple[float, float | None],
                              ridge: float = RIDGE) -> dict[str, Any]:
-    """Leave-one-workload-out error of the DCGM time model on a measured grid.
+    """Leave-one-workload-out error of the DCGM time model on a measured grid (module notes).
 
-    Each workload's whole curve is predicted by a model fitted on the others (the predictor
-    chosen on those others alone), against 1/f scaling, time unchanged and each predictor
-    forced; plus the curve this form fits to the workload itself (a floor).
-
-    Parameters
-    ----------
-    grid : MeasurementGrid
-        A DCGM grid: measured time and DCGM activity fields at every clock pair.
-    reference : tuple of (float, float or None)
-        The reference (core, memory) pair in MHz whose activities the model reads.
-    ridge : float
-        Ridge penalty of the activity regression.
+    The arguments are `loo_predictions`'.
 
     Returns
     -------
@@ -104,10 +84,7 @@ def cross_validate_dcgm_time(grid: MeasurementGrid, reference: tuple[float, floa
         and what the grid held (``reference_mhz``, ``workloads``, ``rows``, ``fields``,
         ``memory_clock_varies``, ``distinct_time_curves``).
 
-    Raises
-    ------
-    InputError
-        If the grid has no SM activity field or fewer than three workloads.
+    Raises InputError if the grid has no SM activity field or fewer than three workloads.
     """
     preds, info = loo_predictions(grid, reference, ridge)
     meas, work, chosen = grid.time_ms, grid.workload, info["chosen"]

@@ -1,35 +1,27 @@
-"""One pass of the measurement layer over a GPU, for a session with little device time.
+"""One pass of the measurement layer over a GPU, for a session with little device time (docs/measuring.md).
 
 `validate` writes into one folder, step by step:
 
-1. ``device.json``: what the driver says (clocks, power limits, energy counter, which power
-   reading samples use, the sensor's refresh period as inferred, throttle reasons) and
-   whether clocks can be locked there, tried once; ``nvidia-smi-q.txt`` where nvidia-smi runs.
-2. ``time-suite.csv`` and ``power-suite.csv``: both microbenchmark suites over a coarse grid
-   (the default pair only where clocks cannot be set), sized to the time budget; with
-   ``profile=True`` the power suite is profiled at the default clocks (Nsight Compute on a real
-   GPU, its raw CSVs kept in ``ncu/``).
-3. ``power-counter.csv`` and ``power-samples.csv``: a few power-suite kernels at the default
-   clocks, power from the energy counter and from sampled readings, side by side.
-4. ``apps.csv``: the real workloads of `gpudvfs.hardware.apps` (SGEMM, STREAM triad, Jacobi,
-   histogram) over the same grid, profiled at the default clocks.
-5. ``models.json``: the time device fitted to the latency suite; the power model fitted to the
-   power suite and scored by grouped cross-validation (each benchmark held out); the time model
-   scored on the power-suite kernels' measured times away from the default pair; on the real
-   workloads, which no fit saw, time (against two-term scaling), power and the minimum-energy
-   choice's regret.
-6. ``predict/<app>.json``: `gpudvfs predict` on each real workload's raw ncu CSV, with the power
-   model of step 5 (a real GPU with Nsight Compute only).
-7. ``gpm.json``: each real workload's SM, pipe and DRAM activity from NVML's GPM (Hopper and
-   newer), the daemon's source of activities, read without DCGM.
+1. ``device.json`` (clocks, power limits, energy counter, the power reading samples use, the
+   sensor's inferred refresh period, throttle reasons, whether a clock lock holds, tried once)
+   and ``nvidia-smi-q.txt``;
+2. ``time-suite.csv``, ``power-suite.csv``: both suites over a coarse grid sized to the budget
+   (the default pair only where clocks cannot be set); ``profile=True`` profiles the power
+   suite at the default clocks (Nsight Compute, raw CSVs in ``ncu/``);
+3. ``power-counter.csv``, ``power-samples.csv``: a few kernels, power from the energy counter
+   and from sampled readings side by side;
+4. ``apps.csv``: the workloads of `gpudvfs.hardware.apps` over the same grid, profiled;
+5. ``models.json``: the time device fitted to the latency suite, the power model to the power
+   suite (grouped CV), the time model scored away from the default pair, and on the real
+   workloads, which no fit saw, time (against two-term scaling), power and the
+   minimum-energy choice's regret;
+6. ``predict/<app>.json``: `gpudvfs predict` on each workload's ncu CSV (Nsight Compute only);
+7. ``gpm.json``: each workload's SM, pipe and DRAM activity from NVML's GPM (Hopper and newer).
 
-``leave_clocks=True`` is for a GPU whose clocks are not this run's to change (a shared or lent
-machine): nothing is locked, tried or reset; step 1 says what setting clocks would need (read,
-not tried); the sweeps measure each workload once at whatever clocks the driver runs it at, and
-record those; step 5, which needs several clock pairs, is skipped.
-
-``report.md`` says what each step found. A step that fails is reported with its error and
-the next one still runs; every sweep resumes where an interrupted run stopped.
+``leave_clocks=True`` (a GPU whose clocks are not this run's to change): nothing is locked,
+tried or reset; step 1 reads what setting clocks would need; the sweeps measure each workload
+once at the driver's clocks, recorded; step 5 is skipped. ``report.md`` says what each step
+found; a failed step is reported and the next runs; sweeps resume where a run stopped.
 """
 
 from __future__ import annotations
@@ -76,27 +68,12 @@ LEFT = "clocks left to the driver (leave_clocks): the models need several clock 
 
 
 def coarse_grid(device: Device, n_pairs: int) -> list[tuple[float, float]]:
-    """A few clock pairs spread over a device's grid.
+    """At most ``n_pairs`` (core, memory) MHz pairs spread over a device's grid.
 
     The default pair first, then core clocks spread evenly (highest and lowest included) at
     the default memory clock and, a third of them, at the lowest memory clock.
 
-    Parameters
-    ----------
-    device : Device
-        The device.
-    n_pairs : int
-        The most pairs, at least 1.
-
-    Returns
-    -------
-    list of tuple of float
-        (core, memory) pairs, MHz.
-
-    Raises
-    ------
-    InputError
-        Where ``n_pairs`` is under 1.
+    Raises InputError where ``n_pairs`` is under 1.
     """
     if n_pairs < 1:
         raise InputError(f"n_pairs must be >= 1, got {n_pairs}")
@@ -116,18 +93,9 @@ def coarse_grid(device: Device, n_pairs: int) -> list[tuple[float, float]]:
 def device_view(device: Device, leave_clocks: bool = False) -> dict:
     """What the driver reports about a device, and whether a clock lock holds there.
 
-    Parameters
-    ----------
-    device : Device
-        The device.
-    leave_clocks : bool
-        Do not try a lock: then only what setting clocks would need, where the device says.
-
-    Returns
-    -------
-    dict
-        Identity, clocks, SM count, energy counter, throttle reasons, power and temperature
-        (a query's error where it failed), and ``clock_lock``: what each lock tried gave.
+    Identity, clocks, SM count, energy counter, throttle reasons, power and temperature (a
+    query's error where it failed), and ``clock_lock``: what each lock tried gave. With
+    ``leave_clocks`` no lock is tried: only what setting clocks would need, where the device says.
     """
     view: dict = {"identity": device.identity(), "default_clocks": list(device.default_clocks()),
                   "sm_count": _ask(device.sm_count), "energy_counter": device.energy_joules() is not None,
@@ -177,15 +145,7 @@ def _try_lock(device: Device) -> dict:
 def sampled_power(device: Device) -> Iterator[bool]:
     """A device with power from sampled readings for the block.
 
-    Parameters
-    ----------
-    device : Device
-        The device.
-
-    Yields
-    ------
-    bool
-        False where this device has no other source to compare with (nothing changed then).
+    Yields False where this device has no other source to compare with (nothing changed then).
     """
     # The attribute that chooses the power source, and its value for samples.
     setting: tuple[str, object]
@@ -235,41 +195,25 @@ class _Steps:
 def validate(device: Device, out: str | Path, *, budget_s: float = 480.0, min_seconds: float = 0.5,
              power_stride: int = 1, profile: bool = True, resume: bool = False,
              apps: Sequence[Workload] = APPS, progress: Progress | None = None, leave_clocks: bool = False) -> dict:
-    """Run the steps of the module notes on a device into a folder.
+    """Run the steps of the module notes on a device into ``out``; returns what ``report.md`` says.
 
     Parameters
     ----------
-    device : Device
-        The GPU.
-    out : str or Path
-        The folder of the raw files and ``report.md``.
     budget_s : float
         Seconds the sweeps may take: the grid gets as many pairs as allow both suites and
         ``apps`` at ``min_seconds`` a measurement.
-    min_seconds : float
-        Each measurement's least length.
     power_stride : int
         Measure every ``power_stride``-th power kernel.
     profile : bool
         Profile the power suite and the real workloads at the default clocks.
     resume : bool
         Continue the sweeps of an interrupted run in ``out``.
-    apps : sequence of Workload
-        The real workloads.
     progress : callable, optional
         Takes (step, done, total).
     leave_clocks : bool
         Set no clock (see the module notes).
 
-    Returns
-    -------
-    dict
-        What ``report.md`` says.
-
-    Raises
-    ------
-    InputError
-        Where ``budget_s``, ``min_seconds`` or ``power_stride`` is out of range.
+    Raises InputError where ``budget_s``, ``min_seconds`` or ``power_stride`` is out of range.
     """
     if not budget_s > 0 or not min_seconds > 0:
         raise InputError(f"budget_s and min_seconds must be > 0, got {budget_s!r}, {min_seconds!r}")
@@ -535,18 +479,7 @@ def _time_line(score: dict) -> str:
 
 
 def render(report: dict) -> str:
-    """The text of ``report.md``: one section per step.
-
-    Parameters
-    ----------
-    report : dict
-        What `validate` returned.
-
-    Returns
-    -------
-    str
-        Markdown.
-    """
+    """The Markdown of ``report.md`` from what `validate` returned: one section per step."""
     lines = [f"# gpudvfs validate: {report['device']}", "",
              "Written by `gpudvfs validate`; the raw files are beside this report.", ""]
     view = report.get("view")

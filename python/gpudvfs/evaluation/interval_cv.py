@@ -20,19 +20,12 @@ DISTANCE_BANDS = ((0.0, 0.3), (0.3, 0.5), (0.5, np.inf))
 
 
 def interval_cv(residuals: list[np.ndarray], distances: list[np.ndarray], groups: ArrayLike) -> dict[str, Any]:
-    """The interval scored on applications held out.
+    """The interval scored on applications held out (at least two ``groups``, one label per kernel).
 
     For each group, (A, B) and Z90 are fitted on the other groups' kernels, and its kernels'
     residuals are checked against ``Z90 sigma(d)``, pairs at the reference left out.
-
-    Parameters
-    ----------
-    residuals : list of numpy.ndarray
-        Per kernel, the log residual at each of its measured pairs.
-    distances : list of numpy.ndarray
-        Per kernel, the log distance of each of those pairs from the reference.
-    groups : array_like
-        Per kernel, its group (application); at least two groups.
+    ``residuals`` holds per kernel the log residual at each measured pair, ``distances`` the log
+    distance of each of those pairs from the reference.
 
     Returns
     -------
@@ -43,10 +36,7 @@ def interval_cv(residuals: list[np.ndarray], distances: list[np.ndarray], groups
         covers too much near the reference and too little far from it); and ``on_all``, the
         constants fitted on every kernel.
 
-    Raises
-    ------
-    InputError
-        If the lists and groups differ in length or there are fewer than two groups.
+    Raises InputError if the lists and groups differ in length or there are fewer than two groups.
     """
     groups = np.asarray(groups)
     if len(residuals) != len(distances) or len(residuals) != len(groups) or len(np.unique(groups)) < 2:

@@ -27,23 +27,13 @@ _LOG_FLOOR = 1e-12
 
 
 def application_groups(names: list[str]) -> np.ndarray:
-    """A group label per workload name: one per application.
+    """A group label per workload name, equal for names of one application.
 
     Cross-validation then holds out an application's every kernel, in every file, together.
     A name's application is its first '/'-part, compared without case and punctuation; two
     are one application where one begins the other (the NV-DVFS files name an application in
     one file, 'scan', and its kernels in the other, 'scanScanExclusiveShared',
     'scanUniformUpdate').
-
-    Parameters
-    ----------
-    names : list of str
-        The workloads.
-
-    Returns
-    -------
-    numpy.ndarray
-        A label per name, equal for names of one application.
     """
     keys = [re.sub(r"[^0-9a-z]", "", n.split("/")[0].lower()) for n in names]
     label = list(range(len(names)))
@@ -60,24 +50,11 @@ def application_groups(names: list[str]) -> np.ndarray:
 
 
 def held_out_groups(groups: Sequence | np.ndarray | None, n: int) -> np.ndarray:
-    """The group labels of ``n`` columns, checked: one per column, and at least two groups to hold out in turn.
+    """The group labels of ``n`` columns (None: each its own), checked.
 
-    Parameters
-    ----------
-    groups : array_like or None
-        A label per column (None: every column its own group).
-    n : int
-        How many columns.
+    One per column, and at least two groups to hold out in turn.
 
-    Returns
-    -------
-    numpy.ndarray
-        The labels.
-
-    Raises
-    ------
-    InputError
-        For a label count other than ``n``, or fewer than two groups.
+    Raises InputError for a label count other than ``n``, or fewer than two groups.
     """
     groups = np.arange(n) if groups is None else np.asarray(groups)
     if len(groups) != n:
@@ -88,20 +65,7 @@ def held_out_groups(groups: Sequence | np.ndarray | None, n: int) -> np.ndarray:
 
 
 def nested_choice(errors: np.ndarray, groups: np.ndarray | None = None) -> np.ndarray:
-    """Per column (a kernel, an application), the candidate with the lowest mean error over the other groups' columns.
-
-    Parameters
-    ----------
-    errors : numpy.ndarray
-        Each candidate's error on each column [candidates x columns].
-    groups : numpy.ndarray, optional
-        A label per column (default: every column its own group).
-
-    Returns
-    -------
-    numpy.ndarray
-        The chosen candidate per column.
-    """
+    """Per column of [candidates x columns], the candidate with the lowest mean error over the other groups' columns."""
     groups = held_out_groups(groups, errors.shape[1])
     same = groups[:, None] == groups[None, :]
     # Per held-out column j, the mean over the columns outside j's group.
@@ -109,28 +73,13 @@ def nested_choice(errors: np.ndarray, groups: np.ndarray | None = None) -> np.nd
 
 
 def aggregate_scores(errors: np.ndarray, aggregate: str) -> np.ndarray:
-    """Per candidate (row), its errors over the columns summed up by ``aggregate`` (lower is better).
+    """Per candidate (row of [candidates x columns]), its errors summed up by ``aggregate`` (lower is better).
 
     The aggregates (:data:`AGGREGATES`): the mean; the mean without the :data:`TRIM` least and
     greatest columns (with more than twice as many); the median; the mean logarithm; the mean
     rank among the candidates per column (tied candidates share their ranks' mean).
 
-    Parameters
-    ----------
-    errors : numpy.ndarray
-        [candidates x columns].
-    aggregate : str
-        One of :data:`AGGREGATES`.
-
-    Returns
-    -------
-    numpy.ndarray
-        One score per candidate.
-
-    Raises
-    ------
-    InputError
-        For an unknown aggregate.
+    Raises InputError for an unknown aggregate.
     """
     if aggregate == "mean":
         return errors.mean(axis=1)
@@ -159,20 +108,6 @@ def chosen_aggregate(errors: np.ndarray, groups: np.ndarray, aggregates: Sequenc
 
     Each column is scored with the candidate that aggregate chooses on the columns of the
     other groups; the least mean score wins (the first on a tie; with one group, the first).
-
-    Parameters
-    ----------
-    errors : numpy.ndarray
-        [candidates x columns].
-    groups : numpy.ndarray
-        A label per column.
-    aggregates : sequence of str
-        The aggregates tried (:data:`AGGREGATES`).
-
-    Returns
-    -------
-    str
-        The chosen aggregate.
     """
     held = np.unique(groups)
     if len(held) < 2 or len(aggregates) == 1:
@@ -189,22 +124,7 @@ def chosen_aggregate(errors: np.ndarray, groups: np.ndarray, aggregates: Sequenc
 
 def protocol_least(errors: np.ndarray, groups: np.ndarray,
                    aggregates: Sequence[str] = AGGREGATES) -> tuple[int, str]:
-    """The protocol's choice of a candidate (row) on these columns.
-
-    Parameters
-    ----------
-    errors : numpy.ndarray
-        [candidates x columns].
-    groups : numpy.ndarray
-        A label per column.
-    aggregates : sequence of str
-        The aggregates tried (:data:`AGGREGATES`).
-
-    Returns
-    -------
-    tuple of (int, str)
-        The candidate's index, and the aggregate :func:`chosen_aggregate` chose to find it.
-    """
+    """The protocol's choice of a candidate (row) on these columns, and the aggregate that found it."""
     a = chosen_aggregate(errors, groups, aggregates)
     return _least(errors, a), a
 
@@ -213,21 +133,8 @@ def protocol_choice(errors: np.ndarray, groups: np.ndarray,
                     aggregates: Sequence[str] = AGGREGATES) -> tuple[np.ndarray, list[str]]:
     """Per column, the protocol's choice (:func:`protocol_least`) on the columns of the other groups.
 
-    The nested choice, with the aggregate chosen one level in.
-
-    Parameters
-    ----------
-    errors : numpy.ndarray
-        [candidates x columns].
-    groups : numpy.ndarray
-        A label per column.
-    aggregates : sequence of str
-        The aggregates tried (:data:`AGGREGATES`).
-
-    Returns
-    -------
-    tuple of (numpy.ndarray, list of str)
-        The chosen candidate per column, and the aggregate that chose it.
+    The nested choice, with the aggregate chosen one level in; returns the chosen candidates and
+    the aggregate that chose each.
     """
     groups = held_out_groups(groups, errors.shape[1])
     chosen, used = np.empty(len(groups), dtype=int), [""] * len(groups)

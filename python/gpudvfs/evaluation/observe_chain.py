@@ -72,10 +72,7 @@ class ChainRow(Record):
 def read_phases(path: str | Path) -> list[Phase]:
     """The load's phases: a JSON list of ``{"phase", "start_s", "end_s"}`` (`validation/dl_kernels.py load`).
 
-    Raises
-    ------
-    InputError
-        For a file that is not such a list.
+    Raises InputError for a file that is not such a list.
     """
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -102,10 +99,7 @@ def phase_offset(obs: Observation, phases: list[Phase]) -> float:
     The first activity (GPM's SM, NVML's GPU busy fraction) at each window's middle against 1
     inside a phase of work, 0 elsewhere; the mean absolute difference is least at the offset.
 
-    Raises
-    ------
-    InputError
-        For fewer than two readings, or a load without a phase of work.
+    Raises InputError for fewer than two readings, or a load without a phase of work.
     """
     if len(obs.readings) < 2 or all(p.name == IDLE for p in phases):
         raise InputError("the offset needs two readings or more and a phase of work")
@@ -152,11 +146,8 @@ def chain_table(readings: str | Path, phases: str | Path, kernels: str | Path) -
     ``kernels`` holds ``NAME.ncu.csv`` (its profile) and ``NAME.power.json`` (its measured
     power, `dl_kernels.py power`) for each phase NAME of work.
 
-    Raises
-    ------
-    InputError
-        For a file missing or unreadable, a profile of another GPU than the readings', or one
-        whose counters do not map.
+    Raises InputError for a file missing or unreadable, a profile of another GPU than the readings', or
+    one whose counters do not map.
     """
     obs, load = read_readings(readings), read_phases(phases)
     offset = phase_offset(obs, load)

@@ -58,40 +58,16 @@ GridSource = MeasurementGrid | str | Path
 class ReplaySettings:
     """The online model's settings and the traces' parameters.
 
-    The form, stream layout, forgetting factor, initial covariance and forgetting mode were
-    chosen on training traces only (see :func:`tune` and docs/online.md); the trace parameters
-    are the issue's.
+    The form (one of ``gpudvfs.online.FORMS``), stream layout (``"per-app"``: one RLS stream per
+    application; ``"shared"``: one for the trace), forgetting factor, initial covariance (times
+    the identity) and forgetting mode (``"directional"`` or ``"exponential"``) were chosen on
+    training traces only (see :func:`tune` and docs/online.md). ``p_switch`` and ``p_move`` are
+    the probabilities that a step switches application and that it moves each clock domain;
+    ``noise`` is the relative noise of each observed time; ``start`` the warm-up steps before
+    scoring.
 
-    Parameters
-    ----------
-    form : str
-        The frequency term, one of ``gpudvfs.online.FORMS``.
-    streams : str
-        ``"per-app"``: one RLS stream per application; ``"shared"``: one for the trace.
-    forgetting : float
-        The RLS forgetting factor.
-    initial_covariance : float
-        The RLS initial covariance (times the identity).
-    forgetting_mode : str
-        How the RLS forgets (``"directional"`` or ``"exponential"``).
-    p_switch : float
-        Probability that a step switches application.
-    p_move : float
-        Probability that a step moves each clock domain.
-    noise : float
-        Relative noise of each observed time.
-    start : int
-        Steps before scoring starts (warm-up).
-    train_traces : int
-        Training traces drawn over the training applications.
-    folds : int
-        Folds of the Lasso's cross-validation.
-
-    Raises
-    ------
-    InputError
-        On an unknown form or stream layout, a probability outside [0, 1], a negative or
-        non-finite noise, or a ``start`` or ``train_traces`` below 1.
+    Raises InputError on an unknown form or stream layout, a probability outside [0, 1], a negative or
+    non-finite noise, or a ``start`` or ``train_traces`` below 1.
     """
 
     form: str = "inverse"
@@ -107,7 +83,7 @@ class ReplaySettings:
     folds: int = 10
 
     def __post_init__(self) -> None:
-        """Refuse a setting out of range, as the class's ``Raises`` says."""
+        """Refuse a setting out of range."""
         if self.form not in FORMS:
             raise InputError(f"unknown form {self.form!r}; expected one of {FORMS}")
         if self.streams not in STREAMS:
@@ -125,18 +101,8 @@ class ReplaySettings:
 class Trained:
     """What the replay learns offline from the training applications (`train_model`).
 
-    Attributes
-    ----------
-    features : FeatureMap
-        The regressors, restricted to the Lasso's selection.
-    selection : FeatureSelection
-        The Lasso's selection among every regressor.
-    offline_coef : numpy.ndarray
-        The offline model's coefficients: least squares on the training traces.
-    counter_model : CounterFrequencyModel
-        Eq. 14: how each counter moves with the clocks.
-    traces : tuple of Trace
-        The training traces.
+    ``features`` is restricted to the Lasso's ``selection``; ``offline_coef`` is least squares
+    on the training ``traces``; ``counter_model`` is Eq. 14.
     """
 
     features: FeatureMap
@@ -148,30 +114,7 @@ class Trained:
 
 def train_model(table: GridTable, apps: Sequence[int], counters: Sequence[str], steps: int,
                 rngs: Sequence[np.random.Generator], moves: str, settings: ReplaySettings) -> Trained:
-    """Counter scales, Lasso selection, offline coefficients and the Eq. 14 counter model, from training traces.
-
-    Parameters
-    ----------
-    table : GridTable
-        The training grid.
-    apps : sequence of int
-        The training applications (indices into ``table.apps``).
-    counters : sequence of str
-        The counters the features may use.
-    steps : int
-        The length of each training trace.
-    rngs : sequence of numpy.random.Generator
-        One per training trace.
-    moves : str
-        How the clocks move (`MOVES`).
-    settings : ReplaySettings
-        The form, stream layout, trace parameters and Lasso folds.
-
-    Returns
-    -------
-    Trained
-        What the replay scores the other applications with.
-    """
+    """Counter scales, Lasso selection, offline coefficients and the Eq. 14 counter model, from training traces."""
     full = FeatureMap.fit(table, apps, settings.form, counters)
     cols = counter_columns(table, full.counters)
     traces = tuple(make_trace(table, apps, steps, rng, moves=moves, p_switch=settings.p_switch,
@@ -188,17 +131,6 @@ def train_model(table: GridTable, apps: Sequence[int], counters: Sequence[str], 
 def run_online(table: GridTable, tr: Trace, fm: FeatureMap,
                settings: ReplaySettings) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The online model along a trace.
-
-    Parameters
-    ----------
-    table : GridTable
-        The grid the trace was drawn from.
-    tr : Trace
-        The trace.
-    fm : FeatureMap
-        The regressors.
-    settings : ReplaySettings
-        The stream layout and the RLS settings.
 
     Returns
     -------
@@ -232,42 +164,21 @@ def run_online(table: GridTable, tr: Trace, fm: FeatureMap,
 
 @dataclass(frozen=True)
 class TraceErrors:
-    """A predictor's MAPE (%) over the scored steps of a trace (k >= ``start``).
-
-    Attributes
-    ----------
-    mape : float
-        Over every scored step.
-    mape_same_app : float
-        Over the scored steps without an application switch.
-    """
+    """A predictor's MAPE (%) over the scored steps (k >= ``start``), and over those without an application switch."""
 
     mape: float
     mape_same_app: float
 
     def to_dict(self) -> dict:
-        """The errors as `gpudvfs online replay --json` prints them.
-
-        Returns
-        -------
-        dict
-            ``mape`` and ``mape_same_app``.
-        """
+        """The errors as `gpudvfs online replay --json` prints them."""
         return {"mape": self.mape, "mape_same_app": self.mape_same_app}
 
 
 @dataclass(frozen=True)
 class SensitivityErrors:
-    """MAPE (%) of the time predicted one clock level away, against the measured time there.
+    """MAPE (%) of the time predicted one clock level away.
 
-    Attributes
-    ----------
-    eq14 : float
-        Eq. 12 with Eq. 14 counters.
-    counters_held : float
-        Eq. 12 with the counters held.
-    no_change : float
-        The no-change guess t_k, for scale.
+    Eq. 12 with Eq. 14 counters, with the counters held, and the no-change guess, for scale.
     """
 
     eq14: float
@@ -279,16 +190,8 @@ class SensitivityErrors:
 class Sensitivity:
     """Eq. 12 one level up and down in every clock domain from each scored step.
 
-    Attributes
-    ----------
-    errors : SensitivityErrors
-        Over every domain.
-    cases : int
-        (step, domain, direction) cases scored.
-    mean_measured_change : float
-        How much the measured time moves over one level (%): what there is to predict.
-    per_domain : dict of str to SensitivityErrors
-        Per clock domain.
+    ``cases`` counts (step, domain, direction); ``mean_measured_change`` (%) is how much the
+    measured time moves over one level: what there is to predict.
     """
 
     errors: SensitivityErrors
@@ -297,15 +200,7 @@ class Sensitivity:
     per_domain: dict[str, SensitivityErrors]
 
     def to_dict(self) -> dict:
-        """The sensitivity as `gpudvfs online replay --json` prints it.
-
-        Returns
-        -------
-        dict
-            ``mape`` (Eq. 14), ``mape_counters_held``, ``mape_no_change``, ``cases``,
-            ``mean_measured_change`` and ``per_domain`` (each with ``mape_eq14``,
-            ``mape_counters_held`` and ``mape_no_change``).
-        """
+        """The sensitivity as `gpudvfs online replay --json` prints it."""
         e = self.errors
         return {"mape": e.eq14, "mape_counters_held": e.counters_held, "mape_no_change": e.no_change,
                 "cases": self.cases, "mean_measured_change": self.mean_measured_change,
@@ -317,36 +212,11 @@ class Sensitivity:
 class OnlineReplayResult:
     """The online model, the last value and the offline model on one trace (`replay`).
 
-    Attributes
-    ----------
-    data : str
-        The grid replayed.
-    train_source : str
-        How the training applications were chosen.
-    train_apps, scored_apps : list of str
-        The training applications and the scored ones.
-    steps, seed : int
-        The trace's length and seed.
-    moves : str
-        How the clocks moved.
-    settings : ReplaySettings
-        The settings replayed.
-    features : FeatureMap
-        The regressors, as selected.
-    selection : FeatureSelection
-        The Lasso's selection.
-    shared_time_curves : list of list of str
-        Groups of applications with the same measured time at every configuration.
-    switches_scored : int
-        Application switches among the scored steps.
-    naive, online, offline : TraceErrors
-        The last value's, the online model's and the offline model's errors.
-    sensitivity : Sensitivity
-        The error of the time predicted one clock level away.
-    intervals_same_app : dict
-        95% bootstrap intervals over the scored applications (a step goes with its
-        application) of the online same-application MAPE (``mean``) and of its paired
-        differences from the other two (``minus_naive``, ``minus_offline``).
+    ``shared_time_curves`` groups applications with the same measured time at every
+    configuration. ``intervals_same_app`` holds 95% bootstrap intervals over the scored
+    applications (a step goes with its application) of the online same-application MAPE
+    (``mean``) and of its paired differences from the other two (``minus_naive``,
+    ``minus_offline``).
     """
 
     data: str
@@ -369,23 +239,11 @@ class OnlineReplayResult:
 
     @property
     def ratio_same_app(self) -> float:
-        """The online model's same-application MAPE over the last value's.
-
-        Returns
-        -------
-        float
-            Issue 5's figure: at most 0.5 meets it.
-        """
+        """The online model's same-application MAPE over the last value's: at most 0.5 meets the target."""
         return self.online.mape_same_app / self.naive.mape_same_app
 
     def to_dict(self) -> dict:
-        """The replay as `gpudvfs online replay --json` prints it.
-
-        Returns
-        -------
-        dict
-            JSON-ready; the Lasso's selection under ``lasso``, by feature name.
-        """
+        """The replay as `gpudvfs online replay --json` prints it; the Lasso's selection under ``lasso``."""
         sel = self.selection
         return {
             "data": self.data, "train": {"source": self.train_source, "apps": self.train_apps},
@@ -473,35 +331,11 @@ def replay(data: GridSource, train: GridSource | None = None, *, steps: int = 20
     """Replay a trace drawn from a grid: the online model against the last value and the offline model.
 
     See the module documentation for the trace, the predictors and the training side.
+    ``train`` None splits ``data``'s applications (sorted by name, even positions train);
+    ``steps`` must exceed ``settings.start`` + 1.
 
-    Parameters
-    ----------
-    data : MeasurementGrid or path
-        The grid the scored trace is drawn from.
-    train : MeasurementGrid or path or None
-        The grid trained on, all its applications; None: ``data``'s applications sorted by
-        name, even positions train and odd positions are scored.
-    steps : int
-        The length of every trace, more than the warm-up ``settings.start`` + 1.
-    seed : int
-        The seed of every trace.
-    moves : str
-        How the clocks move (`MOVES`).
-    settings : ReplaySettings
-        The model's settings and the traces' parameters.
-
-    Returns
-    -------
-    OnlineReplayResult
-        The three predictors' errors on all and on same-application steps, the sensitivity,
-        and 95% bootstrap intervals over the scored applications of the online
-        same-application MAPE and of its paired differences from the other two.
-
-    Raises
-    ------
-    InputError
-        On unknown ``moves``, too few steps, a grid that cannot be replayed, or a TRAIN grid
-        of other clock domains or with no counter in common.
+    Raises InputError on unknown ``moves``, too few steps, a grid that cannot be replayed, or a TRAIN
+    grid of other clock domains or with no counter in common.
     """
     if moves not in MOVES:
         raise InputError(f"unknown moves {moves!r}; expected one of {MOVES}")
@@ -533,17 +367,7 @@ def replay(data: GridSource, train: GridSource | None = None, *, steps: int = 20
 
 @dataclass(frozen=True)
 class TuneScore:
-    """One combination of the online model's settings scored on the training traces (`tune`).
-
-    Attributes
-    ----------
-    forgetting, initial_covariance : float
-        The RLS forgetting factor and initial covariance.
-    forgetting_mode : str
-        How the RLS forgets.
-    train_mape_same_app : float
-        The online model's same-application MAPE (%), mean over the training traces.
-    """
+    """One combination of the online model's settings and its same-application MAPE (%) on the training traces."""
 
     forgetting: float
     initial_covariance: float
@@ -551,13 +375,7 @@ class TuneScore:
     train_mape_same_app: float
 
     def to_dict(self) -> dict:
-        """The combination and its score in one JSON object.
-
-        Returns
-        -------
-        dict
-            The four fields by name.
-        """
+        """The combination and its score in one JSON object."""
         return asdict(self)
 
 
@@ -569,29 +387,7 @@ def tune(data: GridSource, train: GridSource | None = None, *, steps: int = 2000
     """How the replay defaults are chosen: the online model on the training traces under every combination.
 
     The training traces are those of the applications ``replay`` trains on, never the scored
-    ones. The features are selected once, with ``settings``.
-
-    Parameters
-    ----------
-    data : MeasurementGrid or path
-        The grid whose applications are split as `replay` splits them.
-    train : MeasurementGrid or path or None
-        The grid trained on, as `replay` takes it.
-    steps, seed : int
-        The length and seed of every trace.
-    moves : str
-        How the clocks move (`MOVES`).
-    settings : ReplaySettings
-        The settings the features are selected with, and the others' base.
-    forgetting, initial_covariance : iterable of float
-        The forgetting factors and initial covariances tried.
-    forgetting_mode : iterable of str
-        The forgetting modes tried.
-
-    Returns
-    -------
-    list of TuneScore
-        Every combination's same-application MAPE on the training traces, best first.
+    ones; the features are selected once, with ``settings``. Returns the scores best first.
     """
     table = _table(data)
     tr_table, tr_apps, _, counters, _ = _split(table, train)

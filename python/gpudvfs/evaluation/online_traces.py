@@ -22,16 +22,9 @@ MOVES = ("random", "step")
 class Trace:
     """A trace of K steps drawn from a grid (`make_trace`).
 
-    Attributes
-    ----------
-    app : numpy.ndarray
-        (K,) each step's application, an index into the table's apps.
-    level : numpy.ndarray
-        (K, domains) each step's level index in each clock domain.
-    time_ms : numpy.ndarray
-        (K,) each step's observed time (with noise).
-    switch : numpy.ndarray
-        (K,) whether the application changed at the step.
+    ``app`` (K,) indexes the table's apps; ``level`` (K, domains) is each step's level index in
+    each clock domain; ``time_ms`` (K,) the observed time, with noise; ``switch`` (K,) whether
+    the application changed at the step.
     """
 
     app: np.ndarray
@@ -42,38 +35,15 @@ class Trace:
 
 def make_trace(table: GridTable, apps: Iterable[int], steps: int, rng: np.random.Generator, *,
                moves: str = "random", p_switch: float = 0.05, p_move: float = 0.3, noise: float = 0.01) -> Trace:
-    """A trace of ``steps`` steps over some of a grid's applications.
+    """A trace of ``steps`` steps over some of a grid's applications (indices into ``table.apps``).
 
     At each step the application switches to a random other one with probability
-    ``p_switch`` and each clock domain moves with probability ``p_move``; the observed time is
-    the measured time of (application, clocks) times (1 + ``noise`` N(0, 1)).
+    ``p_switch`` and each clock domain moves with probability ``p_move`` (``moves="random"``:
+    to a random other level; ``"step"``: one level up or down); the observed time is the
+    measured time of (application, clocks) times (1 + ``noise`` N(0, 1)). Every draw comes
+    from ``rng``.
 
-    Parameters
-    ----------
-    table : GridTable
-        The grid, measured at every level of every domain.
-    apps : iterable of int
-        The applications the trace runs (indices into ``table.apps``).
-    steps : int
-        Its length.
-    rng : numpy.random.Generator
-        Where every draw comes from.
-    moves : str
-        ``"random"``: a clock move goes to a random other level; ``"step"``: one level up or down.
-    p_switch, p_move : float
-        Probabilities that a step switches application, and moves each clock domain.
-    noise : float
-        Relative noise of each observed time.
-
-    Returns
-    -------
-    Trace
-        The steps' applications, levels and observed times.
-
-    Raises
-    ------
-    InputError
-        On unknown ``moves``.
+    Raises InputError on unknown ``moves``.
     """
     if moves not in MOVES:
         raise InputError(f"unknown moves {moves!r}; expected one of {MOVES}")
@@ -101,55 +71,19 @@ def make_trace(table: GridTable, apps: Iterable[int], steps: int, rng: np.random
 
 
 def step_clocks(table: GridTable, tr: Trace) -> np.ndarray:
-    """Each step's clocks.
-
-    Parameters
-    ----------
-    table : GridTable
-        The grid the trace was drawn from.
-    tr : Trace
-        The trace.
-
-    Returns
-    -------
-    numpy.ndarray
-        (K, domains) MHz.
-    """
+    """Each step's clocks, (K, domains) MHz."""
     return np.stack([table.levels[d][tr.level[:, d]] for d in range(len(table.domains))], axis=1)
 
 
 def counter_columns(table: GridTable, names: Sequence[str]) -> list[int]:
-    """The columns of ``table.counters`` of some counters.
-
-    Parameters
-    ----------
-    table : GridTable
-        The grid.
-    names : sequence of str
-        Counters of the grid.
-
-    Returns
-    -------
-    list of int
-        Their columns, in the order of ``names``.
-    """
+    """The columns of ``table.counters`` of the counters ``names``, in that order."""
     return [table.counter_names.index(c) for c in names]
 
 
 def step_bases(tr: Trace, streams: str) -> np.ndarray:
-    """The step each step is predicted from.
+    """(K,) the step each step is predicted from; -1 where there is none (the last value is used).
 
-    Parameters
-    ----------
-    tr : Trace
-        The trace.
-    streams : str
-        ``"shared"``: the step before; ``"per-app"``: the application's last step.
-
-    Returns
-    -------
-    numpy.ndarray
-        (K,) its index; -1 where there is none (the last value is used).
+    ``streams="shared"``: the step before; ``"per-app"``: the application's last step.
     """
     k = len(tr.app)
     if streams == "shared":
@@ -166,18 +100,7 @@ def step_rows(table: GridTable, tr: Trace, fm: FeatureMap, cols: list[int],
           streams: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each step's regression row.
 
-    Parameters
-    ----------
-    table : GridTable
-        The grid the trace was drawn from.
-    tr : Trace
-        The trace.
-    fm : FeatureMap
-        The regressors.
-    cols : list of int
-        The columns of ``fm``'s counters in ``table.counters`` (`counter_columns`).
-    streams : str
-        The stream layout (`step_bases`).
+    ``cols`` are the columns of ``fm``'s counters in ``table.counters`` (`counter_columns`).
 
     Returns
     -------

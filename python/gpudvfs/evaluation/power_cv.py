@@ -1,16 +1,14 @@
 """Choosing the power fit's settings by cross-validation over microbenchmarks: no application has a say.
 
-A *setting* is the voltage structure (``per-config``, ``per-domain``, ``curve``), the objective
-(squared watts or squared relative errors) and the ridge on the component weights
-(:data:`SETTINGS`). Each is scored on each microbenchmark file by grouped k-fold
-cross-validation (every benchmark held out once, `cross_validate_power`); the
-setting with the lowest mean over the files is chosen, and it is the ``default`` variant of
-:class:`~gpudvfs.power.PowerModel` (a test holds the two together). How well
-that rule carries to a GPU it did not see: each file scored under the setting chosen on the
-*other* files alone (leave-one-GPU-out). Where applications were measured on a GPU whose
-microbenchmarks are among the files, the chosen setting's error on them is an unseen figure;
-every setting's error on them comes alongside, to show how far the choice is from the best in
-hindsight and how the figure moves with the ridge.
+A *setting* (:data:`SETTINGS`) is the voltage structure, the objective (squared watts or
+squared relative errors) and the ridge on the component weights. Each is scored on each
+microbenchmark file by grouped k-fold cross-validation (`cross_validate_power`); the lowest
+mean over the files is chosen, and it is :class:`~gpudvfs.power.PowerModel`'s ``default``
+variant (a test holds the two together). How well that rule carries to an unseen GPU: each
+file scored under the setting chosen on the *other* files (leave-one-GPU-out). Applications
+measured on a GPU whose microbenchmarks are among the files give an unseen figure, beside
+every setting's error on them: how far the choice is from the best in hindsight, and how
+the figure moves with the ridge.
 """
 
 from __future__ import annotations
@@ -35,14 +33,8 @@ RIDGES = (0.0, 0.001, 0.003, 0.01, 0.03, 0.1)
 class Setting:
     """One setting of the power fit: voltage structure, objective and ridge.
 
-    Parameters
-    ----------
-    variant : str
-        The voltage structure: ``"per-config"``, ``"per-domain"`` or ``"curve"``.
-    relative_error : bool
-        Fit squared relative errors instead of squared watts.
-    ridge : float
-        The ridge on the component weights.
+    ``variant`` is ``"per-config"``, ``"per-domain"`` or ``"curve"``; ``relative_error`` fits
+    squared relative errors instead of squared watts; ``ridge`` acts on the component weights.
     """
 
     variant: str
@@ -51,33 +43,15 @@ class Setting:
 
     @property
     def label(self) -> str:
-        """The setting in words, as the reports name it.
-
-        Returns
-        -------
-        str
-            E.g. ``"per-config, relative, ridge 0"``.
-        """
+        """The setting in words, as the reports name it (``"per-config, relative, ridge 0"``)."""
         return f"{self.variant}, {'relative' if self.relative_error else 'watts'}, ridge {self.ridge:g}"
 
     def model(self) -> PowerModel:
-        """An unfitted power model of this setting.
-
-        Returns
-        -------
-        PowerModel
-            With the setting's variant, objective and ridge.
-        """
+        """An unfitted power model of this setting."""
         return PowerModel(self.variant, relative_error=self.relative_error, ridge=self.ridge)
 
     def as_dict(self) -> dict:
-        """The setting as `PowerModel`'s keyword arguments.
-
-        Returns
-        -------
-        dict
-            ``variant``, ``relative_error`` and ``ridge``.
-        """
+        """The setting as `PowerModel`'s keyword arguments."""
         return {"variant": self.variant, "relative_error": self.relative_error, "ridge": self.ridge}
 
 
@@ -87,18 +61,10 @@ SETTINGS = tuple(Setting(v, rel, r) for v in ("per-config", "per-domain", "curve
 
 @dataclass(frozen=True)
 class FileChoice:
-    """One microbenchmark file under the protocol.
+    """One microbenchmark file's grouped CV MAPE (%) under the protocol.
 
-    Attributes
-    ----------
-    cv_mape : float
-        Its grouped CV MAPE (%) under the setting chosen on all files.
-    chosen_on_others : str
-        The label of the setting chosen on the other files alone.
-    cv_mape_chosen_on_others : float
-        Its grouped CV MAPE (%) under that setting: leave-one-GPU-out.
-    best_in_hindsight : float
-        Its least grouped CV MAPE (%) over every setting.
+    Under the setting chosen on all files (``cv_mape``), under the one chosen on the others
+    (leave-one-GPU-out), and the least over every setting.
     """
 
     cv_mape: float
@@ -107,13 +73,7 @@ class FileChoice:
     best_in_hindsight: float
 
     def to_dict(self) -> dict:
-        """The figures as a JSON object, keyed by the attributes' names.
-
-        Returns
-        -------
-        dict
-            JSON-ready.
-        """
+        """The figures as a JSON object, keyed by the attributes' names."""
         return {"cv_mape": self.cv_mape, "chosen_on_others": self.chosen_on_others,
                 "cv_mape_chosen_on_others": self.cv_mape_chosen_on_others,
                 "best_in_hindsight": self.best_in_hindsight}
@@ -121,24 +81,13 @@ class FileChoice:
 
 @dataclass(frozen=True)
 class ApplicationsScore:
-    """Every setting fitted on a microbenchmark file and scored on applications of the same GPU.
+    """Every setting fitted on a microbenchmark file and scored on applications of the same GPU (MAPE, %).
 
-    Attributes
-    ----------
-    train, test : str
-        The microbenchmark file and the file of applications.
-    mape : float
-        MAPE (%) of the setting chosen on the microbenchmarks: an unseen figure.
-    chosen_on_other_apps : float or None
-        Mean MAPE (%) over the applications of the setting with the least mean error on the
-        *other* applications: what choosing on applications gives one it did not see. None
-        with fewer than two applications.
-    best_in_hindsight_label : str
-        The setting with the least MAPE on the applications.
-    best_in_hindsight_mape : float
-        Its MAPE (%).
-    over_ridge : dict of str to float
-        MAPE (%) of the chosen voltage structure and objective at each ridge (``f"{ridge:g}"``).
+    ``mape`` is the setting chosen on the microbenchmarks: an unseen figure.
+    ``chosen_on_other_apps`` is the mean over the applications of the setting with the least
+    mean error on the *other* applications: what choosing on applications gives one it did not
+    see (None with fewer than two). ``over_ridge`` gives the chosen voltage structure and
+    objective at each ridge (``f"{ridge:g}"``).
     """
 
     train: str
@@ -150,13 +99,7 @@ class ApplicationsScore:
     over_ridge: dict[str, float]
 
     def to_dict(self) -> dict:
-        """The figures as `gpudvfs power cv --json` prints them.
-
-        Returns
-        -------
-        dict
-            JSON-ready; the best in hindsight as ``{"label", "mape"}``.
-        """
+        """The figures as `gpudvfs power cv --json` prints them; the best in hindsight as ``{"label", "mape"}``."""
         return {"train": self.train, "test": self.test, "mape": self.mape,
                 "chosen_on_other_apps": self.chosen_on_other_apps,
                 "best_in_hindsight": {"label": self.best_in_hindsight_label, "mape": self.best_in_hindsight_mape},
@@ -165,55 +108,23 @@ class ApplicationsScore:
 
 @dataclass(frozen=True)
 class SettingCV:
-    """One setting's figures under the protocol.
-
-    Attributes
-    ----------
-    cv_mean : float
-        Its grouped CV MAPE (%), mean over the microbenchmark files.
-    cv : dict of str to float
-        Per file, its grouped CV MAPE (%).
-    apps : list of float
-        Per pair of files of `choose_settings`'s ``apps``, its MAPE (%) on the applications.
-    """
+    """One setting's grouped CV MAPE (%): mean over the files, per file, and per pair of `choose_settings`' ``apps``."""
 
     cv_mean: float
     cv: dict[str, float]
     apps: list[float]
 
     def to_dict(self) -> dict:
-        """The figures as a JSON object, keyed by the attributes' names.
-
-        Returns
-        -------
-        dict
-            JSON-ready.
-        """
+        """The figures as a JSON object, keyed by the attributes' names."""
         return {"cv_mean": self.cv_mean, "cv": self.cv, "apps": self.apps}
 
 
 @dataclass(frozen=True)
 class SettingsChoice:
-    """The power fit's setting chosen by the protocol (`choose_settings`).
+    """The power fit's setting chosen by the protocol (`choose_settings`); figures are MAPE (%).
 
-    Attributes
-    ----------
-    folds : int
-        Folds of the grouped CV on each file.
-    n_settings : int
-        Settings chosen among.
-    chosen : Setting
-        The setting with the lowest mean grouped CV MAPE over the files.
-    chosen_cv_mean : float
-        That mean (%).
-    files : dict of str to FileChoice
-        Per microbenchmark file, its figures.
-    leave_one_gpu_out_mean : float
-        Mean over the files of each one's MAPE (%) under the setting chosen on the others.
-    apps : list of ApplicationsScore
-        Per pair of files of ``apps``, the settings on the applications.
-    per_setting : dict of str to SettingCV
-        Per setting (by label), its figures.
+    ``leave_one_gpu_out_mean`` is the mean over the files of each one's MAPE under the setting
+    chosen on the others; ``per_setting`` is keyed by label.
     """
 
     folds: int
@@ -226,13 +137,7 @@ class SettingsChoice:
     per_setting: dict[str, SettingCV]
 
     def to_dict(self) -> dict:
-        """The choice as `gpudvfs power cv --json` prints it.
-
-        Returns
-        -------
-        dict
-            JSON-ready; the count of settings under ``settings``, the chosen one with its label.
-        """
+        """The choice as `gpudvfs power cv --json` prints it; the count of settings under ``settings``."""
         return {"folds": self.folds, "settings": self.n_settings,
                 "chosen": {**self.chosen.as_dict(), "label": self.chosen.label},
                 "chosen_cv_mean": self.chosen_cv_mean, "files": {p: f.to_dict() for p, f in self.files.items()},
@@ -246,37 +151,14 @@ def choose_settings(micro: dict[str, PowerDataset], apps: list[tuple[str, str]] 
                     progress: Callable[[int, int, str], None] | None = None) -> SettingsChoice:
     """The protocol over microbenchmark files of several GPUs: the setting with the lowest mean grouped CV MAPE.
 
-    Every setting's grouped ``folds``-fold CV MAPE on every file, the setting chosen on all
-    files (lowest mean), and each file under the setting chosen on the others.
+    Every setting's grouped ``folds``-fold CV MAPE on every file (``micro``: path -> dataset, at
+    least two), the setting chosen on all files (lowest mean), and each file under the setting
+    chosen on the others. ``apps`` pairs a file of ``micro`` with a file of ``tests``
+    (applications measured on the same GPU): every setting is fitted on the first and scored on
+    the second. ``progress(done, total, label)`` is called after each setting.
 
-    Parameters
-    ----------
-    micro : dict of str to PowerDataset
-        The microbenchmark files, path -> dataset; at least two.
-    apps : list of tuple of str or None
-        Pairs of a file of ``micro`` and a file of ``tests``: every setting fitted on the
-        first and scored on the second.
-    tests : dict of str to PowerDataset or None
-        Files of applications, path -> dataset, each measured on the GPU of its pair's
-        microbenchmarks.
-    folds : int
-        Folds of the grouped CV on each file.
-    settings : sequence of Setting
-        The settings chosen among.
-    progress : callable or None
-        ``progress(done, total, label)``, called after each setting.
-
-    Returns
-    -------
-    SettingsChoice
-        The setting chosen, each file's figures, the leave-one-GPU-out mean, the settings on
-        the applications and every setting's figures.
-
-    Raises
-    ------
-    InputError
-        With fewer than two files or no setting, or on a pair whose first file is not
-        among ``micro``, whose second is not among ``tests``, or whose components differ.
+    Raises InputError with fewer than two files or no setting, or on a pair whose first file is not
+    among ``micro``, whose second is not among ``tests``, or whose components differ.
     """
     if len(micro) < 2:
         raise InputError("choosing settings across GPUs needs at least two microbenchmark files")

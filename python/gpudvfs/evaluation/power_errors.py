@@ -46,35 +46,25 @@ def held_out_predictions(dataset: PowerDataset, folds: int, **model_options: Any
                          ) -> tuple[dict[str, np.ndarray], dict]:
     """Per row, power predicted by a model fitted without the row's benchmark.
 
-    Benchmarks are dealt to ``folds`` folds in file order. Each row is predicted from its
-    utilizations alone (``model``); scaled to its measured power at the reference
-    configuration (``calibrated``: what a user who measured that one point gets); and by the
-    baseline that scales its reference power by the training benchmarks' mean power relative
-    to their own reference power per configuration (``reference_scaled``). The calibrated and
-    baseline rows are NaN for a benchmark with no row at the reference.
-
-    Parameters
-    ----------
-    dataset : PowerDataset
-        Measured power with each row's utilizations.
-    folds : int
-        Folds, between 2 and the number of benchmarks.
-    **model_options : Any
-        `PowerModel`'s options (``variant``, ``relative_error``, ``ridge``, ...).
+    Benchmarks are dealt to ``folds`` folds (2 to the number of benchmarks) in file order;
+    ``**model_options`` go to `PowerModel` (``variant``, ``relative_error``, ``ridge``, ...).
+    Each row is predicted from its utilizations alone (``model``); scaled to its measured power
+    at the reference configuration (``calibrated``: what a user who measured that one point
+    gets); and by the baseline that scales its reference power by the training benchmarks'
+    mean power relative to their own reference power per configuration
+    (``reference_scaled``). The calibrated and baseline rows are NaN for a benchmark with no
+    row at the reference.
 
     Returns
     -------
     tuple of dict
-        The predictions, ``model``, ``calibrated`` and ``reference_scaled`` [rows]; and how
-        the folds' fits went, since their warnings are held back: ``zero_weight``, per
-        component no training benchmark of a fold uses, the folds where it got a zero weight
-        (it is left out of the fit); ``fell_back``, the folds whose fit fell back to
-        per-domain voltages; ``not_converged``, those that stopped unconverged.
+        The predictions by kind [rows]; and how the folds' fits went, since their warnings are
+        held back: ``zero_weight``, per component no training benchmark of a fold uses, the
+        folds where it got a zero weight (it is left out of the fit); ``fell_back``, the folds
+        whose fit fell back to per-domain voltages; ``not_converged``, those that stopped
+        unconverged.
 
-    Raises
-    ------
-    InputError
-        On a count of folds out of range.
+    Raises InputError on a count of folds out of range.
     """
     n_b = len(dataset.benchmarks)
     if not 2 <= folds <= n_b:
@@ -115,30 +105,14 @@ def held_out_predictions(dataset: PowerDataset, folds: int, **model_options: Any
 
 @dataclass(frozen=True)
 class PowerCV:
-    """The power model's grouped cross-validation (`cross_validate_power`).
+    """The power model's grouped cross-validation (`cross_validate_power`); figures are MAPE (%).
 
-    Attributes
-    ----------
-    mape : float
-        MAPE (%) over every held-out row.
-    folds : int
-        Folds.
-    zero_weight_folds : dict of str to int
-        Per component no training benchmark of a fold uses, the folds where it got a zero weight.
-    fallback_folds, unconverged_folds : int
-        Folds whose fit fell back to per-domain voltages, and that stopped unconverged.
-    per_fold : list of float
-        Each fold's MAPE (%).
-    calibrated_benchmarks : int
-        Benchmarks measured at the reference, which the calibrated figures are over.
-    calibrated_mape, reference_scaled_mape : float or None
-        MAPE (%) calibrated on each held-out benchmark's reference power, and of the baseline
-        (`held_out_predictions`), over those benchmarks; None where none was measured there.
-    intervals : dict
-        95% bootstrap intervals over the benchmarks (a benchmark's rows drawn together) of
-        the MAPE (``mape``) and of the calibrated MAPE (``calibrated``), with the latter's
-        paired difference from the baseline where the baseline predicts every row the
-        calibration does.
+    ``zero_weight_folds``, ``fallback_folds`` and ``unconverged_folds`` are how the folds' fits
+    went (`held_out_predictions`). ``calibrated_mape`` and ``reference_scaled_mape`` are over
+    the ``calibrated_benchmarks`` measured at the reference (None where none was). ``intervals``
+    holds 95% bootstrap intervals over the benchmarks (a benchmark's rows drawn together) of
+    ``mape`` and of the calibrated MAPE, with the latter's paired difference from the baseline
+    where the baseline predicts every row the calibration does.
     """
 
     mape: float
@@ -153,13 +127,7 @@ class PowerCV:
     intervals: dict
 
     def to_dict(self) -> dict:
-        """The figures as a JSON object, keyed by the attributes' names.
-
-        Returns
-        -------
-        dict
-            JSON-ready, the attributes in order.
-        """
+        """The figures as a JSON object, keyed by the attributes' names in order."""
         return {"mape": self.mape, "folds": self.folds, "zero_weight_folds": self.zero_weight_folds,
                 "fallback_folds": self.fallback_folds, "unconverged_folds": self.unconverged_folds,
                 "per_fold": self.per_fold, "calibrated_benchmarks": self.calibrated_benchmarks,
@@ -170,28 +138,10 @@ class PowerCV:
 def cross_validate_power(dataset: PowerDataset, folds: int = 6, **model_options: Any) -> PowerCV:
     """Grouped k-fold cross-validation of the power model: each benchmark (all its configurations) held out once.
 
-    Benchmarks are dealt to folds in file order.
+    Folds and options as in `held_out_predictions`, whose calibrated and baseline figures it
+    scores.
 
-    Parameters
-    ----------
-    dataset : PowerDataset
-        Measured power with each row's utilizations.
-    folds : int
-        Folds, between 2 and the number of benchmarks.
-    **model_options : Any
-        `PowerModel`'s options (``variant``, ``relative_error``, ``ridge``, ...).
-
-    Returns
-    -------
-    PowerCV
-        The MAPE over all held-out rows and per fold, the calibrated and baseline figures of
-        `held_out_predictions` (over the benchmarks measured at the reference), how the folds'
-        fits went, and 95% bootstrap intervals over the benchmarks.
-
-    Raises
-    ------
-    InputError
-        On a count of folds out of range.
+    Raises InputError on a count of folds out of range.
     """
     preds, fits = held_out_predictions(dataset, folds, **model_options)
     ape = {k: 100.0 * np.abs(v - dataset.watts) / dataset.watts for k, v in preds.items()}

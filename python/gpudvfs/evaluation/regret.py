@@ -38,19 +38,9 @@ class MeanMax(Record):
 
     @classmethod
     def of(cls: type[_M], r: np.ndarray, **extra: Any) -> _M:
-        """The record of ``r``'s mean and max.
+        """The record of ``r``'s mean and max (one regret per application), of the class it is called on.
 
-        Parameters
-        ----------
-        r : numpy.ndarray
-            One regret per application.
-        **extra
-            The other fields of a record that extends `MeanMax`.
-
-        Returns
-        -------
-        MeanMax
-            The record, of the class it is called on.
+        ``**extra`` fills the fields of a record that extends `MeanMax`.
         """
         return cls(float(r.mean()), float(r.max()), **extra)
 
@@ -105,20 +95,8 @@ class NearTies(Record):
 class RegretTable:
     """Every application of a grid measured at every pair: what a choice is scored against.
 
-    Its power is also predicted by a model fitted on the other applications.
-
-    Attributes
-    ----------
-    names : list of str
-        The applications.
-    configs : numpy.ndarray
-        The pairs [K x 2] (core, memory MHz).
-    time_ms, watts : numpy.ndarray
-        Measured [A x K].
-    watts_pred : numpy.ndarray
-        Predicted by a model fitted without the application [A x K].
-    profiles : list of KernelProfile
-        Each application's profile at the reference pair.
+    ``configs`` is [K x 2] (core, memory MHz); ``time_ms``, ``watts`` are measured [A x K];
+    ``watts_pred`` [A x K] is predicted by a power model fitted without the application.
     """
 
     names: list[str]
@@ -134,33 +112,11 @@ class RegretTable:
         return self.time_ms * self.watts
 
     def calibrated_time(self, device: TimeDevice) -> np.ndarray:
-        """Each application's time at every pair by the time model, calibrated on its reference time.
-
-        Parameters
-        ----------
-        device : TimeDevice
-            The device the time model runs on.
-
-        Returns
-        -------
-        numpy.ndarray
-            Time (ms) [A x K].
-        """
+        """Each application's time (ms) [A x K] by the time model, calibrated on its reference time."""
         return TimeModel(device).predict(self.profiles, self.configs[:, 0], self.configs[:, 1], calibrate=True)
 
     def index_of(self, pair: tuple[float, float]) -> int:
-        """The index of a pair among the configurations.
-
-        Parameters
-        ----------
-        pair : tuple of float
-            (core, memory) MHz, one of ``configs``.
-
-        Returns
-        -------
-        int
-            Its row in ``configs``.
-        """
+        """The row in ``configs`` of a (core, memory) MHz pair."""
         return int(np.flatnonzero((self.configs == np.asarray(pair)).all(axis=1))[0])
 
     @property
@@ -170,37 +126,15 @@ class RegretTable:
         return e / e.min(axis=1, keepdims=True) - 1.0
 
     def regret(self, idx: np.ndarray) -> np.ndarray:
-        """:attr:`regret_at_every_pair` at the chosen pairs.
-
-        Parameters
-        ----------
-        idx : numpy.ndarray
-            The chosen pair's index per application [A].
-
-        Returns
-        -------
-        numpy.ndarray
-            The regret per application [A].
-        """
+        """:attr:`regret_at_every_pair` at the chosen pair of each application (``idx`` [A]): [A]."""
         return self.regret_at_every_pair[np.arange(len(self.names)), idx]
 
     def regrets(self, time_pred: np.ndarray, watts_pred: np.ndarray | None = None, **rules: Any) -> np.ndarray:
-        """Regret of the minimum-energy choice on predicted time and power.
+        """Regret [A] of the minimum-energy choice on predicted time and power [A x K].
 
-        Parameters
-        ----------
-        time_pred : numpy.ndarray
-            Predicted time [A x K].
-        watts_pred : numpy.ndarray, optional
-            Predicted power [A x K] (default: the power fitted without each application).
-        **rules
-            `gpudvfs.policy.select`'s uncertainty options (``error``, ``rule``, ``near_ties``,
-            ``default_index``).
-
-        Returns
-        -------
-        numpy.ndarray
-            The regret per application [A].
+        ``watts_pred`` defaults to the power fitted without each application; ``**rules`` are
+        `gpudvfs.policy.select`'s uncertainty options (``error``, ``rule``, ``near_ties``,
+        ``default_index``).
         """
         watts = self.watts_pred if watts_pred is None else watts_pred
         return self.regret(select(time_pred, watts, self.configs, "energy", **rules).index)
@@ -210,37 +144,17 @@ class RegretTable:
         return np.log(time_pred / self.time_ms) ** 2 + np.log(self.watts_pred / self.watts) ** 2
 
     def energy_error(self, time_pred: np.ndarray) -> np.ndarray:
-        """Relative error of each predicted energy, from the other applications' residuals at the same pair.
+        """Relative error [A x K] of each predicted energy, from the other applications' residuals at the same pair.
 
         Time and power errors are combined.
-
-        Parameters
-        ----------
-        time_pred : numpy.ndarray
-            Predicted time [A x K].
-
-        Returns
-        -------
-        numpy.ndarray
-            The relative error [A x K].
         """
         sq = self._squared_log_errors(time_pred)
         return np.expm1(np.sqrt((sq.sum(axis=0) - sq) / (len(self.names) - 1)))
 
     def pair_error(self, time_pred: np.ndarray) -> np.ndarray:
-        """Relative error of an energy predicted at each pair for an application none of these is.
+        """Relative error [K] of an energy predicted at each pair for an application none of these is.
 
         It comes from all their residuals.
-
-        Parameters
-        ----------
-        time_pred : numpy.ndarray
-            Predicted time [A x K].
-
-        Returns
-        -------
-        numpy.ndarray
-            The relative error per pair [K].
         """
         return np.expm1(np.sqrt(self._squared_log_errors(time_pred).mean(axis=0)))
 
@@ -249,29 +163,10 @@ def regret_table(grid: MeasurementGrid, reference: tuple[float, float], device: 
                  spec: DeviceSpec, clip: bool = False, groups: dict | None = None) -> RegretTable:
     """The grid's applications with their power from a model fitted without them.
 
-    With ``groups``, each application's power comes from a model fitted without every
-    application of its label (an application's kernels left out together,
-    `gpudvfs.evaluation.nested.application_groups`).
-
-    Parameters
-    ----------
-    grid : MeasurementGrid
-        A grid with every application measured at every pair, with power and counters.
-    reference : tuple of float
-        The (core, memory) pair whose counters profile each application.
-    device : TimeDevice
-        The time model's device.
-    spec : DeviceSpec
-        The catalog entry whose peak rates give the utilizations.
-    clip : bool
-        Clip utilizations outside [0, 1] instead of refusing them.
-    groups : dict, optional
-        Application name -> label.
-
-    Returns
-    -------
-    RegretTable
-        The measured and held-out predicted table.
+    With ``groups`` (application name -> label), each application's power comes from a model
+    fitted without every application of its label (an application's kernels left out together,
+    `gpudvfs.evaluation.nested.application_groups`). ``reference`` is the (core, memory) pair
+    whose counters profile each application.
     """
     m = measured_table(grid, reference, device, spec, clip)
     label = [(groups or {}).get(n, ("own", n)) for n in m.names]
@@ -290,33 +185,16 @@ def regret_table(grid: MeasurementGrid, reference: tuple[float, float], device: 
 
 def single_pair_indices(regret: np.ndarray, allowed: np.ndarray | None = None,
                         groups: np.ndarray | None = None) -> tuple[int, np.ndarray]:
-    """The baseline of one pair for every application, chosen in hindsight and without each application.
+    """The baseline of one pair for every application: the pair in hindsight, and each application's held-out pair [A].
 
     In hindsight: the pair with the least mean regret over all applications (a bound on any
     fixed choice). Held out: for each application the pair with the least mean regret over the
     *other* applications (with ``groups``: over those of the other groups; a fixed pair chosen
-    without measuring it). Each is chosen among the pairs all of them allow; where no pair is
-    allowed for them all (a power cap some exceed everywhere), the pairs allowed for the most
-    of them are the candidates.
+    without measuring it). Each is chosen among the pairs all of them allow (``allowed``
+    [A x K]); where no pair is allowed for them all (a power cap some exceed everywhere), the
+    pairs allowed for the most of them are the candidates.
 
-    Parameters
-    ----------
-    regret : numpy.ndarray
-        Each application's regret at each pair [A x K].
-    allowed : numpy.ndarray, optional
-        Where a pair meets the application's constraint [A x K] (default: everywhere).
-    groups : numpy.ndarray, optional
-        A label per application (default: each its own).
-
-    Returns
-    -------
-    tuple of (int, numpy.ndarray)
-        The pair in hindsight, and each application's held-out pair [A].
-
-    Raises
-    ------
-    InputError
-        With applications of fewer than two groups.
+    Raises InputError with applications of fewer than two groups.
     """
     ok = np.ones(regret.shape, dtype=bool) if allowed is None else allowed
     rows = np.arange(len(regret))
@@ -335,20 +213,7 @@ def single_pair_indices(regret: np.ndarray, allowed: np.ndarray | None = None,
 def single_pair(regret: np.ndarray, configs: np.ndarray, allowed: np.ndarray | None = None) -> SinglePair:
     """:func:`single_pair_indices` scored, in hindsight and cross-validated, with the pairs.
 
-    Parameters
-    ----------
-    regret : numpy.ndarray
-        Each application's regret at each pair [A x K].
-    configs : numpy.ndarray
-        The pairs [K x 2] (core, memory MHz).
-    allowed : numpy.ndarray, optional
-        Where a pair meets the application's constraint [A x K]; with it, each score counts
-        the applications its pairs meet the constraint for.
-
-    Returns
-    -------
-    SinglePair
-        Both scores.
+    With ``allowed`` [A x K], each score counts the applications its pairs meet the constraint for.
     """
     hindsight, held_out = single_pair_indices(regret, allowed)
     rows = np.arange(len(regret))
@@ -364,28 +229,10 @@ def near_ties_by_tolerance(tab: RegretTable, time_pred: np.ndarray, default_inde
     """The near-ties rule with a fixed tolerance, at each tolerance and cross-validated.
 
     The rule: among pairs whose predicted energy is within ``1 + tolerance`` of the predicted
-    minimum, the one nearest ``default_index``. The regret at each tolerance says how the
-    figure moves with it; cross-validated, each application is scored at the tolerance with
-    the least mean regret over the other applications (with ``groups``: over those of the
+    minimum, the one nearest ``default_index``. The regret at each tolerance (0: no rule) says
+    how the figure moves with it; cross-validated, each application is scored at the tolerance
+    with the least mean regret over the other applications (with ``groups``: over those of the
     other groups).
-
-    Parameters
-    ----------
-    tab : RegretTable
-        The measured table.
-    time_pred : numpy.ndarray
-        Predicted time [A x K].
-    default_index : int
-        The pair the rule moves toward.
-    tolerances : tuple of float
-        The relative energy differences tried (0: no rule).
-    groups : numpy.ndarray, optional
-        A label per application.
-
-    Returns
-    -------
-    NearTies
-        The cross-validated regret with each application's tolerance, and the regret per tolerance.
     """
     regret = np.array([tab.regrets(time_pred, error=tol, near_ties=True, default_index=default_index)
                        for tol in tolerances])

@@ -33,26 +33,14 @@ from gpudvfs.time import TimeDevice, TimeModel
 class ReplayTable:
     """Per application [A x K]: measured and predicted time (ms) and power (W) at every setting.
 
-    Parameters
-    ----------
-    names : list of str
-        The applications, one per row.
-    configs : numpy.ndarray
-        [K x 2] the settings. Where ``knob`` is ``"clocks"``, the (core, memory) MHz pairs;
-        for a single knob, ``configs[:, 0]`` its values (MHz or W) and ``configs[:, 1]`` a
-        constant 1, which the governor's log-ratio features read as nothing.
-    default_index : int
-        The default setting (the highest pair of a grid).
-    time_ms, watts : numpy.ndarray
-        [A x K] measured time and power.
-    time_pred, watts_pred : numpy.ndarray
-        [A x K] time and power predicted without the application.
-    knob : str
-        What a setting sets: ``"clocks"``, ``"core_clock"`` or ``"power_limit"``.
-    max_power_w : float or None
-        The watts that price a second under the cost policy (Zeus's MAXPOWER). None: from the
-        table, the highest power limit where the knob is one, else the most power measured at
-        the default setting.
+    ``configs`` [K x 2] holds the settings: where ``knob`` is ``"clocks"``, the (core, memory)
+    MHz pairs; for a single knob (``"core_clock"``, ``"power_limit"``), ``configs[:, 0]`` its
+    values (MHz or W) and ``configs[:, 1]`` a constant 1, which the governor's log-ratio features
+    read as nothing. ``default_index`` is the default setting (the highest pair of a grid);
+    ``time_pred`` and ``watts_pred`` are predicted without the application. ``max_power_w``
+    prices a second under the cost policy (Zeus's MAXPOWER); None derives it from the table: the
+    highest power limit where the knob is one, else the most power measured at the default
+    setting.
     """
 
     names: list[str]
@@ -76,16 +64,9 @@ class ReplayTable:
 class Target:
     """What a replay's strategies aim at: the policy and its bound, cap or price of time.
 
-    Parameters
-    ----------
-    policy : str
-        One of the governor's policies (``gpudvfs.govern.GOVERNOR_POLICIES``).
-    slowdown : float
-        `deadline`: at most this much slower than the default setting.
-    power_cap_w : float or None
-        `power-cap`: the cap in watts.
-    eta : float
-        `cost`: the weight of energy against time (Zeus's eta).
+    ``policy`` is one of ``gpudvfs.govern.GOVERNOR_POLICIES``; ``slowdown`` bounds `deadline`
+    against the default setting; ``power_cap_w`` (W) is `power-cap`'s cap; ``eta`` is `cost`'s
+    weight of energy against time (Zeus's eta).
     """
 
     policy: str = "energy"
@@ -96,19 +77,8 @@ class Target:
     def objective(self, table: ReplayTable, t: np.ndarray, p: np.ndarray) -> np.ndarray:
         """What a step costs under the policy: time under a cap, Zeus's cost, else energy.
 
-        The energy x time of `edp` is scored over a phase, not per step.
-
-        Parameters
-        ----------
-        table : ReplayTable
-            The table whose ``max_power_w`` prices time under `cost`.
-        t, p : numpy.ndarray
-            Time (ms) and power (W) of each step or pair.
-
-        Returns
-        -------
-        numpy.ndarray
-            The cost of each, shaped as ``t``.
+        Shaped as ``t`` (ms) and ``p`` (W). The energy x time of `edp` is scored over a phase, not
+        per step; ``table.max_power_w`` prices time under `cost`.
         """
         if self.policy == "power-cap":
             return t
@@ -120,41 +90,17 @@ class Target:
 
     def select(self, table: ReplayTable, t: np.ndarray, p: np.ndarray, configs: np.ndarray,
                default_index: int) -> np.ndarray:
-        """The policy's choice for each application of ``t`` and ``p``.
+        """The index among ``configs`` [K x 2] of the policy's choice for each application [A] of ``t``, ``p`` [A x K].
 
-        Parameters
-        ----------
-        table : ReplayTable
-            The table whose ``max_power_w`` prices time under `cost`.
-        t, p : numpy.ndarray
-            [A x K] time (ms) and power (W) of each application at each of ``configs``.
-        configs : numpy.ndarray
-            [K x 2] the settings.
-        default_index : int
-            The default setting among ``configs``: the deadline's reference.
-
-        Returns
-        -------
-        numpy.ndarray
-            [A] the index of each application's choice among ``configs``.
+        ``default_index`` is the deadline's reference.
         """
         return select(t, p, configs, self.policy, default_index=default_index, slowdown=self.slowdown,
                       power_cap_w=self.power_cap_w, eta=self.eta, max_power_w=table.max_power_w).index
 
     def governor(self, table: ReplayTable, **constants: Any) -> Governor:
-        """A governor over ``table``'s settings aiming at this target.
+        """A new governor over ``table``'s settings aiming at this target, no phase started.
 
-        Parameters
-        ----------
-        table : ReplayTable
-            Its settings, default setting and price of time.
-        **constants : Any
-            The governor's constants (``prior_sd``, ``explore``, ``noise_sd``, ...).
-
-        Returns
-        -------
-        Governor
-            A new governor, no phase started.
+        ``**constants`` are the governor's (``prior_sd``, ``explore``, ``noise_sd``, ...).
         """
         return Governor(table.configs, table.default_index, policy=self.policy, slowdown=self.slowdown,
                         power_cap_w=self.power_cap_w, eta=self.eta, max_power_w=table.max_power_w, **constants)
@@ -162,36 +108,14 @@ class Target:
 
 def replay_table(grid: MeasurementGrid, reference: tuple[float, float], device: TimeDevice, spec: DeviceSpec,
                  train: MeasurementGrid | None = None, clip: bool = False) -> ReplayTable:
-    """The replay's table of a grid measured with profiler counters.
+    """The replay's table of a grid measured with profiler counters, over clock pairs.
 
     Power is predicted by a model of ``train``, or without it by a model of the grid's other
     applications; time by the time model calibrated on each application's reference time.
     The default setting is the grid's highest pair (highest core clock, then memory).
+    ``clip`` clips utilizations above 1 instead of refusing them.
 
-    Parameters
-    ----------
-    grid : MeasurementGrid
-        Every application measured at every pair, with power and counters.
-    reference : tuple of float
-        The (core, memory) MHz pair whose counters profile each application.
-    device : TimeDevice
-        The time model's device.
-    spec : DeviceSpec
-        The GPU whose peak rates turn counters into utilizations.
-    train : MeasurementGrid or None
-        The grid the power model is fitted on; none of ``grid``'s applications may be in it.
-    clip : bool
-        Clip utilizations above 1 instead of refusing them.
-
-    Returns
-    -------
-    ReplayTable
-        Over clock pairs.
-
-    Raises
-    ------
-    InputError
-        Where an application of ``grid`` is in ``train``.
+    Raises InputError where an application of ``grid`` is in ``train``.
     """
     if train is None:
         tab = regret_table(grid, reference, device, spec, clip)
@@ -211,42 +135,17 @@ def replay_table(grid: MeasurementGrid, reference: tuple[float, float], device: 
 
 
 def dcgm_replay_table(grid: MeasurementGrid, reference: tuple[float, float]) -> ReplayTable:
-    """The replay's table of a DCGM grid, each application predicted by models fitted without it.
+    """The replay's table of a DCGM grid with power, each application predicted by models fitted without it.
 
     Time by the DCGM time model, power by the power model on DCGM activities (calibrated on
     the application's reference power). The default setting is the grid's highest pair.
-
-    Parameters
-    ----------
-    grid : MeasurementGrid
-        A DCGM grid with power: every application at every pair.
-    reference : tuple of float
-        The (core, memory) MHz pair whose activities profile each application.
-
-    Returns
-    -------
-    ReplayTable
-        Over clock pairs.
     """
     tab = loo_table(grid, reference)
     return ReplayTable(tab.names, tab.configs, tab.fastest, tab.time_ms, tab.watts, tab.time_cv, tab.watts_pred)
 
 
 def subset(table: ReplayTable, apps: list[int]) -> ReplayTable:
-    """The table of some of its applications, over the same settings and price of time.
-
-    Parameters
-    ----------
-    table : ReplayTable
-        The whole table.
-    apps : list of int
-        The rows kept, in this order.
-
-    Returns
-    -------
-    ReplayTable
-        One row per index of ``apps``.
-    """
+    """The table of the rows ``apps``, in that order, over the same settings and price of time."""
     return ReplayTable([table.names[a] for a in apps], table.configs, table.default_index, table.time_ms[apps],
                        table.watts[apps], table.time_pred[apps], table.watts_pred[apps], table.knob,
                        table.max_power_w)

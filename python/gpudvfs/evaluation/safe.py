@@ -67,30 +67,16 @@ class Spread(Record):
 class SafeReport(Record):
     """The safe choice scored by nested cross-validation, beside its baselines.
 
-    Attributes
-    ----------
-    cross_validated : SafeChoice
-        The safe choice's regret, its constants chosen for each workload on the others.
-    plain, single_pair, reference : MeanMax
-        Baselines on the same workloads: the models' plain choice, one pair for all chosen
-        without the workload, the reference clocks.
-    over_constants : dict
-        The regret at each fixed (anchor, z), each workload's anchor and spread fitted without
-        it: how the figure moves with the constants.
-    intervals : dict
-        95% bootstrap intervals of the safe choice's mean regret and of its paired differences
-        from the plain choice and one pair for all (`gpudvfs.stats.paired_intervals`).
-    spread : Spread
-        The spread's range over the pairs, fitted on every workload, for reading.
-    per_workload : numpy.ndarray
-        The safe choice's regret per workload.
-    note : str or None
-        Why the safe setting is the reference without a choice (fewer than
-        :data:`MIN_GROUPS` groups: no others to choose the rule on); None otherwise.
-    shared_rule : MeanMax or None
-        The regret under `SHARED_RULE`, each workload's anchor and spread fitted without it
-        (None with one group). The rule was chosen on the public grids, the GTX 980's and
-        the V100's among them: on those it is not held out.
+    ``plain``, ``single_pair`` and ``reference`` are baselines on the same workloads: the models'
+    plain choice, one pair for all chosen without the workload, the reference clocks.
+    ``over_constants`` is the regret at each fixed (anchor, z), each workload's anchor and
+    spread fitted without it: how the figure moves with the constants. ``intervals`` holds 95%
+    bootstrap intervals of the safe choice's mean regret and of its paired differences from the
+    plain choice and one pair for all (`gpudvfs.stats.paired_intervals`). ``note`` says why the
+    safe setting is the reference without a choice (fewer than :data:`MIN_GROUPS` groups: no
+    others to choose the rule on). ``shared_rule`` is the regret under `SHARED_RULE`, each
+    workload's anchor and spread fitted without it (None with one group); the rule was chosen
+    on the public grids, the GTX 980's and the V100's among them: on those it is not held out.
     """
 
     cross_validated: SafeChoice
@@ -107,26 +93,11 @@ class SafeReport(Record):
 
 def safe_indices(log_pred: np.ndarray, sd: np.ndarray, anchor: np.ndarray, z: float,
                  allowed: np.ndarray | None = None) -> np.ndarray:
-    """Per workload, the predicted optimum where its gain over the anchor exceeds ``z`` spreads; else the anchor.
+    """Per workload [A], the predicted optimum where its gain over the anchor exceeds ``z`` spreads; else the anchor.
 
-    Parameters
-    ----------
-    log_pred : numpy.ndarray
-        The predicted log objective [A x K].
-    sd : numpy.ndarray
-        Each prediction's spread [A x K]; the difference's is their root sum of squares.
-    anchor : numpy.ndarray
-        Each workload's anchor pair [A].
-    z : float
-        Spreads the gain must exceed (0: the plain choice; inf: the anchor always).
-    allowed : numpy.ndarray, optional
-        [A x K] the pairs the optimum is sought among (`within_cap`; default every pair);
-        the anchor is always allowed.
-
-    Returns
-    -------
-    numpy.ndarray
-        The chosen pair per workload [A].
+    ``log_pred`` and ``sd`` are [A x K]; the spread of a difference is the root sum of squares.
+    ``z`` 0 is the plain choice, inf the anchor always. ``allowed`` [A x K] limits where the
+    optimum is sought (`within_cap`); the anchor is always allowed.
     """
     rows = np.arange(log_pred.shape[0])
     best = np.argmin(log_pred if allowed is None else np.where(allowed, log_pred, np.inf), axis=1)
@@ -190,34 +161,11 @@ def safe_report(regret: np.ndarray, log_pred: np.ndarray, log_measured: np.ndarr
                 anchors: tuple[str, ...] = ANCHORS) -> SafeReport:
     """The safe choice scored by nested cross-validation (module notes).
 
-    Parameters
-    ----------
-    regret : numpy.ndarray
-        Each workload's measured regret at each pair [A x K].
-    log_pred : numpy.ndarray
-        Its objective's log, predicted without it [A x K].
-    log_measured : numpy.ndarray
-        Its objective's log, measured [A x K].
-    configs : numpy.ndarray
-        The pairs [K x 2] (core, memory MHz).
-    reference_index : int
-        The reference pair, where the spread is least.
-    groups : numpy.ndarray, optional
-        A label per workload, its group held out together (default: each alone).
-    z_grid : tuple of float
-        The spreads tried.
-    anchors : tuple of str
-        The anchors tried (`ANCHORS`).
+    ``regret``, ``log_pred`` (predicted without the workload) and ``log_measured`` are
+    [A x K]; ``reference_index`` is where the spread is least; ``groups`` label workloads held
+    out together (default: each alone); ``z_grid`` and ``anchors`` (`ANCHORS`) are tried.
 
-    Returns
-    -------
-    SafeReport
-        The cross-validated safe choice and its baselines.
-
-    Raises
-    ------
-    InputError
-        Where the shapes differ.
+    Raises InputError where the shapes differ.
     """
     regret, log_pred = np.asarray(regret, dtype=np.float64), np.asarray(log_pred, dtype=np.float64)
     n, k = regret.shape

@@ -96,10 +96,7 @@ def grid_regrets(name: str, gpu: str, table: ReplayTable, reference_index: int) 
 def shared_grids(data: Path) -> list[GridRegrets]:
     """The grids of `SHARED_GRIDS` found under ``data``, read as ``--skip-invalid`` reads them.
 
-    Raises
-    ------
-    InputError
-        Where fewer than two GPUs' grids are found.
+    Raises InputError where fewer than two GPUs' grids are found.
     """
     out = []
     for path, gpu, device, reference in SHARED_GRIDS:
@@ -161,18 +158,10 @@ class LeftOutGrid(Record):
 class SafeGridsReport(Record):
     """The safe choice left out by GPU (:func:`leave_one_gpu_out`).
 
-    Attributes
-    ----------
-    left_out : dict
-        Grid -> `LeftOutGrid`, its rule chosen on the other GPUs' grids.
-    rule_on_all : str
-        The rule chosen on every grid: what a GPU none of them measured gets.
-    over_rules : dict
-        Grid -> rule -> its regret: how the figure moves with the constants.
-    over_slack : dict
-        Slack -> grid -> its regret left out, the rule chosen at that slack.
-    slack : float
-        The slack the figures are chosen at.
+    ``left_out`` maps each grid to its `LeftOutGrid`, the rule chosen on the other GPUs' grids;
+    ``rule_on_all`` is what a GPU none of them measured gets; ``over_rules`` (grid -> rule ->
+    regret) and ``over_slack`` (slack -> grid -> regret left out) show how the figure moves with
+    the constants; ``slack`` is the one the figures are chosen at.
     """
 
     left_out: dict[str, LeftOutGrid]
@@ -194,10 +183,7 @@ def _left_out(grids: list[GridRegrets], slack: float) -> dict[str, tuple[str, np
 def leave_one_gpu_out(grids: list[GridRegrets], slack: float = SLACK) -> SafeGridsReport:
     """Each grid scored under the rule chosen on the other GPUs' grids.
 
-    Raises
-    ------
-    InputError
-        Where the grids are of fewer than two GPUs.
+    Raises InputError where the grids are of fewer than two GPUs.
     """
     if len({g.gpu for g in grids}) < 2:
         raise InputError("the safe choice left out by GPU needs the grids of at least two GPUs")

@@ -67,16 +67,11 @@ class Attribution(Record):
 class Uncertainty(Record):
     """Each predicted energy's error (from the other applications' residuals) and choices that use it.
 
-    Attributes
-    ----------
-    energy_error_mean : float
-        The mean relative error of a predicted energy.
-    within_error : float
-        The share of measured energies within their prediction's error.
-    worst_case, expected, near_ties_to_highest : MeanMax
-        The regret when the choice minimizes the worst case within the error, its
-        expectation, or takes the pair nearest the highest clocks within the chosen one's
-        error band.
+    ``energy_error_mean`` is the mean relative error of a predicted energy; ``within_error`` the
+    share of measured energies within their prediction's error. ``worst_case``, ``expected`` and
+    ``near_ties_to_highest`` are the regret when the choice minimizes the worst case within the
+    error, its expectation, or takes the pair nearest the highest clocks within the chosen
+    one's error band.
     """
 
     energy_error_mean: float
@@ -112,30 +107,10 @@ class AppChoice(Record):
 
 @dataclass(frozen=True)
 class SelectionReport(Record):
-    """Frequency selection scored on measured energy (:func:`evaluate_selection`).
+    """Frequency selection scored on measured energy (:func:`evaluate_selection`); see there for each part.
 
-    Attributes
-    ----------
-    regret_mean, regret_max : float
-        The minimum-energy policy's regret.
-    deadline : DeadlineRegret
-        The deadline policy's.
-    baselines : SelectionBaselines
-        Fixed choices'.
-    attribution : Attribution
-        With measured time or power in place of the prediction.
-    uncertainty : Uncertainty
-        Choices that use each energy's error.
-    near_ties : NearTies
-        The pair nearest the highest clocks within a tolerance of the predicted minimum.
-    safe : SafeReport
-        The minimum-energy choice kept only where its predicted saving exceeds the spread.
-    intervals : SelectionIntervals
-        95% bootstrap intervals.
-    time_mape, power_mape : float
-        The predictions' errors (%).
-    per_app : dict
-        Application -> its `AppChoice`.
+    ``time_mape`` and ``power_mape`` are the predictions' errors (%); ``per_app`` maps each
+    application to its `AppChoice`.
     """
 
     regret_mean: float
@@ -157,25 +132,8 @@ def energy_errors(grid: MeasurementGrid, reference: tuple[float, float], *, time
     """The relative error of a predicted energy at each pair: the error bar `select choose` reports.
 
     It is the root mean square over the grid's applications of the log errors of their
-    calibrated time and of their power from a model fitted without them.
-
-    Parameters
-    ----------
-    grid : MeasurementGrid
-        A grid with nvprof counters, power and both clocks.
-    reference : tuple of float
-        The (core, memory) pair whose counters profile each application.
-    time_device : TimeDevice
-        The time model's device.
-    spec : DeviceSpec
-        The catalog entry whose peak rates give the utilizations.
-    clip : bool
-        Clip utilizations outside [0, 1] into it, with a warning.
-
-    Returns
-    -------
-    tuple of numpy.ndarray
-        The pairs [K x 2] and the error at each [K].
+    calibrated time and of their power from a model fitted without them. Returns the pairs
+    [K x 2] and the error at each [K].
     """
     tab = regret_table(grid, reference, time_device, spec, clip)
     return tab.configs, tab.pair_error(tab.calibrated_time(time_device))
@@ -187,24 +145,6 @@ def fit_power_model_with_error(grid: MeasurementGrid, reference: tuple[float, fl
 
     The model is `gpudvfs.policy.choose.fit_power_model`'s; its ``energy_error_`` is that of a
     workload held out (:func:`energy_errors`): one more power fit per workload.
-
-    Parameters
-    ----------
-    grid : MeasurementGrid
-        A grid with nvprof counters, power and both clocks.
-    reference : tuple of float
-        The (core, memory) pair whose counters profile each workload.
-    device : TimeDevice
-        The time model's device.
-    spec : DeviceSpec
-        The GPU's catalog entry (its peak rates).
-    clip : bool
-        Clip utilizations outside [0, 1] into it, with a warning.
-
-    Returns
-    -------
-    PowerModel
-        The fitted model, its ``energy_error_`` set.
     """
     model = fit_power_model(grid, reference, device, spec, clip)
     pairs, error = energy_errors(grid, reference, time_device=device, spec=spec, clip=clip)
@@ -231,26 +171,6 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
     regret and of its paired difference from the highest clocks and, for minimum energy,
     from one pair for all (chosen without the application). ``safe``: the minimum-energy choice
     kept only where its predicted saving exceeds the spread (`gpudvfs.evaluation.safe.safe_report`).
-
-    Parameters
-    ----------
-    grid : MeasurementGrid
-        A grid with nvprof counters, power and both clocks.
-    reference : tuple of float
-        The (core, memory) pair whose counters profile each application.
-    time_device : TimeDevice
-        The time model's device.
-    spec : DeviceSpec
-        The catalog entry whose peak rates give the utilizations.
-    slowdown : float
-        The deadline policy's allowed slowdown.
-    clip : bool
-        Clip utilizations outside [0, 1] into it, with a warning.
-
-    Returns
-    -------
-    SelectionReport
-        The regrets.
     """
     tab = regret_table(grid, reference, time_device, spec, clip)
     names, configs, t = tab.names, tab.configs, tab.time_ms

@@ -29,24 +29,15 @@ OVERLAP_PS = (4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 12.0)
 class Candidate:
     """One setting of the time model, a candidate of the protocol.
 
-    Attributes
-    ----------
-    overlap_p : float
-        The soft-max exponent.
-    dependent_latency : bool
-        Whether a warp's chain waits the device's dependent-instruction latency (the base
-        device's ``inst_lat``).
-    parallel_queues : bool
-        Whether L2 hits and DRAM misses queue in parallel or in series (Eq. 5b).
-    pipe_rates : bool
-        Whether FP64, special-function and integer multiply-add instructions issue at their
-        pipe's rate (the base device's ``dp_inst_cycle``, ``sf_inst_cycle`` and
-        ``imad_inst_cycle``) or like any other.
-    calibration : str
-        How a calibrated prediction meets the reference time (``TimeModel(calibration=...)``).
-    overlapped_rounds : bool
-        Whether consecutive rounds of resident warps overlap, a round's exposed latency paid
-        once per kernel (`TimeDevice.overlapped_rounds`).
+    ``overlap_p`` is the soft-max exponent. ``dependent_latency``: a warp's chain waits the
+    device's dependent-instruction latency (the base device's ``inst_lat``).
+    ``parallel_queues``: L2 hits and DRAM misses queue in parallel, not in series (Eq. 5b).
+    ``pipe_rates``: FP64, special-function and integer multiply-add instructions issue at their
+    pipe's rate (the base device's ``dp_inst_cycle``, ``sf_inst_cycle``, ``imad_inst_cycle``),
+    not like any other. ``calibration``: how a calibrated prediction meets the reference time
+    (``TimeModel(calibration=...)``). ``overlapped_rounds``: consecutive rounds of resident
+    warps overlap, a round's exposed latency paid once per kernel
+    (`TimeDevice.overlapped_rounds`).
     """
 
     overlap_p: float
@@ -65,18 +56,7 @@ class Candidate:
                          + (["overlapped rounds"] if self.overlapped_rounds else []))
 
     def model(self, base: TimeDevice) -> TimeModel:
-        """The time model of this setting on ``base``.
-
-        Parameters
-        ----------
-        base : TimeDevice
-            The device whose constants the setting keeps or switches off.
-
-        Returns
-        -------
-        TimeModel
-            The model.
-        """
+        """The time model of this setting on ``base``, whose constants the setting keeps or switches off."""
         dev = replace(base, overlap_p=self.overlap_p, inst_lat=base.inst_lat if self.dependent_latency else 0.0,
                       parallel_queues=self.parallel_queues, overlapped_rounds=self.overlapped_rounds,
                       dp_inst_cycle=base.dp_inst_cycle if self.pipe_rates else base.inst_cycle,
@@ -112,22 +92,7 @@ class KernelCase:
 
 def kernel_cases(grids: list[MeasurementGrid], reference: tuple[float, float], device: TimeDevice
                  ) -> list[KernelCase]:
-    """Every kernel of every grid, profiled at the reference pair.
-
-    Parameters
-    ----------
-    grids : list of MeasurementGrid
-        Grids of kernels with nvprof counters.
-    reference : tuple of float
-        The (core, memory) pair whose counters profile each kernel.
-    device : TimeDevice
-        The device the profiles are made for.
-
-    Returns
-    -------
-    list of KernelCase
-        The kernels, grid by grid.
-    """
+    """Every kernel of every grid, grid by grid, profiled at the (core, memory) ``reference`` pair."""
     cases = []
     for g in grids:
         work, mem = g.workload, g.mem_mhz
@@ -139,22 +104,7 @@ def kernel_cases(grids: list[MeasurementGrid], reference: tuple[float, float], d
 
 
 def error_matrix(cases: list[KernelCase], candidates: Sequence[Candidate], device: TimeDevice) -> np.ndarray:
-    """Each candidate's calibrated MAPE on each kernel.
-
-    Parameters
-    ----------
-    cases : list of KernelCase
-        The kernels.
-    candidates : sequence of Candidate
-        The settings.
-    device : TimeDevice
-        The base device.
-
-    Returns
-    -------
-    numpy.ndarray
-        [candidates x kernels] (%).
-    """
+    """Each candidate's calibrated MAPE (%) on each kernel: [candidates x kernels]."""
     out = np.empty((len(candidates), len(cases)))
     for i, cand in enumerate(candidates):
         model = cand.model(device)
@@ -164,20 +114,5 @@ def error_matrix(cases: list[KernelCase], candidates: Sequence[Candidate], devic
 
 
 def two_term_errors(cases: list[KernelCase], device: TimeDevice, reference: tuple[float, float]) -> np.ndarray:
-    """MAPE of the two-term baseline (`gpudvfs.evaluation.time_errors.two_term`) per kernel.
-
-    Parameters
-    ----------
-    cases : list of KernelCase
-        The kernels.
-    device : TimeDevice
-        The device that costs the baseline's split.
-    reference : tuple of float
-        The (core, memory) reference pair.
-
-    Returns
-    -------
-    numpy.ndarray
-        One MAPE (%) per kernel.
-    """
+    """MAPE (%) per kernel of the two-term baseline (`gpudvfs.evaluation.time_errors.two_term`)."""
     return np.array([mape(two_term(k.profile, device, reference, k.core_mhz, k.mem_mhz), k.time_ms) for k in cases])

@@ -91,20 +91,10 @@ def _groups(names: list[str], hold_out: str) -> np.ndarray:
 class ProtocolRun:
     """One run of the protocol over kernels (:func:`protocol_run`).
 
-    Attributes
-    ----------
-    cases : list of KernelCase
-        The kernels.
-    groups : numpy.ndarray
-        What is held out together, a label per kernel.
-    errors : numpy.ndarray
-        Calibrated MAPE [candidates x kernels].
-    chosen : numpy.ndarray
-        The candidate chosen for each kernel, its group held out (:func:`protocol_choice`).
-    aggregates : list of str
-        The aggregate that chose it.
-    cv : numpy.ndarray
-        Each kernel's cross-validated MAPE.
+    ``groups`` labels what is held out together; ``errors`` is the calibrated MAPE
+    [candidates x kernels]; ``chosen`` is each kernel's candidate chosen with its group held out
+    (:func:`protocol_choice`), by the aggregate in ``aggregates``; ``cv`` is each kernel's
+    cross-validated MAPE.
     """
 
     cases: list[KernelCase]
@@ -119,28 +109,10 @@ def protocol_run(grids: list[MeasurementGrid], reference: tuple[float, float], d
                  candidates: Sequence[Candidate] = CANDIDATES, hold_out: str = "application") -> ProtocolRun:
     """Every candidate scored on every kernel, and the candidate chosen for each kernel without its group.
 
-    Parameters
-    ----------
-    grids : list of MeasurementGrid
-        Grids of kernels with nvprof counters, their kernels pooled.
-    reference : tuple of float
-        The (core, memory) pair whose counters profile each kernel.
-    device : TimeDevice
-        The base device the candidates vary.
-    candidates : sequence of Candidate
-        The settings tried.
-    hold_out : str
-        One of `HOLD_OUTS`.
+    ``grids``' kernels are pooled; ``reference`` is the (core, memory) pair whose counters profile
+    each kernel; ``device`` is the base the candidates vary.
 
-    Returns
-    -------
-    ProtocolRun
-        The errors and choices.
-
-    Raises
-    ------
-    InputError
-        For an unknown ``hold_out``.
+    Raises InputError for an unknown ``hold_out`` (one of `HOLD_OUTS`).
     """
     cases = kernel_cases(grids, reference, device)
     groups = _groups([k.name for k in cases], hold_out)
@@ -159,42 +131,19 @@ def cross_validate_time(grids: list[MeasurementGrid], reference: tuple[float, fl
     on all kernels, the two-term baseline and how many kernels the model beats it on, and 95%
     cluster-bootstrap intervals (over the held-out groups) of the first and of its paired
     differences from the last and from the protocol with the mean as its only aggregate
-    (``minus_mean``); the chosen candidates; for grids with power, the energy regret of the
-    minimum-energy choice, cross-validated and in-sample, and how both move with the soft-max
-    exponent. ``aggregate_on_all`` and ``aggregate_per_kernel``: the aggregates the protocol
-    chose (:func:`protocol_choice`); ``over_aggregates``: the CV MAPE per file with each
-    aggregate alone, how the figures move with it.
+    (``minus_mean``); the chosen candidates; for grids with power (given ``spec``, whose peak
+    rates give the power model's utilizations), the energy regret of the minimum-energy choice,
+    cross-validated and in-sample, and how both move with the soft-max exponent.
+    ``aggregate_on_all`` and ``aggregate_per_kernel``: the aggregates the protocol chose
+    (:func:`protocol_choice`); ``over_aggregates``: the CV MAPE per file with each aggregate
+    alone, how the figures move with it.
 
-    Parameters
-    ----------
-    grids : list of MeasurementGrid
-        Grids of kernels with nvprof counters.
-    reference : tuple of float
-        The (core, memory) pair whose counters profile each kernel.
-    device : TimeDevice
-        The base device the candidates vary.
-    spec : DeviceSpec, optional
-        The catalog entry whose peak rates give the power model's utilizations: with it, the
-        regret on the grids with power.
-    candidates : sequence of Candidate
-        The settings tried.
-    hold_out : str
-        ``"application"`` holds out an application's kernels in every file together;
-        ``"kernel"`` each kernel alone, its application's other kernels left in.
-    sensitivity : bool
-        Also re-run the protocol with each device constant scaled (:func:`constant_sensitivity`).
-    progress : callable, optional
-        ``progress(done, total, label)``, called after each variant of ``sensitivity``.
+    ``hold_out="application"`` holds out an application's kernels in every file together;
+    ``"kernel"`` each kernel alone, its application's other kernels left in. ``sensitivity``
+    also re-runs the protocol with each device constant scaled (:func:`constant_sensitivity`),
+    calling ``progress(done, total, label)`` after each variant.
 
-    Returns
-    -------
-    TimeCVReport
-        The report.
-
-    Raises
-    ------
-    InputError
-        For an unknown ``hold_out``.
+    Raises InputError for an unknown ``hold_out``.
     """
     run = protocol_run(grids, reference, device, candidates, hold_out)
     cases, groups, errors, chosen, cv = run.cases, run.groups, run.errors, run.chosen, run.cv
@@ -480,30 +429,9 @@ def constant_sensitivity(grids: list[MeasurementGrid], reference: tuple[float, f
                          ) -> dict[str, dict[str, ConstantVariant]]:
     """How the protocol's cross-validated figures move when one device constant moves.
 
-    For each constant and scale, the whole protocol is re-run (every candidate, nested
-    leave-one-application-out) on ``device`` with that constant times the scale.
-
-    Parameters
-    ----------
-    grids : list of MeasurementGrid
-        Grids of kernels with nvprof counters.
-    reference : tuple of float
-        The (core, memory) pair whose counters profile each kernel.
-    device : TimeDevice
-        The base device.
-    spec : DeviceSpec, optional
-        The catalog entry whose peak rates give the power model's utilizations: with it, the
-        regret on the grids with power.
-    constants : sequence of str
-        Numeric `TimeDevice` fields to scale.
-    scales : sequence of float
-        The factors, each finite and positive.
-    candidates : sequence of Candidate
-        The settings tried.
-    hold_out : str
-        One of `HOLD_OUTS`.
-    progress : callable, optional
-        ``progress(done, total, label)``, called after each variant.
+    For each numeric `TimeDevice` field in ``constants`` and each scale, the whole protocol is
+    re-run (every candidate, nested leave-one-application-out) on ``device`` with that constant
+    times the scale. ``spec``, ``hold_out`` and ``progress`` are as in `cross_validate_time`.
 
     Returns
     -------
@@ -511,10 +439,8 @@ def constant_sensitivity(grids: list[MeasurementGrid], reference: tuple[float, f
         Constant -> scale (as ``f"{x:g}"``) -> its `ConstantVariant`: the CV MAPE per file and,
         for grids with power, the CV regret's mean and max.
 
-    Raises
-    ------
-    InputError
-        For a constant that is not a numeric field of the device, or a scale not finite and positive.
+    Raises InputError for a constant that is not a numeric field of the device, or a scale not finite
+    and positive.
     """
     # The soft-max exponent is not a device constant here: every candidate sets its own.
     numeric = {f.name for f in fields(TimeDevice) if f.type in ("float", float)} - {"overlap_p"}

@@ -29,24 +29,12 @@ class OtherFiles(Record):
 class FileScore(Record):
     """One file's kernels under the protocol.
 
-    Attributes
-    ----------
-    kernels : int
-        How many.
-    cv_mape : float
-        Cross-validated calibrated MAPE (%).
-    in_sample_mape : float
-        That of the candidate chosen on all kernels.
-    two_term_mape : float
-        The two-term baseline's.
-    cv_beats_two_term : int
-        On how many kernels the cross-validated model beats it.
-    intervals : dict
-        95% cluster-bootstrap intervals of ``cv_mape`` and of its paired differences from the
-        two-term baseline and from the protocol with the mean as its only aggregate
-        (`gpudvfs.stats.paired_intervals`).
-    other_files : OtherFiles or None
-        With several files: its kernels under the candidate chosen on the other files.
+    Calibrated MAPE (%) cross-validated, in-sample (the candidate chosen on all kernels) and of
+    the two-term baseline; ``cv_beats_two_term`` counts the kernels the cross-validated model
+    beats it on. ``intervals`` holds 95% cluster-bootstrap intervals of ``cv_mape`` and of its
+    paired differences from the two-term baseline and from the protocol with the mean as its
+    only aggregate (`gpudvfs.stats.paired_intervals`). ``other_files``: with several files, its
+    kernels under the candidate chosen on the other files.
     """
 
     kernels: int
@@ -116,34 +104,18 @@ class OverlapRegret(Record):
 class TimeCVRegret(Record):
     """The minimum-energy regret on a grid with power, each application's time from the protocol.
 
-    Attributes
-    ----------
-    cv_regret_mean, cv_regret_max : float
-        Each application's time from the candidate chosen without it.
-    in_sample_regret_mean, in_sample_regret_max : float
-        From the candidate chosen on all kernels.
-    chosen_by_regret : MeanMax
-        The candidate chosen by the least mean regret over the other applications instead.
-    criterion_chosen : CriterionChosen
-        The criterion (time error or regret) itself chosen on the other applications.
-    near_ties : TolerancesChosen
-        The near-ties rule, its tolerance chosen on the other applications.
-    baselines : RegretBaselines
-        Two-term times, one pair for all, the highest clocks.
-    intervals : dict
-        95% cluster-bootstrap intervals (over the application groups) of the cross-validated
-        mean and of its paired differences from the first two baselines and from the regret
-        with the mean as the protocol's only aggregate (`gpudvfs.stats.paired_intervals`).
-    per_app : dict
-        Application -> its cross-validated regret.
-    over_aggregates : dict
-        Aggregate -> the regret with it alone choosing the time settings.
-    hindsight : Hindsight
-        What no choice among the candidates beats.
-    over_overlap_p : dict
-        Soft-max exponent -> the regret with it.
-    other_files_regret_mean, other_files_regret_max : float or None
-        With several files: the time settings chosen on the other files' kernels alone.
+    ``cv_regret_*``: each application's time from the candidate chosen without it;
+    ``in_sample_regret_*``: from the candidate chosen on all kernels; ``chosen_by_regret``: the
+    candidate chosen by the least mean regret over the other applications instead;
+    ``criterion_chosen``: that criterion or the time error itself chosen on the other
+    applications; ``near_ties``: the near-ties rule, its tolerance chosen on the other
+    applications. ``intervals`` holds 95% cluster-bootstrap intervals (over the application
+    groups) of the cross-validated mean and of its paired differences from the first two
+    baselines and from the regret with the mean as the protocol's only aggregate
+    (`gpudvfs.stats.paired_intervals`). ``over_aggregates`` and ``over_overlap_p`` give the
+    regret with each aggregate alone choosing the time settings and with each soft-max exponent;
+    ``other_files_regret_*`` (several files only) with the time settings chosen on the other
+    files' kernels alone.
     """
 
     cv_regret_mean: float
@@ -179,41 +151,16 @@ class ConstantVariant(Record):
 class TimeCVReport(Record):
     """The time protocol over grids of kernels (`gpudvfs.evaluation.time_cv.cross_validate_time`).
 
-    Attributes
-    ----------
-    reference_mhz : tuple of float
-        The reference pair.
-    candidates, kernels : int
-        How many candidate settings and kernels.
-    hold_out : str
-        What was held out together: an application's kernels, or each kernel.
-    applications : dict
-        The applications of more than one kernel, by their shortest name: their kernels.
-    extensions : dict
-        Extension -> its `ExtensionScore`.
-    learned_correction : dict
-        Ridge strength -> the cross-validated MAPE per file with the learned correction.
-    chosen_on_all : str
-        The candidate chosen on all kernels (the default).
-    chosen_per_kernel : dict
-        Candidate -> for how many held-out kernels it was chosen.
-    aggregate_on_all : str
-        The aggregate the protocol chose on all kernels.
-    aggregate_per_kernel : dict
-        Aggregate -> for how many held-out kernels it was chosen.
-    over_aggregates : dict
-        Aggregate -> the cross-validated MAPE per file with it alone.
-    files : dict
-        File -> its `FileScore`.
-    per_kernel : dict
-        Kernel -> its `KernelScore`.
-    interval : dict
-        The time interval scored on held-out applications (`gpudvfs.evaluation.interval_cv.interval_cv`).
-    selection : dict or None
-        Grid with power -> its `TimeCVRegret` (None without one).
-    over_device_constants : dict or None
-        Constant -> scale -> its `ConstantVariant` (`gpudvfs.evaluation.time_cv.constant_sensitivity`;
-        None unless asked).
+    ``hold_out`` says what was held out together (an application's kernels, or each kernel);
+    ``applications`` lists the kernels of each application of more than one, by its shortest
+    name; ``learned_correction`` maps a ridge strength to the CV MAPE per file with the learned
+    correction; ``chosen_on_all`` is the default candidate; ``chosen_per_kernel`` and
+    ``aggregate_per_kernel`` count the held-out kernels each candidate and aggregate was chosen
+    for; ``over_aggregates`` gives the CV MAPE per file with each aggregate alone; ``interval``
+    is the time interval scored on held-out applications
+    (`gpudvfs.evaluation.interval_cv.interval_cv`); ``selection`` maps each grid with power to
+    its `TimeCVRegret`; ``over_device_constants`` maps constant -> scale -> `ConstantVariant`
+    (`gpudvfs.evaluation.time_cv.constant_sensitivity`; None unless asked).
     """
 
     reference_mhz: tuple[float, ...]

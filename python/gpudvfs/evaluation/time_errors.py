@@ -16,29 +16,12 @@ from gpudvfs.time.model import KernelProfile, TimeDevice, TimeModel
 
 
 def core_share(profile: KernelProfile, device: TimeDevice, reference: tuple[float, float]) -> float:
-    """Share of the core-clock cycles in core + DRAM cycles at the reference, from the counters.
+    """Share s of the core-clock cycles in core + DRAM cycles at the reference pair, from the counters.
 
     The split of the two-term baseline T = T_ref (s fc_ref/fc + (1-s) fm_ref/fm), costed by
     the model's own terms (Rust ``KernelInputs::core_share``).
 
-    Parameters
-    ----------
-    profile : KernelProfile
-        The kernel's profile at the reference pair.
-    device : TimeDevice
-        The time model's device.
-    reference : tuple of float
-        The (core, memory) reference pair.
-
-    Returns
-    -------
-    float
-        The share s.
-
-    Raises
-    ------
-    InputError
-        For a profile the model cannot cost.
+    Raises InputError for a profile the model cannot cost.
     """
     try:
         return float(_core.time_core_share(np.array([profile.inputs()], dtype=np.float64), float(reference[1]),
@@ -51,26 +34,9 @@ def two_term(profile: KernelProfile, device: TimeDevice, reference: tuple[float,
              core_mhz: np.ndarray, mem_mhz: np.ndarray) -> np.ndarray:
     """The baseline the model must beat: T_ref (s fc_ref/fc + (1-s) fm_ref/fm), s from counters.
 
-    Parameters
-    ----------
-    profile : KernelProfile
-        The kernel's profile at the reference pair.
-    device : TimeDevice
-        The time model's device (it costs s, :func:`core_share`).
-    reference : tuple of float
-        The (core, memory) reference pair.
-    core_mhz, mem_mhz : numpy.ndarray
-        The clocks to predict at.
+    Time (ms) at each pair; s is :func:`core_share`.
 
-    Returns
-    -------
-    numpy.ndarray
-        Time (ms) at each pair.
-
-    Raises
-    ------
-    InputError
-        For a profile without a reference time to scale.
+    Raises InputError for a profile without a reference time to scale.
     """
     if profile.reference_time_ms is None:
         raise InputError(f"kernel {profile.name!r}: the two-term baseline scales the reference time, which the "
@@ -83,20 +49,9 @@ def evaluate(grid: MeasurementGrid, model: TimeModel, reference: tuple[float, fl
              calibrate: bool = False, baselines: bool = False) -> dict:
     """MAPE of the model over every row of the grid, predicted from the reference rows alone.
 
-    Also over the rows with both clocks >= 500 MHz, and per kernel.
-
-    Parameters
-    ----------
-    grid : MeasurementGrid
-        A grid of kernels with nvprof counters.
-    model : TimeModel
-        The time model.
-    reference : tuple of float
-        The (core, memory) pair whose counters profile each kernel.
-    calibrate : bool
-        Calibrate each kernel on its measured reference time.
-    baselines : bool
-        Also the time-unchanged and two-term baselines.
+    Also over the rows with both clocks >= 500 MHz, and per kernel. ``calibrate`` calibrates
+    each kernel on its measured reference time; ``baselines`` adds the time-unchanged and
+    two-term baselines.
 
     Returns
     -------

@@ -1,17 +1,11 @@
 """Frequencies for workloads profiled once, from nvprof counters.
 
-Utilizations and time-model profiles come from each workload's reference row
-(`reference_inputs`), a power model is fitted on a measured grid (`fit_power_model`), and
-`choose` chooses.
-
-Utilizations come from the nvprof counters of the reference run as achieved rate over the
-device's peak rates from the catalog (`DeviceSpec.peaks`: issue rates per SM, L2 and
-shared-memory bytes per cycle, DRAM bytes per memory clock). A wrong peak scales a
-component's utilization by a constant, which that component's fitted weight absorbs; the
-peaks keep utilizations within [0, 1] and comparable across GPUs.
-
-The power model is `per-domain`: 14 training applications constrain its 12 clock-level
-voltages, not the 72 of `per-config`.
+Utilizations are achieved rates over the catalog's peak rates (`DeviceSpec.peaks`: issue
+rates per SM, L2 and shared-memory bytes per cycle, DRAM bytes per memory clock), from each
+workload's reference row (`reference_inputs`). A wrong peak scales a component's utilization
+by a constant, which its fitted weight absorbs; the peaks keep utilizations within [0, 1]
+and comparable across GPUs. The power model (`fit_power_model`) is `per-domain`: 14
+training applications constrain its 12 clock-level voltages, not the 72 of `per-config`.
 """
 
 from __future__ import annotations
@@ -39,14 +33,7 @@ from gpudvfs.time.profile import KernelProfile
 class ReferenceInputs:
     """What a prediction needs of each workload, from the counters and time of its row at the reference pair.
 
-    Attributes
-    ----------
-    names : list of str
-        The workloads.
-    profiles : list of KernelProfile
-        Each one's time-model profile.
-    utilization : numpy.ndarray
-        Rate utilizations [W x C] (`gpudvfs.data.counters.COMPONENTS`).
+    ``utilization`` is [W x C] rate utilizations over `gpudvfs.data.counters.COMPONENTS`.
     """
 
     names: list[str]
@@ -58,18 +45,8 @@ class ReferenceInputs:
 class MeasuredTable:
     """Every workload of a grid measured at every configuration, with its reference inputs.
 
-    Attributes
-    ----------
-    names : list of str
-        The workloads.
-    configs : numpy.ndarray
-        The configurations [K x 2] (core, memory MHz).
-    time_ms, watts : numpy.ndarray
-        Measured [W x K].
-    utilization : numpy.ndarray
-        Rate utilizations at the reference pair [W x C].
-    profiles : list of KernelProfile
-        Each workload's time-model profile at the reference pair.
+    ``configs`` is [K x 2] (core, memory MHz); ``time_ms`` and ``watts`` are measured [W x K];
+    ``utilization`` [W x C] and ``profiles`` are taken at the reference pair.
     """
 
     names: list[str]
@@ -84,19 +61,9 @@ class MeasuredTable:
 class WorkloadChoice(Record):
     """One workload's chosen configuration, with its predicted time, power and energy.
 
-    Attributes
-    ----------
-    core_mhz, mem_mhz : float
-        The chosen configuration.
-    time_ms, watts, joules : float
-        Predicted there.
-    energy_error : float or None
-        The relative error of a predicted energy there (`PowerModel.energy_error_`; None where
-        the power model has none).
-    feasible : bool
-        Whether the configuration meets the policy's constraint.
-    pareto : tuple of tuple of float
-        The predicted Pareto front of (time, energy), by time.
+    ``energy_error`` is the relative error of a predicted energy there
+    (`PowerModel.energy_error_`; None where the model has none); ``pareto`` is the predicted
+    (time, energy) front, by time.
     """
 
     core_mhz: float
@@ -120,28 +87,12 @@ class Choices(Record):
 
 def rate_utilizations(counters: dict[str, float], time_ms: float, core_mhz: float, mem_mhz: float,
                       peaks: dict[str, tuple[tuple[str, ...], float, str]]) -> np.ndarray:
-    """Utilization per component: events / (time x clock x peak events per cycle).
+    """Utilization per component of ``peaks``: events / (time x clock x peak events per cycle).
 
-    Parameters
-    ----------
-    counters : dict
-        nvprof counter -> its value over the run.
-    time_ms : float
-        The run's time.
-    core_mhz, mem_mhz : float
-        The clocks it ran at.
-    peaks : dict
-        Per component: (its events, peak events per cycle, clock domain), `DeviceSpec.peaks`.
+    ``counters`` maps each nvprof counter to its value over the run; ``peaks`` gives per
+    component its events, peak events per cycle and clock domain (`DeviceSpec.peaks`).
 
-    Returns
-    -------
-    numpy.ndarray
-        One utilization per component of ``peaks``.
-
-    Raises
-    ------
-    InputError
-        Where a counter a component needs is missing.
+    Raises InputError where a counter a component needs is missing.
     """
     out = []
     for comp, (events, peak, domain) in peaks.items():
@@ -155,30 +106,13 @@ def rate_utilizations(counters: dict[str, float], time_ms: float, core_mhz: floa
 
 def reference_utilizations(grid: MeasurementGrid, reference: tuple[float, float], spec: DeviceSpec,
                            clip: bool = False) -> tuple[list[str], np.ndarray]:
-    """Each workload's utilizations from its counters and time at the reference pair.
+    """Each workload's names and utilizations [W x C] from its counters and time at the reference pair.
 
-    A utilization above 1 means a peak rate below what the GPU did: refused unless ``clip``.
+    A utilization above 1 means a peak rate below what the GPU did: refused unless ``clip``,
+    which clips into [0, 1] with a warning. ``reference`` is in the grid's units.
 
-    Parameters
-    ----------
-    grid : MeasurementGrid
-        A grid with nvprof counters.
-    reference : tuple of float
-        The (core, memory) pair in the grid's units.
-    spec : DeviceSpec
-        The catalog entry whose peak rates divide the achieved rates.
-    clip : bool
-        Clip utilizations outside [0, 1] into it, with a warning.
-
-    Returns
-    -------
-    tuple of (list of str, numpy.ndarray)
-        The workload names and their utilizations [W x C].
-
-    Raises
-    ------
-    InputError
-        Where a utilization lies outside [0, 1] and ``clip`` is False, or a counter is missing.
+    Raises InputError where a utilization lies outside [0, 1] and ``clip`` is False, or a counter is
+    missing.
     """
     peaks = spec.peaks(grid.mem_clock_to_nvml)
     names, ref = grid.reference_rows(reference)
@@ -194,26 +128,7 @@ def reference_utilizations(grid: MeasurementGrid, reference: tuple[float, float]
 
 def reference_inputs(grid: MeasurementGrid, reference: tuple[float, float], device: TimeDevice, spec: DeviceSpec,
                      clip: bool = False) -> ReferenceInputs:
-    """What a prediction needs of each workload, from the counters and time of its row at the reference pair.
-
-    Parameters
-    ----------
-    grid : MeasurementGrid
-        A grid with nvprof counters.
-    reference : tuple of float
-        The (core, memory) pair in the grid's units.
-    device : TimeDevice
-        The time model's device.
-    spec : DeviceSpec
-        The catalog entry whose peak rates give the utilizations.
-    clip : bool
-        Clip utilizations outside [0, 1] into it, with a warning.
-
-    Returns
-    -------
-    ReferenceInputs
-        Names, time-model profiles and utilizations.
-    """
+    """What a prediction needs of each workload (`ReferenceInputs`); ``clip`` as in `reference_utilizations`."""
     profiles = profiles_from_grid(grid, reference, device)
     names, util = reference_utilizations(grid, reference, spec, clip)
     return ReferenceInputs(names, profiles, util)
@@ -224,22 +139,6 @@ def counter_power_dataset(grid: MeasurementGrid, reference: tuple[float, float],
     """Every row of a grid with counters and power, with its workload's utilizations at the reference pair.
 
     What `gpudvfs power fit GRID --device D --reference` fits.
-
-    Parameters
-    ----------
-    grid : MeasurementGrid
-        A grid with nvprof counters and power.
-    reference : tuple of float
-        The (core, memory) pair in the grid's units.
-    spec : DeviceSpec
-        The catalog entry whose peak rates give the utilizations.
-    clip : bool
-        Clip utilizations outside [0, 1] into it, with a warning.
-
-    Returns
-    -------
-    PowerDataset
-        The power model's training data.
     """
     names, util = reference_utilizations(grid, reference, spec, clip)
     return grid_power_dataset(grid, reference, names, util, COMPONENTS, DOMAIN_SIZES)
@@ -249,28 +148,7 @@ def measured_table(grid: MeasurementGrid, reference: tuple[float, float], device
                    clip: bool = False) -> MeasuredTable:
     """Every workload measured at every configuration, with its reference inputs.
 
-    Parameters
-    ----------
-    grid : MeasurementGrid
-        A grid with nvprof counters, power and both clocks.
-    reference : tuple of float
-        The (core, memory) pair in the grid's units.
-    device : TimeDevice
-        The time model's device.
-    spec : DeviceSpec
-        The catalog entry whose peak rates give the utilizations.
-    clip : bool
-        Clip utilizations outside [0, 1] into it, with a warning.
-
-    Returns
-    -------
-    MeasuredTable
-        The table.
-
-    Raises
-    ------
-    InputError
-        Where the grid has no power or no memory clock.
+    Raises InputError where the grid has no power or no memory clock.
     """
     watts = grid.watts
     lacking = [what for what, v in (("power", watts), ("memory clock", grid.mem_mhz)) if v is None]
@@ -284,30 +162,11 @@ def measured_table(grid: MeasurementGrid, reference: tuple[float, float], device
 
 def training_dataset(util: np.ndarray, configs: np.ndarray, watts: np.ndarray, reference: tuple[float, float],
                      names: list[str]) -> PowerDataset:
-    """The power model's training data: each application measured at every configuration.
+    """The power model's training data: one row per application and configuration.
 
-    Parameters
-    ----------
-    util : numpy.ndarray
-        Each application's utilizations at the reference pair [A x C].
-    configs : numpy.ndarray
-        The configurations [K x 2].
-    watts : numpy.ndarray
-        Measured power [A x K].
-    reference : tuple of float
-        The pair the utilizations were taken at.
-    names : list of str
-        The applications.
+    ``util`` is [A x C] at the reference pair, ``configs`` [K x 2], ``watts`` [A x K].
 
-    Returns
-    -------
-    PowerDataset
-        One row per application and configuration.
-
-    Raises
-    ------
-    InputError
-        Without applications.
+    Raises InputError without applications.
     """
     n, k = watts.shape
     if n == 0:
@@ -325,26 +184,8 @@ def fit_power_model(grid: MeasurementGrid, reference: tuple[float, float], devic
 
     It is fitted on the utilizations of the grid's reference rows, for newly profiled
     workloads. A component no workload of the grid uses gets weight 0, with a warning. Its
-    ``energy_error_`` is left unset: `gpudvfs.evaluation.selection.fit_power_model_with_error` sets it
-    (one more power fit per workload).
-
-    Parameters
-    ----------
-    grid : MeasurementGrid
-        A grid with nvprof counters, power and both clocks.
-    reference : tuple of float
-        The (core, memory) pair in the grid's units.
-    device : TimeDevice
-        The time model's device.
-    spec : DeviceSpec
-        The GPU's catalog entry (its peak rates; the model is marked as its).
-    clip : bool
-        Clip utilizations outside [0, 1] into it, with a warning.
-
-    Returns
-    -------
-    PowerModel
-        The fitted model.
+    ``energy_error_`` is left unset: `gpudvfs.evaluation.selection.fit_power_model_with_error`
+    sets it (one more power fit per workload).
     """
     m = measured_table(grid, reference, device, spec, clip)
     model = PowerModel("per-domain").fit(training_dataset(m.utilization, m.configs, m.watts, reference, m.names),
@@ -359,40 +200,10 @@ def choose(grid: MeasurementGrid, reference: tuple[float, float], power_model: P
     """Frequencies for the workloads of ``grid``, each profiled at the reference pair only.
 
     Its other rows, if any, are not read; the choice ranges over the power model's
-    configurations. Under the cost policy, time is priced at the GPU's TDP.
+    configurations. Under the cost policy, time is priced at the GPU's TDP. ``slowdown``,
+    ``power_cap_w`` (W) and ``eta`` are the deadline, power-cap and cost policies' parameters.
 
-    Parameters
-    ----------
-    grid : MeasurementGrid
-        The workloads' nvprof profiles.
-    reference : tuple of float
-        The (core, memory) pair they were profiled at, the power model's.
-    power_model : PowerModel
-        A model on nvprof rate utilizations (`fit_power_model`).
-    time_device : TimeDevice
-        The time model's device.
-    spec : DeviceSpec
-        The GPU's catalog entry.
-    policy : str
-        One of `gpudvfs.policy.POLICIES`.
-    slowdown : float
-        The deadline policy's allowed slowdown over the highest configuration.
-    power_cap_w : float, optional
-        The power-cap policy's cap.
-    eta : float
-        The cost policy's weight of energy against time.
-    clip : bool
-        Clip utilizations outside [0, 1] into it, with a warning.
-
-    Returns
-    -------
-    Choices
-        The choice per workload.
-
-    Raises
-    ------
-    InputError
-        Where the power model's components, GPU or reference pair are not the workloads'.
+    Raises InputError where the power model's components, GPU or reference pair are not the workloads'.
     """
     if power_model.components_ != COMPONENTS:
         raise InputError(f"the power model's components {list(power_model.components_)} are not the nvprof "

@@ -42,20 +42,10 @@ RULES = ("point", "worst", "expected")
 
 @dataclass(frozen=True)
 class Selection:
-    """Chosen configuration per workload, with its time, power and energy.
+    """Chosen configuration per workload, with its time, power and energy there.
 
-    Attributes
-    ----------
-    policy : str
-        The policy that chose.
-    index : numpy.ndarray
-        Per workload, the chosen configuration's index.
-    core_mhz, mem_mhz : numpy.ndarray
-        Per workload, the chosen clocks.
-    time_ms, watts, joules : numpy.ndarray
-        Per workload, its time, power and energy there.
-    feasible : numpy.ndarray
-        Per workload, whether any configuration met the policy's constraint (bool).
+    ``index`` is the chosen configuration's index; ``feasible`` (bool) whether any
+    configuration met the policy's constraint.
     """
 
     policy: str
@@ -94,12 +84,11 @@ def select(time_ms: ArrayLike, watts: ArrayLike, configs: ArrayLike, policy: str
     policy : str
         One of :data:`POLICIES`.
     default_index : int, optional
-        The default configuration: `deadline`'s slowdown is relative to it, and ``near_ties``
-        moves toward it.
+        `deadline`'s slowdown is relative to it, and ``near_ties`` moves toward it.
     slowdown : float
         `deadline`: at most this slower than at the default configuration.
     power_cap_w : float, optional
-        `power-cap`: the cap.
+        `power-cap`: the cap (W).
     eta : float
         `cost`: the weight of energy against time.
     max_power_w : float, optional
@@ -113,16 +102,8 @@ def select(time_ms: ArrayLike, watts: ArrayLike, configs: ArrayLike, policy: str
     near_ties : bool
         Take the configuration nearest the default within the chosen one's error band.
 
-    Returns
-    -------
-    Selection
-        The choice per workload.
-
-    Raises
-    ------
-    InputError
-        For an unknown policy or rule, arrays of the wrong shape or not positive and finite,
-        or an option the policy or rule needs missing or out of range.
+    Raises InputError for an unknown policy or rule, arrays of the wrong shape or not positive and
+    finite, or an option the policy or rule needs missing or out of range.
     """
     if policy not in POLICIES:
         raise InputError(f"unknown policy {policy!r}; expected one of {POLICIES}")
@@ -209,40 +190,17 @@ def _nearest_within_band(objective: np.ndarray, idx: np.ndarray, err: np.ndarray
 
 
 def highest_index(configs: np.ndarray) -> int:
-    """Index of the highest pair of the configurations: highest core clock, then memory.
+    """Index of the highest pair of [K x 2] (core, memory MHz): highest core clock, then memory.
 
     A grid that lost its top corner to a failed run still has one.
-
-    Parameters
-    ----------
-    configs : numpy.ndarray
-        [K x 2] (core, memory MHz).
-
-    Returns
-    -------
-    int
-        The index.
     """
     return int(np.lexsort((configs[:, 1], configs[:, 0]))[-1])
 
 
 def pareto_front(time_ms: ArrayLike, joules: ArrayLike) -> np.ndarray:
-    """Indices of the configurations no other beats in both time and energy, by time.
+    """Indices of the configurations no other beats in both time and energy [K], by time.
 
-    Parameters
-    ----------
-    time_ms, joules : array_like
-        One workload's time and energy at each configuration [K].
-
-    Returns
-    -------
-    numpy.ndarray
-        The front's indices, by time.
-
-    Raises
-    ------
-    InputError
-        For vectors not of one length, empty, or not finite.
+    Raises InputError for vectors not of one length, empty, or not finite.
     """
     t = np.asarray(time_ms, dtype=np.float64)
     e = np.asarray(joules, dtype=np.float64)
