@@ -17,7 +17,7 @@ from gpudvfs import InputError
 from gpudvfs.catalog import lookup
 from gpudvfs.cli.app import cli
 from gpudvfs.data import read
-from gpudvfs.evaluation.dcgm_selection import evaluate_selection as evaluate_dcgm
+from gpudvfs.evaluation.dcgm_selection import evaluate_dcgm_selection as evaluate_dcgm
 from gpudvfs.evaluation.safe import SHARED_RULE, candidate_regrets, rule_name, safe_indices, safe_report
 from gpudvfs.evaluation.selection import evaluate_selection
 from gpudvfs.time.device import TimeDevice

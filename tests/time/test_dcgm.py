@@ -16,7 +16,7 @@ from gpudvfs.cli.app import cli
 from gpudvfs.data import read
 from gpudvfs.data.dcgm_fields import find_fields
 from gpudvfs.errors import GpudvfsWarning, InputError
-from gpudvfs.evaluation.dcgm_selection import evaluate_selection
+from gpudvfs.evaluation.dcgm_selection import evaluate_dcgm_selection
 from gpudvfs.evaluation.dcgm_time import cross_validate_dcgm_time as cross_validate
 from gpudvfs.evaluation.power_errors import cross_validate_power as power_cv
 from gpudvfs.power.dcgm import dcgm_power_dataset
@@ -162,7 +162,7 @@ def test_v100_selection_beats_highest_clocks_and_inverse_f_but_not_one_pair_for_
     """The models' choice beats the highest, the reference clocks and 1/f time, but one pair
     for all (907 MHz), chosen on the other applications, beats the models' choice: 3.80%
     against 11.29% (ten of the eleven applications share one measured time curve)."""
-    r = evaluate_selection(v100, (1245.0, 877.0))
+    r = evaluate_dcgm_selection(v100, (1245.0, 877.0))
     assert r.model.mean == pytest.approx(0.1129, abs=1e-4) and r.model.max == pytest.approx(0.331, abs=1e-3)
     b = r.baselines
     assert r.model.mean < min(b.highest_clocks.mean, b.inverse_f_time.mean, b.reference.mean)
@@ -181,14 +181,14 @@ def test_v100_selection_beats_highest_clocks_and_inverse_f_but_not_one_pair_for_
     assert ci["minus_single_pair"] == pytest.approx((0.0243, 0.1339), abs=1e-4)
     assert ci["minus_highest_clocks"][1] < 0 and ci["minus_inverse_f_time"][1] < 0
     # Under a 10% deadline the fixed pair must meet every other application's: 17.88%, worse than the models' 8.22%.
-    r = evaluate_selection(v100, (1245.0, 877.0), policy="deadline")
+    r = evaluate_dcgm_selection(v100, (1245.0, 877.0), policy="deadline")
     cv = r.baselines.single_pair.cross_validated
     assert (r.model.mean, cv.mean) == pytest.approx((0.0822, 0.1788), abs=1e-4)
     assert (r.deadline_met, cv.met) == (10, 10) and r.safe is None
     assert r.intervals["minus_single_pair"] == pytest.approx((-0.1323, -0.0593), abs=1e-4)
     # Profiled at 945 MHz the model's regret is about the same, but there the reference clocks
     # themselves are a near-optimal choice.
-    r = evaluate_selection(v100, (945.0, 877.0))
+    r = evaluate_dcgm_selection(v100, (945.0, 877.0))
     assert (r.model.mean, r.baselines.reference.mean) == pytest.approx((0.1041, 0.0664), abs=1e-4)
 
 

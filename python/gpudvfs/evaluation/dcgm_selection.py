@@ -46,7 +46,7 @@ class DcgmBaselines(Record):
 
 @dataclass(frozen=True)
 class DcgmSelectionReport(Record):
-    """A policy's choice on a DCGM grid scored by measured energy (:func:`evaluate_selection` says what each is).
+    """A policy's choice on a DCGM grid scored by measured energy (:func:`evaluate_dcgm_selection` says what each is).
 
     ``model`` is the regret of the models' choice, each workload left out of the fits;
     ``chosen`` maps each workload to the models' (core, memory) MHz pair; ``deadline_met`` counts,
@@ -114,7 +114,7 @@ def loo_table(grid: MeasurementGrid, reference: tuple[float, float], variant: st
                     info["distinct_time_curves"])
 
 
-def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *, policy: str = "energy",
+def evaluate_dcgm_selection(grid: MeasurementGrid, reference: tuple[float, float], *, policy: str = "energy",
                        slowdown: float = 0.1, variant: str = "default") -> DcgmSelectionReport:
     """Energy regret per workload of a policy's choice, against the baselines.
 
@@ -177,5 +177,6 @@ def evaluate_selection(grid: MeasurementGrid, reference: tuple[float, float], *,
 
 def evaluate_policies(grid: MeasurementGrid, reference: tuple[float, float], *, slowdown: float = 0.1,
                       variant: str = "default") -> dict[str, DcgmSelectionReport]:
-    """:func:`evaluate_selection` under each of `DCGM_POLICIES`: what `gpudvfs select eval` reports of a DCGM grid."""
-    return {p: evaluate_selection(grid, reference, policy=p, slowdown=slowdown, variant=variant) for p in DCGM_POLICIES}
+    """:func:`evaluate_dcgm_selection` under each of `DCGM_POLICIES`: `gpudvfs select eval` of a DCGM grid."""
+    return {p: evaluate_dcgm_selection(grid, reference, policy=p, slowdown=slowdown, variant=variant)
+            for p in DCGM_POLICIES}
