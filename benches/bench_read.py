@@ -1,7 +1,6 @@
 """Reading a ~100 MB tidy sweep file (what `gpudvfs sweep` writes): gpudvfs.read against
-the same reader with numpy's loadtxt in place of the Rust core's split and conversion
-(`csv_columns_reference.py`, what it replaced), pandas.read_csv (C engine) and
-pyarrow.csv.read_csv, same run and file; the peak memory of
+its locating path alone (chunk by chunk, what it read every file with before the one-pass
+fast path), pandas.read_csv (C engine) and pyarrow.csv.read_csv, same run and file; the peak memory of
 gpudvfs.read (growth of the resident set, in a fresh process) relative to the arrays it
 returns; and the time to refuse a file of the same size whose line 6 is bad.
 
@@ -26,12 +25,11 @@ from pathlib import Path
 import numpy as np
 
 import gpudvfs
-from gpudvfs.data import columns
+from gpudvfs.data import grid_csv
 from gpudvfs.data.source import csv_line
 from gpudvfs.hardware.device import Measurement
 from gpudvfs.hardware.sweep import COLUMNS, _row
 
-import csv_columns_reference
 from _timing import best_of, report
 
 CORE_MHZ = range(600, 2000, 15)
@@ -93,20 +91,20 @@ def peak_memory(path: Path) -> tuple[int, int]:
     return peak, arrays
 
 
-def with_numpy_split(path: Path) -> Callable[[], object]:
-    """gpudvfs.read with the fast path it had before the Rust core's (numpy's loadtxt)."""
+def locating_only(path: Path) -> Callable[[], object]:
+    """gpudvfs.read without its one-pass fast path: every file read as a failing one is."""
     def read():
-        saved, columns._fast_columns = columns._fast_columns, csv_columns_reference.fast_columns
+        saved, grid_csv.read_valid = grid_csv.read_valid, lambda *_: None
         try:
             return gpudvfs.read(path, "tidy")
         finally:
-            columns._fast_columns = saved
+            grid_csv.read_valid = saved
     return read
 
 
 def baselines(path: Path) -> dict:
     """The readers to compare against, where installed."""
-    out = {"gpudvfs.read, numpy loadtxt split (before)": with_numpy_split(path)}
+    out = {"gpudvfs.read, locating path alone (before)": locating_only(path)}
     try:
         pd = importlib.import_module("pandas")
         out["pandas.read_csv (C engine)"] = lambda: pd.read_csv(path, engine="c")
