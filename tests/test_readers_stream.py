@@ -93,6 +93,7 @@ def small_chunks(monkeypatch):
     monkeypatch.setattr(source, "CHUNK_LINES", CHUNK)
     monkeypatch.setattr(source, "BLOCK_BYTES", 50)  # blocks end inside lines and inside chunks
     monkeypatch.setattr(valid_csv, "BLOCK_BYTES", 50)  # and the fast path's inside lines
+    monkeypatch.setattr(valid_csv, "PROBE_BYTES", 300)
 
 
 @pytest.fixture
@@ -448,12 +449,14 @@ def read_both(path, monkeypatch, on_invalid="raise"):
 @given(n=st.integers(1, 30), name=text_cell.filter(str.strip), other=text_cell,
        time=st.floats(1e-3, 1e6).map(repr), pad=st.sampled_from(["", " ", "\t", "\u3000"]),
        end=st.sampled_from(["\n", "\r\n"]), last=st.booleans(), bom=st.booleans(),
-       block=st.sampled_from([50, 1 << 28]), data=st.data())
+       block=st.sampled_from([50, 1 << 28]), probe=st.sampled_from([300, 1 << 20]), data=st.data())
 def test_the_one_pass_and_the_locating_path_read_valid_files_alike(tmp_path, monkeypatch, n, name, other, time, pad,
-                                                                    end, last, bom, block, data):
+                                                                    end, last, bom, block, probe, data):
     """Valid files (any workload name and text, padded numbers, CRLF, a BOM, no final line end,
-    blocks ending inside lines) take the one-pass path, to the locating path's arrays bit for bit."""
+    blocks ending inside lines, a first block checked alone) take the one-pass path, to the
+    locating path's arrays bit for bit."""
     monkeypatch.setattr(valid_csv, "BLOCK_BYTES", block)
+    monkeypatch.setattr(valid_csv, "PROBE_BYTES", probe)
     lines, where, col = build("tidy", n)
     for line in where:
         lines[line - 1] = with_cell(with_cell(with_cell(lines[line - 1], 0, name), col, pad + time + pad),
