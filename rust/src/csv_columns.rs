@@ -1,5 +1,5 @@
-//! The columns of CSV lines: the fast path of the Python readers (`gpudvfs.data.columns`),
-//! given a chunk of lines or a whole file's data lines at once.
+//! The columns of CSV lines: the fast path of the Python readers, given a chunk of lines
+//! (`gpudvfs.data.columns`) or a whole file's data lines at once (`gpudvfs.data.valid_csv`).
 //!
 //! The lines are split and converted in one pass, reading only what Python's csv module,
 //! `str.splitlines` and `float()` would read the same way: no quote anywhere (a quoted field
