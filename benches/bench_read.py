@@ -1,12 +1,11 @@
 """Reading a ~100 MB tidy sweep file (what `gpudvfs sweep` writes): gpudvfs.read against
-the same reader with numpy's loadtxt in place of the Rust core's split and conversion
-(`csv_columns_reference.py`, what it replaced), pandas.read_csv (C engine) and
-pyarrow.csv.read_csv, same run and file; the peak memory of
+its locating path alone (chunk by chunk, what it read every file with before the one-pass
+fast path), pandas.read_csv (C engine) and pyarrow.csv.read_csv, same run and file; the peak memory of
 gpudvfs.read (growth of the resident set, in a fresh process) relative to the arrays it
 returns; and the time to refuse a file of the same size whose line 6 is bad.
 
     pip install pandas pyarrow   # the bench extra; a baseline that is missing is skipped
-    python benches/bench_read.py [--mb 100] [--repeat 3] [--json]
+    python benches/bench_read.py [--mb 100] [--repeat 5] [--json]
 """
 
 from __future__ import annotations
@@ -14,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -26,12 +26,11 @@ from pathlib import Path
 import numpy as np
 
 import gpudvfs
-from gpudvfs.data import columns
+from gpudvfs.data import grid_csv
 from gpudvfs.data.source import csv_line
 from gpudvfs.hardware.device import Measurement
 from gpudvfs.hardware.sweep import COLUMNS, _row
 
-import csv_columns_reference
 from _timing import best_of, report
 
 CORE_MHZ = range(600, 2000, 15)
@@ -93,20 +92,20 @@ def peak_memory(path: Path) -> tuple[int, int]:
     return peak, arrays
 
 
-def with_numpy_split(path: Path) -> Callable[[], object]:
-    """gpudvfs.read with the fast path it had before the Rust core's (numpy's loadtxt)."""
+def locating_only(path: Path) -> Callable[[], object]:
+    """gpudvfs.read without its one-pass fast path: every file read as a failing one is."""
     def read():
-        saved, columns._fast_columns = columns._fast_columns, csv_columns_reference.fast_columns
+        saved, grid_csv.read_valid = grid_csv.read_valid, lambda *_: None
         try:
             return gpudvfs.read(path, "tidy")
         finally:
-            columns._fast_columns = saved
+            grid_csv.read_valid = saved
     return read
 
 
 def baselines(path: Path) -> dict:
     """The readers to compare against, where installed."""
-    out = {"gpudvfs.read, numpy loadtxt split (before)": with_numpy_split(path)}
+    out = {"gpudvfs.read, locating path alone (before)": locating_only(path)}
     try:
         pd = importlib.import_module("pandas")
         out["pandas.read_csv (C engine)"] = lambda: pd.read_csv(path, engine="c")
@@ -120,10 +119,27 @@ def baselines(path: Path) -> dict:
     return out
 
 
+def taking_turns(readers: dict[str, Callable[[], object]], repeat: int) -> dict[str, tuple[float, float]]:
+    """Each reader's least wall and CPU seconds (all threads) over ``repeat`` calls, one warm-up each.
+
+    The readers take turns, so that a change in the load of a shared machine falls on all of them.
+    """
+    for fn in readers.values():
+        fn()
+    best = dict.fromkeys(readers, (math.inf, math.inf))
+    for _ in range(repeat):
+        for name, fn in readers.items():
+            wall, cpu = time.perf_counter(), time.process_time()
+            fn()
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            best[name] = (min(best[name][0], wall), min(best[name][1], cpu))
+    return best
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mb", type=float, default=100.0, help="size of the generated file")
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -133,13 +149,15 @@ def main() -> None:
         mb = path.stat().st_size / 1e6
         print(f"{path.name}: {mb:.1f} MB, {rows} rows")
 
-        t_ours = best_of(lambda: gpudvfs.read(path, "tidy"), a.repeat)
-        print(f"gpudvfs.read: {mb / t_ours:.1f} MB/s")
+        ours = "gpudvfs.read"
+        times = taking_turns({ours: lambda: gpudvfs.read(path, "tidy"), **baselines(path)}, a.repeat)
+        (t_ours, cpu_ours) = times.pop(ours)
+        print(f"{ours}: {mb / t_ours:.1f} MB/s, {cpu_ours:.2f} CPU s")
         results = []
-        for name, fn in baselines(path).items():
-            t = best_of(fn, a.repeat)
-            print(f"{name}: {mb / t:.1f} MB/s")
-            results.append(report("gpudvfs.read tidy", t_ours, name, t) | {"baseline_mb_per_s": mb / t})
+        for name, (t, cpu) in times.items():
+            print(f"{name}: {mb / t:.1f} MB/s, {cpu:.2f} CPU s (CPU time x{cpu / cpu_ours:.2f} ours)")
+            results.append(report("gpudvfs.read tidy", t_ours, name, t)
+                           | {"baseline_mb_per_s": mb / t, "cpu_seconds": cpu_ours, "baseline_cpu_seconds": cpu})
 
         peak, arrays = peak_memory(path)
         print(f"peak memory while reading: {peak / 1e6:.0f} MB for {arrays / 1e6:.0f} MB of arrays "

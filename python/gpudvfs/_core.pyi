@@ -40,7 +40,7 @@ def budget_solve(
     cost: _F64, value: _F64, budget: float, exact: bool = False
 ) -> tuple[npt.NDArray[np.uintp], float, float, float]: ...
 def csv_columns(
-    text: str, numeric: Sequence[bool]
+    text: str | bytes, numeric: Sequence[bool], limit: int
 ) -> tuple[list[npt.NDArray[np.float64]], list[npt.NDArray[np.uint32]]] | None: ...
 def power_grid(
     util: _F64, domain_sizes: Sequence[int], static_coef: _F64, idle_coef: _F64, weights: _F64, freq: _F64, volt: _F64

@@ -44,7 +44,7 @@ pub(crate) fn copied<T: Clone>(xs: &[T], what: &str) -> CoreResult<Vec<T>> {
 }
 
 /// An empty vector with room for exactly `len` elements.
-fn reserved<T>(len: usize, what: &str) -> CoreResult<Vec<T>> {
+pub(crate) fn reserved<T>(len: usize, what: &str) -> CoreResult<Vec<T>> {
     let elem = std::mem::size_of::<T>().max(1);
     let bytes = len
         .checked_mul(elem)

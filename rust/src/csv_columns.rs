@@ -1,15 +1,20 @@
-//! The columns of a chunk of CSV lines: the fast path of the Python readers
-//! (`gpudvfs.io.source`), which check a chunk of lines column by column.
+//! The columns of CSV lines: the fast path of the Python readers, given a chunk of lines
+//! (`gpudvfs.data.columns`) or a whole file's data lines at once (`gpudvfs.data.valid_csv`).
 //!
-//! A chunk is split and converted in one pass, reading only what Python's csv module and
-//! `float()` would read the same way: no quote anywhere (a quoted field needs the csv
-//! module), every line the expected number of fields, every number one that `f64::from_str`
-//! takes. That is a subset of what `float()` takes, rounded correctly as `float()` rounds, so
-//! the values are the same. Anything else gives `None`, and the reader splits that chunk with
-//! the csv module, where each bad cell gets its message.
+//! The lines are split and converted in one pass, reading only what Python's csv module,
+//! `str.splitlines` and `float()` would read the same way: no quote anywhere (a quoted field
+//! needs the csv module), no blank line, no line break but `'\n'` (`"\r\n"` included), no
+//! field longer than the csv module's limit, every line the expected number of fields, every
+//! number one that `f64::from_str` takes. That is a subset of what `float()` takes, rounded
+//! correctly as `float()` rounds, so the values are the same. Anything else gives `None`, and
+//! the reader takes the lines through the csv module, where each bad cell gets its message.
+//! Text of a megabyte or more is split at line ends over the cores.
 
-use crate::alloc::{filled, product};
+use crate::alloc::{filled, product, reserved};
 use crate::error::{CoreError, CoreResult};
+
+/// Bytes of text below which the lines are read on the calling thread.
+const MIN_BYTES_PER_THREAD: usize = 1 << 20;
 
 /// A text column as numpy lays out a `U<width>` array: `width` UCS-4 code points a row,
 /// padded with zeros (`width` is at least 1, as numpy makes an array of empty strings).
@@ -19,7 +24,7 @@ pub struct TextColumn {
     pub chars: Vec<u32>,
 }
 
-/// The columns of a chunk, each kind in the order of its fields.
+/// The columns of the lines, each kind in the order of its fields.
 #[derive(Debug, PartialEq)]
 pub struct Columns {
     pub numbers: Vec<Vec<f64>>,
@@ -33,71 +38,223 @@ fn is_py_space(c: char) -> bool {
 }
 
 fn strip(field: &str) -> &str {
-    field.trim_matches(is_py_space)
-}
-
-/// The stripped fields of each line, or `None` where a line has a quote or another number of
-/// fields than `width` (an empty line has none, as the csv module reads it).
-fn fields<'a>(lines: &[&'a str], width: usize) -> Option<Vec<&'a str>> {
-    let mut out = Vec::with_capacity(lines.len() * width);
-    for line in lines {
-        if line.is_empty() || line.contains('"') {
-            return None;
-        }
-        let before = out.len();
-        out.extend(line.split(',').map(strip));
-        if out.len() - before != width {
-            return None;
-        }
+    // A printable ASCII character at each end: nothing to strip (the usual case, made cheap).
+    let printable = |c: Option<&u8>| c.is_some_and(|&c| c > b' ' && c < 0x80);
+    let b = field.as_bytes();
+    if printable(b.first()) && printable(b.last()) {
+        field
+    } else {
+        field.trim_matches(is_py_space)
     }
-    Some(out)
 }
 
-/// The columns of `text`, lines separated by `'\n'`, each line's fields by `','`;
-/// `numeric[j]` says whether field `j` is a number. `Ok(None)`: the chunk needs the csv
-/// module (see the module notes); `Err`: a column too large to allocate.
-pub fn split_columns(text: &str, numeric: &[bool]) -> CoreResult<Option<Columns>> {
-    let width = numeric.len();
-    if width == 0 {
+/// Text of printable ASCII and `'\n'` alone, whose lines need no look for what
+/// `needs_csv_module` looks for (checked 64 bytes at a time, which the compiler vectorizes).
+fn is_plain(text: &str) -> bool {
+    text.as_bytes().chunks(64).all(|c| {
+        c.iter().fold(true, |ok, &b| {
+            ok & (((0x20..0x80).contains(&b) && b != b'"') | (b == b'\n'))
+        })
+    })
+}
+
+/// A line the csv module must read: one with a quote, a NUL (an error of its own), or a
+/// character at which `str.splitlines` ends a line (`'\r'` ending it aside).
+fn needs_csv_module(line: &str) -> bool {
+    line.bytes()
+        .any(|c| c == b'"' || (c < 0x20 && matches!(c, 0 | b'\r' | 0x0b | 0x0c | 0x1c..=0x1e)))
+        || (!line.is_ascii() && line.contains(['\u{85}', '\u{2028}', '\u{2029}']))
+}
+
+/// The columns of a run of whole lines: numbers, and each text cell as its byte range in the
+/// whole text with the widest cell's count of characters.
+struct Part {
+    rows: usize,
+    plain: bool,
+    numbers: Vec<Vec<f64>>,
+    spans: Vec<Vec<(usize, usize)>>,
+    widths: Vec<usize>,
+}
+
+/// The columns of `text` (which starts `base` bytes into the whole text), or `None` where a
+/// line is not one the fast path reads (see the module notes).
+fn read_part(text: &str, base: usize, numeric: &[bool], limit: usize) -> CoreResult<Option<Part>> {
+    let lines = text.bytes().filter(|&b| b == b'\n').count() + 1;
+    let kinds = |number: bool| numeric.iter().filter(|&&n| n == number).count();
+    let plain = is_plain(text);
+    let mut part = Part {
+        rows: lines,
+        plain,
+        numbers: (0..kinds(true))
+            .map(|_| reserved(lines, "a numeric column"))
+            .collect::<CoreResult<_>>()?,
+        spans: (0..kinds(false))
+            .map(|_| reserved(lines, "a text column"))
+            .collect::<CoreResult<_>>()?,
+        widths: vec![1; kinds(false)],
+    };
+    let mut at = base;
+    for raw in text.split('\n') {
+        let line = raw.strip_suffix('\r').unwrap_or(raw);
+        if (!plain && needs_csv_module(line)) || strip(line).is_empty() {
+            return Ok(None);
+        }
+        let (mut j, mut number, mut word) = (0, 0, 0);
+        let mut start = at;
+        for field in line.split(',') {
+            if j == numeric.len() || field.len() > limit {
+                return Ok(None);
+            }
+            let cell = strip(field);
+            if numeric[j] {
+                let Ok(x) = cell.parse::<f64>() else {
+                    return Ok(None);
+                };
+                part.numbers[number].push(x);
+                number += 1;
+            } else {
+                let offset = start + (cell.as_ptr() as usize - field.as_ptr() as usize);
+                part.spans[word].push((offset, offset + cell.len()));
+                let width = if plain {
+                    cell.len()
+                } else {
+                    cell.chars().count()
+                };
+                part.widths[word] = part.widths[word].max(width);
+                word += 1;
+            }
+            start += field.len() + 1;
+            j += 1;
+        }
+        if j != numeric.len() {
+            return Ok(None);
+        }
+        at += raw.len() + 1;
+    }
+    Ok(Some(part))
+}
+
+/// `text` cut at line ends into about `n` parts, each with its offset.
+fn parts(text: &str, n: usize) -> Vec<(usize, &str)> {
+    let mut out = Vec::with_capacity(n);
+    let (mut base, mut rest) = (0, text);
+    for left in (2..=n).rev() {
+        let target = rest.len() / left;
+        let Some(i) = rest.as_bytes()[target..].iter().position(|&b| b == b'\n') else {
+            break;
+        };
+        out.push((base, &rest[..target + i]));
+        base += target + i + 1;
+        rest = &rest[target + i + 1..];
+    }
+    out.push((base, rest));
+    out
+}
+
+/// The columns of `text`, lines separated by `'\n'` (one ending the text ends its last line),
+/// each line's fields by `','`;
+/// `numeric[j]` says whether field `j` is a number; `limit` is the csv module's field size
+/// limit. `Ok(None)`: the lines need the csv module (see the module notes); `Err`: a column
+/// too large to allocate.
+pub fn split_columns(text: &str, numeric: &[bool], limit: usize) -> CoreResult<Option<Columns>> {
+    if numeric.is_empty() {
         return Err(CoreError::Value("a row has at least one field".into()));
     }
-    let lines: Vec<&str> = text.split('\n').collect();
-    let Some(cells) = fields(&lines, width) else {
-        return Ok(None);
+    let text = text.strip_suffix('\n').unwrap_or(text);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let pieces = parts(text, (text.len() / MIN_BYTES_PER_THREAD).clamp(1, cores));
+    let read: Vec<CoreResult<Option<Part>>> = if pieces.len() == 1 {
+        vec![read_part(text, 0, numeric, limit)]
+    } else {
+        std::thread::scope(|s| {
+            let workers: Vec<_> = pieces
+                .iter()
+                .map(|&(base, piece)| s.spawn(move || read_part(piece, base, numeric, limit)))
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| w.join().expect("a CSV worker thread panicked"))
+                .collect()
+        })
     };
-    let n = lines.len();
+    let mut done = Vec::with_capacity(read.len());
+    for r in read {
+        match r? {
+            Some(p) => done.push(p),
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(join(text, done)?))
+}
+
+/// The parts' columns end to end.
+fn join(text: &str, mut done: Vec<Part>) -> CoreResult<Columns> {
+    let n: usize = done.iter().map(|p| p.rows).sum();
     let mut columns = Columns {
         numbers: Vec::new(),
         texts: Vec::new(),
     };
-    for (j, &is_number) in numeric.iter().enumerate() {
-        let column = cells.iter().skip(j).step_by(width);
-        if is_number {
-            let mut values = filled(n, 0.0, "a numeric column")?;
-            for (v, cell) in values.iter_mut().zip(column) {
-                match cell.parse::<f64>() {
-                    Ok(x) => *v = x,
-                    Err(_) => return Ok(None),
-                }
-            }
-            columns.numbers.push(values);
-        } else {
-            let w = column
-                .clone()
-                .map(|c| c.chars().count())
-                .max()
-                .unwrap_or(0)
-                .max(1);
-            let mut chars = filled(product(&[n, w], "a text column")?, 0u32, "a text column")?;
-            for (row, cell) in chars.chunks_exact_mut(w).zip(column) {
-                for (slot, c) in row.iter_mut().zip(cell.chars()) {
-                    *slot = c as u32;
-                }
-            }
-            columns.texts.push(TextColumn { width: w, chars });
+    for k in 0..done[0].numbers.len() {
+        if done.len() == 1 {
+            columns
+                .numbers
+                .push(std::mem::take(&mut done[0].numbers[k]));
+            continue;
+        }
+        let mut values = reserved(n, "a numeric column")?;
+        for p in &done {
+            values.extend_from_slice(&p.numbers[k]);
+        }
+        columns.numbers.push(values);
+    }
+    let mut texts = (0..done[0].spans.len())
+        .map(|k| {
+            let width = done.iter().map(|p| p.widths[k]).max().unwrap_or(1);
+            let chars = filled(
+                product(&[n, width], "a text column")?,
+                0u32,
+                "a text column",
+            )?;
+            Ok(TextColumn { width, chars })
+        })
+        .collect::<CoreResult<Vec<_>>>()?;
+    // Each part fills its rows of every text column, the parts on threads of their own.
+    let mut rows: Vec<Vec<&mut [u32]>> = done.iter().map(|_| Vec::new()).collect();
+    for t in &mut texts {
+        let mut rest = t.chars.as_mut_slice();
+        for (p, out) in done.iter().zip(&mut rows) {
+            let (mine, after) = std::mem::take(&mut rest).split_at_mut(p.rows * t.width);
+            out.push(mine);
+            rest = after;
         }
     }
-    Ok(Some(columns))
+    let fill = |p: &Part, outs: Vec<&mut [u32]>| {
+        for (spans, out) in p.spans.iter().zip(outs) {
+            let w = out.len() / p.rows.max(1);
+            for (row, &(a, b)) in out.chunks_exact_mut(w.max(1)).zip(spans) {
+                if p.plain {
+                    for (slot, &c) in row.iter_mut().zip(&text.as_bytes()[a..b]) {
+                        *slot = u32::from(c);
+                    }
+                } else {
+                    for (slot, c) in row.iter_mut().zip(text[a..b].chars()) {
+                        *slot = c as u32;
+                    }
+                }
+            }
+        }
+    };
+    if done.len() == 1 {
+        fill(&done[0], rows.pop().unwrap_or_default());
+    } else {
+        std::thread::scope(|s| {
+            for (p, outs) in done.iter().zip(rows) {
+                s.spawn(move || fill(p, outs));
+            }
+        });
+    }
+    columns.texts = texts;
+    Ok(columns)
 }
 
 #[cfg(test)]
@@ -105,7 +262,7 @@ mod tests {
     use super::*;
 
     fn read(text: &str, numeric: &[bool]) -> Option<Columns> {
-        split_columns(text, numeric).unwrap()
+        split_columns(text, numeric, 100).unwrap()
     }
 
     fn text_of(col: &TextColumn) -> Vec<String> {
@@ -150,10 +307,16 @@ mod tests {
             ("\"a,b\",1", &[false, true][..]), // a quoted field
             ("a,1\nb", &[false, true]),        // a line too short
             ("a,1,2", &[false, true]),         // a line too long
-            ("a,1\n", &[false, true]),         // an empty line
+            ("a,1\n\n", &[false, true]),       // an empty line
             ("a,1_000", &[false, true]),       // float() takes it, Rust does not
             ("a,", &[false, true]),            // an empty number
             ("a,x", &[false, true]),
+            ("a,1\n \t", &[false, true]),       // a blank line
+            (" ", &[false]),                    // a blank line one field wide
+            ("a,1\rb,2", &[false, true]),       // a line ended by '\r' alone
+            ("a,1\u{2028}b,2", &[false, true]), // or by another of splitlines' breaks
+            ("a,1\0", &[false, true]),          // a NUL
+            (&"x".repeat(101), &[false]),       // a field beyond the limit (100 here)
         ] {
             assert_eq!(read(text, numeric), None, "{text:?}");
         }
@@ -175,7 +338,47 @@ mod tests {
     }
 
     #[test]
+    fn plain_text_is_printable_ascii_and_line_ends() {
+        let long = "a,1.5\n".repeat(40);
+        assert!(is_plain(&long) && is_plain(""));
+        for odd in ["\"", "\t", "\r", "\0", "é", "\u{7f}\u{85}"] {
+            assert!(!is_plain(&format!("{long}{odd}{long}")), "{odd:?}");
+        }
+    }
+
+    #[test]
+    fn crlf_lines_read_as_lf_lines() {
+        assert_eq!(
+            read("a,1\r\nb,2\r\n", &[false, true]),
+            read("a,1\nb,2", &[false, true])
+        );
+    }
+
+    #[test]
+    fn parts_read_as_the_whole() {
+        let text: String = (0..1000)
+            .map(|i| format!("k{} ,{i}.5\n", "é".repeat(i % 7)))
+            .collect();
+        let text = text.trim_end();
+        for n in [1, 2, 3, 7] {
+            let pieces = parts(text, n);
+            assert_eq!(
+                pieces.iter().map(|p| p.1).collect::<Vec<_>>().join("\n"),
+                text
+            );
+            let done = pieces
+                .iter()
+                .map(|&(base, p)| read_part(p, base, &[false, true], 100).unwrap().unwrap())
+                .collect();
+            assert_eq!(
+                join(text, done).unwrap(),
+                read(text, &[false, true]).unwrap()
+            );
+        }
+    }
+
+    #[test]
     fn a_row_needs_a_field() {
-        assert!(split_columns("1", &[]).is_err());
+        assert!(split_columns("1", &[], 10).is_err());
     }
 }

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import gpudvfs
 from gpudvfs import DataFileError
-from gpudvfs.data import columns, source
+from gpudvfs.data import columns, grid_csv, source, valid_csv
 from gpudvfs.data.grid_csv import TIDY
 from gpudvfs.hardware.device import Measurement
 from gpudvfs.hardware.sweep import COLUMNS, _row
@@ -92,6 +92,8 @@ def with_cell(line: str, col: int, text: str) -> str:
 def small_chunks(monkeypatch):
     monkeypatch.setattr(source, "CHUNK_LINES", CHUNK)
     monkeypatch.setattr(source, "BLOCK_BYTES", 50)  # blocks end inside lines and inside chunks
+    monkeypatch.setattr(valid_csv, "BLOCK_BYTES", 50)  # and the fast path's inside lines
+    monkeypatch.setattr(valid_csv, "PROBE_BYTES", 300)
 
 
 @pytest.fixture
@@ -285,8 +287,9 @@ def test_early_error_in_a_big_file_reads_one_chunk(big_tidy, tmp_path, monkeypat
     with pytest.raises(DataFileError, match="expected a value > 0") as e:
         gpudvfs.read(path, fmt)
     assert e.value.line == 6
-    # Told apart first (5 lines) or, with the format given, checked after the error for a hint.
-    assert [s.lines_read for s in sources] == ([5, 1000] if fmt is None else [1000, 5])
+    # Told apart first (5 lines) or, with the format given, checked after the error for a hint;
+    # the reader parses its header line alone, then one chunk.
+    assert [s.lines_read for s in sources] == ([5, 1 + 1000] if fmt is None else [1 + 1000, 5])
     assert len(lines) > 20 * 1000
 
 
@@ -302,7 +305,7 @@ def test_gpmtool_variant_is_told_by_the_first_rows(tmp_path, monkeypatch, source
     with pytest.raises(DataFileError, match="expected 7 fields, found 3") as e:
         gpudvfs.read(write(tmp_path, lines), "gpmtool")
     assert e.value.line == where[2]
-    assert max(s.lines_read for s in sources) == 100  # the reader's first chunk (and 5 lines for a hint)
+    assert max(s.lines_read for s in sources) <= 100  # no further than the reader's first chunk
 
 
 number_text = st.one_of(
@@ -378,14 +381,16 @@ def test_the_fast_columns_are_the_csv_modules(rows):
             assert got.tolist() == want.tolist()
 
 
-def test_ordinary_chunks_take_the_fast_path(tmp_path, small_chunks, monkeypatch):
-    """A file as `gpudvfs sweep` writes it is read by the Rust core, every chunk of it."""
+def test_ordinary_files_take_the_fast_path(tmp_path, small_chunks, monkeypatch):
+    """A file as `gpudvfs sweep` writes it is read in one pass by the Rust core, every block of
+    it, and never chunk by chunk."""
     read = columns._core.csv_columns
     calls = []
     monkeypatch.setattr(columns._core, "csv_columns", lambda *a: calls.append(read(*a) is not None) or read(*a))
+    monkeypatch.setattr(columns.Columns, "add", lambda *a: pytest.fail("a valid file was read chunk by chunk"))
     lines, _, _ = build("tidy", 40)
     assert len(gpudvfs.read(write(tmp_path, lines), "tidy").time_ms) == 40
-    assert len(calls) == -(-len(lines) // CHUNK) and all(calls)  # header and rows, CHUNK lines a chunk
+    assert len(calls) > 1 and all(calls)  # 50-byte blocks: several
 
 
 def test_quoted_and_unquoted_files_read_alike(tmp_path, small_chunks):
@@ -410,3 +415,73 @@ def test_a_number_with_unicode_white_space_reads_alike_on_both_paths(tmp_path):
     assert e.value.line == 3
     path.write_text("\n".join(lines[:2]) + "\n", encoding="utf-8")
     assert gpudvfs.read(path, "nvdvfs").time_ms.tolist() == [14.56]
+
+
+def read_both(path, monkeypatch, on_invalid="raise"):
+    """What gpudvfs.read makes of a tidy file (arrays and skipped rows, or the error with its
+    line and column), as it is and with its locating path alone; and whether the one-pass path
+    read it."""
+    fast = []
+    read_valid = grid_csv.read_valid
+
+    def spy(*a):
+        fast.append(read_valid(*a) is not None)
+        return read_valid(*a)
+
+    def outcome():
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                g = gpudvfs.read(path, "tidy", on_invalid=on_invalid)
+        except DataFileError as e:
+            return str(e), e.line, e.column
+        return [(k, v.dtype.str, v.tolist()) for k, v in g.columns.items()], [(p.line, p.message) for p in g.skipped]
+
+    with monkeypatch.context() as m:
+        m.setattr(grid_csv, "read_valid", spy)
+        got = outcome()
+    with monkeypatch.context() as m:
+        m.setattr(grid_csv, "read_valid", lambda *_: None)
+        return got, outcome(), fast == [True]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n=st.integers(1, 30), name=text_cell.filter(str.strip), other=text_cell,
+       time=st.floats(1e-3, 1e6).map(repr), pad=st.sampled_from(["", " ", "\t", "\u3000"]),
+       end=st.sampled_from(["\n", "\r\n"]), last=st.booleans(), bom=st.booleans(),
+       block=st.sampled_from([50, 1 << 28]), probe=st.sampled_from([300, 1 << 20]), data=st.data())
+def test_the_one_pass_and_the_locating_path_read_valid_files_alike(tmp_path, monkeypatch, n, name, other, time, pad,
+                                                                    end, last, bom, block, probe, data):
+    """Valid files (any workload name and text, padded numbers, CRLF, a BOM, no final line end,
+    blocks ending inside lines, a first block checked alone) take the one-pass path, to the
+    locating path's arrays bit for bit."""
+    monkeypatch.setattr(valid_csv, "BLOCK_BYTES", block)
+    monkeypatch.setattr(valid_csv, "PROBE_BYTES", probe)
+    lines, where, col = build("tidy", n)
+    for line in where:
+        lines[line - 1] = with_cell(with_cell(with_cell(lines[line - 1], 0, name), col, pad + time + pad),
+                                    COLUMNS.index("result"), data.draw(st.sampled_from([other, "bytes=1"])))
+    path = tmp_path / "v.csv"
+    path.write_bytes(b"\xef\xbb\xbf" * bom + (end.join(lines) + end * last).encode())
+    fast, slow, one_pass = read_both(path, monkeypatch)
+    assert one_pass and fast == slow and isinstance(fast[0], list)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n=st.integers(2, 30), data=st.data(), on_invalid=st.sampled_from(["raise", "skip"]),
+       bad=st.sampled_from(["-1", "x", "nan", "inf", "", " ", "1e999", "a,b", "0", '"1']))
+def test_a_corrupted_cell_is_located_as_the_locating_path_locates_it(tmp_path, monkeypatch, n, data, on_invalid, bad):
+    """A cell anywhere made bad (or a row made a copy of another): the same error at the same line
+    and column (or the same rows skipped) as the locating path alone gives, which names that line."""
+    lines, where, _ = build("tidy", n)
+    line = data.draw(st.sampled_from(where))
+    located = line
+    if data.draw(st.booleans()):
+        lines[line - 1] = with_cell(lines[line - 1], data.draw(st.integers(0, len(COLUMNS) - 1)), bad)
+    else:  # the second of the two rows is the duplicate
+        copied = data.draw(st.sampled_from([w for w in where if w != line]))
+        lines[line - 1], located = lines[copied - 1], max(line, copied)
+    fast, slow, _ = read_both(write(tmp_path, lines), monkeypatch, on_invalid)
+    assert fast == slow
+    if isinstance(fast[0], str):
+        assert fast[1] == located

@@ -8,6 +8,7 @@ them), by the csv module otherwise.
 
 from __future__ import annotations
 
+import csv
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -472,7 +473,7 @@ def _fast_columns(texts: list[str], fields: Sequence[Field]) -> Read | None:
     """
     if not texts:
         return None
-    read = _core.csv_columns("\n".join(texts), [not f.text for f in fields])
+    read = _core.csv_columns("\n".join(texts), [not f.text for f in fields], csv.field_size_limit())
     if read is None:
         return None
     numbers, chars = iter(read[0]), iter(read[1])

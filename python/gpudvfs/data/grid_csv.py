@@ -20,6 +20,7 @@ from gpudvfs.data.columns import Columns, Field, KeyPart
 from gpudvfs.data.datasets import MeasurementGrid
 from gpudvfs.data.grid_columns import detect_roles
 from gpudvfs.data.source import Source, csv_line, format_number, repeated_at
+from gpudvfs.data.valid_csv import read_valid
 from gpudvfs.errors import InputError
 from gpudvfs.limits import MAX_COUNT, MAX_MHZ, MAX_WATTS
 
@@ -254,13 +255,16 @@ def read_grid(path: str | Path, spec: GridSpec | None, on_invalid: str = "raise"
         def key(values: list[np.ndarray]) -> list[KeyPart]:
             return [cols.part(values, j) for j in key_at]
 
-        for chunk in src.chunks():
-            cols.add(chunk, key)
-        skipped = src.finish(len(cols))
+        arrays = read_valid(src.path, cols.fields, key_at) if hline == 1 else None
+        if arrays is None:
+            for chunk in src.chunks():
+                cols.add(chunk, key)
+            arrays = cols.arrays()
+        skipped = src.finish(len(arrays[0]))
     return MeasurementGrid(
         format=spec.format,
         path=src.path,
-        columns=dict(zip(header, cols.arrays())),
+        columns=dict(zip(header, arrays)),
         roles=roles,
         key_columns=keys,
         time_to_ms=spec.time_to_ms,

@@ -187,14 +187,20 @@ class Source:
         return self._pushed.pop() if self._pushed else next(self._stream, None)
 
     def _take(self, n: int) -> list[Chunk]:
-        """Chunks of the next ``n`` rows, the last cut short; what follows stays for :meth:`chunks`."""
-        taken = []
-        while n > 0 and (chunk := self._next()) is not None:
-            if n < len(chunk):
-                self._pushed.append(chunk[n:])
-                chunk = chunk[:n]
-            taken.append(chunk)
-            n -= len(chunk)
+        """Chunks of the next ``n`` rows, the last cut short; what follows stays for :meth:`chunks`.
+
+        Lines are parsed no more than ``n`` at a time meanwhile: a header costs a line, not a chunk.
+        """
+        taken, size, self.chunk_lines = [], self.chunk_lines, min(self.chunk_lines, max(n, 1))
+        try:
+            while n > 0 and (chunk := self._next()) is not None:
+                if n < len(chunk):
+                    self._pushed.append(chunk[n:])
+                    chunk = chunk[:n]
+                taken.append(chunk)
+                n -= len(chunk)
+        finally:
+            self.chunk_lines = size
         return taken
 
     def _chunks(self) -> Generator[Chunk, None, None]:
@@ -207,8 +213,9 @@ class Source:
         for lines, error in self._blocks():
             buf += lines
             while buf and (len(buf) >= self.chunk_lines or error):
-                yield from self._parse(buf[:self.chunk_lines])
-                del buf[:self.chunk_lines]
+                size = self.chunk_lines  # as read now: _take changes it between chunks
+                yield from self._parse(buf[:size])
+                del buf[:size]
             if error:
                 raise error
         if buf:

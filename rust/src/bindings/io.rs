@@ -4,7 +4,7 @@ use numpy::ndarray::Array2;
 use numpy::{IntoPyArray, PyArray1, PyArray2};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::pybacked::PyBackedStr;
+use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
 
 use crate::csv_columns::split_columns;
 
@@ -15,16 +15,30 @@ type ChunkColumns<'py> = (
     Vec<Bound<'py, PyArray2<u32>>>,
 );
 
-/// The columns of ``text`` (lines joined by "\n"), ``numeric[j]`` saying whether field j is a
-/// number; None where the chunk needs the csv module (a quote, a line of another width, a
-/// number Rust does not read as float() would).
+/// Lines as str, or as the bytes of a file (UTF-8, else they need the csv module's reader).
+#[derive(FromPyObject)]
+enum Text {
+    Str(PyBackedStr),
+    Bytes(PyBackedBytes),
+}
+
+/// The columns of ``text`` (lines joined by "\n", str or UTF-8 bytes), ``numeric[j]`` saying whether field j is a
+/// number, ``limit`` the csv module's field size limit; None where the lines need the csv
+/// module (see `csv_columns.rs`).
 #[pyfunction]
 fn csv_columns<'py>(
     py: Python<'py>,
-    text: PyBackedStr,
+    text: Text,
     numeric: Vec<bool>,
+    limit: usize,
 ) -> PyResult<Option<ChunkColumns<'py>>> {
-    let Some(cols) = py.detach(|| split_columns(&text, &numeric))? else {
+    let read = py.detach(|| match &text {
+        Text::Str(s) => split_columns(s, &numeric, limit),
+        Text::Bytes(b) => {
+            std::str::from_utf8(b).map_or(Ok(None), |s| split_columns(s, &numeric, limit))
+        }
+    });
+    let Some(cols) = read? else {
         return Ok(None);
     };
     let numbers = cols
