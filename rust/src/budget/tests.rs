@@ -130,8 +130,13 @@ fn bad_instances_are_refused() {
     assert!(solve(&ok(0.5)).unwrap_err().to_string().contains("below"));
     // The least cost is printed rounded up to 0.1 W, not to the float's last digit.
     let least = vec![176.30362710634301, 200.0];
-    let msg = solve(&instance(&least, &v, 1, 2, 176.0)).unwrap_err().to_string();
-    assert!(msg.contains("the budget 176 W is below the 176.4 W"), "{msg}");
+    let msg = solve(&instance(&least, &v, 1, 2, 176.0))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.contains("the budget 176 W is below the 176.4 W"),
+        "{msg}"
+    );
     assert!(solve(&ok(f64::NAN)).is_err());
     assert!(solve(&instance(&c, &v, 2, 2, 9.0)).is_err());
     let nan = vec![f64::NAN, f64::NAN];
