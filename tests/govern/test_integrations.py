@@ -666,3 +666,12 @@ def test_train_extra_is_declared():
     text = (ROOT / "pyproject.toml").read_text()
     assert 'train = ["torch>=2.2", "transformers>=4.40"' in text
     assert importlib.util.find_spec("gpudvfs.govern.integrations.huggingface") is not None
+
+
+def test_the_train_extra_brings_nvml_with_the_frameworks():
+    """Where the frameworks are installed (the `train` extra's environment in CI), NVML's
+    bindings are too: `device="nvml"` then meters energy rather than timing steps alone."""
+    pytest.importorskip("torch")
+    import pynvml
+
+    assert callable(pynvml.nvmlInit)
