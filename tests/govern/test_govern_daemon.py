@@ -277,7 +277,7 @@ def test_daemon_refuses_a_gpu_without_an_energy_counter(sim):
 SIGTERM_DAEMON = """
 import os, sys, threading, signal, time, json
 import numpy as np
-sys.path.insert(0, {tests!r})
+sys.path[:0] = {tests!r}
 from fake_pynvml import FakeNvml
 from gpudvfs.govern.daemon import Daemon, ModelPrior, NvmlMonitor
 from gpudvfs.hardware.nvml import NvmlDevice
@@ -304,7 +304,8 @@ def test_a_sigterm_ends_the_daemon_with_its_clocks_reset(sim, tmp_path):
     model_path = tmp_path / "time.json"
     sim[2].save(model_path)
     state = tmp_path / "state.json"
-    script = SIGTERM_DAEMON.format(tests=str(Path(__file__).parents[1]), state=str(state), model=str(model_path))
+    here = Path(__file__).parent  # this module, and the tests' root with the NVML stand-in
+    script = SIGTERM_DAEMON.format(tests=[str(here), str(here.parent)], state=str(state), model=str(model_path))
     err = tmp_path / "stderr.txt"
     with open(err, "w") as stderr:
         proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], stdout=subprocess.PIPE,

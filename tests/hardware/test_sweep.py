@@ -65,7 +65,7 @@ def test_clocks_reset_after_an_error(tmp_path):
 CHILD = """
 import sys, time
 from gpudvfs.hardware import SimulatedDevice, Workload, run_sweep
-sys.path.insert(0, {tests!r})
+sys.path[:0] = {tests!r}
 from test_sweep import WORKLOADS
 # Slow each step down so the parent can kill the sweep midway.
 run_sweep(SimulatedDevice(seed=7), WORKLOADS, {out!r}, progress=lambda d, t, l: time.sleep(0.01))
@@ -76,8 +76,8 @@ def test_sigkill_midway_then_resume_equals_an_uninterrupted_run(tmp_path):
     full = tmp_path / "full.csv"
     run_sweep(SimulatedDevice(seed=7), WORKLOADS, full)
     part = tmp_path / "part.csv"
-    tests = os.path.dirname(os.path.dirname(__file__))  # where fake devices and conftest live
-    child = subprocess.Popen([sys.executable, "-c", CHILD.format(tests=tests, out=str(part))])
+    here = os.path.dirname(__file__)  # this module, and the tests' root with conftest
+    child = subprocess.Popen([sys.executable, "-c", CHILD.format(tests=[here, os.path.dirname(here)], out=str(part))])
     deadline = time.time() + 60
     while time.time() < deadline:
         if part.exists() and part.read_text().count("\n") > 20:
