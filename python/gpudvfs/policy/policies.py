@@ -102,8 +102,11 @@ def select(time_ms: ArrayLike, watts: ArrayLike, configs: ArrayLike, policy: str
     near_ties : bool
         Take the configuration nearest the default within the chosen one's error band.
 
-    Raises InputError for an unknown policy or rule, arrays of the wrong shape or not positive and
-    finite, or an option the policy or rule needs missing or out of range.
+    Raises
+    ------
+    InputError
+        For an unknown policy or rule, arrays of the wrong shape or not positive and finite, or
+        an option the policy or rule needs missing or out of range.
     """
     if policy not in POLICIES:
         raise InputError(f"unknown policy {policy!r}; expected one of {POLICIES}")
