@@ -989,6 +989,11 @@ def test_device_auto_takes_nvml_where_it_finds_a_gpu_else_the_simulator_saying_w
     monkeypatch.setattr(fake, "nvmlInit", refuse)
     kind, why = resolve_kind("auto", fake)
     assert kind == "sim" and "Driver Not Loaded" in why
+    with monkeypatch.context() as m:  # initialised, then the count fails (a GPU lost off the bus)
+        m.setattr(fake, "nvmlInit", lambda: None)
+        m.setattr(fake, "nvmlDeviceGetCount", lambda: (_ for _ in ()).throw(fake.NVMLError("GPU is lost")))
+        kind, why = resolve_kind("auto", fake)
+        assert kind == "sim" and "could not count its GPUs" in why and "GPU is lost" in why
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     r = CliRunner().invoke(cli, ["govern", "reset"])
     assert r.exit_code == 0, r.output

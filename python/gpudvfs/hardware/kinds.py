@@ -27,6 +27,8 @@ def why_not_nvml(pynvml: Any = None) -> str | None:
         return f"NVML could not be initialised: {e}"
     try:
         count = nv.nvmlDeviceGetCount()
+    except nv.NVMLError as e:
+        return f"NVML could not count its GPUs: {e}"
     finally:
         nv.nvmlShutdown()
     return None if count > 0 else "NVML finds no GPU"
