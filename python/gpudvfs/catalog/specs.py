@@ -15,18 +15,17 @@ boost clock without one) and the highest memory clock.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
+from gpudvfs.catalog.shipped import shipped_json
 from gpudvfs.data.jsonfile import read_json
 from gpudvfs.errors import InputError
 from gpudvfs.limits import is_finite_number, is_number
@@ -273,8 +272,7 @@ def _read(doc: Any, where: str, require_default: bool = False) -> dict[str, Devi
 
 @cache
 def _builtin() -> dict[str, DeviceSpec]:
-    text = resources.files(__package__).joinpath("gpus.json").read_text(encoding="utf-8")
-    return _read(json.loads(text), "gpudvfs/catalog/gpus.json", require_default=True)
+    return _read(*shipped_json("gpus.json"), require_default=True)
 
 
 def catalog(extra: str | Path | None = None) -> dict[str, DeviceSpec]:

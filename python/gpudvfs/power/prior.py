@@ -13,10 +13,8 @@ was not fitted on.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
-from importlib import resources
 from typing import Any
 
 import numpy as np
@@ -24,6 +22,7 @@ from numpy.typing import ArrayLike
 
 from gpudvfs.catalog import DeviceSpec
 from gpudvfs.catalog.clocks import SupportedClocks
+from gpudvfs.catalog.shipped import shipped_json
 from gpudvfs.data.counters import COMPONENTS, DOMAIN_SIZES
 from gpudvfs.errors import InputError
 
@@ -33,8 +32,7 @@ RULE_VERSION = 1
 
 def rule_document() -> dict[str, Any]:
     """The rule shipped with the package (``catalog/power_prior.json``), checked."""
-    text = resources.files("gpudvfs.catalog").joinpath("power_prior.json").read_text(encoding="utf-8")
-    return check_rule(json.loads(text), "gpudvfs/catalog/power_prior.json")
+    return check_rule(*shipped_json("power_prior.json"))
 
 
 def check_rule(doc: Any, where: str) -> dict[str, Any]:

@@ -13,12 +13,11 @@ the older GPUs' sweeps are within 4.2% on the rule's own curve, fitted mostly on
 
 from __future__ import annotations
 
-import json
 import math
-from importlib import resources
 from typing import Any
 
 from gpudvfs.catalog import DeviceSpec
+from gpudvfs.catalog.shipped import shipped_json
 from gpudvfs.errors import InputError
 from gpudvfs.power.prior import rule_document
 
@@ -28,8 +27,7 @@ CURVE_VERSION = 1
 
 def curve_document() -> dict[str, Any]:
     """The shipped curve (``catalog/power_prior_curve.json``), checked."""
-    text = resources.files("gpudvfs.catalog").joinpath("power_prior_curve.json").read_text(encoding="utf-8")
-    return check_curve(json.loads(text), "gpudvfs/catalog/power_prior_curve.json")
+    return check_curve(*shipped_json("power_prior_curve.json"))
 
 
 def check_curve(doc: Any, where: str) -> dict[str, Any]:

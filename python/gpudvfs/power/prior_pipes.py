@@ -19,14 +19,13 @@ the weight gives.
 
 from __future__ import annotations
 
-import json
 import math
-from importlib import resources
 from typing import Any
 
 import numpy as np
 
 from gpudvfs.catalog import DeviceSpec
+from gpudvfs.catalog.shipped import shipped_json
 from gpudvfs.data.counters import COMPONENTS
 from gpudvfs.errors import InputError
 
@@ -37,8 +36,7 @@ _KEYS = ("from_compute_capability", "sfu_per_tdp", "sfu_spread", "tensor_per_tdp
 
 def pipes_document() -> dict[str, Any]:
     """The shipped weights (``catalog/power_prior_pipes.json``), checked."""
-    text = resources.files("gpudvfs.catalog").joinpath("power_prior_pipes.json").read_text(encoding="utf-8")
-    return check_pipes(json.loads(text), "gpudvfs/catalog/power_prior_pipes.json")
+    return check_pipes(*shipped_json("power_prior_pipes.json"))
 
 
 def check_pipes(doc: Any, where: str) -> dict[str, Any]:
