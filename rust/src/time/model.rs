@@ -832,16 +832,36 @@ mod tests {
         assert!(ratio > 1.9 && ratio < 2.0, "{ratio}"); // the chain's request latencies stay
     }
 
-    #[test]
-    fn special_function_instructions_cost_their_pipe_rate() {
-        // n SFU instructions at sf_inst_cycle cost what n FP64 ones do at that FP64 rate; at or
-        // below the issue rate they cost nothing more.
-        let dev = TimeDevice::gtx980();
+    /// Times at three equal (core, memory) pairs of 500, 700 and 1000 MHz.
+    fn times_at_three_pairs(k: KernelInputs, d: &TimeDevice) -> Vec<f64> {
         let clocks = [500.0, 700.0, 1000.0];
-        let run = |k: KernelInputs, d: &TimeDevice| {
-            predict(&[k], &clocks, &clocks, d, TimeMode::Default, 1)
-                .unwrap()
-                .time_ms
+        predict(&[k], &clocks, &clocks, d, TimeMode::Default, 1)
+            .unwrap()
+            .time_ms
+    }
+
+    #[test]
+    fn pipe_limited_instructions_cost_their_pipe_rate() {
+        // n SFU instructions at sf_inst_cycle cost what n FP64 ones do at that FP64 rate, and n
+        // FMA-heavy-only ones at imad_inst_cycle what n SFU ones do at that rate; at the issue
+        // rate (the GTX 980's IMAD runs as fast as FP32) they cost nothing more.
+        let run = times_at_three_pairs;
+        let dev = TimeDevice::gtx980();
+        let as_dp = TimeDevice {
+            dp_inst_cycle: dev.sf_inst_cycle,
+            ..dev.clone()
+        };
+        let sf_at_issue = TimeDevice {
+            sf_inst_cycle: dev.inst_cycle,
+            ..dev.clone()
+        };
+        let imad_half_rate = TimeDevice {
+            imad_inst_cycle: 2.0 * dev.inst_cycle,
+            ..dev.clone()
+        };
+        let sf_as_imad = TimeDevice {
+            sf_inst_cycle: imad_half_rate.imad_inst_cycle,
+            ..dev.clone()
         };
         for k in kernels(40) {
             let plain = KernelInputs {
@@ -849,62 +869,20 @@ mod tests {
                 sf_inst: 0.0,
                 ..k
             };
-            let (sf7, dp7) = (
-                KernelInputs {
-                    sf_inst: 7.0,
-                    ..plain
-                },
-                KernelInputs {
-                    dp_inst: 7.0,
-                    ..plain
-                },
-            );
-            let as_dp = TimeDevice {
-                dp_inst_cycle: dev.sf_inst_cycle,
-                ..dev.clone()
+            let with = |f: fn(&mut KernelInputs)| {
+                let mut k = plain;
+                f(&mut k);
+                k
             };
-            let at_issue = TimeDevice {
-                sf_inst_cycle: dev.inst_cycle,
-                ..dev.clone()
-            };
+            let sf7 = with(|k| k.sf_inst = 7.0);
+            let dp7 = with(|k| k.dp_inst = 7.0);
+            let imad7 = with(|k| k.imad_inst = 7.0);
             let sf = run(sf7, &dev);
             assert_eq!(sf, run(dp7, &as_dp));
-            assert_eq!(run(sf7, &at_issue), run(plain, &dev));
+            assert_eq!(run(sf7, &sf_at_issue), run(plain, &dev));
             assert!(sf.iter().zip(run(plain, &dev)).all(|(a, b)| *a >= b));
-        }
-    }
-
-    #[test]
-    fn fma_heavy_only_instructions_cost_the_imad_rate() {
-        // n FMA-heavy-only instructions at imad_inst_cycle cost what n SFU ones do at that
-        // rate; at the issue rate (the GTX 980: IMAD as fast as FP32) they cost nothing more.
-        let dev = TimeDevice::gtx980();
-        let clocks = [500.0, 700.0, 1000.0];
-        let run = |k: KernelInputs, d: &TimeDevice| {
-            predict(&[k], &clocks, &clocks, d, TimeMode::Default, 1)
-                .unwrap()
-                .time_ms
-        };
-        let half_rate = TimeDevice {
-            imad_inst_cycle: 2.0 * dev.inst_cycle,
-            ..dev.clone()
-        };
-        let as_sf = TimeDevice {
-            sf_inst_cycle: half_rate.imad_inst_cycle,
-            ..dev.clone()
-        };
-        for k in kernels(40) {
-            let plain = KernelInputs { sf_inst: 0.0, ..k };
-            let imad = KernelInputs {
-                imad_inst: 7.0,
-                ..plain
-            };
-            let sf = KernelInputs {
-                sf_inst: 7.0,
-                ..plain
-            };
-            assert_eq!(run(imad, &half_rate), run(sf, &as_sf));
-            assert_eq!(run(imad, &dev), run(plain, &dev));
+            assert_eq!(run(imad7, &imad_half_rate), run(sf7, &sf_as_imad));
+            assert_eq!(run(imad7, &dev), run(plain, &dev));
         }
     }
 
