@@ -7,6 +7,7 @@ its voltage curve on clock sweeps.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -117,25 +118,9 @@ def prior_pipes(validation: str, write_to: str | None, force: bool, as_json: boo
     """Fit the prior's SFU and tensor weights on the H100 and H200 kernels under VALIDATION, each kernel left out.
 
     VALIDATION: the folder holding nvidia-h100-80gb-hbm3/ and nvidia-h200/ (the repository's validation/).
-
-    \f
-
-    Parameters
-    ----------
-    validation : str
-        VALIDATION.
-    write_to : str or None
-        --write.
-    force : bool
-        --force.
-    as_json : bool
-        --json.
-    """  # noqa: D301 -- click's \f ends the help text
-    with user_errors():
-        refuse_overwrite([write_to], force=force)
-        r = fit_pipes(Path(validation) / "nvidia-h100-80gb-hbm3", Path(validation) / "nvidia-h200")
-        if write_to:
-            write_json_atomic(write_to, r["document"])
+    """
+    r = _fitted(write_to, force, lambda: fit_pipes(Path(validation) / "nvidia-h100-80gb-hbm3",
+                                                    Path(validation) / "nvidia-h200"))
     if as_json:
         print_json(r)
         return
@@ -166,25 +151,8 @@ def prior_curve(data: str, write_to: str | None, force: bool, as_json: bool) -> 
 
     DATA: the public data folder. Scored by the energy the prior's least-energy clock costs over
     the measured least (the regret), each workload's power level from its measured reference.
-
-    \f
-
-    Parameters
-    ----------
-    data : str
-        DATA.
-    write_to : str or None
-        --write.
-    force : bool
-        --force.
-    as_json : bool
-        --json.
-    """  # noqa: D301 -- click's \f ends the help text
-    with user_errors():
-        refuse_overwrite([write_to], force=force)
-        r = choose_curve(Path(data))
-        if write_to:
-            write_json_atomic(write_to, r["document"])
+    """
+    r = _fitted(write_to, force, lambda: choose_curve(Path(data)))
     if as_json:
         print_json(r)
         return
@@ -199,6 +167,16 @@ def prior_curve(data: str, write_to: str | None, force: bool, as_json: bool) -> 
                                                for k, v in r["moves"].items()), highlight=False, soft_wrap=True)
     if write_to:
         console.print(f"wrote {write_to}")
+
+
+def _fitted(write_to: str | None, force: bool, fit: Callable[[], dict]) -> dict:
+    """``fit()``'s result, its ``document`` written to ``write_to`` (refused before fitting where it exists)."""
+    with user_errors():
+        refuse_overwrite([write_to], force=force)
+        r = fit()
+        if write_to:
+            write_json_atomic(write_to, r["document"])
+    return r
 
 
 def _pct(x: float | None) -> str:
