@@ -2,7 +2,6 @@
 
 From a profile of any GPU in the catalog to predictions, and what the catalog knows.
 """
-# ruff: noqa: D301 - "\f" ends a command's --help text; its numpy sections follow.
 
 from __future__ import annotations
 
@@ -80,36 +79,6 @@ def predict(profile: str, device: str | None, model_path: str | None, policy: st
 
     Each with its 90% interval, per kernel and for all launches together, and the pair the
     policy chooses for the whole (a clock change costs milliseconds).
-    \f
-
-    Parameters
-    ----------
-    profile : str
-        Nsight Compute or nvprof CSV.
-    device : str or None
-        The catalog GPU (default: the one the profile names).
-    model_path : str or None
-        A power model of this GPU (default: the catalog prior).
-    policy : str
-        The policy.
-    slowdown : float
-        The deadline policy's allowed slowdown.
-    eta : float
-        The cost policy's weight of energy against time.
-    reference : tuple of float or None
-        The clocks the profile was taken at.
-    clip_utilization : bool
-        Clip utilizations outside [0, 1].
-    gpu_index : int or None
-        The NVML GPU whose supported clocks to take.
-    display_cores : int or None
-        Core clocks per memory clock in the table.
-    uncalibrated : bool
-        Leave the measured durations out.
-    per_launch : bool
-        A line per launch, however many.
-    as_json : bool
-        Print JSON.
     """
     options.policy_options(policy, power_cap)
     with user_errors():
@@ -225,24 +194,6 @@ def profile_command_(device: str, out: str | None, kernel_name: str | None, laun
     """The profiler command that collects what `gpudvfs predict` reads (Nsight Compute from Volta on, nvprof before).
 
     For COMMAND given after `--` (`-- ./app --size 3`) or as one quoted string.
-    \f
-
-    Parameters
-    ----------
-    device : str
-        The catalog GPU.
-    out : str or None
-        The CSV the profiler writes.
-    kernel_name : str or None
-        Profile only kernels of this name.
-    launch_count : int or None
-        Profile at most this many launches.
-    all_launches : bool
-        Profile every launch.
-    clock_control : str or None
-        Nsight Compute's clock control.
-    command : tuple of str
-        The command to profile.
     """
     with user_errors():
         cc = lookup(device).compute_capability
@@ -265,15 +216,7 @@ def devices() -> None:
 @devices.command("list")
 @click.option("--json", "as_json", is_flag=True)
 def list_(as_json: bool) -> None:
-    """Every GPU of the catalog.
-
-    \f
-
-    Parameters
-    ----------
-    as_json : bool
-        Print JSON.
-    """
+    """Every GPU of the catalog."""
     with user_errors():
         found = catalog()
     if as_json:
@@ -290,17 +233,7 @@ def list_(as_json: bool) -> None:
 @click.argument("name")
 @click.option("--json", "as_json", is_flag=True)
 def show(name: str, as_json: bool) -> None:
-    """One GPU's entry, with the source of each figure.
-
-    \f
-
-    Parameters
-    ----------
-    name : str
-        The GPU, by any name the catalog knows.
-    as_json : bool
-        Print JSON.
-    """
+    """One GPU's entry, with the source of each figure."""
     with user_errors():
         d = lookup(name)
     if as_json:

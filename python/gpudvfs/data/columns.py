@@ -27,24 +27,9 @@ from gpudvfs.errors import DataFileError
 class Field:
     """One column of a data row and what it must hold: text, a utilization, or a bounded finite number.
 
-    Parameters
-    ----------
-    name : str, optional
-        The column's name, for errors.
-    text : bool
-        The column holds text (stripped), not numbers.
-    empty : str, optional
-        For text: the error of an empty cell; None where empty is fine.
-    form : tuple of (re.Pattern, str), optional
-        For text: a pattern a non-empty cell must match, and what that is called.
-    utilization : bool
-        The column holds utilizations: numbers within :data:`UTIL_TOLERANCE` of [0, 1].
-    minimum : float, optional
-        For numbers: the least value accepted.
-    exclusive : bool
-        For numbers: accept only values strictly above ``minimum``.
-    maximum : float, optional
-        For numbers: the largest value accepted.
+    For text (stripped): ``empty`` is the error of an empty cell (None: empty is fine), ``form``
+    a pattern a non-empty cell must match and what that is called. For numbers: bounds as
+    `Source.number` takes them, or ``utilization``: within :data:`UTIL_TOLERANCE` of [0, 1].
     """
 
     name: str | None = None
@@ -57,17 +42,9 @@ class Field:
     maximum: float | None = None
 
     def bad(self, values: np.ndarray) -> np.ndarray:
-        """Which cells of a column fail, all at once.
+        """True for each cell of a column that fails, all at once.
 
-        Parameters
-        ----------
-        values : numpy.ndarray
-            The stripped texts (a str array) or the floats (NaN where a text is not a number).
-
-        Returns
-        -------
-        numpy.ndarray
-            True for each cell that fails.
+        ``values``: the stripped texts (a str array) or the floats (NaN where a text is not a number).
         """
         if self.text:
             bad = np.zeros(len(values), dtype=bool)
@@ -87,24 +64,7 @@ class Field:
         return ~ok
 
     def check(self, src: Source, text: str, line: int, column: int) -> None:
-        """Raise the error of one cell if it is bad: the same test as :meth:`bad`, with the message.
-
-        Parameters
-        ----------
-        src : Source
-            The file the cell is in.
-        text : str
-            The cell.
-        line : int
-            Its 1-based line.
-        column : int
-            Its 1-based column.
-
-        Raises
-        ------
-        DataFileError
-            If the cell fails.
-        """
+        """Raise the located error of one cell if it is bad: the same test as :meth:`bad`, with the message."""
         if not self.text:
             if self.utilization:
                 src.utilization(text, line, column, self.name)
@@ -127,51 +87,18 @@ class Strings:
         self.order: list[str] = []
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        """The code of each text, new texts given the next codes.
-
-        Parameters
-        ----------
-        texts : list of str
-            The texts.
-
-        Returns
-        -------
-        numpy.ndarray
-            An int32 code per text.
-        """
+        """An int32 code per text, new texts given the next codes."""
         new = list(set(texts).difference(self.codes))  # in time of the chunk, not of the table
         self.codes.update(zip(new, range(len(self.order), len(self.order) + len(new))))
         self.order += new
         return np.fromiter(map(self.codes.__getitem__, texts), np.int32, len(texts))
 
     def names(self, codes: np.ndarray) -> list[str]:
-        """The text of each code.
-
-        Parameters
-        ----------
-        codes : numpy.ndarray
-            Codes :meth:`encode` gave.
-
-        Returns
-        -------
-        list of str
-            A text per code.
-        """
+        """The text of each code :meth:`encode` gave."""
         return list(map(self.order.__getitem__, codes.tolist()))
 
     def decode(self, codes: np.ndarray) -> np.ndarray:
-        """The text of each code as a str array, as wide as the longest string used (as np.array(strings) makes it).
-
-        Parameters
-        ----------
-        codes : numpy.ndarray
-            Codes :meth:`encode` gave.
-
-        Returns
-        -------
-        numpy.ndarray
-            A str array of the texts.
-        """
+        """The text of each code as a str array, as wide as the longest string used (as np.array(strings) makes it)."""
         used = np.zeros(len(self.order), dtype=bool)
         used[codes] = True
         table = np.array(list(compress(self.order, used.tolist())), dtype=str)
@@ -186,14 +113,7 @@ class Duplicates:
     """Rows that measure what an earlier row measured, across chunks.
 
     A key is kept as the bytes of its row of floats (text as codes), with the line it was first
-    seen on.
-
-    Parameters
-    ----------
-    src : Source
-        The file the rows are in.
-    what : str
-        What a key names (what a row measures), for errors.
+    seen on. ``what`` names what a key is (what a row measures), for errors.
     """
 
     def __init__(self, src: Source, what: str) -> None:
@@ -201,21 +121,9 @@ class Duplicates:
         self._first: dict[bytes, int] = {}
 
     def first_lines(self, lines: np.ndarray, ok: np.ndarray, parts: Sequence[KeyPart]) -> np.ndarray:
-        """The line each valid row's key was first seen on: its own for a new key, an earlier one else.
+        """The line each row's key was first seen on: its own for a new key, an earlier one else.
 
-        Parameters
-        ----------
-        lines : numpy.ndarray
-            The chunk's 1-based line numbers.
-        ok : numpy.ndarray
-            The rows to look at (the others keep their own line).
-        parts : sequence of KeyPart
-            The key's parts, a row per line.
-
-        Returns
-        -------
-        numpy.ndarray
-            A line per row.
+        Rows outside the mask ``ok`` keep their own line.
         """
         cols = [p[0] if isinstance(p, tuple) else p for p in parts]
         keys = np.column_stack(cols)[ok].astype(np.float64) + 0.0  # -0.0 and 0.0 are one value
@@ -229,24 +137,7 @@ class Duplicates:
         return first
 
     def error(self, parts: Sequence[KeyPart], i: int, line: int, first: int) -> DataFileError:
-        """The error of a duplicate row.
-
-        Parameters
-        ----------
-        parts : sequence of KeyPart
-            The chunk's key parts.
-        i : int
-            The row's index in the chunk.
-        line : int
-            Its 1-based line.
-        first : int
-            The line its key was first seen on.
-
-        Returns
-        -------
-        DataFileError
-            The error, naming the key and both lines.
-        """
+        """The error of the chunk's row ``i``, a duplicate, naming its key and both lines."""
         key = [_key_value(p, i) for p in parts]
         shown = key[0] if len(key) == 1 else tuple(key)
         return self.src.error(f"duplicate measurement of {self.what} {shown!r} (first on line {first})", line)
@@ -264,16 +155,7 @@ class Columns:
     """Data rows of one layout, checked and kept column-wise a chunk at a time.
 
     Numbers are kept as float64 arrays, text as str arrays (coded by a :class:`Strings` per
-    column where part of a key).
-
-    Parameters
-    ----------
-    src : Source
-        The file the rows are in.
-    fields : sequence of Field
-        The columns of a row.
-    what : str
-        What a row's key names (what a row measures), for duplicate errors.
+    column where part of a key). ``what`` as for :class:`Duplicates`.
     """
 
     def __init__(self, src: Source, fields: Sequence[Field], what: str) -> None:
@@ -288,61 +170,20 @@ class Columns:
         return self._rows
 
     def part(self, values: list[np.ndarray], j: int) -> KeyPart:
-        """Column ``j`` of a chunk as part of a key.
-
-        Parameters
-        ----------
-        values : list of numpy.ndarray
-            The chunk's columns.
-        j : int
-            The column.
-
-        Returns
-        -------
-        KeyPart
-            The numbers, or for text the codes and their :class:`Strings`.
-        """
+        """Column ``j`` of a chunk as part of a key: the numbers, or for text the codes and their :class:`Strings`."""
         return values[j] if self.strings[j] is None else self.text_part(values, j)
 
     def text_part(self, values: list[np.ndarray], j: int) -> tuple[np.ndarray, Strings]:
-        """Text column ``j`` of a chunk as part of a key.
-
-        Parameters
-        ----------
-        values : list of numpy.ndarray
-            The chunk's columns.
-        j : int
-            The column, one of text.
-
-        Returns
-        -------
-        tuple of (numpy.ndarray, Strings)
-            The codes and their :class:`Strings`.
-
-        Raises
-        ------
-        TypeError
-            If the column holds numbers.
-        """
+        """Text column ``j`` of a chunk as part of a key (`TypeError` for a column of numbers)."""
         strings = self.strings[j]
         if strings is None:
             raise TypeError(f"column {j} ({self.fields[j].name}) holds numbers, not text")
         return strings.encode(values[j].tolist()), strings
 
     def add(self, chunk: Chunk, key: Callable[[list[np.ndarray]], Sequence[KeyPart]]) -> None:
-        """Check a chunk's rows; keep the valid ones, rejecting the others (see :meth:`check`).
+        """Check a chunk's rows; keep the valid ones, rejecting the others (`Source.sift`).
 
-        Parameters
-        ----------
-        chunk : Chunk
-            The rows.
-        key : callable
-            The chunk's columns -> the parts of each row's key.
-
-        Raises
-        ------
-        InvalidRowError
-            With ``on_invalid="raise"``, at the first invalid or duplicate row.
+        ``key`` maps the chunk's columns to the parts of each row's key.
         """
         values, flagged, why = self.check(chunk, key)
         self.src.sift(why)
@@ -350,24 +191,7 @@ class Columns:
 
     def check(self, chunk: Chunk, key: Callable[[list[np.ndarray]], Sequence[KeyPart]]
               ) -> tuple[list[np.ndarray], np.ndarray, list[Flagged]]:
-        """Read and check a chunk's rows.
-
-        Parameters
-        ----------
-        chunk : Chunk
-            The rows.
-        key : callable
-            The chunk's columns -> the parts of each row's key.
-
-        Returns
-        -------
-        values : list of numpy.ndarray
-            Each column of the chunk.
-        flagged : numpy.ndarray
-            The rows that are invalid or measure what an earlier row measured.
-        why : list of Flagged
-            Why each of those is rejected.
-        """
+        """A chunk's columns, the mask of its rows that are invalid or duplicates, and why each is rejected."""
         values, bad = self._columns(chunk)
         parts = key(values)
         lines = chunk.lines
@@ -381,15 +205,7 @@ class Columns:
         return values, flagged, why
 
     def keep(self, values: list[np.ndarray], rows: np.ndarray) -> None:
-        """Keep some rows of a chunk.
-
-        Parameters
-        ----------
-        values : list of numpy.ndarray
-            The chunk's columns.
-        rows : numpy.ndarray
-            The rows to keep, as a boolean mask.
-        """
+        """Keep the rows of a chunk's columns where the mask ``rows`` is true."""
         for f, kept, v in zip(self.fields, self._kept, values):
             kept.append(_narrow(v[rows]) if f.text else v[rows])
         self._rows += int(np.count_nonzero(rows))
@@ -397,13 +213,8 @@ class Columns:
     def arrays(self) -> list[np.ndarray]:
         """Each column over the rows kept; this ends the reading.
 
-        What the checks held and each column's chunks are let go as the columns are joined, to
-        keep the peak of memory low.
-
-        Returns
-        -------
-        list of numpy.ndarray
-            A float64 or str array per field.
+        A float64 or str array per field. What the checks held and each column's chunks are let
+        go as the columns are joined, to keep the peak of memory low.
         """
         self.duplicates = Duplicates(self.src, self.duplicates.what)
         out = []
@@ -413,20 +224,7 @@ class Columns:
         return out
 
     def row_error(self, line: int, text: str) -> DataFileError:
-        """Why a flagged row is invalid: its width, else its first bad cell.
-
-        Parameters
-        ----------
-        line : int
-            The row's 1-based line.
-        text : str
-            The line.
-
-        Returns
-        -------
-        DataFileError
-            The located error.
-        """
+        """Why a flagged row is invalid, located: its width, else its first bad cell."""
         [row] = split_rows([text])
         try:
             if len(row) != len(self.fields) and text.count('"') % 2:

@@ -74,18 +74,7 @@ class GridSpec:
     reference_mhz: tuple[float, float] | None = None
 
     def matches(self, header: list[str]) -> bool:
-        """Whether a header is of this format: it has every required column.
-
-        Parameters
-        ----------
-        header : list of str
-            A CSV header.
-
-        Returns
-        -------
-        bool
-            True where every column of :attr:`required` is in it.
-        """
+        """Whether a header is of this format: it has every column of :attr:`required`."""
         return all(c in header for c in self.required)
 
 
@@ -152,26 +141,11 @@ GRID_ROLES = ("app", "core_mhz", "mem_mhz", "time", "watts", "energy")
 
 
 def generic_spec(header: list[str], first_row: list[str] | None, columns: dict[str, str] | None = None) -> GridSpec:
-    """The spec of a grid CSV of no known format, from its header and first data row.
+    """The spec (format ``grid``) of a grid CSV of no known format, from its header and first data row.
 
-    Parameters
-    ----------
-    header : list of str
-        The header; roles are told by common names (see :func:`~.grid_columns.detect_roles`).
-    first_row : list of str or None
-        The first data row: columns that are not numbers there are text.
-    columns : dict of str to str, optional
-        Role -> column, before the common names.
-
-    Returns
-    -------
-    GridSpec
-        The spec, of format ``grid``.
-
-    Raises
-    ------
-    InputError
-        If a role two columns could play, or a required role no column plays.
+    Roles are told by ``columns`` (role -> column), then by common names
+    (:func:`~.grid_columns.detect_roles`: `InputError` where two columns could play a role or none
+    plays a required one); columns that are not numbers in the first row are text.
     """
     roles, to_ms = detect_roles(header, columns)
     keys = tuple(roles[r] for r in ("app", "kernel", "args") if r in roles)
@@ -196,32 +170,12 @@ def generic_spec(header: list[str], first_row: list[str] | None, columns: dict[s
 
 def read_grid(path: str | Path, spec: GridSpec | None, on_invalid: str = "raise",
               columns: dict[str, str] | None = None, counters: bool = True) -> MeasurementGrid:
-    """Read a grid CSV with a spec, or with the spec its header gives.
+    """Read a grid CSV with a spec, or (``spec`` None) with :func:`generic_spec`'s from its header and ``columns``.
 
-    Parameters
-    ----------
-    path : str or pathlib.Path
-        The file.
-    spec : GridSpec or None
-        The format's spec; None for that of :func:`generic_spec`.
-    on_invalid : str
-        ``raise`` to stop at the first invalid row, ``skip`` to leave it out and record it.
-    columns : dict of str to str, optional
-        Role -> column, for roles the header's names do not give (with ``spec`` None).
-    counters : bool
-        False keeps the columns that play no role and name no workload as unchecked text (the
-        counters, launch geometry left blank included), for a use of time and power alone.
-
-    Returns
-    -------
-    MeasurementGrid
-        The grid.
-
-    Raises
-    ------
-    DataFileError
-        If the header lacks a required column or repeats one, or (with ``on_invalid="raise"``)
-        at the first invalid row.
+    ``on_invalid`` as :class:`~.source.Source` takes it. ``counters=False`` keeps the columns that
+    play no role and name no workload as unchecked text (the counters, launch geometry left blank
+    included), for a use of time and power alone. A header that lacks a required column or
+    repeats one raises `DataFileError`.
     """
     with Source(path, on_invalid) as src:
         head = src.head(1)
@@ -288,22 +242,10 @@ def _field(spec: GridSpec, name: str, key: bool, positive: bool, maximum: float 
 
 
 def launch_geometry(grid: MeasurementGrid) -> tuple[np.ndarray, np.ndarray] | None:
-    """Each row's launch geometry, where the grid records it (a column left blank anywhere records none).
+    """Each row's (blocks, threads) as int arrays [rows x 3]; None where the grid records no geometry.
 
-    Parameters
-    ----------
-    grid : MeasurementGrid
-        The grid.
-
-    Returns
-    -------
-    tuple of (numpy.ndarray, numpy.ndarray) or None
-        (blocks, threads) as int arrays [rows x 3]; None where the grid records no geometry.
-
-    Raises
-    ------
-    InputError
-        If a row's geometry is not ``(x y z) (x y z)`` (a grid built other than by reading).
+    A column left blank anywhere records none. `InputError` where a row's geometry is not
+    ``(x y z) (x y z)`` (a grid built other than by reading).
     """
     spec = SPECS.get(grid.format)
     if spec is None or spec.geometry_column not in grid.columns or (grid.columns[spec.geometry_column] == "").any():
@@ -321,15 +263,7 @@ def _geometry(path: str, text: str) -> list[int]:
 
 
 def write_grid(grid: MeasurementGrid, path: str | Path) -> None:
-    """Write a grid in header-first CSV, its columns as read; floats round-trip exactly.
-
-    Parameters
-    ----------
-    grid : MeasurementGrid
-        The grid.
-    path : str or pathlib.Path
-        The file to write.
-    """
+    """Write a grid in header-first CSV, its columns as read; floats round-trip exactly."""
     cols = list(grid.columns)
     lines = [csv_line(cols)]
     for i in range(len(grid)):

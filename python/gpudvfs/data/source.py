@@ -48,24 +48,9 @@ Flagged = tuple[int, Callable[[], DataFileError]]
 class Source:
     """One data file, read lazily a chunk of lines at a time, with helpers that raise located :class:`DataFileError`.
 
-    Use as a context manager to close the file as soon as a reader is done.
-
-    Parameters
-    ----------
-    path : str or pathlib.Path
-        The data file.
-    on_invalid : str
-        ``raise`` to stop at the first invalid row, ``skip`` to leave invalid rows out and
-        record them in :attr:`skipped`.
-    chunk_lines : int, optional
-        Physical lines per chunk; :data:`CHUNK_LINES` by default.
-
-    Raises
-    ------
-    ValueError
-        If ``on_invalid`` is neither.
-    DataFileError
-        If the file does not exist or is not a regular file.
+    A context manager: it closes the file when a reader is done. ``on_invalid`` as in the module
+    notes (`ValueError` otherwise); a missing file or one that is not a regular file raises
+    `DataFileError` at once.
     """
 
     def __init__(self, path: str | Path, on_invalid: str = "raise", chunk_lines: int | None = None) -> None:
@@ -96,90 +81,32 @@ class Source:
 
     def error(self, message: str, line: int | None = None, column: int | None = None,
               column_name: str | None = None) -> DataFileError:
-        """The error of a problem in this file, to raise.
-
-        Parameters
-        ----------
-        message : str
-            What is wrong, and what was expected.
-        line : int, optional
-            The 1-based line.
-        column : int, optional
-            The 1-based column.
-        column_name : str, optional
-            The column's header.
-
-        Returns
-        -------
-        DataFileError
-            The located error.
-        """
+        """The located error of a problem in this file (1-based line and column), to raise."""
         return DataFileError.at(self.path, message, line, column, column_name)
 
     # Reading
 
     def chunks(self) -> Iterator[Chunk]:
-        """The rest of the file, a chunk at a time.
+        """The rest of the file's non-blank lines, a chunk at a time.
 
-        Yields
-        ------
-        Chunk
-            The next chunk of non-blank lines.
-
-        Raises
-        ------
-        DataFileError
-            At a line that is not UTF-8 text, holds a NUL or a field longer than the csv
-            module takes, after the chunks before it.
+        A line that is not UTF-8 text, holds a NUL or a field longer than the csv module takes
+        raises `DataFileError` after the chunks before it.
         """
         while (chunk := self._next()) is not None:
             yield chunk
 
     def head(self, n: int) -> list[tuple[int, list[str]]]:
-        """Read the next rows; what follows stays for :meth:`chunks`.
-
-        Parameters
-        ----------
-        n : int
-            How many rows (non-blank lines) to read.
-
-        Returns
-        -------
-        list of tuple of (int, list of str)
-            Each row's 1-based line and fields; fewer where the file ends first.
-        """
+        """The next ``n`` rows (non-blank lines) as (1-based line, fields); what follows stays for :meth:`chunks`."""
         return _numbered(self._take(n))
 
     def peek(self, n: int) -> list[tuple[int, list[str]]]:
-        """The next rows, left to be read again.
-
-        Parameters
-        ----------
-        n : int
-            How many rows (non-blank lines) to look at.
-
-        Returns
-        -------
-        list of tuple of (int, list of str)
-            Each row's 1-based line and fields; fewer where the file ends first.
-        """
+        """The next ``n`` rows as :meth:`head` gives them, left to be read again."""
         taken = self._take(n)
         self._pushed += reversed(taken)
         return _numbered(taken)
 
     def records(self, start: int = 0) -> Iterator[tuple[int, list[str]]]:
-        """The remaining rows after a line, one at a time.
-
-        Parameters
-        ----------
-        start : int
-            The 1-based line after which to start; 0 for all.
-
-        Yields
-        ------
-        tuple of (int, list of str)
-            A row's 1-based line and fields.
-        """
+        """The remaining rows after 1-based line ``start`` (0: all), one (line, fields) at a time."""
         for chunk in self.chunks():
             yield from ((line, f) for line, f in _numbered([chunk]) if line > start)
 
@@ -297,34 +224,10 @@ class Source:
 
     def number(self, text: str, line: int, column: int, name: str | None = None, *,
                minimum: float | None = None, exclusive: bool = False, maximum: float | None = None) -> float:
-        """Read a cell as a finite float, optionally bounded.
+        """A cell as a finite float within the bounds, else a located `DataFileError`.
 
-        Parameters
-        ----------
-        text : str
-            The cell.
-        line : int
-            Its 1-based line.
-        column : int
-            Its 1-based column.
-        name : str, optional
-            Its column's header.
-        minimum : float, optional
-            The least value accepted.
-        exclusive : bool
-            Accept only values strictly above ``minimum``.
-        maximum : float, optional
-            The largest value accepted: what no GPU measures (see :mod:`gpudvfs.limits`).
-
-        Returns
-        -------
-        float
-            The number.
-
-        Raises
-        ------
-        DataFileError
-            If the cell is not a finite number within the bounds.
+        ``maximum`` is what no GPU measures (see :mod:`gpudvfs.limits`); ``exclusive`` makes
+        ``minimum`` a strict bound.
         """
         try:
             value = float(text.strip())
@@ -341,29 +244,7 @@ class Source:
         return value
 
     def utilization(self, text: str, line: int, column: int, name: str | None = None) -> float:
-        """Read a cell as a utilization: a number within :data:`UTIL_TOLERANCE` of [0, 1].
-
-        Parameters
-        ----------
-        text : str
-            The cell.
-        line : int
-            Its 1-based line.
-        column : int
-            Its 1-based column.
-        name : str, optional
-            Its column's header.
-
-        Returns
-        -------
-        float
-            The utilization, unchanged.
-
-        Raises
-        ------
-        DataFileError
-            If the cell is not a number within the tolerance of [0, 1].
-        """
+        """A cell as a utilization, unchanged: within :data:`UTIL_TOLERANCE` of [0, 1], else `DataFileError`."""
         value = self.number(text, line, column, name)
         if not -UTIL_TOLERANCE <= value <= 1 + UTIL_TOLERANCE:
             raise self.error(
@@ -372,22 +253,7 @@ class Source:
         return value
 
     def expect_fields(self, fields: list[str], line: int, expected: int | Iterable[int]) -> None:
-        """Check a row's width.
-
-        Parameters
-        ----------
-        fields : list of str
-            The row's fields.
-        line : int
-            Its 1-based line.
-        expected : int or iterable of int
-            The widths allowed.
-
-        Raises
-        ------
-        DataFileError
-            If the row has another width, located at the first missing or extra field.
-        """
+        """A row of another width than ``expected`` raises `DataFileError` at its first missing or extra field."""
         allowed = {expected} if isinstance(expected, int) else set(expected)
         if len(fields) not in allowed:
             want = " or ".join(str(n) for n in sorted(allowed))
@@ -395,56 +261,18 @@ class Source:
                              min(len(fields), max(allowed)) + 1)
 
     def reject(self, err: DataFileError) -> None:
-        """Reject an invalid row (or block): raise it, or with ``skip`` record it and leave it out.
-
-        Parameters
-        ----------
-        err : DataFileError
-            Why the row is invalid.
-
-        Raises
-        ------
-        InvalidRowError
-            With ``on_invalid="raise"``.
-        """
+        """Reject an invalid row (or block): raise `InvalidRowError`, or with ``skip`` record it and leave it out."""
         if self.on_invalid == "raise":
             raise InvalidRowError(err.problem)
         self.skipped.append(err.problem)
 
     def sift(self, flagged: Iterable[Flagged]) -> None:
-        """Reject a chunk's invalid rows in file order: the first raises, or with ``skip`` each is recorded.
-
-        Parameters
-        ----------
-        flagged : iterable of Flagged
-            Each invalid row's line and how to make its error.
-
-        Raises
-        ------
-        InvalidRowError
-            With ``on_invalid="raise"``, for the first row in file order.
-        """
+        """Reject a chunk's invalid rows in file order: the first raises, or with ``skip`` each is recorded."""
         for _, why in sorted(flagged, key=operator.itemgetter(0)):
             self.reject(why())
 
     def finish(self, rows: int) -> tuple[Problem, ...]:
-        """Check something was read and warn about skipped rows.
-
-        Parameters
-        ----------
-        rows : int
-            The rows kept.
-
-        Returns
-        -------
-        tuple of Problem
-            The rows skipped, for the dataset's ``skipped``.
-
-        Raises
-        ------
-        DataFileError
-            If no row was kept.
-        """
+        """The rows skipped, for the dataset's ``skipped``, with one warning; `DataFileError` where no row was kept."""
         if self.skipped:
             first = self.skipped[0]
             warnings.warn(GpudvfsWarning(
@@ -455,17 +283,7 @@ class Source:
 
 
 class Chunk:
-    """The non-blank lines of a run of physical lines.
-
-    Parameters
-    ----------
-    lines : numpy.ndarray
-        Each line's 1-based number.
-    texts : list of str
-        Each line's text.
-    rows : list of list of str, optional
-        Each line's fields, where already split; split when :attr:`rows` is first asked for.
-    """
+    """The non-blank lines of a run of physical lines: their 1-based numbers, texts and, once split, fields."""
 
     def __init__(self, lines: np.ndarray, texts: list[str], rows: list[list[str]] | None = None) -> None:
         self.lines, self.texts, self._rows = lines, texts, rows
@@ -475,18 +293,7 @@ class Chunk:
         return len(self.texts)
 
     def __getitem__(self, which: slice | np.ndarray) -> Chunk:
-        """The rows at a slice, or where a boolean mask is true.
-
-        Parameters
-        ----------
-        which : slice or numpy.ndarray
-            A slice, or a boolean mask of the chunk's length.
-
-        Returns
-        -------
-        Chunk
-            The chunk of those lines.
-        """
+        """The lines at a slice, or where a boolean mask of the chunk's length is true."""
         return Chunk(self.lines[which], _pick(self.texts, which),
                      None if self._rows is None else _pick(self._rows, which))
 
@@ -507,19 +314,9 @@ def _pick(items: list, which: slice | np.ndarray) -> list:
 
 
 def split_rows(texts: list[str]) -> list[list[str]]:
-    """Each line's fields as the csv module splits them, one row a line.
+    """Each line's fields as the csv module splits them, one row a line even where a quote left open would join lines.
 
     Lines holding a field over the csv module's limit are refused before this.
-
-    Parameters
-    ----------
-    texts : list of str
-        The lines.
-
-    Returns
-    -------
-    list of list of str
-        One row of fields per line, even where a quote left open would join lines.
     """
     try:
         rows = list(csv.reader(texts))
@@ -533,17 +330,9 @@ def split_rows(texts: list[str]) -> list[list[str]]:
 
 
 def repeated_at(names: Sequence[str]) -> int | None:
-    """Where a name first repeats, in one pass: a header may have a hundred thousand columns.
+    """The 0-based position of the first name seen before (None: all differ).
 
-    Parameters
-    ----------
-    names : sequence of str
-        The names, e.g. a header's.
-
-    Returns
-    -------
-    int or None
-        The 0-based position of the first name seen before, None if all differ.
+    In one pass: a header may have a hundred thousand columns.
     """
     seen: set[str] = set()
     for j, name in enumerate(names):
@@ -562,36 +351,14 @@ def _field_number(before: str) -> int | None:
 
 
 def format_number(x: float) -> str:
-    """Shortest text that reads back to the same float; integers without a trailing .0.
-
-    Parameters
-    ----------
-    x : float
-        The number.
-
-    Returns
-    -------
-    str
-        Its text.
-    """
+    """Shortest text that reads back to the same float; integers without a trailing .0."""
     if float(x).is_integer() and abs(x) < 1e15:
         return str(int(x))
     return repr(float(x))
 
 
 def csv_line(fields: Iterable[str]) -> str:
-    """One CSV line, quoting only fields that need it (names with commas or quotes).
-
-    Parameters
-    ----------
-    fields : iterable of str
-        The fields.
-
-    Returns
-    -------
-    str
-        The line, without a line end.
-    """
+    """One CSV line without a line end, quoting only fields that need it (names with commas or quotes)."""
     buf = io.StringIO()
     csv.writer(buf, lineterminator="").writerow(list(fields))
     return buf.getvalue()

@@ -46,18 +46,8 @@ def confirm_sets(zs: Sequence[float] = CONFIRM_ZS, runs: Sequence[int] = CONFIRM
 class ReplayFile:
     """A table to replay: one file's, as `gpudvfs govern replay` replays it.
 
-    Attributes
-    ----------
-    name : str
-        The file.
-    table : ReplayTable
-        Its table.
-    each_once : bool
-        A trace (each job once, ``phase_steps`` steps) rather than a grid.
-    phase_steps : int
-        Steps per job (trace) or the nominal phase (grid).
-    steps : int
-        Steps replayed on a grid.
+    ``each_once``: a trace (each job once, ``phase_steps`` steps) rather than a grid (``steps``
+    steps in phases of about ``phase_steps``).
     """
 
     name: str
@@ -69,16 +59,9 @@ class ReplayFile:
 
 @dataclass(frozen=True)
 class DeadlineFold:
-    """One file held out: the set chosen on the others and its replays, one per seed.
+    """One file held out: the set chosen on the others and its replays under it, one per seed.
 
-    Attributes
-    ----------
-    name : str
-        The file.
-    chosen : dict of str to float
-        The set chosen on the other files.
-    replays : list of ReplayResult
-        The file's replays under it, one per seed, every baseline beside the governor.
+    Every baseline is replayed beside the governor.
     """
 
     name: str
@@ -86,13 +69,7 @@ class DeadlineFold:
     replays: list[ReplayResult]
 
     def to_dict(self) -> dict:
-        """Per strategy the regret and the share of steps over the bound, one value per seed.
-
-        Returns
-        -------
-        dict
-            JSON-ready.
-        """
+        """Per strategy the regret and the share of steps over the bound, one value per seed."""
         strategies = {"governor": [r.governor for r in self.replays]} | {
             k: [r.baselines[k] for r in self.replays] for k in self.replays[0].baselines}
         return {"name": self.name, "chosen": self.chosen, "seeds": [r.seed for r in self.replays],
@@ -101,20 +78,7 @@ class DeadlineFold:
 
 
 def worst_share(setup: ReplaySetup, scores: StrategyScores) -> float:
-    """The largest share of an application's steps over the bound, over its phases together.
-
-    Parameters
-    ----------
-    setup : ReplaySetup
-        The replay's phases.
-    scores : StrategyScores
-        A strategy's scores on them, with ``per_phase_over``.
-
-    Returns
-    -------
-    float
-        In [0, 1].
-    """
+    """The largest share of an application's steps over the bound (its phases together), of a strategy's scores."""
     assert scores.per_phase_over is not None  # a deadline's replay counts them
     apps = np.array([a for a, _ in setup.plan])
     steps = np.bincount(apps, [n for _, n in setup.plan])
@@ -127,28 +91,10 @@ def deadline_cv(files: Sequence[ReplayFile], *, slowdown: float = 0.05, seeds: S
                 progress: Progress | None = None) -> tuple[dict[str, float], list[DeadlineFold], list[dict]]:
     """The confirmation set chosen on every file, and each file held out (module notes).
 
-    Parameters
-    ----------
-    files : sequence of ReplayFile
-        At least two.
-    slowdown : float
-        The deadline: at most this much slower than the default setting.
-    seeds : sequence of int
-        The seeds of the phases and the noise.
-    noise : float
-        Each observation's relative noise.
-    sets : sequence of dict, optional
-        The sets chosen among (default `confirm_sets`).
-    workers : int or None
-        Processes (default: one per core).
-    progress : callable or None
-        ``progress(done, total, label)`` as the replays come back.
-
-    Returns
-    -------
-    tuple
-        The set chosen on all files; each file's fold; and each set with, per file, its mean
-        regret and worst share of a job's steps over the bound (``regret``, ``worst_over``).
+    At least two files. ``slowdown``: at most this much slower than the default setting; ``sets``
+    default to `confirm_sets`. Returns the set chosen on all files, each file's fold, and each set
+    with, per file, its mean regret and worst share of a job's steps over the bound (``regret``,
+    ``worst_over``).
     """
     sets = list(sets or confirm_sets())
     target = Target("deadline", slowdown)

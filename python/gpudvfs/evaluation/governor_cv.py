@@ -36,7 +36,7 @@ CONSTANTS = ("prior_sd", "explore", "residual_sd", "residual_scale")
 DEFAULT_POLICIES = ("energy", "edp", "deadline")
 DEFAULT_SEEDS = (0, 1, 2, 3, 4)
 #: The most steps a constrained policy's defaults may spend over its constraint, on any grid
-#: (mean over the seeds): issue 14's bound for the deadline policy.
+#: (mean over the seeds): the deadline policy's bound.
 MAX_VIOLATIONS = 0.05
 
 #: ``progress(done, total, label)``: told as each job's replays come back.
@@ -48,18 +48,8 @@ def constant_sets(prior_sds: Iterable[float] = PRIOR_SDS, explores: Iterable[flo
                   residual_scales: Sequence[float] = RESIDUAL_SCALES) -> list[dict[str, float]]:
     """Every combination of the constants cross-validation chooses among.
 
-    Without a residual there is nothing to correlate, so those sets take the first
-    correlation length only.
-
-    Parameters
-    ----------
-    prior_sds, explores, residual_sds, residual_scales : sequence of float
-        The values of each constant.
-
-    Returns
-    -------
-    list of dict of str to float
-        Each set, keyed by the governor's constants (CONSTANTS).
+    Each set is keyed by CONSTANTS. Without a residual there is nothing to correlate, so those
+    sets take the first correlation length only.
     """
     return [dict(zip(CONSTANTS, (p, e, r, s))) for p, e, r in itertools.product(prior_sds, explores, residual_sds)
             for s in (residual_scales if r > 0 else residual_scales[:1])]
@@ -106,28 +96,14 @@ def _run_jobs(jobs: list[_Job], workers: int | None, labels: list[str],
 
 @dataclass(frozen=True)
 class SetScore:
-    """One set of constants' in-sample regret on a grid's replay.
-
-    Attributes
-    ----------
-    constants : dict of str to float
-        The set.
-    regret_mean, regret_max : float
-        The governor's regret over the replay's phases under it: mean and worst.
-    """
+    """One set of constants' in-sample regret on a grid's replay: mean and worst over its phases."""
 
     constants: dict[str, float]
     regret_mean: float
     regret_max: float
 
     def to_dict(self) -> dict:
-        """The set and its regret in one JSON object.
-
-        Returns
-        -------
-        dict
-            The constants, ``regret_mean`` and ``regret_max``.
-        """
+        """The set and its regret in one JSON object."""
         return self.constants | {"regret_mean": self.regret_mean, "regret_max": self.regret_max}
 
 
@@ -135,22 +111,10 @@ class SetScore:
 class GovernorCV:
     """One grid's leave-one-application-out figures (`cross_validate_governor`).
 
-    Attributes
-    ----------
-    cv_regret_mean, cv_regret_max : float
-        Held-out regret over the grid's phases: each phase under the constants chosen without
-        its application. Mean and worst.
-    interval : tuple of float
-        95% bootstrap interval of the mean over the applications (a phase goes with its
-        application).
-    phases : int
-        Phases scored.
-    chosen : dict of str to dict
-        Each application's constants, chosen without it.
-    per_application : dict of str to float
-        Each application's mean held-out regret (an application no phase drew is absent).
-    sensitivity : list of SetScore
-        Every set's in-sample regret on the grid.
+    The held-out regret is each phase's under the constants chosen without its application (mean
+    and worst, per application where a phase drew it); ``interval`` is the 95% bootstrap interval
+    of the mean over the applications (a phase goes with its application); ``sensitivity`` every
+    set's in-sample regret.
     """
 
     cv_regret_mean: float
@@ -162,13 +126,7 @@ class GovernorCV:
     sensitivity: list[SetScore]
 
     def to_dict(self) -> dict:
-        """The figures as `gpudvfs govern cv --json` prints each grid's.
-
-        Returns
-        -------
-        dict
-            JSON-ready.
-        """
+        """The figures as `gpudvfs govern cv --json` prints each grid's."""
         return {"cv_regret_mean": self.cv_regret_mean, "cv_regret_max": self.cv_regret_max, "interval": self.interval,
                 "phases": self.phases, "chosen": self.chosen, "per_application": self.per_application,
                 "sensitivity": [s.to_dict() for s in self.sensitivity]}
@@ -187,39 +145,11 @@ def cross_validate_governor(tables: list[ReplayTable], *, policy: str = "energy"
     grid's others, and every other grid whole; each grid's mean regret weighs the same), then
     the phases of that application in the replay of its whole grid, run with those constants.
 
-    Parameters
-    ----------
-    tables : list of ReplayTable
-        One per grid.
-    policy : str
-        The policy replayed.
-    slowdown, eta : float
-        `deadline`'s bound and `cost`'s weight of energy, as `govern_replay.replay` takes them.
-    power_cap_w : float or None
-        `power-cap`'s cap (W).
-    steps, phase_steps, seed : int
-        Steps replayed, the nominal length of a phase, and the seed of every replay.
-    noise : float
-        The standard deviation of each observation's relative noise.
-    prior_sds, explores, residual_sds, residual_scales : sequence of float
-        The values of each constant chosen among (`constant_sets`).
-    workers : int or None
-        Processes the replays run over (default: one per core; 1: this process).
-    progress : callable or None
-        ``progress(done, total, label)``, called after each grid whole and each application
-        held out.
-
-    Returns
-    -------
-    list of GovernorCV
-        Per grid, in order: the held-out regret (over its phases, and per application, with
-        its 95% bootstrap interval over the applications) and the constants each application
-        got; and every set's in-sample regret (the sensitivity).
-
-    Raises
-    ------
-    InputError
-        As `ReplaySetup.draw`, or on a count of workers below 1.
+    One table per grid, one result per grid in order. The policy's settings and the replay's are
+    as `govern_replay.replay` takes them; ``noise`` is each observation's relative standard
+    deviation; the constants' values are chosen among as `constant_sets` combines them.
+    ``workers``: processes (default: one per core; 1: this one). `InputError` as
+    `ReplaySetup.draw` raises it.
     """
     grid = constant_sets(prior_sds, explores, residual_sds, residual_scales)
     target = Target(policy, slowdown, power_cap_w, eta)
@@ -258,16 +188,8 @@ def cross_validate_governor(tables: list[ReplayTable], *, policy: str = "energy"
 class DefaultsCandidate:
     """One set of constants as `choose_defaults` weighed it.
 
-    Attributes
-    ----------
-    constants : dict of str to float
-        The set.
-    regret_mean : float
-        Its mean regret over the grids, policies and seeds.
-    violations_max : float
-        Its worst grid and policy's share of steps over the constraint (mean over the seeds).
-    feasible : bool
-        ``violations_max`` is at or under MAX_VIOLATIONS.
+    Its mean regret over the grids, policies and seeds; its worst grid and policy's share of
+    steps over the constraint (mean over the seeds), feasible at or under MAX_VIOLATIONS.
     """
 
     constants: dict[str, float]
@@ -276,13 +198,7 @@ class DefaultsCandidate:
     feasible: bool
 
     def to_dict(self) -> dict:
-        """The set and its figures in one JSON object.
-
-        Returns
-        -------
-        dict
-            The constants, ``regret_mean``, ``violations_max`` and ``feasible``.
-        """
+        """The set and its figures in one JSON object."""
         return self.constants | {"regret_mean": self.regret_mean, "violations_max": self.violations_max,
                                  "feasible": self.feasible}
 
@@ -291,19 +207,10 @@ class DefaultsCandidate:
 class PolicyHeldOut:
     """One grid and policy's figures with the defaults' choice held out (`choose_defaults(cv=True)`).
 
-    Attributes
-    ----------
-    regret_mean : float
-        Every phase's regret under its application's set, chosen without it: mean over each
-        replay's phases, then over the seeds.
-    regret_max : float
-        The worst phase's.
-    interval : tuple of float
-        95% bootstrap interval of ``regret_mean`` over the applications.
-    in_sample : float
-        The same mean under the set chosen on every application.
-    violations, in_sample_violations : float or None
-        Under a constraint, the share of steps over it, held out and in-sample; None without one.
+    ``regret_mean``: every phase's regret under its application's set, chosen without it, mean
+    over each replay's phases, then over the seeds (``interval``: its 95% bootstrap interval over
+    the applications); ``in_sample`` the same under the set chosen on every application. The
+    violations (share of steps over the constraint) are None without a constraint.
     """
 
     regret_mean: float
@@ -314,13 +221,7 @@ class PolicyHeldOut:
     in_sample_violations: float | None = None
 
     def to_dict(self) -> dict:
-        """The figures as `gpudvfs govern defaults --cv --json` prints them.
-
-        Returns
-        -------
-        dict
-            JSON-ready; the violations only under a constraint.
-        """
+        """The figures as `gpudvfs govern defaults --cv --json` prints them."""
         out = {"regret_mean": self.regret_mean, "regret_max": self.regret_max, "interval": self.interval,
                "in_sample": self.in_sample}
         if self.violations is not None:
@@ -330,30 +231,14 @@ class PolicyHeldOut:
 
 @dataclass(frozen=True)
 class GridHeldOut:
-    """One grid's part of the defaults' choice held out.
-
-    Attributes
-    ----------
-    policies : dict of str to PolicyHeldOut
-        Per policy, its figures.
-    chosen : dict of str to dict
-        Each application's set, chosen without it (an application no phase drew is absent).
-    same_as_chosen_on_all : int
-        Applications whose set is the one chosen on every application.
-    """
+    """One grid's part of the defaults' choice held out: per policy, and each application's set chosen without it."""
 
     policies: dict[str, PolicyHeldOut]
     chosen: dict[str, dict[str, float]]
     same_as_chosen_on_all: int
 
     def to_dict(self) -> dict:
-        """JSON-ready, as `gpudvfs govern defaults --cv --json` prints it.
-
-        Returns
-        -------
-        dict
-            ``policies``, ``chosen`` and ``same_as_chosen_on_all``.
-        """
+        """JSON-ready, as `gpudvfs govern defaults --cv --json` prints it."""
         return {"policies": {k: v.to_dict() for k, v in self.policies.items()}, "chosen": self.chosen,
                 "same_as_chosen_on_all": self.same_as_chosen_on_all}
 
@@ -362,17 +247,9 @@ class GridHeldOut:
 class DefaultsCV:
     """The defaults' choice cross-validated: what they give an application they were not chosen on.
 
-    Attributes
-    ----------
-    regret_mean : float
-        Held-out regret, each grid and policy weighing alike.
-    in_sample_regret_mean : float
-        The same under the set chosen on every application.
-    interval : tuple of float
-        95% bootstrap interval of ``regret_mean`` over the applications of every grid (a
-        phase goes with its application, in every policy and seed).
-    grids : list of GridHeldOut
-        Per grid, in order.
+    Each grid and policy weighs alike in the means; ``interval`` is the 95% bootstrap interval of
+    ``regret_mean`` over the applications of every grid (a phase goes with its application, in
+    every policy and seed).
     """
 
     regret_mean: float
@@ -381,36 +258,14 @@ class DefaultsCV:
     grids: list[GridHeldOut]
 
     def to_dict(self) -> dict:
-        """JSON-ready, as `gpudvfs govern defaults --cv --json` prints it under ``cv``.
-
-        Returns
-        -------
-        dict
-            The figures, then ``grids``.
-        """
+        """JSON-ready, as `gpudvfs govern defaults --cv --json` prints it under ``cv``."""
         return {"regret_mean": self.regret_mean, "in_sample_regret_mean": self.in_sample_regret_mean,
                 "interval": self.interval, "grids": [g.to_dict() for g in self.grids]}
 
 
 @dataclass(frozen=True)
 class DefaultsChoice:
-    """The governor's default constants (`choose_defaults`).
-
-    Attributes
-    ----------
-    chosen : dict of str to float
-        The set chosen.
-    seeds : tuple of int
-        The seeds replayed.
-    policies : tuple of str
-        The policies replayed.
-    max_violations : float
-        The most steps over a constraint a set may spend on any grid.
-    sets : list of DefaultsCandidate
-        Every set weighed, in the order given.
-    cv : DefaultsCV or None
-        The choice cross-validated, where asked for.
-    """
+    """The governor's default constants (`choose_defaults`), every set weighed in the order given."""
 
     chosen: dict[str, float]
     seeds: tuple[int, ...]
@@ -420,13 +275,7 @@ class DefaultsChoice:
     cv: DefaultsCV | None = None
 
     def to_dict(self) -> dict:
-        """The choice as `gpudvfs govern defaults --json` prints it.
-
-        Returns
-        -------
-        dict
-            JSON-ready; ``cv`` only where it was asked for.
-        """
+        """The choice as `gpudvfs govern defaults --json` prints it."""
         out = {"chosen": self.chosen, "seeds": list(self.seeds), "policies": list(self.policies),
                "max_violations": self.max_violations, "sets": [s.to_dict() for s in self.sets]}
         if self.cv is not None:
@@ -440,7 +289,7 @@ def choose_defaults(tables: list[ReplayTable], *, policies: Sequence[str] = DEFA
                     workers: int | None = None, cv: bool = False, progress: Progress | None = None) -> DefaultsChoice:
     """The governor's default constants: the least mean regret among the sets that keep the constraints.
 
-    Among ``sets``, those whose replays keep the steps over a constraint at or under
+    Among ``sets`` (default: `constant_sets()`), those whose replays keep the steps over a constraint at or under
     MAX_VIOLATIONS on every grid (mean over the seeds; a set none meets is out); of these, the
     one with the least mean regret over the grids, policies and seeds. More seeds than
     cross-validation's one, since 20 phases of one seed cannot show a violation rate: a
@@ -454,39 +303,9 @@ def choose_defaults(tables: list[ReplayTable], *, policies: Sequence[str] = DEFA
     with the phase before it is the pair it starts from), so this costs no replay more than
     the choice.
 
-    Parameters
-    ----------
-    tables : list of ReplayTable
-        One per grid.
-    policies : sequence of str
-        The policies replayed.
-    seeds : sequence of int
-        The seeds replayed, each for every grid and policy.
-    slowdown : float
-        `deadline`'s bound, as `govern_replay.replay` takes it.
-    steps, phase_steps : int
-        Steps replayed and the nominal length of a phase.
-    noise : float
-        The standard deviation of each observation's relative noise.
-    sets : sequence of dict or None
-        The sets of constants chosen among (default: `constant_sets()`).
-    workers : int or None
-        Processes the replays run over (default: one per core; 1: this process).
-    cv : bool
-        Also cross-validate the choice.
-    progress : callable or None
-        ``progress(done, total, label)``, called after each grid, policy and seed.
-
-    Returns
-    -------
-    DefaultsChoice
-        The chosen set and, per set, its mean regret and its worst grid's violations.
-
-    Raises
-    ------
-    InputError
-        With no set, grid, policy or seed; where no set keeps the constraints; with ``cv``,
-        with fewer than 2 applications or none drawn besides one held out.
+    Arguments as `cross_validate_governor` takes them; every seed replays every grid and policy.
+    `InputError` with no set, grid, policy or seed, where no set keeps the constraints, and with
+    ``cv`` with fewer than 2 applications or none drawn besides one held out.
     """
     grid = constant_sets() if sets is None else list(sets)
     if not grid or not tables or not policies or not seeds:
