@@ -234,8 +234,15 @@ class Governor:
             raise InputError("no phase: call Governor.phase(key, time_ms, watts) first")
         return self._phase
 
-    def estimates(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The current phase's estimates at every pair.
+    def _id(self, key: Hashable | None) -> int:
+        if key is None:
+            return self._require()
+        if key not in self._phases:
+            raise InputError(f"no phase {key!r}; known: {list(self._phases)}")
+        return self._phases[key]
+
+    def estimates(self, key: Hashable | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """A phase's estimates at every pair (None: the current phase's).
 
         A measured pair by its own mean, the others by the prior corrected by the RLS streams (their
         variance widened by how much more the pairs measured so far surprised it than it expected)
@@ -249,9 +256,19 @@ class Governor:
         Raises
         ------
         InputError
-            Before the first `phase`.
+            Before the first `phase`, or for a phase never started.
         """
-        return self._core.estimates(self._require())
+        return self._core.estimates(self._id(key))
+
+    def runs(self, key: Hashable | None = None) -> np.ndarray:
+        """[K] how many intervals with a measured time a phase observed at each pair (None: the current phase).
+
+        Raises
+        ------
+        InputError
+            Before the first `phase`, or for a phase never started.
+        """
+        return self._runs[self._id(key)].copy()
 
     def decide(self) -> int:
         """The pair to run next; logs the decision (``log``).

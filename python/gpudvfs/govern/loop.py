@@ -9,7 +9,9 @@ measures and decides exactly as it would, but never calls ``set_clocks``. Each s
 observed at the pair the GPU actually ran (the configuration nearest the measured clocks,
 given as (core, memory) MHz), not at the pair the governor chose: ``governor.current`` is
 the actual pair before every observation and decision, and the chosen pair is kept apart
-(`would_index`). Each decision is logged with what it would set and what the GPU ran.
+(`would_index`). Each decision is logged with what it would set and what the GPU ran. Nothing
+being explored in dry run, a decision to explore is logged as the advised pair (`advice`), the
+pair it would have explored under ``explore``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from gpudvfs.errors import InputError
+from gpudvfs.govern.advice import best_index
 from gpudvfs.govern.governor import Governor
 
 
@@ -83,8 +86,9 @@ class GovernedLoop:
         Called with a dict per decision: the governor's entry (its ``core_mhz``/``mem_mhz``
         the pair chosen) plus ``dry_run``, ``would_core_mhz``, ``would_mem_mhz``,
         ``would_index``, ``actual_core_mhz``, ``actual_mem_mhz`` and ``actual_index`` (in dry
-        run; None otherwise) and ``set`` (whether ``set_clocks`` was called and did not
-        return False). The governor's own ``log`` still receives its entries as before.
+        run; None otherwise), ``set`` (whether ``set_clocks`` was called and did not
+        return False) and, in dry run, ``explore`` (module notes) without ``realized_saving``.
+        The governor's own ``log`` still receives its entries as before.
 
     Raises
     ------
@@ -148,10 +152,28 @@ class GovernedLoop:
         if user is not None:
             user(entry)
         if self.dry_run:
+            entry, k = self._advised(entry, k)
             self.would_index = k
             self.governor.current = self.actual_index
         self._entry = entry
         return k
+
+    def _advised(self, entry: dict, k: int) -> tuple[dict, int]:
+        """Dry run: a pair chosen to explore is logged as ``explore``, the pair it would run as the advised one.
+
+        Nothing was set, so no saving was realized: ``realized_saving`` is left out.
+        """
+        entry = {key: v for key, v in entry.items() if key != "realized_saving"} | {"explore": None}
+        if not entry["explored"]:
+            return entry, k
+        gov = self.governor
+        lt, lp, _, _ = gov.estimates()
+        a, d = best_index(gov, lt, lp), gov.default_index
+        core, mem = self._pair(a)
+        entry |= {"index": a, "core_mhz": core, "mem_mhz": mem, "explored": False,
+                  "predicted_saving": float(-np.expm1(lt[a] + lp[a] - lt[d] - lp[d])),
+                  "explore": {"index": k, "core_mhz": self._pair(k)[0], "mem_mhz": self._pair(k)[1]}}
+        return entry, a
 
     def _emit(self, k: int, was_set: bool) -> None:
         entry = dict(self._entry)

@@ -96,4 +96,5 @@ class GovernorMetrics:
             if obs["time_ms"] is not None:  # None: a daemon that measures no work done
                 self.time_ms.set(obs["time_ms"])
                 self.energy.set(obs["time_ms"] * obs["watts"] / 1e3)
-                self.realized.set(entry["realized_saving"])
+                if "realized_saving" in entry:  # absent from a dry run's entries: nothing was set
+                    self.realized.set(entry["realized_saving"])

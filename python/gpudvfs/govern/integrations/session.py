@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import warnings
 import zlib
 from collections.abc import Callable, Iterator, Mapping
@@ -57,7 +58,7 @@ from gpudvfs.govern.integrations.devices import SIM_CATALOG_NAME, open_device
 from gpudvfs.govern.integrations.distributed import Collective, StepExchange, agree_all, agree_pair, collective_of
 from gpudvfs.govern.integrations.meter import StepMeter, StepRecord, is_simulated
 from gpudvfs.govern.integrations.prior import MEMORY_SHARE, PRIOR_SD, PowerShape, catalog_power_shape, step_prior
-from gpudvfs.govern.integrations.summary import steps_summary
+from gpudvfs.govern.integrations.summary import advice_table, run_advice, steps_summary
 from gpudvfs.govern.integrations.window import Window
 from gpudvfs.govern.loop import GovernedLoop
 from gpudvfs.hardware.cuda_sync import torch_sync
@@ -115,6 +116,8 @@ class GovernedTraining:
         The job's ranks (module notes): ``"auto"`` (``torch.distributed`` where initialized
         with more than one rank when the run begins), None (this process alone) or a
         `distributed.Collective`.
+    quiet : bool
+        Print nothing when training ends (else the per-phase table of `close`, to stderr).
 
     Raises
     ------
@@ -130,11 +133,12 @@ class GovernedTraining:
                  memory_share: float = MEMORY_SHARE, util: Mapping[str, float] | None = None,
                  max_core_clocks: int = MAX_CORE_CLOCKS, workload: Workload | None = None,
                  sync: Callable[[], None] | str | None = "auto", governor_options: dict | None = None,
-                 distributed: Collective | str | None = "auto") -> None:
+                 distributed: Collective | str | None = "auto", quiet: bool = False) -> None:
         if policy not in GOVERNOR_POLICIES:
             raise InputError(f"unknown policy {policy!r}; expected one of {GOVERNOR_POLICIES}")
-        if not isinstance(dry_run, bool):
-            raise InputError(f"dry_run must be True or False, got {dry_run!r}")
+        for name, flag in (("dry_run", dry_run), ("quiet", quiet)):
+            if not isinstance(flag, bool):
+                raise InputError(f"{name} must be True or False, got {flag!r}")
         if not (isinstance(observe_s, (int, float)) and math.isfinite(observe_s) and observe_s >= 0):
             raise InputError(f"observe_s must be a finite number of seconds >= 0, got {observe_s!r}")
         if not (isinstance(warmup_steps, int) and not isinstance(warmup_steps, bool) and warmup_steps >= 0):
@@ -151,7 +155,7 @@ class GovernedTraining:
         # The step prior's shapes, checked now rather than at the first window mid-training.
         step_prior([[1.0, 1.0]], (1.0, 1.0), 1.0, 1.0, lambda u, c, m: np.ones(len(c)), util=util,
                    memory_share=memory_share)
-        self.policy, self.dry_run_requested = policy, dry_run
+        self.policy, self.dry_run_requested, self.quiet = policy, dry_run, quiet
         self.observe_s, self.warmup_steps = observe_s, warmup_steps
         self.memory_share, self.util = memory_share, util
         self.notes: list[str] = []
@@ -600,6 +604,7 @@ class GovernedTraining:
             "steps": steps["steps"], "energy_j": steps["energy_j"], "phases": steps["phases"],
             "clocks_seen": steps["clocks_seen"], "throttle_reasons_seen": steps["throttle_reasons_seen"],
             "decisions": len(self.decisions), "observations": self.observations,
+            "advice": run_advice(self.governor, self.meter.records, self._known),
             "clocks_set": self._set_any,
             "ranks": None if self._comm is None else {
                 "rank": self._comm.rank, "world_size": self._comm.world_size,
@@ -620,8 +625,9 @@ class GovernedTraining:
         dict
             The summary: steps per phase, total energy by the steps' sum and by the counter's
             total delta (and their relative difference), mean step time and power per phase,
-            the clocks and throttle reasons seen, and per phase the pair the governor would
-            set with its predicted saving.
+            the clocks and throttle reasons seen, per phase the pair the governor would
+            set with its predicted saving, and per phase its ``advice`` (printed as a table to
+            stderr unless ``quiet``, by rank 0 alone in a data-parallel job).
         """
         if self.closed:
             return self.summary_ if self.summary_ is not None else self.summary()
@@ -640,6 +646,8 @@ class GovernedTraining:
         if self.summary_path is not None:
             self.summary_path.write_text(json.dumps(self.summary_, indent=1, default=json_default) + "\n",
                                          encoding="utf-8")
+        if not self.quiet and (self._comm is None or self._comm.rank == 0):
+            print(advice_table(self.summary_), file=sys.stderr)
         return self.summary_
 
     def _release(self) -> None:

@@ -1,0 +1,91 @@
+"""What a phase would run and save, from the governor's posterior: the advice of a dry run.
+
+Nothing is explored in dry run, so the advice rests on the prior and on the windows observed at
+the pairs the driver's own clocks ran (passive observation). The advised pair is the policy's best
+under the posterior mean (`gpudvfs.policy.select` on the estimates), never a pair chosen to
+explore; its saving is against the pair the phase ran at. The 90% interval is the log ratio of the
+two pairs' estimates plus or minus 1.645 standard deviations, their variances summed as if
+independent (they share the RLS correction, so the width is if anything overstated), mapped back
+to a relative change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from gpudvfs.govern.governor import Governor
+from gpudvfs.policy.policies import select
+
+#: The standard normal quantile of a two-sided 90% interval.
+Z90 = 1.6448536269514722
+
+
+@dataclass(frozen=True)
+class Advice:
+    """One phase's advice.
+
+    ``energy_saving`` is 1 - E(advised) / E(ran), ``time_cost`` T(advised) / T(ran) - 1, each
+    with its 90% interval (low, high). ``windows``: intervals observed; ``pairs``: how many
+    distinct pairs they ran at.
+    """
+
+    index: int
+    core_mhz: float
+    mem_mhz: float
+    ran_index: int
+    ran_core_mhz: float
+    ran_mem_mhz: float
+    energy_saving: float
+    energy_interval: tuple[float, float]
+    time_cost: float
+    time_interval: tuple[float, float]
+    windows: int
+    pairs: int
+
+    @property
+    def rests_on(self) -> str:
+        """``"prior only"`` or ``"N windows at K pairs"``."""
+        if self.windows == 0:
+            return "prior only"
+        return f"{self.windows} window{'s' * (self.windows != 1)} at {self.pairs} pair{'s' * (self.pairs != 1)}"
+
+    def as_dict(self) -> dict:
+        """The advice as JSON-ready values, with `rests_on`."""
+        return asdict(self) | {"energy_interval": list(self.energy_interval),
+                               "time_interval": list(self.time_interval), "rests_on": self.rests_on}
+
+
+def best_index(governor: Governor, log_time: np.ndarray, log_watts: np.ndarray) -> int:
+    """The pair the governor's policy chooses on estimates of log time and log watts ([K] each)."""
+    g = governor
+    return int(select(np.exp(log_time), np.exp(log_watts), g.configs, g.policy, default_index=g.default_index,
+                      slowdown=g.slowdown, power_cap_w=g.power_cap_w, eta=g.eta, max_power_w=g.max_power_w).index[0])
+
+
+def advise(governor: Governor, estimates: tuple[np.ndarray, ...], ran_index: int, runs: np.ndarray) -> Advice:
+    """The advice on a phase's ``estimates`` (`Governor.estimates`) against ``ran_index``.
+
+    ``runs``: [K] the windows observed at each pair (`Governor.runs`).
+    """
+    lt, lp, vt, vp = (np.asarray(x, dtype=np.float64) for x in estimates)
+    a, r = best_index(governor, lt, lp), int(ran_index)
+    both = [a, r] if a != r else []
+    log_t, sd_t = lt[a] - lt[r], float(np.sqrt(np.sum(vt[both])))
+    log_e, sd_e = log_t + (lp[a] - lp[r]), float(np.sqrt(np.sum(vt[both] + vp[both])))
+    cfg = governor.configs
+    return Advice(
+        index=a, core_mhz=float(cfg[a, 0]), mem_mhz=float(cfg[a, 1]),
+        ran_index=r, ran_core_mhz=float(cfg[r, 0]), ran_mem_mhz=float(cfg[r, 1]),
+        energy_saving=float(-np.expm1(log_e)),
+        energy_interval=(float(-np.expm1(log_e + Z90 * sd_e)), float(-np.expm1(log_e - Z90 * sd_e))),
+        time_cost=float(np.expm1(log_t)),
+        time_interval=(float(np.expm1(log_t - Z90 * sd_t)), float(np.expm1(log_t + Z90 * sd_t))),
+        windows=int(np.sum(runs)), pairs=int(np.count_nonzero(runs)))
+
+
+def phase_advice(governor: Governor, key: Hashable, ran_index: int) -> Advice:
+    """The advice for phase ``key`` of ``governor`` against the pair it ran at."""
+    return advise(governor, governor.estimates(key), ran_index, governor.runs(key))
