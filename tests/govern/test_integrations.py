@@ -341,8 +341,9 @@ def test_the_governor_observes_interpolated_steps_as_they_are_finalized(tmp_path
 
 # ------------------------------------------------------------------------------ phases
 def test_phases_and_marked_regions(tmp_path):
+    """On a plain `SimulatedDevice`, which the meter runs for each step's wall time (here ticks)."""
     clock = Ticks()
-    gov = GovernedTraining("sim", observe_s=0.0, log_path=tmp_path / "run.jsonl")
+    gov = GovernedTraining(SimulatedDevice(), observe_s=0.0, log_path=tmp_path / "run.jsonl")
     gov.meter.clock = clock
 
     def step(seconds=0.1):
@@ -388,7 +389,7 @@ def test_phases_and_marked_regions(tmp_path):
 
 def test_a_phase_prior_comes_from_its_first_window_and_warmup_is_skipped():
     clock = Ticks()
-    gov = GovernedTraining("sim", observe_s=0.25, warmup_steps=2)
+    gov = GovernedTraining(SimulatedDevice(), observe_s=0.25, warmup_steps=2)
     gov.meter.clock = clock
     for _ in range(6):
         gov.step_begin()

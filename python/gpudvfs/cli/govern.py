@@ -25,6 +25,7 @@ from gpudvfs.evaluation.deadline_cv import ReplayFile, deadline_cv
 from gpudvfs.evaluation.govern_replay import StrategyScores, replay
 from gpudvfs.evaluation.governor_cv import DEFAULT_SEEDS, GovernorCV, choose_defaults, cross_validate_governor
 from gpudvfs.evaluation.replay_table import ReplayTable, dcgm_replay_table, replay_table
+from gpudvfs.evaluation.train_replay import replay_run
 from gpudvfs.govern.daemon import KNOBS, MIN_INTERVAL_S, Daemon
 from gpudvfs.govern.governor import GOVERNOR_POLICIES
 from gpudvfs.govern.plain import plain_table
@@ -479,6 +480,31 @@ def reset(device_kind: str, index: int) -> None:
         device = make_device(device_kind, index=index)
         device.reset_clocks()
     console.print(f"{device.name}: clocks reset to the driver's control", highlight=False)
+
+
+@govern.command("replay-steps")
+@click.argument("log", type=click.Path(dir_okay=False))
+@click.option("--warmup-steps", type=click.IntRange(min=0), default=2, show_default=True,
+              help="Steps of each phase neither observed nor used for the prior (the recorded run's).")
+def replay_steps(log: str, warmup_steps: int) -> None:
+    """Replay a training run's step log (and its summary beside it) through the step meter and the governor.
+
+    \f
+
+    Parameters
+    ----------
+    log : str
+        LOG.
+    warmup_steps : int
+        --warmup-steps.
+    """  # noqa: D301 -- click's \f ends the help text
+    with user_errors():
+        replayed, recorded = replay_run(log, warmup_steps=warmup_steps)
+    for name, s in (("recorded", recorded), ("replayed", replayed)):
+        e = s["energy_j"]
+        console.print(f"{name}: steps {s['steps']}; energy: steps' sum {e['step_sum']:.6g} J, counter "
+                      f"{e['counter_total']:.6g} J; decisions {s['decisions']}, observations {s['observations']}",
+                      highlight=False)
 
 
 def _knobs_line(device: NvmlDevice) -> str:

@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from gpudvfs.errors import InputError
-from gpudvfs.govern.integrations.meter import is_simulated
 from gpudvfs.hardware.kinds import DEVICE_KINDS
 from gpudvfs.hardware.nvml import NvmlDevice
+from gpudvfs.hardware.sim_training import SimulatedTraining
 from gpudvfs.hardware.simulated import SimulatedDevice
 
 #: The catalog GPU whose power prior shapes the simulated GPU's (it is modelled on one).
@@ -23,7 +23,7 @@ def open_device(device: Any, *, dry_run: bool = True, index: int = 0) -> tuple[A
     Parameters
     ----------
     device : str or object
-        ``"nvml"`` (an `NvmlDevice`), ``"sim"`` (a `SimulatedDevice`) or a device object
+        ``"nvml"`` (an `NvmlDevice`), ``"sim"`` (a `SimulatedTraining` H200) or a device object
         (anything with ``clocks``, ``energy_joules()`` or ``power_watts()``).
     dry_run : bool
         Open an `NvmlDevice` with ``leave_clocks=dry_run``.
@@ -43,7 +43,7 @@ def open_device(device: Any, *, dry_run: bool = True, index: int = 0) -> tuple[A
     """
     if isinstance(device, str):
         if device == "sim":
-            return SimulatedDevice(), "simulated", None
+            return SimulatedTraining(), "simulated", None
         if device == "nvml":
             try:
                 return NvmlDevice(index, leave_clocks=dry_run), "nvml", None
@@ -54,5 +54,5 @@ def open_device(device: Any, *, dry_run: bool = True, index: int = 0) -> tuple[A
     if device is None or not any(hasattr(device, a) for a in ("clocks", "energy_joules", "power_watts")):
         raise InputError(f"device must be one of {DEVICE_KINDS} or a device object (with clocks, energy_joules() or "
                          f"power_watts()), got {device!r}")
-    kind = "simulated" if is_simulated(device) else type(device).__name__
+    kind = "simulated" if isinstance(device, SimulatedDevice) else type(device).__name__
     return device, kind, None

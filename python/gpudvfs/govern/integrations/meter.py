@@ -19,11 +19,13 @@ counter's raw total delta since `begin`, against which the sum of the steps' ene
 checked (the difference is the energy between steps plus the counter's granularity).
 
 A device without a counter gives the mean of the power readings polled at the step's start and
-end (``"power-readings"``). On the simulated GPU (its counter is exact: ``"counter"``, read at
-the step's start and end, no poller) the meter lets the simulator run a fixed `Workload` for
-the step's measured wall time at its current clocks, so that the counter moves (the time
-between steps is not simulated). A sensor that fails is recorded as None and named in `notes`,
-never raised: a training run is not stopped by its meter.
+end (``"power-readings"``). A `StepDevice` (the training simulator ``device="sim"``, a replay)
+runs each step itself on its virtual clock, which then times the steps: a step's time and energy
+are the device's at the clocks and power limit in force, whatever the CPU took; the wall clock
+is kept only for waiting on a real counter. A plain `SimulatedDevice` (exact counter: ``"counter"``,
+no poller) runs a fixed `Workload` for each step's measured wall time at its current clocks, so
+that the counter moves (the time between steps is not simulated). A sensor that fails is
+recorded as None and named in `notes`, never raised: a training run is not stopped by its meter.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from gpudvfs.data.jsonfile import JsonLines
 from gpudvfs.errors import InputError
 from gpudvfs.hardware.device import Workload
 from gpudvfs.hardware.energy_counter import POLL_S, CounterPoller
+from gpudvfs.hardware.sim_training import StepDevice
 from gpudvfs.hardware.simulated import SimulatedDevice
 
 #: How long `StepMeter.flush` (and `close`) wait for the counter's update after the last step (s).
@@ -140,7 +143,7 @@ class _Ended:
 
 
 def is_simulated(device: object) -> bool:
-    """Whether ``device`` is the simulated GPU, whose counter the meter moves itself.
+    """Whether ``device`` is a simulated GPU whose counter the meter moves itself (not a `StepDevice`).
 
     Parameters
     ----------
@@ -150,9 +153,9 @@ def is_simulated(device: object) -> bool:
     Returns
     -------
     bool
-        True for a `SimulatedDevice`.
+        True for a `SimulatedDevice` that runs no steps of its own.
     """
-    return isinstance(device, SimulatedDevice)
+    return isinstance(device, SimulatedDevice) and not isinstance(device, StepDevice)
 
 
 class StepMeter:
@@ -167,8 +170,8 @@ class StepMeter:
         A JSONL file each record is appended to.
     workload : Workload or None
         What a simulated GPU runs during a step (None: `SIM_STEP`).
-    clock : callable
-        Seconds, for the steps' times.
+    clock : callable or None
+        Seconds, for the steps' times (None: a `StepDevice`'s ``now``, else `time.perf_counter`).
     sync : callable or None
         Called at each step boundary before reading anything (e.g. ``torch.cuda.synchronize``,
         so a step's time is its GPU work's).
@@ -186,13 +189,15 @@ class StepMeter:
     """
 
     def __init__(self, device: Any = None, *, log_path: str | Path | None = None, workload: Workload | None = None,
-                 clock: Callable[[], float] = time.perf_counter, sync: Callable[[], None] | None = None,
+                 clock: Callable[[], float] | None = None, sync: Callable[[], None] | None = None,
                  poll: bool = True, poll_interval: float = POLL_S) -> None:
         if not (isinstance(poll_interval, (int, float)) and math.isfinite(poll_interval) and poll_interval > 0):
             raise InputError(f"poll_interval must be a finite number of seconds > 0, got {poll_interval!r}")
-        self.device, self.clock, self.sync = device, clock, sync
+        self.stepped = isinstance(device, StepDevice)
+        self.device, self.sync = device, sync
+        self.clock = clock or (device.now if self.stepped else time.perf_counter)
         self.workload = workload or SIM_STEP
-        self.simulated = device is not None and is_simulated(device)
+        self.simulated = is_simulated(device)
         self.poll, self.poll_interval = bool(poll), float(poll_interval)
         #: The counter's poller (running from `begin` to `close`), None where not polled.
         self.poller: CounterPoller | None = None
@@ -267,7 +272,7 @@ class StepMeter:
         if self._begin is not None:
             return
         self._begin = (self.clock(), self._energy())
-        if self._begin[1] is None or self.simulated or not self.poll:
+        if self._begin[1] is None or self.simulated or self.stepped or not self.poll:
             return
         poller = CounterPoller(self.device.energy_joules, self.poll_interval, clock=self.clock)
         try:
@@ -334,6 +339,8 @@ class StepMeter:
         """
         self.begin()
         self._sync()
+        if self.stepped:
+            self.device.begin_step(str(phase))
         self._start = (str(phase), self.clock(), self._energy(), None, self._reasons(), split)
         if self._energy_less():
             self._start = (*self._start[:3], self._power(), *self._start[4:])
@@ -352,6 +359,8 @@ class StepMeter:
             Its phase.
         """
         self.begin()
+        if self.stepped:
+            self.device.begin_step(str(phase))
         t, e, p = self._last_end or (*self._began(), None)
         if e is None and p is None:
             p = self._power()
@@ -387,6 +396,8 @@ class StepMeter:
         phase, t0, e0, p0, reasons0, split0 = self._start
         self._start = None
         self._sync()
+        if self.stepped:
+            self.device.end_step()
         t1 = self.clock()
         dt = max(t1 - t0, 0.0)
         if self.simulated:

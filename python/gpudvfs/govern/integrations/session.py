@@ -105,7 +105,7 @@ class GovernedTraining:
     max_core_clocks : int
         Core clocks per memory clock governed (`clock_grid`).
     workload : Workload or None
-        What the simulated GPU runs per step (None: `SIM_STEP`).
+        What a plain `SimulatedDevice` object runs per step (None: `SIM_STEP`); ``"sim"`` runs its own.
     sync : callable or str or None
         Called at each step boundary before the sensors are read: ``"auto"``,
         ``torch.cuda.synchronize`` where the process already uses CUDA through torch; None:
