@@ -1,6 +1,6 @@
 """The dry run's advice (`gpudvfs.govern.advice`): the pair per phase under the posterior mean,
 never one chosen to explore, its saving with a 90% interval, the table printed when training
-ends; on the simulated GPU, whose clocks and step times here come from a stand-in clock (`Ticks`)."""
+ends; on the simulated GPU (``device="sim"``: the training-step simulator, on its virtual clock)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_integrations import Ticks, _sim_configs
+from test_integrations import _sim_configs
 
 from gpudvfs.errors import InputError
 from gpudvfs.evaluation.advice_sim import STEPS, score
@@ -114,17 +114,14 @@ def test_the_loop_in_dry_run_logs_the_advised_pair_never_the_explored_one():
 
 
 def _sim_run(quiet: bool = True) -> GovernedTraining:
-    """The guide's example, its steps 0.1 s and checkpoints 0.3 s long on a stand-in clock (the simulated GPU's
-    step times are the wall clock's)."""
-    clock = Ticks()
+    """The guide's example: the simulated H200's steps, on its virtual clock (seeded, so the same in every run)."""
     gov = GovernedTraining(device="sim", dry_run=True, quiet=quiet)
-    gov.meter.clock = clock
     for step in range(40):
         with gov.step():
-            clock.t += 0.1
+            pass
         if step % 10 == 9:
             with gov.phase("checkpoint"):
-                clock.t += 0.3
+                pass
     return gov
 
 
@@ -144,8 +141,8 @@ def test_a_sim_dry_run_advises_per_phase_in_the_summary_and_prints_the_table(tmp
         assert a["energy_interval"][0] <= a["energy_saving"] <= a["energy_interval"][1]
         assert a["time_interval"][0] <= a["time_cost"] <= a["time_interval"][1]
         assert (a["ran_core_mhz"], a["ran_mem_mhz"]) == gov.device.default_clocks()
-    # 0.5 s windows of 0.1 s steps: 6 steps each (five sum to just under 0.5 s); the first set the prior.
-    assert s["advice"]["train"]["rests_on"] == "5 windows at 1 pair"
+    # 0.5 s windows of the simulated H200's 0.16 s steps: 4 steps each, 10 in 40 steps; the first set the prior.
+    assert s["advice"]["train"]["rests_on"] == "9 windows at 1 pair"
     assert all("realized_saving" not in d for d in gov.decisions)
 
 

@@ -1,7 +1,7 @@
 """The dry run's advice against what the simulated GPU then saves when the advised pair is applied.
 
 Per synthetic training step (a compute and a memory part and utilizations, `STEPS`) and seed, a
-governor is set up as `GovernedTraining` sets it up on ``device="sim"`` (the simulator's clock
+governor is set up as `GovernedTraining` sets it up on a `SimulatedDevice` (the simulator's clock
 grid, the step prior from a first window, the catalog power shape, `PRIOR_SD`), then observes
 ``windows`` windows passively, with the simulator's 1% noise on time and power, at the pairs the
 driver's clocks ran: the default pair alone, or alternately the default and a pair the driver
