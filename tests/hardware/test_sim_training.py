@@ -119,6 +119,12 @@ def test_bad_input_is_one_line():
     assert "\n" not in str(e.value)
     with pytest.raises(InputError, match="end_step without begin_step"):
         SimulatedTraining("h200").end_step()
+    d.begin_step("train")
+    d.end_step()
+    with pytest.raises(InputError, match="end_step without begin_step"):
+        d.end_step()
+    with pytest.raises(InputError, match=r"phase 'x': no power component \['Tensor'\]"):
+        SimulatedTraining("h200", phases={"x": StepShape(1.0, 0.0, 0.0, {"Tensor": 0.5})})
     with pytest.raises(InputError, match="no-such-gpu"):
         SimulatedTraining("no-such-gpu")
     with pytest.raises(InputError, match="time_sigma"):

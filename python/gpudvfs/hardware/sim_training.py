@@ -133,7 +133,8 @@ class SimulatedTraining(SimulatedDevice):
     Raises
     ------
     InputError
-        For a GPU the catalog lacks, or a negative ``time_sigma``.
+        For a GPU the catalog lacks, a negative ``time_sigma``, or a phase's utilization of a component the
+        simulated GPU lacks.
     """
 
     def __init__(self, gpu: str = "h200", *, phases: Mapping[str, StepShape] | None = None, seed: int = 0,
@@ -143,12 +144,18 @@ class SimulatedTraining(SimulatedDevice):
         super().__init__(catalog_gpu(gpu), seed=seed, permission=permission)
         self.catalog_name = gpu
         self.phases = dict(PHASES if phases is None else phases)
+        for name, shape in self.phases.items():
+            unknown = set(shape.util) - set(self.gpu.components)
+            if unknown:
+                raise InputError(f"phase {name!r}: no power component {sorted(unknown)}; the simulated GPU's are "
+                                 f"{list(self.gpu.components)}")
         self.time_sigma = time_sigma
         self._steps = np.random.default_rng(seed)
         tdp = lookup(gpu).tdp_w
         self._limits = {"default": float(tdp), "min": MIN_LIMIT_SHARE * tdp, "max": float(tdp)}
         self._limit_w = float(tdp)
         self._phase: str | None = None  # the step running or last run
+        self._running = False
 
     # power limit
     def power_limits(self) -> dict[str, float | None]:
@@ -207,12 +214,13 @@ class SimulatedTraining(SimulatedDevice):
     def begin_step(self, phase: str) -> None:
         """`InputError` for a phase it does not run."""
         self.shape(phase)
-        self._phase = phase
+        self._phase, self._running = phase, True
 
     def end_step(self) -> None:
         """Run the step begun, with its noise: the virtual time and the counter advance by it."""
-        if self._phase is None:
+        if not self._running or self._phase is None:
             raise InputError("end_step without begin_step")
+        self._running = False
         t = self.true_step(self._phase, *self._clocks, self._limit_w)
         seconds = t.time_ms / 1e3 * math.exp(self.time_sigma * self._steps.standard_normal())
         self._running_w = t.watts

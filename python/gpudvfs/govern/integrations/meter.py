@@ -164,12 +164,12 @@ class StepMeter:
     Parameters
     ----------
     device : object or None
-        An `NvmlDevice`, a `SimulatedDevice`, any object with some of ``energy_joules()``,
+        An `NvmlDevice`, a `SimulatedDevice`, a `StepDevice`, any object with some of ``energy_joules()``,
         ``power_watts()``, ``clocks``, ``throttle_reasons()``; None: wall time only.
     log_path : str or pathlib.Path or None
         A JSONL file each record is appended to.
     workload : Workload or None
-        What a simulated GPU runs during a step (None: `SIM_STEP`).
+        What a plain `SimulatedDevice` runs during a step (None: `SIM_STEP`).
     clock : callable or None
         Seconds, for the steps' times (None: a `StepDevice`'s ``now``, else `time.perf_counter`).
     sync : callable or None
