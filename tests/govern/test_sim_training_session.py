@@ -69,3 +69,19 @@ def test_a_phase_the_simulator_does_not_run_is_one_line():
             pass
     assert "\n" not in str(e.value)
     gov.close()
+
+
+def test_laps_as_hugging_face_reports_its_evaluation_steps():
+    """`lap` (a step that began when the last ended: the HF callback's prediction steps) runs a simulated step too."""
+    gov = GovernedTraining("sim", observe_s=0.0)
+    with gov.step():
+        pass
+    gov.set_phase("eval")
+    for _ in range(3):
+        gov.lap()
+    gov.close()
+    train, *evals = gov.meter.records
+    truth = gov.device.true_step("eval", *gov.device.default_clocks())
+    assert [r.phase for r in evals] == ["eval"] * 3
+    assert all(r.time_ms == pytest.approx(truth.time_ms, rel=6 * TIME_SIGMA) for r in evals)
+    assert evals[0].start_s == pytest.approx(train.start_s + train.time_ms / 1e3, rel=1e-12)
