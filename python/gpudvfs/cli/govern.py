@@ -649,3 +649,42 @@ def run(device_kind: str, index: int, registry: str | None, time_model: str | No
                  ["energy saving against the default clocks", f"{100 * t['energy_saving']:.2f}%"],
                  ["time against the default clocks", f"{100 * t['time_change']:+.2f}%"]]
     console.print(table("governor daemon", ["", ""], rows))
+
+
+@govern.command("second-run")
+@click.argument("data", type=click.Path(dir_okay=False))
+@click.option("--policy", type=click.Choice(GOVERNOR_POLICIES), default="cost", show_default=True)
+@click.option("--power-cap", type=options.Finite(min=0, min_open=True), help="power-cap: watts.")
+@options.eta
+@click.option("--slowdown", default=0.1, show_default=True, type=options.Finite(min=0),
+              help="deadline: at most this slower than the default (highest) setting.")
+@click.option("--steps", default=TRACE_STEPS, show_default=True, type=click.IntRange(min=1), help="Steps per run.")
+@click.option("--noise", default=0.01, show_default=True, type=options.Finite(0, 0.5, max_open=True), help=NOISE_HELP)
+@click.option("--seeds", default=3, show_default=True, type=click.IntRange(min=1), help="Seeds 0..N-1.")
+@click.option("--json", "as_json", is_flag=True)
+def second_run(data: str, policy: str, power_cap: float | None, eta: float, slowdown: float, steps: int,
+               noise: float, seeds: int, as_json: bool) -> None:
+    """Each job of a trace (or any time-and-power grid) twice: the second run from the profile the first saved.
+
+    JSON keys per seed: first and second (regret_mean, regret_max, explored_steps; the second's
+    jobs_within_0.2%), explored_ratio (the second run's explored steps over the first's).
+    """
+    from pathlib import Path
+
+    from gpudvfs.evaluation.profile_replay import profile_replay
+
+    options.policy_options(policy, power_cap)
+    with user_errors():
+        tab = plain_table(_grid(data, None, plain=True))
+        out = [profile_replay(tab, Path(data).stem, policy=policy, eta=eta, slowdown=slowdown, power_cap_w=power_cap,
+                              steps=steps, seed=s, noise=noise).to_dict() for s in range(seeds)]
+    if as_json:
+        print_json(out)
+        return
+    rows = [[str(r["seed"]), *(f"{100 * r[run]['regret_mean']:.3f} / {100 * r[run]['regret_max']:.2f}"
+                               for run in ("first", "second")),
+             f"{100 * r['second']['jobs_within_0.2%']:.0f}",
+             f"{r['first']['explored_steps']} / {r['second']['explored_steps']}"] for r in out]
+    console.print(table(f"{data}: {out[0]['jobs']} jobs, {policy}, {steps} steps per run",
+                        ["seed", "first run regret % mean / max", "second run", "jobs within 0.2 % (second)",
+                         "explored steps first / second"], rows))

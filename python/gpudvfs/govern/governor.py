@@ -376,6 +376,22 @@ class Governor:
         self._core.observe(ph, index, None if time_ms is None else math.log(time_ms), math.log(watts))
         self._runs[ph][index] += time_ms is not None
 
+    def measured(self) -> tuple[np.ndarray, list[int]]:
+        """The current phase's intervals observed with a time at each pair [K], and the pairs left (`exclude`).
+
+        Returns
+        -------
+        tuple
+            [K] counts (a copy), and the sorted indices left.
+
+        Raises
+        ------
+        InputError
+            Before the first `phase`.
+        """
+        ph = self._require()
+        return self._runs[ph].copy(), sorted(self._left[ph])
+
 
 def _number(name: str, value: Any, low: float | None = None) -> float:
     """``value`` as a float, >= ``low`` and finite where ``low`` is given.

@@ -28,6 +28,8 @@ and this package import neither torch, transformers nor lightning.
 | `devices`     | `open_device`: an NVML GPU, the simulated one, or a device object     |
 | `session`     | `GovernedTraining`: meter + phases + governor                         |
 | `summary`     | the run's summary per phase                                           |
+| `between_runs`| the job's profile kept between runs, and a resumed run's log          |
+| `resume`      | a resumed run's log read back: step numbers, the merged summary       |
 | `callback`    | `SessionCallback`: what the framework callbacks share                 |
 | `distributed` | data parallel: the ranks' steps merged, rank 0's pair on every rank   |
 | `huggingface` | `GpudvfsTrainerCallback` (``transformers.TrainerCallback``)           |

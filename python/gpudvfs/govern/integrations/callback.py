@@ -50,6 +50,14 @@ class SessionCallback:
         """
         return self.session.phase(name)
 
+    def state_dict(self) -> dict:
+        """What a checkpoint keeps of the run (Lightning's callback state): its steps and knob."""
+        return {"steps": self.session.meter.stopped, "knob": self.session.kept.knob}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Resume from a checkpoint's state (`GovernedTraining.resume`): Lightning calls it before the run begins."""
+        self.session.resume(steps=state_dict.get("steps"), knob=state_dict.get("knob"))
+
     @property
     def records(self) -> list[StepRecord]:
         """The steps metered so far."""

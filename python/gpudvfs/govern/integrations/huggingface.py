@@ -36,20 +36,22 @@ class GpudvfsTrainerCallback(SessionCallback, TrainerCallback):
 
     def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                        **kwargs) -> None:
-        """Begin the run in the ``"train"`` phase.
+        """Begin the run in the ``"train"`` phase; resumed from a checkpoint, continue its log (`resume`).
 
         Parameters
         ----------
         args : transformers.TrainingArguments
             The trainer's arguments (not read).
         state : transformers.TrainerState
-            Its state (not read).
+            Its state: ``global_step`` > 0 where resumed.
         control : transformers.TrainerControl
             Its control flags (not read).
         **kwargs
             The trainer's other arguments (not read).
         """
         if not self.session.closed:
+            if state.global_step > 0:
+                self.session.resume(steps=state.global_step)
             self.session.set_phase("train")
             self.session.begin()
 

@@ -53,6 +53,7 @@ from gpudvfs.data.jsonfile import json_default
 from gpudvfs.errors import GpudvfsWarning, InputError
 from gpudvfs.govern.clockd import ClockClient
 from gpudvfs.govern.governor import GOVERNOR_POLICIES, Governor
+from gpudvfs.govern.integrations.between_runs import BetweenRuns
 from gpudvfs.govern.integrations.configs import MAX_CORE_CLOCKS, ClockGrid, clock_grid
 from gpudvfs.govern.integrations.devices import SIM_CATALOG_NAME, open_device
 from gpudvfs.govern.integrations.distributed import Collective, StepExchange, agree_all, agree_pair, collective_of
@@ -118,6 +119,8 @@ class GovernedTraining:
         `distributed.Collective`.
     quiet : bool
         Print nothing when training ends (else the per-phase table of `close`, to stderr).
+    profile_path, job : str or pathlib.Path or None, str or None
+        Keep what the governor learns of job ``job`` in this file, read at start (`between_runs`).
 
     Raises
     ------
@@ -133,7 +136,8 @@ class GovernedTraining:
                  memory_share: float = MEMORY_SHARE, util: Mapping[str, float] | None = None,
                  max_core_clocks: int = MAX_CORE_CLOCKS, workload: Workload | None = None,
                  sync: Callable[[], None] | str | None = "auto", governor_options: dict | None = None,
-                 distributed: Collective | str | None = "auto", quiet: bool = False) -> None:
+                 distributed: Collective | str | None = "auto", quiet: bool = False,
+                 profile_path: str | Path | None = None, job: str | None = None) -> None:
         if policy not in GOVERNOR_POLICIES:
             raise InputError(f"unknown policy {policy!r}; expected one of {GOVERNOR_POLICIES}")
         for name, flag in (("dry_run", dry_run), ("quiet", quiet)):
@@ -189,6 +193,8 @@ class GovernedTraining:
         try:
             if self.device is not None and hasattr(self.device, "clocks"):
                 self._make_governor(catalog_name, max_core_clocks, prior_sd, governor_options or {}, clock_service)
+            self.kept = BetweenRuns(profile_path, job, gpu=getattr(self.device, "name", None), knob="clocks",
+                                    settings=None if self.governor is None else self.governor.configs, notes=self.notes)
         except BaseException:
             self._release()
             raise
@@ -410,7 +416,12 @@ class GovernedTraining:
             raise InputError("this GovernedTraining is closed")
         if not self._joined:
             self._join()
+            self.kept.begin(self.meter, None if self._comm is None else self._comm.rank)
         self.meter.begin()
+
+    def resume(self, steps: int | None = None, knob: str | None = None) -> None:
+        """Continue this log's earlier runs, before the first step (`BetweenRuns.resume`)."""
+        self.kept.resume(self.meter, self._joined, steps, knob)
 
     def begin(self) -> None:
         """Start the run: the energy counter's total is counted from here (else from the first step).
@@ -571,6 +582,7 @@ class GovernedTraining:
                                 memory_share=self.memory_share)
             self._known.add(phase)
             self._active = phase
+            self.kept.start(loop.governor, phase, pt, pw)
             loop.phase(phase, pt, pw, clocks=w.clocks)
             return
         if self._active != phase:
@@ -578,22 +590,18 @@ class GovernedTraining:
             self._active = phase
         self.observations += 1
         loop.step_end(time_ms=t, watts=watts, clocks=w.clocks)
+        self.kept.observed(loop.governor, phase)
 
     def _on_decision(self, entry: dict) -> None:
-        entry = {"kind": "decision", "step": len(self.meter.records), **entry}
+        entry = {"kind": "decision", "step": self.kept.history.last_step + len(self.meter.records), **entry}
         self.decisions.append(entry)
         self.meter.write(entry)
 
     # ---------------------------------------------------------------- summary
     def summary(self) -> dict:
-        """What the run measured and decided so far.
-
-        Returns
-        -------
-        dict
-            As `close` returns it.
-        """
-        steps = steps_summary(self.meter.records, self.decisions, self.meter.counter_total_j)
+        """What the run measured and decided so far, as `close` returns it."""
+        records, decisions, counter = self.kept.merged(self.meter.records, self.decisions, self.meter.counter_total_j)
+        steps = steps_summary(records, decisions, counter)
         grid = None if self.grid is None else {
             "pairs": len(self.grid.configs), "source": self.grid.source, "default_mhz": list(self.grid.default_mhz),
             "default_source": self.grid.default_source}
@@ -603,7 +611,7 @@ class GovernedTraining:
             "power_prior": self.power_prior, "grid": grid,
             "steps": steps["steps"], "energy_j": steps["energy_j"], "phases": steps["phases"],
             "clocks_seen": steps["clocks_seen"], "throttle_reasons_seen": steps["throttle_reasons_seen"],
-            "decisions": len(self.decisions), "observations": self.observations,
+            "decisions": len(decisions), "observations": self.observations, "resumed": self.kept.history.note(),
             "advice": run_advice(self.governor, self.meter.records, self._known),
             "clocks_set": self._set_any,
             "ranks": None if self._comm is None else {
@@ -639,6 +647,7 @@ class GovernedTraining:
             if self._exchange is not None:
                 recs = self._exchange.exchange(recs) + self._exchange.drain(self.meter.stopped)
             self._take(recs)
+            self.kept.close()
         finally:
             self.closed = True
             self._release()
@@ -675,13 +684,7 @@ class GovernedTraining:
             self.notes.append(f"resetting the clocks failed: {e}")
 
     def __enter__(self) -> GovernedTraining:
-        """Begin the run for a ``with`` block (`begin`), closed at its end.
-
-        Returns
-        -------
-        GovernedTraining
-            This session.
-        """
+        """Begin the run for a ``with`` block (`begin`), closed at its end."""
         self.begin()
         return self
 
