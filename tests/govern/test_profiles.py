@@ -6,7 +6,9 @@ steps' time is the CPU's wall time."""
 from __future__ import annotations
 
 import json
+import sys
 import time
+import types
 import warnings
 
 import numpy as np
@@ -20,12 +22,13 @@ from gpudvfs.cli.app import cli
 from gpudvfs.errors import GpudvfsWarning, InputError
 from gpudvfs.evaluation.profile_replay import profile_replay
 from gpudvfs.evaluation.replay_table import ReplayTable, subset
-from gpudvfs.govern import Governor
+from gpudvfs.govern import Governor, integrations
 from gpudvfs.govern.integrations import GovernedTraining
 from gpudvfs.govern.integrations.callback import SessionCallback
 from gpudvfs.govern.integrations.resume import read_history
 from gpudvfs.govern.plain import plain_table
 from gpudvfs.govern.profile import PhaseCurves, Profile, ProfileKeeper, read_profile
+from gpudvfs.hardware.simulated import SimulatedDevice
 
 CONFIGS = np.array([[f, m] for f in (600.0, 900.0, 1200.0, 1500.0) for m in (800.0, 1600.0)])
 
@@ -152,6 +155,43 @@ def test_a_checkpoints_state_resumes_the_callbacks_session(tmp_path):
         pass
     assert no_log.records[-1].step == 8
     no_log.session.close()
+
+
+def test_the_hugging_face_callback_resumes_where_the_trainer_resumes(tmp_path, monkeypatch):
+    # A stand-in for transformers (not installed here): the callback reads state.global_step alone.
+    fake = types.ModuleType("transformers")
+    fake.TrainerCallback = fake.TrainerControl = fake.TrainerState = fake.TrainingArguments = object
+    monkeypatch.setitem(sys.modules, "transformers", fake)
+    # The callback's module is imported anew on the stand-in, and undone after.
+    monkeypatch.setitem(sys.modules, "gpudvfs.govern.integrations.huggingface", None)
+    monkeypatch.setattr(integrations, "huggingface", None, raising=False)
+    del sys.modules["gpudvfs.govern.integrations.huggingface"]
+    delattr(integrations, "huggingface")
+    from gpudvfs.govern.integrations.huggingface import GpudvfsTrainerCallback
+
+    for global_step in (0, 4):
+        cb = GpudvfsTrainerCallback("sim", log_path=tmp_path / "hf.jsonl", observe_s=0.0)
+        cb.on_train_begin(None, types.SimpleNamespace(global_step=global_step), None)
+        for _ in range(4):
+            cb.on_step_begin(None, None, None)
+            cb.on_step_end(None, None, None)
+        cb.on_train_end(None, None, None)
+    steps = [x["step"] for x in _lines(tmp_path / "hf.jsonl") if x["kind"] == "step"]
+    assert steps == list(range(1, 9)) and cb.summary["steps"] == {"train": 8}
+
+
+def test_in_a_data_parallel_job_rank_0_alone_writes_the_profile(tmp_path):
+    from test_data_parallel import _on_ranks
+
+    def run(r, comm):
+        gov = GovernedTraining(SimulatedDevice(seed=r), dry_run=True, observe_s=0.0, distributed=comm,
+                               profile_path=tmp_path / f"p{r}.json", job="j")
+        for _ in range(5):
+            with gov.step():
+                time.sleep(0.002)
+        return gov.close()
+    assert all(isinstance(s, dict) for s in _on_ranks(2, run))
+    assert (tmp_path / "p0.json").exists() and not (tmp_path / "p1.json").exists()
 
 
 def test_a_profile_of_another_gpu_job_or_knob_is_neither_used_nor_written(tmp_path):
