@@ -56,7 +56,8 @@ class SessionCallback:
 
     def load_state_dict(self, state_dict: dict) -> None:
         """Resume from a checkpoint's state (`GovernedTraining.resume`): Lightning calls it before the run begins."""
-        self.session.resume(steps=state_dict.get("steps"), knob=state_dict.get("knob"))
+        if not self.session.closed:
+            self.session.resume(steps=state_dict.get("steps"), knob=state_dict.get("knob"))
 
     @property
     def records(self) -> list[StepRecord]:
