@@ -27,7 +27,7 @@ from gpudvfs.govern.integrations import GovernedTraining
 from gpudvfs.govern.integrations.callback import SessionCallback
 from gpudvfs.govern.integrations.resume import read_history
 from gpudvfs.govern.plain import plain_table
-from gpudvfs.govern.profile import PhaseCurves, Profile, ProfileKeeper, read_profile
+from gpudvfs.govern.profile import REPLAY_MAX, PhaseCurves, Profile, ProfileKeeper, read_profile
 from gpudvfs.hardware.simulated import SimulatedDevice
 
 CONFIGS = np.array([[f, m] for f in (600.0, 900.0, 1200.0, 1500.0) for m in (800.0, 1600.0)])
@@ -90,6 +90,11 @@ def test_a_phase_seeded_from_its_curves_has_the_governors_estimates_and_counts()
     for a, b in zip(gov.estimates()[:2], again.estimates()[:2]):
         assert np.allclose(a, b, rtol=0, atol=1e-9)
     assert again.decide() == gov.decide()
+    many = PhaseCurves(*(getattr(curves, f) for f in ("prior_time_ms", "prior_watts")), curves.runs * 1000,
+                       curves.log_time, curves.log_watts, curves.sd_time, curves.sd_watts)
+    capped = Governor(CONFIGS, 7, policy="energy")
+    many.seed(capped, "train")
+    assert capped.measured()[0].max() == REPLAY_MAX and np.array_equal(capped.measured()[0] > 0, runs > 0)
 
 
 def test_a_second_run_starts_from_the_profile_and_explores_far_less(tmp_path):
