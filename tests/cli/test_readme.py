@@ -2,9 +2,9 @@
 depth) runs verbatim, each in a fresh namespace, from the repository root (the blocks read
 ../shared/data relative to it and write into temporary directories of their own). A block that
 reads an absent data file is skipped, naming it. The README stays short: at most README_LINES
-lines. Blocks that need a GPU are shown as ```bash or ```text, never run: each `gpudvfs`
-command line in a ```bash block names a command that exists, with options it takes. Every
-page of docs/ is in the site's navigation (mkdocs.yml)."""
+lines. Each `gpudvfs` command line in a ```bash block, those that need a GPU included, names a
+command that exists, with options it takes (test_doc_chains.py runs the others). Every page of
+docs/ is in the site's navigation (mkdocs.yml)."""
 
 from __future__ import annotations
 
@@ -101,38 +101,3 @@ def test_shell_block_commands_exist(page: str, line: int, args: list[str]):
     unknown = [a.split("=")[0] for a in args if a.startswith("-") and a.split("=")[0] not in names
                and not re.fullmatch(r"-[\d.]+", a)]
     assert not unknown, f"{page}:{line}: {' '.join(path)} takes no option {unknown}"
-
-
-#: A shell block of one `gpudvfs` command on a file of the repository, then the text block of
-#: what it prints: the page shows output the code must still give.
-SHOWN_OUTPUT = re.compile(r"^```bash\n(gpudvfs [^\n]*)\n```\n\n```text\n(.*?)^```$", re.S | re.M)
-
-
-def shown_outputs() -> list[tuple[str, int, str, str]]:
-    out = []
-    for page in PAGES:
-        text = page.read_text(encoding="utf-8")
-        for m in SHOWN_OUTPUT.finditer(text):
-            out.append((str(page.relative_to(REPO)), text[:m.start()].count("\n") + 1, m.group(1), m.group(2)))
-    return out
-
-
-SHOWN = shown_outputs()
-
-
-def test_the_docs_show_output_to_check():
-    # Without this, a changed fence would leave nothing to parametrize over, and pass.
-    assert any(page == "docs/guides/predict.md" for page, _, _, _ in SHOWN)
-
-
-@pytest.mark.parametrize(("page", "line", "command", "shown"), SHOWN, ids=[f"{p}:{n}" for p, n, _, _ in SHOWN])
-def test_output_shown_in_the_docs_is_what_the_command_prints(page, line, command, shown, monkeypatch):
-    from click.testing import CliRunner
-
-    from gpudvfs.cli.app import cli
-
-    monkeypatch.chdir(REPO)
-    r = CliRunner().invoke(cli, shlex.split(command)[1:], terminal_width=200)
-    assert r.exit_code == 0, r.output
-    printed = r.stdout.splitlines()
-    assert printed[:len(shown.splitlines())] == shown.splitlines(), f"{page}:{line}: `{command}` prints otherwise"
