@@ -1,6 +1,8 @@
 """The package's layout holds: no import cycle, even through imports deferred into functions
-(a deferred import may keep start-up light, never hide a cycle); the models import nothing of
-their evaluation, the hardware layer or the command line; no Python file over 700 lines."""
+(a deferred import may keep start-up light, never hide a cycle) or through the package
+``__init__`` that importing a module runs; the models import nothing of their evaluation, the
+hardware layer or the command line; the governor nothing of the fleet, the evaluation or the
+command line (they build on it); no Python file over 700 lines."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ MAX_LINES = 700
 MODELS = ("gpudvfs.time", "gpudvfs.power", "gpudvfs.online", "gpudvfs.policy", "gpudvfs.data", "gpudvfs.catalog")
 FORBIDDEN_TO_MODELS = ("gpudvfs.evaluation", "gpudvfs.cli", "gpudvfs.hardware", "gpudvfs.govern", "gpudvfs.fleet",
                        "gpudvfs.demo")
+#: What the governor may not import: the fleet, the replays and the command line drive it.
+FORBIDDEN_TO_GOVERN = ("gpudvfs.fleet", "gpudvfs.evaluation", "gpudvfs.cli", "gpudvfs.demo")
 
 
 def _modules(root: Path = PACKAGE) -> dict[str, tuple[Path, bool]]:
@@ -43,10 +47,19 @@ def _under_type_checking(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool
     return False
 
 
+def _packages_run(module: str, target: str, modules: dict[str, tuple[Path, bool]]) -> set[str]:
+    """The packages whose ``__init__`` importing ``target`` from ``module`` may run: the target's
+    enclosing packages, less those ``module`` is in (already being imported)."""
+    own = module.split(".")[: None if modules[module][1] else -1]
+    parts = target.split(".")
+    enclosing = {".".join(parts[:i]) for i in range(1, len(parts)) if parts[:i] != own[:i]}
+    return {p for p in enclosing if p in modules and modules[p][1]}
+
+
 def import_graph(modules: dict[str, tuple[Path, bool]]) -> dict[str, set[str]]:
     """Module -> the package's modules it imports anywhere (module level or in a function;
-    not under ``if TYPE_CHECKING``). ``from pkg import name`` is an edge to ``pkg.name``
-    where that is a module, else to ``pkg``."""
+    not under ``if TYPE_CHECKING``), and the packages whose ``__init__`` that runs.
+    ``from pkg import name`` is an edge to ``pkg.name`` where that is a module, else to ``pkg``."""
     graph: dict[str, set[str]] = {m: set() for m in modules}
     for module, (path, is_package) in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -60,7 +73,8 @@ def import_graph(modules: dict[str, tuple[Path, bool]]) -> dict[str, set[str]]:
             else:
                 continue
             if not _under_type_checking(node, parents):
-                graph[module] |= {t for t in targets if t in modules and t != module}
+                found = {t for t in targets if t in modules and t != module}
+                graph[module] |= found.union(*(_packages_run(module, t, modules) for t in found))
     return graph
 
 
@@ -116,12 +130,45 @@ def test_the_cycle_check_finds_a_cycle_through_a_deferred_import(tmp_path):
     assert graph["gpudvfs.c"] == set()
 
 
+def test_the_cycle_check_follows_a_package_init(tmp_path):
+    # Imported first, c runs sub's __init__ on its way to sub.a, which imports b, which imports
+    # c half-made: a cycle, though no module imports c's importer.
+    pkg = tmp_path / "gpudvfs"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("from gpudvfs.sub import b\n")
+    (pkg / "sub" / "a.py").write_text("")
+    (pkg / "sub" / "b.py").write_text("from gpudvfs.c import y\n")
+    (pkg / "c.py").write_text("from gpudvfs.sub.a import x\n")
+    graph = import_graph(_modules(pkg))
+    assert cycles(graph) == [["gpudvfs.c", "gpudvfs.sub", "gpudvfs.sub.b"]]
+    assert graph["gpudvfs.sub"] == {"gpudvfs.sub.b"}  # a package importing its own module runs no __init__ again
+
+
+def _up(graph: dict[str, set[str]], package: str, forbidden: tuple[str, ...]) -> list[tuple[str, str]]:
+    return sorted((m, t) for m, targets in graph.items() if m == package or m.startswith(package + ".")
+                  for t in targets if t.startswith(forbidden))
+
+
 @pytest.mark.parametrize("package", MODELS)
 def test_a_model_imports_none_of_what_builds_on_it(package):
-    graph = import_graph(_modules())
-    wrong = sorted((m, t) for m, targets in graph.items() if m == package or m.startswith(package + ".")
-                   for t in targets if t.startswith(FORBIDDEN_TO_MODELS))
-    assert wrong == []
+    assert _up(import_graph(_modules()), package, FORBIDDEN_TO_MODELS) == []
+
+
+def test_the_governor_imports_neither_the_fleet_nor_the_evaluation():
+    assert _up(import_graph(_modules()), "gpudvfs.govern", FORBIDDEN_TO_GOVERN) == []
+
+
+def test_the_layer_check_finds_a_deferred_import_up(tmp_path):
+    pkg = tmp_path / "gpudvfs"
+    for sub in ("govern", "fleet"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "fleet" / "whatif.py").write_text("from gpudvfs.govern import daemon\n")
+    (pkg / "govern" / "daemon.py").write_text("def f():\n    from gpudvfs.fleet.whatif import g\n")
+    assert _up(import_graph(_modules(pkg)), "gpudvfs.govern", FORBIDDEN_TO_GOVERN) == [
+        ("gpudvfs.govern.daemon", "gpudvfs.fleet"), ("gpudvfs.govern.daemon", "gpudvfs.fleet.whatif")]
 
 
 def test_no_python_file_is_over_700_lines():

@@ -332,7 +332,7 @@ def test_the_defaults_are_the_least_regret_that_keeps_deadlines(data):
                                  "--reference", "700,700", "--reference", "1245,877", "--cv", "--json"])
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
-    assert d["chosen"] == {"prior_sd": governor.PRIOR_SD, "explore": governor.EXPLORE,
+    assert d["chosen"] == {"prior_sd": governor.MODEL_PRIOR_SD, "explore": governor.EXPLORE,
                            "residual_sd": governor.RESIDUAL_SD, "residual_scale": governor.RESIDUAL_SCALE}
     sets = d["sets"]
     assert len(sets) == 63 and all(s["feasible"] for s in sets)

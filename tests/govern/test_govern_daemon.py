@@ -18,11 +18,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpudvfs.errors import GpudvfsWarning, InputError
+from gpudvfs.fleet.model_prior import ModelPrior
+from gpudvfs.fleet.simhost import SimProcess, SimulatedHost, calibrated, phased_process, sim_activity
 from gpudvfs.fleet.whatif import GpuTable
 from gpudvfs.govern import Governor
-from gpudvfs.govern.daemon import Daemon, ModelPrior, NvmlMonitor
+from gpudvfs.govern.daemon import Daemon, NvmlMonitor
 from gpudvfs.govern.phases import PhaseDetector
-from gpudvfs.govern.simhost import SimProcess, SimulatedHost, calibrated, phased_process, sim_activity
 from gpudvfs.hardware.apps import APPS
 from gpudvfs.hardware.nvml import NvmlDevice
 from gpudvfs.hardware.simulated import SimulatedDevice
@@ -279,7 +280,8 @@ import os, sys, threading, signal, time, json
 import numpy as np
 sys.path[:0] = {tests!r}
 from fake_pynvml import FakeNvml
-from gpudvfs.govern.daemon import Daemon, ModelPrior, NvmlMonitor
+from gpudvfs.fleet.model_prior import ModelPrior
+from gpudvfs.govern.daemon import Daemon, NvmlMonitor
 from gpudvfs.hardware.nvml import NvmlDevice
 from gpudvfs.time.dcgm import DcgmTimeModel
 from test_govern_daemon import _fake_table, _busy
@@ -376,7 +378,7 @@ def test_the_service_ends_on_sigterm_or_ctrl_c_and_puts_the_handler_back(sim, si
     is put back."""
     import os
 
-    from gpudvfs.govern.service import ServiceSettings, serve
+    from gpudvfs.fleet.govern_service import ServiceSettings, serve
 
     device = sim[0]
     settings = ServiceSettings(device_kind="sim", duration_s=200, sim_phase_s=20, workdir=sim_dir, dry_run=False)
@@ -416,7 +418,7 @@ def test_the_service_ends_on_sigterm_or_ctrl_c_and_puts_the_handler_back(sim, si
     ({"device_kind": "rocm"}, "unknown device"),
 ])
 def test_the_service_refuses_settings_that_do_not_go_together(settings, message):
-    from gpudvfs.govern.service import ServiceSettings
+    from gpudvfs.fleet.govern_service import ServiceSettings
 
     with pytest.raises(InputError, match=message):
         ServiceSettings(**settings)
@@ -477,8 +479,8 @@ def test_the_catalog_prior_governs_the_simulated_gpu_near_the_models(sim):
     """No registry, no time model: the clocks the device lists and the catalog power prior's
     shape (`govern run --device sim --catalog-prior`: 1.00% over the least energy at 600 s,
     0.67% at 1200 s, against the models' 0.60 and 0.48%)."""
-    from gpudvfs.govern.daemon import CatalogPrior
     from gpudvfs.govern.integrations.devices import SIM_CATALOG_NAME
+    from gpudvfs.govern.priors import CatalogPrior
 
     device = sim[0]
     prior = CatalogPrior.of(device, SIM_CATALOG_NAME)
@@ -500,7 +502,7 @@ def test_a_dry_run_sets_nothing_and_learns_at_the_drivers_clocks(sim):
     counted."""
     import os
 
-    from gpudvfs.govern.daemon import CatalogPrior
+    from gpudvfs.govern.priors import CatalogPrior
 
     fake = FakeNvml()
     fake.pids = [os.getpid()]
@@ -522,7 +524,7 @@ def test_the_power_limit_knob_sets_limits_and_puts_back_the_one_found():
     and the run ends with the limit it found."""
     import os
 
-    from gpudvfs.govern.daemon import PowerLimitPrior
+    from gpudvfs.govern.priors import PowerLimitPrior
 
     fake = FakeNvml()
     fake.pids = [os.getpid()]

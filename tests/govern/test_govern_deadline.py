@@ -16,9 +16,9 @@ import gpudvfs
 from gpudvfs.errors import InputError
 from gpudvfs.evaluation.deadline_cv import ReplayFile, deadline_cv, worst_share
 from gpudvfs.evaluation.govern_replay import ReplaySetup, governor_scores, replay
+from gpudvfs.evaluation.plain import plain_table
 from gpudvfs.evaluation.replay_table import Target
 from gpudvfs.govern import Governor
-from gpudvfs.govern.plain import plain_table
 
 CONFIGS = np.array([[c, 1.0] for c in (600.0, 700.0, 800.0, 900.0, 1000.0)])
 TOP = len(CONFIGS) - 1

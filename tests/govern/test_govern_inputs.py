@@ -282,8 +282,9 @@ def test_run_refuses_options_of_another_policy(tmp_path):
 def test_run_reports_the_clocks_it_restored_apart_from_its_changes(tmp_path):
     """The last reset gives the clocks back to the driver: reported (clocks_restored), and
     not counted as a clock change, so the bar and the table say the same number."""
-    from gpudvfs.govern.daemon import Daemon, ModelPrior
-    from gpudvfs.govern.simhost import SimulatedHost, calibrated, phased_process
+    from gpudvfs.fleet.model_prior import ModelPrior
+    from gpudvfs.fleet.simhost import SimulatedHost, calibrated, phased_process
+    from gpudvfs.govern.daemon import Daemon
     from gpudvfs.hardware.apps import APPS
 
     device, table, model = calibrated(tmp_path / "wd")

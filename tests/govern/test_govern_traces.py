@@ -18,6 +18,7 @@ import gpudvfs
 from gpudvfs.cli.app import cli
 from gpudvfs.errors import InputError
 from gpudvfs.evaluation.govern_replay import _run, replay
+from gpudvfs.evaluation.plain import plain_table
 from gpudvfs.evaluation.replay_strategies import (
     ZEUS_PROFILE_STEPS,
     ZEUS_WARMUP_STEPS,
@@ -27,7 +28,6 @@ from gpudvfs.evaluation.replay_strategies import (
 )
 from gpudvfs.evaluation.replay_table import ReplayTable, Target
 from gpudvfs.govern import Governor
-from gpudvfs.govern.plain import plain_table
 from gpudvfs.policy import select
 
 LIMITS = np.array([[100.0, 1.0], [150.0, 1.0], [200.0, 1.0], [250.0, 1.0]])

@@ -19,9 +19,9 @@ import pytest
 
 from gpudvfs.errors import GpudvfsError, GpudvfsWarning, InputError
 from gpudvfs.govern import Governor
+from gpudvfs.govern.clock_grid import thin
 from gpudvfs.govern.clockd import ClockClient, ClockService
 from gpudvfs.govern.integrations import GENERIC_UTIL, GovernedTraining, StepMeter, clock_grid, step_prior
-from gpudvfs.govern.integrations.configs import thin
 from gpudvfs.govern.loop import GovernedLoop, nearest_config
 from gpudvfs.hardware.nvml import NvmlDevice
 from gpudvfs.hardware.simulated import SimulatedDevice

@@ -20,13 +20,13 @@ from hypothesis import strategies as st
 import gpudvfs
 from gpudvfs.cli.app import cli
 from gpudvfs.errors import GpudvfsWarning, InputError
+from gpudvfs.evaluation.plain import plain_table
 from gpudvfs.evaluation.profile_replay import profile_replay
 from gpudvfs.evaluation.replay_table import ReplayTable, subset
 from gpudvfs.govern import Governor, integrations
 from gpudvfs.govern.integrations import GovernedTraining
 from gpudvfs.govern.integrations.callback import SessionCallback
 from gpudvfs.govern.integrations.resume import read_history
-from gpudvfs.govern.plain import plain_table
 from gpudvfs.govern.profile import REPLAY_MAX, PhaseCurves, Profile, ProfileKeeper, read_profile
 from gpudvfs.hardware.simulated import SimulatedDevice
 

@@ -17,7 +17,7 @@ from gpudvfs.cli.progress import progress_bars
 from gpudvfs.fleet.budget import bench
 from gpudvfs.fleet.jobs import OBJECTIVES, plan_budget, read_jobs, simulated_jobs, write_jobs
 from gpudvfs.fleet.registry import CV_FOLDS, Registry
-from gpudvfs.fleet.whatif import DEFAULT_INTERVAL_S, MIN_INTERVAL_S, WHATIF_POLICIES
+from gpudvfs.fleet.whatif import DEFAULT_INTERVAL_S, MIN_TELEMETRY_INTERVAL_S, WHATIF_POLICIES
 from gpudvfs.power.model import VARIANTS
 
 
@@ -206,7 +206,7 @@ def sample_jobs(registry: str, out: str, force: bool) -> None:
 @click.option("--slowdown", default=0.1, show_default=True, type=options.Finite(min=0),
               help="deadline: the most a job may slow down against the default clocks.")
 @click.option("--interval-s", default=DEFAULT_INTERVAL_S, show_default=True,
-              type=options.Finite(min=MIN_INTERVAL_S),
+              type=options.Finite(min=MIN_TELEMETRY_INTERVAL_S),
               help="Seconds each sample stands for (the exporter's collection interval).")
 @click.option("--job-column", help="The column naming each sample's job (default: hpc_job, exported_job, pod, job).")
 @click.option("--ray", "ray_address", default="local", show_default=True, help="As for `fleet calibrate`.")

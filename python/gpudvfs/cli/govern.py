@@ -24,11 +24,11 @@ from gpudvfs.data.dcgm_fields import is_dcgm_grid
 from gpudvfs.evaluation.deadline_cv import ReplayFile, deadline_cv
 from gpudvfs.evaluation.govern_replay import StrategyScores, replay
 from gpudvfs.evaluation.governor_cv import DEFAULT_SEEDS, GovernorCV, choose_defaults, cross_validate_governor
+from gpudvfs.evaluation.plain import plain_table
 from gpudvfs.evaluation.replay_table import ReplayTable, dcgm_replay_table, replay_table
 from gpudvfs.evaluation.train_replay import replay_run
-from gpudvfs.govern.daemon import KNOBS, MIN_INTERVAL_S, Daemon
+from gpudvfs.govern.daemon import KNOBS, MIN_DAEMON_INTERVAL_S, Daemon
 from gpudvfs.govern.governor import GOVERNOR_POLICIES
-from gpudvfs.govern.plain import plain_table
 from gpudvfs.hardware.kinds import make_device
 from gpudvfs.hardware.nvml import NvmlDevice
 
@@ -549,9 +549,9 @@ def _started(daemon: Daemon) -> None:
 @click.option("--slowdown", default=0.1, show_default=True, type=options.Finite(min=0),
               help="deadline: at most this slower than the default clocks.")
 @click.option("--power-cap", type=options.Finite(min=0, min_open=True), help="power-cap: watts.")
-@click.option("--interval", default=1.0, show_default=True, type=options.Finite(min=MIN_INTERVAL_S),
-              help=f"Seconds per observation, at least {MIN_INTERVAL_S:g} (longer than the power sensor's refresh "
-                   "period).")
+@click.option("--interval", default=1.0, show_default=True, type=options.Finite(min=MIN_DAEMON_INTERVAL_S),
+              help=f"Seconds per observation, at least {MIN_DAEMON_INTERVAL_S:g} (longer than the power sensor's "
+                   "refresh period).")
 @click.option("--duration", type=options.Finite(min=0, min_open=True),
               help="Seconds to run (default: nvml until SIGINT or SIGTERM; sim 1200, virtual).")
 @click.option("--progress", "progress_file", type=click.Path(dir_okay=False),
@@ -620,7 +620,7 @@ def run(device_kind: str, index: int, registry: str | None, time_model: str | No
     as_json : bool
         --json: the report as JSON, no start line and no bar.
     """  # noqa: D301 -- click's \f ends the help text
-    from gpudvfs.govern.service import ServiceSettings, serve  # the daemon's imports: not at start-up
+    from gpudvfs.fleet.govern_service import ServiceSettings, serve  # the daemon's imports: not at start-up
 
     options.policy_options(policy, power_cap)
     with user_errors():

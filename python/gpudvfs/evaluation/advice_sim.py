@@ -2,13 +2,13 @@
 
 Per synthetic training step (a compute and a memory part and utilizations, `STEPS`) and seed, a
 governor is set up as `GovernedTraining` sets it up on a `SimulatedDevice` (the simulator's clock
-grid, the step prior from a first window, the catalog power shape, `PRIOR_SD`), then observes
+grid, the step prior from a first window, the catalog power shape, `STEP_PRIOR_SD`), then observes
 ``windows`` windows passively, with the simulator's 1% noise on time and power, at the pairs the
 driver's clocks ran: the default pair alone, or alternately the default and a pair the driver
 pulled the core clock down to (``second``). The advice (`gpudvfs.govern.advice`) against the
 default pair is scored on the simulator's noise-free time and power
 (`SimulatedDevice.true_time_ms`, `true_power_w`): the realized saving is 1 - E(advised) /
-E(default) there. Nothing is fitted here: the interval's 1.645 is fixed, `PRIOR_SD` and
+E(default) there. Nothing is fitted here: the interval's 1.645 is fixed, `STEP_PRIOR_SD` and
 `MEMORY_SHARE` are the session's defaults.
 
 ``python -m gpudvfs.evaluation.advice_sim`` prints the figures.
@@ -21,11 +21,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpudvfs.govern.advice import Advice, phase_advice
+from gpudvfs.govern.clock_grid import clock_grid
 from gpudvfs.govern.governor import Governor
-from gpudvfs.govern.integrations.configs import clock_grid
 from gpudvfs.govern.integrations.devices import SIM_CATALOG_NAME
-from gpudvfs.govern.integrations.prior import PRIOR_SD, catalog_power_shape, step_prior
 from gpudvfs.govern.loop import nearest_config
+from gpudvfs.govern.priors import STEP_PRIOR_SD, catalog_power_shape, step_prior
 from gpudvfs.hardware.device import Workload
 from gpudvfs.hardware.simulated import SimulatedDevice
 
@@ -60,7 +60,7 @@ def workload(name: str) -> Workload:
 
 
 def score(name: str, seed: int, *, windows: int = 20, second: float | None = None,
-          prior_sd: float = PRIOR_SD) -> Scored:
+          prior_sd: float = STEP_PRIOR_SD) -> Scored:
     """Advise step ``name`` after ``windows`` passive windows; ``second``: the pulled-down core clock's share."""
     dev = SimulatedDevice(seed=seed)
     grid = clock_grid(dev)
@@ -88,7 +88,8 @@ def score(name: str, seed: int, *, windows: int = 20, second: float | None = Non
 
 def main() -> None:
     """Print the figures: per setting, the predicted and realized savings and the interval's coverage."""
-    for label, second, prior_sd in (("default pair only", None, PRIOR_SD), ("default + core at 85%", 0.85, PRIOR_SD),
+    for label, second, prior_sd in (("default pair only", None, STEP_PRIOR_SD),
+                                    ("default + core at 85%", 0.85, STEP_PRIOR_SD),
                                     ("default only, prior_sd 0.1", None, 0.1),
                                     ("default only, prior_sd 0.4", None, 0.4)):
         rows = [score(n, s, second=second, prior_sd=prior_sd) for n in STEPS for s in range(3)]

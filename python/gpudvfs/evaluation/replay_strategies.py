@@ -20,7 +20,7 @@ import numpy as np
 
 from gpudvfs.evaluation.replay_table import ReplayTable, Target
 from gpudvfs.govern.governor import Governor
-from gpudvfs.govern.power_limit import limit_curves
+from gpudvfs.govern.priors import limit_curves
 
 #: Zeus's JIT profiling as its `GlobalPowerLimitOptimizer` documents it: each setting, from
 #: the highest down, runs this many warm-up steps, then this many measured ones.

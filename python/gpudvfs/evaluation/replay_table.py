@@ -4,7 +4,7 @@ Per application the measured and predicted time and power at every setting (`Rep
 and the policy its strategies are scored under (`Target`).
 
 Tables come from a grid's counters through the models (`replay_table`, `dcgm_replay_table`)
-or from its time and power alone (`gpudvfs.govern.plain`), over clock pairs or one knob (a
+or from its time and power alone (`gpudvfs.evaluation.plain`), over clock pairs or one knob (a
 core clock, a power limit: ``ReplayTable.knob``). The predictions of an application come from
 models it was not in: its power from a model fitted on the other applications, its time from
 the time model calibrated on its own reference time (the one measurement a governor has of a

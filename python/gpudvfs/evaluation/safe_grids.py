@@ -24,10 +24,10 @@ import numpy as np
 from gpudvfs.data import read_measured_grid
 from gpudvfs.data.dcgm_fields import is_dcgm_grid
 from gpudvfs.errors import InputError
+from gpudvfs.evaluation.plain import plain_table
 from gpudvfs.evaluation.regret import MeanMax
 from gpudvfs.evaluation.replay_table import ReplayTable, dcgm_replay_table, replay_table
 from gpudvfs.evaluation.safe import ANCHORS, Z_GRID, candidate_regrets, rule_name
-from gpudvfs.govern.plain import plain_table
 from gpudvfs.records import Record
 from gpudvfs.time.device import TimeDevice
 
@@ -44,7 +44,7 @@ SLACKS = (0.0, 0.005, 0.01, 0.02)
 
 #: The grids of the public data scored (path under the data folder, GPU, catalog device, reference
 #: pair). A grid without a device is read without counters: each workload predicted from the
-#: others' curves, placed on its time and power at the highest setting (`gpudvfs.govern.plain`).
+#: others' curves, placed on its time and power at the highest setting (`gpudvfs.evaluation.plain`).
 SHARED_GRIDS: tuple[tuple[str, str, str | None, tuple[float, float] | None], ...] = (
     ("nv-dvfs-benchmark/gtx980_time_power_dev.csv", "GTX 980", "gtx980", (700.0, 700.0)),
     ("nsfcac/v100_spec_dev.csv", "V100", "v100-pcie", (1245.0, 877.0)),

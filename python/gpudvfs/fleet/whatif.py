@@ -45,7 +45,7 @@ WHATIF_POLICIES = tuple(p for p in POLICIES if p not in ("ed2p", "power-cap", "c
 DEFAULT_INTERVAL_S = 30.0
 #: The exporter collects in whole milliseconds; shorter intervals would only push the sums
 #: towards denormal joules, whose ratios overflow.
-MIN_INTERVAL_S = 1e-3
+MIN_TELEMETRY_INTERVAL_S = 1e-3
 UUID_COLUMNS = ("uuid", "gpu_uuid")
 #: A Prometheus export's `job` label names the scrape job, not the workload: the labels the
 #: DCGM exporter attaches for Slurm and Kubernetes come first.
@@ -331,12 +331,12 @@ def whatif(telemetry: str | Path, registry: Registry, model: DcgmTimeModel, *, p
     against the default clocks; ``interval_s`` the exporter's collection interval; ``ray_address``
     as `tasks.ray_session` takes it (no GPUs are needed). Returns `summarize`'s ``jobs`` and
     ``cluster``, with ``policy``, ``slowdown`` (deadline only) and ``interval_s``. `InputError` for an
-    interval below `MIN_INTERVAL_S`, an unknown policy, or telemetry that cannot be read or is
-    refused.
+    interval below `MIN_TELEMETRY_INTERVAL_S`, an unknown policy, or telemetry that cannot be read or
+    is refused.
     """
-    if not is_finite_number(interval_s, MIN_INTERVAL_S):
-        raise InputError(f"interval must be a finite number of seconds >= {MIN_INTERVAL_S:g} (the exporter collects "
-                         f"in whole milliseconds), got {interval_s}")
+    if not is_finite_number(interval_s, MIN_TELEMETRY_INTERVAL_S):
+        raise InputError(f"interval must be a finite number of seconds >= {MIN_TELEMETRY_INTERVAL_S:g} (the exporter "
+                         f"collects in whole milliseconds), got {interval_s}")
     if policy not in WHATIF_POLICIES:
         raise InputError(f"unknown policy {policy!r}; expected one of {WHATIF_POLICIES}")
     tables = gpu_tables(registry)

@@ -1,4 +1,4 @@
-"""The closed-loop frequency governor and its replay against measured grids.
+"""The closed-loop frequency governor, its priors, its daemon and its training integrations.
 
 It starts from the offline models' predictions and lets measurements settle the choice
 (`Governor`).

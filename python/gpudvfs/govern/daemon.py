@@ -6,11 +6,12 @@ simulator; NVML's GPM metrics on a Hopper or newer GPU; on older ones NVML's ker
 memory busy fractions, a coarser view) and, where the application reports it, its progress
 in units of work. The phase detector maps (processes, activities) to a phase. A new phase's
 prior is its first interval carried to every pair: with a fleet registry and a DCGM time
-model (`ModelPrior`), as `gpudvfs fleet whatif` carries a telemetry sample, its power by the
-GPU's registry model and its time by the time model's shares; without them (`CatalogPrior`),
-over the clocks the GPU lists, its power by the shape of the catalog's power prior and its
-time by a generic two-part law, a wider prior the governor corrects by measuring. Then the
-governor observes the interval and decides, and the daemon sets the clocks it chose.
+model (`gpudvfs.fleet.model_prior.ModelPrior`), as `gpudvfs fleet whatif` carries a telemetry
+sample, its power by the GPU's registry model and its time by the time model's shares; without
+them (`priors.CatalogPrior`), over the clocks the GPU lists, its power by the shape of the
+catalog's power prior and its time by a generic two-part law, a wider prior the governor
+corrects by measuring. Then the governor observes the interval and decides, and the daemon sets
+the clocks it chose.
 
 An interval is observed only when the daemon held the clocks through it and it lay inside
 its phase (not one that straddles a phase change). Where the GPU reports a throttle reason
@@ -28,38 +29,50 @@ from __future__ import annotations
 
 import threading
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
-from gpudvfs.errors import GpudvfsWarning, InputError
-from gpudvfs.fleet.whatif import GpuTable, Samples, predict_samples
+from gpudvfs.errors import InputError
 from gpudvfs.govern.governor import Governor
-from gpudvfs.govern.integrations.configs import ClockGrid, clock_grid
-from gpudvfs.govern.integrations.prior import PRIOR_SD as INTEGRATION_PRIOR_SD
-from gpudvfs.govern.integrations.prior import PowerShape, catalog_power_shape, step_prior
 from gpudvfs.govern.phases import PhaseDetector
-from gpudvfs.govern.power_limit import PowerLimitKnob, limit_curves
-from gpudvfs.govern.simhost import SimulatedHost
-from gpudvfs.hardware.device import Device
+from gpudvfs.govern.priors import PowerLimitPrior, Prior
 from gpudvfs.hardware.nvml import NvmlDevice
 from gpudvfs.hardware.simulated import SimulatedDevice
-from gpudvfs.time.dcgm import DcgmTimeModel
 
 #: What a daemon sets: locked clocks, or the board's power limit (the clocks left to the driver).
 KNOBS = ("clocks", "power-limit")
-#: The power limits `PowerLimitPrior` governs among (its default besides).
-POWER_LIMIT_LEVELS = 8
 #: Dry run: how far (relative, on each clock) the driver's clocks may be from a governed pair
 #: for an interval to count as that pair's.
 DRY_RUN_TOLERANCE = 0.02
 #: The shortest interval `gpudvfs govern run` takes: NVML's power and energy readings refresh
 #: every 20-100 ms, so a shorter one measures the sensor, not the clocks; and a simulated run
 #: takes a step per interval of its (virtual) duration.
-MIN_INTERVAL_S = 0.1
+MIN_DAEMON_INTERVAL_S = 0.1
+
+
+class Monitor(Protocol):
+    """What the daemon reads of a GPU besides its device: `NvmlMonitor`, `gpudvfs.fleet.simhost.SimulatedHost`.
+
+    ``source``: where the activities come from (``"gpm"``, ``"utilization"``, ``"simulated"``).
+    """
+
+    source: str
+
+    def processes(self) -> tuple[tuple[int, str], ...]:
+        """(pid, name) of each compute process running."""
+
+    def activity(self) -> np.ndarray:
+        """(SM, pipe, DRAM) activity over the last `wait`."""
+
+    def progress(self) -> float | None:
+        """Work units the application says it has done (None: not reported)."""
+
+    def wait(self, seconds: float) -> None:
+        """Let one interval pass."""
 
 
 class NvmlMonitor:
@@ -219,191 +232,6 @@ def phase_name(key: tuple) -> str:
     return f"{'+'.join(names)}#{k}"
 
 
-class ModelPrior:
-    """A phase's prior from the GPU's fleet registry power model and the DCGM time model.
-
-    The power model is taken over the GPU's calibrated pairs. Where the time model was fitted at
-    one memory clock, only the default memory clock's pairs are governed.
-
-    Parameters
-    ----------
-    table : GpuTable
-        The GPU's power model over its pairs (`fleet.whatif.gpu_table`).
-    model : DcgmTimeModel
-        The time model.
-    """
-
-    name, knob = "models", "clocks"
-    prior_sd = None  # the governor's own default: the models' cross-validated error
-
-    def __init__(self, table: GpuTable, model: DcgmTimeModel) -> None:
-        cfg = table.configs
-        keep = np.ones(len(cfg), dtype=bool) if model.varies_mem_ else cfg[:, 1] == cfg[table.default, 1]
-        self.pairs = np.flatnonzero(keep)
-        self.table, self.model = table, model
-        self.configs = cfg[self.pairs]
-        self.default_index = int(np.searchsorted(self.pairs, table.default))
-
-    def __call__(self, watts: float, activity: np.ndarray, time_ms: float,
-                 clocks: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
-        """The interval's time and power carried to every governed pair.
-
-        Parameters
-        ----------
-        watts : float
-            The interval's power.
-        activity : numpy.ndarray
-            Its (SM, pipe, DRAM) activities.
-        time_ms : float
-            Its time per unit of work.
-        clocks : tuple of (float, float)
-            The (core, memory) MHz it ran at.
-
-        Returns
-        -------
-        tuple of (numpy.ndarray, numpy.ndarray)
-            Time per unit (ms) and watts at each pair.
-        """
-        one = Samples(np.zeros(1, dtype=np.int64), ["gpu"], np.zeros(1, dtype=np.int64), ["phase"],
-                      np.array([watts]), np.array([clocks[0]]), np.array([clocks[1]]), activity[None, :])
-        p = predict_samples(one, {"gpu": self.table}, self.model)[0]
-        return time_ms * p.ratio[0, self.pairs], p.watts[0, self.pairs]
-
-
-class CatalogPrior:
-    """A phase's prior from nothing built by hand.
-
-    The pairs the GPU lists (else its catalog entry's), power by the shape of the catalog's power
-    prior and time by `step_prior`'s generic law; given the governor's wide `integrations.PRIOR_SD`.
-
-    Parameters
-    ----------
-    grid : ClockGrid
-        The pairs (`integrations.clock_grid`).
-    shape : PowerShape or None
-        Power over the pairs (`integrations.prior.catalog_power_shape`; None: flat).
-    """
-
-    name, knob = "catalog", "clocks"
-    prior_sd = INTEGRATION_PRIOR_SD
-
-    @classmethod
-    def of(cls, device: Device, catalog_name: str | None = None) -> CatalogPrior:
-        """The prior of a device: its clock list (else its catalog entry's) and the catalog power prior.
-
-        A catalog without the GPU leaves the power flat, with a warning.
-
-        Parameters
-        ----------
-        device : Device
-            The GPU.
-        catalog_name : str or None
-            Its catalog entry (None: its own name).
-
-        Returns
-        -------
-        CatalogPrior
-            The prior.
-        """
-        grid = clock_grid(device, catalog_name)
-        name = catalog_name or device.name
-        try:
-            shape, _ = catalog_power_shape(name, grid.default_mhz)
-        except InputError as e:
-            warnings.warn(GpudvfsWarning(f"no catalog power prior for {name!r} ({str(e).split('. ')[0]}): a flat "
-                                         "power prior, learnt as the daemon measures"), stacklevel=2)
-            shape = None
-        return cls(grid, shape)
-
-    def __init__(self, grid: ClockGrid, shape: PowerShape | None) -> None:
-        self.shape = shape
-        self.configs, self.default_index = grid.configs, grid.default_index
-
-    def __call__(self, watts: float, activity: np.ndarray, time_ms: float,
-                 clocks: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
-        """The interval's time and power carried to every governed pair.
-
-        Parameters
-        ----------
-        watts : float
-            The interval's power.
-        activity : numpy.ndarray
-            Its (SM, pipe, DRAM) activities.
-        time_ms : float
-            Its time per unit of work.
-        clocks : tuple of (float, float)
-            The (core, memory) MHz it ran at.
-
-        Returns
-        -------
-        tuple of (numpy.ndarray, numpy.ndarray)
-            Time per unit (ms) and watts at each pair.
-        """
-        return step_prior(self.configs, tuple(float(c) for c in clocks), time_ms, watts, self.shape)
-
-
-class PowerLimitPrior:
-    """The board's power limit as the knob, the clocks left to the driver.
-
-    ``levels`` limits evenly over the range the GPU takes, and its default; a phase's prior from
-    its first interval's power by `power_limit.limit_curves`, given the wide
-    `integrations.PRIOR_SD`. ``configs[:, 1]`` is a constant 1, which the governor's log-ratio
-    features read as nothing.
-
-    Parameters
-    ----------
-    device : PowerLimitKnob
-        The GPU, whose limit the daemon sets.
-    levels : int
-        Limits evenly over its range.
-
-    Raises
-    ------
-    InputError
-        Where the GPU does not report its power limits.
-    """
-
-    name, knob = "power-limit", "power_limit"
-    prior_sd = INTEGRATION_PRIOR_SD
-
-    def __init__(self, device: PowerLimitKnob, levels: int = POWER_LIMIT_LEVELS) -> None:
-        self.device = device
-        limits = device.power_limits()
-        default = limits["default"] or limits["enforced"]
-        if limits["min"] is None or limits["max"] is None or default is None:
-            raise InputError(f"{device.name} does not report its power limits: it has no power-limit knob here")
-        values = np.unique(np.append(np.linspace(limits["min"], limits["max"], levels), default))
-        self.configs = np.column_stack([values, np.ones(len(values))])
-        self.default_index = int(np.flatnonzero(values == default)[0])
-
-    def __call__(self, watts: float, activity: np.ndarray, time_ms: float,
-                 clocks: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
-        """The interval's time and power carried to every governed power limit.
-
-        Parameters
-        ----------
-        watts : float
-            The interval's power.
-        activity : numpy.ndarray
-            Its (SM, pipe, DRAM) activities.
-        time_ms : float
-            Its time per unit of work.
-        clocks : tuple of (float, float)
-            The (core, memory) MHz it ran at.
-
-        Returns
-        -------
-        tuple of (numpy.ndarray, numpy.ndarray)
-            Time per unit (ms) and watts at each power limit.
-        """
-        log_t, log_p = limit_curves(self.configs[:, 0], watts)
-        return time_ms * np.exp(log_t), watts * np.exp(log_p)
-
-
-#: What a daemon's phases start from.
-Prior = ModelPrior | CatalogPrior | PowerLimitPrior
-
-
 class Daemon:
     """Governs a GPU from what its monitor reports, each new phase's prediction from a prior.
 
@@ -413,9 +241,9 @@ class Daemon:
     ----------
     device : NvmlDevice or SimulatedDevice
         The GPU: its clocks (or power limit) and energy counter.
-    monitor : NvmlMonitor or SimulatedHost
+    monitor : Monitor
         Its processes, activities and progress, and the wait of an interval.
-    prior : ModelPrior or CatalogPrior or PowerLimitPrior
+    prior : Prior
         The settings governed, what sets them, and a phase's time and power over them from
         its first interval.
     policy : str
@@ -441,7 +269,7 @@ class Daemon:
         Where the interval is not > 0 or the GPU has no energy counter.
     """
 
-    def __init__(self, device: NvmlDevice | SimulatedDevice, monitor: NvmlMonitor | SimulatedHost, prior: Prior, *,
+    def __init__(self, device: NvmlDevice | SimulatedDevice, monitor: Monitor, prior: Prior, *,
                  policy: str = "energy", slowdown: float = 0.1, power_cap_w: float | None = None,
                  interval_s: float = 1.0, detector: PhaseDetector | None = None,
                  log: Callable[[dict], None] | None = None, dry_run: bool = False, **governor) -> None:
@@ -453,8 +281,7 @@ class Daemon:
         self.device, self.monitor, self.prior, self.dry_run = device, monitor, prior, bool(dry_run)
         self.interval_s = float(interval_s)
         self.detector = detector or PhaseDetector()
-        if prior.prior_sd is not None:
-            governor = {"prior_sd": prior.prior_sd} | governor
+        governor = {"prior_sd": prior.prior_sd} | governor
         self.governor = Governor(prior.configs, prior.default_index, policy=policy, slowdown=slowdown,
                                  power_cap_w=power_cap_w, log=log, **governor)
         self.stats = DaemonStats()

@@ -52,13 +52,14 @@ from gpudvfs.policy.policies import POLICIES
 #: The policies the governor decides by: every one of `gpudvfs.policy.POLICIES` but ED2P, for
 #: which the Rust core has no objective.
 GOVERNOR_POLICIES = tuple(p for p in POLICIES if p != "ed2p")
-#: The prior's relative error, the bound's width, the residual's (relative) and its
-#: correlation length (in log-frequency): `gpudvfs govern defaults` on the GTX 980 and V100
-#: grids (the least mean regret over the energy, EDP and deadline policies and seeds 0-4,
-#: deadline steps over the bound at most 5%; a test holds them to it); docs/accuracy.md gives the
-#: held-out figures of `gpudvfs govern defaults --cv` (this choice with each application left
-#: out) and how they move with each constant.
-PRIOR_SD = 0.05
+#: The relative error of a prior from the fitted time and power models (the replays' and the
+#: daemon's `ModelPrior`), the bound's width, the residual's (relative) and its correlation
+#: length (in log-frequency): `gpudvfs govern defaults` on the GTX 980 and V100 grids (the least
+#: mean regret over the energy, EDP and deadline policies and seeds 0-4, deadline steps over the
+#: bound at most 5%; a test holds them to it); docs/accuracy.md gives the held-out figures of
+#: `gpudvfs govern defaults --cv` (this choice with each application left out) and how they move
+#: with each constant.
+MODEL_PRIOR_SD = 0.05
 EXPLORE = 4.0
 RESIDUAL_SD = 0.03
 RESIDUAL_SCALE = 0.4
@@ -148,7 +149,7 @@ class Governor:
     def __init__(self, configs: ArrayLike, default_index: int, *, policy: str = "energy", slowdown: float = 0.1,
                  power_cap_w: float | None = None, eta: float = 0.5, max_power_w: float | None = None,
                  default_runs: int = DEFAULT_RUNS, bound_z: float = BOUND_Z, confirm_z: float = CONFIRM_Z,
-                 confirm_runs: int = CONFIRM_RUNS, prior_sd: float = PRIOR_SD, noise_sd: float = 0.01,
+                 confirm_runs: int = CONFIRM_RUNS, prior_sd: float = MODEL_PRIOR_SD, noise_sd: float = 0.01,
                  explore: float = EXPLORE, hysteresis: float = 0.005, residual_sd: float = RESIDUAL_SD,
                  residual_scale: float = RESIDUAL_SCALE, log: Callable[[dict], None] | None = None) -> None:
         cfg = clock_array(configs, "configs")

@@ -23,8 +23,6 @@ and this package import neither torch, transformers nor lightning.
 | module        | what                                                                  |
 |---------------|-----------------------------------------------------------------------|
 | `meter`       | `StepMeter`, `StepRecord`: per-step time, energy, power, clocks       |
-| `prior`       | `step_prior`: a phase's prior over the pairs from its first step      |
-| `configs`     | `clock_grid`: the pairs to choose among (device, else catalog)        |
 | `devices`     | `open_device`: an NVML GPU, the simulated one, or a device object     |
 | `session`     | `GovernedTraining`: meter + phases + governor                         |
 | `summary`     | the run's summary per phase                                           |
@@ -34,6 +32,9 @@ and this package import neither torch, transformers nor lightning.
 | `distributed` | data parallel: the ranks' steps merged, rank 0's pair on every rank   |
 | `huggingface` | `GpudvfsTrainerCallback` (``transformers.TrainerCallback``)           |
 | `lightning`   | `GpudvfsLightningCallback` (``lightning.pytorch.Callback``)           |
+
+A phase's prior (`step_prior`) and the pairs chosen among (`clock_grid`) are the daemon's too:
+`gpudvfs.govern.priors` and `gpudvfs.govern.clock_grid`.
 """
 
 from __future__ import annotations
@@ -41,15 +42,15 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from gpudvfs.govern.integrations.configs import MAX_CORE_CLOCKS, ClockGrid, clock_grid
+from gpudvfs.govern.clock_grid import MAX_CORE_CLOCKS, ClockGrid, clock_grid
 from gpudvfs.govern.integrations.devices import open_device
 from gpudvfs.govern.integrations.meter import SIM_STEP, StepMeter, StepRecord
-from gpudvfs.govern.integrations.prior import GENERIC_UTIL, MEMORY_SHARE, PRIOR_SD, step_prior
 from gpudvfs.govern.integrations.session import GovernedTraining
+from gpudvfs.govern.priors import GENERIC_UTIL, MEMORY_SHARE, STEP_PRIOR_SD, step_prior
 
 _LAZY = {"GpudvfsTrainerCallback": ".huggingface", "GpudvfsLightningCallback": ".lightning"}
 
-__all__ = ["GENERIC_UTIL", "MAX_CORE_CLOCKS", "MEMORY_SHARE", "PRIOR_SD", "SIM_STEP", "ClockGrid",
+__all__ = ["GENERIC_UTIL", "MAX_CORE_CLOCKS", "MEMORY_SHARE", "SIM_STEP", "STEP_PRIOR_SD", "ClockGrid",
            "GovernedTraining", "GpudvfsLightningCallback", "GpudvfsTrainerCallback", "StepMeter", "StepRecord",
            "clock_grid", "open_device", "step_prior"]
 

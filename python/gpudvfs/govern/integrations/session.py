@@ -51,17 +51,17 @@ import numpy as np
 
 from gpudvfs.data.jsonfile import json_default
 from gpudvfs.errors import GpudvfsWarning, InputError
+from gpudvfs.govern.clock_grid import MAX_CORE_CLOCKS, ClockGrid, clock_grid
 from gpudvfs.govern.clockd import ClockClient
 from gpudvfs.govern.governor import GOVERNOR_POLICIES, Governor
 from gpudvfs.govern.integrations.between_runs import BetweenRuns
-from gpudvfs.govern.integrations.configs import MAX_CORE_CLOCKS, ClockGrid, clock_grid
 from gpudvfs.govern.integrations.devices import SIM_CATALOG_NAME, open_device
 from gpudvfs.govern.integrations.distributed import Collective, StepExchange, agree_all, agree_pair, collective_of
 from gpudvfs.govern.integrations.meter import StepMeter, StepRecord, is_simulated
-from gpudvfs.govern.integrations.prior import MEMORY_SHARE, PRIOR_SD, PowerShape, catalog_power_shape, step_prior
 from gpudvfs.govern.integrations.summary import advice_table, run_advice, steps_summary
 from gpudvfs.govern.integrations.window import Window
 from gpudvfs.govern.loop import GovernedLoop
+from gpudvfs.govern.priors import MEMORY_SHARE, STEP_PRIOR_SD, PowerShape, catalog_power_shape, step_prior
 from gpudvfs.hardware.cuda_sync import torch_sync
 from gpudvfs.hardware.device import ClockPermissionError, Workload
 from gpudvfs.hardware.kinds import DEVICE_KINDS
@@ -98,7 +98,7 @@ class GovernedTraining:
     warmup_steps : int
         Steps of each phase metered but neither observed nor used for the prior.
     prior_sd : float
-        The governor's prior error (wide: see `PRIOR_SD`).
+        The governor's prior error (wide: see `STEP_PRIOR_SD`).
     memory_share : float
         The step prior's share of time that scales with the memory clock.
     util : mapping of str to float or None
@@ -132,7 +132,7 @@ class GovernedTraining:
     def __init__(self, device: Any = "nvml", policy: str = "energy", *, dry_run: bool = True,
                  log_path: str | Path | None = None, summary_path: str | Path | None = None, index: int = 0,
                  catalog_name: str | None = None, clock_service: str | Path | None = None,
-                 observe_s: float = OBSERVE_S, warmup_steps: int = 0, prior_sd: float = PRIOR_SD,
+                 observe_s: float = OBSERVE_S, warmup_steps: int = 0, prior_sd: float = STEP_PRIOR_SD,
                  memory_share: float = MEMORY_SHARE, util: Mapping[str, float] | None = None,
                  max_core_clocks: int = MAX_CORE_CLOCKS, workload: Workload | None = None,
                  sync: Callable[[], None] | str | None = "auto", governor_options: dict | None = None,

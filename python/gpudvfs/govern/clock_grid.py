@@ -1,4 +1,4 @@
-"""The clock pairs a training governor chooses among.
+"""The clock pairs a governor chooses among (the daemon's catalog prior, a training run).
 
 The device's supported clocks, thinned, with its default clocks; or, where the device cannot
 list them, a grid from the catalog.

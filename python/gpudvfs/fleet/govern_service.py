@@ -22,22 +22,15 @@ from pathlib import Path
 
 from gpudvfs.data.jsonfile import JsonLines
 from gpudvfs.errors import InputError
+from gpudvfs.fleet.model_prior import ModelPrior
 from gpudvfs.fleet.registry import Registry, device_uuid
+from gpudvfs.fleet.simhost import SimulatedHost, calibrated, phased_process
 from gpudvfs.fleet.whatif import gpu_table
-from gpudvfs.govern.daemon import (
-    KNOBS,
-    CatalogPrior,
-    Daemon,
-    DaemonStats,
-    ModelPrior,
-    NvmlMonitor,
-    PowerLimitPrior,
-    Prior,
-)
+from gpudvfs.govern.daemon import KNOBS, Daemon, DaemonStats, NvmlMonitor
 from gpudvfs.govern.integrations.devices import SIM_CATALOG_NAME
 from gpudvfs.govern.metrics import GovernorMetrics
 from gpudvfs.govern.phases import PhaseDetector
-from gpudvfs.govern.simhost import SimulatedHost, calibrated, phased_process
+from gpudvfs.govern.priors import CatalogPrior, PowerLimitPrior, Prior
 from gpudvfs.hardware.apps import APPS
 from gpudvfs.hardware.kinds import DEVICE_KINDS
 from gpudvfs.hardware.nvml import NvmlDevice

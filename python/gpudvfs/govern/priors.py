@@ -1,8 +1,12 @@
-"""A training phase's prior over the supported clock pairs, from its first measured step.
+"""A phase's prior: its time and power over the settings governed, from its first measurement.
 
-The measurement sets the level; the catalog's power prior (`gpudvfs.power.PowerModel.prior`)
-gives only the shape of power over the clocks, and a two-part time law (a compute share
-scaling with 1/f_core, a memory share with 1/f_mem) the shape of time. Pure: no device.
+The measurement sets the level, a shape without a fit of the workload the rest. Clock pairs
+(`step_prior`): the catalog's power prior (`gpudvfs.power.PowerModel.prior`) gives the shape of
+power over the clocks, and a two-part time law (a compute share scaling with 1/f_core, a memory
+share with 1/f_mem) the shape of time. Power limits (`limit_curves`): the phase draws the limit
+where it is below its own power. `CatalogPrior` and `PowerLimitPrior` carry these to the daemon;
+a prior from the fleet's fitted models is `gpudvfs.fleet.model_prior.ModelPrior`. Pure: the
+device is read for its settings only.
 """
 
 from __future__ import annotations
@@ -10,13 +14,16 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from gpudvfs.data.counters import COMPONENTS
 from gpudvfs.errors import GpudvfsWarning, InputError
+from gpudvfs.govern.clock_grid import ClockGrid, clock_grid
+from gpudvfs.govern.power_limit import PowerLimitKnob
+from gpudvfs.hardware.device import Device
 from gpudvfs.limits import clock_array
 from gpudvfs.power import PowerModel
 
@@ -28,9 +35,13 @@ GENERIC_UTIL: Mapping[str, float] = {"SP": 0.5, "INT": 0.3, "DP": 0.0, "SFU": 0.
 #: The share of a step's time that scales with the memory clock (the rest with the core clock),
 #: where no activities say otherwise. Generic, not fitted.
 MEMORY_SHARE = 0.3
-#: The relative error given to such a prior (the governor's ``prior_sd``): wide, since only its
-#: level is measured.
-PRIOR_SD = 0.2
+#: The relative error of a prior whose level alone is measured and whose shape is generic (the
+#: governor's ``prior_sd`` for `step_prior`, `CatalogPrior` and `PowerLimitPrior`): set by hand,
+#: not cross-validated, wide since only the level is measured; the fitted models' prior has the
+#: narrower `gpudvfs.govern.governor.MODEL_PRIOR_SD`.
+STEP_PRIOR_SD = 0.2
+#: The power limits `PowerLimitPrior` governs among (its default besides).
+POWER_LIMIT_LEVELS = 8
 
 #: ``power(u, core[K], mem[K])``: power over the pairs, of utilizations ``u`` over `COMPONENTS`.
 PowerShape = Callable[[np.ndarray, np.ndarray, np.ndarray], "np.ndarray | float"]
@@ -167,3 +178,102 @@ def step_prior(configs: ArrayLike, measured_mhz: Sequence[float], time_ms: float
     if not (np.isfinite(shape).all() and (shape > 0).all() and np.isfinite(here[0]) and here[0] > 0):
         raise InputError("power must be positive and finite at every pair and at the measured one")
     return t, watts * shape / here[0]
+
+
+def limit_curves(limits: ArrayLike, watts: float) -> tuple[np.ndarray, np.ndarray]:
+    """A phase's log time and log power under each power limit (W), relative to its own unlimited ``watts``.
+
+    Under a limit L below the power P a phase draws, the driver lowers the clock until the board
+    draws L, so the phase draws L and its time grows as the clock falls, as the cube root of the
+    power (dynamic power goes as the clock times the voltage squared, the voltage about with the
+    clock); at or above P nothing changes. A cold start, not fitted: the governor corrects it by
+    measuring.
+    """
+    log_p = np.minimum(np.log(np.asarray(limits, dtype=np.float64) / watts), 0.0)
+    return -log_p / 3, log_p
+
+
+class Prior(Protocol):
+    """What a daemon's phases start from: the settings governed and a phase's curves over them.
+
+    ``knob``: ``"clocks"`` or ``"power_limit"``; ``configs`` [K x 2], (core, memory) MHz or
+    (watts, 1); ``prior_sd``: the governor's ``prior_sd`` for it.
+    """
+
+    name: str
+    knob: str
+    prior_sd: float
+    configs: np.ndarray
+    default_index: int
+
+    def __call__(self, watts: float, activity: np.ndarray, time_ms: float,
+                 clocks: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
+        """Time per unit of work (ms) and watts at every setting, of an interval's.
+
+        The interval drew ``watts`` at ``clocks`` (core, memory MHz), with (SM, pipe, DRAM)
+        ``activity``, taking ``time_ms`` per unit of work.
+        """
+
+
+class CatalogPrior:
+    """A phase's prior from nothing fitted.
+
+    The pairs the GPU lists (else its catalog entry's), power by the shape of the catalog's power
+    prior (None: flat) and time by `step_prior`'s law.
+    """
+
+    name, knob = "catalog", "clocks"
+    prior_sd = STEP_PRIOR_SD
+
+    @classmethod
+    def of(cls, device: Device, catalog_name: str | None = None) -> CatalogPrior:
+        """The prior of a device under its catalog entry (None: its own name).
+
+        A catalog without the GPU leaves the power flat, with a warning.
+        """
+        grid = clock_grid(device, catalog_name)
+        name = catalog_name or device.name
+        try:
+            shape, _ = catalog_power_shape(name, grid.default_mhz)
+        except InputError as e:
+            warnings.warn(GpudvfsWarning(f"no catalog power prior for {name!r} ({str(e).split('. ')[0]}): a flat "
+                                         "power prior, learnt as the daemon measures"), stacklevel=2)
+            shape = None
+        return cls(grid, shape)
+
+    def __init__(self, grid: ClockGrid, shape: PowerShape | None) -> None:
+        self.shape = shape
+        self.configs, self.default_index = grid.configs, grid.default_index
+
+    def __call__(self, watts: float, activity: np.ndarray, time_ms: float,
+                 clocks: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
+        """As `Prior`; the activities are not read."""
+        return step_prior(self.configs, tuple(float(c) for c in clocks), time_ms, watts, self.shape)
+
+
+class PowerLimitPrior:
+    """The board's power limit as the knob, the clocks left to the driver.
+
+    ``levels`` limits evenly over the range the GPU takes, and its default; a phase's curves by
+    `limit_curves`. ``configs[:, 1]`` is a constant 1, which the governor's log-ratio features
+    read as nothing. `InputError` where the GPU does not report its power limits.
+    """
+
+    name, knob = "power-limit", "power_limit"
+    prior_sd = STEP_PRIOR_SD
+
+    def __init__(self, device: PowerLimitKnob, levels: int = POWER_LIMIT_LEVELS) -> None:
+        self.device = device
+        limits = device.power_limits()
+        default = limits["default"] or limits["enforced"]
+        if limits["min"] is None or limits["max"] is None or default is None:
+            raise InputError(f"{device.name} does not report its power limits: it has no power-limit knob here")
+        values = np.unique(np.append(np.linspace(limits["min"], limits["max"], levels), default))
+        self.configs = np.column_stack([values, np.ones(len(values))])
+        self.default_index = int(np.flatnonzero(values == default)[0])
+
+    def __call__(self, watts: float, activity: np.ndarray, time_ms: float,
+                 clocks: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
+        """As `Prior`, over the power limits; the activities and clocks are not read."""
+        log_t, log_p = limit_curves(self.configs[:, 0], watts)
+        return time_ms * np.exp(log_t), watts * np.exp(log_p)
