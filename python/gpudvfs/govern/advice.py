@@ -20,7 +20,7 @@ from gpudvfs.govern.governor import Governor
 from gpudvfs.policy.policies import select
 
 #: The standard normal quantile of a two-sided 90% interval.
-Z90 = 1.6448536269514722
+NORMAL_Z90 = 1.6448536269514722
 
 
 @dataclass(frozen=True)
@@ -80,9 +80,9 @@ def advise(governor: Governor, estimates: tuple[np.ndarray, ...], ran_index: int
         index=a, core_mhz=float(cfg[a, 0]), mem_mhz=float(cfg[a, 1]),
         ran_index=r, ran_core_mhz=float(cfg[r, 0]), ran_mem_mhz=float(cfg[r, 1]),
         energy_saving=float(-np.expm1(log_e)),
-        energy_interval=(float(-np.expm1(log_e + Z90 * sd_e)), float(-np.expm1(log_e - Z90 * sd_e))),
+        energy_interval=(float(-np.expm1(log_e + NORMAL_Z90 * sd_e)), float(-np.expm1(log_e - NORMAL_Z90 * sd_e))),
         time_cost=float(np.expm1(log_t)),
-        time_interval=(float(np.expm1(log_t - Z90 * sd_t)), float(np.expm1(log_t + Z90 * sd_t))),
+        time_interval=(float(np.expm1(log_t - NORMAL_Z90 * sd_t)), float(np.expm1(log_t + NORMAL_Z90 * sd_t))),
         windows=int(np.sum(runs)), pairs=int(np.count_nonzero(runs)))
 
 
