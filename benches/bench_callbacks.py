@@ -6,7 +6,9 @@ calls what the callbacks call at each step's start and end (`GovernedTraining.se
 power over the step (the simulator's own cost, which a real GPU does not have), and a stand-in
 whose counter, clocks and name cost nothing to read (polled in a thread as NVML's counter is),
 which leaves the callbacks' own cost. Where transformers is installed, a Hugging Face
-``Trainer`` run with and without `GpudvfsTrainerCallback` on the simulated GPU too.
+``Trainer`` run with and without `GpudvfsTrainerCallback` on the simulated GPU too. The runs
+alternate (baseline, then each variant, ``--repeat`` times; the best of each), so that a load
+that comes and goes on a shared machine weighs on all of them alike.
 
     python benches/bench_callbacks.py [--steps N] [--json]
 """
@@ -23,8 +25,6 @@ from typing import Any
 import numpy as np
 
 from gpudvfs.govern.integrations import GovernedTraining
-
-from _timing import best_of
 
 
 class FreeCounter:
@@ -58,7 +58,7 @@ def _session(steps: int, device: Any) -> None:
 
 def _trainer(steps: int, callback: bool) -> None:
     import torch
-    from transformers import Trainer, TrainingArguments
+    from transformers import PrinterCallback, Trainer, TrainingArguments
 
     from gpudvfs.govern.integrations import GpudvfsTrainerCallback
 
@@ -81,25 +81,42 @@ def _trainer(steps: int, callback: bool) -> None:
         args = TrainingArguments(output_dir=tmp, max_steps=steps, per_device_train_batch_size=4, save_strategy="no",
                                  report_to=[], use_cpu=True, disable_tqdm=True, logging_strategy="no")
         cbs = [GpudvfsTrainerCallback(device="sim", quiet=True, sync=None)] if callback else []
-        Trainer(model=Net(), args=args, train_dataset=Data(), callbacks=cbs).train()
+        trainer = Trainer(model=Net(), args=args, train_dataset=Data(), callbacks=cbs)
+        trainer.remove_callback(PrinterCallback)  # its train_runtime line per run
+        trainer.train()
+
+
+def _alternated(runs: dict[str, Any], repeat: int) -> dict[str, float]:
+    """The best wall time of each run (seconds), the runs taken in turn ``repeat`` times after a warm-up."""
+    best = dict.fromkeys(runs, float("inf"))
+    for i in range(repeat + 1):
+        for name, fn in runs.items():
+            t0 = time.perf_counter()
+            fn()
+            if i:
+                best[name] = min(best[name], time.perf_counter() - t0)
+    return best
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=500)
+    ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     n = a.steps
-    base = best_of(lambda: _loop(n, None), 5) / n
+    t = _alternated({"baseline": lambda: _loop(n, None), "simulated GPU": lambda: _session(n, "sim"),
+                     "free counter": lambda: _session(n, FreeCounter)}, a.repeat)
+    base = t["baseline"] / n
     out: dict[str, float] = {"loop_step_us": base * 1e6}
-    for label, device in (("simulated GPU", "sim"), ("free counter", FreeCounter)):
-        ours = best_of(lambda d=device: _session(n, d), 5) / n
+    for label in ("simulated GPU", "free counter"):
+        ours = t[label] / n
         print(f"governed loop, {label}: {ours * 1e6:.0f} us a step; the same loop without it (baseline): "
               f"{base * 1e6:.0f} us; x{ours / base:.3f}, +{(ours - base) * 1e6:.0f} us a step")
         out |= {f"{label} step_us": ours * 1e6, f"{label} ratio": ours / base}
     if importlib.util.find_spec("transformers") is not None:
-        hf_base = best_of(lambda: _trainer(n, False), 3) / n
-        hf = best_of(lambda: _trainer(n, True), 3) / n
+        t = _alternated({"baseline": lambda: _trainer(n, False), "callback": lambda: _trainer(n, True)}, a.repeat)
+        hf_base, hf = t["baseline"] / n, t["callback"] / n
         print(f"Hugging Face Trainer with the callback: {hf * 1e6:.0f} us a step; without (baseline): "
               f"{hf_base * 1e6:.0f} us; x{hf / hf_base:.3f}, +{(hf - hf_base) * 1e6:.0f} us a step")
         out |= {"trainer_step_us": hf_base * 1e6, "trainer_with_callback_step_us": hf * 1e6,
