@@ -1,6 +1,7 @@
 """The training callbacks' cost per step against the same loop without them, same run, in dry run.
 
-A step is a small CPU step (numpy, element-wise over 256x256, no BLAS threads); the governed loop
+A step is a small CPU step (numpy, element-wise over 256x256, no BLAS threads), or nothing (the
+callbacks' own cost per step, with the run's opening and closing spread over it); the governed loop
 calls what the callbacks call at each step's start and end (`GovernedTraining.set_phase`,
 `step_begin`, `step_end`). Two devices: the simulated GPU, whose every step end computes its
 power over the step (the simulator's own cost, which a real GPU does not have), and a stand-in
@@ -37,22 +38,23 @@ class FreeCounter:
         return 300.0 * time.perf_counter()
 
 
-def _loop(steps: int, gov: GovernedTraining | None) -> None:
+def _loop(steps: int, gov: GovernedTraining | None, work: bool = True) -> None:
     rng = np.random.default_rng(0)
     w, x = rng.standard_normal((256, 256)), rng.standard_normal((256, 256))
     for _ in range(steps):
         if gov is not None:
             gov.set_phase("train")
             gov.step_begin()
-        w = np.tanh(0.9 * w + 0.1 * x)
+        if work:
+            w = np.tanh(0.9 * w + 0.1 * x)
         if gov is not None:
             gov.step_end()
 
 
-def _session(steps: int, device: Any) -> None:
+def _session(steps: int, device: Any, work: bool = True) -> None:
     gov = GovernedTraining(device() if callable(device) else device, dry_run=True, quiet=True, sync=None,
                            catalog_name="h100-sxm" if device is FreeCounter else None, distributed=None)
-    _loop(steps, gov)
+    _loop(steps, gov, work)
     gov.close()
 
 
@@ -106,7 +108,8 @@ def main() -> None:
     a = ap.parse_args()
     n = a.steps
     t = _alternated({"baseline": lambda: _loop(n, None), "simulated GPU": lambda: _session(n, "sim"),
-                     "free counter": lambda: _session(n, FreeCounter)}, a.repeat)
+                     "free counter": lambda: _session(n, FreeCounter),
+                     "free counter, empty steps": lambda: _session(n, FreeCounter, work=False)}, a.repeat)
     base = t["baseline"] / n
     out: dict[str, float] = {"loop_step_us": base * 1e6}
     for label in ("simulated GPU", "free counter"):
@@ -114,6 +117,9 @@ def main() -> None:
         print(f"governed loop, {label}: {ours * 1e6:.0f} us a step; the same loop without it (baseline): "
               f"{base * 1e6:.0f} us; x{ours / base:.3f}, +{(ours - base) * 1e6:.0f} us a step")
         out |= {f"{label} step_us": ours * 1e6, f"{label} ratio": ours / base}
+    own = t["free counter, empty steps"] / n
+    print(f"governed empty steps, free counter: {own * 1e6:.0f} us a step (the callbacks' own, open and close in)")
+    out["free counter empty step_us"] = own * 1e6
     if importlib.util.find_spec("transformers") is not None:
         t = _alternated({"baseline": lambda: _trainer(n, False), "callback": lambda: _trainer(n, True)}, a.repeat)
         hf_base, hf = t["baseline"] / n, t["callback"] / n

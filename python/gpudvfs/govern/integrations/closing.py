@@ -34,6 +34,8 @@ def _close_open_runs() -> None:
     why = last.__name__ if last is not None else "the process exited without close()"
     for run in list(_OPEN):
         try:
+            if not run.meter.stopped:
+                run.quiet = True  # begun, no step: nothing to say
             run.close(interrupted=why)
         except Exception as e:  # one run's failure must not keep the others' clocks set
             print(f"gpudvfs: closing a training run at exit failed: {type(e).__name__}: {e}", file=sys.stderr)
