@@ -129,7 +129,8 @@ def test_a_sim_dry_run_advises_per_phase_in_the_summary_and_prints_the_table(tmp
     gov = _sim_run(quiet=False)
     gov.summary_path = tmp_path / "run.summary.json"
     s = gov.close()
-    assert capfd.readouterr().err.strip() == advice_table(s)
+    table, line = capfd.readouterr().err.strip().rsplit("\n", 1)  # the table, then the end line (`closing`)
+    assert table == advice_table(s) and line.startswith("gpudvfs: 44 steps (train 40, checkpoint 4) in ")
     assert set(s["advice"]) == {"train", "checkpoint"}
     assert json.loads(gov.summary_path.read_text())["advice"] == json.loads(json.dumps(s["advice"]))
     explored = {(d["explore"]["core_mhz"], d["explore"]["mem_mhz"]) for d in gov.decisions if d["explore"]}

@@ -30,6 +30,8 @@ and this package import neither torch, transformers nor lightning.
 | `resume`      | a resumed run's log read back: step numbers, the merged summary       |
 | `callback`    | `SessionCallback`: what the framework callbacks share                 |
 | `distributed` | data parallel: the ranks' steps merged, rank 0's pair on every rank   |
+| `ranks`       | a rank's GPU (its local rank's), its log, the job's one summary       |
+| `closing`     | the line printed at the end; runs left open closed at exit            |
 | `huggingface` | `GpudvfsTrainerCallback` (``transformers.TrainerCallback``)           |
 | `lightning`   | `GpudvfsLightningCallback` (``lightning.pytorch.Callback``)           |
 

@@ -1,4 +1,8 @@
-"""`SessionCallback`: what the framework callbacks share (no framework imported here)."""
+"""`SessionCallback`: what the framework callbacks share (no framework imported here).
+
+A callback meters one trainer's run: registered twice with one trainer (or two of them in one
+trainer) it would count every step twice, so the run's start is refused (`claim`).
+"""
 
 from __future__ import annotations
 
@@ -6,8 +10,13 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
+from gpudvfs.errors import InputError
 from gpudvfs.govern.integrations.meter import StepRecord
 from gpudvfs.govern.integrations.session import GovernedTraining
+
+#: id(run) -> (run, the callback metering it), while that callback's session is open. The run
+#: (a trainer, or its state) is held so that its id is not reused meanwhile.
+_CLAIMS: dict[int, tuple[object, SessionCallback]] = {}
 
 
 class SessionCallback:
@@ -63,3 +72,26 @@ class SessionCallback:
     def records(self) -> list[StepRecord]:
         """The steps metered so far."""
         return self.session.meter.records
+
+    def claim(self, run: object) -> None:
+        """Meter ``run`` (the framework's trainer, or its state for this run) with this callback alone.
+
+        Raises
+        ------
+        InputError
+            Where this callback, or another one of its kind, already meters ``run``: both sessions
+            are closed (the run is refused before it counts a step twice).
+        """
+        for key, (_, owner) in list(_CLAIMS.items()):
+            if owner.session.closed:
+                del _CLAIMS[key]
+        held = _CLAIMS.get(id(run))
+        if held is not None:
+            owner = held[1]
+            for cb in (owner, self):
+                cb.summary = cb.session.close(interrupted="InputError")
+            name = type(self).__name__
+            what = (f"{name} is registered twice with this trainer" if owner is self
+                    else f"this trainer has two {name}s")
+            raise InputError(f"{what}, which would count every step twice: pass one in callbacks=[...]")
+        _CLAIMS[id(run)] = (run, self)

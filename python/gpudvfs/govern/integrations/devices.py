@@ -8,8 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 from gpudvfs.errors import InputError
+from gpudvfs.govern.integrations.ranks import local_gpu_index, local_rank
 from gpudvfs.hardware.kinds import DEVICE_KINDS
 from gpudvfs.hardware.nvml import NvmlDevice
+from gpudvfs.hardware.nvml.bindings import import_pynvml
 from gpudvfs.hardware.sim_training import SimulatedTraining
 from gpudvfs.hardware.simulated import SimulatedDevice
 
@@ -17,7 +19,7 @@ from gpudvfs.hardware.simulated import SimulatedDevice
 SIM_CATALOG_NAME = "gtx-titan-x"
 
 
-def open_device(device: Any, *, dry_run: bool = True, index: int = 0) -> tuple[Any, str, str | None]:
+def open_device(device: Any, *, dry_run: bool = True, index: int | None = None) -> tuple[Any, str, str | None]:
     """The device a training governor meters and sets.
 
     Parameters
@@ -27,8 +29,8 @@ def open_device(device: Any, *, dry_run: bool = True, index: int = 0) -> tuple[A
         (anything with ``clocks``, ``energy_joules()`` or ``power_watts()``).
     dry_run : bool
         Open an `NvmlDevice` with ``leave_clocks=dry_run``.
-    index : int
-        The NVML GPU.
+    index : int or None
+        The NVML GPU (None: the local rank's, `ranks.local_gpu_index`).
 
     Returns
     -------
@@ -39,17 +41,24 @@ def open_device(device: Any, *, dry_run: bool = True, index: int = 0) -> tuple[A
     Raises
     ------
     InputError
-        For a name other than ``"nvml"`` and ``"sim"``, or an object that is no device.
+        For a name other than ``"nvml"`` and ``"sim"``, an object that is no device, or a GPU
+        the machine (or ``CUDA_VISIBLE_DEVICES``) lacks.
     """
     if isinstance(device, str):
         if device == "sim":
             return SimulatedTraining(), "simulated", None
         if device == "nvml":
             try:
-                return NvmlDevice(index, leave_clocks=dry_run), "nvml", None
+                gpu = local_gpu_index(import_pynvml) if index is None else index
+                return NvmlDevice(gpu, leave_clocks=dry_run), "nvml", None
+            except InputError as e:  # a GPU this machine lacks: the job's mistake, not a missing driver
+                if index is None:
+                    raise InputError(f"the local rank's GPU (LOCAL_RANK={local_rank()}): {e}") from None
+                raise
             except Exception as e:  # ImportError, NVML init, no GPU: metered on what can be read
                 first = str(e).splitlines()[0] if str(e) else ""
-                return None, "none", f"no NVML GPU {index} ({type(e).__name__}: {first})"
+                which = "of the local rank" if index is None else str(index)
+                return None, "none", f"no NVML GPU {which} ({type(e).__name__}: {first})"
         raise InputError(f"device must be one of {DEVICE_KINDS} or a device object, got {device!r}")
     if device is None or not any(hasattr(device, a) for a in ("clocks", "energy_joules", "power_watts")):
         raise InputError(f"device must be one of {DEVICE_KINDS} or a device object (with clocks, energy_joules() or "

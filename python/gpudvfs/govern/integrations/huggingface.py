@@ -5,7 +5,9 @@ and prediction steps the ``"eval"`` phase (Hugging Face reports only their ends,
 ``on_prediction_step``: each runs from the end of the step before, so the first one of an
 evaluation includes its set-up); ``with callback.phase("name"):`` marks a region of a phase
 of its own. ``on_train_end`` closes the run and writes its summary (``callback.summary``).
-Events after that (a later ``trainer.evaluate()``) are not metered.
+Events after that (a later ``trainer.evaluate()``) are not metered. The Trainer tells callbacks
+of no exception: a run it leaves (Ctrl-C, an error) is closed at exit (`closing`), or at once by
+``callback.session.close(interrupted=...)`` (in a notebook).
 
 Imports ``transformers``: load it through ``gpudvfs.govern.integrations`` only where needed.
 """
@@ -50,6 +52,7 @@ class GpudvfsTrainerCallback(SessionCallback, TrainerCallback):
             The trainer's other arguments (not read).
         """
         if not self.session.closed:
+            self.claim(state)
             if state.global_step > 0:
                 self.session.resume(steps=state.global_step)
             self.session.set_phase("train")

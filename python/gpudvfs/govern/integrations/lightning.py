@@ -2,7 +2,7 @@
 
 Training batches are the ``"train"`` phase, validation batches (the sanity check's too) the
 ``"eval"`` phase; ``with callback.phase("name"):`` marks a region of a phase of its own.
-``on_train_end`` (or an exception) closes the run and writes its summary
+``on_train_end`` (or an exception, Ctrl-C included) closes the run and writes its summary
 (``callback.summary``).
 
 Imports ``lightning``: load it through ``gpudvfs.govern.integrations`` only where needed.
@@ -55,6 +55,7 @@ class GpudvfsLightningCallback(SessionCallback, Callback):
             The model (not read).
         """
         if not self.session.closed:
+            self.claim(trainer)
             self.session.begin()
 
     def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int) -> None:
@@ -167,6 +168,6 @@ class GpudvfsLightningCallback(SessionCallback, Callback):
         pl_module : lightning.pytorch.LightningModule
             The model (not read).
         exception : BaseException
-            What was raised (not read).
+            What was raised (Ctrl-C too): its name is the summary's ``interrupted``.
         """
-        self.summary = self.session.close()
+        self.summary = self.session.close(interrupted=type(exception).__name__)

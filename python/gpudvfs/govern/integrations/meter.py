@@ -211,10 +211,9 @@ class StepMeter:
         self.notes: dict[str, str] = {}
         self._write: Callable[[dict], None] | None = None
         self._close: Callable[[], None] | None = None
+        self.log_path: Path | None = None
         if log_path is not None:
-            log = JsonLines(log_path)
-            self._write, self._close = log.write, log.close
-        self.log_path = None if log_path is None else Path(log_path)
+            self.open_log(log_path)
         self._begin: tuple[float, float | None] | None = None
         self._start: tuple[str, float, float | None, float | None, tuple[str, ...], bool] | None = None
         self._counts: dict[str, int] = {}
@@ -468,6 +467,12 @@ class StepMeter:
         if self._write is not None:
             self._write(rec.to_dict())
         return rec
+
+    def open_log(self, path: str | Path) -> None:
+        """Append the records finalized from now on, and `write`'s entries, to the JSONL file ``path``."""
+        log = JsonLines(path)
+        self._write, self._close = log.write, log.close
+        self.log_path = Path(path)
 
     def write(self, entry: dict) -> None:
         """Append another entry (a decision) to the log, if any.

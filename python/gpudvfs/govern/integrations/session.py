@@ -22,7 +22,8 @@ The first ``warmup_steps`` steps of each phase (CUDA context, autotuning, compil
 metered but neither observed nor used for the prior.
 
 Data parallel (``distributed="auto"``, the default: where ``torch.distributed`` is initialized
-with more than one rank when the run begins): each rank meters its own GPU, the governor
+with more than one rank when the run begins): each rank meters its own GPU (its local rank's by
+default) and writes its own log, rank 0 the job's one summary (`ranks`), the governor
 observes each step's longest time over the ranks and their summed energy, and every rank sets
 rank 0's pair (`distributed`). Every rank must then run the same steps and marked regions. If
 any rank cannot set clocks, every rank runs in dry run.
@@ -32,6 +33,9 @@ would set and the pair the GPU ran (`GovernedLoop` in dry run). Not in dry run, 
 set through the device (``NvmlDevice(leave_clocks=False)``: root) or through the clock service
 (``clock_service=`` its socket); where that is refused (no permission, or another job owns the
 GPU's clocks), the run goes on in dry run after ONE warning saying why.
+
+A run ended by an exception or Ctrl-C (``close(interrupted=...)``), or left open at exit
+(`closing`), still puts every clock back and writes its summary, waiting for no other rank.
 """
 
 from __future__ import annotations
@@ -54,10 +58,12 @@ from gpudvfs.errors import GpudvfsWarning, InputError
 from gpudvfs.govern.clock_grid import MAX_CORE_CLOCKS, ClockGrid, clock_grid
 from gpudvfs.govern.clockd import ClockClient
 from gpudvfs.govern.governor import GOVERNOR_POLICIES, Governor
+from gpudvfs.govern.integrations import closing
 from gpudvfs.govern.integrations.between_runs import BetweenRuns
 from gpudvfs.govern.integrations.devices import SIM_CATALOG_NAME, open_device
 from gpudvfs.govern.integrations.distributed import Collective, StepExchange, agree_all, agree_pair, collective_of
 from gpudvfs.govern.integrations.meter import StepMeter, StepRecord, is_simulated
+from gpudvfs.govern.integrations.ranks import gather_ranks, gpu_code, rank_log_path
 from gpudvfs.govern.integrations.summary import advice_table, run_advice, steps_summary
 from gpudvfs.govern.integrations.window import Window
 from gpudvfs.govern.loop import GovernedLoop
@@ -84,11 +90,13 @@ class GovernedTraining:
         Never set a clock (the default).
     log_path : str or pathlib.Path or None
         A JSONL file of step records (``"kind": "step"``) and decisions (``"kind":
-        "decision"``), flushed per line.
+        "decision"``), flushed per line, opened when the run begins (a rank > 0's beside it:
+        `ranks`).
     summary_path : str or pathlib.Path or None
-        Where `close` writes the summary (None: beside the log, ``<stem>.summary.json``).
-    index : int
-        The NVML GPU.
+        Where `close` writes the summary (None: beside the log, ``<stem>.summary.json``); rank 0's
+        alone.
+    index : int or None
+        The NVML GPU (None: the local rank's, `ranks`).
     catalog_name : str or None
         The catalog GPU whose power prior shapes the prior (None: the device's name).
     clock_service : str or pathlib.Path or None
@@ -118,7 +126,8 @@ class GovernedTraining:
         with more than one rank when the run begins), None (this process alone) or a
         `distributed.Collective`.
     quiet : bool
-        Print nothing when training ends (else the per-phase table of `close`, to stderr).
+        Print nothing when training ends (else, to stderr, the per-phase table of `close` and one
+        line: `closing.end_line`).
     profile_path, job : str or pathlib.Path or None, str or None
         Keep what the governor learns of job ``job`` in this file, read at start (`between_runs`).
 
@@ -130,7 +139,7 @@ class GovernedTraining:
     """
 
     def __init__(self, device: Any = "nvml", policy: str = "energy", *, dry_run: bool = True,
-                 log_path: str | Path | None = None, summary_path: str | Path | None = None, index: int = 0,
+                 log_path: str | Path | None = None, summary_path: str | Path | None = None, index: int | None = None,
                  catalog_name: str | None = None, clock_service: str | Path | None = None,
                  observe_s: float = OBSERVE_S, warmup_steps: int = 0, prior_sd: float = STEP_PRIOR_SD,
                  memory_share: float = MEMORY_SHARE, util: Mapping[str, float] | None = None,
@@ -169,7 +178,7 @@ class GovernedTraining:
         if why is not None:
             self._warn("device", f"gpudvfs: {why}: metering step times only, in dry run")
         try:
-            self.meter = StepMeter(self.device, log_path=log_path, workload=workload,
+            self.meter = StepMeter(self.device, workload=workload,
                                    sync=torch_sync if isinstance(sync, str) else sync)
         except BaseException:
             self._close_device()
@@ -190,6 +199,8 @@ class GovernedTraining:
         self._comm: Collective | None = None
         self._exchange: StepExchange | None = None
         self._joined = False
+        self._per_rank: dict = {}
+        self._log_opened = False
         try:
             if self.device is not None and hasattr(self.device, "clocks"):
                 self._make_governor(catalog_name, max_core_clocks, prior_sd, governor_options or {}, clock_service)
@@ -208,6 +219,8 @@ class GovernedTraining:
         self.observations = 0
         self.summary_: dict | None = None
         self.closed = False
+        #: Why the run ended early (the exception's name), None where it ended normally.
+        self.interrupted: str | None = None
 
     # ----------------------------------------------------------------- set-up
     def _warn(self, kind: str, message: str) -> None:
@@ -258,17 +271,29 @@ class GovernedTraining:
             return None
         return self.device.lock_clocks
 
-    def _join(self) -> None:
-        """The run begins: find the job's ranks; they agree on the governor, its grid and the knob."""
-        self._joined = True
+    def _open_log(self) -> None:
+        """Find the job's ranks (no exchange) and open this rank's log (`ranks`), once."""
+        if self._log_opened:
+            return
+        self._log_opened = True
         self._comm = collective_of(self._distributed)
+        if self._comm is not None and self._comm.rank > 0:
+            self.summary_path, self.log_path = None, rank_log_path(self.log_path, self._comm.rank)
+        if self.log_path is not None:
+            self.meter.open_log(self.log_path)
+
+    def _join(self) -> None:
+        """The run begins: the job's ranks agree on the governor, its grid and the knob."""
+        self._joined = True
+        closing.track(self)
+        self._open_log()
         if self._comm is None:
             return
         loop = self.loop
         grid = -1.0 if loop is None else float(zlib.crc32(np.ascontiguousarray(loop.governor.configs,
                                                                                 dtype=np.float64).tobytes()))
         rows = self._comm.all_gather(np.array([loop is not None, grid, loop is not None and not loop.dry_run,
-                                               self._gpu_code()], dtype=np.float64))
+                                               gpu_code(self.device)], dtype=np.float64))
         gpus = rows[:, 3]
         shared = [int(r) for r in np.flatnonzero((gpus >= 0) & (np.sum(gpus[:, None] == gpus[None, :], axis=1) > 1))]
         if shared:
@@ -290,16 +315,6 @@ class GovernedTraining:
                                "(measuring and logging the clocks it would set)")
             loop.dry_run = True
         self._exchange = StepExchange(self._comm)
-
-    def _gpu_code(self) -> float:
-        """A real GPU's UUID as a number the ranks can compare (-1: none, or simulated)."""
-        try:
-            ident = self.device.identity()
-        except Exception:  # no device, or one without identity(): nothing to compare
-            return -1.0
-        if ident.get("kind") != "nvml" or not ident.get("uuid"):
-            return -1.0
-        return float(zlib.crc32(str(ident["uuid"]).encode()))
 
     def _set(self, knob: Callable[[float, float], None], core: float, mem: float) -> bool:
         """Set the clocks with ``knob``; where refused, go on in dry run (one warning) and return False.
@@ -358,12 +373,7 @@ class GovernedTraining:
         return self._stack[-1][0] if self._stack else self._base
 
     def set_phase(self, name: str) -> None:
-        """Set the phase of the steps that follow outside marked regions.
-
-        Parameters
-        ----------
-        name : str
-            The phase (``"train"``, ``"eval"``, ...).
+        """Set the phase (``"train"``, ``"eval"``, ...) of the steps that follow outside marked regions.
 
         Raises
         ------
@@ -374,17 +384,7 @@ class GovernedTraining:
 
     @contextmanager
     def phase(self, name: str) -> Iterator[GovernedTraining]:
-        """Mark a region of a phase of its own (module notes): ``with gov.phase("name"):``.
-
-        Parameters
-        ----------
-        name : str
-            The region's phase.
-
-        Yields
-        ------
-        GovernedTraining
-            This session.
+        """Mark a region of a phase of its own (module notes): ``with gov.phase("name"):``; yields this session.
 
         Raises
         ------
@@ -421,6 +421,7 @@ class GovernedTraining:
 
     def resume(self, steps: int | None = None, knob: str | None = None) -> None:
         """Continue this log's earlier runs, before the first step (`BetweenRuns.resume`)."""
+        self._open_log()
         self.kept.resume(self.meter, self._joined, steps, knob)
 
     def begin(self) -> None:
@@ -482,18 +483,7 @@ class GovernedTraining:
 
     @contextmanager
     def step(self, work: float = 1.0) -> Iterator[GovernedTraining]:
-        """One step: ``with gov.step():``, recorded even where it raises.
-
-        Parameters
-        ----------
-        work : float
-            The units of work it does.
-
-        Yields
-        ------
-        GovernedTraining
-            This session.
-        """
+        """One step doing ``work`` units: ``with gov.step():``, recorded even where it raises; yields this session."""
         self.step_begin()
         try:
             yield self
@@ -616,17 +606,20 @@ class GovernedTraining:
             "clocks_set": self._set_any,
             "ranks": None if self._comm is None else {
                 "rank": self._comm.rank, "world_size": self._comm.world_size,
-                "merged_steps": None if self._exchange is None else self._exchange.merged},
+                "merged_steps": None if self._exchange is None else self._exchange.merged, **self._per_rank},
+            "interrupted": self.interrupted,
             "notes": self.notes + [f"{k} failed: {v}" for k, v in self.meter.notes.items()],
             "log_path": None if self.log_path is None else str(self.log_path),
             "summary_path": None if self.summary_path is None else str(self.summary_path),
         }
 
-    def close(self) -> dict:
+    def close(self, interrupted: str | None = None) -> dict:
         """End the run; a second call returns the same summary.
 
         Close an open step, finalize the pending ones (`StepMeter.flush`: waiting at most 0.5 s for
-        the energy counter), put back any clocks set, and write the summary (to ``summary_path``).
+        the energy counter), put back any clocks set, write the summary (to ``summary_path``) and
+        print its line (unless quiet). ``interrupted`` (why the run ends early, e.g. an
+        exception's name): the governor sees no more steps and the other ranks are not waited for.
 
         Returns
         -------
@@ -639,14 +632,19 @@ class GovernedTraining:
         """
         if self.closed:
             return self.summary_ if self.summary_ is not None else self.summary()
+        self.interrupted = interrupted
+        closing.forget(self)
         try:
             if self.meter.open and not self._pending:
-                self._stop()
+                (self.meter.stop if interrupted else self._stop)()
             self.meter.discard()
             recs = self.meter.flush()
-            if self._exchange is not None:
-                recs = self._exchange.exchange(recs) + self._exchange.drain(self.meter.stopped)
-            self._take(recs)
+            if interrupted is None:
+                if self._exchange is not None:
+                    recs = self._exchange.exchange(recs) + self._exchange.drain(self.meter.stopped)
+                self._take(recs)
+                if self._comm is not None:
+                    self._per_rank = gather_ranks(self._comm, self.meter.records, self.meter.counter_total_j)
             self.kept.close()
         finally:
             self.closed = True
@@ -657,7 +655,9 @@ class GovernedTraining:
                                          encoding="utf-8")
         if not self.quiet and (self._comm is None or self._comm.rank == 0):
             print(advice_table(self.summary_), file=sys.stderr)
+            closing.say(self.summary_, self.meter.records, self.observe_s, self.warmup_steps)
         return self.summary_
+
 
     def _release(self) -> None:
         try:
@@ -688,9 +688,9 @@ class GovernedTraining:
         self.begin()
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        """Close the run (`close`)."""
-        self.close()
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        """Close the run (`close`; interrupted where an exception leaves the block)."""
+        self.close(None if kind is None else kind.__name__)
 
 
 def _phase_name(name: Any) -> str:

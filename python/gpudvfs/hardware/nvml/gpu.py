@@ -70,7 +70,8 @@ class NvmlGpu:
         try:
             count = nv.nvmlDeviceGetCount()
             if not is_count(index) or index >= count:
-                raise InputError(f"index: expected a GPU index in 0..{count - 1}, got {index!r}")
+                raise InputError(f"index: GPU {index!r} is not on this machine (NVML sees {count}: "
+                                 f"{'none' if count == 0 else f'0..{count - 1}'})")
             self.index: int = index
             self._handle = nv.nvmlDeviceGetHandleByIndex(index)
             self.name: str = text(nv.nvmlDeviceGetName(self._handle))
