@@ -271,7 +271,7 @@ def train_hf(model, size: dict, batch: int, args, out: Path, bf16: bool, seconds
             self.starts.append(time.perf_counter())
 
         def on_step_end(self, a, state, control, **kw):
-            if time.monotonic() - self.t0 > self.seconds:
+            if time.monotonic() - self.t0 > self.seconds and len(self.starts) >= args.min_steps:
                 control.should_training_stop = True
 
     clock = Clock(seconds)
@@ -330,7 +330,7 @@ def train_plain(model, size: dict, batch: int, args, out: Path, bf16: bool, seco
     model.train()
     t0, step, starts, summary = time.monotonic(), 0, [], None
     try:
-        while time.monotonic() - t0 < seconds:
+        while time.monotonic() - t0 < seconds or step < args.min_steps:
             i = (step * batch) % len(data)
             x = data[i:i + batch]
             starts.append(time.perf_counter())
@@ -433,6 +433,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--overhead", action="store_true",
                     help="also train without gpudvfs: the callbacks' overhead per step")
     ap.add_argument("--eval-every", type=int, default=100, help="training steps between evaluations")
+    ap.add_argument("--min-steps", type=int, default=0,
+                    help="steps each run takes however long they last (a check on a loaded machine)")
     ap.add_argument("--batch", type=int, default=None, help="batch size (default: calibrated on cuda)")
     return ap
 
@@ -442,6 +444,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if not math.isfinite(args.seconds) or args.seconds <= 0:
         ap.error("--seconds must be > 0")
+    if args.min_steps < 0:
+        ap.error("--min-steps must be >= 0")
     knobs = list(dict.fromkeys(args.knob or ["clocks"]))
     args.out.mkdir(parents=True, exist_ok=True)
     run = Run(args.out)
