@@ -36,6 +36,8 @@ from gpudvfs.hardware.nvml import NvmlDevice
 STEPS, PHASE_STEPS, TRACE_STEPS = 4000, 200, 2000
 #: The formats replayed without counters, whatever the options.
 TRACES = ("zeus", "perseus")
+#: What `govern deadline-cv` replays from time and power alone: traces and grids without counters.
+PLAIN = (*TRACES, "ptx", "tidy")
 
 NOISE_HELP = ("Relative noise of each observed time and power: Gaussian of this standard deviation, truncated "
               "to (-1, 1) (a draw outside is drawn again) so that every observation stays positive.")
@@ -301,12 +303,14 @@ def cv(data: tuple[str, ...], devices: tuple[str, ...], references: tuple[str, .
 @govern.command("deadline-cv")
 @click.argument("data", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--device", "devices", multiple=True,
-              help="The GPU of each grid among DATA, in order (traces need none).")
+              help="The GPU of each grid with counters among DATA, in order (traces and PTX or tidy grids need "
+                   "none).")
 @click.option("--reference", "references", multiple=True, help="The reference pair of each grid, in order.")
 @click.option("--slowdown", default=0.05, show_default=True, type=options.Finite(min=0),
               help="At most this slower than the default (highest) setting.")
 @click.option("--seeds", default=3, show_default=True, type=click.IntRange(min=1), help="Replay seeds 0..N-1.")
 @options.workers()
+@options.skip_invalid
 @click.option("--json", "as_json", is_flag=True)
 def deadline_cv_(data: tuple[str, ...], devices: tuple[str, ...], references: tuple[str, ...], slowdown: float,
                  seeds: int, workers: int | None, as_json: bool) -> None:
@@ -318,8 +322,9 @@ def deadline_cv_(data: tuple[str, ...], devices: tuple[str, ...], references: tu
     and each strategy's regret and steps over the bound, mean over the seeds.
     """
     with user_errors():
-        grids = [_grid(d, None) for d in data]
-        n_grids = sum(g.format not in TRACES for g in grids)
+        # Traces and grids without counters (PTX, tidy) are replayed from their time and power alone.
+        grids = [g if g.format in PLAIN else _grid(d, None) for d, g in ((d, _grid(d, None, plain=True)) for d in data)]
+        n_grids = sum(g.format not in PLAIN for g in grids)
         if len(devices) != n_grids or len(references) not in (0, n_grids):
             raise click.UsageError(f"give one --device (and, if any, one --reference) per grid among DATA: "
                                    f"{n_grids} grids, {len(devices)} --device, {len(references)} --reference")
@@ -327,6 +332,7 @@ def deadline_cv_(data: tuple[str, ...], devices: tuple[str, ...], references: tu
         refs = iter(given or [None] * n_grids)
         devs = iter(devices)
         files = [ReplayFile(d, plain_table(g), True, TRACE_STEPS) if g.format in TRACES else
+                 ReplayFile(d, plain_table(g), False, PHASE_STEPS, STEPS) if g.format in PLAIN else
                  ReplayFile(d, _table_of(g, next(devs), next(refs)), False, PHASE_STEPS, STEPS)
                  for d, g in zip(data, grids)]
         with progress_bars(disable=as_json) as update:

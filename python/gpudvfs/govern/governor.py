@@ -27,8 +27,10 @@ Under a deadline the bound is the default clocks' measured time times (1 + slowd
 pair a phase settles on is often the slowest just under it: measured on a few runs, a pair just
 over can pass, and every step of the phase is then over. A pair already run therefore needs
 ``confirm_z`` standard deviations (of its mean relative to the default's) under the bound;
-short of that the default clocks run again, up to ``confirm_runs`` runs, and then the pair is
-left for the phase (`gpudvfs.evaluation.deadline_cv` chose both, each file held out).
+short of that the default clocks run again (with ``confirm_pair``, whichever of the two has the
+less certain mean: a pair run once is short by its own single run), up to ``confirm_runs`` runs
+of each, and then the pair is left for the phase (`gpudvfs.evaluation.deadline_cv` chose the
+three, each file held out).
 
 The estimates and decisions run in the Rust core (`rust/src/govern/`, the RLS streams the
 online predictor's): a decision over 200 pairs costs microseconds. This class checks the
@@ -68,10 +70,13 @@ RESIDUAL_SCALE = 0.4
 DEFAULT_RUNS = 4
 BOUND_Z = 0.5
 #: Deadline: the margin a pair already run needs, in standard deviations of its measured mean
-#: relative to the default's, and the runs of the default clocks that may be added to confirm it
-#: (past them, a pair without the margin is left for the phase).
+#: relative to the default's, and the runs of each that may be added to confirm it (past them, a
+#: pair without the margin is left for the phase).
 CONFIRM_Z = 1.5
-CONFIRM_RUNS = 16
+CONFIRM_RUNS = 8
+#: Deadline: whether the confirmation also runs the pair itself again, where its mean is the less
+#: certain of the two (up to ``confirm_runs`` runs of it), rather than the default clocks alone.
+CONFIRM_PAIR = True
 #: What a standard deviation (or a ratio of two) may be: its square, a variance, must be a
 #: finite positive float.
 SD_RANGE = (1e-150, 1e150)
@@ -113,10 +118,11 @@ class Governor:
     bound_z : float
         deadline: the margin under the bound, in standard deviations of a pair's time
         relative to the default's.
-    confirm_z, confirm_runs : float, int
+    confirm_z, confirm_runs, confirm_pair : float, int, bool
         deadline: a pair already run, within ``confirm_z`` standard deviations of the bound,
-        makes the default clocks run again, up to ``confirm_runs`` runs of them in all, then
-        is left for the phase (0: no check; module notes).
+        makes the default clocks run again (with ``confirm_pair``, whichever of the two is less
+        certain), up to ``confirm_runs`` runs of each in all, then is left for the phase (0: no
+        check; module notes).
     prior_sd : float
         The relative error of the offline predictions (their cross-validated error).
     noise_sd : float
@@ -143,15 +149,16 @@ class Governor:
         "configs", "default_index", "policy", "slowdown", "power_cap_w", "eta", "max_power_w"))
     prior_sd, noise_sd, explore, hysteresis, residual_sd, residual_scale = map(_setting, (
         "prior_sd", "noise_sd", "explore", "hysteresis", "residual_sd", "residual_scale"))
-    default_runs, bound_z, confirm_z, confirm_runs = map(_setting, (
-        "default_runs", "bound_z", "confirm_z", "confirm_runs"))
+    default_runs, bound_z, confirm_z, confirm_runs, confirm_pair = map(_setting, (
+        "default_runs", "bound_z", "confirm_z", "confirm_runs", "confirm_pair"))
 
     def __init__(self, configs: ArrayLike, default_index: int, *, policy: str = "energy", slowdown: float = 0.1,
                  power_cap_w: float | None = None, eta: float = 0.5, max_power_w: float | None = None,
                  default_runs: int = DEFAULT_RUNS, bound_z: float = BOUND_Z, confirm_z: float = CONFIRM_Z,
-                 confirm_runs: int = CONFIRM_RUNS, prior_sd: float = MODEL_PRIOR_SD, noise_sd: float = 0.01,
-                 explore: float = EXPLORE, hysteresis: float = 0.005, residual_sd: float = RESIDUAL_SD,
-                 residual_scale: float = RESIDUAL_SCALE, log: Callable[[dict], None] | None = None) -> None:
+                 confirm_runs: int = CONFIRM_RUNS, confirm_pair: bool = CONFIRM_PAIR,
+                 prior_sd: float = MODEL_PRIOR_SD, noise_sd: float = 0.01, explore: float = EXPLORE,
+                 hysteresis: float = 0.005, residual_sd: float = RESIDUAL_SD, residual_scale: float = RESIDUAL_SCALE,
+                 log: Callable[[dict], None] | None = None) -> None:
         cfg = clock_array(configs, "configs")
         if cfg.ndim != 2 or cfg.shape[1] != 2 or len(cfg) == 0:
             raise InputError(f"configs must be [K x 2] (core, memory MHz), got shape {cfg.shape}")
@@ -174,6 +181,8 @@ class Governor:
         for name, runs in (("default_runs", default_runs), ("confirm_runs", confirm_runs)):
             if not (is_integer(runs) and 1 <= runs <= 1000):
                 raise InputError(f"{name} must be an integer in [1, 1000], got {runs!r}")
+        if not isinstance(confirm_pair, bool | np.bool_):
+            raise InputError(f"confirm_pair must be True or False, got {confirm_pair!r}")
         residual_sd = _sd("residual_sd", residual_sd, zero=True)
         prior_sd, noise_sd, residual_scale = (_sd(name, v) for name, v in (
             ("prior_sd", prior_sd), ("noise_sd", noise_sd), ("residual_scale", residual_scale)))
@@ -184,7 +193,7 @@ class Governor:
         self._settings = {"configs": cfg, "default_index": default_index, "policy": policy, "slowdown": slowdown,
                           "power_cap_w": power_cap_w, "eta": float(eta), "max_power_w": max_power_w,
                           "default_runs": int(default_runs), "bound_z": bound_z, "confirm_z": confirm_z,
-                          "confirm_runs": int(confirm_runs),
+                          "confirm_runs": int(confirm_runs), "confirm_pair": bool(confirm_pair),
                           "prior_sd": prior_sd, "noise_sd": noise_sd,
                           "explore": explore, "hysteresis": hysteresis, "residual_sd": residual_sd,
                           "residual_scale": residual_scale}
@@ -299,8 +308,11 @@ class Governor:
             bound = lt[d] + math.log1p(self.slowdown)
             if lt[nxt] > bound or lt[nxt] + self.confirm_z * math.sqrt(vt[nxt] + vt[d]) <= bound:
                 break
-            if runs[d] < self.confirm_runs:
-                nxt, explored, log_e = d, True, float(lt[d] + lp[d])
+            # The default clocks run again; with ``confirm_pair``, whichever of the two is less certain.
+            order = ((nxt, d) if vt[nxt] > vt[d] else (d, nxt)) if self.confirm_pair else (d,)
+            again = next((k for k in order if runs[k] < self.confirm_runs), None)
+            if again is not None:
+                nxt, explored, log_e = again, True, float(lt[again] + lp[again])
                 break
             self.exclude(nxt)
             nxt, explored, log_e, log_e_default = self._core.decide(ph, self.current)
