@@ -10,6 +10,12 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
+# pytest-xdist gives each worker the controller's terminal width as COLUMNS (80 without a
+# terminal): the command line would wrap its tables there, where a run in one process prints
+# them whole (gpudvfs.cli.output.PIPE_WIDTH). Before any test imports the command line.
+if "PYTEST_XDIST_WORKER" in os.environ:
+    os.environ.pop("COLUMNS", None)
+
 
 def data_dir() -> Path:
     return Path(os.environ.get("GPUDVFS_DATA", REPO.parent / "shared" / "data"))

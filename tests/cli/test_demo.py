@@ -412,7 +412,7 @@ CONSTANT_TABLE = {
 
 def test_the_protocol_figures_over_the_device_constants(data):
     """How the cross-validated figures move when one hardware constant of the gtx980 preset
-    moves (the whole protocol re-run each time; about three minutes): the time figures stay
+    moves (the whole protocol re-run each time: 28 runs): the time figures stay
     within 2.9-3.6%, the regret within 3.0-5.8%; no constant fixes the worst application
     (gaussian, 18.2-18.9%), and four settings send another to 30.1% (the FP64 instruction
     at x0.5, x1.25 or x1.5, the dependent latency at x1.5): the time figures do not hang on

@@ -91,12 +91,24 @@ def aggregate_scores(errors: np.ndarray, aggregate: str) -> np.ndarray:
     if aggregate == "log mean":
         return np.log(np.maximum(errors, _LOG_FLOOR)).mean(axis=1)
     if aggregate == "mean rank":
-        s = np.sort(errors, axis=0)
-        ranks = np.column_stack([(np.searchsorted(s[:, j], errors[:, j], "left")
-                                  + np.searchsorted(s[:, j], errors[:, j], "right") + 1) / 2
-                                 for j in range(errors.shape[1])])
-        return ranks.mean(axis=1)
+        return _ranks(errors).mean(axis=1)
     raise InputError(f"aggregate must be one of {AGGREGATES}, got {aggregate!r}")
+
+
+def _ranks(errors: np.ndarray) -> np.ndarray:
+    """Each entry's 1-based rank within its column, tied entries sharing their ranks' mean."""
+    n = errors.shape[0]
+    order = np.argsort(errors, axis=0, kind="stable")
+    s = np.take_along_axis(errors, order, axis=0)
+    step = s[1:] != s[:-1]
+    at = np.arange(n)[:, None]
+    # In sorted order, a tie's first position and one past its last.
+    first = np.maximum.accumulate(np.where(np.vstack([np.ones((1, s.shape[1]), bool), step]), at, 0), axis=0)
+    end = np.minimum.accumulate(np.where(np.vstack([step, np.ones((1, s.shape[1]), bool)]), at + 1, n)[::-1],
+                                axis=0)[::-1]
+    ranks = np.empty_like(errors, dtype=np.float64)
+    np.put_along_axis(ranks, order, (first + end + 1) / 2, axis=0)
+    return ranks
 
 
 def _least(errors: np.ndarray, aggregate: str) -> int:

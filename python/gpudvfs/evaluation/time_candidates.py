@@ -103,13 +103,27 @@ def kernel_cases(grids: list[MeasurementGrid], reference: tuple[float, float], d
     return cases
 
 
+def calibrated_times(model: TimeModel, profiles: Sequence[KernelProfile], core_mhz: Sequence[np.ndarray],
+                     mem_mhz: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Each profile's calibrated time (ms) at its own pairs, all in one batch over the union of the pairs.
+
+    A batch costs about what one profile does (the Rust call's fixed cost dominates); a time
+    at a pair depends on that profile and pair alone, so each row is what the profile alone gives.
+    """
+    pairs = [np.column_stack([c, m]).astype(np.float64) for c, m in zip(core_mhz, mem_mhz)]
+    union, at = np.unique(np.vstack(pairs), axis=0, return_inverse=True)
+    t = model.predict(list(profiles), union[:, 0], union[:, 1], calibrate=True)
+    ends = np.cumsum([0] + [len(p) for p in pairs])
+    return [t[j, at.ravel()[ends[j]:ends[j + 1]]] for j in range(len(profiles))]
+
+
 def error_matrix(cases: list[KernelCase], candidates: Sequence[Candidate], device: TimeDevice) -> np.ndarray:
     """Each candidate's calibrated MAPE (%) on each kernel: [candidates x kernels]."""
+    profiles, core, mem = [k.profile for k in cases], [k.core_mhz for k in cases], [k.mem_mhz for k in cases]
     out = np.empty((len(candidates), len(cases)))
     for i, cand in enumerate(candidates):
-        model = cand.model(device)
-        for j, k in enumerate(cases):
-            out[i, j] = mape(model.predict(k.profile, k.core_mhz, k.mem_mhz, calibrate=True), k.time_ms)
+        times = calibrated_times(cand.model(device), profiles, core, mem)
+        out[i] = [mape(t, k.time_ms) for t, k in zip(times, cases)]
     return out
 
 

@@ -21,6 +21,7 @@ scaled: how the figures move when a constant moves; the cluster-bootstrap interv
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
 
@@ -61,7 +62,6 @@ from gpudvfs.policy.policies import highest_index
 from gpudvfs.stats import mape, paired_intervals
 from gpudvfs.time.device import TimeDevice
 from gpudvfs.time.interval import log_distance
-from gpudvfs.time.model import TimeModel
 
 #: Ridge strengths of the learned correction tried (on standardized features).
 CORRECTION_RIDGES = (0.1, 1.0, 10.0)
@@ -320,7 +320,7 @@ def _selection(grid: MeasurementGrid, reference: tuple[float, float], device: Ti
 
     def regrets(candidate: Candidate) -> np.ndarray:
         """Each application's regret with every kernel's time from ``candidate``."""
-        return _regrets(table, grid.path, cases, lambda j: candidate.model(device))
+        return _regrets(table, grid.path, cases, device, lambda j: candidate)
 
     # Every candidate's regret per application [candidates x applications]: the cross-validated,
     # in-sample and other-files figures are rows of it.
@@ -340,7 +340,7 @@ def _selection(grid: MeasurementGrid, reference: tuple[float, float], device: Ti
     by_criterion, regret_picked = _criterion_chosen(errors, groups, every, app_groups)
     # The near-ties rule on the cross-validated times, its tolerance chosen without the
     # application's group (backprop's two kernels held out together, as for its time).
-    t_cv = _times(table, grid.path, cases, lambda j: candidates[chosen[j]].model(device))
+    t_cv = _times(table, grid.path, cases, device, lambda j: candidates[chosen[j]])
     hi = highest_index(table.configs)
     near_ties = near_ties_by_tolerance(table, t_cv, hi, groups=app_groups)
     t_two = np.vstack([two_term(cases[case_of[n]].profile, device, reference, table.configs[:, 0],
@@ -385,30 +385,40 @@ def _criterion_chosen(errors: np.ndarray, groups: np.ndarray, every: np.ndarray,
     the lower mean regret (the time error on a tie). Returns the regrets and where the regret
     criterion was picked.
     """
-    def chosen(criterion: str, left_out: list) -> int:
+    @functools.cache
+    def chosen(criterion: str, left_out: frozenset) -> int:
         if criterion == "time":
-            keep = ~np.isin(groups, left_out)
+            keep = ~np.isin(groups, list(left_out))
             return protocol_least(errors[:, keep], groups[keep])[0]
-        return int(np.argmin(every[:, ~np.isin(app_groups, left_out)].mean(axis=1)))
+        return int(np.argmin(every[:, ~np.isin(app_groups, list(left_out))].mean(axis=1)))
 
     out, picked = np.empty(len(app_groups)), np.zeros(len(app_groups), dtype=bool)
     for a, ga in enumerate(app_groups):
         others = [b for b in range(len(app_groups)) if app_groups[b] != ga]
-        inner = {c: np.mean([every[chosen(c, [ga, app_groups[b]]), b] for b in others]) for c in ("time", "regret")}
+        inner = {c: np.mean([every[chosen(c, frozenset((ga, app_groups[b]))), b] for b in others])
+                 for c in ("time", "regret")}
         picked[a] = inner["regret"] < inner["time"]
-        out[a] = every[chosen("regret" if picked[a] else "time", [ga]), a]
+        out[a] = every[chosen("regret" if picked[a] else "time", frozenset((ga,))), a]
     return out, picked
 
 
-def _times(table: RegretTable, path: str, cases: list[KernelCase], model_of: Callable[[int], TimeModel]
-           ) -> np.ndarray:
+def _times(table: RegretTable, path: str, cases: list[KernelCase], device: TimeDevice,
+           candidate_of: Callable[[int], Candidate]) -> np.ndarray:
     """Calibrated time of each application of ``table`` (of the grid at ``path``) at every pair.
 
-    [applications x pairs], from ``model_of(j)``, j its index among ``cases``.
+    [applications x pairs], from ``candidate_of(j)`` on ``device``, j its index among ``cases``;
+    the applications of one candidate in one batch.
     """
     index = _case_index(cases, path)
-    return np.vstack([model_of(index[n]).predict(cases[index[n]].profile, table.configs[:, 0], table.configs[:, 1],
-                                                 calibrate=True) for n in table.names])
+    js = [index[n] for n in table.names]
+    rows_of: dict[Candidate, list[int]] = {}
+    for row, j in enumerate(js):
+        rows_of.setdefault(candidate_of(j), []).append(row)
+    out = np.empty((len(js), len(table.configs)))
+    for candidate, rows in rows_of.items():
+        out[rows] = candidate.model(device).predict([cases[js[r]].profile for r in rows], table.configs[:, 0],
+                                                    table.configs[:, 1], calibrate=True)
+    return out
 
 
 def _case_index(cases: list[KernelCase], path: str) -> dict[str, int]:
@@ -416,10 +426,10 @@ def _case_index(cases: list[KernelCase], path: str) -> dict[str, int]:
     return {k.name: j for j, k in enumerate(cases) if k.file == path}
 
 
-def _regrets(table: RegretTable, path: str, cases: list[KernelCase], model_of: Callable[[int], TimeModel]
-             ) -> np.ndarray:
-    """Minimum-energy regret per application of ``table``, each one's time from ``model_of`` (as :func:`_times`)."""
-    return table.regrets(_times(table, path, cases, model_of))
+def _regrets(table: RegretTable, path: str, cases: list[KernelCase], device: TimeDevice,
+             candidate_of: Callable[[int], Candidate]) -> np.ndarray:
+    """Minimum-energy regret per application of ``table``, each one's time as :func:`_times` gives it."""
+    return table.regrets(_times(table, path, cases, device, candidate_of))
 
 
 def constant_sensitivity(grids: list[MeasurementGrid], reference: tuple[float, float], device: TimeDevice,
@@ -462,10 +472,11 @@ def constant_sensitivity(grids: list[MeasurementGrid], reference: tuple[float, f
             dev = replace(device, **{name: getattr(device, name) * x})
             run = protocol_run(grids, reference, dev, candidates, hold_out)
 
-            def model_of(j: int, dev: TimeDevice = dev, chosen: np.ndarray = run.chosen) -> TimeModel:
-                return candidates[chosen[j]].model(dev)
+            def candidate_of(j: int, chosen: np.ndarray = run.chosen) -> Candidate:
+                return candidates[chosen[j]]
 
-            regret = {path: MeanMax.of(_regrets(table, path, run.cases, model_of)) for path, table in tables.items()}
+            regret = {path: MeanMax.of(_regrets(table, path, run.cases, dev, candidate_of))
+                      for path, table in tables.items()}
             out[name][f"{x:g}"] = ConstantVariant(
                 {path: float(run.cv[m].mean()) for path, m in _by_file(run.cases, grids).items()}, regret or None)
             done += 1

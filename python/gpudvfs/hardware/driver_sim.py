@@ -131,7 +131,8 @@ class DriverManagedGpu:
         if not util.any():
             return self.idle_mhz, ()
         reasons: list[str] = []
-        allowed = [c for c in self.levels if self.gpu.power(util, c, self.mem_mhz) <= self.power_limit_w]
+        watts = self.gpu.power_at(util, self.levels, self.mem_mhz)
+        allowed = [c for c, w in zip(self.levels, watts) if w <= self.power_limit_w]
         core = allowed[0] if allowed else self.levels[-1]
         if core < self.levels[0]:
             reasons.append("sw_power_cap")

@@ -96,10 +96,15 @@ class SimulatedGpu:
 
     def power(self, util: ArrayLike, core_mhz: float, mem_mhz: float) -> float:
         """True average power, W, of a workload with per-component ``util`` (Eq. 4 per domain)."""
-        freqs = [[core_mhz / self.default_mhz[0], mem_mhz / self.default_mhz[1]]]
-        volts = [list(self.volts(core_mhz, mem_mhz))]
-        return float(power_grid(np.atleast_2d(util), self.domain_sizes, self.static_w, self.idle_w,
-                                self.weights_w, freqs, volts)[0, 0])
+        return float(self.power_at(util, [core_mhz], mem_mhz)[0])
+
+    def power_at(self, util: ArrayLike, core_mhz: ArrayLike, mem_mhz: float) -> np.ndarray:
+        """`power` at each core clock of ``core_mhz`` (MHz), in one call of the Rust core."""
+        core = np.asarray(core_mhz, dtype=float).ravel()
+        freqs = np.column_stack([core / self.default_mhz[0], np.full(len(core), mem_mhz / self.default_mhz[1])])
+        volts = np.column_stack([self.core_volts(core), np.full(len(core), self.mem_volts[mem_mhz])])
+        return power_grid(np.atleast_2d(util), self.domain_sizes, self.static_w, self.idle_w, self.weights_w,
+                          freqs, volts)[0]
 
     def time_ms(self, compute_ms: float, memory_ms: float, core_mhz: float, mem_mhz: float) -> float:
         """True ms per launch: compute and memory ms at the default clocks scaled by 1/fc, 1/fm; smooth maximum."""

@@ -80,28 +80,31 @@ def _prior(gpu: str) -> PowerModel:
     return PowerModel.prior(gpu)
 
 
-def regret(s: Sweep, curve: list[float]) -> float:
-    """The extra energy (fraction) the prior's least-energy core clock of ``s`` costs over the measured least."""
+def regrets(s: Sweep, curves: list[list[float]]) -> np.ndarray:
+    """Per [break, slope] curve, the extra energy (fraction) the prior's least-energy core clock of ``s`` costs.
+
+    Over the measured least energy; every curve in one call of the Rust core.
+    """
     model = _prior(s.gpu)
     k = int(np.argmin(np.abs(s.core_mhz - lookup(s.gpu).default_mhz[0])))
     static, idle = model.static_w_, model.idle_w_
     weights = np.array(list(model.weights_.values()))
     busy = float(np.clip((s.watts[k] - static.sum() - idle.sum()) / weights.sum(), 0, 1))
     x = s.core_mhz / s.core_mhz[k]
-    xb, slope = curve
-    volts = 1 + slope * (np.maximum(0, x - xb) - max(0.0, 1 - xb))
-    ones = np.ones_like(x)
+    volts = np.concatenate([1 + slope * (np.maximum(0, x - xb) - max(0.0, 1 - xb)) for xb, slope in curves])
+    ones = np.ones_like(volts)
     p = power_grid(np.full((1, len(weights)), busy), model.domain_sizes_, static, idle, weights,
-                   np.column_stack([x, ones]), np.column_stack([volts, ones]))[0]
+                   np.column_stack([np.tile(x, len(curves)), ones]), np.column_stack([volts, ones]))[0]
     energy = s.watts * s.time_ms
-    return float(energy[np.argmin(p * s.time_ms)] / energy.min() - 1)
+    return energy[np.argmin(p.reshape(len(curves), len(x)) * s.time_ms, axis=1)] / energy.min() - 1
 
 
-def _per_gpu(ss: list[Sweep], curve: list[float]) -> dict[str, float]:
-    by: dict[str, list[float]] = {}
+def _per_gpu(ss: list[Sweep], curves: list[list[float]]) -> list[dict[str, float]]:
+    """Per curve, each GPU's mean regret over its sweeps."""
+    by: dict[str, list[np.ndarray]] = {}
     for s in ss:
-        by.setdefault(s.gpu, []).append(regret(s, curve))
-    return {g: float(np.mean(v)) for g, v in by.items()}
+        by.setdefault(s.gpu, []).append(regrets(s, curves))
+    return [{g: float(np.mean([r[i] for r in v])) for g, v in by.items()} for i in range(len(curves))]
 
 
 def choose_curve(data: Path) -> dict[str, Any]:
@@ -114,9 +117,10 @@ def choose_curve(data: Path) -> dict[str, Any]:
     ``moves``: each GPU's regret (%) with the shipped knee or floor moved a step either way.
     """
     ss = sweeps(data)
-    table = {(k, f): _per_gpu(ss, core_curve(k, f)) for k in KNEES for f in FLOORS}
+    pairs = [(k, f) for k in KNEES for f in FLOORS]
+    *scores, before = _per_gpu(ss, [core_curve(k, f) for k, f in pairs] + [rule_document()["curves"][0]])
+    table = dict(zip(pairs, scores))
     gpus = list(dict.fromkeys(s.gpu for s in ss))
-    before = _per_gpu(ss, rule_document()["curves"][0])
 
     def best(among: list[str], score: Any = np.max) -> tuple[float, float]:
         return min(table, key=lambda kf: float(score([table[kf][g] for g in among])))
