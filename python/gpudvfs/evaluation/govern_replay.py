@@ -60,24 +60,11 @@ RANDOM_PAIRS = 8
 class StrategyScores:
     """One strategy's scores over a replay's phases (see the module).
 
-    Attributes
-    ----------
-    regret_mean, regret_max : float
-        Regret over the phases: mean and worst.
-    per_phase : list of float
-        Each phase's regret, in order.
-    clock_changes : int
-        Steps whose setting differs from the step before.
-    steps_to_settle : float
-        Steps into a phase until its last change, averaged over the phases.
-    wasted : float
-        Spent beyond the best settings, over the total at the best settings.
-    violations : float or None
-        Share of steps over the constraint (`deadline`, `power-cap`); None without one.
-    per_phase_over : list of int or None
-        Each phase's steps over the constraint; None without one.
-    decision_us : float or None
-        The governor's median time of one decision (us); None for a baseline.
+    ``clock_changes``: steps whose setting differs from the step before; ``steps_to_settle``:
+    steps into a phase until its last change, mean over the phases; ``wasted``: spent beyond
+    the best settings, over the total at the best settings; the violations (steps over the
+    constraint) None without one; ``decision_us`` the governor's median decision time, None for
+    a baseline.
     """
 
     regret_mean: float
@@ -91,13 +78,7 @@ class StrategyScores:
     decision_us: float | None = None
 
     def to_dict(self) -> dict:
-        """The scores as `gpudvfs govern replay --json` prints them, per phase left out.
-
-        Returns
-        -------
-        dict
-            JSON-ready; ``violations`` and ``decision_us`` only where they are set.
-        """
+        """The scores as `gpudvfs govern replay --json` prints them, per phase left out."""
         out = {"regret_mean": self.regret_mean, "regret_max": self.regret_max, "clock_changes": self.clock_changes,
                "steps_to_settle": self.steps_to_settle, "wasted": self.wasted}
         if self.violations is not None:
@@ -111,30 +92,9 @@ class StrategyScores:
 class ReplayResult:
     """The governor and the baselines on one sequence of phases (`replay`).
 
-    Attributes
-    ----------
-    policy : str
-        The policy replayed.
-    slowdown : float or None
-        The deadline's bound (`deadline` only).
-    eta : float or None
-        The weight of energy in Zeus's cost (`cost` only).
-    steps, phase_steps, phases : int
-        Steps replayed, the nominal length of a phase, and phases.
-    pairs, apps : int
-        Settings and applications of the table.
-    knob : str
-        What a setting sets (``ReplayTable.knob``).
-    seed : int
-        The seed of the phases and the noise.
-    governor : StrategyScores
-        The governor's scores, with ``decision_us``.
-    baselines : dict of str to StrategyScores
-        Each baseline's scores on the same phases and noise.
-    intervals : dict
-        95% bootstrap intervals over the applications (a phase goes with its application) of
-        the governor's mean regret (``mean``) and of its paired difference from each
-        baseline's (``minus_<baseline>``).
+    ``intervals``: 95% bootstrap intervals over the applications (a phase goes with its
+    application) of the governor's mean regret (``mean``) and of its paired difference from each
+    baseline's (``minus_<baseline>``), all on the same phases and noise.
     """
 
     policy: str
@@ -152,14 +112,7 @@ class ReplayResult:
     intervals: dict
 
     def to_dict(self) -> dict:
-        """The replay as `gpudvfs govern replay --json` prints it.
-
-        Returns
-        -------
-        dict
-            JSON-ready: the replay's settings, the governor's scores at the top level, then
-            ``baselines`` and ``intervals``.
-        """
+        """The replay as `gpudvfs govern replay --json` prints it, the governor's scores at the top level."""
         return {"policy": self.policy, "slowdown": self.slowdown, "eta": self.eta, "steps": self.steps,
                 "phase_steps": self.phase_steps, "phases": self.phases, "pairs": self.pairs, "apps": self.apps,
                 "knob": self.knob, "seed": self.seed, **self.governor.to_dict(),
@@ -167,23 +120,9 @@ class ReplayResult:
 
 
 def phases(n_apps: int, steps: int, phase_steps: int, rng: np.random.Generator) -> list[tuple[int, int]]:
-    """The phases of a replay: lengths uniform in [0.75, 1.25] x phase_steps, no application twice in a row.
+    """(application, length) of each phase of a replay, the lengths adding up to ``steps``.
 
-    Parameters
-    ----------
-    n_apps : int
-        Applications to draw from.
-    steps : int
-        Steps in all.
-    phase_steps : int
-        The nominal length of a phase.
-    rng : numpy.random.Generator
-        Where the draws come from.
-
-    Returns
-    -------
-    list of tuple of int
-        (application, length) of each phase; the lengths add up to ``steps``.
+    Lengths uniform in [0.75, 1.25] x phase_steps, no application twice in a row.
     """
     out, done, prev = [], 0, -1
     while done < steps:
@@ -264,15 +203,10 @@ def _allowed(table: ReplayTable, target: Target) -> np.ndarray | None:
 class ReplaySetup:
     """What every strategy of a replay runs on: its phases, its noise and each application's best pair.
 
-    Attributes
-    ----------
-    plan : list of tuple of int
-        (application, steps) of each phase, in order.
-    draws : numpy.ndarray
-        [steps x 2] the relative noise of each step's time and power.
-    best_k : numpy.ndarray
-        [A] each application's best pair on the measured grid, the one its regret is measured
-        against: the policy's choice (under a cap none meets, the lowest-power pair).
+    ``plan``: (application, steps) of each phase, in order; ``draws``: [steps x 2] each step's
+    relative noise of time and power; ``best_k``: [A] each application's pair on the measured grid
+    its regret is measured against (the policy's choice; under a cap none meets, the lowest-power
+    pair).
     """
 
     plan: list[tuple[int, int]]
@@ -282,38 +216,13 @@ class ReplaySetup:
     @classmethod
     def draw(cls, table: ReplayTable, target: Target, steps: int, phase_steps: int, seed: int, noise: float,
              warn: bool = True, each_once: bool = False) -> ReplaySetup:
-        """The phases, the noise and each application's best pair of a replay.
+        """The phases, the noise and each application's best pair of a replay, the same for every strategy.
 
-        Parameters
-        ----------
-        table : ReplayTable
-            The applications and settings.
-        target : Target
-            The policy the best pairs are best at.
-        steps : int
-            Steps replayed (unused with ``each_once``).
-        phase_steps : int
-            The nominal length of a phase.
-        seed : int
-            The seed of the phases and the noise.
-        noise : float
-            The standard deviation of the relative noise, in [0, 0.5).
-        warn : bool
-            Warn where no pair of an application meets a power cap.
-        each_once : bool
-            Every application once, for ``phase_steps`` steps, in an order drawn by ``seed``,
-            as jobs of a trace run.
-
-        Returns
-        -------
-        ReplaySetup
-            The same for every strategy of the replay.
-
-        Raises
-        ------
-        InputError
-            On an unknown policy, a power-cap policy without a cap, an ``eta`` outside [0, 1],
-            or a count, seed or noise out of range.
+        ``noise``: the relative noise's standard deviation, in [0, 0.5). ``each_once``: every
+        application once, for ``phase_steps`` steps, in an order drawn by ``seed``, as jobs of a
+        trace run (``steps`` unused). ``warn`` where no pair of an application meets a power cap.
+        `InputError` on an unknown policy, a power-cap policy without a cap, an ``eta`` outside
+        [0, 1], or a count, seed or noise out of range.
         """
         if target.policy not in GOVERNOR_POLICIES:
             raise InputError(f"unknown policy {target.policy!r}; expected one of {GOVERNOR_POLICIES}")
@@ -384,25 +293,9 @@ def governor_scores(table: ReplayTable, setup: ReplaySetup, target: Target, nois
                     governor: dict[str, float], learn: bool = False) -> StrategyScores:
     """The governor's scores on a replay's phases, with its median decision time.
 
-    Parameters
-    ----------
-    table : ReplayTable
-        The applications and settings.
-    setup : ReplaySetup
-        The phases, noise and best pairs.
-    target : Target
-        The policy.
-    noise : float
-        The noise's standard deviation, which the governor assumes (at least 0.1%).
-    governor : dict of str to float
-        The governor's constants (``prior_sd``, ``explore``, ...).
-    learn : bool
-        A new phase starts from what the phases before it taught (`SeenPrior`).
-
-    Returns
-    -------
-    StrategyScores
-        With ``decision_us``.
+    The governor assumes the noise's standard deviation (at least 0.1%); ``governor`` holds its
+    constants (``prior_sd``, ``explore``, ...); with ``learn`` a new phase starts from what the
+    phases before it taught (`SeenPrior`).
     """
     gov = GovernorStrategy(target.governor(table, noise_sd=max(noise, 1e-3), **governor), table, learn)
     scores = _score(table, setup.plan, *_run(gov, table, setup.plan, setup.draws), setup.best_k, target)
@@ -414,44 +307,11 @@ def replay(table: ReplayTable, *, policy: str = "energy", slowdown: float = 0.1,
            each_once: bool = False, learn: bool = False, **governor: float) -> ReplayResult:
     """Scores of the governor and the baselines on one sequence of phases (see the module).
 
-    Parameters
-    ----------
-    table : ReplayTable
-        The applications and settings.
-    policy : str
-        One of ``gpudvfs.govern.GOVERNOR_POLICIES``.
-    slowdown : float
-        `deadline`: at most this much slower than the default setting.
-    power_cap_w : float or None
-        `power-cap`: the cap (W).
-    eta : float
-        `cost`: the weight of energy against time.
-    steps : int
-        Steps replayed (with ``each_once``, unused).
-    phase_steps : int
-        The nominal length of a phase (with ``each_once``, every job's).
-    seed : int
-        The seed of the phases, the noise and random search.
-    noise : float
-        The standard deviation of each observation's relative noise, in [0, 0.5).
-    each_once : bool
-        Each application runs once, ``phase_steps`` steps (a trace's jobs).
-    learn : bool
-        A new phase's prediction is what the phases before it taught (`SeenPrior`), not the
-        table's.
-    **governor : float
-        The governor's constants, where not its defaults (``hysteresis``, ``prior_sd``, ...).
-
-    Returns
-    -------
-    ReplayResult
-        The governor's scores beside each baseline's, with 95% bootstrap intervals over the
-        applications of its mean regret and of its paired difference from each baseline's.
-
-    Raises
-    ------
-    InputError
-        As `ReplaySetup.draw`.
+    The policy's settings as `Governor` takes them (``slowdown``: at most this much slower than
+    the default setting); the phases and noise as `ReplaySetup.draw` draws them (``seed`` also
+    seeds random search); with ``learn`` a new phase's prediction is what the phases before it
+    taught (`SeenPrior`), not the table's; ``governor``: constants other than the defaults
+    (``hysteresis``, ``prior_sd``, ...).
     """
     target = Target(policy, slowdown, power_cap_w, eta)
     setup = ReplaySetup.draw(table, target, steps, phase_steps, seed, noise, each_once=each_once)

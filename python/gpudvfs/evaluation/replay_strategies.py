@@ -32,42 +32,19 @@ class Strategy(Protocol):
     """What a replay drives, step by step."""
 
     def phase(self, a: int) -> None:
-        """Start a phase of an application.
-
-        Parameters
-        ----------
-        a : int
-            The application (a row of the table).
-        """
+        """Start a phase of application ``a`` (a row of the table)."""
 
     def decide(self) -> int:
-        """The setting the next step runs at.
-
-        Returns
-        -------
-        int
-            Its index.
-        """
+        """The index of the setting the next step runs at."""
 
     def observe(self, k: int, time_ms: float, watts: float) -> None:
-        """What a step measured.
-
-        Parameters
-        ----------
-        k : int
-            The step's setting.
-        time_ms, watts : float
-            Its time (ms) and power (W).
-        """
+        """What a step at setting ``k`` measured: its time (ms) and power (W)."""
 
 
 class FixedPairs:
-    """One setting per application and no learning: the default clocks, the models' choice, one pair for all.
+    """One setting per application (``pairs``: [A] indices) and no learning.
 
-    Parameters
-    ----------
-    pairs : numpy.ndarray
-        [A] the index of each application's setting.
+    The default clocks, the models' choice, one pair for all.
     """
 
     def __init__(self, pairs: np.ndarray) -> None:
@@ -75,55 +52,23 @@ class FixedPairs:
         self.k = 0
 
     def phase(self, a: int) -> None:
-        """Start a phase of application ``a``: its setting from now on.
-
-        Parameters
-        ----------
-        a : int
-            The application (a row of the table).
-        """
+        """Its setting from now on."""
         self.k = int(self.pairs[a])
 
     def decide(self) -> int:
-        """The setting of the phase's application.
-
-        Returns
-        -------
-        int
-            Its index.
-        """
+        """The setting of the phase's application."""
         return self.k
 
     def observe(self, k: int, time_ms: float, watts: float) -> None:
-        """Nothing is learnt from a step.
-
-        Parameters
-        ----------
-        k : int
-            The step's setting.
-        time_ms, watts : float
-            What it measured.
-        """
+        """Nothing is learnt from a step."""
 
 
 class MeasureThenKeep:
     """Measure a list of settings once per phase, then run the best measured under the target.
 
-    What an application's phases measured is remembered across its recurrences.
-
-    Parameters
-    ----------
-    table : ReplayTable
-        The settings and the price of time.
-    pairs_of : callable
-        ``pairs_of(a)``: the settings measured for application ``a``, in order (the first is
-        among those kept at the end).
-    target : Target
-        What the best measured setting is best at.
-    warmup : int
-        Steps per setting before its measurement counts.
-    measured : int
-        Steps measured per setting; their mean is the setting's.
+    What an application's phases measured is remembered across its recurrences. ``pairs_of(a)``:
+    the settings measured for application ``a``, in order (the first is among those kept at the
+    end); each runs ``warmup`` steps, then ``measured`` steps whose mean is the setting's.
     """
 
     def __init__(self, table: ReplayTable, pairs_of: Callable[[int], Sequence[int]], target: Target,
@@ -137,13 +82,7 @@ class MeasureThenKeep:
         self.choice: int | None = None
 
     def phase(self, a: int) -> None:
-        """Start a phase of application ``a``: measure what its earlier phases left unmeasured.
-
-        Parameters
-        ----------
-        a : int
-            The application (a row of the table).
-        """
+        """Measure what the application's earlier phases left unmeasured."""
         self.a, self.steps, self.choice = a, 0, None
         if a not in self.seen:
             self.seen[a], self.plans[a] = {}, list(self.pairs_of(a))
@@ -151,13 +90,7 @@ class MeasureThenKeep:
         self.todo = [k for k in self.plans[a] if len(self.seen[a].get(k, ())) < self.measured]
 
     def decide(self) -> int:
-        """The next setting to measure, else the best measured.
-
-        Returns
-        -------
-        int
-            Its index.
-        """
+        """The next setting to measure, else the best measured."""
         if self.todo:
             return self.todo[0]
         if self.choice is None:  # once per phase: nothing is measured after the plan
@@ -169,15 +102,7 @@ class MeasureThenKeep:
         return self.choice
 
     def observe(self, k: int, time_ms: float, watts: float) -> None:
-        """Count a step at the setting being measured (a warm-up step runs but is not kept).
-
-        Parameters
-        ----------
-        k : int
-            The step's setting.
-        time_ms, watts : float
-            What it measured.
-        """
+        """Count a step at the setting being measured (a warm-up step runs but is not kept)."""
         if not (self.todo and self.todo[0] == k):
             return
         self.steps += 1
@@ -194,18 +119,6 @@ def zeus_baseline(table: ReplayTable, target: Target) -> MeasureThenKeep:
     Every setting, from the highest down, runs ZEUS_WARMUP_STEPS steps and then
     ZEUS_PROFILE_STEPS measured ones; the job then keeps the one of least cost measured (a job
     that recurs is not profiled again).
-
-    Parameters
-    ----------
-    table : ReplayTable
-        The settings.
-    target : Target
-        What the kept setting is best at.
-
-    Returns
-    -------
-    MeasureThenKeep
-        The strategy.
     """
     order = [int(k) for k in np.lexsort((table.configs[:, 1], table.configs[:, 0]))[::-1]]
     return MeasureThenKeep(table, lambda a: order, target, ZEUS_WARMUP_STEPS, ZEUS_PROFILE_STEPS)
@@ -216,15 +129,6 @@ class GovernorStrategy:
 
     A new phase starts from the table's prediction, or with ``learn`` from what the phases
     before it taught (`SeenPrior`).
-
-    Parameters
-    ----------
-    gov : Governor
-        The governor, over the table's settings.
-    table : ReplayTable
-        The predictions a new phase starts from.
-    learn : bool
-        Start a new phase from the phases seen before it instead.
     """
 
     def __init__(self, gov: Governor, table: ReplayTable, learn: bool = False) -> None:
@@ -234,13 +138,7 @@ class GovernorStrategy:
         self.a: int | None = None
 
     def phase(self, a: int) -> None:
-        """Start a phase of application ``a``, from its prediction.
-
-        Parameters
-        ----------
-        a : int
-            The application (a row of the table).
-        """
+        """Start from the application's prediction."""
         t, p = self.table.time_pred[a], self.table.watts_pred[a]
         if self.learnt is not None:
             if self.a is not None:
@@ -250,28 +148,14 @@ class GovernorStrategy:
         self.gov.phase(a, t, p)
 
     def decide(self) -> int:
-        """The governor's decision, its time kept in ``decision_s``.
-
-        Returns
-        -------
-        int
-            The index of the setting.
-        """
+        """The governor's decision, its time kept in ``decision_s``."""
         start = time.perf_counter()
         k = self.gov.decide()
         self.decision_s.append(time.perf_counter() - start)
         return k
 
     def observe(self, k: int, time_ms: float, watts: float) -> None:
-        """Tell the governor what the step measured.
-
-        Parameters
-        ----------
-        k : int
-            The step's setting.
-        time_ms, watts : float
-            What it measured.
-        """
+        """Tell the governor."""
         self.gov.observe(k, time_ms, watts)
 
 
@@ -282,11 +166,6 @@ class SeenPrior:
     value at the default setting) are averaged and placed on the new phase's own value at the
     default setting (the one measurement a governor has of it). Before any phase is seen, a
     cold start from no data: `cold_curves`.
-
-    Parameters
-    ----------
-    table : ReplayTable
-        The settings and each application's measured value at the default setting.
     """
 
     def __init__(self, table: ReplayTable) -> None:
@@ -294,33 +173,15 @@ class SeenPrior:
         self.curves: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def add(self, a: int, log_time: np.ndarray, log_watts: np.ndarray) -> None:
-        """Keep what a phase of application ``a`` ended with.
-
-        Parameters
-        ----------
-        a : int
-            The application.
-        log_time, log_watts : numpy.ndarray
-            [K] its estimated log time and log power at every setting.
-        """
+        """Keep what a phase of application ``a`` ended with: [K] estimated log time and log power."""
         d = self.table.default_index
         self.curves[a] = (log_time - log_time[d], log_watts - log_watts[d])
 
     def prior(self, a: int) -> tuple[np.ndarray, np.ndarray]:
         """The prediction a new phase of application ``a`` starts from.
 
-        The mean of the other applications' curves seen (its own where it is the only one
-        seen), else the cold start.
-
-        Parameters
-        ----------
-        a : int
-            The application.
-
-        Returns
-        -------
-        tuple of numpy.ndarray
-            [K] time (ms) and power (W) at every setting.
+        [K] time (ms) and power (W): the mean of the other applications' curves seen (its own where
+        it is the only one seen), else the cold start.
         """
         d = self.table.default_index
         if self.curves:
