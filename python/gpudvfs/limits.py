@@ -70,6 +70,18 @@ def clock_array(value: ArrayLike, name: str) -> np.ndarray:
     return a
 
 
+def watts_array(value: ArrayLike, name: str) -> np.ndarray:
+    """Power in W as float64 of ``value``'s shape, checked as `clock_array` checks MHz (at most :data:`MAX_WATTS`)."""
+    a = np.asarray(value)
+    if a.dtype.kind not in "iuf":
+        raise InputError(f"{name} must be numbers (W), got {a.dtype.name} values such as {a.ravel()[:1].tolist()}")
+    a = a.astype(np.float64, copy=False)
+    bad = ~np.isfinite(a) | (a <= 0) | (a > MAX_WATTS)
+    if bad.any():
+        raise InputError(f"{name} must be finite power in (0, {MAX_WATTS:g}] W, got {float(a[bad].ravel()[0])!r}")
+    return a
+
+
 def check_watts(watts: np.ndarray, where: str) -> None:
     """Check measured power (W), one per row: finite, > 0 (a GPU at work never draws 0 W) and at most :data:`MAX_WATTS`.
 

@@ -68,7 +68,7 @@ def test_traces_read_with_their_knob_and_power(data):
     power over its time, in seconds."""
     zeus = gpudvfs.read(data / "zeus/power_limit_v100.csv")
     d = zeus.describe()
-    assert zeus.knob == "power_limit" and d["power_limit_w_levels"] == [100, 125, 150, 175, 200, 225, 250]
+    assert zeus.knob == "power-limit" and d["power_limit_w_levels"] == [100, 125, 150, 175, 200, 225, 250]
     assert zeus.workload[0] == "cifar100/shufflenetv2/1024/adadelta"
     assert zeus.time_ms[0] == pytest.approx(11276.666666666666) and zeus.watts[0] == pytest.approx(86.86460850784009)
     perseus = gpudvfs.read(data / "perseus/bloom_a40_stages.csv")

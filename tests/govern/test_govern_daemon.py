@@ -453,10 +453,9 @@ def test_pairs_the_gpu_cannot_hold_are_left(sim):
     learnt from, their pairs are left for the phase, and the daemon settles among the pairs
     under the limit (no endless re-trying)."""
     device, table, model = sim
-    limited = SimulatedDevice(device.gpu, power_limit_w=0.0)
     sgemm = APPS[0]
-    watts = [limited.true_power_w(sgemm, *pair) for pair in table.configs]
-    limited.power_limit_w = float(np.percentile(watts, 60))
+    watts = [device.true_power_w(sgemm, *pair) for pair in table.configs]
+    limited = SimulatedDevice(device.gpu, power_limit_w=float(np.percentile(watts, 60)))
     host = SimulatedHost(limited)
     host.start(phased_process(limited, APPS[:1], 400.0, repeat=1))
     daemon = Daemon(limited, host, ModelPrior(table, model), policy="deadline")

@@ -197,7 +197,9 @@ def test_the_power_limit_through_the_service_comes_back_when_its_owner_leaves(se
 
 
 def test_a_device_without_the_knob_is_refused(tmp_path):
-    svc = ClockService(SimulatedDevice(), tmp_path / "sim.sock").start()
+    fake = FakeNvml()
+    fake.nvmlDeviceGetPowerManagementLimitConstraints = None  # a board that reports no range
+    svc = ClockService(NvmlDevice(pynvml=fake), tmp_path / "nvml.sock").start()
     try:
         with ClockClient(svc.path) as c, pytest.raises(InputError, match="no power-limit knob"):
             c.set_power_limit(100.0)

@@ -33,7 +33,7 @@ from gpudvfs.policy import select
 LIMITS = np.array([[100.0, 1.0], [150.0, 1.0], [200.0, 1.0], [250.0, 1.0]])
 
 
-def _table(t, p, t_pred=None, p_pred=None, knob="power_limit") -> ReplayTable:
+def _table(t, p, t_pred=None, p_pred=None, knob="power-limit") -> ReplayTable:
     t, p = np.atleast_2d(t).astype(float), np.atleast_2d(p).astype(float)
     return ReplayTable([f"job{i}" for i in range(len(t))], LIMITS, 3, t, p, t if t_pred is None else t_pred,
                        p if p_pred is None else p_pred, knob)
@@ -107,7 +107,7 @@ def test_a_job_is_predicted_from_the_others_curves(tmp_path):
     path = tmp_path / "trace.csv"
     path.write_text("\n".join(rows) + "\n")
     tab = plain_table(gpudvfs.read(path))
-    assert tab.knob == "power_limit" and tab.configs.tolist() == [[100, 1], [250, 1]] and tab.default_index == 1
+    assert tab.knob == "power-limit" and tab.configs.tolist() == [[100, 1], [250, 1]] and tab.default_index == 1
     assert tab.max_power_w == 250
     a = tab.names.index("d/a/32/adam")
     assert tab.time_pred[a].tolist() == pytest.approx([1e4 * np.sqrt(1.2 * 1.0), 1e4])  # seconds read as ms
@@ -140,7 +140,7 @@ def test_what_the_seen_phases_taught_is_their_mean_curve():
 
 
 def test_cold_curves_slow_down_and_save_power_below_the_default():
-    for knob in ("power_limit", "core_clock"):
+    for knob in ("power-limit", "core-clock"):
         t, p = cold_curves(_table([[1.0] * 4], [[1.0] * 4], knob=knob))
         assert t[3] == p[3] == 0 and (np.diff(t) < 0).all() and (np.diff(p) > 0).all()
 
@@ -164,7 +164,7 @@ def test_govern_replay_reads_the_traces_without_a_device(data):
     r = run(cli, ["govern", "replay", zeus, "--policy", "cost", "--eta", "0.3", "--phase-steps", "300", "--json"])
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
-    assert (out["knob"], out["eta"], out["phases"], out["steps"]) == ("power_limit", 0.3, 68, 68 * 300)
+    assert (out["knob"], out["eta"], out["phases"], out["steps"]) == ("power-limit", 0.3, 68, 68 * 300)
     assert "zeus" in out["baselines"]
     r = run(cli, ["govern", "replay", zeus, "--steps", "100"])
     assert r.exit_code == 2 and "each job once" in r.output

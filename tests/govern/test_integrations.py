@@ -28,6 +28,7 @@ from gpudvfs.hardware.simulated import SimulatedDevice
 from gpudvfs.power import PowerModel
 
 from fake_pynvml import FakeNvml
+from stand_in_device import StandIn
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -170,10 +171,11 @@ def test_the_meter_without_a_counter_and_with_failing_sensors():
     assert rec.energy_source == "power-readings" and rec.joules == pytest.approx(0.5 * rec.watts)
     assert meter.counter_total_j is None
 
-    class Broken:
-        clocks = (1000.0, 800.0)
-
+    class Broken(StandIn):
         def energy_joules(self):
+            raise RuntimeError("NVML: Unknown Error")
+
+        def power_watts(self):
             raise RuntimeError("NVML: Unknown Error")
 
         def throttle_reasons(self):
@@ -214,10 +216,8 @@ def test_the_meter_on_the_nvml_stand_in_in_dry_run(tmp_path):
     assert s["energy_j"]["sources"] == {"counter-interpolated": 8}  # a real device's counter: polled
 
 
-class StubCounter:
+class StubCounter(StandIn):
     """A device whose energy counter advances only when the test says (a stand-in, not NVML)."""
-
-    clocks = (1000.0, 800.0)
 
     def __init__(self, joules: float):
         self.j = joules
@@ -398,7 +398,7 @@ def test_a_phase_prior_comes_from_its_first_window_and_warmup_is_skipped():
     # steps 3-5 make the first window (0.3 s): the prior; step 6 starts the next window.
     assert gov.decisions and len(gov.decisions) == 1 and gov.observations == 0
     t, w, _, _ = gov.governor.estimates()
-    k = gov.grid.default_index  # the simulated GPU stays at its default clocks
+    k = gov.settings.default_index  # the simulated GPU stays at its default clocks
     assert np.exp(t[k]) == pytest.approx(100.0, rel=1e-9)
     assert np.exp(w[k]) == pytest.approx(gov.meter.records[-1].watts, rel=1e-9)
     gov.close()

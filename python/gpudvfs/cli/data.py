@@ -83,7 +83,7 @@ def info(file: str, fmt: str | None, skip_invalid: bool, columns: dict, as_json:
                                                                   if "reference_from" in d else "")
          if ref else "not recorded"],
         ["configurations", d.get("configurations", "-")],
-        ["power limit W levels", _levels(d["power_limit_w_levels"])] if d.get("knob") == "power_limit"
+        ["power limit W levels", _levels(d["power_limit_w_levels"])] if d.get("knob") == "power-limit"
         else ["core MHz levels", _levels(d.get("core_mhz_levels", []))],
         ["memory MHz levels", _levels(d.get("mem_mhz_levels", []))],
     ]

@@ -27,8 +27,9 @@ from gpudvfs.evaluation.governor_cv import DEFAULT_SEEDS, GovernorCV, choose_def
 from gpudvfs.evaluation.plain import plain_table
 from gpudvfs.evaluation.replay_table import ReplayTable, dcgm_replay_table, replay_table
 from gpudvfs.evaluation.train_replay import replay_run
-from gpudvfs.govern.daemon import KNOBS, MIN_DAEMON_INTERVAL_S, Daemon
+from gpudvfs.govern.daemon import MIN_DAEMON_INTERVAL_S, Daemon
 from gpudvfs.govern.governor import GOVERNOR_POLICIES
+from gpudvfs.govern.knob import GOVERNED_KNOBS
 from gpudvfs.hardware.kinds import make_device
 from gpudvfs.hardware.nvml import NvmlDevice
 
@@ -200,7 +201,7 @@ def replay_(data: str, train: str | None, device: str | None, reference: tuple[f
                str(v.clock_changes), f"{v.steps_to_settle:.1f}"]
         return out + ([f"{100 * v.violations:.2f}"] if v.violations is not None else [])
 
-    knob = {"clocks": "clock pairs", "core_clock": "core clocks", "power_limit": "power limits"}[r.knob]
+    knob = {"clocks": "clock pairs", "core-clock": "core clocks", "power-limit": "power limits"}[r.knob]
     console.print(table(f"governor replay, {policy}: {r.phases} phases of {r.apps} applications over "
                         f"{r.pairs} {knob}; one decision {r.governor.decision_us:.0f} us",
                         cols, [row("governor", r.governor), *[row(k, v) for k, v in r.baselines.items()]]))
@@ -517,7 +518,7 @@ def _knobs_line(device: NvmlDevice) -> str:
     k = device.knobs()
     pl = "no power limit reported" if k["power_limit_w"] is None else "power limit {:g}-{:g} W".format(
         *k["power_limit_w"])
-    may = [name for name in ("clocks", "power_limit") if k[name]]
+    may = [name for name in ("clocks", "power-limit") if k[name]]
     return f"knobs: locked clocks, {pl}; this process may set: {', '.join(may) or 'neither (dry run only)'}"
 
 
@@ -527,7 +528,7 @@ def _started(daemon: Daemon) -> None:
     where = {"models": "the models", "catalog": "the catalog's prior", "power-limit": "a power-limit prior"}
     console.print(f"{'dry run on' if dry_run else 'governing'} {daemon.device.name} ({daemon.governor.policy}) "
                   f"every {daemon.interval_s:g} s; {len(daemon.governor.configs)} "
-                  f"{'power limits' if knob == 'power_limit' else 'pairs'} from {where[daemon.prior.name]}; "
+                  f"{'power limits' if knob == 'power-limit' else 'pairs'} from {where[daemon.prior.name]}; "
                   f"activities: {daemon.monitor.source}", highlight=False)
     if isinstance(daemon.device, NvmlDevice):
         console.print(_knobs_line(daemon.device), highlight=False)
@@ -548,7 +549,7 @@ def _started(daemon: Daemon) -> None:
 @click.option("--dry-run/--apply", "dry_run", default=True, show_default=True,
               help="--dry-run: set nothing, measure at the driver's clocks and log what the governor would set (no "
                    "privilege needed). --apply: set the knob (root, or the clock service).")
-@click.option("--knob", type=click.Choice(KNOBS), default="clocks", show_default=True,
+@click.option("--knob", type=click.Choice(GOVERNED_KNOBS), default="clocks", show_default=True,
               help="What the governor sets: locked clocks, or the board's power limit (nvml; the clocks left to "
                    "the driver). Both need root; the run says which this process may set.")
 @click.option("--policy", type=click.Choice(GOVERNOR_POLICIES), default="energy", show_default=True)

@@ -211,7 +211,7 @@ class MeasurementGrid:
     index_columns : tuple of str
         Columns that number the rows, not measurements.
     knob : str
-        What the ``core_mhz`` column sets: ``clocks`` (MHz) or ``power_limit`` (W: Zeus's traces,
+        What the ``core_mhz`` column sets: ``clocks`` (MHz) or ``power-limit`` (W: Zeus's traces,
         one setting a power limit).
     mem_clock_to_nvml : float
         NVML's memory clock per unit of the ``mem_mhz`` column's (2 for NVIDIA Inspector's GDDR5
@@ -411,7 +411,7 @@ class MeasurementGrid:
             "benchmark_names": list(dict.fromkeys(work.tolist())),
             "configurations": len(np.unique(configs, axis=0)),
             "knob": self.knob,
-            ("power_limit_w_levels" if self.knob == "power_limit" else "core_mhz_levels"): _levels(self.core_mhz),
+            ("power_limit_w_levels" if self.knob == "power-limit" else "core_mhz_levels"): _levels(self.core_mhz),
             "mem_mhz_levels": [] if mem is None else _levels(mem),
             "metrics": list(self.metrics),
             "ranges": {

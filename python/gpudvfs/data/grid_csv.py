@@ -53,7 +53,7 @@ class GridSpec:
     mem_clock_to_nvml : float
         NVML's memory clock per unit of the file's memory clock.
     knob : str
-        What the ``core_mhz`` role's column sets: ``clocks`` (MHz), or ``power_limit`` (W).
+        What the ``core_mhz`` role's column sets: ``clocks`` (MHz), or ``power-limit`` (W).
     reference_mhz : tuple of (float, float), optional
         The clock pair (the file's units) the format's protocol profiles each workload at.
     """
@@ -68,7 +68,7 @@ class GridSpec:
     geometry_column: str | None = None
     #: NVML's memory clock per unit of the file's memory clock.
     mem_clock_to_nvml: float = 1.0
-    #: What the `core_mhz` role's column sets: "clocks" (MHz), or "power_limit" (W).
+    #: What the `core_mhz` role's column sets: "clocks" (MHz), or "power-limit" (W).
     knob: str = "clocks"
     #: The clock pair (the file's units) the format's protocol profiles each workload at, if it has one.
     reference_mhz: tuple[float, float] | None = None
@@ -122,7 +122,7 @@ ZEUS = GridSpec(
     key_columns=("dataset", "network", "batch_size", "optimizer"),
     text_columns=frozenset({"dataset", "network", "batch_size", "optimizer"}),
     time_to_ms=1000.0,
-    knob="power_limit",
+    knob="power-limit",
 )
 
 # Perseus's SOSP'24 stage profiles: the forward and backward computation of each pipeline
@@ -199,7 +199,7 @@ def read_grid(path: str | Path, spec: GridSpec | None, on_invalid: str = "raise"
         keys = tuple(c for c in spec.key_columns if c in header)
         clocks = [c for c in (roles["core_mhz"], roles.get("mem_mhz")) if c]
         positive = {*clocks, roles["time"], roles.get("watts"), roles.get("energy")}  # a GPU at work never draws 0 W
-        clock_max = MAX_WATTS if spec.knob == "power_limit" else MAX_MHZ
+        clock_max = MAX_WATTS if spec.knob == "power-limit" else MAX_MHZ
         maxima: dict[str | None, float] = {**dict.fromkeys(clocks, clock_max), roles.get("watts"): MAX_WATTS}
         used = {*roles.values(), *keys} if not counters else set(header)
         cols = Columns(src, [_field(spec, name, name in keys, name in positive, maxima.get(name)) if name in used

@@ -18,11 +18,8 @@ import numpy as np
 from gpudvfs.data.datasets import MeasurementGrid
 from gpudvfs.errors import GpudvfsWarning, InputError
 from gpudvfs.evaluation.replay_table import ReplayTable
+from gpudvfs.govern.knob import FIXED
 from gpudvfs.policy.policies import highest_index
-
-#: The memory clock column of a grid that has none: a constant, which the governor's
-#: log-ratio features read as no change.
-FIXED = 1.0
 
 
 def _measured(grid: MeasurementGrid) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray, str]:
@@ -31,7 +28,7 @@ def _measured(grid: MeasurementGrid) -> tuple[list[str], np.ndarray, np.ndarray,
                          "alone")
     names = _complete(grid)
     configs, (t, p) = grid.table(names, grid.time_ms, grid.watts, mem_mhz=FIXED)
-    knob = "power_limit" if grid.knob == "power_limit" else "core_clock" if grid.mem_mhz is None else "clocks"
+    knob = "power-limit" if grid.knob == "power-limit" else "core-clock" if grid.mem_mhz is None else "clocks"
     return names, configs, t, p, knob
 
 

@@ -196,7 +196,7 @@ def cold_curves(table: ReplayTable) -> tuple[np.ndarray, np.ndarray]:
     """Log time and log power over the settings, relative to the default, from no data.
 
     Under a power limit L below the default's power P, power L and time (P / L)^(1/3)
-    (`power_limit.limit_curves`); a core clock f below the default's F, time (F / f)^(1/2)
+    (`priors.limit_curves`); a core clock f below the default's F, time (F / f)^(1/2)
     (half the work bound by the clock) and power (f / F)^2 (voltage falling with the clock).
     Only the first phase of a replay with ``learn`` starts from these; every later one from
     what the earlier phases measured.
@@ -211,7 +211,7 @@ def cold_curves(table: ReplayTable) -> tuple[np.ndarray, np.ndarray]:
     tuple of numpy.ndarray
         [K] log time and log power, 0 at the default setting.
     """
-    if table.knob == "power_limit":
+    if table.knob == "power-limit":
         # P at the default setting is not known before it is measured: the default limit stands in.
         return limit_curves(table.configs[:, 0], table.configs[table.default_index, 0])
     x = np.log(table.configs[:, 0] / table.configs[table.default_index, 0])

@@ -34,7 +34,7 @@ class ReplayTable:
     """Per application [A x K]: measured and predicted time (ms) and power (W) at every setting.
 
     ``configs`` [K x 2] holds the settings: where ``knob`` is ``"clocks"``, the (core, memory)
-    MHz pairs; for a single knob (``"core_clock"``, ``"power_limit"``), ``configs[:, 0]`` its
+    MHz pairs; for a single knob (``"core-clock"``, ``"power-limit"``), ``configs[:, 0]`` its
     values (MHz or W) and ``configs[:, 1]`` a constant 1, which the governor's log-ratio features
     read as nothing. ``default_index`` is the default setting (the highest pair of a grid);
     ``time_pred`` and ``watts_pred`` are predicted without the application. ``max_power_w``
@@ -57,7 +57,7 @@ class ReplayTable:
         """Derive ``max_power_w`` where it was left None."""
         if self.max_power_w is None:
             object.__setattr__(self, "max_power_w", float(
-                self.configs[:, 0].max() if self.knob == "power_limit" else self.watts[:, self.default_index].max()))
+                self.configs[:, 0].max() if self.knob == "power-limit" else self.watts[:, self.default_index].max()))
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,8 @@ class Target:
         ``**constants`` are the governor's (``prior_sd``, ``explore``, ``noise_sd``, ...).
         """
         return Governor(table.configs, table.default_index, policy=self.policy, slowdown=self.slowdown,
-                        power_cap_w=self.power_cap_w, eta=self.eta, max_power_w=table.max_power_w, **constants)
+                        power_cap_w=self.power_cap_w, eta=self.eta, max_power_w=table.max_power_w, knob=table.knob,
+                        **constants)
 
 
 def replay_table(grid: MeasurementGrid, reference: tuple[float, float], device: TimeDevice, spec: DeviceSpec,

@@ -26,8 +26,9 @@ from gpudvfs.fleet.model_prior import ModelPrior
 from gpudvfs.fleet.registry import Registry, device_uuid
 from gpudvfs.fleet.simhost import SimulatedHost, calibrated, phased_process
 from gpudvfs.fleet.whatif import gpu_table
-from gpudvfs.govern.daemon import KNOBS, Daemon, DaemonStats, NvmlMonitor
+from gpudvfs.govern.daemon import Daemon, DaemonStats, NvmlMonitor
 from gpudvfs.govern.integrations.devices import SIM_CATALOG_NAME
+from gpudvfs.govern.knob import GOVERNED_KNOBS
 from gpudvfs.govern.metrics import GovernorMetrics
 from gpudvfs.govern.phases import PhaseDetector
 from gpudvfs.govern.priors import CatalogPrior, PowerLimitPrior, Prior
@@ -69,7 +70,7 @@ class ServiceSettings:
     dry_run : bool
         Set nothing: measure at the driver's clocks and log what the governor would set.
     knob : str
-        One of `KNOBS` (the power limit on NVML only).
+        One of `GOVERNED_KNOBS` (the power limit on NVML only).
     registry : str or pathlib.Path or None
         NVML: the fleet registry with this GPU, with ``time_model``: each phase starts from
         these models (without both, from the catalog's prior).
@@ -125,8 +126,8 @@ class ServiceSettings:
         """Check the settings as a whole."""
         if self.device_kind not in DEVICE_KINDS:
             raise InputError(f"unknown device {self.device_kind!r}; expected one of {DEVICE_KINDS}")
-        if self.knob not in KNOBS:
-            raise InputError(f"unknown knob {self.knob!r}; expected one of {KNOBS}")
+        if self.knob not in GOVERNED_KNOBS:
+            raise InputError(f"unknown knob {self.knob!r}; expected one of {GOVERNED_KNOBS}")
         if self.device_kind == "sim":
             self._check_sim()
         else:

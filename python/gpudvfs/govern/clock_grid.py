@@ -13,12 +13,9 @@ import numpy as np
 from gpudvfs.catalog import lookup
 from gpudvfs.catalog.clocks import SupportedClocks, thin
 from gpudvfs.errors import InputError
+from gpudvfs.govern.knob import MAX_CORE_CLOCKS
 from gpudvfs.govern.loop import nearest_config
 from gpudvfs.hardware.device import Device
-
-#: Core clocks kept per memory clock at most (evenly spaced over the supported ones, the
-#: highest, the lowest and the default kept): a GPU lists a hundred or more.
-MAX_CORE_CLOCKS = 40
 
 
 @dataclass(frozen=True)

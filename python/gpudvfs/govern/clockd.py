@@ -28,7 +28,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gpudvfs.errors import GpudvfsWarning, InputError
-from gpudvfs.govern.power_limit import PowerLimitKnob
 from gpudvfs.hardware.device import Device
 from gpudvfs.limits import is_finite_number
 
@@ -43,7 +42,7 @@ class ClockService:
     Parameters
     ----------
     device : Device
-        The GPU; its power limit too where it has ``power_limits`` and ``set_power_limit``.
+        The GPU: its clocks and its power limit.
     path : str or pathlib.Path
         The socket.
     mode : int
@@ -86,7 +85,7 @@ class ClockService:
             if op == "clocks":
                 return {"ok": True, "clocks": None if self._set is None else list(self._set)}
             if op == "power_limits":
-                return {"ok": True, "power_limits": self._power_limits()}
+                return {"ok": True, "power_limits": self.device.power_limits()}
             if op not in ("set", "power_limit", "reset"):
                 return {"ok": False, "error": f"unknown op {op!r}; expected pairs, clocks, set, power_limits, "
                                               "power_limit or reset"}
@@ -99,7 +98,7 @@ class ClockService:
                 watts = request.get("watts")
                 if watts is None or not is_finite_number(watts):
                     return {"ok": False, "error": "power_limit needs a number watts"}
-                self._power_limit_knob().set_power_limit(float(watts))
+                self.device.set_power_limit(float(watts))
                 self._owner = client
                 return {"ok": True}
             try:
@@ -149,15 +148,6 @@ class ClockService:
         with self._lock:
             if self._owner is client:
                 self._reset()
-
-    def _power_limit_knob(self) -> PowerLimitKnob:
-        """The device as a power-limit knob (refused before anything is set where it is none)."""
-        if not isinstance(self.device, PowerLimitKnob):
-            raise InputError(f"{self.device.name} has no power-limit knob here")
-        return self.device
-
-    def _power_limits(self) -> dict:
-        return self._power_limit_knob().power_limits()
 
     def _reset(self) -> None:
         self.device.reset_clocks()  # an NvmlDevice puts back the power limit it set, too

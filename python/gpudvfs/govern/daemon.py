@@ -38,13 +38,12 @@ import numpy as np
 
 from gpudvfs.errors import InputError
 from gpudvfs.govern.governor import Governor
+from gpudvfs.govern.knob import make_knob
 from gpudvfs.govern.phases import PhaseDetector
-from gpudvfs.govern.priors import PowerLimitPrior, Prior
+from gpudvfs.govern.priors import Prior
 from gpudvfs.hardware.nvml import NvmlDevice
 from gpudvfs.hardware.simulated import SimulatedDevice
 
-#: What a daemon sets: locked clocks, or the board's power limit (the clocks left to the driver).
-KNOBS = ("clocks", "power-limit")
 #: Dry run: how far (relative, on each clock) the driver's clocks may be from a governed pair
 #: for an interval to count as that pair's.
 DRY_RUN_TOLERANCE = 0.02
@@ -282,7 +281,8 @@ class Daemon:
         self.interval_s = float(interval_s)
         self.detector = detector or PhaseDetector()
         governor = {"prior_sd": prior.prior_sd} | governor
-        self.governor = Governor(prior.configs, prior.default_index, policy=policy, slowdown=slowdown,
+        self.knob = make_knob(prior.knob, device)
+        self.governor = Governor(prior.configs, prior.default_index, policy=policy, slowdown=slowdown, knob=prior.knob,
                                  power_cap_w=power_cap_w, log=log, **governor)
         self.stats = DaemonStats()
         self._held: int | None = None  # the pair the daemon set, None: the driver's clocks
@@ -294,9 +294,7 @@ class Daemon:
 
         None where none is near.
         """
-        now = ((self.prior.device.power_limits()["enforced"], 1.0) if isinstance(self.prior, PowerLimitPrior)
-               else self.device.clocks)
-        rel = np.abs(np.log(self.governor.configs / np.asarray(now, dtype=np.float64))).max(axis=1)
+        rel = np.abs(np.log(self.governor.configs / np.asarray(self.knob.row(), dtype=np.float64))).max(axis=1)
         k = int(np.argmin(rel))
         return k if rel[k] <= DRY_RUN_TOLERANCE else None
 
@@ -323,11 +321,9 @@ class Daemon:
         if k == self._held:
             return
         if k is None:
-            self.device.reset_clocks()  # and the power limit, where the daemon set it
-        elif isinstance(self.prior, PowerLimitPrior):
-            self.prior.device.set_power_limit(float(self.governor.configs[k, 0]))
+            self.knob.restore()
         else:
-            self.device.lock_clocks(*(float(x) for x in self.governor.configs[k]))
+            self.knob.set_row(*self.governor.configs[k])
         self.stats.clock_changes += counted
         self._held = k
 
@@ -361,7 +357,7 @@ class Daemon:
             t, p = self._prior(max(watts, 1e-3), activity, time_ms or 1e3 * self.interval_s)
             self.governor.phase(key, t, p)
             self._key = key
-        if held is not None and not self.dry_run and self.prior.knob == "clocks" and self.device.throttle_reasons():
+        if held is not None and not self.dry_run and self.knob.name == "clocks" and self.device.throttle_reasons():
             # The GPU pulled the clocks below the pair set (its power or thermal limit): what
             # was measured is not that pair's, and the phase is not run there again.
             self.governor.exclude(held)

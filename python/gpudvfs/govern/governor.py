@@ -48,7 +48,8 @@ from numpy.typing import ArrayLike
 
 from gpudvfs._core import GovernorCore
 from gpudvfs.errors import InputError
-from gpudvfs.limits import clock_array, is_finite_number, is_integer, is_number
+from gpudvfs.govern.knob import knob_rows
+from gpudvfs.limits import is_finite_number, is_integer, is_number
 from gpudvfs.policy.policies import POLICIES
 
 #: The policies the governor decides by: every one of `gpudvfs.policy.POLICIES` but ED2P, for
@@ -100,9 +101,10 @@ class Governor:
     Parameters
     ----------
     configs : array_like
-        [K x 2] the supported (core, memory) MHz pairs.
+        [K x 2] the settings of ``knob`` (`knob.knob_rows`): (core, memory) MHz pairs, or
+        (value, 1) rows of a knob of one value.
     default_index : int
-        The default clocks among them.
+        The default setting among them.
     policy : str
         One of `GOVERNOR_POLICIES`.
     slowdown : float
@@ -138,6 +140,8 @@ class Governor:
     log : callable or None
         Called with a dict for every decision (the structured decision log; see `decide`),
         e.g. `gpudvfs.data.jsonfile.JsonLines(path).write` or `GovernorMetrics.record`.
+    knob : str
+        What ``configs`` set (`knob.KNOBS`): their unit and their check.
 
     Raises
     ------
@@ -158,10 +162,8 @@ class Governor:
                  confirm_runs: int = CONFIRM_RUNS, confirm_pair: bool = CONFIRM_PAIR,
                  prior_sd: float = MODEL_PRIOR_SD, noise_sd: float = 0.01, explore: float = EXPLORE,
                  hysteresis: float = 0.005, residual_sd: float = RESIDUAL_SD, residual_scale: float = RESIDUAL_SCALE,
-                 log: Callable[[dict], None] | None = None) -> None:
-        cfg = clock_array(configs, "configs")
-        if cfg.ndim != 2 or cfg.shape[1] != 2 or len(cfg) == 0:
-            raise InputError(f"configs must be [K x 2] (core, memory MHz), got shape {cfg.shape}")
+                 log: Callable[[dict], None] | None = None, knob: str = "clocks") -> None:
+        cfg = knob_rows(configs, knob)
         default_index = _index("default_index", default_index, len(cfg))
         if policy not in GOVERNOR_POLICIES:
             raise InputError(f"unknown policy {policy!r}; expected one of {GOVERNOR_POLICIES}")
@@ -201,6 +203,7 @@ class Governor:
                                   np.inf if power_cap_w is None else power_cap_w, prior_sd, noise_sd, explore,
                                   hysteresis, residual_sd, residual_scale, float(eta),
                                   1.0 if max_power_w is None else max_power_w, default_runs, bound_z)
+        self.knob = knob
         self._phases: dict[object, int] = {}  # key -> the core's phase id
         self._runs: dict[int, np.ndarray] = {}  # phase id -> [K] times each pair's time was measured
         self._left: dict[int, set[int]] = {}  # phase id -> the pairs it is not run at again

@@ -22,7 +22,7 @@ from numpy.typing import ArrayLike
 from gpudvfs.data.counters import COMPONENTS
 from gpudvfs.errors import GpudvfsWarning, InputError
 from gpudvfs.govern.clock_grid import ClockGrid, clock_grid
-from gpudvfs.govern.power_limit import PowerLimitKnob
+from gpudvfs.govern.knob import POWER_LIMIT_LEVELS, PowerLimit
 from gpudvfs.hardware.device import Device
 from gpudvfs.limits import clock_array
 from gpudvfs.power import PowerModel
@@ -40,8 +40,6 @@ MEMORY_SHARE = 0.3
 #: not cross-validated, wide since only the level is measured; the fitted models' prior has the
 #: narrower `gpudvfs.govern.governor.MODEL_PRIOR_SD`.
 STEP_PRIOR_SD = 0.2
-#: The power limits `PowerLimitPrior` governs among (its default besides).
-POWER_LIMIT_LEVELS = 8
 
 #: ``power(u, core[K], mem[K])``: power over the pairs, of utilizations ``u`` over `COMPONENTS`.
 PowerShape = Callable[[np.ndarray, np.ndarray, np.ndarray], "np.ndarray | float"]
@@ -193,11 +191,17 @@ def limit_curves(limits: ArrayLike, watts: float) -> tuple[np.ndarray, np.ndarra
     return -log_p / 3, log_p
 
 
+def limit_prior(limits: ArrayLike, time_ms: float, watts: float) -> tuple[np.ndarray, np.ndarray]:
+    """A phase's time (ms per unit) and power (W) at each limit, from one measurement at its own: `limit_curves`."""
+    log_t, log_p = limit_curves(limits, watts)
+    return time_ms * np.exp(log_t), watts * np.exp(log_p)
+
+
 class Prior(Protocol):
     """What a daemon's phases start from: the settings governed and a phase's curves over them.
 
-    ``knob``: ``"clocks"`` or ``"power_limit"``; ``configs`` [K x 2], (core, memory) MHz or
-    (watts, 1); ``prior_sd``: the governor's ``prior_sd`` for it.
+    ``knob``: ``"clocks"`` or ``"power-limit"``; ``configs`` [K x 2], its rows (`knob.knob_rows`);
+    ``prior_sd``: the governor's ``prior_sd`` for it.
     """
 
     name: str
@@ -254,26 +258,17 @@ class CatalogPrior:
 class PowerLimitPrior:
     """The board's power limit as the knob, the clocks left to the driver.
 
-    ``levels`` limits evenly over the range the GPU takes, and its default; a phase's curves by
-    `limit_curves`. ``configs[:, 1]`` is a constant 1, which the governor's log-ratio features
-    read as nothing. `InputError` where the GPU does not report its power limits.
+    ``levels`` limits evenly over the range the GPU takes, and its default (`knob.PowerLimit`); a
+    phase's curves by `limit_prior`. `InputError` where the GPU does not report its power limits.
     """
 
-    name, knob = "power-limit", "power_limit"
+    name = knob = "power-limit"
     prior_sd = STEP_PRIOR_SD
 
-    def __init__(self, device: PowerLimitKnob, levels: int = POWER_LIMIT_LEVELS) -> None:
-        self.device = device
-        limits = device.power_limits()
-        default = limits["default"] or limits["enforced"]
-        if limits["min"] is None or limits["max"] is None or default is None:
-            raise InputError(f"{device.name} does not report its power limits: it has no power-limit knob here")
-        values = np.unique(np.append(np.linspace(limits["min"], limits["max"], levels), default))
-        self.configs = np.column_stack([values, np.ones(len(values))])
-        self.default_index = int(np.flatnonzero(values == default)[0])
+    def __init__(self, device: Device, levels: int = POWER_LIMIT_LEVELS) -> None:
+        self.configs, self.default_index = PowerLimit(device).settings(levels)
 
     def __call__(self, watts: float, activity: np.ndarray, time_ms: float,
                  clocks: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
         """As `Prior`, over the power limits; the activities and clocks are not read."""
-        log_t, log_p = limit_curves(self.configs[:, 0], watts)
-        return time_ms * np.exp(log_t), watts * np.exp(log_p)
+        return limit_prior(self.configs[:, 0], time_ms, watts)

@@ -96,7 +96,17 @@ class Device(Protocol):
         """Pin both clocks; `ClockPermissionError` where the process may not."""
 
     def reset_clocks(self) -> None:
-        """Return the clocks to the driver's control."""
+        """Return the clocks to the driver's control, and the power limit this object set to what it was."""
+
+    @property
+    def clocks(self) -> tuple[float, float]:
+        """The (core, memory) MHz the GPU runs at now."""
+
+    def power_limits(self) -> dict[str, float | None]:
+        """The board's power limits, W: ``enforced``, ``default``, the settable ``min`` and ``max`` (None: unknown)."""
+
+    def set_power_limit(self, watts: float) -> None:
+        """Set the board's power limit; `InputError` outside its range, `ClockPermissionError` where not allowed."""
 
     def power_watts(self) -> float:
         """Instant power reading, W."""
@@ -124,6 +134,15 @@ class Device(Protocol):
         It runs until the measurement spans ``min_seconds`` (the power paper's protocol), or exactly
         ``repetitions`` times.
         """
+
+    def close(self) -> None:
+        """Release the device (NVML's handle); the object is not used after."""
+
+
+def missing_members(device: object) -> list[str]:
+    """The `Device` members ``device`` lacks, by name (an object a user passes as a device is checked with it)."""
+    names = sorted({*Device.__annotations__, *(n for n in vars(Device) if not n.startswith("_"))})
+    return [n for n in names if not hasattr(device, n)]
 
 
 class ClockPermissionError(PermissionError):

@@ -215,13 +215,18 @@ class SimulatedDevice:
         False makes clock changes fail like an unprivileged process's.
     power_limit_w : float, optional
         Flags measurements above it as throttled, and `throttle_reasons` reports the power cap
-        while what `run` last ran draws more (the clock slow-down itself is not modelled).
+        while what `run` last ran draws more (the clock slow-down itself is not modelled); None:
+        the board's default, `POWER_LIMITS_W`, never reached. `set_power_limit` sets it.
 
     Raises
     ------
     InputError
         Where a noise is negative or the refresh period not positive.
     """
+
+    #: The board's power limits, W (default, min, max): the GTX Titan X's 250 W TDP (the catalog's) and a
+    #: settable range like a board's; not measured.
+    POWER_LIMITS_W = (250.0, 150.0, 275.0)
 
     def __init__(self, gpu: SimulatedGpu | None = None, seed: int = 0, noise: float = 0.01,
                  time_noise: float = 0.005, refresh_s: float = 0.02, energy_counter: bool = True,
@@ -234,7 +239,7 @@ class SimulatedDevice:
         self.noise, self.time_noise, self.refresh_s = noise, time_noise, refresh_s
         self.has_energy_counter = energy_counter
         self.permission = permission
-        self.power_limit_w = power_limit_w
+        self.power_limit_w = self._power_limit_found = power_limit_w
         self._clocks = self.gpu.default_mhz
         self._now_s = 0.0
         self._energy_j = 0.0
@@ -290,8 +295,28 @@ class SimulatedDevice:
         self._clocks = (float(core_mhz), float(mem_mhz))
 
     def reset_clocks(self) -> None:
-        """Return to the default clocks."""
+        """Return to the default clocks and the power limit it was made with."""
         self._clocks = self.gpu.default_mhz
+        self.power_limit_w = self._power_limit_found
+
+    def power_limits(self) -> dict[str, float | None]:
+        """`POWER_LIMITS_W`, the enforced one ``power_limit_w`` where set."""
+        default, low, high = self.POWER_LIMITS_W
+        enforced = default if self.power_limit_w is None else self.power_limit_w
+        return {"enforced": enforced, "default": default, "min": low, "max": high}
+
+    def set_power_limit(self, watts: float) -> None:
+        """As ``lock_clocks``: `ClockPermissionError` without permission; `InputError` outside the range."""
+        if not self.permission:
+            raise ClockPermissionError("setting the power limit needs root (simulated: "
+                                       "SimulatedDevice(permission=False))")
+        _, low, high = self.POWER_LIMITS_W
+        if not (math.isfinite(watts) and low <= watts <= high):
+            raise InputError(f"power limit {watts!r} W is outside the {low:g}-{high:g} W {self.name} takes")
+        self.power_limit_w = float(watts)
+
+    def close(self) -> None:
+        """Nothing to release."""
 
     @property
     def clocks(self) -> tuple[float, float]:

@@ -34,14 +34,16 @@ class SessionCallback:
         Set no clock (the default).
     log_path : str or pathlib.Path or None
         A JSONL file of the steps and decisions.
+    knob : str
+        ``"clocks"`` or ``"power-limit"`` (`GovernedTraining`).
     **options
         Any other option of `GovernedTraining`.
     """
 
     def __init__(self, device: Any = "nvml", policy: str = "energy", *, dry_run: bool = True,
-                 log_path: str | Path | None = None, **options) -> None:
+                 log_path: str | Path | None = None, knob: str = "clocks", **options) -> None:
         super().__init__()
-        self.session = GovernedTraining(device, policy, dry_run=dry_run, log_path=log_path, **options)
+        self.session = GovernedTraining(device, policy, dry_run=dry_run, log_path=log_path, knob=knob, **options)
         self.summary: dict | None = None
 
     def phase(self, name: str) -> AbstractContextManager[GovernedTraining]:

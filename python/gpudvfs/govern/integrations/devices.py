@@ -9,6 +9,7 @@ from typing import Any
 
 from gpudvfs.errors import InputError
 from gpudvfs.govern.integrations.ranks import local_gpu_index, local_rank
+from gpudvfs.hardware.device import missing_members
 from gpudvfs.hardware.kinds import DEVICE_KINDS
 from gpudvfs.hardware.nvml import NvmlDevice
 from gpudvfs.hardware.nvml.bindings import import_pynvml
@@ -25,8 +26,8 @@ def open_device(device: Any, *, dry_run: bool = True, index: int | None = None) 
     Parameters
     ----------
     device : str or object
-        ``"nvml"`` (an `NvmlDevice`), ``"sim"`` (a `SimulatedTraining` H200) or a device object
-        (anything with ``clocks``, ``energy_joules()`` or ``power_watts()``).
+        ``"nvml"`` (an `NvmlDevice`), ``"sim"`` (a `SimulatedTraining` H200) or an object that
+        implements the whole `Device` protocol.
     dry_run : bool
         Open an `NvmlDevice` with ``leave_clocks=dry_run``.
     index : int or None
@@ -41,8 +42,8 @@ def open_device(device: Any, *, dry_run: bool = True, index: int | None = None) 
     Raises
     ------
     InputError
-        For a name other than ``"nvml"`` and ``"sim"``, an object that is no device, or a GPU
-        the machine (or ``CUDA_VISIBLE_DEVICES``) lacks.
+        For a name other than ``"nvml"`` and ``"sim"``, an object that lacks a `Device` member
+        (the message names them), or a GPU the machine (or ``CUDA_VISIBLE_DEVICES``) lacks.
     """
     if isinstance(device, str):
         if device == "sim":
@@ -60,8 +61,11 @@ def open_device(device: Any, *, dry_run: bool = True, index: int | None = None) 
                 which = "of the local rank" if index is None else str(index)
                 return None, "none", f"no NVML GPU {which} ({type(e).__name__}: {first})"
         raise InputError(f"device must be one of {DEVICE_KINDS} or a device object, got {device!r}")
-    if device is None or not any(hasattr(device, a) for a in ("clocks", "energy_joules", "power_watts")):
-        raise InputError(f"device must be one of {DEVICE_KINDS} or a device object (with clocks, energy_joules() or "
-                         f"power_watts()), got {device!r}")
+    missing = missing_members(device)
+    if missing == missing_members(None):  # nothing of a device
+        raise InputError(f"device must be one of {DEVICE_KINDS} or a device object, got {device!r}")
+    if missing:
+        raise InputError(f"device {type(device).__name__} lacks {', '.join(missing)} of the Device protocol "
+                         "(gpudvfs.hardware.device.Device): implement them, or pass 'nvml' or 'sim'")
     kind = "simulated" if isinstance(device, SimulatedDevice) else type(device).__name__
     return device, kind, None

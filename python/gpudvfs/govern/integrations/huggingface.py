@@ -32,6 +32,8 @@ class GpudvfsTrainerCallback(SessionCallback, TrainerCallback):
         Set no clock (the default).
     log_path : str or pathlib.Path or None
         A JSONL file of the steps and decisions.
+    knob : str
+        ``"clocks"`` or ``"power-limit"`` (`GovernedTraining`).
     **options
         Any other option of `GovernedTraining`.
     """

@@ -30,6 +30,8 @@ class GpudvfsLightningCallback(SessionCallback, Callback):
         Set no clock (the default).
     log_path : str or pathlib.Path or None
         A JSONL file of the steps and decisions.
+    knob : str
+        ``"clocks"`` or ``"power-limit"`` (`GovernedTraining`).
     **options
         Any other option of `GovernedTraining`.
     """

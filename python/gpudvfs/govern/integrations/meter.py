@@ -230,14 +230,14 @@ class StepMeter:
 
     def _energy(self) -> float | None:
         d = self.device
-        if d is None or not hasattr(d, "energy_joules"):
+        if d is None:
             return None
         e = self._read("energy_joules", d.energy_joules)
         return None if e is None or not math.isfinite(float(e)) else float(e)
 
     def _power(self) -> float | None:
         d = self.device
-        if d is None or not hasattr(d, "power_watts"):
+        if d is None:
             return None
         p = self._read("power_watts", d.power_watts)
         return None if p is None or not math.isfinite(float(p)) else float(p)
@@ -252,7 +252,7 @@ class StepMeter:
 
     def _reasons(self) -> tuple[str, ...]:
         d = self.device
-        if d is None or not hasattr(d, "throttle_reasons"):
+        if d is None:
             return ()
         r = self._read("throttle_reasons", d.throttle_reasons)
         return tuple(r or ())

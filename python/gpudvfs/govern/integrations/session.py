@@ -32,7 +32,10 @@ Dry run (the default) never sets a clock: decisions are logged with the pair the
 would set and the pair the GPU ran (`GovernedLoop` in dry run). Not in dry run, clocks are
 set through the device (``NvmlDevice(leave_clocks=False)``: root) or through the clock service
 (``clock_service=`` its socket); where that is refused (no permission, or another job owns the
-GPU's clocks), the run goes on in dry run after ONE warning saying why.
+GPU's clocks), the run goes on in dry run after ONE warning saying why. With
+``knob="power-limit"`` the governor chooses among board power limits instead (`knob.PowerLimit`,
+each phase's prior from its first window by `priors.limit_prior`), the clocks left to the
+driver; `close` puts back the limit enforced when the run began.
 
 A run ended by an exception or Ctrl-C (``close(interrupted=...)``), or left open at exit
 (`closing`), still puts every clock back and writes its summary, waiting for no other rank.
@@ -55,19 +58,21 @@ import numpy as np
 
 from gpudvfs.data.jsonfile import json_default
 from gpudvfs.errors import GpudvfsWarning, InputError
-from gpudvfs.govern.clock_grid import MAX_CORE_CLOCKS, ClockGrid, clock_grid
+from gpudvfs.govern.clock_grid import MAX_CORE_CLOCKS
 from gpudvfs.govern.clockd import ClockClient
 from gpudvfs.govern.governor import GOVERNOR_POLICIES, Governor
 from gpudvfs.govern.integrations import closing
 from gpudvfs.govern.integrations.between_runs import BetweenRuns
-from gpudvfs.govern.integrations.devices import SIM_CATALOG_NAME, open_device
+from gpudvfs.govern.integrations.devices import open_device
 from gpudvfs.govern.integrations.distributed import Collective, StepExchange, agree_all, agree_pair, collective_of
-from gpudvfs.govern.integrations.meter import StepMeter, StepRecord, is_simulated
+from gpudvfs.govern.integrations.meter import StepMeter, StepRecord
 from gpudvfs.govern.integrations.ranks import gather_ranks, gpu_code, rank_log_path
+from gpudvfs.govern.integrations.settings import Governed, governed
 from gpudvfs.govern.integrations.summary import advice_table, run_advice, steps_summary
 from gpudvfs.govern.integrations.window import Window
+from gpudvfs.govern.knob import GOVERNED_KNOBS, Knob, make_knob
 from gpudvfs.govern.loop import GovernedLoop
-from gpudvfs.govern.priors import MEMORY_SHARE, STEP_PRIOR_SD, PowerShape, catalog_power_shape, step_prior
+from gpudvfs.govern.priors import MEMORY_SHARE, STEP_PRIOR_SD, step_prior
 from gpudvfs.hardware.cuda_sync import torch_sync
 from gpudvfs.hardware.device import ClockPermissionError, Workload
 from gpudvfs.hardware.kinds import DEVICE_KINDS
@@ -130,12 +135,14 @@ class GovernedTraining:
         line: `closing.end_line`).
     profile_path, job : str or pathlib.Path or None, str or None
         Keep what the governor learns of job ``job`` in this file, read at start (`between_runs`).
+    knob : str
+        What the governor turns: ``"clocks"`` or ``"power-limit"`` (module notes).
 
     Raises
     ------
     InputError
-        For a setting out of its range, a log folder that does not exist, or a device that is
-        none; `close` is then not needed.
+        For a setting out of its range, a log folder that does not exist, a device that is
+        none, or a knob the device cannot turn; `close` is then not needed.
     """
 
     def __init__(self, device: Any = "nvml", policy: str = "energy", *, dry_run: bool = True,
@@ -146,7 +153,9 @@ class GovernedTraining:
                  max_core_clocks: int = MAX_CORE_CLOCKS, workload: Workload | None = None,
                  sync: Callable[[], None] | str | None = "auto", governor_options: dict | None = None,
                  distributed: Collective | str | None = "auto", quiet: bool = False,
-                 profile_path: str | Path | None = None, job: str | None = None) -> None:
+                 profile_path: str | Path | None = None, job: str | None = None, knob: str = "clocks") -> None:
+        if knob not in GOVERNED_KNOBS:
+            raise InputError(f"knob must be one of {GOVERNED_KNOBS}, got {knob!r}")
         if policy not in GOVERNOR_POLICIES:
             raise InputError(f"unknown policy {policy!r}; expected one of {GOVERNOR_POLICIES}")
         for name, flag in (("dry_run", dry_run), ("quiet", quiet)):
@@ -170,7 +179,7 @@ class GovernedTraining:
                    memory_share=memory_share)
         self.policy, self.dry_run_requested, self.quiet = policy, dry_run, quiet
         self.observe_s, self.warmup_steps = observe_s, warmup_steps
-        self.memory_share, self.util = memory_share, util
+        self.memory_share, self.util, self.knob_name = memory_share, util, knob
         self.notes: list[str] = []
         self._warned: set[str] = set()
         self._own_device = isinstance(device, str)
@@ -188,11 +197,11 @@ class GovernedTraining:
             summary_path = self.log_path.with_name(self.log_path.stem + ".summary.json")
         self.summary_path = None if summary_path is None else Path(summary_path)
         self.decisions: list[dict] = []
-        self.grid: ClockGrid | None = None
         self.governor: Governor | None = None
         self.loop: GovernedLoop | None = None
+        self.knob: Knob | None = None
         self.power_prior: str | None = "none"
-        self._power_shape: PowerShape | None = None
+        self.settings: Governed | None = None
         self._client: ClockClient | None = None
         self._set_any = False
         self._distributed = distributed
@@ -202,9 +211,9 @@ class GovernedTraining:
         self._per_rank: dict = {}
         self._log_opened = False
         try:
-            if self.device is not None and hasattr(self.device, "clocks"):
+            if self.device is not None:
                 self._make_governor(catalog_name, max_core_clocks, prior_sd, governor_options or {}, clock_service)
-            self.kept = BetweenRuns(profile_path, job, gpu=getattr(self.device, "name", None), knob="clocks",
+            self.kept = BetweenRuns(profile_path, job, gpu=getattr(self.device, "name", None), knob=self.knob_name,
                                     settings=None if self.governor is None else self.governor.configs, notes=self.notes)
         except BaseException:
             self._release()
@@ -231,45 +240,29 @@ class GovernedTraining:
 
     def _make_governor(self, catalog_name: str | None, max_core_clocks: int, prior_sd: float, options: dict,
                        clock_service: str | Path | None) -> None:
-        try:
-            grid = self.grid = clock_grid(self.device, catalog_name, max_core_clocks)
-        except InputError as e:
-            self._warn("grid", f"gpudvfs: no clock grid for {getattr(self.device, 'name', 'the device')} ({e}): "
-                               "metering only, no governor")
+        g, warns, notes = governed(self.knob_name, self.device, catalog_name, max_core_clocks)
+        for kind, message in warns:
+            self._warn(kind, message)
+        self.notes += notes
+        if g is None:
             return
-        self.notes += list(grid.notes)
-        name = catalog_name or (SIM_CATALOG_NAME if is_simulated(self.device) else getattr(self.device, "name", None))
-        self._power_shape = self._make_power_shape(name, grid.default_mhz)
-        self.governor = Governor(grid.configs, grid.default_index, policy=self.policy, prior_sd=prior_sd, **options)
-        knob = None if self.dry_run_requested else self._make_knob(clock_service)
-        self.loop = GovernedLoop(self.governor, None if knob is None else partial(self._set, knob),
-                                 dry_run=knob is None, log=self._on_decision)
+        self.settings, self.power_prior = g, g.power_prior
+        self.governor = Governor(g.configs, g.default_index, policy=self.policy, prior_sd=prior_sd, knob=g.knob,
+                                 **options)
+        via = None if self.dry_run_requested or clock_service is None else self._connect(clock_service)
+        self.knob = make_knob(self.knob_name, self.device, via)
+        dry = self.dry_run_requested or (clock_service is not None and via is None)
+        self.loop = GovernedLoop(self.governor, None if dry else partial(self._set, self.knob), dry_run=dry,
+                                 log=self._on_decision)
 
-    def _make_power_shape(self, name: str | None, default_mhz: tuple[float, float]) -> PowerShape | None:
-        if not name:
-            self._warn("prior", "gpudvfs: the device has no name for the catalog: flat power prior")
-            return None
+    def _connect(self, clock_service: str | Path) -> ClockClient | None:
+        """The clock service's client; None where it cannot be reached (one warning: dry run)."""
         try:
-            shape, self.power_prior = catalog_power_shape(name, default_mhz)
+            self._client = ClockClient(clock_service)
         except InputError as e:
-            self._warn("prior", f"gpudvfs: no catalog power prior for {name!r} ({str(e).split('. ')[0]}): "
-                                "flat power prior")
-            return None
-        return shape
-
-    def _make_knob(self, clock_service: str | Path | None) -> Callable[[float, float], None] | None:
-        """What sets the clocks; None where nothing can (one warning: dry run)."""
-        if clock_service is not None:
-            try:
-                self._client = ClockClient(clock_service)
-            except InputError as e:
-                self._warn("knob", f"gpudvfs: {e}; running in dry run (measuring and logging the clocks it would set)")
-                return None
-            return self._client.set
-        if not hasattr(self.device, "lock_clocks"):
-            self._warn("knob", "gpudvfs: the device cannot set clocks; running in dry run")
-            return None
-        return self.device.lock_clocks
+            self._warn("knob", f"gpudvfs: {e}; running in dry run (measuring and logging the {self.knob_name} it "
+                               "would set)")
+        return self._client
 
     def _open_log(self) -> None:
         """Find the job's ranks (no exchange) and open this rank's log (`ranks`), once."""
@@ -316,8 +309,8 @@ class GovernedTraining:
             loop.dry_run = True
         self._exchange = StepExchange(self._comm)
 
-    def _set(self, knob: Callable[[float, float], None], core: float, mem: float) -> bool:
-        """Set the clocks with ``knob``; where refused, go on in dry run (one warning) and return False.
+    def _set(self, knob: Knob, core: float, mem: float) -> bool:
+        """Set a row (core, mem) with ``knob``; where refused, go on in dry run (one warning) and return False.
 
         In a data-parallel job, rank 0's pair, on every rank; refused on any rank is refused.
         """
@@ -344,10 +337,10 @@ class GovernedTraining:
         self._set_any = True
         return True
 
-    def _refused(self, knob: Callable[[float, float], None], core: float, mem: float) -> str | None:
-        """Set the clocks here; why not, where refused."""
+    def _refused(self, knob: Knob, core: float, mem: float) -> str | None:
+        """Set the row here; why not, where refused."""
         try:
-            knob(core, mem)
+            knob.set_row(core, mem)
         except (PermissionError, ClockPermissionError, ClockControlError, InputError) as e:
             msg = str(e).splitlines()[0] if str(e) else type(e).__name__
             if "another client owns" in msg:
@@ -518,8 +511,11 @@ class GovernedTraining:
         return self._stop()
 
     # --------------------------------------------------------------- governor
-    def _clocks_now(self) -> tuple[float, float] | None:
-        core, mem = self.meter._clocks()
+    def _setting_now(self, w: Window | None = None) -> tuple[float, float] | None:
+        """The governor's row the GPU runs at (dry run): its clocks (over ``w``'s steps), or its power limit now."""
+        if self.knob is not None and self.knob_name != "clocks":
+            return self.meter._read(self.knob_name, self.knob.row)
+        core, mem = w.clocks if w is not None else self.meter._clocks()
         return None if core is None or mem is None else (core, mem)
 
     def _switch(self, phase: str) -> None:
@@ -527,7 +523,7 @@ class GovernedTraining:
         loop = self.loop
         if loop is None or phase == self._active or phase not in self._known:
             return
-        clocks = self._clocks_now() if loop.dry_run else None
+        clocks = self._setting_now() if loop.dry_run else None
         if loop.dry_run and clocks is None:
             loop.governor.phase(phase, None, None)
         else:
@@ -567,23 +563,28 @@ class GovernedTraining:
 
     def _observe(self, loop: GovernedLoop, phase: str, w: Window) -> None:
         t, watts = w.time_ms / w.work, w.joules / (w.time_ms / 1e3)
+        at = self._setting_now(w)
+        if at is None:
+            return  # the power limit could not be read (noted): not this window
         if phase not in self._known:
-            pt, pw = step_prior(loop.governor.configs, w.clocks, t, watts, self._power_shape, util=self.util,
-                                memory_share=self.memory_share)
+            assert self.settings is not None  # with the loop
+            pt, pw = self.settings.prior(at, t, watts, util=self.util, memory_share=self.memory_share)
             self._known.add(phase)
             self._active = phase
             self.kept.start(loop.governor, phase, pt, pw)
-            loop.phase(phase, pt, pw, clocks=w.clocks)
+            loop.phase(phase, pt, pw, clocks=at)
             return
         if self._active != phase:
             loop.governor.phase(phase, None, None)
             self._active = phase
         self.observations += 1
-        loop.step_end(time_ms=t, watts=watts, clocks=w.clocks)
+        loop.step_end(time_ms=t, watts=watts, clocks=at)
         self.kept.observed(loop.governor, phase)
 
     def _on_decision(self, entry: dict) -> None:
         entry = {"kind": "decision", "step": self.kept.history.last_step + len(self.meter.records), **entry}
+        if self.knob_name == "power-limit":  # a row's first column is the limit; the second no clock
+            entry = {k.replace("core_mhz", "limit_w"): v for k, v in entry.items() if not k.endswith("mem_mhz")}
         self.decisions.append(entry)
         self.meter.write(entry)
 
@@ -592,13 +593,11 @@ class GovernedTraining:
         """What the run measured and decided so far, as `close` returns it."""
         records, decisions, counter = self.kept.merged(self.meter.records, self.decisions, self.meter.counter_total_j)
         steps = steps_summary(records, decisions, counter)
-        grid = None if self.grid is None else {
-            "pairs": len(self.grid.configs), "source": self.grid.source, "default_mhz": list(self.grid.default_mhz),
-            "default_source": self.grid.default_source}
+        grid = None if self.settings is None else self.settings.summary()
         return {
             "kind": "summary", "device": getattr(self.device, "name", None), "device_kind": self.device_kind,
             "dry_run": self.dry_run, "dry_run_requested": self.dry_run_requested, "policy": self.policy,
-            "power_prior": self.power_prior, "grid": grid,
+            "knob": self.knob_name, "power_prior": self.power_prior, "grid": grid,
             "steps": steps["steps"], "energy_j": steps["energy_j"], "phases": steps["phases"],
             "clocks_seen": steps["clocks_seen"], "throttle_reasons_seen": steps["throttle_reasons_seen"],
             "decisions": len(decisions), "observations": self.observations, "resumed": self.kept.history.note(),
@@ -673,15 +672,16 @@ class GovernedTraining:
 
     def _close_device(self) -> None:
         """Close the device this session opened (not one it was given)."""
-        if self._own_device and hasattr(self.device, "close"):
+        if self._own_device and self.device is not None:
             self.device.close()
 
     def _put_back(self) -> None:
-        """The clocks back to the driver's defaults."""
+        """The knob back as found (`Knob.restore`)."""
         try:
-            (self._client.reset if self._client is not None else self.device.reset_clocks)()
+            if self.knob is not None:
+                self.knob.restore()
         except Exception as e:
-            self.notes.append(f"resetting the clocks failed: {e}")
+            self.notes.append(f"restoring the {self.knob_name} failed: {e}")
 
     def __enter__(self) -> GovernedTraining:
         """Begin the run for a ``with`` block (`begin`), closed at its end."""

@@ -51,7 +51,8 @@ def steps_summary(records: list[StepRecord], decisions: list[dict], counter_tota
             "energy_j": sum(e) if e else None,
             "decisions": sum(d.get("phase") == name for d in decisions),
             "would_set": None if last is None else {
-                "core_mhz": last["would_core_mhz"], "mem_mhz": last["would_mem_mhz"],
+                **({"limit_w": last["would_limit_w"]} if "would_limit_w" in last else {
+                    "core_mhz": last["would_core_mhz"], "mem_mhz": last["would_mem_mhz"]}),
                 "predicted_saving": last["predicted_saving"], "explored": last["explored"]}}
     clocks = Counter((r.core_mhz, r.mem_mhz) for r in records if r.core_mhz is not None)
     return {

@@ -128,7 +128,7 @@ class NvmlDevice(NvmlGpu):
     def knobs(self) -> dict[str, Any]:
         """What this process may set, read without setting anything.
 
-        ``clocks`` (root, or application clocks open to all), ``power_limit`` (root, where the board
+        ``clocks`` (root, or application clocks open to all), ``power-limit`` (root, where the board
         reports its range) and ``power_limit_w``, that range (None where it does not say).
         """
         perms = self.clock_permissions()
@@ -136,7 +136,7 @@ class NvmlDevice(NvmlGpu):
         low, high = limits["min"], limits["max"]
         span = None if low is None or high is None else (low, high)
         return {"clocks": perms["root"] or perms["application_clocks_root_only"] is False,
-                "power_limit": perms["root"] and span is not None, "power_limit_w": span}
+                "power-limit": perms["root"] and span is not None, "power_limit_w": span}
 
     def _refuse_if_left(self, what: str) -> None:
         if self.leave_clocks:
