@@ -2,7 +2,8 @@
 (a deferred import may keep start-up light, never hide a cycle) or through the package
 ``__init__`` that importing a module runs; the models import nothing of their evaluation, the
 hardware layer or the command line; the governor nothing of the fleet, the evaluation or the
-command line (they build on it); no Python file over 700 lines; every gpudvfs import resolves."""
+command line (they build on it); no Python file over 700 lines; every gpudvfs import resolves, and
+a test imports helpers only from its own folder or the tests root."""
 
 from __future__ import annotations
 
@@ -209,3 +210,18 @@ def test_every_gpudvfs_import_resolves():
         if not found:
             unresolved.append(f"{where}:{line}: {module} has no {name}")
     assert not unresolved, "\n".join(unresolved)
+
+
+def test_a_test_imports_helpers_from_its_own_folder_or_the_tests_root():
+    # pytest puts a test file's folder and tests/ on sys.path: a helper imported from a sibling
+    # folder's test module is found only when that folder was collected first (not run alone).
+    tests = PACKAGE.parents[1] / "tests"
+    wrong = []
+    for f in sorted(tests.rglob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                top = node.module.split(".")[0]
+                if top.startswith(("test_", "conftest")) and not (f.parent / f"{top}.py").exists() \
+                        and not (tests / f"{top}.py").exists():
+                    wrong.append(f"{f.relative_to(tests)}:{node.lineno}: from {node.module}")
+    assert not wrong, "\n".join(wrong)

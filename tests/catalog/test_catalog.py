@@ -11,12 +11,13 @@ import math
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from profile_stand_ins import stand_in_record, synthetic_power_model
 
 from gpudvfs.catalog import ISSUE_KEYS, LATENCY_KEYS, catalog, lookup
 from gpudvfs.catalog.clocks import SupportedClocks
 from gpudvfs.cli.app import cli
 from gpudvfs.data import read
-from gpudvfs.data.counters import MissingCountersError, required_metrics, time_model_extras
+from gpudvfs.data.counters import MissingCountersError, time_model_extras
 from gpudvfs.data.profilers import CounterReport
 from gpudvfs.data.profilers.records import KernelCounters
 from gpudvfs.errors import InputError
@@ -292,33 +293,20 @@ def test_each_launch_of_a_repeated_kernel_is_predicted(data, tmp_path):
     assert "read those times as lower bounds" in CliRunner().invoke(cli, ["predict", str(path)]).output
 
 
-def _stand_in(cc: str) -> CounterReport:
-    """A STAND-IN record: every metric the models read, with values of a memory-heavy kernel
-    (no real profile in ../shared/data has them all)."""
-    metrics = dict.fromkeys(required_metrics("time", "ncu") + required_metrics("power", "ncu"), 1e6)
-    metrics |= {m: 50.0 for m in metrics if "pct" in m}
-    metrics |= {"launch__grid_size": 4096.0, "launch__block_size": 256.0,
-                "smsp__average_inst_executed_per_warp.ratio": 200.0, "gpu__time_duration.sum": 2e5,
-                "smsp__cycles_elapsed.avg.per_second": 1.59e9}  # H100 SXM's base clock
-    k = KernelCounters(name="stand_in_kernel", id=0, invocation=0, tool="ncu", metrics=metrics,
-                       units={"gpu__time_duration.sum": "ns", "smsp__cycles_elapsed.avg.per_second": "cycle/second"},
-                       info={"CC": cc})
-    return CounterReport(path="<stand-in>", tool="ncu", form="wide", kernels=[k])
-
-
 def test_a_shared_compute_capability_asks_for_the_device():
     with pytest.raises(InputError, match="8.9 is shared by l4, l40, l40s, rtx4090: name the device: give --device"):
-        device_of(_stand_in("8.9"), None)
-    assert device_of(_stand_in("8.9"), "l40s").key == "l40s" and device_of(_stand_in("12.0"), None).key == "rtx5090"
+        device_of(stand_in_record("8.9"), None)
+    assert device_of(stand_in_record("8.9"), "l40s").key == "l40s"
+    assert device_of(stand_in_record("12.0"), None).key == "rtx5090"
     # What profile-command now collects as well: the name settles it.
-    named = _stand_in("9.0")
+    named = stand_in_record("9.0")
     named.kernels[0].text["device__attribute_display_name"] = "NVIDIA H100 80GB HBM3"
     assert device_of(named, None).key == "h100-sxm"
 
 
 def test_predict_full_path_on_a_stand_in_record():
     spec = lookup("h100-sxm")
-    r = predict_detail(_stand_in("9.0"), spec).to_dict()
+    r = predict_detail(stand_in_record("9.0"), spec).to_dict()
     t = np.array(r["kernels"]["stand_in_kernel"]["time_ms"])
     cfg = np.array(r["configs"])
     assert len(cfg) == len(SupportedClocks.of_spec(spec).pairs) and cfg[:, 0].max() == spec.core_mhz["boost"]
@@ -337,7 +325,7 @@ def test_predict_takes_the_reference_from_the_clock_the_profile_ran_at(data):
     metric's name and unit are those of a real A100 Nsight Compute CSV (ncu locked it to 765 MHz,
     the driver's base clock there)."""
     spec = lookup("h100-sxm")
-    report = _stand_in("9.0")
+    report = stand_in_record("9.0")
     report.kernels[0].metrics["smsp__cycles_elapsed.avg.per_second"] = 1.98e9
     r = predict_detail(report, spec).to_dict()
     cfg, t = np.array(r["configs"]), np.array(r["kernels"]["stand_in_kernel"]["time_ms"])
@@ -419,21 +407,6 @@ def test_many_launches_are_summed_per_name_and_for_the_whole(data, tmp_path):
     assert sum(" #" in line for line in text.splitlines()) == 25
 
 
-def synthetic_power_model(spec):
-    """A STAND-IN power model of a catalog GPU over its clock grid, fitted on synthetic
-    utilizations of 8 workloads (power rising with each clock)."""
-    from gpudvfs.policy.choose import COMPONENTS, training_dataset
-    from gpudvfs.power import PowerModel
-
-    configs = SupportedClocks.of_spec(spec).pairs
-    rng = np.random.default_rng(0)
-    util = rng.uniform(0.05, 0.9, (8, len(COMPONENTS)))
-    fc, fm = configs[:, 0] / configs[:, 0].max(), configs[:, 1] / configs[:, 1].max()
-    watts = 80 + util[:, :6].sum(axis=1, keepdims=True) * 60 * fc ** 2.5 + util[:, 6:] * 90 * fm
-    return PowerModel("per-domain").fit(training_dataset(util, configs, watts, tuple(configs[0]),
-                                                         [f"w{i}" for i in range(8)]))
-
-
 @pytest.mark.filterwarnings("ignore::gpudvfs.errors.GpudvfsWarning")  # the fit's notes on synthetic data
 def test_one_pair_is_chosen_for_all_launches_on_their_summed_energy():
     """STAND-IN records (two kernels, one launched twice) and a power model fitted on synthetic
@@ -441,7 +414,7 @@ def test_one_pair_is_chosen_for_all_launches_on_their_summed_energy():
     which no single launch's choice need do."""
     spec = lookup("h100-sxm")
     model = synthetic_power_model(spec)
-    report = _stand_in("9.0")
+    report = stand_in_record("9.0")
     heavy = report.kernels[0]
     light = KernelCounters(name="light", id=1, invocation=0, tool="ncu",
                            metrics=heavy.metrics | {"gpu__time_duration.sum": 2e4},

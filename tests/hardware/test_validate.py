@@ -58,13 +58,13 @@ def test_predict_runs_on_each_ncu_csv_and_reports_a_bad_one(tmp_path):
     import types
 
     import numpy as np
-    from test_catalog import _stand_in, synthetic_power_model
+    from profile_stand_ins import stand_in_record, synthetic_power_model
 
     from gpudvfs.catalog import lookup
     from gpudvfs.data.counters import POWER_TABLES, TIME_EXTRA_TABLES, TIME_TABLES
     from gpudvfs.evaluation.hardware_report import _predict_logs
 
-    k = _stand_in("9.0").kernels[0]
+    k = stand_in_record("9.0").kernels[0]
     units = {n: u for table in (TIME_TABLES, TIME_EXTRA_TABLES, POWER_TABLES) for recipes in table["ncu"].values()
              if not isinstance(recipes, str) for r in recipes for n, u in zip(r.needs, r.units or ())} | k.units
     head = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size",'
