@@ -254,32 +254,7 @@ def cv(data: tuple[str, ...], devices: tuple[str, ...], references: tuple[str, .
     Each application of every DATA held out, the constants are those with the least regret on the
     others of its grid and on the other grids; reports each grid's held-out regret with every set
     of constants' in-sample regret.
-
-    \f
-
-    Parameters
-    ----------
-    data, devices, references : tuple of str
-        DATA, --device, --reference.
-    policy : str
-        --policy.
-    slowdown : float
-        --slowdown.
-    power_cap : float or None
-        --power-cap.
-    eta : float
-        --eta.
-    steps, phase_steps : int or None
-        --steps, --phase-steps.
-    noise : float
-        --noise.
-    seed : int
-        --seed.
-    workers : int or None
-        --workers.
-    as_json : bool
-        --json.
-    """  # noqa: D301 -- click's \f ends the help text
+    """
     options.policy_options(policy, power_cap)
     with user_errors():
         tables = _tables(data, devices, references)
@@ -370,28 +345,7 @@ def defaults(data: tuple[str, ...], devices: tuple[str, ...], references: tuple[
     The set with the least mean regret over the grids, the energy, EDP and deadline policies and
     the seeds, among those whose deadline replays keep the steps over the bound at or under 5% on
     every grid. (The built-in defaults are this command's choice on the two development grids.)
-
-    \f
-
-    Parameters
-    ----------
-    data, devices, references : tuple of str
-        DATA, --device, --reference.
-    seeds : int
-        --seeds.
-    slowdown : float
-        --slowdown.
-    steps, phase_steps : int or None
-        --steps, --phase-steps.
-    noise : float
-        --noise.
-    run_cv : bool
-        --cv.
-    workers : int or None
-        --workers.
-    as_json : bool
-        --json.
-    """  # noqa: D301 -- click's \f ends the help text
+    """
     with user_errors():
         tables = _tables(data, devices, references)
         with progress_bars(disable=as_json) as update:
@@ -443,20 +397,7 @@ def clockd(device_kind: str, index: int, socket_path: str, mode: str) -> None:
 
     When a client's connection drops, its clocks are reset. Runs until SIGINT or SIGTERM, then
     resets the clocks.
-
-    \f
-
-    Parameters
-    ----------
-    device_kind : str
-        --device.
-    index : int
-        --index.
-    socket_path : str
-        --socket.
-    mode : str
-        --mode, octal.
-    """  # noqa: D301 -- click's \f ends the help text
+    """
     from gpudvfs.govern.clockd import serve_clocks  # the service's imports: not at start-up
 
     try:
@@ -472,17 +413,7 @@ def clockd(device_kind: str, index: int, socket_path: str, mode: str) -> None:
 @options.device_kind()
 @options.gpu_index()
 def reset(device_kind: str, index: int) -> None:
-    """Give a GPU's clocks back to the driver (what a governor killed by SIGKILL left locked).
-
-    \f
-
-    Parameters
-    ----------
-    device_kind : str
-        --device.
-    index : int
-        --index.
-    """  # noqa: D301 -- click's \f ends the help text
+    """Give a GPU's clocks back to the driver (what a governor killed by SIGKILL left locked)."""
     with user_errors():
         device = make_device(device_kind, index=index)
         device.reset_clocks()
@@ -494,17 +425,7 @@ def reset(device_kind: str, index: int) -> None:
 @click.option("--warmup-steps", type=click.IntRange(min=0), default=2, show_default=True,
               help="Steps of each phase neither observed nor used for the prior (the recorded run's).")
 def replay_steps(log: str, warmup_steps: int) -> None:
-    """Replay a training run's step log (and its summary beside it) through the step meter and the governor.
-
-    \f
-
-    Parameters
-    ----------
-    log : str
-        LOG.
-    warmup_steps : int
-        --warmup-steps.
-    """  # noqa: D301 -- click's \f ends the help text
+    """Replay a training run's step log (and its summary beside it) through the step meter and the governor."""
     with user_errors():
         replayed, recorded = replay_run(log, warmup_steps=warmup_steps)
     for name, s in (("recorded", recorded), ("replayed", replayed)):
@@ -587,46 +508,7 @@ def run(device_kind: str, index: int, registry: str | None, time_model: str | No
     process runs and on every exit (SIGINT, SIGTERM, errors); after a SIGKILL, run `gpudvfs govern
     reset`. The report's clocks_restored: the (core, memory) MHz the GPU runs at after that last
     reset, which is not counted among the clock changes.
-
-    \f
-
-    Parameters
-    ----------
-    device_kind : str
-        --device.
-    index : int
-        --index.
-    registry, time_model : str or None
-        --registry, --time-model.
-    catalog_prior, dry_run : bool
-        --catalog-prior, --dry-run (the default) or --apply.
-    knob, policy : str
-        --knob, --policy.
-    slowdown : float
-        --slowdown.
-    power_cap : float or None
-        --power-cap.
-    interval : float
-        --interval.
-    duration : float or None
-        --duration.
-    progress_file : str or None
-        --progress.
-    threshold : float
-        --threshold.
-    log_path : str or None
-        --log.
-    metrics_port : int or None
-        --metrics-port.
-    sim_phases : int
-        --sim-phases.
-    sim_phase_s : float
-        --sim-phase-s.
-    workdir : str or None
-        --workdir.
-    as_json : bool
-        --json: the report as JSON, no start line and no bar.
-    """  # noqa: D301 -- click's \f ends the help text
+    """
     from gpudvfs.fleet.govern_service import ServiceSettings, serve  # the daemon's imports: not at start-up
 
     options.policy_options(policy, power_cap)

@@ -48,58 +48,18 @@ class ServiceSettings:
 
     Its errors give the options' names; the settings are checked as a whole on construction.
 
-    Parameters
-    ----------
-    device_kind : str
-        ``"nvml"``: a GPU through NVML; ``"sim"``: the simulated GPU running a process of
-        ``sim_phases`` phases, on a virtual clock.
-    index : int
-        The NVML GPU.
-    policy : str
-        One of `GOVERNOR_POLICIES`.
-    slowdown : float
-        deadline: at most this slower than the default clocks.
-    power_cap_w : float or None
-        power-cap: watts.
-    interval_s : float
-        Seconds per observation.
-    duration_s : float or None
-        Seconds to run; None: NVML until stopped, the simulator `SIM_DURATION_S`.
-    threshold : float
-        Activity change (largest over the fields) that starts a new phase.
-    dry_run : bool
-        Set nothing: measure at the driver's clocks and log what the governor would set.
-    knob : str
-        One of `GOVERNED_KNOBS` (the power limit on NVML only).
-    registry : str or pathlib.Path or None
-        NVML: the fleet registry with this GPU, with ``time_model``: each phase starts from
-        these models (without both, from the catalog's prior).
-    time_model : str or pathlib.Path or None
-        NVML: the DCGM time model, with ``registry``.
-    progress_file : str or pathlib.Path or None
-        NVML: a file in which the application keeps its number of work units done; without it
-        the power is learnt and the time is the model's.
-    catalog_prior : bool
-        sim: start from the catalog's prior, as NVML does without a registry, not the
-        simulated GPU's calibration.
-    sim_phases : int
-        sim: the process cycles through this many of the demo's workloads, ...
-    sim_phase_s : float
-        ... each for about this many seconds at the default clocks (at least ``interval_s``).
-    workdir : str or pathlib.Path or None
-        sim: where the simulated GPU's calibration is kept (None: a temporary folder).
-    log_path : str or pathlib.Path or None
-        Append every decision to this file as a JSON line.
-    metrics_port : int or None
-        Serve Prometheus metrics on this port.
-
-    Raises
-    ------
-    InputError
-        Where a setting does not apply to the device (a registry, a progress file or the
-        power-limit knob on the simulator, the catalog prior switch on NVML), ``registry``
-        comes without ``time_model`` or with the power-limit knob, or a simulated phase is
-        shorter than an interval.
+    ``device_kind``: ``"nvml"``, a GPU through NVML, or ``"sim"``, the simulated GPU running a
+    process of ``sim_phases`` of the demo's workloads, each for about ``sim_phase_s`` seconds at the
+    default clocks (at least ``interval_s``), on a virtual clock. ``duration_s`` None: NVML until
+    stopped, the simulator `SIM_DURATION_S`. ``threshold``: the activity change (largest over the
+    fields) that starts a new phase. NVML only: ``registry`` with ``time_model`` start each phase
+    from these models (without both, from the catalog's prior); ``progress_file``, where the
+    application keeps its number of work units done (without it the power is learnt and the time is
+    the model's); the power-limit knob. Simulator only: ``catalog_prior`` starts from the catalog's
+    prior, as NVML does without a registry, not the simulated GPU's calibration; ``workdir`` keeps
+    its calibration (None: a temporary folder). `InputError` where a setting does not apply to the
+    device, ``registry`` comes without ``time_model`` or with the power-limit knob, or a simulated
+    phase is shorter than an interval.
     """
 
     device_kind: str = "nvml"
@@ -166,31 +126,15 @@ def serve(settings: ServiceSettings, *, started: Callable[[Daemon], None] | None
     phase, and set what the governor chooses. The clocks go back to the driver when no process
     runs and on every exit (`Daemon.run`).
 
-    Parameters
-    ----------
-    settings : ServiceSettings
-        The run's settings.
-    started : callable or None
-        Called with the daemon once it is built, before the first interval (to say what runs).
-    progress : callable or None
-        ``progress(stats, intervals)`` after every interval: the run so far, and how many
-        intervals it will take (None: until stopped).
-
-    Returns
-    -------
-    dict
-        The run's `DaemonStats` (``clocks_restored``: the (core, memory) MHz the GPU runs at
-        after the last reset, which is not one of the clock changes) with ``device``,
-        ``policy``, ``interval_s``, ``prior``, ``knob`` and ``dry_run``; on the simulator also
-        ``sim_truth``: the true joules and seconds at the default clocks and at the
-        least-energy pairs, and ``energy_over_least``, ``energy_saving`` and
-        ``time_change`` against them.
-
-    Raises
-    ------
-    InputError
-        Where the GPU, its registry entry or the time model cannot be had (the GPU is closed
-        again first).
+    ``started`` is called with the daemon once it is built, before the first interval;
+    ``progress(stats, intervals)`` after every interval, with the number of intervals the run will
+    take (None: until stopped). Returns the run's `DaemonStats` (``clocks_restored``: the (core,
+    memory) MHz the GPU runs at after the last reset, not one of the clock changes) with ``device``,
+    ``policy``, ``interval_s``, ``prior``, ``knob`` and ``dry_run``; on the simulator also
+    ``sim_truth``, the true joules and seconds at the default clocks and at the least-energy pairs,
+    and ``energy_over_least``, ``energy_saving`` and ``time_change`` against them. `InputError`
+    where the GPU, its registry entry or the time model cannot be had (the GPU is closed again
+    first).
     """
     log_file = JsonLines(settings.log_path) if settings.log_path else None
     logs: list[Callable[[dict], None]] = [log_file.write] if log_file else []

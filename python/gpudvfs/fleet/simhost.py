@@ -34,21 +34,7 @@ from gpudvfs.time.dcgm import DcgmTimeModel
 class SimProcess:
     """A simulated process: its phases in order, the whole list run ``repeat`` times.
 
-    Parameters
-    ----------
-    pid : int
-        Its process id.
-    name : str
-        Its name (what the phase detector keys phases by).
-    phases : tuple of (Workload, float)
-        (workload, steps) in order.
-    repeat : int
-        How many times the phases run.
-
-    Raises
-    ------
-    InputError
-        Where there are no phases, a phase has no steps or ``repeat`` is below 1.
+    ``name`` is what the phase detector keys phases by; ``phases``: (workload, steps) in order.
     """
 
     pid: int
@@ -65,17 +51,7 @@ class SimProcess:
 def sim_activity(workload: Workload, device: SimulatedDevice) -> np.ndarray:
     """The (SM, pipe, DRAM) activity of a simulated workload (pipe: its busier of FP32 and FP64).
 
-    Parameters
-    ----------
-    workload : Workload
-        A workload the simulator runs.
-    device : SimulatedDevice
-        The simulated GPU.
-
-    Returns
-    -------
-    numpy.ndarray
-        The three activities, fractions in [0, 1].
+    Fractions in [0, 1].
     """
     sm, fp32, fp64, dram = activities(profile_of(workload, device.gpu).util)
     return np.array([sm, max(fp32, fp64), dram])
@@ -84,20 +60,8 @@ def sim_activity(workload: Workload, device: SimulatedDevice) -> np.ndarray:
 class SimulatedHost:
     """A simulated GPU running the processes given to `start`, as a daemon's monitor.
 
-    Parameters
-    ----------
-    device : SimulatedDevice or None
-        The GPU (None: a `SimulatedDevice` of its own).
-    time_noise : float
-        Relative standard deviation of each interval's step rate (what a real run's progress
-        jitters by), in [0, 0.5).
-    seed : int
-        Seed of that noise.
-
-    Raises
-    ------
-    InputError
-        Where ``time_noise`` is outside [0, 0.5).
+    ``time_noise``: relative standard deviation of each interval's step rate (what a real run's
+    progress jitters by), in [0, 0.5).
     """
 
     #: Where the activities come from, as `NvmlMonitor.source` says it.
@@ -114,74 +78,32 @@ class SimulatedHost:
         self._done: dict[str, tuple[Workload, float]] = {}  # steps done per workload
 
     def start(self, process: SimProcess) -> None:
-        """Queue ``process``: it runs once those started before it have ended.
-
-        Parameters
-        ----------
-        process : SimProcess
-            The process.
-        """
+        """Queue ``process``: it runs once those started before it have ended."""
         for w, _ in process.phases:
             self.device.check(w)
         self._queue.append([process, 0, process.phases[0][1]])
 
     def processes(self) -> tuple[tuple[int, str], ...]:
-        """The running process.
-
-        Returns
-        -------
-        tuple of (int, str)
-            (pid, name) of the running process, as `NvmlDevice.processes` gives them; empty
-            when none runs.
-        """
+        """The running process's (pid, name), as `NvmlDevice.processes` gives them; empty when none runs."""
         return ((self._queue[0][0].pid, self._queue[0][0].name),) if self._queue else ()
 
     def activity(self) -> np.ndarray:
-        """The activities of the last `wait`.
-
-        Returns
-        -------
-        numpy.ndarray
-            (SM, pipe, DRAM) activity averaged over the last `wait`.
-        """
+        """The (SM, pipe, DRAM) activities averaged over the last `wait`."""
         return self._activity.copy()
 
     def progress(self) -> float:
-        """The work done so far, as an application reports it.
-
-        Returns
-        -------
-        float
-            Steps done by all processes.
-        """
+        """The steps done by all processes, as an application reports its work."""
         return sum(steps for _, steps in self._done.values())
 
     def phase(self) -> Workload | None:
-        """The workload running now: the ground truth a test compares with.
-
-        Returns
-        -------
-        Workload or None
-            The running phase's workload; None when no process runs.
-        """
+        """The workload running now: the ground truth a test compares with."""
         if not self._queue:
             return None
         proc, pos, _ = self._queue[0]
         return proc.phases[pos % len(proc.phases)][0]
 
     def wait(self, seconds: float) -> None:
-        """Run the processes for ``seconds`` of virtual time at the device's clocks.
-
-        Parameters
-        ----------
-        seconds : float
-            Virtual seconds, finite and > 0.
-
-        Raises
-        ------
-        InputError
-            Where ``seconds`` is not finite and > 0.
-        """
+        """Run the processes for ``seconds`` of virtual time at the device's clocks."""
         if not (np.isfinite(seconds) and seconds > 0):
             raise InputError(f"seconds must be finite and > 0, got {seconds}")
         dev, left = self.device, seconds
@@ -215,18 +137,9 @@ class SimulatedHost:
         At the default clocks and at each workload's least-energy pair among ``configs``: the
         references a run's joules and seconds are scored against.
 
-        Parameters
-        ----------
-        configs : iterable of (float, float)
-            The (core, memory) MHz pairs governed.
-        default_index : int
-            The default clocks among them.
-
-        Returns
-        -------
-        dict
-            ``joules_default`` and ``seconds_default``: the work at the default clocks;
-            ``joules_least``: each workload's work at its least-energy pair.
+        ``configs``: the (core, memory) MHz pairs governed. Keys ``joules_default`` and
+        ``seconds_default`` (the work at the default clocks) and ``joules_least`` (each workload's
+        work at its least-energy pair).
         """
         dev, out = self.device, {"joules_default": 0.0, "seconds_default": 0.0, "joules_least": 0.0}
         for w, steps in self._done.values():
@@ -242,32 +155,7 @@ def phased_process(device: SimulatedDevice, workloads: Iterable[Workload], phase
                    pid: int = 1, name: str = "train") -> SimProcess:
     """A process that runs each of ``workloads`` for about ``phase_s`` seconds in turn, ``repeat`` times.
 
-    The seconds are at the default clocks.
-
-    Parameters
-    ----------
-    device : SimulatedDevice
-        The GPU it runs on (whose default clocks time the phases).
-    workloads : iterable of Workload
-        Its phases' workloads, in order.
-    phase_s : float
-        Seconds of each phase at the default clocks, > 0.
-    repeat : int
-        How many times the phases run.
-    pid : int
-        Its process id.
-    name : str
-        Its name.
-
-    Returns
-    -------
-    SimProcess
-        The process.
-
-    Raises
-    ------
-    InputError
-        Where ``phase_s`` is not > 0.
+    The seconds are at ``device``'s default clocks.
     """
     if not phase_s > 0:
         raise InputError(f"phase length must be > 0 s, got {phase_s}")
@@ -282,15 +170,7 @@ def calibrated(workdir: str | Path) -> tuple[SimulatedDevice, GpuTable, DcgmTime
     Made in ``workdir`` (reused when there): its registry entry (`gpudvfs fleet calibrate`) and a
     DCGM time model fitted on a simulated DCGM grid of the power suite.
 
-    Parameters
-    ----------
-    workdir : str or pathlib.Path
-        The folder the registry, the grid and the model are kept in.
-
-    Returns
-    -------
-    tuple of (SimulatedDevice, GpuTable, DcgmTimeModel)
-        The GPU, its power model over its calibrated pairs and the time model.
+    Returns the GPU, its power model over its calibrated pairs and the time model.
     """
     root = Path(workdir)
     registry_dir, grid_path, model_path = root / "registry", root / "dcgm-grid.csv", root / "time-dcgm.json"

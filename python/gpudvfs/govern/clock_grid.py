@@ -22,20 +22,10 @@ from gpudvfs.hardware.device import Device
 class ClockGrid:
     """The pairs a governor chooses among.
 
-    Parameters
-    ----------
-    configs : numpy.ndarray
-        [K x 2] (core, memory) MHz.
-    default_index : int
-        The default clocks' pair (the nearest to them).
-    default_mhz : tuple of (float, float)
-        The default clocks.
-    source : str
-        ``"device"`` (its supported clocks) or ``"catalog"`` (its catalog entry's range).
-    default_source : str
-        Where the default clocks came from: ``"device"``, ``"catalog"`` or ``"highest-pair"``.
-    notes : tuple of str
-        What could not be read.
+    ``configs``: [K x 2] (core, memory) MHz; ``default_index``: the pair nearest the default clocks;
+    ``source``: ``"device"`` (its supported clocks) or ``"catalog"`` (its catalog entry's range);
+    ``default_source``: ``"device"``, ``"catalog"`` or ``"highest-pair"``; ``notes``: what could not
+    be read.
     """
 
     configs: np.ndarray
@@ -52,13 +42,7 @@ def _catalog_default(name: str) -> tuple[float, float]:
 
 
 def catalog_grid(name: str, n: int = MAX_CORE_CLOCKS) -> tuple[np.ndarray, tuple[float, float]]:
-    """A catalog entry's supported pairs, ``n`` core clocks per memory clock (:func:`thin`), and its default clocks.
-
-    Raises
-    ------
-    InputError
-        Where the catalog has no such GPU.
-    """
+    """A catalog entry's supported pairs, ``n`` core clocks per memory clock (:func:`thin`), and its default clocks."""
     spec = lookup(name)
     default = _catalog_default(name)
     supported = SupportedClocks.of_spec(spec).pairs
@@ -73,24 +57,7 @@ def clock_grid(device: Device, catalog_name: str | None = None, n: int = MAX_COR
     Where the device cannot list its clocks, its catalog entry gives the grid; where it reports no
     default clocks, the catalog's default (else the highest pair).
 
-    Parameters
-    ----------
-    device : Device
-        The GPU (``memory_clocks()``, ``core_clocks(mem)``, ``default_clocks()``).
-    catalog_name : str or None
-        Its catalog entry (None: the device's ``name``).
-    n : int
-        Core clocks kept per memory clock.
-
-    Returns
-    -------
-    ClockGrid
-        The grid, where it came from and what could not be read.
-
-    Raises
-    ------
-    InputError
-        Where neither the device nor the catalog gives a grid.
+    `InputError` where neither gives a grid.
     """
     notes: list[str] = []
     default: tuple[float, float] | None = None

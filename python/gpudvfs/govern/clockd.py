@@ -39,14 +39,8 @@ MAX_REPLY = 1 << 20
 class ClockService:
     """A GPU's clocks served on a Unix socket, from a thread (`start`, `stop`).
 
-    Parameters
-    ----------
-    device : Device
-        The GPU: its clocks and its power limit.
-    path : str or pathlib.Path
-        The socket.
-    mode : int
-        The socket's permissions: who may connect.
+    ``device``: the GPU, its clocks and its power limit; ``mode``: the socket's permissions (who may
+    connect).
     """
 
     def __init__(self, device: Device, path: str | Path, mode: int = 0o660) -> None:
@@ -61,22 +55,9 @@ class ClockService:
     def handle(self, client: object, request: dict) -> dict:
         """Answer one request of ``client`` (module notes).
 
-        Parameters
-        ----------
-        client : object
-            The connection (the owner of the clocks is one).
-        request : dict
-            The request.
-
-        Returns
-        -------
-        dict
-            The reply: ``{"ok": true, ...}`` or ``{"ok": false, "error": ...}``.
-
-        Raises
-        ------
-        InputError
-            For the power limit of a device without that knob.
+        ``client``: the connection (the owner of the clocks is one). Returns ``{"ok": true, ...}``
+        or ``{"ok": false, "error": ...}``; `InputError` for the power limit of a device without
+        that knob.
         """
         op = request.get("op")
         with self._lock:
@@ -114,17 +95,7 @@ class ClockService:
     def reply(self, client: object, line: bytes) -> dict:
         """The reply to one request line; nothing a client sends stops the service.
 
-        Parameters
-        ----------
-        client : object
-            The connection.
-        line : bytes
-            The request line.
-
-        Returns
-        -------
-        dict
-            The reply (an error's where the line is not a JSON object or the device fails).
+        An error's where the line is not a JSON object or the device fails.
         """
         try:
             request = json.loads(line) if len(line) <= MAX_LINE else None
@@ -138,13 +109,7 @@ class ClockService:
             return {"ok": False, "error": str(e)}
 
     def release(self, client: object) -> None:
-        """Give the clocks back if ``client``, whose connection closed, owned them.
-
-        Parameters
-        ----------
-        client : object
-            The connection.
-        """
+        """Give the clocks back if ``client``, whose connection closed, owned them."""
         with self._lock:
             if self._owner is client:
                 self._reset()
@@ -157,15 +122,7 @@ class ClockService:
     def start(self) -> ClockService:
         """Serve from a thread of its own; a stale socket of a service that died is replaced.
 
-        Returns
-        -------
-        ClockService
-            This service.
-
-        Raises
-        ------
-        InputError
-            Where ``path`` exists and is not a socket.
+        `InputError` where ``path`` exists and is not a socket.
         """
         service = self
 
@@ -213,21 +170,8 @@ def serve_clocks(device: Device, path: str | Path, mode: int = 0o660,
 
     The service then stops and gives the clocks back to the driver.
 
-    Parameters
-    ----------
-    device : Device
-        The GPU whose clocks are served.
-    path : str or pathlib.Path
-        The socket.
-    mode : int
-        The socket's permissions: who may connect.
-    started : callable or None
-        Called with the service once it serves.
-
-    Raises
-    ------
-    KeyboardInterrupt
-        On SIGINT, once the clocks are reset.
+    ``started`` is called with the service once it serves; SIGINT raises
+    `KeyboardInterrupt` once the clocks are reset.
     """
     stop = threading.Event()
     service = ClockService(device, path, mode).start()
@@ -246,18 +190,8 @@ class ClockClient:
 
     It offers `pairs`, `clocks`, `set`, `power_limits`, `set_power_limit` and `reset`.
 
-    Parameters
-    ----------
-    path : str or pathlib.Path
-        The service's socket.
-    timeout_s : float
-        Seconds to wait for a reply.
-
-    Raises
-    ------
-    InputError
-        Where the service cannot be reached; each call, where the service refuses the request
-        or closes the connection.
+    ``timeout_s``: seconds to wait for a reply. `InputError` where the service cannot be reached;
+    from each call, where the service refuses the request or closes the connection.
     """
 
     def __init__(self, path: str | Path, timeout_s: float = 5.0) -> None:
@@ -282,54 +216,24 @@ class ClockClient:
         return reply
 
     def pairs(self) -> list[tuple[float, float]]:
-        """The GPU's supported pairs.
-
-        Returns
-        -------
-        list of (float, float)
-            (core, memory) MHz, highest first.
-        """
+        """The GPU's supported (core, memory) MHz pairs, highest first."""
         return [(float(c), float(m)) for c, m in self._call(op="pairs")["pairs"]]
 
     def clocks(self) -> tuple[float, float] | None:
-        """The pair the service locked.
-
-        Returns
-        -------
-        tuple of (float, float) or None
-            (core, memory) MHz; None where the driver controls the clocks.
-        """
+        """The (core, memory) MHz the service locked; None where the driver controls the clocks."""
         c = self._call(op="clocks")["clocks"]
         return None if c is None else (float(c[0]), float(c[1]))
 
     def set(self, core_mhz: float, mem_mhz: float) -> None:
-        """Lock the clocks at a supported pair (this client then owns them).
-
-        Parameters
-        ----------
-        core_mhz, mem_mhz : float
-            The pair.
-        """
+        """Lock the clocks at a supported pair (this client then owns them)."""
         self._call(op="set", core_mhz=core_mhz, mem_mhz=mem_mhz)
 
     def power_limits(self) -> dict:
-        """The board's power limits.
-
-        Returns
-        -------
-        dict
-            ``enforced``, ``default``, ``min`` and ``max``, in W.
-        """
+        """The board's power limits in W: ``enforced``, ``default``, ``min`` and ``max``."""
         return self._call(op="power_limits")["power_limits"]
 
     def set_power_limit(self, watts: float) -> None:
-        """Set the board's power limit (this client then owns the clocks and the limit).
-
-        Parameters
-        ----------
-        watts : float
-            The limit.
-        """
+        """Set the board's power limit (this client then owns the clocks and the limit)."""
         self._call(op="power_limit", watts=watts)
 
     def reset(self) -> None:
@@ -342,13 +246,7 @@ class ClockClient:
         self._sock.close()
 
     def __enter__(self) -> ClockClient:
-        """Use the client in a ``with`` block, closed at its end.
-
-        Returns
-        -------
-        ClockClient
-            This client.
-        """
+        """Use the client in a ``with`` block, closed at its end."""
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -18,19 +18,8 @@ class GovernorMetrics:
     and the predicted and realized savings against the default clocks; counters: decisions, clock
     changes, explorations.
 
-    Parameters
-    ----------
-    registry : prometheus_client.CollectorRegistry or None
-        Where the metrics are registered (None: a registry of their own).
-    namespace : str
-        The metrics' name prefix.
-    labels : dict of str to str or None
-        Constant labels of every metric (e.g. the GPU).
-
-    Raises
-    ------
-    InputError
-        Where prometheus-client is not installed.
+    ``registry`` None: one of their own; ``labels``: constant labels of every metric (e.g. the GPU).
+    `InputError` where prometheus-client is not installed.
     """
 
     def __init__(self, registry: Any = None, namespace: str = "gpudvfs_governor",
@@ -64,24 +53,13 @@ class GovernorMetrics:
         """Serve the registry over HTTP (``/metrics``) on ``port``.
 
         From a thread that lives as long as the process.
-
-        Parameters
-        ----------
-        port : int
-            The TCP port.
         """
         from prometheus_client import start_http_server
 
         start_http_server(port, registry=self.registry)
 
     def record(self, entry: dict) -> None:
-        """Count one entry of the governor's decision log.
-
-        Parameters
-        ----------
-        entry : dict
-            The entry (`Governor.decide`'s log).
-        """
+        """Count one entry of the governor's decision log."""
         self.core_mhz.set(entry["core_mhz"])
         self.mem_mhz.set(entry["mem_mhz"])
         self.predicted.set(entry["predicted_saving"])

@@ -38,17 +38,8 @@ class PhaseDetector:
     ``inside`` then says whether the interval lay within the threshold of that phase (one that
     straddles a change does not: a daemon does not learn from it).
 
-    Parameters
-    ----------
-    threshold : float
-        Activity distance (fractions in [0, 1]) that separates phases, in (0, 1).
-    confirm : int
-        Intervals in a row beyond it that make a change, at least 1.
-
-    Raises
-    ------
-    InputError
-        Where ``threshold`` or ``confirm`` is out of its range.
+    ``threshold``: activity distance (fractions in [0, 1]) that separates phases, in (0, 1);
+    ``confirm``: intervals in a row beyond it that make a change, at least 1.
     """
 
     threshold: float = 0.1
@@ -68,23 +59,9 @@ class PhaseDetector:
     def update(self, processes: Iterable[Hashable], activity: ArrayLike) -> tuple | None:
         """The phase of an interval.
 
-        Parameters
-        ----------
-        processes : iterable of hashable
-            A description of the GPU's running processes (empty: none).
-        activity : array_like
-            The activity fields' fractions over the interval.
-
-        Returns
-        -------
-        tuple or None
-            (the process set, the phase's number within it); None where nothing runs.
-
-        Raises
-        ------
-        InputError
-            Where ``activity`` is not a finite vector of the fields the process set's earlier
-            intervals had.
+        ``processes``: a description of the GPU's running processes (empty: none); ``activity``: the
+        activity fields' fractions over the interval. None where nothing runs. `InputError` where
+        ``activity`` is not a finite vector of the fields the process set's earlier intervals had.
         """
         a = np.asarray(activity, dtype=np.float64)
         if a.ndim != 1 or len(a) == 0 or not np.all(np.isfinite(a)):

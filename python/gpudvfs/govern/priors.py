@@ -50,22 +50,9 @@ def catalog_power_shape(name: str, default_mhz: tuple[float, float]) -> tuple[Po
 
     Beyond the catalog's clocks the curve extrapolates: a prior's shape, without a warning.
 
-    Parameters
-    ----------
-    name : str
-        The catalog GPU.
-    default_mhz : tuple of (float, float)
-        Its default (core, memory) MHz, the prior's reference.
-
-    Returns
-    -------
-    tuple of (PowerShape, str or None)
-        The shape, and the catalog key of the GPU whose prior it is.
-
-    Raises
-    ------
-    InputError
-        Where the catalog has no prior for the GPU.
+    ``default_mhz``, the GPU's default (core, memory) MHz, is the prior's reference. Returns the
+    shape and the catalog key of the GPU whose prior it is; `InputError` where the catalog has no
+    prior for the GPU.
     """
     model = PowerModel.prior(name, reference=default_mhz)
 
@@ -79,20 +66,9 @@ def catalog_power_shape(name: str, default_mhz: tuple[float, float]) -> tuple[Po
 def utilization_vector(util: Mapping[str, float] | None = None) -> np.ndarray:
     """Component utilizations as the power model's vector.
 
-    Parameters
-    ----------
-    util : mapping of str to float or None
-        Component name -> utilization in [0, 1]; missing ones are 0 (None: `GENERIC_UTIL`).
-
-    Returns
-    -------
-    numpy.ndarray
-        The utilizations over `COMPONENTS`.
-
-    Raises
-    ------
-    InputError
-        For an unknown component or a utilization outside [0, 1].
+    ``util``: component name -> utilization in [0, 1], missing ones 0 (None: `GENERIC_UTIL`);
+    returns them over `COMPONENTS`. `InputError` for an unknown component or a utilization outside
+    [0, 1].
     """
     util = GENERIC_UTIL if util is None else util
     unknown = set(util) - set(COMPONENTS)
@@ -125,34 +101,11 @@ def step_prior(configs: ArrayLike, measured_mhz: Sequence[float], time_ms: float
 
     Both equal the measurement at the measured pair.
 
-    Parameters
-    ----------
-    configs : array_like
-        [K x 2] (core, memory) MHz pairs.
-    measured_mhz : sequence of float
-        The (core, memory) MHz the step was measured at.
-    time_ms : float
-        Its time.
-    watts : float
-        Its power.
-    power : PowerShape or None
-        ``power(u, core[K], mem[K])``, e.g. ``PowerModel.prior(name, reference=...).predict``;
-        None: flat, for a GPU without one.
-    util : mapping of str to float or None
-        The utilizations the shape is taken at (None: `GENERIC_UTIL`).
-    memory_share : float
-        The share of the time that scales with the memory clock, in [0, 1].
-
-    Returns
-    -------
-    tuple of (numpy.ndarray, numpy.ndarray)
-        [K] time (ms) and watts.
-
-    Raises
-    ------
-    InputError
-        For pairs that are not [K x 2] positive clocks, a time or power that is not positive
-        and finite, a share outside [0, 1], or a shape that is not one positive value per pair.
+    ``configs``: [K x 2] (core, memory) MHz; ``power``: ``power(u, core[K], mem[K])``, e.g.
+    ``PowerModel.prior(name, reference=...).predict``, None for a GPU without one. Returns [K] time
+    (ms) and watts. `InputError` for pairs that are not [K x 2] positive clocks, a time or power
+    that is not positive and finite, a share outside [0, 1], or a shape that is not one positive
+    value per pair.
     """
     cfg = clock_array(configs, "configs")
     if cfg.ndim != 2 or cfg.shape[1] != 2 or len(cfg) == 0:

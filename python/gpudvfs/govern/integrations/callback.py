@@ -22,22 +22,13 @@ _CLAIMS: dict[int, tuple[object, SessionCallback]] = {}
 class SessionCallback:
     """What the framework callbacks share: their `GovernedTraining` session, marked regions, the records.
 
-    No framework is imported here.
-
-    Parameters
-    ----------
-    device : str or object
-        ``"nvml"``, ``"sim"`` or a device object.
-    policy : str
-        One of `GOVERNOR_POLICIES`.
-    dry_run : bool
-        Set no clock (the default).
-    log_path : str or pathlib.Path or None
-        A JSONL file of the steps and decisions.
-    knob : str
-        ``"clocks"`` or ``"power-limit"`` (`GovernedTraining`).
-    **options
-        Any other option of `GovernedTraining`.
+    The constructor takes `GovernedTraining`'s arguments (``device``: ``"nvml"``, ``"sim"`` or a
+    device object; dry run by default). Each framework's hooks map its events onto the session: a
+    step's begin and end (or a lap, where the framework reports only ends), its phase (``"train"``
+    or ``"eval"``; ``with callback.phase("name"):`` a region of its own), and the run's end, which
+    closes the session and keeps its summary as ``callback.summary``. The hooks read none of the
+    framework's arguments but the trainer or its state (`claim`, a resumed step count), and do
+    nothing once the session is closed.
     """
 
     def __init__(self, device: Any = "nvml", policy: str = "energy", *, dry_run: bool = True,
@@ -47,18 +38,7 @@ class SessionCallback:
         self.summary: dict | None = None
 
     def phase(self, name: str) -> AbstractContextManager[GovernedTraining]:
-        """Mark a region of a phase of its own: ``with callback.phase("name"):``.
-
-        Parameters
-        ----------
-        name : str
-            The region's phase.
-
-        Returns
-        -------
-        contextlib.AbstractContextManager
-            The region (`GovernedTraining.phase`).
-        """
+        """Mark a region of a phase of its own: ``with callback.phase("name"):`` (`GovernedTraining.phase`)."""
         return self.session.phase(name)
 
     def state_dict(self) -> dict:
@@ -78,11 +58,8 @@ class SessionCallback:
     def claim(self, run: object) -> None:
         """Meter ``run`` (the framework's trainer, or its state for this run) with this callback alone.
 
-        Raises
-        ------
-        InputError
-            Where this callback, or another one of its kind, already meters ``run``: both sessions
-            are closed (the run is refused before it counts a step twice).
+        `InputError` where this callback, or another one of its kind, already meters ``run``: both
+        sessions are then closed (the run is refused before it counts a step twice).
         """
         for key, (_, owner) in list(_CLAIMS.items()):
             if owner.session.closed:

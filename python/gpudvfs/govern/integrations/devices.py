@@ -23,27 +23,12 @@ SIM_CATALOG_NAME = "gtx-titan-x"
 def open_device(device: Any, *, dry_run: bool = True, index: int | None = None) -> tuple[Any, str, str | None]:
     """The device a training governor meters and sets.
 
-    Parameters
-    ----------
-    device : str or object
-        ``"nvml"`` (an `NvmlDevice`), ``"sim"`` (a `SimulatedTraining` H200) or an object that
-        implements the whole `Device` protocol.
-    dry_run : bool
-        Open an `NvmlDevice` with ``leave_clocks=dry_run``.
-    index : int or None
-        The NVML GPU (None: the local rank's, `ranks.local_gpu_index`).
-
-    Returns
-    -------
-    tuple of (object or None, str, str or None)
-        (device, kind, why not): where NVML cannot be opened (no driver, no GPU, no
-        nvidia-ml-py), (None, ``"none"``, the reason).
-
-    Raises
-    ------
-    InputError
-        For a name other than ``"nvml"`` and ``"sim"``, an object that lacks a `Device` member
-        (the message names them), or a GPU the machine (or ``CUDA_VISIBLE_DEVICES``) lacks.
+    ``device``: ``"nvml"`` (an `NvmlDevice`, opened with ``leave_clocks=dry_run``), ``"sim"`` (a
+    `SimulatedTraining` H200) or an object that implements the whole `Device` protocol; ``index``
+    None: the local rank's GPU (`ranks.local_gpu_index`). Returns (device, kind, why not): where
+    NVML cannot be opened (no driver, no GPU, no nvidia-ml-py), (None, ``"none"``, the reason).
+    `InputError` for another name, an object that lacks a `Device` member (the message names them),
+    or a GPU the machine (or ``CUDA_VISIBLE_DEVICES``) lacks.
     """
     if isinstance(device, str):
         if device == "sim":

@@ -40,37 +40,19 @@ _FIELDS = 5
 
 
 class Collective(Protocol):
-    """The ranks of one job.
-
-    ``all_gather(row)`` returns every rank's row (a [world_size x n] array, rank 0 first); every
-    rank calls it at the same point.
-    """
+    """The ranks of one job."""
 
     rank: int
     world_size: int
 
     def all_gather(self, row: np.ndarray) -> np.ndarray:
-        """Every rank's row.
-
-        Parameters
-        ----------
-        row : numpy.ndarray
-            This rank's row of floats.
-
-        Returns
-        -------
-        numpy.ndarray
-            [world_size x n]: the rows, rank 0 first.
-        """
+        """Every rank's row: [world_size x n], rank 0 first; every rank calls it at the same point."""
 
 
 class TorchCollective:
     """`Collective` over a ``torch.distributed`` process group.
 
-    Parameters
-    ----------
-    group : torch.distributed.ProcessGroup or None
-        The group (None: the world).
+    ``group``: None for the world.
     """
 
     def __init__(self, group: Any = None) -> None:
@@ -83,18 +65,7 @@ class TorchCollective:
         self._device = torch.device("cuda", torch.cuda.current_device()) if nccl else torch.device("cpu")
 
     def all_gather(self, row: np.ndarray) -> np.ndarray:
-        """Every rank's row, gathered through ``torch.distributed``.
-
-        Parameters
-        ----------
-        row : numpy.ndarray
-            This rank's row of floats.
-
-        Returns
-        -------
-        numpy.ndarray
-            [world_size x n]: the rows, rank 0 first.
-        """
+        """Every rank's row, gathered through ``torch.distributed``."""
         t = self._torch.as_tensor(np.asarray(row, dtype=np.float64), device=self._device)
         out = [self._torch.empty_like(t) for _ in range(self.world_size)]
         self._dist.all_gather(out, t, group=self.group)
@@ -106,16 +77,7 @@ def torch_collective(group: Any = None) -> TorchCollective | None:
 
     Torch must already be imported and the group initialized (torch is never imported here).
 
-    Parameters
-    ----------
-    group : torch.distributed.ProcessGroup or None
-        The group (None: the world).
-
-    Returns
-    -------
-    TorchCollective or None
-        The group's collective; None where torch is not in use, not initialized, or runs one
-        rank.
+    None where torch is not in use, not initialized, or runs one rank.
     """
     torch = sys.modules.get("torch")
     if torch is None:
@@ -129,20 +91,8 @@ def torch_collective(group: Any = None) -> TorchCollective | None:
 def collective_of(distributed: Collective | str | None) -> Collective | None:
     """The ranks of a job, as a training session is given them.
 
-    Parameters
-    ----------
-    distributed : Collective or str or None
-        ``"auto"`` (`torch_collective`), None (a job of its own) or a `Collective`.
-
-    Returns
-    -------
-    Collective or None
-        The ranks; None for a job of its own.
-
-    Raises
-    ------
-    InputError
-        For anything else.
+    ``distributed``: ``"auto"`` (`torch_collective`), None (a job of its own) or a
+    `Collective`; anything else is an `InputError`.
     """
     if distributed == "auto":
         return torch_collective()
@@ -161,13 +111,7 @@ def _phase_code(phase: str) -> float:
 
 
 class StepExchange:
-    """Merges the ranks' step records (module notes): `exchange` at every step end.
-
-    Parameters
-    ----------
-    comm : Collective
-        The job's ranks.
-    """
+    """Merges the ranks' step records (module notes): `exchange` at every step end."""
 
     def __init__(self, comm: Collective) -> None:
         self.comm = comm
@@ -192,20 +136,8 @@ class StepExchange:
         One ``all_gather``. A merged step has the longest time, the summed joules (None if a rank has
         none), rank 0's clocks and this rank's other fields.
 
-        Parameters
-        ----------
-        recs : list of StepRecord
-            This rank's records finalized since the last exchange.
-
-        Returns
-        -------
-        list of StepRecord
-            The steps merged now, in order.
-
-        Raises
-        ------
-        InputError
-            Where a rank ran a step in another phase than rank 0.
+        Returns the steps merged now, in order; `InputError` where a rank ran a step in another
+        phase than rank 0.
         """
         for r in recs:
             self._local[r.step] = r
@@ -233,15 +165,7 @@ class StepExchange:
 
         Where no exchange moves (a rank ran fewer steps), the rest stays unmerged.
 
-        Parameters
-        ----------
-        last_step : int
-            This rank's last step.
-
-        Returns
-        -------
-        list of StepRecord
-            The steps merged now, in order.
+        Returns the steps merged now, in order.
         """
         out: list[StepRecord] = []
         while self.merged < last_step:
@@ -253,37 +177,14 @@ class StepExchange:
 
 
 def agree_pair(comm: Collective, index: int) -> int:
-    """Rank 0's pair index; every rank calls this at the same decision.
-
-    Parameters
-    ----------
-    comm : Collective
-        The job's ranks.
-    index : int
-        This rank's pair.
-
-    Returns
-    -------
-    int
-        Rank 0's pair.
-    """
+    """Rank 0's pair index; every rank calls this at the same decision."""
     return int(comm.all_gather(np.array([float(index)]))[0, 0])
 
 
 def agree_all(comm: Collective, flag: bool) -> tuple[bool, list[int]]:
     """Whether a flag holds on every rank; every rank calls this at the same point.
 
-    Parameters
-    ----------
-    comm : Collective
-        The job's ranks.
-    flag : bool
-        This rank's flag.
-
-    Returns
-    -------
-    tuple of (bool, list of int)
-        Whether it holds on every rank, and the ranks where it does not.
+    Also the ranks where it does not.
     """
     flags = comm.all_gather(np.array([1.0 if flag else 0.0]))[:, 0]
     return bool(flags.all()), [int(r) for r in np.flatnonzero(flags == 0)]

@@ -60,38 +60,17 @@ SIM_STEP = Workload(name="dl-train-step", counters={
 
 @dataclass(frozen=True)
 class StepRecord:
-    """One metered step.
+    """One metered step: one line of the log.
 
-    Parameters
-    ----------
-    step : int
-        Its number among the meter's steps, from 1.
-    phase : str
-        Its phase.
-    phase_step : int
-        Its number among its phase's steps, from 1.
-    start_s : float
-        When it started, in seconds since the meter's `begin`.
-    time_ms : float
-        Its wall time.
-    joules, watts : float or None
-        Its energy and mean power; None where nothing could be read.
-    energy_source : str
-        ``"counter-interpolated"`` (a real device's counter read at its update instants),
-        ``"counter-raw"`` (its difference between the step's start and end: no update seen
-        around them), ``"counter"`` (the simulated GPU's exact counter, or a meter with
-        ``poll=False``), ``"power-readings"`` (the mean of the readings at start and end: no
-        counter) or ``"none"``.
-    core_mhz, mem_mhz : float or None
-        The clocks at its end.
-    throttle_reasons : tuple of str
-        The throttle reasons seen at its start or end.
-    counter_j : float or None
-        The counter's raw total delta since `begin` at the step's end (None without a counter).
-    split : bool
-        The step was cut in two by a marked region (`GovernedTraining.phase`).
-    kind : str
-        ``"step"``: what the log's line is.
+    ``step`` and ``phase_step`` count from 1 among the meter's and the phase's steps;
+    ``start_s``: seconds since the meter's `begin`; ``joules`` and ``watts`` None where nothing
+    could be read; the clocks are read at its end, the throttle reasons at its start or end.
+    ``energy_source``: ``"counter-interpolated"`` (a real counter read at its update instants),
+    ``"counter-raw"`` (its difference between the step's start and end: no update seen around
+    them), ``"counter"`` (the simulated GPU's exact counter, or ``poll=False``),
+    ``"power-readings"`` (the mean of the readings at start and end: no counter) or ``"none"``.
+    ``counter_j``: the counter's raw total delta since `begin` at the step's end. ``split``: cut
+    in two by a marked region (`GovernedTraining.phase`).
     """
 
     step: int
@@ -110,13 +89,7 @@ class StepRecord:
     kind: str = "step"
 
     def to_dict(self) -> dict:
-        """The record as JSON values.
-
-        Returns
-        -------
-        dict
-            Its fields, the throttle reasons as a list.
-        """
+        """The record as JSON values."""
         d = asdict(self)
         d["throttle_reasons"] = list(self.throttle_reasons)
         return d
@@ -143,49 +116,20 @@ class _Ended:
 
 
 def is_simulated(device: object) -> bool:
-    """Whether ``device`` is a simulated GPU whose counter the meter moves itself (not a `StepDevice`).
-
-    Parameters
-    ----------
-    device : object
-        A device, or None.
-
-    Returns
-    -------
-    bool
-        True for a `SimulatedDevice` that runs no steps of its own.
-    """
+    """Whether ``device`` is a simulated GPU whose counter the meter moves itself (not a `StepDevice`)."""
     return isinstance(device, SimulatedDevice) and not isinstance(device, StepDevice)
 
 
 class StepMeter:
     """Meters the steps of a device (module notes).
 
-    Parameters
-    ----------
-    device : object or None
-        An `NvmlDevice`, a `SimulatedDevice`, a `StepDevice`, any object with some of ``energy_joules()``,
-        ``power_watts()``, ``clocks``, ``throttle_reasons()``; None: wall time only.
-    log_path : str or pathlib.Path or None
-        A JSONL file each record is appended to.
-    workload : Workload or None
-        What a plain `SimulatedDevice` runs during a step (None: `SIM_STEP`).
-    clock : callable or None
-        Seconds, for the steps' times (None: a `StepDevice`'s ``now``, else `time.perf_counter`).
-    sync : callable or None
-        Called at each step boundary before reading anything (e.g. ``torch.cuda.synchronize``,
-        so a step's time is its GPU work's).
-    poll : bool
-        On a real device with an energy counter, poll it every ``poll_interval`` s from `begin`
-        to `close` and interpolate steps' energies at its update instants; False: the raw
-        difference at each step's start and end, each step final at `stop`.
-    poll_interval : float
-        Seconds between polls, > 0.
-
-    Raises
-    ------
-    InputError
-        Where ``poll_interval`` is not a finite number > 0, or the log cannot be opened.
+    ``device``: any object with some of ``energy_joules()``, ``power_watts()``, ``clocks``,
+    ``throttle_reasons()`` (None: wall time only). ``clock``: seconds, for the steps' times (None:
+    a `StepDevice`'s ``now``, else `time.perf_counter`). ``sync``: called at each step boundary
+    before reading anything (e.g. ``torch.cuda.synchronize``, so a step's time is its GPU work's).
+    ``poll``: on a real device with an energy counter, poll it every ``poll_interval`` s from
+    `begin` to `close` and interpolate steps' energies at its update instants; False: the raw
+    difference at each step's start and end, each step final at `stop`.
     """
 
     def __init__(self, device: Any = None, *, log_path: str | Path | None = None, workload: Workload | None = None,
@@ -327,15 +271,7 @@ class StepMeter:
         return None if self._start is None else self._start[0]
 
     def start(self, phase: str = "train", *, split: bool = False) -> None:
-        """Start a step (one left open is replaced: see `discard`).
-
-        Parameters
-        ----------
-        phase : str
-            Its phase.
-        split : bool
-            It is the second part of a step cut in two by a marked region.
-        """
+        """Start a step (one left open is replaced: see `discard`); ``split``: the second part of a cut step."""
         self.begin()
         self._sync()
         if self.stepped:
@@ -351,11 +287,6 @@ class StepMeter:
         """Open a step that started when the last one ended (or at `begin`).
 
         For frameworks that report a step's end only (Hugging Face's prediction steps).
-
-        Parameters
-        ----------
-        phase : str
-            Its phase.
         """
         self.begin()
         if self.stepped:
@@ -370,25 +301,11 @@ class StepMeter:
         self._start = None
 
     def stop(self, *, split: bool = False) -> list[StepRecord]:
-        """End the open step. Never waits for the counter.
+        """End the open step (``split``: the first part of a cut step); never waits for the counter.
 
-        Parameters
-        ----------
-        split : bool
-            It is the first part of a step cut in two by a marked region.
-
-        Returns
-        -------
-        list of StepRecord
-            The records finalized by this call, in order (each also appended to `records` and
-            the log): this step's where its energy is known now (always on the simulated GPU or
-            without a poller), earlier pending steps' that the counter has now covered;
-            possibly none.
-
-        Raises
-        ------
-        InputError
-            Where no step is open.
+        Returns the records finalized by this call, in order (each also appended to `records` and
+        the log): this step's where its energy is known now (always on the simulated GPU or
+        without a poller), earlier pending steps' that the counter has now covered; possibly none.
         """
         if self._start is None:
             raise InputError("StepMeter.stop without a step started")
@@ -429,16 +346,7 @@ class StepMeter:
         """Finalize every pending step, waiting at most ``timeout`` s for the counter's update after the last.
 
         Those still not covered then take the raw counter difference.
-
-        Parameters
-        ----------
-        timeout : float
-            Seconds to wait at most.
-
-        Returns
-        -------
-        list of StepRecord
-            The records finalized, in order.
+        ``timeout`` in seconds; returns the records finalized, in order.
         """
         p = self.poller
         if self._queue and p is not None:
@@ -475,24 +383,12 @@ class StepMeter:
         self.log_path = Path(path)
 
     def write(self, entry: dict) -> None:
-        """Append another entry (a decision) to the log, if any.
-
-        Parameters
-        ----------
-        entry : dict
-            JSON values.
-        """
+        """Append another entry (a decision, JSON values) to the log, if any."""
         if self._write is not None:
             self._write(entry)
 
     def close(self) -> list[StepRecord]:
-        """Finalize the pending steps (`flush`), stop the poller and close the log.
-
-        Returns
-        -------
-        list of StepRecord
-            The records finalized.
-        """
+        """Finalize the pending steps (`flush`: the records finalized), stop the poller and close the log."""
         try:
             recs = self.flush()
         finally:

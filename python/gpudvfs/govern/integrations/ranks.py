@@ -26,13 +26,7 @@ from gpudvfs.hardware.nvml.visible import visible_nvml_indices
 
 
 def local_rank() -> int:
-    """``LOCAL_RANK``, 0 where unset.
-
-    Raises
-    ------
-    InputError
-        Where it is set to anything but an integer >= 0.
-    """
+    """``LOCAL_RANK``, 0 where unset."""
     raw = os.environ.get("LOCAL_RANK")
     if raw is None:
         return 0
@@ -44,10 +38,7 @@ def local_rank() -> int:
 def local_gpu_index(bindings: Callable[[], Any]) -> int:
     """NVML's index of this rank's GPU (module notes); ``bindings()`` read where CUDA_VISIBLE_DEVICES is set.
 
-    Raises
-    ------
-    InputError
-        Where CUDA shows this process no GPU ``LOCAL_RANK``.
+    `InputError` where CUDA shows this process no GPU ``LOCAL_RANK``.
     """
     rank = local_rank()
     if os.environ.get("CUDA_VISIBLE_DEVICES") is None:

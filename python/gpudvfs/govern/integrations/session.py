@@ -85,64 +85,47 @@ OBSERVE_S = 0.5
 class GovernedTraining:
     """The governor of one training run (see the module notes).
 
-    Parameters
-    ----------
-    device : str or object
-        ``"nvml"``, ``"sim"`` or a device object (`open_device`).
-    policy : str
-        One of `GOVERNOR_POLICIES` (``slowdown`` and ``power_cap_w`` in ``governor_options``).
-    dry_run : bool
-        Never set a clock (the default).
-    log_path : str or pathlib.Path or None
-        A JSONL file of step records (``"kind": "step"``) and decisions (``"kind":
-        "decision"``), flushed per line, opened when the run begins (a rank > 0's beside it:
-        `ranks`).
-    summary_path : str or pathlib.Path or None
-        Where `close` writes the summary (None: beside the log, ``<stem>.summary.json``); rank 0's
-        alone.
-    index : int or None
-        The NVML GPU (None: the local rank's, `ranks`).
-    catalog_name : str or None
-        The catalog GPU whose power prior shapes the prior (None: the device's name).
-    clock_service : str or pathlib.Path or None
-        The socket of `gpudvfs govern clockd`, to set clocks through when not in dry run.
-    observe_s : float
-        Seconds of steps per observation (module notes; 0: each step).
-    warmup_steps : int
-        Steps of each phase metered but neither observed nor used for the prior.
-    prior_sd : float
-        The governor's prior error (wide: see `STEP_PRIOR_SD`).
-    memory_share : float
-        The step prior's share of time that scales with the memory clock.
-    util : mapping of str to float or None
-        The utilizations the step prior's power shape is taken at (None: `GENERIC_UTIL`).
-    max_core_clocks : int
-        Core clocks per memory clock governed (`clock_grid`).
-    workload : Workload or None
-        What a plain `SimulatedDevice` object runs per step (None: `SIM_STEP`); ``"sim"`` runs its own.
-    sync : callable or str or None
-        Called at each step boundary before the sensors are read: ``"auto"``,
-        ``torch.cuda.synchronize`` where the process already uses CUDA through torch; None:
-        nothing.
-    governor_options : dict or None
-        Further `Governor` settings.
-    distributed : Collective or str or None
-        The job's ranks (module notes): ``"auto"`` (``torch.distributed`` where initialized
-        with more than one rank when the run begins), None (this process alone) or a
-        `distributed.Collective`.
-    quiet : bool
-        Print nothing when training ends (else, to stderr, the per-phase table of `close` and one
-        line: `closing.end_line`).
-    profile_path, job : str or pathlib.Path or None, str or None
-        Keep what the governor learns of job ``job`` in this file, read at start (`between_runs`).
-    knob : str
-        What the governor turns: ``"clocks"`` or ``"power-limit"`` (module notes).
+    ``device``: ``"nvml"``, ``"sim"`` or a device object (`open_device`); ``policy``: one of
+    `GOVERNOR_POLICIES` (``slowdown`` and ``power_cap_w`` go in ``governor_options``, further
+    `Governor` settings). ``log_path``: a JSONL file of step records (``"kind": "step"``) and
+    decisions (``"kind": "decision"``), flushed per line, opened when the run begins (a rank > 0's
+    beside it: `ranks`); ``summary_path`` defaults to ``<stem>.summary.json`` beside it, rank 0's
+    alone. ``index``: the NVML GPU (None: the local rank's). ``catalog_name``: the catalog GPU
+    whose power prior shapes the prior (None: the device's name). ``clock_service``: the socket of
+    `gpudvfs govern clockd`, to set clocks through. ``observe_s``: seconds of steps per
+    observation (0: each step); the first ``warmup_steps`` of each phase are metered, neither
+    observed nor used for the prior. ``prior_sd``: the governor's prior error (wide:
+    `STEP_PRIOR_SD`); ``memory_share``: the step prior's share of time that scales with the
+    memory clock; ``util``: the utilizations its power shape is taken at (None: `GENERIC_UTIL`).
+    ``max_core_clocks``: core clocks per memory clock governed (`clock_grid`). ``workload``: what
+    a plain `SimulatedDevice` runs per step (None: `SIM_STEP`). ``sync``: called at each step
+    boundary before the sensors are read (``"auto"``: ``torch.cuda.synchronize`` where the
+    process already uses CUDA through torch). ``distributed``: ``"auto"``, None (this process
+    alone) or a `distributed.Collective`. ``quiet``: print nothing at close (else the per-phase
+    advice table and one line, to stderr). ``profile_path`` and ``job``: keep what the governor
+    learns of the job in this file, read at start (`between_runs`). ``knob``: ``"clocks"`` or
+    ``"power-limit"``.
 
-    Raises
-    ------
-    InputError
-        For a setting out of its range, a log folder that does not exist, a device that is
-        none, or a knob the device cannot turn; `close` is then not needed.
+    `InputError` for a setting out of its range, a log folder that does not exist, a device that
+    is none, or a knob the device cannot turn (`close` is then not needed).
+
+    Examples
+    --------
+    On the simulated H200, in dry run (the default); closing the run prints the advice to stderr
+    (columns cut here):
+
+    >>> from gpudvfs.govern.integrations import GovernedTraining
+    >>> with GovernedTraining(device="sim") as gov:
+    ...     for _ in range(40):
+    ...         with gov.step():
+    ...             pass  # forward, backward, optimizer step
+    gpudvfs: dry run, policy energy; advised pair per phase, its saving against the pair it ran at ...
+    phase  steps  time_s  energy_j  mean_w    ran_mhz  advised_mhz          energy_saving  ...
+    train     40    6.43    3039.3   472.6  1980/3201    1230/2201  +15.9% [-12.4, +37.1]  ...
+    gpudvfs: 40 steps (train 40) in 6.43 s, 3039 J; 10 decisions (dry run: no clock set)
+    >>> advice = gov.summary_["advice"]["train"]
+    >>> advice["core_mhz"], advice["mem_mhz"], round(advice["energy_saving"], 3)
+    (1230.0, 2201.0, 0.159)
     """
 
     def __init__(self, device: Any = "nvml", policy: str = "energy", *, dry_run: bool = True,
@@ -366,24 +349,12 @@ class GovernedTraining:
         return self._stack[-1][0] if self._stack else self._base
 
     def set_phase(self, name: str) -> None:
-        """Set the phase (``"train"``, ``"eval"``, ...) of the steps that follow outside marked regions.
-
-        Raises
-        ------
-        InputError
-            For a name that is not a non-empty string.
-        """
+        """Set the phase (``"train"``, ``"eval"``, ...) of the steps that follow outside marked regions."""
         self._base = _phase_name(name)
 
     @contextmanager
     def phase(self, name: str) -> Iterator[GovernedTraining]:
-        """Mark a region of a phase of its own (module notes): ``with gov.phase("name"):``; yields this session.
-
-        Raises
-        ------
-        InputError
-            For a name that is not a non-empty string, or a closed session.
-        """
+        """Mark a region of a phase of its own (module notes): ``with gov.phase("name"):``; yields this session."""
         name = _phase_name(name)
         self._live()
         resume: tuple[str, bool] | None = None
@@ -420,10 +391,7 @@ class GovernedTraining:
     def begin(self) -> None:
         """Start the run: the energy counter's total is counted from here (else from the first step).
 
-        Raises
-        ------
-        InputError
-            Where the session is closed, or the ranks of a data-parallel job have other grids.
+        `InputError` where the ranks of a data-parallel job have other grids.
         """
         self._live()
 
@@ -433,13 +401,7 @@ class GovernedTraining:
         self._pending = pending
 
     def step_begin(self) -> None:
-        """Start a step of the current phase (one left open is ended first).
-
-        Raises
-        ------
-        InputError
-            Where the session is closed.
-        """
+        """Start a step of the current phase (one left open is ended first)."""
         self._live()
         if self.meter.open:
             if self._pending:
@@ -451,21 +413,9 @@ class GovernedTraining:
     def step_end(self, work: float = 1.0) -> list[StepRecord]:
         """End the open step.
 
-        Parameters
-        ----------
-        work : float
-            The units of work it did (its time per unit is observed), finite and > 0.
-
-        Returns
-        -------
-        list of StepRecord
-            The records the meter finalized now (`StepMeter.stop`): this step's and earlier
-            pending ones', or none yet where the energy counter has not updated since.
-
-        Raises
-        ------
-        InputError
-            For ``work`` not finite and > 0, a closed session, or no step open.
+        ``work``: the units of work it did (its time per unit is observed), finite and > 0. Returns
+        the records the meter finalized now (`StepMeter.stop`): this step's and earlier pending
+        ones', or none yet where the energy counter has not updated since.
         """
         if not (isinstance(work, (int, float)) and math.isfinite(work) and work > 0):
             raise InputError(f"work must be a finite number > 0, got {work!r}")
@@ -489,15 +439,7 @@ class GovernedTraining:
 
         For frameworks that report only steps' ends (Hugging Face's prediction steps).
 
-        Parameters
-        ----------
-        phase : str or None
-            Its phase (None: the current one).
-
-        Returns
-        -------
-        list of StepRecord
-            The records finalized now, as `step_end`.
+        Returns the records finalized now, as `step_end`.
         """
         phase = self.current_phase if phase is None else _phase_name(phase)
         self._live()
@@ -620,14 +562,11 @@ class GovernedTraining:
         print its line (unless quiet). ``interrupted`` (why the run ends early, e.g. an
         exception's name): the governor sees no more steps and the other ranks are not waited for.
 
-        Returns
-        -------
-        dict
-            The summary: steps per phase, total energy by the steps' sum and by the counter's
-            total delta (and their relative difference), mean step time and power per phase,
-            the clocks and throttle reasons seen, per phase the pair the governor would
-            set with its predicted saving, and per phase its ``advice`` (printed as a table to
-            stderr unless ``quiet``, by rank 0 alone in a data-parallel job).
+        The summary: steps per phase, total energy by the steps' sum and by the counter's total
+        delta (and their relative difference), mean step time and power per phase, the clocks and
+        throttle reasons seen, and per phase the pair the governor would set with its predicted
+        saving and its ``advice`` (printed as a table to stderr unless ``quiet``, by rank 0 alone in
+        a data-parallel job).
         """
         if self.closed:
             return self.summary_ if self.summary_ is not None else self.summary()

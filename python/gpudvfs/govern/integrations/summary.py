@@ -17,22 +17,11 @@ from gpudvfs.govern.loop import nearest_config
 def steps_summary(records: list[StepRecord], decisions: list[dict], counter_total_j: float | None) -> dict:
     """The steps and decisions of a run, per phase.
 
-    Parameters
-    ----------
-    records : list of StepRecord
-        The steps metered.
-    decisions : list of dict
-        The governor's decisions, as logged (``phase``, ``would_core_mhz``, ...).
-    counter_total_j : float or None
-        The energy counter's total delta over the run (None without one).
-
-    Returns
-    -------
-    dict
-        ``steps`` per phase; ``energy_j``: the steps' sum and the counter's total, their
-        relative difference and the energy sources; ``phases``: per phase its steps, mean time
-        and power, energy, decisions and the pair the governor would set with its predicted
-        saving; ``clocks_seen`` and ``throttle_reasons_seen``.
+    ``decisions`` as logged (``phase``, ``would_core_mhz``, ...); ``counter_total_j``: the energy
+    counter's total delta over the run. Returns ``steps`` per phase; ``energy_j``: the steps' sum
+    and the counter's total, their relative difference and the energy sources; ``phases``: per phase
+    its steps, mean time and power, energy, decisions and the pair the governor would set with its
+    predicted saving; ``clocks_seen`` and ``throttle_reasons_seen``.
     """
     by_phase: dict[str, list[StepRecord]] = {}
     for r in records:

@@ -14,16 +14,9 @@ from dataclasses import dataclass
 class Window:
     """Steps of one phase not yet observed.
 
-    Parameters
-    ----------
-    set_index : int or None
-        The pair set while they ran (None: dry run, the clocks are the driver's).
-    time_ms, joules, work : float
-        Their summed time, energy and work.
-    steps : int
-        How many.
-    log_clocks : tuple of (float, float)
-        Time-weighted sums of their log core and log memory MHz.
+    ``set_index``: the pair set while they ran (None: dry run, the clocks are the driver's);
+    ``time_ms``, ``joules``, ``work``: their sums; ``log_clocks``: time-weighted sums of their log
+    core and log memory MHz.
     """
 
     set_index: int | None
@@ -36,16 +29,7 @@ class Window:
     def add(self, time_ms: float, joules: float, clocks: tuple[float, float], work: float) -> None:
         """Add a finalized step.
 
-        Parameters
-        ----------
-        time_ms : float
-            Its time.
-        joules : float
-            Its energy.
-        clocks : tuple of (float, float)
-            The (core, memory) MHz it ran at.
-        work : float
-            The units of work it did.
+        ``clocks``: the (core, memory) MHz it ran at.
         """
         self.time_ms += time_ms
         self.joules += joules
