@@ -16,6 +16,16 @@ REPO = Path(__file__).resolve().parents[1]
 if "PYTEST_XDIST_WORKER" in os.environ:
     os.environ.pop("COLUMNS", None)
 
+try:  # the train environment of CI installs hypothesis too; a bare one may not
+    from hypothesis import settings
+except ImportError:
+    pass
+else:
+    # Speed is measured by benches/, against a baseline: a per-example deadline on a shared,
+    # loaded machine (or beside another xdist worker) only fails tests at random.
+    settings.register_profile("gpudvfs", deadline=None)
+    settings.load_profile("gpudvfs")
+
 
 def data_dir() -> Path:
     return Path(os.environ.get("GPUDVFS_DATA", REPO.parent / "shared" / "data"))

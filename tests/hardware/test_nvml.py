@@ -278,9 +278,14 @@ def test_stand_in_clocks_reset_after_an_exception_in_with_block(state):
                                            "nvmlDeviceResetGpuLockedClocks"]}
 
 
-def test_stand_in_sigterm_handler_chains_to_previous_python_handler_and_is_removed():
+def test_stand_in_sigterm_handler_chains_to_previous_python_handler_and_is_removed(monkeypatch):
     """In this process: our handler resets the clocks, then calls the handler it replaced,
-    which is put back once nothing is locked."""
+    which is put back once nothing is locked. A guard of its own: one another test of this
+    process left guarding (a run kept open until exit) would keep its handlers installed."""
+    from gpudvfs.hardware.nvml import clock_control
+    from gpudvfs.hardware.nvml.clock_guard import ClockGuard
+
+    monkeypatch.setattr(clock_control, "GUARD", ClockGuard())
     received = []
 
     def previous(signum, frame):

@@ -17,6 +17,7 @@ from gpudvfs.catalog import SupportedClocks, lookup
 from gpudvfs.data.jsonfile import read_json
 from gpudvfs.errors import InputError
 from gpudvfs.govern.integrations import GovernedTraining
+from gpudvfs.hardware.device import ClockPermissionError, Measurement, Workload
 
 #: Step-record fields the replay reads.
 FIELDS = ("step", "phase", "start_s", "time_ms", "joules", "core_mhz", "mem_mhz", "throttle_reasons", "counter_j")
@@ -100,6 +101,54 @@ class RecordedSteps:
     def core_clocks(self, mem_mhz: float) -> list[float]:
         """The catalog's at ``mem_mhz``, highest first."""
         return sorted((float(c) for c in self._pairs[self._pairs[:, 1] == mem_mhz, 0]), reverse=True)
+
+    # The rest of the Device protocol: a record runs nothing and takes no setting (a dry run).
+
+    def sm_count(self) -> int:
+        """The catalog's."""
+        return lookup(self.name).sm_count
+
+    def identity(self) -> dict[str, str | float | bool | None]:
+        """The recorded GPU's catalog name."""
+        return {"name": self.name, "source": "recorded steps"}
+
+    def power_watts(self) -> float:
+        """The step's mean power as recorded."""
+        return float(self._at["watts"])
+
+    def temperature_c(self) -> float:
+        """Not recorded: NaN."""
+        return float("nan")
+
+    def power_limits(self) -> dict[str, float | None]:
+        """Not recorded: every limit None."""
+        return dict.fromkeys(("enforced", "default", "min", "max"))
+
+    def lock_clocks(self, core_mhz: float, mem_mhz: float) -> None:
+        """Refused: the clocks are the recorded ones."""
+        raise ClockPermissionError("a recorded run's clocks are those it ran at")
+
+    def set_power_limit(self, watts: float) -> None:
+        """Refused: the record has no power limit to set."""
+        raise ClockPermissionError("a recorded run's power limit is the one it ran under")
+
+    def reset_clocks(self) -> None:
+        """Nothing was set."""
+
+    def close(self) -> None:
+        """Nothing is held."""
+
+    def check(self, workload: Workload) -> None:
+        """Refused: a record runs no workload."""
+        raise InputError(f"recorded steps run no workload ({workload.name})")
+
+    def profile(self, workload: Workload) -> dict[str, float]:
+        """Refused: a record runs no workload."""
+        raise InputError(f"recorded steps run no workload ({workload.name})")
+
+    def measure(self, workload: Workload, min_seconds: float = 1.0, repetitions: int | None = None) -> Measurement:
+        """Refused: a record runs no workload."""
+        raise InputError(f"recorded steps run no workload ({workload.name})")
 
 
 def replay_run(log_path: str | Path, *, warmup_steps: int = 2, policy: str = "energy") -> tuple[dict, dict]:
