@@ -147,6 +147,23 @@ def test_a_sim_dry_run_advises_per_phase_in_the_summary_and_prints_the_table(tmp
     assert all("realized_saving" not in d for d in gov.decisions)
 
 
+def test_a_power_limit_dry_run_advises_limits_in_watts(capfd):
+    gov = GovernedTraining(device="sim", knob="power-limit", dry_run=True, quiet=False)
+    for _ in range(40):
+        with gov.step():
+            pass
+    limit = gov.device.power_limits()["enforced"]
+    s = gov.close()
+    a = s["advice"]["train"]
+    assert a["knob"] == "power-limit" and a["ran_limit_w"] == limit and not {"core_mhz", "mem_mhz"} & set(a)
+    lt, lp, _, _ = gov.governor.estimates("train")
+    assert a["index"] == best_index(gov.governor, lt, lp) and a["rests_on"] == "9 windows at 1 setting"
+    assert all(set(d["explore"]) == {"index", "limit_w"} for d in gov.decisions if d["explore"])
+    assert s["phases"]["train"]["would_set"]["limit_w"] == a["limit_w"]
+    head, row = capfd.readouterr().err.splitlines()[1:3]
+    assert head.split()[5:7] == ["ran_w", "advised_w"] and row.split()[5:7] == [f"{limit:.0f}", f"{a['limit_w']:.0f}"]
+
+
 def test_quiet_prints_nothing_and_the_guide_shows_what_is_printed(capfd):
     s = _sim_run(quiet=True).close()
     assert capfd.readouterr().err == ""

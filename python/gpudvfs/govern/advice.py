@@ -12,7 +12,7 @@ to a relative change.
 from __future__ import annotations
 
 from collections.abc import Hashable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -23,21 +23,35 @@ from gpudvfs.policy.policies import select
 NORMAL_Z90 = 1.6448536269514722
 
 
+def setting_fields(knob: str, row: tuple[float, float], prefix: str = "") -> dict:
+    """A governor row as fields in its knob's unit: ``core_mhz`` and ``mem_mhz``, ``core_mhz`` alone, or ``limit_w``."""
+    if knob == "power-limit":
+        return {f"{prefix}limit_w": float(row[0])}
+    if knob == "core-clock":
+        return {f"{prefix}core_mhz": float(row[0])}
+    return {f"{prefix}core_mhz": float(row[0]), f"{prefix}mem_mhz": float(row[1])}
+
+
+def setting_text(knob: str, row: tuple[float, float]) -> str:
+    """A governor row as printed: ``core/mem`` MHz, or the one value of a knob of one value."""
+    return f"{row[0]:.0f}/{row[1]:.0f}" if knob == "clocks" else f"{row[0]:.0f}"
+
+
 @dataclass(frozen=True)
 class Advice:
     """One phase's advice.
 
+    ``setting`` and ``ran_setting`` are governor rows of ``knob`` (`gpudvfs.govern.knob.knob_rows`).
     ``energy_saving`` is 1 - E(advised) / E(ran), ``time_cost`` T(advised) / T(ran) - 1, each
     with its 90% interval (low, high). ``windows``: intervals observed; ``pairs``: how many
-    distinct pairs they ran at.
+    distinct settings they ran at.
     """
 
+    knob: str
     index: int
-    core_mhz: float
-    mem_mhz: float
+    setting: tuple[float, float]
     ran_index: int
-    ran_core_mhz: float
-    ran_mem_mhz: float
+    ran_setting: tuple[float, float]
     energy_saving: float
     energy_interval: tuple[float, float]
     time_cost: float
@@ -47,15 +61,19 @@ class Advice:
 
     @property
     def rests_on(self) -> str:
-        """``"prior only"`` or ``"N windows at K pairs"``."""
+        """``"prior only"`` or ``"N windows at K pairs"`` (settings, for a knob of one value)."""
         if self.windows == 0:
             return "prior only"
-        return f"{self.windows} window{'s' * (self.windows != 1)} at {self.pairs} pair{'s' * (self.pairs != 1)}"
+        what = "pair" if self.knob == "clocks" else "setting"
+        return f"{self.windows} window{'s' * (self.windows != 1)} at {self.pairs} {what}{'s' * (self.pairs != 1)}"
 
     def as_dict(self) -> dict:
-        """The advice as JSON-ready values, with `rests_on`."""
-        return asdict(self) | {"energy_interval": list(self.energy_interval),
-                               "time_interval": list(self.time_interval), "rests_on": self.rests_on}
+        """The advice as JSON-ready values, its settings in the knob's unit (`setting_fields`), with `rests_on`."""
+        return ({"knob": self.knob, "index": self.index} | setting_fields(self.knob, self.setting)
+                | {"ran_index": self.ran_index} | setting_fields(self.knob, self.ran_setting, "ran_")
+                | {"energy_saving": self.energy_saving, "energy_interval": list(self.energy_interval),
+                   "time_cost": self.time_cost, "time_interval": list(self.time_interval),
+                   "windows": self.windows, "pairs": self.pairs, "rests_on": self.rests_on})
 
 
 def best_index(governor: Governor, log_time: np.ndarray, log_watts: np.ndarray) -> int:
@@ -77,8 +95,8 @@ def advise(governor: Governor, estimates: tuple[np.ndarray, ...], ran_index: int
     log_e, sd_e = log_t + (lp[a] - lp[r]), float(np.sqrt(np.sum(vt[both] + vp[both])))
     cfg = governor.configs
     return Advice(
-        index=a, core_mhz=float(cfg[a, 0]), mem_mhz=float(cfg[a, 1]),
-        ran_index=r, ran_core_mhz=float(cfg[r, 0]), ran_mem_mhz=float(cfg[r, 1]),
+        knob=governor.knob, index=a, setting=(float(cfg[a, 0]), float(cfg[a, 1])),
+        ran_index=r, ran_setting=(float(cfg[r, 0]), float(cfg[r, 1])),
         energy_saving=float(-np.expm1(log_e)),
         energy_interval=(float(-np.expm1(log_e + NORMAL_Z90 * sd_e)), float(-np.expm1(log_e - NORMAL_Z90 * sd_e))),
         time_cost=float(np.expm1(log_t)),

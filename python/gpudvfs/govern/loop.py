@@ -24,7 +24,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from gpudvfs.errors import InputError
-from gpudvfs.govern.advice import best_index
+from gpudvfs.govern.advice import best_index, setting_fields
 from gpudvfs.govern.governor import Governor
 
 
@@ -172,7 +172,7 @@ class GovernedLoop:
         core, mem = self._pair(a)
         entry |= {"index": a, "core_mhz": core, "mem_mhz": mem, "explored": False,
                   "predicted_saving": float(-np.expm1(lt[a] + lp[a] - lt[d] - lp[d])),
-                  "explore": {"index": k, "core_mhz": self._pair(k)[0], "mem_mhz": self._pair(k)[1]}}
+                  "explore": {"index": k} | setting_fields(gov.knob, self._pair(k))}
         return entry, a
 
     def _emit(self, k: int, was_set: bool) -> None:

@@ -543,7 +543,7 @@ class GovernedTraining:
             "steps": steps["steps"], "energy_j": steps["energy_j"], "phases": steps["phases"],
             "clocks_seen": steps["clocks_seen"], "throttle_reasons_seen": steps["throttle_reasons_seen"],
             "decisions": len(decisions), "observations": self.observations, "resumed": self.kept.history.note(),
-            "advice": run_advice(self.governor, self.meter.records, self._known),
+            "advice": run_advice(self.governor, self.meter.records, self._known, self.decisions),
             "clocks_set": self._set_any,
             "ranks": None if self._comm is None else {
                 "rank": self._comm.rank, "world_size": self._comm.world_size,
