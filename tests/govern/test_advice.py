@@ -16,10 +16,9 @@ from test_integrations import _sim_configs
 from gpudvfs.errors import InputError
 from gpudvfs.evaluation.advice_sim import STEPS, score
 from gpudvfs.govern import Governor
-from gpudvfs.govern.advice import advise, best_index
+from gpudvfs.govern.advice import advice_table, advise, best_index
 from gpudvfs.govern.governor import GOVERNOR_POLICIES
 from gpudvfs.govern.integrations import GovernedTraining
-from gpudvfs.govern.integrations.summary import advice_table
 from gpudvfs.govern.loop import GovernedLoop
 from gpudvfs.hardware.simulated import SimulatedDevice
 

@@ -83,6 +83,23 @@ def best_index(governor: Governor, log_time: np.ndarray, log_watts: np.ndarray) 
                       slowdown=g.slowdown, power_cap_w=g.power_cap_w, eta=g.eta, max_power_w=g.max_power_w).index[0])
 
 
+def advised_entry(governor: Governor, entry: dict, k: int) -> tuple[dict, int]:
+    """A decision's entry (`Governor.decide`, ``k`` its pair) as logged in dry run, and the pair it would set.
+
+    A pair chosen to explore becomes ``explore`` and the advised pair (`best_index`) the one it
+    would set. Nothing was set, so no saving was realized: ``realized_saving`` is left out.
+    """
+    entry = {key: v for key, v in entry.items() if key != "realized_saving"} | {"explore": None}
+    if not entry["explored"]:
+        return entry, k
+    lt, lp, _, _ = governor.estimates()
+    a, d, cfg = best_index(governor, lt, lp), governor.default_index, governor.configs
+    entry |= {"index": a, "core_mhz": float(cfg[a, 0]), "mem_mhz": float(cfg[a, 1]), "explored": False,
+              "predicted_saving": float(-np.expm1(lt[a] + lp[a] - lt[d] - lp[d])),
+              "explore": {"index": k} | setting_fields(governor.knob, (cfg[k, 0], cfg[k, 1]))}
+    return entry, a
+
+
 def advise(governor: Governor, estimates: tuple[np.ndarray, ...], ran_index: int, runs: np.ndarray) -> Advice:
     """The advice on a phase's ``estimates`` (`Governor.estimates`) against ``ran_index``.
 
@@ -107,3 +124,45 @@ def advise(governor: Governor, estimates: tuple[np.ndarray, ...], ran_index: int
 def phase_advice(governor: Governor, key: Hashable, ran_index: int) -> Advice:
     """The advice for phase ``key`` of ``governor`` against the pair it ran at."""
     return advise(governor, governor.estimates(key), ran_index, governor.runs(key))
+
+
+def _pct(x: float, interval: list[float]) -> str:
+    return f"{100 * x:+.1f}% [{100 * interval[0]:+.1f}, {100 * interval[1]:+.1f}]"
+
+
+def _setting(advice: dict, prefix: str, knob: str) -> str:
+    if knob == "power-limit":
+        return f"{advice[prefix + 'limit_w']:.0f}"
+    return setting_text(knob, (advice[prefix + "core_mhz"], advice.get(prefix + "mem_mhz", 0.0)))
+
+
+def advice_table(summary: dict, counted: str = "steps") -> str:
+    """The table printed when a run ends: per phase what it measured and the advice (`integrations.summary.run_advice`).
+
+    ``counted``: what a phase's ``steps`` are (the daemon's are intervals).
+    """
+    knob = summary.get("knob", "clocks")
+    unit = "w" if knob == "power-limit" else "mhz"
+    head = ("phase", counted, "time_s", "energy_j", "mean_w", f"ran_{unit}", f"advised_{unit}", "energy_saving",
+            "time_cost", "rests_on")
+    rows = [head]
+    for name, ph in summary["phases"].items():
+        a = None if summary["advice"] is None else summary["advice"].get(name)
+        cells = [name, str(ph["steps"]), f"{ph['steps'] * ph['mean_time_ms'] / 1e3:.2f}",
+                 "-" if ph["energy_j"] is None else f"{ph['energy_j']:.1f}",
+                 "-" if ph["mean_watts"] is None else f"{ph['mean_watts']:.1f}"]
+        if a is None:
+            cells += ["-", "-", "-", "-", "no governor" if summary["advice"] is None else "no window yet"]
+        else:
+            cells += [_setting(a, "ran_", knob), _setting(a, "", knob),
+                      _pct(a["energy_saving"], a["energy_interval"]), _pct(a["time_cost"], a["time_interval"]),
+                      a["rests_on"]]
+        rows.append(tuple(cells))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    mode = "dry run" if summary["dry_run"] else f"{knob} set"
+    what = "pair" if knob == "clocks" else knob.replace("-", " ")
+    lines = [f"gpudvfs: {mode}, policy {summary['policy']}; advised {what} per phase, its saving against the {what} "
+             "it ran at (90% interval):"]
+    lines += ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+              for r in rows]
+    return "\n".join(lines)

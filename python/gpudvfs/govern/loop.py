@@ -24,7 +24,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from gpudvfs.errors import InputError
-from gpudvfs.govern.advice import best_index, setting_fields
+from gpudvfs.govern.advice import advised_entry
 from gpudvfs.govern.governor import Governor
 
 
@@ -152,28 +152,11 @@ class GovernedLoop:
         if user is not None:
             user(entry)
         if self.dry_run:
-            entry, k = self._advised(entry, k)
+            entry, k = advised_entry(self.governor, entry, k)
             self.would_index = k
             self.governor.current = self.actual_index
         self._entry = entry
         return k
-
-    def _advised(self, entry: dict, k: int) -> tuple[dict, int]:
-        """Dry run: a pair chosen to explore is logged as ``explore``, the pair it would run as the advised one.
-
-        Nothing was set, so no saving was realized: ``realized_saving`` is left out.
-        """
-        entry = {key: v for key, v in entry.items() if key != "realized_saving"} | {"explore": None}
-        if not entry["explored"]:
-            return entry, k
-        gov = self.governor
-        lt, lp, _, _ = gov.estimates()
-        a, d = best_index(gov, lt, lp), gov.default_index
-        core, mem = self._pair(a)
-        entry |= {"index": a, "core_mhz": core, "mem_mhz": mem, "explored": False,
-                  "predicted_saving": float(-np.expm1(lt[a] + lp[a] - lt[d] - lp[d])),
-                  "explore": {"index": k} | setting_fields(gov.knob, self._pair(k))}
-        return entry, a
 
     def _emit(self, k: int, was_set: bool) -> None:
         entry = dict(self._entry)

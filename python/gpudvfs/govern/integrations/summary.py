@@ -1,6 +1,6 @@
 """What a training run's steps measured and its governor decided and advises, per phase.
 
-The body of `GovernedTraining.close`'s summary, and the table it prints.
+The body of `GovernedTraining.close`'s summary.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection
 
-from gpudvfs.govern.advice import phase_advice, setting_text
+from gpudvfs.govern.advice import phase_advice
 from gpudvfs.govern.governor import Governor
 from gpudvfs.govern.integrations.meter import StepRecord
 from gpudvfs.govern.loop import nearest_config
@@ -77,42 +77,3 @@ def run_advice(governor: Governor | None, records: list[StepRecord], known: Coll
                 k = d["index"] if d.get("actual_index") is None else d["actual_index"]
                 at.setdefault(d["phase"], {})[k] = at.get(d["phase"], {}).get(k, 0.0) + 1.0
     return {name: phase_advice(governor, name, max(n, key=n.__getitem__)).as_dict() for name, n in at.items()}
-
-
-def _pct(x: float, interval: list[float]) -> str:
-    return f"{100 * x:+.1f}% [{100 * interval[0]:+.1f}, {100 * interval[1]:+.1f}]"
-
-
-def _setting(advice: dict, prefix: str, knob: str) -> str:
-    if knob == "power-limit":
-        return f"{advice[prefix + 'limit_w']:.0f}"
-    return setting_text(knob, (advice[prefix + "core_mhz"], advice.get(prefix + "mem_mhz", 0.0)))
-
-
-def advice_table(summary: dict) -> str:
-    """The table printed when a run ends: per phase what it measured and the advice (`run_advice`)."""
-    knob = summary.get("knob", "clocks")
-    unit = "w" if knob == "power-limit" else "mhz"
-    head = ("phase", "steps", "time_s", "energy_j", "mean_w", f"ran_{unit}", f"advised_{unit}", "energy_saving",
-            "time_cost", "rests_on")
-    rows = [head]
-    for name, ph in summary["phases"].items():
-        a = None if summary["advice"] is None else summary["advice"].get(name)
-        cells = [name, str(ph["steps"]), f"{ph['steps'] * ph['mean_time_ms'] / 1e3:.2f}",
-                 "-" if ph["energy_j"] is None else f"{ph['energy_j']:.1f}",
-                 "-" if ph["mean_watts"] is None else f"{ph['mean_watts']:.1f}"]
-        if a is None:
-            cells += ["-", "-", "-", "-", "no governor" if summary["advice"] is None else "no window yet"]
-        else:
-            cells += [_setting(a, "ran_", knob), _setting(a, "", knob),
-                      _pct(a["energy_saving"], a["energy_interval"]), _pct(a["time_cost"], a["time_interval"]),
-                      a["rests_on"]]
-        rows.append(tuple(cells))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    mode = "dry run" if summary["dry_run"] else f"{knob} set"
-    what = "pair" if knob == "clocks" else knob.replace("-", " ")
-    lines = [f"gpudvfs: {mode}, policy {summary['policy']}; advised {what} per phase, its saving against the {what} "
-             "it ran at (90% interval):"]
-    lines += ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
-              for r in rows]
-    return "\n".join(lines)
