@@ -168,7 +168,7 @@ def test_daemon_resets_the_clocks_when_the_process_ends(sim):
     assert device.clocks != device.default_clocks()  # governing: sgemm runs below the top clocks
     for _ in range(10):
         daemon.step()
-    assert host.processes() == () and daemon._held is None
+    assert host.processes() == () and daemon.loop.held is None
     assert device.clocks == device.default_clocks()
 
 

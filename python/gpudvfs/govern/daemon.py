@@ -10,8 +10,8 @@ model (`gpudvfs.fleet.model_prior.ModelPrior`), as `gpudvfs fleet whatif` carrie
 sample, its power by the GPU's registry model and its time by the time model's shares; without
 them (`priors.CatalogPrior`), over the clocks the GPU lists, its power by the shape of the
 catalog's power prior and its time by a generic two-part law, a wider prior the governor
-corrects by measuring. Then the governor observes the interval and decides, and the daemon sets
-the clocks it chose.
+corrects by measuring. Then the governor observes the interval, and the control loop
+(`loop.GovernedLoop`) decides and sets the knob (dry run: logs what it would set).
 
 An interval is observed only when the daemon held the clocks through it and it lay inside
 its phase (not one that straddles a phase change). Where the GPU reports a throttle reason
@@ -38,10 +38,10 @@ from typing import Protocol
 import numpy as np
 
 from gpudvfs.errors import InputError
-from gpudvfs.govern.advice import advice_table, advised_entry, phase_advice
+from gpudvfs.govern.advice import advice_table, phase_advice
 from gpudvfs.govern.governor import Governor
 from gpudvfs.govern.knob import make_knob
-from gpudvfs.govern.loop import nearest_config
+from gpudvfs.govern.loop import GovernedLoop, nearest_config
 from gpudvfs.govern.phases import PhaseDetector
 from gpudvfs.govern.priors import Prior
 from gpudvfs.hardware.nvml import NvmlDevice
@@ -208,20 +208,13 @@ class Daemon:
         self.detector = detector or PhaseDetector()
         governor = {"prior_sd": prior.prior_sd} | governor
         self.knob = make_knob(prior.knob, device)
-        self.log = log
         self.governor = Governor(prior.configs, prior.default_index, policy=policy, slowdown=slowdown, knob=prior.knob,
-                                 power_cap_w=power_cap_w, log=None if dry_run else log, **governor)
+                                 power_cap_w=power_cap_w, **governor)
+        self.loop = GovernedLoop(self.governor, self.knob.set_row, dry_run=self.dry_run, actual_clocks=self.knob.row,
+                                 log=log, restore=self.knob.restore, tolerance=DRY_RUN_TOLERANCE)
         self.stats = DaemonStats()
-        self._held: int | None = None  # the pair the daemon set, None: the driver's clocks
-        self._would: int | None = None  # dry run: the pair the governor last chose
         self._key: tuple | None = None
         self._ran: dict[tuple, dict[int, int]] = {}  # phase -> intervals at each setting
-
-    def _running(self) -> int | None:
-        """Dry run: the governed setting the GPU runs at (its clocks, or its power limit), None where none is near."""
-        rel = np.abs(np.log(self.governor.configs / np.asarray(self.knob.row(), dtype=np.float64))).max(axis=1)
-        k = int(np.argmin(rel))
-        return k if rel[k] <= DRY_RUN_TOLERANCE else None
 
     def _joules(self) -> float:
         """The energy counter (checked on construction: it stops reporting only if it fails)."""
@@ -234,46 +227,14 @@ class Daemon:
         """The interval's time and power carried to every governed pair."""
         return self.prior(watts, activity, time_ms, self.device.clocks)
 
-    def _decide(self) -> int:
-        """The governor's decision; in dry run the pair it would set, never one to explore (`advised_entry`)."""
-        if not self.dry_run:
-            return self.governor.decide()
-        entries: list[dict] = []
-        self.governor.log = entries.append
-        try:
-            k = self.governor.decide()
-        finally:
-            self.governor.log = None
-        entry, k = advised_entry(self.governor, entries[0], k)
-        if self.log is not None:
-            self.log(entry)
-        return k
-
-    def _set(self, k: int | None, counted: bool = True) -> None:
-        """Hold pair ``k`` (None: the driver's clocks); ``counted``: a clock change of the run's.
-
-        Dry run: note it, set nothing.
-        """
-        if self.dry_run:
-            self.stats.would_change += counted and k is not None and k != self._would
-            self._would = k if k is not None else self._would
-            return
-        if k == self._held:
-            return
-        if k is None:
-            self.knob.restore()
-        else:
-            self.knob.set_row(*self.governor.configs[k])
-        self.stats.clock_changes += counted
-        self._held = k
-
     def step(self) -> None:
         """Govern one interval: wait, read, observe, decide, set."""
+        loop = self.loop
         e0, w0 = self._joules(), self.monitor.progress()
-        held = self._running() if self.dry_run else self._held
+        held = loop.ran()
         self.monitor.wait(self.interval_s)
         e1, w1 = self._joules(), self.monitor.progress()
-        if self.dry_run and self._running() != held:
+        if self.dry_run and loop.ran() != held:
             held = None  # the driver moved its clocks within the interval: no one pair's
         procs, activity = self.monitor.processes(), self.monitor.activity()
         watts = (e1 - e0) / self.interval_s
@@ -284,14 +245,15 @@ class Daemon:
         key = self.detector.update(tuple(sorted(name for _, name in procs)), activity)
         if key is None:  # nothing runs: the driver's clocks
             self._key = None
-            self._set(None)
+            loop.release()
+            self._count()
             return
         self.stats.governed += 1
         self.stats.work += work or 0.0
         name = phase_name(key)
         self.stats.phases[name] = self.stats.phases.get(name, 0) + 1
         self.stats.phase_joules[name] = self.stats.phase_joules.get(name, 0.0) + e1 - e0
-        ran = nearest_config(self.governor.configs, self.knob.row()) if self.dry_run else self._held
+        ran = nearest_config(self.governor.configs, self.knob.row()) if self.dry_run else loop.held
         if ran is not None:
             at = self._ran.setdefault(key, {})
             at[ran] = at.get(ran, 0) + 1
@@ -310,7 +272,13 @@ class Daemon:
         elif held is not None and self.detector.inside and watts > 0 and (work is None or work > 0):
             self.governor.observe(held, time_ms, watts)
             self.stats.observed += 1
-        self._set(self._decide())
+        if self.dry_run:
+            loop.note_actual()
+        loop.apply_next()
+        self._count()
+
+    def _count(self) -> None:
+        self.stats.clock_changes, self.stats.would_change = self.loop.changes, self.loop.would_changes
 
     def run(self, duration_s: float | None = None, stop: threading.Event | None = None,
             progress: Callable[[DaemonStats, int | None], None] | None = None) -> DaemonStats:
@@ -340,7 +308,7 @@ class Daemon:
         The end of governing, not a governor's clock change. ``failing``: an exception is on its way
         out, which a failed read of the clocks must not replace.
         """
-        self._set(None, counted=False)
+        self.loop.release(counted=False)
         try:
             core, mem = self.device.clocks
             self.stats.clocks_restored = (float(core), float(mem))
