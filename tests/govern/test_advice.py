@@ -16,10 +16,9 @@ from test_integrations import _sim_configs
 from gpudvfs.errors import InputError
 from gpudvfs.evaluation.advice_sim import STEPS, score
 from gpudvfs.govern import Governor
-from gpudvfs.govern.advice import advise, best_index
+from gpudvfs.govern.advice import advice_table, advise, best_index
 from gpudvfs.govern.governor import GOVERNOR_POLICIES
 from gpudvfs.govern.integrations import GovernedTraining
-from gpudvfs.govern.integrations.summary import advice_table
 from gpudvfs.govern.loop import GovernedLoop
 from gpudvfs.hardware.simulated import SimulatedDevice
 
@@ -145,6 +144,23 @@ def test_a_sim_dry_run_advises_per_phase_in_the_summary_and_prints_the_table(tmp
     # 0.5 s windows of the simulated H200's 0.16 s steps: 4 steps each, 10 in 40 steps; the first set the prior.
     assert s["advice"]["train"]["rests_on"] == "9 windows at 1 pair"
     assert all("realized_saving" not in d for d in gov.decisions)
+
+
+def test_a_power_limit_dry_run_advises_limits_in_watts(capfd):
+    gov = GovernedTraining(device="sim", knob="power-limit", dry_run=True, quiet=False)
+    for _ in range(40):
+        with gov.step():
+            pass
+    limit = gov.device.power_limits()["enforced"]
+    s = gov.close()
+    a = s["advice"]["train"]
+    assert a["knob"] == "power-limit" and a["ran_limit_w"] == limit and not {"core_mhz", "mem_mhz"} & set(a)
+    lt, lp, _, _ = gov.governor.estimates("train")
+    assert a["index"] == best_index(gov.governor, lt, lp) and a["rests_on"] == "9 windows at 1 setting"
+    assert all(set(d["explore"]) == {"index", "limit_w"} for d in gov.decisions if d["explore"])
+    assert s["phases"]["train"]["would_set"]["limit_w"] == a["limit_w"]
+    head, row = capfd.readouterr().err.splitlines()[1:3]
+    assert head.split()[5:7] == ["ran_w", "advised_w"] and row.split()[5:7] == [f"{limit:.0f}", f"{a['limit_w']:.0f}"]
 
 
 def test_quiet_prints_nothing_and_the_guide_shows_what_is_printed(capfd):

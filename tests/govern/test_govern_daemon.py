@@ -22,7 +22,7 @@ from gpudvfs.fleet.model_prior import ModelPrior
 from gpudvfs.fleet.simhost import SimProcess, SimulatedHost, calibrated, phased_process, sim_activity
 from gpudvfs.fleet.whatif import GpuTable
 from gpudvfs.govern import Governor
-from gpudvfs.govern.daemon import Daemon, NvmlMonitor
+from gpudvfs.govern.daemon import Daemon, NvmlMonitor, advice_report
 from gpudvfs.govern.phases import PhaseDetector
 from gpudvfs.hardware.apps import APPS
 from gpudvfs.hardware.nvml import NvmlDevice
@@ -168,7 +168,7 @@ def test_daemon_resets_the_clocks_when_the_process_ends(sim):
     assert device.clocks != device.default_clocks()  # governing: sgemm runs below the top clocks
     for _ in range(10):
         daemon.step()
-    assert host.processes() == () and daemon._held is None
+    assert host.processes() == () and daemon.loop.held is None
     assert device.clocks == device.default_clocks()
 
 
@@ -281,7 +281,7 @@ import numpy as np
 sys.path[:0] = {tests!r}
 from fake_pynvml import FakeNvml
 from gpudvfs.fleet.model_prior import ModelPrior
-from gpudvfs.govern.daemon import Daemon, NvmlMonitor
+from gpudvfs.govern.daemon import Daemon, NvmlMonitor, advice_report
 from gpudvfs.hardware.nvml import NvmlDevice
 from gpudvfs.time.dcgm import DcgmTimeModel
 from test_govern_daemon import _fake_table, _busy
@@ -370,6 +370,36 @@ def test_govern_run_command_on_the_simulated_gpu(tmp_path):
                           (["--device", "sim", "--interval", "0"], "interval")):
         r = run(cli, ["govern", "run", *args])
         assert r.exit_code == 2 and message in r.output, (args, r.output)
+
+
+def test_govern_run_in_dry_run_advises_per_phase_and_prints_the_table(tmp_path):
+    """A dry run at the simulated driver's clocks: the log holds the advised pair, never one to
+    explore, and no realized saving; the report holds each phase's advice against the driver's
+    pair, printed as the table (the simulator is seeded: both runs are the same)."""
+    from click.testing import CliRunner
+
+    from gpudvfs.cli.app import cli
+
+    log = tmp_path / "decisions.jsonl"
+    args = ["govern", "run", "--device", "sim", "--duration", "80", "--sim-phase-s", "20", "--workdir",
+            str(tmp_path / "work")]
+    r = CliRunner().invoke(cli, [*args, "--log", str(log), "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["dry_run"] and out["clock_changes"] == 0 and set(out["advice"]) == set(out["phases"])
+    decisions = [json.loads(line) for line in log.read_text().splitlines()]
+    explored = [d for d in decisions if d["explore"] is not None]
+    assert any(d["explore"]["index"] != d["index"] for d in explored)  # logged: the advice, not that pair
+    assert not any("realized_saving" in d or d["explored"] for d in decisions)
+    for name, a in out["advice"].items():
+        assert (a["ran_core_mhz"], a["ran_mem_mhz"]) == tuple(out["clocks_restored"])  # the driver's pair
+        assert a["energy_interval"][0] <= a["energy_saving"] <= a["energy_interval"][1]
+        last = [d for d in decisions if f"{'+'.join(d['phase'][0])}#{d['phase'][1]}" == name][-1]
+        assert last["index"] == a["index"]
+    r = CliRunner().invoke(cli, args)
+    assert r.exit_code == 0, r.output
+    table = advice_report(out)
+    assert r.output.rstrip().endswith(table) and table.splitlines()[1].split()[:2] == ["phase", "intervals"]
 
 
 def test_the_service_ends_on_sigterm_or_ctrl_c_and_puts_the_handler_back(sim, sim_dir):
@@ -513,6 +543,9 @@ def test_a_dry_run_sets_nothing_and_learns_at_the_drivers_clocks(sim):
     stats = daemon.run(0.2)
     assert fake.calls == [] and stats.clock_changes == 0
     assert stats.observed >= 5 and stats.would_change >= 1
+    [(name, advice)] = stats.advice.items()
+    # Without a progress signal no window has a measured time: the advice's time rests on the prior.
+    assert advice["ran_index"] == daemon.governor.default_index and advice["rests_on"] == "prior only"
     var_watts = daemon.governor.estimates()[3]  # without a progress signal the power alone is learnt
     assert var_watts[daemon.governor.default_index] < var_watts.max()
 

@@ -27,7 +27,7 @@ from gpudvfs.evaluation.governor_cv import DEFAULT_SEEDS, GovernorCV, choose_def
 from gpudvfs.evaluation.plain import plain_table
 from gpudvfs.evaluation.replay_table import ReplayTable, dcgm_replay_table, replay_table
 from gpudvfs.evaluation.train_replay import replay_run
-from gpudvfs.govern.daemon import MIN_DAEMON_INTERVAL_S, Daemon
+from gpudvfs.govern.daemon import MIN_DAEMON_INTERVAL_S, Daemon, advice_report
 from gpudvfs.govern.governor import GOVERNOR_POLICIES
 from gpudvfs.govern.knob import GOVERNED_KNOBS
 from gpudvfs.hardware.kinds import make_device
@@ -538,6 +538,8 @@ def run(device_kind: str, index: int, registry: str | None, time_model: str | No
                  ["energy saving against the default clocks", f"{100 * t['energy_saving']:.2f}%"],
                  ["time against the default clocks", f"{100 * t['time_change']:+.2f}%"]]
     console.print(table("governor daemon", ["", ""], rows))
+    click.echo(advice_report(out))
+
 
 
 @govern.command("second-run")

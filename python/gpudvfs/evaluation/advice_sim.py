@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpudvfs.govern.advice import Advice, phase_advice
+from gpudvfs.govern.advice import Advice, phase_advice, setting_text
 from gpudvfs.govern.clock_grid import clock_grid
 from gpudvfs.govern.governor import Governor
 from gpudvfs.govern.integrations.devices import SIM_CATALOG_NAME
@@ -100,7 +100,7 @@ def main() -> None:
               f"{100 * np.mean([r.best for r in rows]):.1f}% the best pair saves (means)")
         for r in rows[::3]:
             a = r.advice
-            print(f"  {r.step:9s} seed {r.seed}: advised {a.core_mhz:.0f}/{a.mem_mhz:.0f} predicted "
+            print(f"  {r.step:9s} seed {r.seed}: advised {setting_text(a.knob, a.setting)} predicted "
                   f"{100 * a.energy_saving:+.1f}% [{100 * a.energy_interval[0]:+.1f}, "
                   f"{100 * a.energy_interval[1]:+.1f}] realized {100 * r.realized:+.1f}% (best {100 * r.best:+.1f}%)")
 

@@ -10,8 +10,8 @@ model (`gpudvfs.fleet.model_prior.ModelPrior`), as `gpudvfs fleet whatif` carrie
 sample, its power by the GPU's registry model and its time by the time model's shares; without
 them (`priors.CatalogPrior`), over the clocks the GPU lists, its power by the shape of the
 catalog's power prior and its time by a generic two-part law, a wider prior the governor
-corrects by measuring. Then the governor observes the interval and decides, and the daemon sets
-the clocks it chose.
+corrects by measuring. Then the governor observes the interval, and the control loop
+(`loop.GovernedLoop`) decides and sets the knob (dry run: logs what it would set).
 
 An interval is observed only when the daemon held the clocks through it and it lay inside
 its phase (not one that straddles a phase change). Where the GPU reports a throttle reason
@@ -19,8 +19,9 @@ at an interval's end (power cap, thermal), the pair was not held: the phase does
 there again (`Governor.exclude`). Without a progress signal the time per unit of work is
 not measured: the governor learns the power and keeps the predicted time ratios. Dry run
 (``dry_run``): nothing is set; an interval is observed at the governed pair the driver's own
-clocks were at (within DRY_RUN_TOLERANCE on each clock, through the whole interval), and the
-log says what the governor would set. When no process runs, the clocks go back to the
+clocks were at (within DRY_RUN_TOLERANCE on each clock, through the whole interval); the log
+says what the governor would set, never a pair it would explore (`advice.advised_entry`), and
+the run ends with each phase's advice (`advice.Advice`). When no process runs, the clocks go back to the
 driver; whichever way `run` ends (its duration, a stop event, an exception, a signal turned
 into one), the clocks are reset. After a SIGKILL, `gpudvfs govern reset`.
 """
@@ -37,8 +38,10 @@ from typing import Protocol
 import numpy as np
 
 from gpudvfs.errors import InputError
+from gpudvfs.govern.advice import advice_table, phase_advice
 from gpudvfs.govern.governor import Governor
 from gpudvfs.govern.knob import make_knob
+from gpudvfs.govern.loop import GovernedLoop, nearest_config
 from gpudvfs.govern.phases import PhaseDetector
 from gpudvfs.govern.priors import Prior
 from gpudvfs.hardware.nvml import NvmlDevice
@@ -80,15 +83,8 @@ class NvmlMonitor:
     Its compute processes; its activities, from GPM where the GPU has it (Hopper and newer: SM,
     pipe and DRAM utilization over each interval, ``source == "gpm"``), else NVML's utilization
     rates as (kernel busy, 0, memory busy) (``"utilization"``); and the progress an application
-    writes to a file.
-
-    Parameters
-    ----------
-    device : NvmlDevice
-        The GPU.
-    progress_file : str or pathlib.Path or None
-        A file in which the application keeps its number of work units done, rewritten as it
-        goes (None: the time is not measured).
+    keeps in ``progress_file``, the number of work units it has done (None: the time is not
+    measured).
     """
 
     def __init__(self, device: NvmlDevice, progress_file: str | Path | None = None) -> None:
@@ -100,36 +96,18 @@ class NvmlMonitor:
         self._activity = np.zeros(3)
 
     def processes(self) -> tuple[tuple[int, str], ...]:
-        """The GPU's compute processes.
-
-        Returns
-        -------
-        tuple of (int, str)
-            (pid, name) of each.
-        """
+        """(pid, name) of each of the GPU's compute processes."""
         return self.device.processes()
 
     def activity(self) -> np.ndarray:
-        """The activities over the last `wait` (GPM), or NVML's utilization rates now.
-
-        Returns
-        -------
-        numpy.ndarray
-            (SM, pipe, DRAM) activity; without GPM (kernel busy, 0, memory busy).
-        """
+        """(SM, pipe, DRAM) over the last `wait` (GPM); without GPM (kernel busy, 0, memory busy) now."""
         if self._gpm is not None:
             return self._activity.copy()
         kernel, memory = self.device.utilization()
         return np.array([kernel, 0.0, memory])
 
     def wait(self, seconds: float) -> None:
-        """Sleep through one interval; with GPM, measure its activities over it.
-
-        Parameters
-        ----------
-        seconds : float
-            The interval.
-        """
+        """Sleep through one interval; with GPM, measure its activities over it."""
         if self._gpm is not None and not self._started:
             self._gpm.start()
             self._started = True
@@ -144,18 +122,9 @@ class NvmlMonitor:
             self._gpm = None
 
     def progress(self) -> float | None:
-        """The work units the application says it has done.
+        """The number in the progress file; None without a file or before the application has written it.
 
-        Returns
-        -------
-        float or None
-            The number in the progress file; None without a file, or before the application
-            has written it.
-
-        Raises
-        ------
-        InputError
-            Where the file holds anything but a finite number >= 0.
+        `InputError` where the file holds anything but a finite number >= 0.
         """
         if self.progress_file is None:
             return None
@@ -176,30 +145,14 @@ class NvmlMonitor:
 class DaemonStats:
     """What a run did.
 
-    Parameters
-    ----------
-    intervals : int
-        Intervals seen.
-    governed : int
-        Intervals in which a process ran.
-    observed : int
-        Intervals the governor learnt from.
-    throttled : int
-        Intervals in which the GPU did not hold the clocks set.
-    clock_changes : int
-        Clock changes made: a pair set, or the driver's clocks given back while no process ran.
-    joules : float
-        Energy counted.
-    work : float
-        Work units counted.
-    phases : dict of str to int
-        Intervals of each phase met (`phase_name`).
-    clocks_restored : tuple of (float, float) or None
-        (core, memory) MHz the GPU ran at once `Daemon.run` had given its clocks back to the
-        driver on the way out (that reset is not one of the clock changes); None until a run
-        has ended.
-    would_change : int
-        Dry run: the clock changes the governor would have made.
+    ``governed``: intervals in which a process ran; ``observed``: those the governor learnt from;
+    ``throttled``: those in which the GPU did not hold the clocks set. ``clock_changes``: a pair
+    set, or the driver's clocks given back while no process ran (not the reset on the way out,
+    after which the GPU ran at ``clocks_restored``, (core, memory) MHz; None until a run has
+    ended). ``would_change``: dry run, the changes the governor would have made. ``phases`` and
+    ``phase_joules``: intervals and joules of each phase met (`phase_name`); ``advice``: per
+    phase its advice (`gpudvfs.govern.advice.Advice.as_dict`) against the setting it ran at most,
+    once a run has ended.
     """
 
     intervals: int = 0
@@ -209,63 +162,36 @@ class DaemonStats:
     clock_changes: int = 0
     joules: float = 0.0
     work: float = 0.0
-    phases: dict[str, int] = field(default_factory=dict)  # phase -> intervals
+    phases: dict[str, int] = field(default_factory=dict)
+    phase_joules: dict[str, float] = field(default_factory=dict)
     clocks_restored: tuple[float, float] | None = None
-    would_change: int = 0  # dry run: the clock changes the governor would have made
+    would_change: int = 0
+    advice: dict[str, dict] = field(default_factory=dict)
 
 
 def phase_name(key: tuple) -> str:
-    """A phase key as text: the process names and the phase's number.
-
-    Parameters
-    ----------
-    key : tuple
-        (process names, the phase's number), as `PhaseDetector.update` gives it.
-
-    Returns
-    -------
-    str
-        ``name+name#k``.
-    """
+    """A phase key (`PhaseDetector.update`: process names, the phase's number) as ``name+name#k``."""
     names, k = key
     return f"{'+'.join(names)}#{k}"
 
 
+def advice_report(report: dict) -> str:
+    """The advice table (`advice_table`) of a `govern run` report (`fleet.govern_service.serve`), per interval."""
+    s, joules = report["interval_s"], report["phase_joules"]
+    phases = {name: {"steps": n, "mean_time_ms": 1e3 * s, "energy_j": joules[name],
+                     "mean_watts": joules[name] / (n * s)} for name, n in report["phases"].items()}
+    return advice_table(report | {"phases": phases}, counted="intervals")
+
+
 class Daemon:
-    """Governs a GPU from what its monitor reports, each new phase's prediction from a prior.
+    """Governs a GPU from what its monitor reports, each new phase's prediction from a prior (module notes).
 
-    See the module notes.
-
-    Parameters
-    ----------
-    device : NvmlDevice or SimulatedDevice
-        The GPU: its clocks (or power limit) and energy counter.
-    monitor : Monitor
-        Its processes, activities and progress, and the wait of an interval.
-    prior : Prior
-        The settings governed, what sets them, and a phase's time and power over them from
-        its first interval.
-    policy : str
-        One of `GOVERNOR_POLICIES`.
-    slowdown : float
-        deadline: at most this slower than the default clocks.
-    power_cap_w : float or None
-        power-cap: watts.
-    interval_s : float
-        Seconds per interval.
-    detector : PhaseDetector or None
-        The phase detector (None: its defaults).
-    log : callable or None
-        Called with each decision's entry (`Governor`).
-    dry_run : bool
-        Set nothing (module notes).
-    **governor
-        Further `Governor` options (prior_sd, explore, hysteresis, noise_sd).
-
-    Raises
-    ------
-    InputError
-        Where the interval is not > 0 or the GPU has no energy counter.
+    ``prior``: the settings governed, the knob that sets them, and a phase's time and power over
+    them from its first interval. ``slowdown`` (deadline) is against the default setting;
+    ``power_cap_w`` is for the power-cap policy. ``log`` gets each decision's entry (`Governor`;
+    in dry run `gpudvfs.govern.advice.advised_entry`'s). Further ``governor`` options go to
+    `Governor` (prior_sd, explore, hysteresis, noise_sd). `InputError` where the interval is not
+    > 0 or the GPU has no energy counter.
     """
 
     def __init__(self, device: NvmlDevice | SimulatedDevice, monitor: Monitor, prior: Prior, *,
@@ -283,20 +209,12 @@ class Daemon:
         governor = {"prior_sd": prior.prior_sd} | governor
         self.knob = make_knob(prior.knob, device)
         self.governor = Governor(prior.configs, prior.default_index, policy=policy, slowdown=slowdown, knob=prior.knob,
-                                 power_cap_w=power_cap_w, log=log, **governor)
+                                 power_cap_w=power_cap_w, **governor)
+        self.loop = GovernedLoop(self.governor, self.knob.set_row, dry_run=self.dry_run, actual_clocks=self.knob.row,
+                                 log=log, restore=self.knob.restore, tolerance=DRY_RUN_TOLERANCE)
         self.stats = DaemonStats()
-        self._held: int | None = None  # the pair the daemon set, None: the driver's clocks
-        self._would: int | None = None  # dry run: the pair the governor last chose
         self._key: tuple | None = None
-
-    def _running(self) -> int | None:
-        """Dry run: the governed setting the GPU runs at (its clocks, or its power limit).
-
-        None where none is near.
-        """
-        rel = np.abs(np.log(self.governor.configs / np.asarray(self.knob.row(), dtype=np.float64))).max(axis=1)
-        k = int(np.argmin(rel))
-        return k if rel[k] <= DRY_RUN_TOLERANCE else None
+        self._ran: dict[tuple, dict[int, int]] = {}  # phase -> intervals at each setting
 
     def _joules(self) -> float:
         """The energy counter (checked on construction: it stops reporting only if it fails)."""
@@ -309,31 +227,14 @@ class Daemon:
         """The interval's time and power carried to every governed pair."""
         return self.prior(watts, activity, time_ms, self.device.clocks)
 
-    def _set(self, k: int | None, counted: bool = True) -> None:
-        """Hold pair ``k`` (None: the driver's clocks); ``counted``: a clock change of the run's.
-
-        Dry run: note it, set nothing.
-        """
-        if self.dry_run:
-            self.stats.would_change += counted and k is not None and k != self._would
-            self._would = k if k is not None else self._would
-            return
-        if k == self._held:
-            return
-        if k is None:
-            self.knob.restore()
-        else:
-            self.knob.set_row(*self.governor.configs[k])
-        self.stats.clock_changes += counted
-        self._held = k
-
     def step(self) -> None:
         """Govern one interval: wait, read, observe, decide, set."""
+        loop = self.loop
         e0, w0 = self._joules(), self.monitor.progress()
-        held = self._running() if self.dry_run else self._held
+        held = loop.ran()
         self.monitor.wait(self.interval_s)
         e1, w1 = self._joules(), self.monitor.progress()
-        if self.dry_run and self._running() != held:
+        if self.dry_run and loop.ran() != held:
             held = None  # the driver moved its clocks within the interval: no one pair's
         procs, activity = self.monitor.processes(), self.monitor.activity()
         watts = (e1 - e0) / self.interval_s
@@ -344,12 +245,18 @@ class Daemon:
         key = self.detector.update(tuple(sorted(name for _, name in procs)), activity)
         if key is None:  # nothing runs: the driver's clocks
             self._key = None
-            self._set(None)
+            loop.release()
+            self._count()
             return
         self.stats.governed += 1
         self.stats.work += work or 0.0
         name = phase_name(key)
         self.stats.phases[name] = self.stats.phases.get(name, 0) + 1
+        self.stats.phase_joules[name] = self.stats.phase_joules.get(name, 0.0) + e1 - e0
+        ran = nearest_config(self.governor.configs, self.knob.row()) if self.dry_run else loop.held
+        if ran is not None:
+            at = self._ran.setdefault(key, {})
+            at[ran] = at.get(ran, 0) + 1
         # Time per unit of work; without progress, the interval itself is the unit (a prior's
         # scale only: such a time is never observed).
         time_ms = 1e3 * self.interval_s / work if work else None
@@ -365,33 +272,21 @@ class Daemon:
         elif held is not None and self.detector.inside and watts > 0 and (work is None or work > 0):
             self.governor.observe(held, time_ms, watts)
             self.stats.observed += 1
-        self._set(self.governor.decide())
+        if self.dry_run:
+            loop.note_actual()
+        loop.apply_next()
+        self._count()
+
+    def _count(self) -> None:
+        self.stats.clock_changes, self.stats.would_change = self.loop.changes, self.loop.would_changes
 
     def run(self, duration_s: float | None = None, stop: threading.Event | None = None,
             progress: Callable[[DaemonStats, int | None], None] | None = None) -> DaemonStats:
         """Govern until ``duration_s`` (of the monitor's clock) has passed or ``stop`` is set.
 
         The clocks are reset on the way out, however it is left (``stats.clocks_restored``).
-
-        Parameters
-        ----------
-        duration_s : float or None
-            Seconds to govern (None: until stopped).
-        stop : threading.Event or None
-            Ends the run once set.
-        progress : callable or None
-            ``progress(stats, intervals)`` after every interval: the run so far, and how many
-            intervals it will take (None: until stopped).
-
-        Returns
-        -------
-        DaemonStats
-            What the run did.
-
-        Raises
-        ------
-        InputError
-            Where ``duration_s`` is not finite and > 0.
+        ``progress(stats, intervals)`` after every interval, ``intervals`` the run's (None: until
+        stopped). `InputError` for a ``duration_s`` not finite and > 0.
         """
         if duration_s is not None and not (np.isfinite(duration_s) and duration_s > 0):
             raise InputError(f"duration must be finite and > 0 s, got {duration_s}")
@@ -408,15 +303,17 @@ class Daemon:
         return self.stats
 
     def _restore(self, failing: bool = False) -> None:
-        """Give the clocks back to the driver and note the clocks the GPU then runs at.
+        """Give the clocks back to the driver, note the clocks the GPU then runs at and each phase's advice.
 
         The end of governing, not a governor's clock change. ``failing``: an exception is on its way
         out, which a failed read of the clocks must not replace.
         """
-        self._set(None, counted=False)
+        self.loop.release(counted=False)
         try:
             core, mem = self.device.clocks
             self.stats.clocks_restored = (float(core), float(mem))
+            self.stats.advice = {phase_name(key): phase_advice(self.governor, key, max(at, key=at.__getitem__))
+                                 .as_dict() for key, at in self._ran.items()}
         except Exception:
             if not failing:
                 raise

@@ -1,17 +1,18 @@
-"""The governor embedded in a training or inference loop.
+"""The governor's one control loop: decide, apply (or log in dry run), release.
 
-Call `GovernedLoop.step_end` at the end of every step; it observes the step's time and energy,
-asks the governor for the next clocks and sets them (through the device when the process may,
-or through the clock service `clockd.ClockClient` when it may not).
+The daemon (`daemon.Daemon`, per interval) and the training integrations (`GovernedTraining`,
+per step through `GovernedLoop.step_end`) drive it: they observe, it asks the governor for the
+next setting and sets it (through a `knob.Knob`, the device, or the clock service
+`clockd.ClockClient` when this process may not).
 
 Dry run (``dry_run=True``), for a GPU whose clocks are not this process's to set: the loop
-measures and decides exactly as it would, but never calls ``set_clocks``. Each step is
-observed at the pair the GPU actually ran (the configuration nearest the measured clocks,
-given as (core, memory) MHz), not at the pair the governor chose: ``governor.current`` is
-the actual pair before every observation and decision, and the chosen pair is kept apart
-(`would_index`). Each decision is logged with what it would set and what the GPU ran. Nothing
-being explored in dry run, a decision to explore is logged as the advised pair (`advice`), the
-pair it would have explored under ``explore``.
+decides exactly as it would, but never calls ``set_clocks``. Each step is observed at the row
+the GPU actually ran (the one nearest the measured clocks or power limit, or within
+``tolerance``), not at the one the governor chose: ``governor.current`` is the actual row
+before every observation and decision, and the chosen row is kept apart (`would_index`). Each
+decision is logged with what it would set and what the GPU ran; nothing being explored in dry
+run, a decision to explore is logged as the advised row, the one it would have explored under
+``explore`` (`advice.advised_entry`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from gpudvfs.errors import InputError
-from gpudvfs.govern.advice import best_index
+from gpudvfs.govern.advice import advised_entry
 from gpudvfs.govern.governor import Governor
 
 
@@ -62,84 +63,81 @@ def nearest_config(configs: ArrayLike, clocks: Sequence[float]) -> int:
 
 
 class GovernedLoop:
-    """A governor that a loop drives step by step: `phase` when a workload starts, `step_end` after each step.
+    """A governor that a loop drives: `phase` when a workload starts, `step_end` after each step.
 
-    Parameters
-    ----------
-    governor : Governor
-        The governor.
-    set_clocks : callable or None
-        ``set_clocks(core_mhz, mem_mhz)``: e.g. ``device.lock_clocks`` or ``ClockClient.set``
-        (never called in dry run, where it may be None); returning False says the setting
-        was refused.
-    energy_j : callable or None
-        A monotonic energy counter in joules (``device.energy_joules``), read at each step's
-        end when the step's watts are not given.
-    clock : callable
-        Seconds, for the step's time when it is not given.
-    dry_run : bool
-        Decide without setting (module notes); the clocks the GPU ran come from the
-        ``clocks=`` argument of `phase` and `step_end`, else from ``actual_clocks``.
-    actual_clocks : callable or None
-        Dry run: the (core, memory) MHz the GPU runs at (e.g. ``lambda: device.clocks``).
-    log : callable or None
-        Called with a dict per decision: the governor's entry (its ``core_mhz``/``mem_mhz``
-        the pair chosen) plus ``dry_run``, ``would_core_mhz``, ``would_mem_mhz``,
-        ``would_index``, ``actual_core_mhz``, ``actual_mem_mhz`` and ``actual_index`` (in dry
-        run; None otherwise), ``set`` (whether ``set_clocks`` was called and did not
-        return False) and, in dry run, ``explore`` (module notes) without ``realized_saving``.
-        The governor's own ``log`` still receives its entries as before.
+    ``set_clocks(core_mhz, mem_mhz)`` sets a governor row (e.g. ``Knob.set_row``; never called in
+    dry run, where it may be None); returning False says the setting was refused. ``restore``
+    gives the knob back to the driver (`release`). ``energy_j``: a monotonic energy counter in
+    joules, read at each step's end when the step's watts are not given; ``clock``: seconds, for
+    its time when not given. In dry run (module notes) the setting the GPU ran comes from the
+    ``clocks=`` argument of `phase` and `step_end`, else from ``actual_clocks()``; the nearest
+    row is taken, or with ``tolerance`` only one within it on each column (relative), else none.
 
-    Raises
-    ------
-    InputError
-        Where ``dry_run`` is not a bool, or ``set_clocks`` is missing outside dry run.
+    ``log`` gets a dict per decision: the governor's entry (its ``core_mhz``/``mem_mhz`` the row
+    chosen) plus ``dry_run``, ``would_core_mhz``, ``would_mem_mhz``, ``would_index``,
+    ``actual_core_mhz``, ``actual_mem_mhz`` and ``actual_index`` (dry run; None otherwise),
+    ``set`` (whether ``set_clocks`` was called and did not return False) and, in dry run,
+    ``explore`` without ``realized_saving`` (`advice.advised_entry`). The governor's own ``log``
+    still receives its entries. `InputError` where ``dry_run`` is not a bool, or ``set_clocks``
+    is missing outside dry run.
     """
 
     def __init__(self, governor: Governor, set_clocks: Callable[[float, float], object] | None = None,
                  energy_j: Callable[[], float | None] | None = None, clock: Callable[[], float] = time.perf_counter,
                  *, dry_run: bool = False, actual_clocks: Callable[[], Sequence[float]] | None = None,
-                 log: Callable[[dict], None] | None = None) -> None:
+                 log: Callable[[dict], None] | None = None, restore: Callable[[], object] | None = None,
+                 tolerance: float | None = None) -> None:
         if not isinstance(dry_run, bool):
             raise InputError(f"dry_run must be True or False, got {dry_run!r}")
         if not dry_run and set_clocks is None:
             raise InputError("set_clocks is needed unless dry_run=True")
         self.governor, self.set_clocks, self.energy_j, self.clock = governor, set_clocks, energy_j, clock
         self.dry_run, self.actual_clocks, self.log = dry_run, actual_clocks, log
-        #: Dry run: the pair the governor chose last (what it would set), and the pair the GPU ran.
+        self.restore, self.tolerance = restore, tolerance
+        #: Dry run: the row the governor chose last (what it would set), and the row the GPU ran.
         self.would_index: int | None = None
         self.actual_index: int | None = None
+        #: The row set and held (None: the driver's setting); settings made (`release` included);
+        #: dry run, those it would have made.
+        self.held: int | None = None
+        self.changes = 0
+        self.would_changes = 0
         #: The last decision's entry, as logged.
         self.last_decision: dict | None = None
-        self._entry: dict = {}
         self._mark: tuple[float, float | None] | None = None
 
     def _pair(self, k: int) -> tuple[float, float]:
         core, mem = self.governor.configs[k]
         return float(core), float(mem)
 
-    def _set(self, pair: tuple[float, float]) -> bool:
-        """Set ``pair`` unless in dry run; whether it was set (``set_clocks`` not returning False)."""
-        if self.dry_run or self.set_clocks is None:
-            return False
-        return self.set_clocks(*pair) is not False
-
-    def _actual(self, clocks: Sequence[float] | None) -> int:
-        """Dry run: the index of the pair the GPU ran, made the governor's current pair."""
+    def _row(self, clocks: Sequence[float] | None) -> int | None:
+        """Dry run: the row the GPU ran at ``clocks`` (None: ``actual_clocks()``), None where none is near enough."""
         if clocks is None:
             if self.actual_clocks is None:
                 raise InputError("a dry run needs the clocks the GPU ran: pass clocks=(core_mhz, mem_mhz) or "
                                  "GovernedLoop(..., actual_clocks=lambda: device.clocks)")
             clocks = self.actual_clocks()
         k = nearest_config(self.governor.configs, clocks)
-        self.actual_index = self.governor.current = k
+        if self.tolerance is not None and np.abs(np.log(self.governor.configs[k] / np.asarray(clocks))).max() > \
+                self.tolerance:
+            return None
         return k
 
-    def _decide(self) -> int:
-        """The governor's decision; in dry run it is recorded apart.
+    def ran(self, clocks: Sequence[float] | None = None) -> int | None:
+        """The row the GPU runs at: the one held, or in dry run the driver's (`_row`)."""
+        return self._row(clocks) if self.dry_run else self.held
 
-        The current pair then goes back to the actual one. Logs the entry (with ``set`` filled by the
-        caller).
+    def note_actual(self, clocks: Sequence[float] | None = None) -> None:
+        """Dry run: the row the GPU ran, made the governor's current row (where there is one)."""
+        self.actual_index = self._row(clocks)
+        if self.actual_index is not None:
+            self.governor.current = self.actual_index
+
+    def apply_next(self, *, force: bool = False) -> int:
+        """Decide the next row, set it where it is not the one held (or ``force``) and log the decision.
+
+        Dry run: the row it would set (`advice.advised_entry`), set nothing; the governor's current row
+        goes back to the one the GPU ran.
         """
         entries: list[dict] = []
         user = self.governor.log
@@ -151,68 +149,50 @@ class GovernedLoop:
         entry = entries[0]
         if user is not None:
             user(entry)
+        was_set = False
         if self.dry_run:
-            entry, k = self._advised(entry, k)
+            entry, k = advised_entry(self.governor, entry, k)
+            self.would_changes += k != self.would_index
             self.would_index = k
-            self.governor.current = self.actual_index
-        self._entry = entry
-        return k
-
-    def _advised(self, entry: dict, k: int) -> tuple[dict, int]:
-        """Dry run: a pair chosen to explore is logged as ``explore``, the pair it would run as the advised one.
-
-        Nothing was set, so no saving was realized: ``realized_saving`` is left out.
-        """
-        entry = {key: v for key, v in entry.items() if key != "realized_saving"} | {"explore": None}
-        if not entry["explored"]:
-            return entry, k
-        gov = self.governor
-        lt, lp, _, _ = gov.estimates()
-        a, d = best_index(gov, lt, lp), gov.default_index
-        core, mem = self._pair(a)
-        entry |= {"index": a, "core_mhz": core, "mem_mhz": mem, "explored": False,
-                  "predicted_saving": float(-np.expm1(lt[a] + lp[a] - lt[d] - lp[d])),
-                  "explore": {"index": k, "core_mhz": self._pair(k)[0], "mem_mhz": self._pair(k)[1]}}
-        return entry, a
-
-    def _emit(self, k: int, was_set: bool) -> None:
-        entry = dict(self._entry)
+            if self.actual_index is not None:
+                self.governor.current = self.actual_index
+        elif (force or k != self.held) and self.set_clocks is not None:
+            was_set = self.set_clocks(*self._pair(k)) is not False
+            if was_set:
+                self.changes += k != self.held
+                self.held = k
         core, mem = self._pair(k)
-        entry |= {"dry_run": self.dry_run, "would_index": k, "would_core_mhz": core, "would_mem_mhz": mem,
-                  "set": was_set}
         a = self.actual_index if self.dry_run else None
-        entry |= {"actual_index": a, "actual_core_mhz": None if a is None else self._pair(a)[0],
-                  "actual_mem_mhz": None if a is None else self._pair(a)[1]}
+        entry = dict(entry) | {"dry_run": self.dry_run, "would_index": k, "would_core_mhz": core,
+                               "would_mem_mhz": mem, "set": was_set, "actual_index": a,
+                               "actual_core_mhz": None if a is None else self._pair(a)[0],
+                               "actual_mem_mhz": None if a is None else self._pair(a)[1]}
         self.last_decision = entry
         if self.log is not None:
             self.log(entry)
+        return k
+
+    def release(self, counted: bool = True) -> None:
+        """Give the knob back to the driver (``restore``); ``counted``: one of the run's changes."""
+        if self.dry_run or self.held is None:
+            return
+        if self.restore is not None:
+            self.restore()
+        self.changes += counted
+        self.held = None
 
     def phase(self, key: Hashable, time_ms: ArrayLike | None, watts: ArrayLike | None, *,
               clocks: Sequence[float] | None = None) -> tuple[float, float]:
         """Start a workload (or a phase of it) and set (dry run: decide) its first clocks.
 
-        The offline prediction at every pair is its prior.
-
-        Parameters
-        ----------
-        key : hashable
-            The phase (`Governor.phase`).
-        time_ms, watts : array_like or None
-            [K] the predicted time per unit of work and power (ignored for a known phase).
-        clocks : sequence of float or None
-            Dry run: the (core, memory) MHz the GPU runs at now.
-
-        Returns
-        -------
-        tuple of (float, float)
-            The (core, memory) MHz set (dry run: that would be set).
+        ``time_ms`` and ``watts``: [K] the offline prediction of the time per unit of work and the
+        power at every row, its prior (ignored for a known phase). ``clocks``: dry run, the (core,
+        memory) MHz the GPU runs at now. Returns the (core, memory) MHz set (dry run: that would be).
         """
         self.governor.phase(key, time_ms, watts)
         if self.dry_run:
-            self._actual(clocks)
-        k = self._decide()
-        pair = self._pair(k)
-        self._emit(k, self._set(pair))
+            self.note_actual(clocks)
+        pair = self._pair(self.apply_next(force=True))
         self._mark = (self.clock(), self.energy_j() if self.energy_j else None)
         return pair
 
@@ -220,27 +200,11 @@ class GovernedLoop:
                  work: float = 1.0, clocks: Sequence[float] | None = None) -> tuple[float, float]:
         """End a step: measure what is not given, observe, and set the next clocks.
 
-        Parameters
-        ----------
-        time_ms : float or None
-            The step's time (None: measured with ``clock``).
-        watts : float or None
-            Its power (None: measured with ``energy_j``).
-        work : float
-            The units of work it did (its time is per unit), > 0.
-        clocks : sequence of float or None
-            Dry run: the (core, memory) MHz the step ran at.
-
-        Returns
-        -------
-        tuple of (float, float)
-            The (core, memory) MHz set next (dry run: that would be set).
-
-        Raises
-        ------
-        InputError
-            Before `phase`, for ``work`` not > 0, or where the watts are neither given nor
-            measurable.
+        ``time_ms`` (None: measured with ``clock``) and ``watts`` (None: measured with ``energy_j``)
+        are the step's; ``work`` its units of work (its time is per unit), > 0; ``clocks``: dry
+        run, the (core, memory) MHz it ran at. Returns the (core, memory) MHz set next (dry run:
+        that would be). `InputError` before `phase`, for ``work`` not > 0, or where the watts are
+        neither given nor measurable.
         """
         if self._mark is None:
             raise InputError("call GovernedLoop.phase(...) before the first step")
@@ -255,11 +219,8 @@ class GovernedLoop:
                 raise InputError("no watts given and no energy counter to measure them")
             watts = (joules - self._mark[1]) / elapsed
         if self.dry_run:
-            self._actual(clocks)
+            self.note_actual(clocks)
         self.governor.observe(self.governor.current, time_ms / work, watts)
-        before = self.governor.current
-        k = self._decide()
-        pair = self._pair(k)
-        self._emit(k, k != before and self._set(pair))
+        pair = self._pair(self.apply_next())
         self._mark = (self.clock(), self.energy_j() if self.energy_j else None)
         return pair

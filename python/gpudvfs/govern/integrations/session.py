@@ -58,6 +58,7 @@ import numpy as np
 
 from gpudvfs.data.jsonfile import json_default
 from gpudvfs.errors import GpudvfsWarning, InputError
+from gpudvfs.govern.advice import advice_table
 from gpudvfs.govern.clock_grid import MAX_CORE_CLOCKS
 from gpudvfs.govern.clockd import ClockClient
 from gpudvfs.govern.governor import GOVERNOR_POLICIES, Governor
@@ -68,7 +69,7 @@ from gpudvfs.govern.integrations.distributed import Collective, StepExchange, ag
 from gpudvfs.govern.integrations.meter import StepMeter, StepRecord
 from gpudvfs.govern.integrations.ranks import gather_ranks, gpu_code, rank_log_path
 from gpudvfs.govern.integrations.settings import Governed, governed
-from gpudvfs.govern.integrations.summary import advice_table, run_advice, steps_summary
+from gpudvfs.govern.integrations.summary import run_advice, steps_summary
 from gpudvfs.govern.integrations.window import Window
 from gpudvfs.govern.knob import GOVERNED_KNOBS, Knob, make_knob
 from gpudvfs.govern.loop import GovernedLoop
@@ -543,7 +544,7 @@ class GovernedTraining:
             "steps": steps["steps"], "energy_j": steps["energy_j"], "phases": steps["phases"],
             "clocks_seen": steps["clocks_seen"], "throttle_reasons_seen": steps["throttle_reasons_seen"],
             "decisions": len(decisions), "observations": self.observations, "resumed": self.kept.history.note(),
-            "advice": run_advice(self.governor, self.meter.records, self._known),
+            "advice": run_advice(self.governor, self.meter.records, self._known, self.decisions),
             "clocks_set": self._set_any,
             "ranks": None if self._comm is None else {
                 "rank": self._comm.rank, "world_size": self._comm.world_size,

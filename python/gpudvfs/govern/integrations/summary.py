@@ -1,6 +1,6 @@
 """What a training run's steps measured and its governor decided and advises, per phase.
 
-The body of `GovernedTraining.close`'s summary, and the table it prints.
+The body of `GovernedTraining.close`'s summary.
 """
 
 from __future__ import annotations
@@ -55,47 +55,25 @@ def steps_summary(records: list[StepRecord], decisions: list[dict], counter_tota
     }
 
 
-def run_advice(governor: Governor | None, records: list[StepRecord], known: Collection[str]) -> dict | None:
+def run_advice(governor: Governor | None, records: list[StepRecord], known: Collection[str],
+               decisions: list[dict]) -> dict | None:
     """Per phase the governor knows, its advice (`gpudvfs.govern.advice`) as a dict; None without a governor.
 
-    Against the pair nearest the clocks most of the phase's metered time ran at.
+    Against the setting the phase ran at most: for clocks, the pair nearest the clocks of most of its
+    metered time; for a knob of one value (which the steps do not record), the one most of its
+    decisions found (dry run) or set.
     """
     if governor is None:
         return None
-    time_at: dict[str, dict[int, float]] = {}
-    for r in records:
-        if r.phase in known and r.core_mhz is not None and r.mem_mhz is not None:
-            at = time_at.setdefault(r.phase, {})
-            k = nearest_config(governor.configs, (r.core_mhz, r.mem_mhz))
-            at[k] = at.get(k, 0.0) + r.time_ms
-    return {name: phase_advice(governor, name, max(at, key=at.__getitem__)).as_dict() for name, at in time_at.items()}
-
-
-def _pct(x: float, interval: list[float]) -> str:
-    return f"{100 * x:+.1f}% [{100 * interval[0]:+.1f}, {100 * interval[1]:+.1f}]"
-
-
-def advice_table(summary: dict) -> str:
-    """The table printed when training ends: per phase what it measured and the advice (`run_advice`)."""
-    head = ("phase", "steps", "time_s", "energy_j", "mean_w", "ran_mhz", "advised_mhz", "energy_saving",
-            "time_cost", "rests_on")
-    rows = [head]
-    for name, ph in summary["phases"].items():
-        a = None if summary["advice"] is None else summary["advice"].get(name)
-        cells = [name, str(ph["steps"]), f"{ph['steps'] * ph['mean_time_ms'] / 1e3:.2f}",
-                 "-" if ph["energy_j"] is None else f"{ph['energy_j']:.1f}",
-                 "-" if ph["mean_watts"] is None else f"{ph['mean_watts']:.1f}"]
-        if a is None:
-            cells += ["-", "-", "-", "-", "no governor" if summary["advice"] is None else "no window yet"]
-        else:
-            cells += [f"{a['ran_core_mhz']:.0f}/{a['ran_mem_mhz']:.0f}", f"{a['core_mhz']:.0f}/{a['mem_mhz']:.0f}",
-                      _pct(a["energy_saving"], a["energy_interval"]), _pct(a["time_cost"], a["time_interval"]),
-                      a["rests_on"]]
-        rows.append(tuple(cells))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    mode = "dry run" if summary["dry_run"] else "clocks set"
-    lines = [f"gpudvfs: {mode}, policy {summary['policy']}; advised pair per phase, its saving against the pair "
-             "it ran at (90% interval):"]
-    lines += ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
-              for r in rows]
-    return "\n".join(lines)
+    at: dict[str, dict[int, float]] = {}
+    if governor.knob == "clocks":
+        for r in records:
+            if r.phase in known and r.core_mhz is not None and r.mem_mhz is not None:
+                k = nearest_config(governor.configs, (r.core_mhz, r.mem_mhz))
+                at.setdefault(r.phase, {})[k] = at.get(r.phase, {}).get(k, 0.0) + r.time_ms
+    else:
+        for d in decisions:
+            if d.get("phase") in known:
+                k = d["index"] if d.get("actual_index") is None else d["actual_index"]
+                at.setdefault(d["phase"], {})[k] = at.get(d["phase"], {}).get(k, 0.0) + 1.0
+    return {name: phase_advice(governor, name, max(n, key=n.__getitem__)).as_dict() for name, n in at.items()}
