@@ -10,6 +10,7 @@ import numpy.typing as npt
 
 __all__ = [
     "GovernorCore",
+    "GovernorSettings",
     "OnlinePredictor",
     "OnlinePredictorBank",
     "PowerFit",
@@ -80,15 +81,15 @@ def time_core_share(inputs: _F64, mem_mhz: float, device_params: dict[str, float
 def time_fit_dm_lat(core_mhz: _F64, mem_mhz: _F64, cycles: _F64) -> tuple[float, float, float]: ...
 def time_fit_dm_del(mem_mhz: _F64, cycles: _F64) -> tuple[float, float, float]: ...
 @final
-class GovernorCore:
-    """The governor's estimates and decisions (gpudvfs.govern.Governor checks the arguments)."""
+class GovernorSettings:
+    """The governor's constants (gpudvfs.govern.Governor documents them), checked, read-only."""
     def __new__(
         cls,
-        configs: _F64,  # [K x 2] (core, memory) MHz, positive
+        *,
         default_index: int,
         policy: str,  # "energy", "edp", "deadline", "power-cap" or "cost"
         slowdown: float,
-        power_cap_w: float,  # inf: no cap
+        power_cap_w: float | None,  # the power-cap policy's; None: no cap
         prior_sd: float,
         noise_sd: float,
         explore: float,
@@ -96,10 +97,43 @@ class GovernorCore:
         residual_sd: float,
         residual_scale: float,
         eta: float,  # cost: energy's weight, in [0, 1]
-        max_power_w: float,  # cost: the watts that price a second, positive
+        max_power_w: float | None,  # cost (needs it): the watts that price a second
         default_runs: int,  # deadline: runs of the default clocks before any other pair
         bound_z: float,  # deadline: standard deviations of margin under the bound
-    ) -> GovernorCore: ...
+    ) -> GovernorSettings: ...
+    @property
+    def default_index(self) -> int: ...
+    @property
+    def policy(self) -> str: ...
+    @property
+    def slowdown(self) -> float: ...
+    @property
+    def power_cap_w(self) -> float | None: ...
+    @property
+    def prior_sd(self) -> float: ...
+    @property
+    def noise_sd(self) -> float: ...
+    @property
+    def explore(self) -> float: ...
+    @property
+    def hysteresis(self) -> float: ...
+    @property
+    def residual_sd(self) -> float: ...
+    @property
+    def residual_scale(self) -> float: ...
+    @property
+    def eta(self) -> float: ...
+    @property
+    def max_power_w(self) -> float | None: ...
+    @property
+    def default_runs(self) -> int: ...
+    @property
+    def bound_z(self) -> float: ...
+
+@final
+class GovernorCore:
+    """The governor's estimates and decisions (gpudvfs.govern.Governor checks the arguments)."""
+    def __new__(cls, configs: _F64, settings: GovernorSettings) -> GovernorCore: ...  # configs: [K x 2] MHz
     def add_phase(self, time_ms: _F64, watts: _F64) -> int: ...
     def estimates(self, id: int) -> tuple[_F64, _F64, _F64, _F64]: ...
     def decide(self, id: int, current: int) -> tuple[int, bool, float, float]: ...

@@ -1,7 +1,8 @@
 """The governor's edges: excluded pairs in its fallbacks, inputs it must refuse with an
 `InputError` (non-finite predictions, non-integer indices, standard deviations whose squares
-are not finite floats), the replay's noise and power-cap scoring, and the `govern` commands'
-bounds on their options, their log path, and the clocks a run gives back."""
+are not finite floats), the Rust core's settings record, the replay's noise and power-cap
+scoring, and the `govern` commands' bounds on their options, their log path, and the clocks a
+run gives back."""
 
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ from decimal import Decimal
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from gpudvfs._core import GovernorCore, GovernorSettings
 from gpudvfs.cli.app import cli
 from gpudvfs.data import read_measured_grid
 from gpudvfs.errors import GpudvfsWarning, InputError
@@ -113,6 +117,63 @@ def test_indices_and_numbers_must_be_what_they_say():
 def test_standard_deviations_are_refused_when_built_not_later(kw, match):
     with pytest.raises(InputError, match=match):
         Governor(CFG, 3, **kw)
+
+
+# The keywords of a valid `GovernorSettings`, as `Governor`'s defaults make them.
+RECORD = {"default_index": 3, "policy": "energy", "slowdown": 0.1, "power_cap_w": None, "prior_sd": 0.05,
+          "noise_sd": 0.01, "explore": 4.0, "hysteresis": 0.005, "residual_sd": 0.03, "residual_scale": 0.4,
+          "eta": 0.5, "max_power_w": None, "default_runs": 4, "bound_z": 0.5}
+
+
+def test_the_governor_hands_the_core_one_settings_record():
+    g = Governor(CFG, 3, policy="cost", max_power_w=300, eta=0.25)
+    assert isinstance(g._settings, GovernorSettings)
+    assert {k: getattr(g._settings, k) for k in RECORD} == RECORD | {"policy": "cost", "max_power_w": 300.0,
+                                                                     "eta": 0.25}
+    assert (g.power_cap_w, g.max_power_w, g.default_runs) == (None, 300.0, 4)
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda: GovernorSettings(**RECORD, polcy="energy"), TypeError, "unexpected keyword argument 'polcy'"),
+    (lambda: GovernorSettings(**{k: v for k, v in RECORD.items() if k != "eta"}), TypeError, "eta"),
+    (lambda: GovernorSettings(*RECORD.values()), TypeError, "positional"),
+    (lambda: GovernorSettings(**RECORD | {"default_index": "3"}), TypeError, "default_index"),
+    (lambda: GovernorSettings(**RECORD | {"default_runs": -1}), OverflowError, "default_runs"),
+    (lambda: GovernorSettings(**RECORD | {"policy": "power_cap"}), ValueError, 'unknown policy "power_cap"'),
+    (lambda: GovernorSettings(**RECORD | {"policy": "cost"}), ValueError, "the cost policy needs max_power_w"),
+    (lambda: GovernorSettings(**RECORD | {"noise_sd": 0.0}), ValueError, "noise_sd must be > 0 and finite, got 0"),
+    (lambda: GovernorSettings(**RECORD | {"eta": float("nan")}), ValueError, r"eta must be in \[0, 1\], got NaN"),
+    (lambda: GovernorCore(CFG, RECORD), TypeError, "'dict' object is not an instance of 'GovernorSettings'"),
+    (lambda: GovernorCore(CFG, GovernorSettings(**RECORD | {"default_index": 4})), ValueError,
+     "default_index 4 is not among the 4 pairs"),
+])
+def test_a_settings_record_of_a_wrong_name_type_or_range_is_a_clear_error(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_a_settings_record_is_read_only():
+    s = GovernorSettings(**RECORD)
+    with pytest.raises(AttributeError, match="not writable"):
+        s.eta = 1.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.fixed_dictionaries({
+    "default_index": st.integers(0, 3), "policy": st.sampled_from(["energy", "edp", "deadline", "power-cap", "cost"]),
+    "slowdown": st.floats(0, 10), "power_cap_w": st.none() | st.floats(1e-3, 1e6), "prior_sd": st.floats(1e-6, 1e3),
+    "noise_sd": st.floats(1e-6, 1e3), "explore": st.floats(0, 1e3), "hysteresis": st.floats(0, 1),
+    "residual_sd": st.floats(0, 10), "residual_scale": st.floats(1e-6, 10), "eta": st.floats(0, 1),
+    "max_power_w": st.none() | st.floats(1e-3, 1e6), "default_runs": st.integers(1, 1000),
+    "bound_z": st.floats(0, 10)}))
+def test_a_settings_record_reads_back_and_its_repr_rebuilds_it(kw):
+    bound = {"cost": "max_power_w", "power-cap": "power_cap_w"}.get(kw["policy"])
+    if bound is not None and kw[bound] is None:  # the policy's bound, which it needs
+        kw[bound] = 250.0
+    s = GovernorSettings(**kw)
+    assert {k: getattr(s, k) for k in kw} == kw
+    again = eval(repr(s), {"GovernorSettings": GovernorSettings})  # noqa: S307 - the record's own repr
+    assert {k: getattr(again, k) for k in kw} == kw
 
 
 def test_extreme_but_valid_standard_deviations_still_govern():

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from gpudvfs._core import GovernorCore
+from gpudvfs._core import GovernorCore, GovernorSettings
 from gpudvfs.errors import InputError
 from gpudvfs.govern.knob import knob_rows
 from gpudvfs.limits import is_finite_number, is_integer, is_number
@@ -85,7 +85,12 @@ SD_RANGE = (1e-150, 1e150)
 
 def _setting(name: str) -> property:
     """A constant the governor was constructed with; read-only, since the Rust core holds it."""
-    return property(lambda self: self._settings[name], doc=f"``{name}``, as constructed (read-only).")
+    return property(lambda self: getattr(self._settings, name), doc=f"``{name}``, as constructed (read-only).")
+
+
+def _own(name: str) -> property:
+    """A constant this class keeps itself (the Rust core has no use for it); read-only."""
+    return property(lambda self: getattr(self, f"_{name}"), doc=f"``{name}``, as constructed (read-only).")
 
 
 class Governor:
@@ -149,12 +154,11 @@ class Governor:
         Where a setting is out of its range, or a policy lacks its bound.
     """
 
-    configs, default_index, policy, slowdown, power_cap_w, eta, max_power_w = map(_setting, (
-        "configs", "default_index", "policy", "slowdown", "power_cap_w", "eta", "max_power_w"))
-    prior_sd, noise_sd, explore, hysteresis, residual_sd, residual_scale = map(_setting, (
-        "prior_sd", "noise_sd", "explore", "hysteresis", "residual_sd", "residual_scale"))
-    default_runs, bound_z, confirm_z, confirm_runs, confirm_pair = map(_setting, (
-        "default_runs", "bound_z", "confirm_z", "confirm_runs", "confirm_pair"))
+    default_index, policy, slowdown, power_cap_w, eta, max_power_w = map(_setting, (
+        "default_index", "policy", "slowdown", "power_cap_w", "eta", "max_power_w"))
+    prior_sd, noise_sd, explore, hysteresis, residual_sd, residual_scale, default_runs, bound_z = map(_setting, (
+        "prior_sd", "noise_sd", "explore", "hysteresis", "residual_sd", "residual_scale", "default_runs", "bound_z"))
+    configs, confirm_z, confirm_runs, confirm_pair = map(_own, ("configs", "confirm_z", "confirm_runs", "confirm_pair"))
 
     def __init__(self, configs: ArrayLike, default_index: int, *, policy: str = "energy", slowdown: float = 0.1,
                  power_cap_w: float | None = None, eta: float = 0.5, max_power_w: float | None = None,
@@ -192,17 +196,14 @@ class Governor:
             # The RLS prior covariance is (prior_sd / noise_sd)^2: it must be a finite positive float.
             raise InputError(f"prior_sd / noise_sd must be within [{SD_RANGE[0]:g}, {SD_RANGE[1]:g}], got "
                              f"{prior_sd} / {noise_sd}")
-        self._settings = {"configs": cfg, "default_index": default_index, "policy": policy, "slowdown": slowdown,
-                          "power_cap_w": power_cap_w, "eta": float(eta), "max_power_w": max_power_w,
-                          "default_runs": int(default_runs), "bound_z": bound_z, "confirm_z": confirm_z,
-                          "confirm_runs": int(confirm_runs), "confirm_pair": bool(confirm_pair),
-                          "prior_sd": prior_sd, "noise_sd": noise_sd,
-                          "explore": explore, "hysteresis": hysteresis, "residual_sd": residual_sd,
-                          "residual_scale": residual_scale}
-        self._core = GovernorCore(cfg, default_index, policy, slowdown,
-                                  np.inf if power_cap_w is None else power_cap_w, prior_sd, noise_sd, explore,
-                                  hysteresis, residual_sd, residual_scale, float(eta),
-                                  1.0 if max_power_w is None else max_power_w, default_runs, bound_z)
+        self._configs, self._confirm_z, self._confirm_runs, self._confirm_pair = (
+            cfg, confirm_z, int(confirm_runs), bool(confirm_pair))
+        self._settings = GovernorSettings(
+            default_index=default_index, policy=policy, slowdown=slowdown, power_cap_w=power_cap_w, prior_sd=prior_sd,
+            noise_sd=noise_sd, explore=explore, hysteresis=hysteresis, residual_sd=residual_sd,
+            residual_scale=residual_scale, eta=float(eta), max_power_w=max_power_w, default_runs=int(default_runs),
+            bound_z=bound_z)
+        self._core = GovernorCore(cfg, self._settings)
         self.knob = knob
         self._phases: dict[object, int] = {}  # key -> the core's phase id
         self._runs: dict[int, np.ndarray] = {}  # phase id -> [K] times each pair's time was measured

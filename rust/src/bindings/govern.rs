@@ -15,25 +15,24 @@ type Arrays<'py> = (
     Bound<'py, PyArray1<f64>>,
 );
 
-/// Per phase (by the id `add_phase` returns) the corrected predictions of log time and log
-/// watts at every pair, and the decision among them.
-#[pyclass(module = "gpudvfs._core")]
-pub struct GovernorCore {
-    inner: Core,
+/// The governor's constants, one typed record (`gpudvfs.govern.Governor` documents them);
+/// built with keywords alone, checked on construction, read-only.
+#[pyclass(module = "gpudvfs._core", frozen)]
+pub struct GovernorSettings {
+    inner: Settings,
 }
 
 #[pymethods]
-impl GovernorCore {
+impl GovernorSettings {
     #[new]
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (configs, default_index, policy, slowdown, power_cap_w, prior_sd, noise_sd,
-                        explore, hysteresis, residual_sd, residual_scale, eta, max_power_w, default_runs, bound_z))]
+    #[pyo3(signature = (*, default_index, policy, slowdown, power_cap_w, prior_sd, noise_sd, explore,
+                        hysteresis, residual_sd, residual_scale, eta, max_power_w, default_runs, bound_z))]
     fn new(
-        configs: PyReadonlyArray2<'_, f64>,
         default_index: usize,
         policy: &str,
         slowdown: f64,
-        power_cap_w: f64,
+        power_cap_w: Option<f64>,
         prior_sd: f64,
         noise_sd: f64,
         explore: f64,
@@ -41,21 +40,11 @@ impl GovernorCore {
         residual_sd: f64,
         residual_scale: f64,
         eta: f64,
-        max_power_w: f64,
+        max_power_w: Option<f64>,
         default_runs: u32,
         bound_z: f64,
     ) -> PyResult<Self> {
-        if configs.shape()[1] != 2 {
-            return Err(PyValueError::new_err(format!(
-                "configs must be [K x 2], got shape {:?}",
-                configs.shape()
-            )));
-        }
-        let pairs: Vec<[f64; 2]> = slice("configs", &configs)?
-            .chunks_exact(2)
-            .map(|c| [c[0], c[1]])
-            .collect();
-        let settings = Settings {
+        let inner = Settings {
             policy: Policy::parse(policy)?,
             default_index,
             slowdown,
@@ -73,8 +62,95 @@ impl GovernorCore {
                 scale: residual_scale,
             },
         };
+        inner.check()?;
+        Ok(GovernorSettings { inner })
+    }
+
+    #[getter]
+    fn default_index(&self) -> usize {
+        self.inner.default_index
+    }
+    #[getter]
+    fn policy(&self) -> &'static str {
+        self.inner.policy.name()
+    }
+    #[getter]
+    fn slowdown(&self) -> f64 {
+        self.inner.slowdown
+    }
+    #[getter]
+    fn power_cap_w(&self) -> Option<f64> {
+        self.inner.power_cap_w
+    }
+    #[getter]
+    fn prior_sd(&self) -> f64 {
+        self.inner.prior_sd
+    }
+    #[getter]
+    fn noise_sd(&self) -> f64 {
+        self.inner.noise_sd
+    }
+    #[getter]
+    fn explore(&self) -> f64 {
+        self.inner.explore
+    }
+    #[getter]
+    fn hysteresis(&self) -> f64 {
+        self.inner.hysteresis
+    }
+    #[getter]
+    fn residual_sd(&self) -> f64 {
+        self.inner.residual.sd
+    }
+    #[getter]
+    fn residual_scale(&self) -> f64 {
+        self.inner.residual.scale
+    }
+    #[getter]
+    fn eta(&self) -> f64 {
+        self.inner.eta
+    }
+    #[getter]
+    fn max_power_w(&self) -> Option<f64> {
+        self.inner.max_power_w
+    }
+    #[getter]
+    fn default_runs(&self) -> u32 {
+        self.inner.default_runs
+    }
+    #[getter]
+    fn bound_z(&self) -> f64 {
+        self.inner.bound_z
+    }
+
+    fn __repr__(&self) -> String {
+        format!("GovernorSettings({})", self.inner)
+    }
+}
+
+/// Per phase (by the id `add_phase` returns) the corrected predictions of log time and log
+/// watts at every pair, and the decision among them.
+#[pyclass(module = "gpudvfs._core")]
+pub struct GovernorCore {
+    inner: Core,
+}
+
+#[pymethods]
+impl GovernorCore {
+    #[new]
+    fn new(configs: PyReadonlyArray2<'_, f64>, settings: &GovernorSettings) -> PyResult<Self> {
+        if configs.shape()[1] != 2 {
+            return Err(PyValueError::new_err(format!(
+                "configs must be [K x 2], got shape {:?}",
+                configs.shape()
+            )));
+        }
+        let pairs: Vec<[f64; 2]> = slice("configs", &configs)?
+            .chunks_exact(2)
+            .map(|c| [c[0], c[1]])
+            .collect();
         Ok(GovernorCore {
-            inner: Core::new(&pairs, settings)?,
+            inner: Core::new(&pairs, settings.inner)?,
         })
     }
 
@@ -124,5 +200,6 @@ impl GovernorCore {
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<GovernorSettings>()?;
     m.add_class::<GovernorCore>()
 }

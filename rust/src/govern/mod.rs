@@ -6,62 +6,13 @@
 //! Here so that a decision costs microseconds in an embedding loop and the replays that
 //! choose the governor's constants run in minutes.
 
+mod settings;
 mod stream;
 
 use crate::error::{CoreError, CoreResult};
+pub use settings::{Policy, Settings};
 use stream::Stream;
 pub use stream::{Features, Residual};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Policy {
-    Energy,
-    Edp,
-    Deadline,
-    PowerCap,
-    /// Zeus's cost: `eta * energy + (1 - eta) * max_power_w * time`.
-    Cost,
-}
-
-impl Policy {
-    pub fn parse(name: &str) -> CoreResult<Self> {
-        match name {
-            "energy" => Ok(Policy::Energy),
-            "edp" => Ok(Policy::Edp),
-            "deadline" => Ok(Policy::Deadline),
-            "power-cap" => Ok(Policy::PowerCap),
-            "cost" => Ok(Policy::Cost),
-            _ => Err(CoreError::Value(format!(
-                "unknown policy {name:?}; expected energy, edp, deadline, power-cap or cost"
-            ))),
-        }
-    }
-}
-
-/// The governor's constants; the Python layer checks their ranges.
-#[derive(Debug, Clone, Copy)]
-pub struct Settings {
-    pub policy: Policy,
-    pub default_index: usize,
-    /// Deadline: at most this slower than the default clocks.
-    pub slowdown: f64,
-    /// Deadline: the default clocks run this many times first (the bound is relative to their
-    /// time, so its noise is theirs over the square root of this).
-    pub default_runs: u32,
-    /// Deadline: a pair is allowed where its time plus this many standard deviations of its
-    /// difference from the default's stays within the bound.
-    pub bound_z: f64,
-    /// Power cap in watts (+inf for none).
-    pub power_cap_w: f64,
-    /// Cost: the weight of energy against time, in [0, 1].
-    pub eta: f64,
-    /// Cost: the watts that price a second (Zeus's MAXPOWER), positive.
-    pub max_power_w: f64,
-    pub prior_sd: f64,
-    pub noise_sd: f64,
-    pub explore: f64,
-    pub hysteresis: f64,
-    pub residual: Residual,
-}
 
 /// Log time, log watts and their variances at every pair.
 #[derive(Debug, Clone, PartialEq)]
@@ -103,6 +54,7 @@ pub struct GovernorCore {
 impl GovernorCore {
     /// `configs`: the (core, memory) MHz pairs, positive and finite.
     pub fn new(configs: &[[f64; 2]], settings: Settings) -> CoreResult<Self> {
+        settings.check()?;
         let d = settings.default_index;
         let Some(base) = configs.get(d) else {
             return Err(CoreError::Value(format!(
@@ -211,7 +163,9 @@ impl GovernorCore {
         let k = self.n_pairs();
         // Cost: log time plus the log of the watts it is priced at, a blend of the power and
         // max_power_w; `cost_weight` is that log's slope in log watts (for the bound's width).
-        let priced = |i: usize| s.eta * lp[i].exp() + (1.0 - s.eta) * s.max_power_w;
+        // Under the cost policy `max_power_w` is there (`Settings::check`).
+        let max_power_w = s.max_power_w.unwrap_or(0.0);
+        let priced = |i: usize| s.eta * lp[i].exp() + (1.0 - s.eta) * max_power_w;
         let cost_weight = |i: usize| s.eta * lp[i].exp() / priced(i);
         let score: Vec<f64> = (0..k)
             .map(|i| match s.policy {
@@ -222,7 +176,7 @@ impl GovernorCore {
             })
             .collect();
         let bound = lt[d] + s.slowdown.ln_1p();
-        let cap = s.power_cap_w.ln();
+        let cap = s.power_cap_w.map_or(f64::INFINITY, f64::ln);
         let mut allowed: Vec<bool> = (0..k)
             .map(|i| {
                 !ph.excluded[i]
@@ -353,31 +307,11 @@ fn argmin(values: impl Iterator<Item = f64>) -> usize {
 
 #[cfg(test)]
 mod tests {
+    use super::settings::tests::settings;
     use super::*;
 
     /// Three core clocks at one memory clock; the default the highest.
     const PAIRS: [[f64; 2]; 3] = [[500.0, 1000.0], [750.0, 1000.0], [1000.0, 1000.0]];
-
-    fn settings(policy: Policy) -> Settings {
-        Settings {
-            policy,
-            default_index: 2,
-            slowdown: 0.1,
-            default_runs: 1,
-            bound_z: 0.0,
-            power_cap_w: f64::INFINITY,
-            eta: 0.5,
-            max_power_w: 250.0,
-            prior_sd: 0.05,
-            noise_sd: 0.01,
-            explore: 4.0,
-            hysteresis: 0.005,
-            residual: Residual {
-                sd: 0.03,
-                scale: 0.4,
-            },
-        }
-    }
 
     fn governor(s: Settings, time_ms: &[f64], watts: &[f64]) -> (GovernorCore, usize) {
         let mut g = GovernorCore::new(&PAIRS, s).unwrap();
@@ -482,7 +416,7 @@ mod tests {
     #[test]
     fn a_cap_no_pair_meets_falls_back_to_the_least_power_pair_the_gpu_holds() {
         let s = Settings {
-            power_cap_w: 10.0,
+            power_cap_w: Some(10.0),
             ..settings(Policy::PowerCap)
         };
         let (mut g, id) = governor(s, &[10.0, 8.0, 6.0], &[30.0, 40.0, 60.0]);
@@ -522,7 +456,7 @@ mod tests {
             }
         )
         .is_err());
-        assert!(Policy::parse("fastest").is_err());
+        assert!(GovernorCore::new(&PAIRS, settings(Policy::PowerCap)).is_err());
         let (mut g, id) = governor(
             settings(Policy::Energy),
             &[10.0, 8.0, 6.0],
