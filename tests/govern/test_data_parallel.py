@@ -186,6 +186,18 @@ def test_ranks_with_another_clock_grid_are_refused():
         assert isinstance(out, InputError) and "another clock grid than rank 0" in str(out)
 
 
+def test_ranks_that_govern_another_knob_are_refused():
+    def run(r, comm):
+        gov = GovernedTraining("sim", distributed=comm, knob="power-limit" if r else "clocks")
+        try:
+            gov.begin()
+        finally:
+            gov.close()
+    for out in _on_ranks(2, run):
+        assert isinstance(out, InputError) and "rank(s) [1] of the job govern another knob than rank 0's 'clocks'" \
+            in str(out)
+
+
 class _OneNvmlGpu(SimulatedDevice):
     """A simulated GPU that says it is NVML GPU ``uuid``: ranks opening one GPU (a stand-in for NVML)."""
 

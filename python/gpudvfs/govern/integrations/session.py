@@ -270,7 +270,13 @@ class GovernedTraining:
         grid = -1.0 if loop is None else float(zlib.crc32(np.ascontiguousarray(loop.governor.configs,
                                                                                 dtype=np.float64).tobytes()))
         rows = self._comm.all_gather(np.array([loop is not None, grid, loop is not None and not loop.dry_run,
-                                               gpu_code(self.device)], dtype=np.float64))
+                                               gpu_code(self.device), GOVERNED_KNOBS.index(self.knob_name)],
+                                              dtype=np.float64))
+        if (rows[:, 4] != rows[0, 4]).any():
+            ranks = [int(r) for r in np.flatnonzero(rows[:, 4] != rows[0, 4])]
+            raise InputError(f"rank(s) {ranks} of the job govern another knob than rank 0's "
+                             f"{GOVERNED_KNOBS[int(rows[0, 4])]!r}: "
+                             "give every rank the same knob=")
         gpus = rows[:, 3]
         shared = [int(r) for r in np.flatnonzero((gpus >= 0) & (np.sum(gpus[:, None] == gpus[None, :], axis=1) > 1))]
         if shared:
