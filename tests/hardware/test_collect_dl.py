@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+import gpudvfs
+
 from conftest import REPO
 from fake_pynvml import FakeNvml
 
@@ -48,7 +50,9 @@ def dry_run(tmp_path_factory) -> tuple[Path, list[str], str]:
     recorded.mkdir(parents=True)
     (recorded / "gemm_bf16.ncu.csv").write_text("recorded\n")
     env = os.environ | {"DRY": "1", "DRY_GPU": "nvidia-h200", "OUT": str(root / "out"),
-                        "PYTHONPATH": os.pathsep.join([str(REPO / "python"), os.environ.get("PYTHONPATH", "")])}
+                        # The gpudvfs this test imports (a source tree holds no built extension: CI installs one).
+                        "PYTHONPATH": os.pathsep.join([str(Path(gpudvfs.__file__).parents[1]),
+                                                       os.environ.get("PYTHONPATH", "")])}
     env.pop("SUFFIX", None)
     env.pop("STEPS", None)
     done = subprocess.run(["bash", str(root / "validation" / "collect_dl.sh")], env=env, capture_output=True,
