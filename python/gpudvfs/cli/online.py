@@ -14,7 +14,7 @@ from gpudvfs.evaluation.online_replay import replay as run_replay
 from gpudvfs.evaluation.online_traces import MOVES
 from gpudvfs.online import FORMS
 
-TARGET_RATIO = 0.5  # issue 5: online same-app MAPE at most half the last-value predictor's
+TARGET_RATIO = 0.5  # the online predictor's target: same-app MAPE at most half the last-value predictor's
 
 
 @click.group()

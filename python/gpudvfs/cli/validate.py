@@ -1,4 +1,4 @@
-"""`gpudvfs validate`: one pass of the measurement layer over a GPU (issue 16's checklist)."""
+"""`gpudvfs validate`: one pass of the measurement layer over a GPU (the checklist of docs/measuring.md)."""
 
 from __future__ import annotations
 
