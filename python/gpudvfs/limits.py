@@ -60,25 +60,22 @@ def clock_array(value: ArrayLike, name: str) -> np.ndarray:
     Raises InputError if a clock is not a number (strings, booleans, objects), not finite, <= 0 or above
     :data:`MAX_MHZ`.
     """
-    a = np.asarray(value)
-    if a.dtype.kind not in "iuf":
-        raise InputError(f"{name} must be numbers (MHz), got {a.dtype.name} values such as {a.ravel()[:1].tolist()}")
-    a = a.astype(np.float64, copy=False)
-    bad = ~np.isfinite(a) | (a <= 0) | (a > MAX_MHZ)
-    if bad.any():
-        raise InputError(f"{name} must be finite clocks in (0, {MAX_MHZ:g}] MHz, got {float(a[bad].ravel()[0])!r}")
-    return a
+    return _bounded_array(value, name, "clocks", "MHz", MAX_MHZ)
 
 
 def watts_array(value: ArrayLike, name: str) -> np.ndarray:
     """Power in W as float64 of ``value``'s shape, checked as `clock_array` checks MHz (at most :data:`MAX_WATTS`)."""
+    return _bounded_array(value, name, "power", "W", MAX_WATTS)
+
+
+def _bounded_array(value: ArrayLike, name: str, what: str, unit: str, most: float) -> np.ndarray:
     a = np.asarray(value)
     if a.dtype.kind not in "iuf":
-        raise InputError(f"{name} must be numbers (W), got {a.dtype.name} values such as {a.ravel()[:1].tolist()}")
+        raise InputError(f"{name} must be numbers ({unit}), got {a.dtype.name} values such as {a.ravel()[:1].tolist()}")
     a = a.astype(np.float64, copy=False)
-    bad = ~np.isfinite(a) | (a <= 0) | (a > MAX_WATTS)
+    bad = ~np.isfinite(a) | (a <= 0) | (a > most)
     if bad.any():
-        raise InputError(f"{name} must be finite power in (0, {MAX_WATTS:g}] W, got {float(a[bad].ravel()[0])!r}")
+        raise InputError(f"{name} must be finite {what} in (0, {most:g}] {unit}, got {float(a[bad].ravel()[0])!r}")
     return a
 
 

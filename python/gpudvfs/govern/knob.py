@@ -10,6 +10,7 @@ read as nothing. `restore` puts back what the knob found when it was made: the d
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
@@ -74,7 +75,7 @@ def knob_rows(values: ArrayLike, knob: str, name: str = "configs") -> np.ndarray
 UNITS = {"clocks": "MHz", "core-clock": "MHz", "power-limit": "W"}
 
 
-class Knob:
+class Knob(ABC):
     """One setting of a device, read, set and restored; ``via`` sets it through the clock service."""
 
     name: ClassVar[str]
@@ -89,21 +90,21 @@ class Knob:
         """MHz or W."""
         return UNITS[self.name]
 
+    @abstractmethod
     def read(self) -> float | tuple[float, float]:
         """The setting now."""
-        raise NotImplementedError
 
+    @abstractmethod
     def check(self, value: float | tuple[float, float]) -> None:
         """`InputError` where the device does not take ``value``."""
-        raise NotImplementedError
 
+    @abstractmethod
     def set(self, value: float | tuple[float, float]) -> None:
         """Set ``value`` (checked first: `InputError`); `ClockPermissionError` where the process may not."""
-        raise NotImplementedError
 
+    @abstractmethod
     def restore(self) -> None:
         """Put back what the knob found."""
-        raise NotImplementedError
 
     def row(self) -> tuple[float, float]:
         """The setting now as a governor row."""
@@ -237,5 +238,7 @@ class PowerLimit(Knob):
 
 def make_knob(knob: str, device: Device, via: ClockClient | None = None) -> Knob:
     """The knob named ``knob`` (`KNOBS`) of ``device``; `InputError` where the device has no such knob."""
-    kind = {"clocks": ClockPair, "core-clock": CoreClock, "power-limit": PowerLimit}[check_knob(knob)]
+    kinds: dict[str, type[ClockPair | CoreClock | PowerLimit]] = {"clocks": ClockPair, "core-clock": CoreClock,
+                                                                   "power-limit": PowerLimit}
+    kind = kinds[check_knob(knob)]
     return kind(device, via)
