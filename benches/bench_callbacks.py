@@ -26,13 +26,25 @@ from typing import Any
 import numpy as np
 
 from gpudvfs.govern.integrations import GovernedTraining
+from gpudvfs.hardware.sim_training import catalog_gpu
+from gpudvfs.hardware.simulated import SimulatedDevice
 
 
 class FreeCounter:
-    """A device whose readings cost nothing: 300 W since the epoch, fixed clocks (an H100 SXM's)."""
+    """A device whose counter, clocks and name cost nothing to read: 300 W since the epoch, an H100 SXM's
+    default clocks; the rest of the `Device` protocol is the simulated H100 SXM's (not read per step).
+
+    Not a `SimulatedDevice`, so the meter polls its counter in a thread, as it does NVML's.
+    """
 
     name = "h100-sxm"
-    clocks = (1980.0, 2619.0)
+
+    def __init__(self) -> None:
+        self._sim = SimulatedDevice(catalog_gpu(self.name))
+        self.clocks = self._sim.default_clocks()
+
+    def __getattr__(self, member: str) -> Any:
+        return getattr(self._sim, member)
 
     def energy_joules(self) -> float:
         return 300.0 * time.perf_counter()
