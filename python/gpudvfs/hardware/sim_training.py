@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -143,7 +144,7 @@ class SimulatedTraining(SimulatedDevice):
             raise InputError(f"time_sigma must be a finite number >= 0, got {time_sigma!r}")
         super().__init__(catalog_gpu(gpu), seed=seed, permission=permission)
         self.catalog_name = gpu
-        self.phases = dict(PHASES if phases is None else phases)
+        self.phases = MappingProxyType(dict(PHASES if phases is None else phases))  # read-only: `true_step` caches
         for name, shape in self.phases.items():
             unknown = set(shape.util) - set(self.gpu.components)
             if unknown:
@@ -156,6 +157,9 @@ class SimulatedTraining(SimulatedDevice):
         self._limit_w = float(tdp)
         self._phase: str | None = None  # the step running or last run
         self._running = False
+        # true_step's results: a step's truth is read at its end and again for its clocks and throttle
+        # reasons; each costs power-model evaluations over the clocks.
+        self._truths: dict[tuple[str, float, float, float | None], StepTruth] = {}
 
     # power limit
     def power_limits(self) -> dict[str, float | None]:
@@ -194,7 +198,13 @@ class SimulatedTraining(SimulatedDevice):
 
     def true_step(self, phase: str, core_mhz: float, mem_mhz: float, limit_w: float | None = None) -> StepTruth:
         """A step of ``phase`` at the clocks set (MHz) under ``limit_w`` (None: no limit), without noise."""
-        s, g = self.shape(phase), self.gpu
+        key = (phase, core_mhz, mem_mhz, limit_w)
+        if key not in self._truths:
+            self._truths[key] = self._true_step(self.shape(phase), core_mhz, mem_mhz, limit_w)
+        return self._truths[key]
+
+    def _true_step(self, s: StepShape, core_mhz: float, mem_mhz: float, limit_w: float | None) -> StepTruth:
+        g = self.gpu
         util = np.array([float(s.util.get(n, 0.0)) for n in g.components])
         idle = np.zeros(len(g.components))
         fc = core_mhz
