@@ -35,6 +35,9 @@ class StandIn:
     def lock_clocks(self, core_mhz: float, mem_mhz: float) -> None:
         pass
 
+    def lock_core_clock(self, core_mhz: float) -> None:
+        pass
+
     def reset_clocks(self) -> None:
         pass
 

@@ -439,11 +439,12 @@ def test_the_service_ends_on_sigterm_or_ctrl_c_and_puts_the_handler_back(sim, si
 @pytest.mark.parametrize("settings, message", [
     ({"device_kind": "sim", "registry": "r", "time_model": "m"}, "calibrates its own"),
     ({"device_kind": "sim", "progress_file": "p"}, "--progress is for --device nvml"),
-    ({"device_kind": "sim", "knob": "power-limit"}, "--knob power-limit is for --device nvml"),
+    ({"device_kind": "sim", "knob": "core-clock", "catalog_prior": True}, "--catalog-prior is the clock pairs'"),
     ({"device_kind": "sim", "sim_phase_s": 0.5}, "at least --interval"),
     ({"catalog_prior": True}, "--catalog-prior is for --device sim"),
     ({"registry": "r"}, "go together"),
-    ({"registry": "r", "time_model": "m", "knob": "power-limit"}, "predict clocks, not power limits"),
+    ({"registry": "r", "time_model": "m", "knob": "power-limit"}, "models predict clock pairs; leave --registry"),
+    ({"registry": "r", "time_model": "m", "knob": "core-clock"}, "--knob core-clock: the models predict clock"),
     ({"knob": "volts"}, "unknown knob"),
     ({"device_kind": "rocm"}, "unknown device"),
 ])
@@ -574,10 +575,24 @@ def test_the_power_limit_knob_sets_limits_and_puts_back_the_one_found():
         PowerLimitPrior(NvmlDevice(pynvml=fake))
 
 
-def test_govern_run_refuses_a_knob_it_cannot_turn():
+@pytest.mark.parametrize("knob, limits", [("core-clock", False), ("power-limit", True)])
+def test_govern_run_turns_the_simulated_gpus_core_clock_and_power_limit(sim_dir, knob, limits):
+    """`govern run --device sim --knob ...`: the knob set (its settings changed), scored against the
+    simulator's truth at its own settings, and given back (the power limit found, the driver's clocks)."""
+    import json
+
     from click.testing import CliRunner
 
     from gpudvfs.cli.app import cli
 
-    r = CliRunner().invoke(cli, ["govern", "run", "--device", "sim", "--knob", "power-limit"])
-    assert r.exit_code == 2 and "--knob power-limit is for --device nvml" in r.output
+    r = CliRunner().invoke(cli, ["govern", "run", "--device", "sim", "--knob", knob, "--apply", "--duration", "300",
+                                 "--workdir", str(sim_dir), "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    t = out["sim_truth"]
+    assert out["knob"] == knob and out["clock_changes"] >= 2 and tuple(out["clocks_restored"]) == (975.0, 3505.0)
+    assert t["joules_least"] <= t["joules_default"] and t["energy_over_least"] >= -1e-9
+    assert t["energy_saving"] == pytest.approx(1 - out["joules"] / t["joules_default"])
+    assert all(("limit_w" in a) == limits and "mem_mhz" not in a for a in out["advice"].values())
+
+

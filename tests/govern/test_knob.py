@@ -177,7 +177,7 @@ def test_a_knob_the_device_cannot_turn_and_bad_knobs_are_refused():
     with pytest.raises(InputError, match="knob must be one of"):
         GovernedTraining("sim", knob="power_limit")
     with pytest.raises(InputError, match="knob must be one of"):
-        SessionCallback("sim", knob="core-clock")
+        SessionCallback("sim", knob="core_clock")
 
     half = type("Half", (), {"name": "half", "clocks": (1.0, 1.0), "energy_joules": lambda self: 0.0})()
     with pytest.raises(InputError, match=r"lacks check, close, core_clocks, .* of the Device protocol"):

@@ -88,3 +88,32 @@ def test_voltage_curve_is_flat_then_linear():
 def test_bad_workload_counters(counters, match):
     with pytest.raises(ValueError, match=match):
         SimulatedDevice().measure(Workload("bad", counters=counters))
+
+
+@settings(max_examples=40, deadline=None)
+@given(name=st.sampled_from(["gtx-titan-x", "v100-sxm2-16gb", "a100-sxm4-40gb", "h100-sxm", "l4"]),
+       u=st.lists(st.floats(0, 1), min_size=7, max_size=7), c=st.floats(0.01, 10), m=st.floats(0.01, 10),
+       limits=st.lists(st.floats(150.0, 275.0), min_size=2, max_size=5))
+def test_under_a_lower_power_limit_a_workload_runs_slower_and_draws_less(name, u, c, m, limits):
+    """On catalog GPUs (`catalog_gpu`: the simulator's physics at their clocks and TDP), as the limit falls
+    the driver lowers the core clock: time never falls, power never rises, and the power stays under the
+    limit unless the lowest core clock draws more; the cap is reported exactly while it holds."""
+    from gpudvfs.hardware.sim_training import catalog_gpu
+
+    dev = SimulatedDevice(catalog_gpu(name))
+    counters = {f"util:{k}": x for k, x in zip(dev.gpu.components, u)} | {"compute_ms": c, "memory_ms": m}
+    w = Workload("w", counters=counters)
+    lowest = min(dev.core_clocks(dev.clocks[1]))
+    times, watts = [], []
+    for limit in sorted(limits, reverse=True):
+        dev.set_power_limit(limit)
+        e0 = dev.energy_joules()
+        dev.run(w, 1.0)
+        core, mem = dev.clocks
+        times.append(dev.true_time_ms(w, core, mem))
+        watts.append(dev.energy_joules() - e0)
+        assert watts[-1] <= limit * (1 + 1e-9) or core == lowest
+        assert bool(dev.throttle_reasons()) == (core < dev.default_clocks()[0] or watts[-1] > limit)
+    assert all(np.diff(times) >= 0) and all(np.diff(watts) <= 1e-9)
+    dev.reset_clocks()
+    assert dev.clocks == dev.default_clocks() and dev.power_limit_w is None

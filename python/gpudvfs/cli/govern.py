@@ -29,7 +29,7 @@ from gpudvfs.evaluation.replay_table import ReplayTable, dcgm_replay_table, repl
 from gpudvfs.evaluation.train_replay import replay_run
 from gpudvfs.govern.daemon import MIN_DAEMON_INTERVAL_S, Daemon, advice_report
 from gpudvfs.govern.governor import GOVERNOR_POLICIES
-from gpudvfs.govern.knob import GOVERNED_KNOBS
+from gpudvfs.govern.knob import KNOBS
 from gpudvfs.hardware.kinds import make_device
 from gpudvfs.hardware.nvml import NvmlDevice
 
@@ -447,9 +447,10 @@ def _started(daemon: Daemon) -> None:
     """Print the line that opens a run: what is governed, from which prior; on NVML, what this process may set."""
     dry_run, knob = daemon.dry_run, daemon.prior.knob
     where = {"models": "the models", "catalog": "the catalog's prior", "power-limit": "a power-limit prior"}
+    what = {"clocks": "pairs", "core-clock": "core clocks", "power-limit": "power limits"}[knob]
     console.print(f"{'dry run on' if dry_run else 'governing'} {daemon.device.name} ({daemon.governor.policy}) "
-                  f"every {daemon.interval_s:g} s; {len(daemon.governor.configs)} "
-                  f"{'power limits' if knob == 'power-limit' else 'pairs'} from {where[daemon.prior.name]}; "
+                  f"every {daemon.interval_s:g} s; {len(daemon.governor.configs)} {what} from "
+                  f"{where[daemon.prior.name]}; "
                   f"activities: {daemon.monitor.source}", highlight=False)
     if isinstance(daemon.device, NvmlDevice):
         console.print(_knobs_line(daemon.device), highlight=False)
@@ -465,14 +466,15 @@ def _started(daemon: Daemon) -> None:
 @click.option("--time-model", type=click.Path(dir_okay=False),
               help="DCGM time model (gpudvfs time fit-dcgm), with --registry.")
 @click.option("--catalog-prior", is_flag=True,
-              help="sim: start from the catalog's prior, as nvml does without --registry, not the simulated "
-                   "GPU's calibration.")
+              help="sim, --knob clocks: start from the catalog's prior, as nvml does without --registry, not the "
+                   "simulated GPU's calibration.")
 @click.option("--dry-run/--apply", "dry_run", default=True, show_default=True,
               help="--dry-run: set nothing, measure at the driver's clocks and log what the governor would set (no "
                    "privilege needed). --apply: set the knob (root, or the clock service).")
-@click.option("--knob", type=click.Choice(GOVERNED_KNOBS), default="clocks", show_default=True,
-              help="What the governor sets: locked clocks, or the board's power limit (nvml; the clocks left to "
-                   "the driver). Both need root; the run says which this process may set.")
+@click.option("--knob", type=click.Choice(KNOBS), default="clocks", show_default=True,
+              help="What the governor sets: both clocks locked; the core clock alone locked, the memory clock left "
+                   "to the driver (nvidia-smi -lgc); or the board's power limit, the clocks left to the driver. Each "
+                   "needs root; the run says what this process may set.")
 @click.option("--policy", type=click.Choice(GOVERNOR_POLICIES), default="energy", show_default=True)
 @click.option("--slowdown", default=0.1, show_default=True, type=options.Finite(min=0),
               help="deadline: at most this slower than the default clocks.")
@@ -501,12 +503,12 @@ def run(device_kind: str, index: int, registry: str | None, time_model: str | No
         dry_run: bool, knob: str, policy: str, slowdown: float, power_cap: float | None, interval: float,
         duration: float | None, progress_file: str | None, threshold: float, log_path: str | None,
         metrics_port: int | None, sim_phases: int, sim_phase_s: float, workdir: str | None, as_json: bool) -> None:
-    """Govern a GPU's clocks while processes run on it.
+    """Govern a GPU's clocks or power limit while processes run on it.
 
     Each interval observe its energy, activities and (with --progress) work done, detect the
-    phase, and set the clocks the governor chooses. The clocks go back to the driver when no
-    process runs and on every exit (SIGINT, SIGTERM, errors); after a SIGKILL, run `gpudvfs govern
-    reset`. The report's clocks_restored: the (core, memory) MHz the GPU runs at after that last
+    phase, and set what the governor chooses (--knob). The clocks and the power limit go back to
+    the driver when no process runs and on every exit (SIGINT, SIGTERM, errors); after a SIGKILL,
+    run `gpudvfs govern reset`. The report's clocks_restored: the (core, memory) MHz the GPU runs at after that last
     reset, which is not counted among the clock changes.
     """
     from gpudvfs.fleet.govern_service import ServiceSettings, serve  # the daemon's imports: not at start-up
@@ -534,9 +536,11 @@ def run(device_kind: str, index: int, registry: str | None, time_model: str | No
         rows.append(["clocks restored to the driver", "{:g}/{:g} MHz".format(*out["clocks_restored"])])
     if "sim_truth" in out:
         t = out["sim_truth"]
-        rows += [["energy over the least-energy pairs (true)", f"{100 * t['energy_over_least']:.2f}%"],
-                 ["energy saving against the default clocks", f"{100 * t['energy_saving']:.2f}%"],
-                 ["time against the default clocks", f"{100 * t['time_change']:+.2f}%"]]
+        what = {"clocks": ("pairs", "clocks"), "core-clock": ("core clocks", "core clock"),
+                "power-limit": ("power limits", "power limit")}[out["knob"]]
+        rows += [[f"energy over the least-energy {what[0]} (true)", f"{100 * t['energy_over_least']:.2f}%"],
+                 [f"energy saving against the default {what[1]}", f"{100 * t['energy_saving']:.2f}%"],
+                 [f"time against the default {what[1]}", f"{100 * t['time_change']:+.2f}%"]]
     console.print(table("governor daemon", ["", ""], rows))
     click.echo(advice_report(out))
 

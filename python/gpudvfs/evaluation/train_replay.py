@@ -128,6 +128,10 @@ class RecordedSteps:
         """Refused: the clocks are the recorded ones."""
         raise ClockPermissionError("a recorded run's clocks are those it ran at")
 
+    def lock_core_clock(self, core_mhz: float) -> None:
+        """Refused: the clocks are the recorded ones."""
+        raise ClockPermissionError("a recorded run's clocks are those it ran at")
+
     def set_power_limit(self, watts: float) -> None:
         """Refused: the record has no power limit to set."""
         raise ClockPermissionError("a recorded run's power limit is the one it ran under")

@@ -3,10 +3,12 @@
 The daemon wired to its GPU, its prior, its decision log and Prometheus metrics, SIGTERM and
 Ctrl-C.
 
-On an NVML GPU each phase starts from the fleet registry's models (a registry and a DCGM time
-model), else from the catalog's prior, or governs the board's power limit; on the simulated GPU
-(``device_kind="sim"``) a process cycles through the demo's workloads on a virtual clock, the
-GPU calibrated first (kept in ``workdir``), and the run is scored against the simulator's truth.
+The clock pairs' phases start from the fleet registry's models (a registry and a DCGM time
+model; on the simulated GPU its calibration), else from the catalog's prior; the core clock alone
+from the catalog's prior at its core clocks, the board's power limit from its own. On the
+simulated GPU (``device_kind="sim"``) a process cycles through the demo's workloads on a virtual
+clock, the GPU calibrated first (kept in ``workdir``), and the run is scored against the
+simulator's truth.
 """
 
 from __future__ import annotations
@@ -28,10 +30,10 @@ from gpudvfs.fleet.simhost import SimulatedHost, calibrated, phased_process
 from gpudvfs.fleet.whatif import gpu_table
 from gpudvfs.govern.daemon import Daemon, DaemonStats, NvmlMonitor
 from gpudvfs.govern.integrations.devices import SIM_CATALOG_NAME
-from gpudvfs.govern.knob import GOVERNED_KNOBS
+from gpudvfs.govern.knob import KNOBS, CoreClock
 from gpudvfs.govern.metrics import GovernorMetrics
 from gpudvfs.govern.phases import PhaseDetector
-from gpudvfs.govern.priors import CatalogPrior, PowerLimitPrior, Prior
+from gpudvfs.govern.priors import CatalogPrior, CoreClockPrior, PowerLimitPrior, Prior, core_clock_pairs
 from gpudvfs.hardware.apps import APPS
 from gpudvfs.hardware.kinds import DEVICE_KINDS
 from gpudvfs.hardware.nvml import NvmlDevice
@@ -55,11 +57,11 @@ class ServiceSettings:
     fields) that starts a new phase. NVML only: ``registry`` with ``time_model`` start each phase
     from these models (without both, from the catalog's prior); ``progress_file``, where the
     application keeps its number of work units done (without it the power is learnt and the time is
-    the model's); the power-limit knob. Simulator only: ``catalog_prior`` starts from the catalog's
-    prior, as NVML does without a registry, not the simulated GPU's calibration; ``workdir`` keeps
-    its calibration (None: a temporary folder). `InputError` where a setting does not apply to the
-    device, ``registry`` comes without ``time_model`` or with the power-limit knob, or a simulated
-    phase is shorter than an interval.
+    the model's). Simulator only: ``catalog_prior`` starts the clock pairs from the catalog's prior,
+    as NVML does without a registry, not the simulated GPU's calibration; ``workdir`` keeps its
+    calibration (None: a temporary folder). ``knob``: one of `KNOBS`. `InputError` where a setting
+    does not apply to the device or the knob, ``registry`` comes without ``time_model``, or a
+    simulated phase is shorter than an interval.
     """
 
     device_kind: str = "nvml"
@@ -86,8 +88,8 @@ class ServiceSettings:
         """Check the settings as a whole."""
         if self.device_kind not in DEVICE_KINDS:
             raise InputError(f"unknown device {self.device_kind!r}; expected one of {DEVICE_KINDS}")
-        if self.knob not in GOVERNED_KNOBS:
-            raise InputError(f"unknown knob {self.knob!r}; expected one of {GOVERNED_KNOBS}")
+        if self.knob not in KNOBS:
+            raise InputError(f"unknown knob {self.knob!r}; expected one of {KNOBS}")
         if self.device_kind == "sim":
             self._check_sim()
         else:
@@ -103,8 +105,9 @@ class ServiceSettings:
             raise InputError("--progress is for --device nvml: the simulated process reports its own")
         if self.registry or self.time_model:
             raise InputError("--device sim calibrates its own GPU: leave --registry and --time-model out")
-        if self.knob != "clocks":
-            raise InputError("--knob power-limit is for --device nvml: the simulated GPU's knob is its clocks")
+        if self.catalog_prior and self.knob != "clocks":
+            raise InputError(f"--catalog-prior is the clock pairs' prior: --knob {self.knob} starts from its own "
+                             "(leave --catalog-prior out)")
 
     def _check_nvml(self) -> None:
         if self.catalog_prior:
@@ -113,9 +116,9 @@ class ServiceSettings:
         if bool(self.registry) != bool(self.time_model):
             raise InputError("--registry and --time-model go together (the models' prior); leave both out to "
                              "start from the catalog's prior")
-        if self.knob == "power-limit" and self.registry:
-            raise InputError("--knob power-limit: the models predict clocks, not power limits; leave --registry "
-                             "and --time-model out")
+        if self.knob != "clocks" and self.registry:
+            raise InputError(f"--knob {self.knob}: the models predict clock pairs; leave --registry and --time-model "
+                             "out")
 
 
 def serve(settings: ServiceSettings, *, started: Callable[[Daemon], None] | None = None,
@@ -213,7 +216,10 @@ def _simulated(settings: ServiceSettings, duration: float,
     The process lasts the whole run.
     """
     device, gpu, model = calibrated(workdir)
-    prior = CatalogPrior.of(device, SIM_CATALOG_NAME) if settings.catalog_prior else ModelPrior(gpu, model)
+    if settings.knob == "clocks":
+        prior: Prior = CatalogPrior.of(device, SIM_CATALOG_NAME) if settings.catalog_prior else ModelPrior(gpu, model)
+    else:
+        prior = _knob_prior(device, settings.knob, SIM_CATALOG_NAME)
     host = SimulatedHost(device)
     cycle = settings.sim_phase_s * settings.sim_phases
     host.start(phased_process(device, APPS[:settings.sim_phases], settings.sim_phase_s,
@@ -221,10 +227,15 @@ def _simulated(settings: ServiceSettings, duration: float,
     return device, host, prior
 
 
+def _knob_prior(device: NvmlDevice | SimulatedDevice, knob: str, catalog_name: str | None = None) -> Prior:
+    """The prior of the core clock alone or of the power limit."""
+    return PowerLimitPrior(device) if knob == "power-limit" else CoreClockPrior(device, catalog_name)
+
+
 def _nvml_prior(device: NvmlDevice, settings: ServiceSettings) -> Prior:
-    """The power-limit prior, the models' (this GPU's registry entry and the time model) or the catalog's."""
-    if settings.knob == "power-limit":
-        return PowerLimitPrior(device)
+    """The core clock's or power limit's prior, the models' (its registry entry, the time model) or the catalog's."""
+    if settings.knob != "clocks":
+        return _knob_prior(device, settings.knob)
     if settings.registry and settings.time_model:
         table = gpu_table(Registry.load(settings.registry), device_uuid(device))
         return ModelPrior(table, DcgmTimeModel.load(settings.time_model))
@@ -234,10 +245,11 @@ def _nvml_prior(device: NvmlDevice, settings: ServiceSettings) -> Prior:
 def _sim_truth(host: SimulatedHost, daemon: Daemon, interval_s: float) -> dict:
     """The simulated run scored against the simulator's truth.
 
-    The true energy at the least-energy pairs, and the true energy and time at the default clocks.
+    The true energy at the least-energy settings, and the true energy and time at the default one.
     """
-    stats = daemon.stats
-    truth = host.truth(daemon.governor.configs, daemon.governor.default_index)
+    stats, g, knob = daemon.stats, daemon.governor, daemon.knob
+    configs = core_clock_pairs(g.configs, knob.mem_mhz) if isinstance(knob, CoreClock) else g.configs
+    truth = host.truth(configs, g.default_index, power_limits=knob.name == "power-limit")
     return truth | {"energy_over_least": stats.joules / truth["joules_least"] - 1.0,
                     "energy_saving": 1.0 - stats.joules / truth["joules_default"],
                     "time_change": stats.intervals * interval_s / truth["seconds_default"] - 1.0}

@@ -114,7 +114,7 @@ class SimulatedHost:
             entry = self._queue[0]
             proc, pos, steps = entry
             w = proc.phases[pos % len(proc.phases)][0]
-            step_s = slow * dev.true_time_ms(w, *dev.clocks) / 1e3
+            step_s = slow * dev.true_time_ms(w, *dev.running_clocks(w)) / 1e3
             dt = min(left, steps * step_s)
             dev.run(w, dt)
             busy += dt * sim_activity(w, dev)
@@ -131,20 +131,22 @@ class SimulatedHost:
             dev.run(None, left)
         self._activity = busy / seconds
 
-    def truth(self, configs: Iterable[tuple[float, float]], default_index: int) -> dict:
+    def truth(self, configs: Iterable[tuple[float, float]], default_index: int, power_limits: bool = False) -> dict:
         """The work done so far, costed with the true time and power.
 
-        At the default clocks and at each workload's least-energy pair among ``configs``: the
+        At the default setting and at each workload's least-energy setting among ``configs``: the
         references a run's joules and seconds are scored against.
 
-        ``configs``: the (core, memory) MHz pairs governed. Keys ``joules_default`` and
-        ``seconds_default`` (the work at the default clocks) and ``joules_least`` (each workload's
-        work at its least-energy pair).
+        ``configs``: the (core, memory) MHz pairs governed; with ``power_limits``, the governor's
+        power-limit rows (W, `knob.FIXED`), each costed at the clocks the default clocks run at under
+        it (`SimulatedDevice.running_clocks`). Keys ``joules_default`` and ``seconds_default`` (the
+        work at the default setting) and ``joules_least`` (each workload's work at its least-energy one).
         """
         dev, out = self.device, {"joules_default": 0.0, "seconds_default": 0.0, "joules_least": 0.0}
         for w, steps in self._done.values():
-            t = np.array([dev.true_time_ms(w, fc, fm) for fc, fm in configs]) / 1e3
-            e = t * np.array([dev.true_power_w(w, fc, fm) for fc, fm in configs])
+            pairs = [dev.running_clocks(w, dev.default_clocks(), row[0]) if power_limits else row for row in configs]
+            t = np.array([dev.true_time_ms(w, fc, fm) for fc, fm in pairs]) / 1e3
+            e = t * np.array([dev.true_power_w(w, fc, fm) for fc, fm in pairs])
             out["joules_default"] += steps * e[default_index]
             out["seconds_default"] += steps * t[default_index]
             out["joules_least"] += steps * e.min()

@@ -4,10 +4,12 @@ One small service per node owns the GPU's clock calls (setting clocks needs root
 governors in users' jobs talk to it unprivileged over a Unix socket.
 
 Protocol: one JSON object per line each way. Requests: ``{"op": "pairs"}`` (the supported
-(core, memory) pairs), ``{"op": "clocks"}`` (the pair the service locked, or null), ``{"op":
-"set", "core_mhz": C, "mem_mhz": M}``, ``{"op": "power_limits"}`` (the board's power limits,
-where the device has that knob), ``{"op": "power_limit", "watts": W}`` and ``{"op":
-"reset"}`` (clocks and power limit back as found). Replies: ``{"ok": true, ...}`` or
+(core, memory) pairs), ``{"op": "clocks"}`` (the pair the service locked, its memory clock null
+where the core clock alone is, or null), ``{"op": "set", "core_mhz": C, "mem_mhz": M}``,
+``{"op": "set_core", "core_mhz": C}`` (the core clock alone, as ``nvidia-smi -lgc``),
+``{"op": "power_limits"}`` (the board's power limits, where the device has that knob),
+``{"op": "power_limit", "watts": W}`` and ``{"op": "reset"}`` (clocks and power limit back as
+found). Replies: ``{"ok": true, ...}`` or
 ``{"ok": false, "error": "..."}``. One client at a time owns the clocks and the power limit
 (the first to set either); when the owner's connection closes, for whatever reason (exit,
 crash, SIGKILL), the service resets them, so a dead governor never leaves a GPU pinned.
@@ -47,8 +49,9 @@ class ClockService:
         self.device, self.path, self.mode = device, Path(path), mode
         self._lock = threading.Lock()
         self._owner: object | None = None
-        self._set: tuple[float, float] | None = None  # what this service locked; None: the driver's
+        self._set: tuple[float, float | None] | None = None  # what this service locked; None: the driver's
         self._pairs = {(float(c), float(m)) for m in device.memory_clocks() for c in device.core_clocks(m)}
+        self._cores = {c for c, _ in self._pairs}
         self._server: socketserver.ThreadingUnixStreamServer | None = None
 
     # requests -----------------------------------------------------------------------
@@ -67,9 +70,9 @@ class ClockService:
                 return {"ok": True, "clocks": None if self._set is None else list(self._set)}
             if op == "power_limits":
                 return {"ok": True, "power_limits": self.device.power_limits()}
-            if op not in ("set", "power_limit", "reset"):
-                return {"ok": False, "error": f"unknown op {op!r}; expected pairs, clocks, set, power_limits, "
-                                              "power_limit or reset"}
+            if op not in ("set", "set_core", "power_limit", "reset"):
+                return {"ok": False, "error": f"unknown op {op!r}; expected pairs, clocks, set, set_core, "
+                                              "power_limits, power_limit or reset"}
             if self._owner is not None and self._owner is not client:
                 return {"ok": False, "error": "another client owns this GPU's clocks"}
             if op == "reset":
@@ -81,6 +84,15 @@ class ClockService:
                     return {"ok": False, "error": "power_limit needs a number watts"}
                 self.device.set_power_limit(float(watts))
                 self._owner = client
+                return {"ok": True}
+            if op == "set_core":
+                core = request.get("core_mhz")
+                if core is None or not is_finite_number(core):
+                    return {"ok": False, "error": "set_core needs a number core_mhz"}
+                if float(core) not in self._cores:
+                    return {"ok": False, "error": f"{float(core):g} MHz is not a supported core clock"}
+                self.device.lock_core_clock(float(core))
+                self._owner, self._set = client, (float(core), None)
                 return {"ok": True}
             try:
                 pair = (float(request["core_mhz"]), float(request["mem_mhz"]))
@@ -188,7 +200,7 @@ def serve_clocks(device: Device, path: str | Path, mode: int = 0o660,
 class ClockClient:
     """An unprivileged process's handle on the clock service.
 
-    It offers `pairs`, `clocks`, `set`, `power_limits`, `set_power_limit` and `reset`.
+    It offers `pairs`, `clocks`, `set`, `set_core`, `power_limits`, `set_power_limit` and `reset`.
 
     ``timeout_s``: seconds to wait for a reply. `InputError` where the service cannot be reached;
     from each call, where the service refuses the request or closes the connection.
@@ -219,14 +231,18 @@ class ClockClient:
         """The GPU's supported (core, memory) MHz pairs, highest first."""
         return [(float(c), float(m)) for c, m in self._call(op="pairs")["pairs"]]
 
-    def clocks(self) -> tuple[float, float] | None:
-        """The (core, memory) MHz the service locked; None where the driver controls the clocks."""
+    def clocks(self) -> tuple[float, float | None] | None:
+        """The (core, memory) MHz the service locked (memory None: the core clock alone); None: the driver's."""
         c = self._call(op="clocks")["clocks"]
-        return None if c is None else (float(c[0]), float(c[1]))
+        return None if c is None else (float(c[0]), None if c[1] is None else float(c[1]))
 
     def set(self, core_mhz: float, mem_mhz: float) -> None:
         """Lock the clocks at a supported pair (this client then owns them)."""
         self._call(op="set", core_mhz=core_mhz, mem_mhz=mem_mhz)
+
+    def set_core(self, core_mhz: float) -> None:
+        """Lock the core clock alone, the memory clock left to the driver (this client then owns it)."""
+        self._call(op="set_core", core_mhz=core_mhz)
 
     def power_limits(self) -> dict:
         """The board's power limits in W: ``enforced``, ``default``, ``min`` and ``max``."""

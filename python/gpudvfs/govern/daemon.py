@@ -264,7 +264,7 @@ class Daemon:
             t, p = self._prior(max(watts, 1e-3), activity, time_ms or 1e3 * self.interval_s)
             self.governor.phase(key, t, p)
             self._key = key
-        if held is not None and not self.dry_run and self.knob.name == "clocks" and self.device.throttle_reasons():
+        if held is not None and not self.dry_run and self.knob.name != "power-limit" and self.device.throttle_reasons():
             # The GPU pulled the clocks below the pair set (its power or thermal limit): what
             # was measured is not that pair's, and the phase is not run there again.
             self.governor.exclude(held)

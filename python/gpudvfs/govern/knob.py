@@ -5,7 +5,8 @@ clock service (`clockd.ClockClient`, ``via``), and says which values the device 
 governor sees any knob's settings as rows [K x 2] (`knob_rows`): (core, memory) MHz pairs, or
 (value, `FIXED`) for a knob of one value, whose constant second column its log-ratio features
 read as nothing. `restore` puts back what the knob found when it was made: the driver's clocks
-(``reset_clocks``), or the power limit enforced then.
+(``reset_clocks``, locked clocks undone), or the power limit enforced then. The daemon, the
+training governor and its callbacks turn any of `KNOBS`.
 """
 
 from __future__ import annotations
@@ -26,8 +27,6 @@ if TYPE_CHECKING:
 
 #: The knobs, by the one name each goes by (API, command line, logs).
 KNOBS = ("clocks", "core-clock", "power-limit")
-#: The knobs the daemon and the training governor turn (the core clock alone: the replays').
-GOVERNED_KNOBS = ("clocks", "power-limit")
 #: The second column of a knob of one value.
 FIXED = 1.0
 #: Core clocks governed per memory clock at most (evenly over the supported ones, the highest, the
@@ -152,12 +151,24 @@ class ClockPair(Knob):
 
 
 class CoreClock(Knob):
-    """The core clock (MHz) locked, the memory clock held at its default; restored to the driver's."""
+    """The core clock alone locked (MHz, as ``nvidia-smi -lgc``), the memory clock left to the driver.
+
+    Its values are the core clocks the device lists at ``mem_mhz``, the memory clock the GPU runs
+    when the knob is made (the default's where that one is not listed: an idle board's low memory
+    state). `InputError` where the device lists fewer than two core clocks there.
+    """
 
     name = "core-clock"
 
     def __init__(self, device: Device, via: ClockClient | None = None) -> None:
-        self.mem_mhz = float(device.default_clocks()[1])
+        mem = float(device.clocks[1])
+        if mem not in device.memory_clocks():
+            mem = float(device.default_clocks()[1])
+        cores = device.core_clocks(mem)
+        if len(cores) < 2:
+            raise InputError(f"{device.name} lists {len(cores)} core clock(s) {list(cores)} at memory {mem:g} MHz: "
+                             "it has no core clock to turn; use knob='power-limit'")
+        self.mem_mhz = mem
         super().__init__(device, via)
 
     def read(self) -> float:
@@ -165,22 +176,22 @@ class CoreClock(Knob):
         return float(self.device.clocks[0])
 
     def check(self, value: float | tuple[float, float]) -> None:
-        """A core clock the device lists at its default memory clock."""
+        """A core clock the device lists at ``mem_mhz``."""
         if value not in self.device.core_clocks(self.mem_mhz):
             raise InputError(f"{value!r} MHz is not a core clock {self.device.name} supports at memory "
                              f"{self.mem_mhz:g} MHz")
 
     def set(self, value: float | tuple[float, float]) -> None:
-        """Lock the core clock, the memory clock at its default."""
+        """Lock the core clock."""
         self.check(value)
-        (self.via.set if self.via is not None else self.device.lock_clocks)(float(value), self.mem_mhz)  # type: ignore[arg-type]
+        (self.via.set_core if self.via is not None else self.device.lock_core_clock)(float(value))  # type: ignore[arg-type]
 
     def restore(self) -> None:
         """The driver's clocks."""
         self._reset_clocks()
 
     def settings(self, n: int | None = None) -> tuple[np.ndarray, int]:
-        """The listed core clocks (``n`` at most), the default's index."""
+        """The listed core clocks, thinned to ``n`` (`MAX_CORE_CLOCKS`) as the clock pairs are; the default's index."""
         core0 = float(self.device.default_clocks()[0])
         rows = knob_rows(thin(self.device.core_clocks(self.mem_mhz), core0, n or MAX_CORE_CLOCKS), self.name)
         return rows, int(np.argmin(np.abs(np.log(rows[:, 0] / core0))))

@@ -3,8 +3,9 @@
 The measurement sets the level, a shape without a fit of the workload the rest. Clock pairs
 (`step_prior`): the catalog's power prior (`gpudvfs.power.PowerModel.prior`) gives the shape of
 power over the clocks, and a two-part time law (a compute share scaling with 1/f_core, a memory
-share with 1/f_mem) the shape of time. Power limits (`limit_curves`): the phase draws the limit
-where it is below its own power. `CatalogPrior` and `PowerLimitPrior` carry these to the daemon;
+share with 1/f_mem) the shape of time; the core clock alone takes the same at its pairs with the
+memory clock the GPU runs. Power limits (`limit_curves`): the phase draws the limit where it is
+below its own power. `CatalogPrior`, `CoreClockPrior` and `PowerLimitPrior` carry these to the daemon;
 a prior from the fleet's fitted models is `gpudvfs.fleet.model_prior.ModelPrior`. Pure: the
 device is read for its settings only.
 """
@@ -22,7 +23,7 @@ from numpy.typing import ArrayLike
 from gpudvfs.data.counters import COMPONENTS
 from gpudvfs.errors import GpudvfsWarning, InputError
 from gpudvfs.govern.clock_grid import ClockGrid, clock_grid
-from gpudvfs.govern.knob import POWER_LIMIT_LEVELS, PowerLimit
+from gpudvfs.govern.knob import POWER_LIMIT_LEVELS, CoreClock, PowerLimit
 from gpudvfs.hardware.device import Device
 from gpudvfs.limits import clock_array
 from gpudvfs.power import PowerModel
@@ -61,6 +62,20 @@ def catalog_power_shape(name: str, default_mhz: tuple[float, float]) -> tuple[Po
             warnings.simplefilter("ignore", GpudvfsWarning)
             return model.predict(u, core, mem)
     return shape, model.device_
+
+
+def shape_or_flat(name: str, default_mhz: tuple[float, float]) -> tuple[PowerShape | None, str, str | None]:
+    """`catalog_power_shape` and its catalog key; else no shape (flat power), ``"none"`` and why."""
+    try:
+        shape, key = catalog_power_shape(name, default_mhz)
+    except InputError as e:
+        return None, "none", f"no catalog power prior for {name!r} ({str(e).split('. ')[0]}): flat power prior"
+    return shape, str(key), None
+
+
+def core_clock_pairs(rows: np.ndarray, mem_mhz: float) -> np.ndarray:
+    """The core clock knob's rows [K x 2] (`knob.knob_rows`) as the (core, memory) MHz pairs they run at."""
+    return np.column_stack([rows[:, 0], np.full(len(rows), float(mem_mhz))])
 
 
 def utilization_vector(util: Mapping[str, float] | None = None) -> np.ndarray:
@@ -153,7 +168,7 @@ def limit_prior(limits: ArrayLike, time_ms: float, watts: float) -> tuple[np.nda
 class Prior(Protocol):
     """What a daemon's phases start from: the settings governed and a phase's curves over them.
 
-    ``knob``: ``"clocks"`` or ``"power-limit"``; ``configs`` [K x 2], its rows (`knob.knob_rows`);
+    ``knob``: one of `knob.KNOBS`; ``configs`` [K x 2], its rows (`knob.knob_rows`);
     ``prior_sd``: the governor's ``prior_sd`` for it.
     """
 
@@ -189,13 +204,9 @@ class CatalogPrior:
         A catalog without the GPU leaves the power flat, with a warning.
         """
         grid = clock_grid(device, catalog_name)
-        name = catalog_name or device.name
-        try:
-            shape, _ = catalog_power_shape(name, grid.default_mhz)
-        except InputError as e:
-            warnings.warn(GpudvfsWarning(f"no catalog power prior for {name!r} ({str(e).split('. ')[0]}): a flat "
-                                         "power prior, learnt as the daemon measures"), stacklevel=2)
-            shape = None
+        shape, _, why = shape_or_flat(catalog_name or device.name, grid.default_mhz)
+        if why is not None:
+            warnings.warn(GpudvfsWarning(f"{why}, learnt as the daemon measures"), stacklevel=2)
         return cls(grid, shape)
 
     def __init__(self, grid: ClockGrid, shape: PowerShape | None) -> None:
@@ -206,6 +217,32 @@ class CatalogPrior:
                  clocks: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
         """As `Prior`; the activities are not read."""
         return step_prior(self.configs, tuple(float(c) for c in clocks), time_ms, watts, self.shape)
+
+
+class CoreClockPrior:
+    """The core clock alone as the knob (`knob.CoreClock`), the memory clock left to the driver.
+
+    Its core clocks at the memory clock the GPU runs (`CoreClock.settings`); a phase's curves by
+    `step_prior` at those pairs, power by the catalog's power prior's shape under ``catalog_name``
+    (None: the device's name; a catalog without the GPU: flat, with a warning).
+    """
+
+    name, knob = "catalog", "core-clock"
+    prior_sd = STEP_PRIOR_SD
+
+    def __init__(self, device: Device, catalog_name: str | None = None) -> None:
+        knob = CoreClock(device)
+        self.configs, self.default_index = knob.settings()
+        self.pairs = core_clock_pairs(self.configs, knob.mem_mhz)
+        core0, mem0 = device.default_clocks()
+        self.shape, _, why = shape_or_flat(catalog_name or device.name, (float(core0), float(mem0)))
+        if why is not None:
+            warnings.warn(GpudvfsWarning(f"{why}, learnt as the daemon measures"), stacklevel=2)
+
+    def __call__(self, watts: float, activity: np.ndarray, time_ms: float,
+                 clocks: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
+        """As `Prior`, at the core clocks' pairs; the activities are not read."""
+        return step_prior(self.pairs, tuple(float(c) for c in clocks), time_ms, watts, self.shape)
 
 
 class PowerLimitPrior:

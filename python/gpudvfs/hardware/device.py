@@ -95,6 +95,9 @@ class Device(Protocol):
     def lock_clocks(self, core_mhz: float, mem_mhz: float) -> None:
         """Pin both clocks; `ClockPermissionError` where the process may not."""
 
+    def lock_core_clock(self, core_mhz: float) -> None:
+        """Pin the core clock alone (``nvidia-smi -lgc``), the memory clock left to the driver; as `lock_clocks`."""
+
     def reset_clocks(self) -> None:
         """Return the clocks to the driver's control, and the power limit this object set to what it was."""
 

@@ -207,10 +207,7 @@ class SimulatedTraining(SimulatedDevice):
         g = self.gpu
         util = np.array([float(s.util.get(n, 0.0)) for n in g.components])
         idle = np.zeros(len(g.components))
-        fc = core_mhz
-        if limit_w is not None and g.power(util, fc, mem_mhz) > limit_w:
-            fits = [c for c in self.core_clocks(mem_mhz) if c <= core_mhz and g.power(util, c, mem_mhz) <= limit_w]
-            fc = max(fits) if fits else min(self.core_clocks(mem_mhz))
+        fc = g.capped_core(util, core_mhz, mem_mhz, limit_w)
         busy_ms = g.time_ms(s.compute_ms, s.memory_ms, fc, mem_mhz)
         busy_w = g.power(util, fc, mem_mhz)
         time_ms = busy_ms + s.host_ms

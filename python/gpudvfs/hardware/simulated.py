@@ -106,6 +106,17 @@ class SimulatedGpu:
         return power_grid(np.atleast_2d(util), self.domain_sizes, self.static_w, self.idle_w, self.weights_w,
                           freqs, volts)[0]
 
+    def capped_core(self, util: ArrayLike, core_mhz: float, mem_mhz: float, limit_w: float | None) -> float:
+        """The core clock (MHz) the driver runs under a power limit (None: none), ``core_mhz`` set.
+
+        The highest listed core clock at or below ``core_mhz`` whose power fits, the lowest where none does.
+        """
+        if limit_w is None or self.power(util, core_mhz, mem_mhz) <= limit_w:
+            return float(core_mhz)
+        cores = [c for c in self.clocks[mem_mhz] if c <= core_mhz]
+        fits = [c for c, w in zip(cores, self.power_at(util, cores, mem_mhz)) if w <= limit_w]
+        return float(max(fits) if fits else min(self.clocks[mem_mhz]))
+
     def time_ms(self, compute_ms: float, memory_ms: float, core_mhz: float, mem_mhz: float) -> float:
         """True ms per launch: compute and memory ms at the default clocks scaled by 1/fc, 1/fm; smooth maximum."""
         c = compute_ms * self.default_mhz[0] / core_mhz
@@ -214,9 +225,10 @@ class SimulatedDevice:
     permission : bool
         False makes clock changes fail like an unprivileged process's.
     power_limit_w : float, optional
-        Flags measurements above it as throttled, and `throttle_reasons` reports the power cap
-        while what `run` last ran draws more (the clock slow-down itself is not modelled); None:
-        the board's default, `POWER_LIMITS_W`, never reached. `set_power_limit` sets it.
+        What `run` runs under: the driver lowers the core clock (`SimulatedGpu.capped_core`), `clocks`
+        and `throttle_reasons` say so. `measure` (sweeps) runs at the clocks set and flags a
+        measurement above it as throttled. None: the board's default, `POWER_LIMITS_W`, never
+        reached. `set_power_limit` sets it.
 
     Raises
     ------
@@ -244,6 +256,7 @@ class SimulatedDevice:
         self._now_s = 0.0
         self._energy_j = 0.0
         self._running_w = 0.0  # true power of what `run` last ran
+        self._last_run: Workload | None = None  # what `run` last ran
 
     # clocks
     def memory_clocks(self) -> list[float]:
@@ -294,6 +307,10 @@ class SimulatedDevice:
             raise InputError(f"unsupported core clock {core_mhz} MHz at memory {mem_mhz} MHz")
         self._clocks = (float(core_mhz), float(mem_mhz))
 
+    def lock_core_clock(self, core_mhz: float) -> None:
+        """As `lock_clocks`, the memory clock where it is (the simulated driver does not move it)."""
+        self.lock_clocks(core_mhz, self._clocks[1])
+
     def reset_clocks(self) -> None:
         """Return to the default clocks and the power limit it was made with."""
         self._clocks = self.gpu.default_mhz
@@ -320,8 +337,20 @@ class SimulatedDevice:
 
     @property
     def clocks(self) -> tuple[float, float]:
-        """The (core, memory) MHz the GPU runs at now."""
-        return self._clocks
+        """The (core, memory) MHz the GPU runs at now: what `run` last ran runs at (`running_clocks`)."""
+        return self.running_clocks(self._last_run)
+
+    def running_clocks(self, workload: Workload | None, clocks: tuple[float, float] | None = None,
+                       limit_w: float | None = None) -> tuple[float, float]:
+        """The (core, memory) MHz ``workload`` runs at (None: idle, at those set) from ``clocks`` (None: those set).
+
+        Under ``limit_w`` (None: ``power_limit_w``) the core clock is lowered (`SimulatedGpu.capped_core`).
+        """
+        fc, fm = self._clocks if clocks is None else clocks
+        limit = self.power_limit_w if limit_w is None else limit_w
+        if workload is None or limit is None:
+            return fc, fm
+        return self.gpu.capped_core(profile_of(workload, self.gpu).util, fc, fm, limit), fm
 
     # sensors
     def _idle_power(self) -> float:
@@ -336,8 +365,9 @@ class SimulatedDevice:
         return self._energy_j if self.has_energy_counter else None
 
     def throttle_reasons(self) -> tuple[str, ...]:
-        """``("sw_power_cap",)`` while what `run` last ran draws more than ``power_limit_w``."""
-        capped = self.power_limit_w is not None and self._running_w > self.power_limit_w
+        """``("sw_power_cap",)`` while the limit lowers the core clock of what `run` last ran, or it draws more."""
+        capped = self.power_limit_w is not None and (self.clocks[0] < self._clocks[0]
+                                                     or self._running_w > self.power_limit_w)
         return ("sw_power_cap",) if capped else ()
 
     def temperature_c(self) -> float:
@@ -375,11 +405,11 @@ class SimulatedDevice:
         return self.gpu.power(profile_of(workload, self.gpu).util, core_mhz, mem_mhz)
 
     def run(self, workload: Workload | None, seconds: float) -> None:
-        """Let a workload (None: idle) run ``seconds``: the energy counter advances by its true power."""
+        """Let a workload (None: idle) run ``seconds`` at `running_clocks`: the counter advances by its true power."""
         if not (math.isfinite(seconds) and seconds >= 0):
             raise InputError(f"seconds must be finite and >= 0, got {seconds}")
-        watts = self._idle_power() if workload is None else self.true_power_w(workload, *self._clocks)
-        self._running_w = watts
+        watts = self._idle_power() if workload is None else self.true_power_w(workload, *self.running_clocks(workload))
+        self._running_w, self._last_run = watts, workload
         self._now_s += seconds
         self._energy_j += watts * seconds
 

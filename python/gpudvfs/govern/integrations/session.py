@@ -33,9 +33,11 @@ would set and the pair the GPU ran (`GovernedLoop` in dry run). Not in dry run, 
 set through the device (``NvmlDevice(leave_clocks=False)``: root) or through the clock service
 (``clock_service=`` its socket); where that is refused (no permission, or another job owns the
 GPU's clocks), the run goes on in dry run after ONE warning saying why. With
-``knob="power-limit"`` the governor chooses among board power limits instead (`knob.PowerLimit`,
-each phase's prior from its first window by `priors.limit_prior`), the clocks left to the
-driver; `close` puts back the limit enforced when the run began.
+``knob="core-clock"`` the governor locks the core clock alone (`knob.CoreClock`), the memory
+clock left to the driver; a dry run's window is observed at the core clock the driver ran. With
+``knob="power-limit"`` it chooses among board power limits instead (`knob.PowerLimit`, each
+phase's prior from its first window by `priors.limit_prior`), the clocks left to the driver;
+`close` puts back the limit enforced when the run began.
 
 A run ended by an exception or Ctrl-C (``close(interrupted=...)``), or left open at exit
 (`closing`), still puts every clock back and writes its summary, waiting for no other rank.
@@ -71,7 +73,7 @@ from gpudvfs.govern.integrations.ranks import gather_ranks, gpu_code, rank_log_p
 from gpudvfs.govern.integrations.settings import Governed, governed
 from gpudvfs.govern.integrations.summary import run_advice, steps_summary
 from gpudvfs.govern.integrations.window import Window
-from gpudvfs.govern.knob import GOVERNED_KNOBS, Knob, make_knob
+from gpudvfs.govern.knob import FIXED, KNOBS, Knob, check_knob, make_knob
 from gpudvfs.govern.loop import GovernedLoop
 from gpudvfs.govern.priors import MEMORY_SHARE, STEP_PRIOR_SD, step_prior
 from gpudvfs.hardware.cuda_sync import torch_sync
@@ -104,8 +106,8 @@ class GovernedTraining:
     process already uses CUDA through torch). ``distributed``: ``"auto"``, None (this process
     alone) or a `distributed.Collective`. ``quiet``: print nothing at close (else the per-phase
     advice table and one line, to stderr). ``profile_path`` and ``job``: keep what the governor
-    learns of the job in this file, read at start (`between_runs`). ``knob``: ``"clocks"`` or
-    ``"power-limit"``.
+    learns of the job in this file, read at start (`between_runs`). ``knob``: one of `KNOBS`
+    (``"clocks"``, ``"core-clock"``, ``"power-limit"``).
 
     `InputError` for a setting out of its range, a log folder that does not exist, a device that
     is none, or a knob the device cannot turn (`close` is then not needed).
@@ -138,8 +140,7 @@ class GovernedTraining:
                  sync: Callable[[], None] | str | None = "auto", governor_options: dict | None = None,
                  distributed: Collective | str | None = "auto", quiet: bool = False,
                  profile_path: str | Path | None = None, job: str | None = None, knob: str = "clocks") -> None:
-        if knob not in GOVERNED_KNOBS:
-            raise InputError(f"knob must be one of {GOVERNED_KNOBS}, got {knob!r}")
+        check_knob(knob)
         if policy not in GOVERNOR_POLICIES:
             raise InputError(f"unknown policy {policy!r}; expected one of {GOVERNOR_POLICIES}")
         for name, flag in (("dry_run", dry_run), ("quiet", quiet)):
@@ -270,12 +271,12 @@ class GovernedTraining:
         grid = -1.0 if loop is None else float(zlib.crc32(np.ascontiguousarray(loop.governor.configs,
                                                                                 dtype=np.float64).tobytes()))
         rows = self._comm.all_gather(np.array([loop is not None, grid, loop is not None and not loop.dry_run,
-                                               gpu_code(self.device), GOVERNED_KNOBS.index(self.knob_name)],
+                                               gpu_code(self.device), KNOBS.index(self.knob_name)],
                                               dtype=np.float64))
         if (rows[:, 4] != rows[0, 4]).any():
             ranks = [int(r) for r in np.flatnonzero(rows[:, 4] != rows[0, 4])]
             raise InputError(f"rank(s) {ranks} of the job govern another knob than rank 0's "
-                             f"{GOVERNED_KNOBS[int(rows[0, 4])]!r}: "
+                             f"{KNOBS[int(rows[0, 4])]!r}: "
                              "give every rank the same knob=")
         gpus = rows[:, 3]
         shared = [int(r) for r in np.flatnonzero((gpus >= 0) & (np.sum(gpus[:, None] == gpus[None, :], axis=1) > 1))]
@@ -462,10 +463,12 @@ class GovernedTraining:
     # --------------------------------------------------------------- governor
     def _setting_now(self, w: Window | None = None) -> tuple[float, float] | None:
         """The governor's row the GPU runs at (dry run): its clocks (over ``w``'s steps), or its power limit now."""
-        if self.knob is not None and self.knob_name != "clocks":
+        if self.knob is not None and self.knob_name == "power-limit":
             return self.meter._read(self.knob_name, self.knob.row)
         core, mem = w.clocks if w is not None else self.meter._clocks()
-        return None if core is None or mem is None else (core, mem)
+        if core is None or mem is None:
+            return None
+        return (core, mem) if self.knob_name == "clocks" else (core, FIXED)
 
     def _switch(self, phase: str) -> None:
         """A step of ``phase`` starts: a known phase other than the governor's gets its clocks."""
@@ -532,8 +535,10 @@ class GovernedTraining:
 
     def _on_decision(self, entry: dict) -> None:
         entry = {"kind": "decision", "step": self.kept.history.last_step + len(self.meter.records), **entry}
-        if self.knob_name == "power-limit":  # a row's first column is the limit; the second no clock
-            entry = {k.replace("core_mhz", "limit_w"): v for k, v in entry.items() if not k.endswith("mem_mhz")}
+        if self.knob_name != "clocks":  # a knob of one value: a row's second column is no clock
+            entry = {k: v for k, v in entry.items() if not k.endswith("mem_mhz")}
+        if self.knob_name == "power-limit":  # its first column is the limit
+            entry = {k.replace("core_mhz", "limit_w"): v for k, v in entry.items()}
         self.decisions.append(entry)
         self.meter.write(entry)
 

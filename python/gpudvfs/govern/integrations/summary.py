@@ -11,6 +11,7 @@ from collections.abc import Collection
 from gpudvfs.govern.advice import phase_advice
 from gpudvfs.govern.governor import Governor
 from gpudvfs.govern.integrations.meter import StepRecord
+from gpudvfs.govern.knob import FIXED
 from gpudvfs.govern.loop import nearest_config
 
 
@@ -40,8 +41,8 @@ def steps_summary(records: list[StepRecord], decisions: list[dict], counter_tota
             "energy_j": sum(e) if e else None,
             "decisions": sum(d.get("phase") == name for d in decisions),
             "would_set": None if last is None else {
-                **({"limit_w": last["would_limit_w"]} if "would_limit_w" in last else {
-                    "core_mhz": last["would_core_mhz"], "mem_mhz": last["would_mem_mhz"]}),
+                **{k.removeprefix("would_"): v for k, v in last.items()
+                   if k in ("would_limit_w", "would_core_mhz", "would_mem_mhz")},
                 "predicted_saving": last["predicted_saving"], "explored": last["explored"]}}
     clocks = Counter((r.core_mhz, r.mem_mhz) for r in records if r.core_mhz is not None)
     return {
@@ -59,17 +60,17 @@ def run_advice(governor: Governor | None, records: list[StepRecord], known: Coll
                decisions: list[dict]) -> dict | None:
     """Per phase the governor knows, its advice (`gpudvfs.govern.advice`) as a dict; None without a governor.
 
-    Against the setting the phase ran at most: for clocks, the pair nearest the clocks of most of its
-    metered time; for a knob of one value (which the steps do not record), the one most of its
-    decisions found (dry run) or set.
+    Against the setting the phase ran at most: for clocks (the core clock), the pair (core clock)
+    nearest the clocks of most of its metered time; for the power limit (which the steps do not
+    record), the one most of its decisions found (dry run) or set.
     """
     if governor is None:
         return None
     at: dict[str, dict[int, float]] = {}
-    if governor.knob == "clocks":
+    if governor.knob != "power-limit":
         for r in records:
             if r.phase in known and r.core_mhz is not None and r.mem_mhz is not None:
-                k = nearest_config(governor.configs, (r.core_mhz, r.mem_mhz))
+                k = nearest_config(governor.configs, (r.core_mhz, r.mem_mhz if governor.knob == "clocks" else FIXED))
                 at.setdefault(r.phase, {})[k] = at.get(r.phase, {}).get(k, 0.0) + r.time_ms
     else:
         for d in decisions:

@@ -69,6 +69,30 @@ class ClockControl:
                 raise
             self.locked = (float(core), float(mem))
 
+    def lock_core(self, core: int) -> None:
+        """Lock the core clock alone at ``core`` MHz, the memory clock left to the driver (``locked`` stays None).
+
+        Any earlier setting is undone first. `ClockPermissionError` without root; `ClockControlError`
+        where the GPU has no locked clocks (before Volta: its application clocks carry both clocks).
+        """
+        nv, h = self._nv, self._handle
+        with self._state:
+            if self._active:
+                self.reset()
+            GUARD.add(self)
+            try:
+                nv.nvmlDeviceSetGpuLockedClocks(h, core, core)
+            except BaseException as exc:
+                GUARD.discard(self)
+                if isinstance(exc, nv.NVMLError_NoPermission):
+                    raise self._permission_error("locked", core, exc) from exc
+                if isinstance(exc, (*unsupported(nv), AttributeError)):
+                    raise ClockControlError(f"{self.name} cannot lock its core clock alone ({exc}): locked clocks "
+                                            "need Volta or newer; use the clocks knob") from exc
+                raise
+            self._gpu_lock_ok = True
+            self._active.append("gpu_locked")
+
     def _apply(self, core: int, mem: int) -> None:
         nv, h = self._nv, self._handle
         cannot = unsupported(nv)

@@ -162,6 +162,19 @@ class NvmlDevice(NvmlGpu):
                              f"{self.name} at memory clock {mem} MHz; supported: {cores}")
         self._control.lock(core, mem)
 
+    def lock_core_clock(self, core_mhz: float) -> None:
+        """Pin the core clock alone (``nvidia-smi -lgc``: locked clocks, Volta and newer) until `reset_clocks`.
+
+        The memory clock is left to the driver. Raises as `lock_clocks`; `InputError` for a core
+        clock the GPU lists at no memory clock.
+        """
+        self._refuse_if_left("clocks are")
+        core = whole_mhz(core_mhz, "core_mhz")
+        cores = sorted({c for m in self.memory_clocks() for c in self.core_clocks(m)}, reverse=True)
+        if core not in cores:
+            raise InputError(f"core_mhz: {core_mhz!r} is not a core clock {self.name} supports; supported: {cores}")
+        self._control.lock_core(core)
+
     def set_power_limit(self, watts: float) -> None:
         """Set the board's power limit, W (root; within `power_limits`' ``min`` and ``max``), undone with the clocks.
 
