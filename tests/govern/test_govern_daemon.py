@@ -359,11 +359,13 @@ def test_govern_run_command_on_the_simulated_gpu(tmp_path):
     assert r.exit_code == 0, r.output
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     assert 'gpudvfs_governor_decisions_total{gpu="sim0"} 20.0' in text
-    # Without --json a bar follows the run: intervals of the duration, phases, clock changes.
+    # Without --json, at a terminal (TTY_COMPATIBLE: rich's stand-in for one), a bar on stderr
+    # follows the run: intervals of the duration, phases, clock changes; stdout holds the report alone.
     r = run(cli, ["govern", "run", "--device", "sim", "--apply", "--duration", "40", "--sim-phase-s", "10", "--workdir",
-                  str(tmp_path / "work")])
+                  str(tmp_path / "work")], env={"TTY_COMPATIBLE": "1"})
     assert r.exit_code == 0, r.output
-    assert re.search(r"govern\b.*40/40.*4 phases, \d+ clock changes", r.output), r.output
+    assert re.search(r"govern\b.*40/40.*4 phases, \d+ clock changes", re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", r.stderr))
+    assert "40/40" not in r.stdout and "governor daemon" in r.stdout
     for args, message in ((["--device", "sim", "--progress", "p"], "--progress is for"),
                           (["--device", "sim", "--registry", "r"], "calibrates its own"),
                           (["--device", "sim", "--policy", "power-cap"], "--power-cap"),

@@ -1,7 +1,9 @@
 """Rich progress bars with ETA, fed by the progress callbacks of long-running library functions.
 
 A bar appears with the first report of its stage, so a command refused before any work starts
-prints its error alone.
+prints its error alone. Bars go to stderr, and only when it is a terminal (rich's test, which
+FORCE_COLOR and TTY_COMPATIBLE override): stdout piped to a file or to jq holds the results alone,
+and a log of stderr holds no redraws.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Protocol
 
+from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -19,8 +22,6 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
-
-from gpudvfs.cli.output import console
 
 
 class Update(Protocol):
@@ -32,10 +33,12 @@ class Update(Protocol):
 
 @contextlib.contextmanager
 def progress_bars(disable: bool = False) -> Iterator[Update]:
-    """Progress bars for the block, stopped at its end; ``disable`` for ``--json``, whose stdout is the JSON alone."""
+    """Progress bars for the block, stopped at its end; ``disable``: none even at a terminal (``--json``)."""
+    console = Console(stderr=True)
     bars = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                    TextColumn("{task.fields[label]}"), console=console, transient=False, disable=disable)
+                    TextColumn("{task.fields[label]}"), console=console, transient=False,
+                    disable=disable or not console.is_terminal)
     tasks: dict[str, TaskID] = {}
 
     def update(stage: str, done: int, total: int | None, label: str = "") -> None:
