@@ -17,9 +17,12 @@ def best_of(fn: Callable[[], object], repeat: int = 5) -> float:
     return best
 
 
+def _seconds(s: float) -> str:
+    return f"{s * 1e3:.1f} ms" if s >= 1e-3 else f"{s * 1e6:.1f} us"
+
+
 def report(name: str, ours: float, baseline_name: str, baseline: float) -> dict:
     ratio = baseline / ours
-    print(f"{name}: {ours * 1e3:.1f} ms; {baseline_name}: {baseline * 1e3:.1f} ms; "
-          f"speed-up x{ratio:.2f}")
+    print(f"{name}: {_seconds(ours)}; {baseline_name}: {_seconds(baseline)}; speed-up x{ratio:.2f}")
     return {"name": name, "seconds": ours, "baseline": baseline_name,
             "baseline_seconds": baseline, "speedup": ratio}

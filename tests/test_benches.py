@@ -27,6 +27,7 @@ TINY: dict[str, list[str] | None] = {
     "bench_power_fit.py": None,
     "bench_power_grid.py": ["--workloads", "20", "--configs", "10", "--repeat", "1", "--json"],
     "bench_read.py": ["--mb", "0.05", "--repeat", "1", "--json"],
+    "bench_small_calls.py": ["--rows", "1,10", "--configs", "5", "--budget-s", "0.001", "--json"],
     "bench_time_model.py": ["--kernels", "20", "--configs", "10", "--repeat", "1"],
     "bench_windows.py": ["--repeat", "5", "--json"],
 }

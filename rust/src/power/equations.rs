@@ -159,20 +159,16 @@ pub fn power_grid(
     // Workload rows are independent: split them across threads for large grids.
     let threads = crate::parallel::threads_for(n_work * n_conf);
     let rows_per_chunk = n_work.div_ceil(threads).max(1);
-    std::thread::scope(|scope| {
-        for (chunk_idx, chunk) in out.chunks_mut(rows_per_chunk * n_conf.max(1)).enumerate() {
-            let (a, b) = (&a, &b);
-            scope.spawn(move || {
-                let mut activity = vec![0.0; nd];
-                for (r, row) in chunk.chunks_mut(n_conf.max(1)).enumerate() {
-                    let w = chunk_idx * rows_per_chunk + r;
-                    coef.domain_activity(&util[w * nc..(w + 1) * nc], &mut activity);
-                    for (k, p) in row.iter_mut().enumerate() {
-                        let bk = &b[k * nd..(k + 1) * nd];
-                        *p = a[k] + bk.iter().zip(&activity).map(|(x, y)| x * y).sum::<f64>();
-                    }
-                }
-            });
+    let parts = out.chunks_mut(rows_per_chunk * n_conf.max(1)).enumerate();
+    crate::parallel::for_each_part(parts, |(chunk_idx, chunk)| {
+        let mut activity = vec![0.0; nd];
+        for (r, row) in chunk.chunks_mut(n_conf.max(1)).enumerate() {
+            let w = chunk_idx * rows_per_chunk + r;
+            coef.domain_activity(&util[w * nc..(w + 1) * nc], &mut activity);
+            for (k, p) in row.iter_mut().enumerate() {
+                let bk = &b[k * nd..(k + 1) * nd];
+                *p = a[k] + bk.iter().zip(&activity).map(|(x, y)| x * y).sum::<f64>();
+            }
         }
     });
     Ok(out)

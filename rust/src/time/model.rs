@@ -286,21 +286,16 @@ pub fn predict(
         threads.min(crate::parallel::MAX_THREADS)
     };
     let per = nk.div_ceil(threads.min(nk));
-    std::thread::scope(|s| {
-        for ((ks, ts), cs) in kernels
-            .chunks(per)
-            .zip(time_ms.chunks_mut(per * nc))
-            .zip(case.chunks_mut(per * nc))
-        {
-            let clk = &clk;
-            s.spawn(move || {
-                for ((k, trow), crow) in ks.iter().zip(ts.chunks_mut(nc)).zip(cs.chunks_mut(nc)) {
-                    match mode {
-                        TimeMode::Default => default_row(k, dev, clk, trow, crow),
-                        TimeMode::Paper => paper_row(k, dev, clk, trow, crow),
-                    }
-                }
-            });
+    let parts = kernels
+        .chunks(per)
+        .zip(time_ms.chunks_mut(per * nc))
+        .zip(case.chunks_mut(per * nc));
+    crate::parallel::for_each_part(parts, |((ks, ts), cs)| {
+        for ((k, trow), crow) in ks.iter().zip(ts.chunks_mut(nc)).zip(cs.chunks_mut(nc)) {
+            match mode {
+                TimeMode::Default => default_row(k, dev, &clk, trow, crow),
+                TimeMode::Paper => paper_row(k, dev, &clk, trow, crow),
+            }
         }
     });
     Ok(TimePrediction {
