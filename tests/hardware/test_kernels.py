@@ -179,6 +179,28 @@ def test_manifest_json_syntax_error_names_line_and_column(tmp_path):
         K.load_manifest(d / "manifest.json")
 
 
+def test_manifest_is_read_once_per_path(tmp_path, monkeypatch):
+    """The lookups call load_manifest again and again: a path read once is neither read nor
+    resolved again (a stand-in reader counts the reads), and each path keeps its own manifest."""
+    from gpudvfs.hardware.kernels import manifest as mod
+
+    reads: list[Path] = []
+    monkeypatch.setattr(mod, "_read_json", lambda p: reads.append(p) or json.loads(p.read_text()))
+    path = _write_manifest(tmp_path, _set(["benchmarks", 0, "description"], "the copy's"))
+    m = K.load_manifest(path)
+    assert reads == [path.resolve()] and m["int_ops001"].description == "the copy's"
+    with monkeypatch.context() as no_files:  # a second call touches no file at all
+        no_files.setattr(Path, "resolve", lambda *_: pytest.fail("resolved again"))
+        no_files.setattr(Path, "stat", lambda *_: pytest.fail("stat again"))
+        assert K.load_manifest(path) is m and K.load_manifest(str(path)) is m
+    assert len(reads) == 1
+    monkeypatch.setenv("GPUDVFS_KERNELS_DIR", str(path.parent))  # the default path follows the variable
+    assert K.load_manifest() is m and len(reads) == 1
+    monkeypatch.delenv("GPUDVFS_KERNELS_DIR")
+    assert K.load_manifest() is MANIFEST and K.load_manifest()["int_ops001"].description != "the copy's"
+    assert len(reads) == 1
+
+
 def test_load_checks_parameters_before_touching_a_gpu():
     with pytest.raises(ValueError, match=r"unknown launch parameters \['bogus'\].*'elements'"):
         K.load("sp_ops001", {"bogus": 1})

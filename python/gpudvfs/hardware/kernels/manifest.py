@@ -154,33 +154,41 @@ def _c_value(v: str | int | bool) -> str:
     return str(v)
 
 
+#: This module's folder, resolved once: the manifest and sources shipped in the wheel.
+_PACKAGED = Path(__file__).resolve().parent
+
+
 def kernels_dir() -> Path:
     """``$GPUDVFS_KERNELS_DIR``, else this module's folder (in the wheel; the repository's ``kernels/`` links to it)."""
     env = os.environ.get("GPUDVFS_KERNELS_DIR")
-    return Path(env) if env else Path(__file__).resolve().parent
+    return Path(env) if env else _PACKAGED
 
 
 def load_manifest(path: str | os.PathLike[str] | None = None) -> Manifest:
-    """Read and validate the manifest (default ``kernels_dir()/manifest.json``; cached until it changes).
+    """Read and validate the manifest (default ``kernels_dir()/manifest.json``), once per path in a process.
 
-    `ManifestError` at every problem, naming the file, the entry and what was expected.
+    The sweeps, the NVML device and the compiler look benchmarks up call after call; the manifest
+    ships with the package and does not change under a running process. `ManifestError` at every
+    problem, naming the file, the entry and what was expected.
     """
-    p = Path(path) if path is not None else kernels_dir() / "manifest.json"
-    return _load_manifest_cached(str(p.resolve()), p.stat().st_mtime_ns if p.exists() else 0)
+    return _load_manifest(Path(path) if path is not None else kernels_dir() / "manifest.json")
 
 
-@functools.lru_cache(maxsize=8)
-def _load_manifest_cached(path: str, _mtime: int) -> Manifest:
-    p = Path(path)
+@functools.cache
+def _load_manifest(path: Path) -> Manifest:
+    p = path.resolve()
+    return _parse_manifest(p, _read_json(p))
+
+
+def _read_json(p: Path) -> Any:
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as e:
         raise ManifestError(f"{p}: cannot read the kernel manifest ({e})") from None
     try:
-        raw = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as e:
         raise ManifestError(f"{p}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
-    return _parse_manifest(p, raw)
 
 
 def _parse_manifest(p: Path, raw: Any) -> Manifest:
