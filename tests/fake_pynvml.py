@@ -9,7 +9,8 @@ Ground truth: the GPU draws ``idle_watts`` when idle and ``busy_watts(core, mem)
 test's workload runs (`FakeNvml.run`); `true_energy_j` integrates that exactly. The energy
 counter reports the same integral in whole mJ. The power sensor, like NVIDIA's, only updates
 every ``refresh_s``: each update reports the mean true power over the period just ended plus
-a little seeded Gaussian noise. Time is real (``time.perf_counter``), with small periods.
+a little seeded Gaussian noise. Time is real (``time.perf_counter``), with small periods, or a
+test's `virtual_clock.VirtualClock` (``clock=``), which `run` moves instead of sleeping.
 """
 
 from __future__ import annotations
@@ -21,7 +22,10 @@ import os
 import random
 import threading
 import time
+from collections.abc import Callable
 from types import SimpleNamespace
+
+from virtual_clock import VirtualClock
 
 # Constants, with nvidia-ml-py's names and values.
 NVML_SUCCESS = 0
@@ -157,7 +161,7 @@ class FakeNvml:
                  instant_power: bool = False, power_limits_w: tuple[float, float, float] = (300.0, 100.0, 350.0),
                  refresh_s: float = 0.005, noise_w: float = 0.3, seed: int = 0,
                  idle_watts: float = 40.0, state_file: str | None = None, energy_period_s: float | None = None,
-                 pci: tuple[int, int, int] = (0, 0x3B, 0)):
+                 pci: tuple[int, int, int] = (0, 0x3B, 0), clock: VirtualClock | None = None):
         self.name = name
         self.clock_table = {m: list(c) for m, c in (clock_table or DEFAULT_CLOCK_TABLE).items()}
         self.default = default_clocks
@@ -188,7 +192,9 @@ class FakeNvml:
         self.busy = False
         self._lock = threading.RLock()
         self._writes = 0
-        self._epoch = time.perf_counter()
+        self.clock: Callable[[], float] = clock or time.perf_counter
+        self.sleep: Callable[[float], None] = clock.sleep if clock else time.sleep
+        self._epoch = self.clock()
         # Truth: piecewise constant; segment i starts at _seg_t[i] with the rates _seg_rate[i]
         # (watts, and 1 while the test's workload runs) and the totals _seg_sum[i] (joules drawn,
         # seconds busy) accumulated before it.
@@ -224,7 +230,7 @@ class FakeNvml:
 
     def _changed(self) -> None:
         """Start a new truth segment (call with the lock held, after a state change)."""
-        now = time.perf_counter()
+        now = self.clock()
         self._seg_sum.append(self._totals_at(now))
         self._seg_t.append(now)
         self._seg_rate.append((self._true_watts_now(), float(self.busy)))
@@ -240,7 +246,7 @@ class FakeNvml:
         return self._totals_at(t)[0]
 
     def true_energy_j(self, t0: float, t1: float) -> float:
-        """Exact energy drawn between two ``time.perf_counter()`` instants."""
+        """Exact energy drawn between two instants of its ``clock``."""
         with self._lock:
             return self._energy_at(t1) - self._energy_at(t0)
 
@@ -249,7 +255,7 @@ class FakeNvml:
         with self._lock:
             self.busy = True
             self._changed()
-        time.sleep(seconds)
+        self.sleep(seconds)
         with self._lock:
             self.busy = False
             self._changed()
@@ -395,7 +401,7 @@ class FakeNvml:
     def nvmlDeviceGetPowerUsage(self, handle: object) -> int:
         self._check(handle)
         with self._lock:
-            now = time.perf_counter()
+            now = self.clock()
             k = math.floor((now - self._epoch) / self.refresh_s)
             if k != self._sensor_k:
                 # Update k covers the period [(k-1)P, kP] after the epoch.
@@ -418,7 +424,7 @@ class FakeNvml:
             if field == NVML_FI_DEV_POWER_INSTANT and self.caps.instant_power:
                 with self._lock:
                     # Updated four times per refresh period: the true power at the update.
-                    k = math.floor((time.perf_counter() - self._epoch) / (self.refresh_s / 4))
+                    k = math.floor((self.clock() - self._epoch) / (self.refresh_s / 4))
                     at = self._epoch + k * self.refresh_s / 4
                     i = max(0, bisect.bisect_right(self._seg_t, at) - 1)
                     watts = self._seg_rate[i][0] + random.Random(self.seed * 7919 + k).gauss(0.0, self.noise_w)
@@ -459,7 +465,7 @@ class FakeNvml:
         if not self.caps.energy_counter:
             raise NVMLError_NotSupported()
         with self._lock:
-            t = time.perf_counter()
+            t = self.clock()
             if self.energy_period_s is not None:  # the last update's instant
                 t = self._epoch + math.floor((t - self._epoch) / self.energy_period_s) * self.energy_period_s
             return math.floor(self._energy_at(t) * 1000)
@@ -506,7 +512,7 @@ class FakeNvml:
         if not self.caps.gpm:
             raise NVMLError_NotSupported()
         with self._lock:
-            gpmSample.t = time.perf_counter()
+            gpmSample.t = self.clock()
             gpmSample.busy = self._totals_at(gpmSample.t)[1]
         return gpmSample
 

@@ -25,6 +25,8 @@ from gpudvfs.govern.integrations import GovernedTraining, StepRecord
 from gpudvfs.govern.integrations.distributed import SLOTS, StepExchange
 from gpudvfs.hardware.simulated import SimulatedDevice
 
+from virtual_clock import VirtualClock
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -149,20 +151,23 @@ def test_every_rank_runs_rank_0s_pair_decided_from_every_ranks_steps():
 
 
 def test_the_governor_observes_the_slowest_rank_and_the_summed_energy():
+    """Each rank's meter on a virtual clock: rank 1's steps last 8 ms, rank 0's 2 ms, whatever
+    the machine's load (a real sleep of 2 ms could outlast one of 8 ms on a busy CPU)."""
     def run(r, comm):
         dev = SimulatedDevice(seed=r)
         gov = GovernedTraining(dev, dry_run=True, observe_s=0.0, distributed=comm)
+        clock = gov.meter.clock = VirtualClock()
         seen = []
         gov._take = seen.extend  # the merged records the governor is fed
         for _ in range(5):
             with gov.step():
-                time.sleep(0.002 * (1 + 3 * r))
+                clock.t += 0.002 * (1 + 3 * r)
         gov.close()
         return gov.meter.records, seen
     (own0, fed0), (own1, fed1) = _on_ranks(2, run)
     assert [x.step for x in fed0] == [x.step for x in fed1] == [1, 2, 3, 4, 5]
     for a, b, m in zip(own0, own1, fed0):
-        assert m.time_ms == max(a.time_ms, b.time_ms) == b.time_ms
+        assert m.time_ms == max(a.time_ms, b.time_ms) == b.time_ms == pytest.approx(8.0)
         assert m.joules == pytest.approx(a.joules + b.joules)
 
 
