@@ -180,8 +180,12 @@ def test_without_a_governor_the_table_says_so():
                                                         "governor"]
 
 
-def test_the_simulator_realizes_the_advised_saving_within_its_interval():
-    """Figures of `python -m gpudvfs.evaluation.advice_sim`, at one step and seed per kind of step."""
-    rows = [score(name, 0, second=0.85) for name in STEPS]
-    assert all(r.covered for r in rows)
-    assert all(abs(r.advice.energy_saving - r.realized) < 0.05 and r.realized <= r.best for r in rows)
+def test_the_simulator_realizes_the_advised_saving_near_its_prediction():
+    """Figures of `python -m gpudvfs.evaluation.advice_sim` (docs/accuracy.md), at seed 0: seen at one pair, the
+    interval holds every step's realized saving; a second pair brings the prediction within 2.5 points, its
+    interval then too narrow for the compute-bound, mixed and light steps."""
+    one = [score(name, 0) for name in STEPS]
+    assert all(r.covered and r.realized <= r.best for r in one)
+    two = [score(name, 0, second=0.85) for name in STEPS]
+    assert all(abs(r.advice.energy_saving - r.realized) < 0.025 and r.realized <= r.best for r in two)
+    assert [r.step for r in two if not r.covered] == ["compute", "mixed", "light"]

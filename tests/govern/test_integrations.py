@@ -21,7 +21,14 @@ from gpudvfs.errors import GpudvfsError, GpudvfsWarning, InputError
 from gpudvfs.govern import Governor
 from gpudvfs.govern.clock_grid import thin
 from gpudvfs.govern.clockd import ClockClient, ClockService
-from gpudvfs.govern.integrations import GENERIC_UTIL, GovernedTraining, StepMeter, clock_grid, step_prior
+from gpudvfs.govern.integrations import (
+    GENERIC_UTIL,
+    MEMORY_SHARE,
+    GovernedTraining,
+    StepMeter,
+    clock_grid,
+    step_prior,
+)
 from gpudvfs.govern.integrations import meter as meter_module
 from gpudvfs.govern.loop import GovernedLoop, nearest_config
 from gpudvfs.hardware.energy_counter import POLL_S
@@ -55,9 +62,10 @@ def test_step_prior_keeps_the_measured_level_and_the_catalog_shape():
     assert np.all(t[~top] > t[top])  # a lower memory clock is slower
     # Only the shape comes from the model: twice the watts measured, twice the prior everywhere.
     assert step_prior(configs, (1400.0, 3201.0), 120.0, 1000.0, model.predict)[1] == pytest.approx(2 * w)
-    # The time law: 30% of the time scales with the memory clock (MEMORY_SHARE), the rest with the core's.
-    assert t[0] == pytest.approx(120.0 * (0.7 * 1400.0 / 1980.0 + 0.3))
-    assert t[6 + 2] == pytest.approx(120.0 * (0.7 + 0.3 * 3201.0 / 1600.0))
+    # The time law: a share MEMORY_SHARE of the time scales with the memory clock, the rest with the core's.
+    m = MEMORY_SHARE
+    assert t[0] == pytest.approx(120.0 * ((1 - m) * 1400.0 / 1980.0 + m))
+    assert t[6 + 2] == pytest.approx(120.0 * (1 - m + m * 3201.0 / 1600.0))
     # No power model: flat power; memory_share 0: time by the core clock alone.
     t0, flat = step_prior(configs, (1400.0, 3201.0), 120.0, 500.0, memory_share=0.0)
     assert np.all(flat == 500.0) and t0[0] == pytest.approx(120.0 * 1400.0 / 1980.0)

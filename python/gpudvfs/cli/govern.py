@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import click
@@ -25,6 +26,7 @@ from gpudvfs.evaluation.deadline_cv import ReplayFile, deadline_cv
 from gpudvfs.evaluation.govern_replay import StrategyScores, replay
 from gpudvfs.evaluation.governor_cv import DEFAULT_SEEDS, GovernorCV, choose_defaults, cross_validate_governor
 from gpudvfs.evaluation.plain import plain_table
+from gpudvfs.evaluation.prior_cv import GROUPS, SHARES, SHOWN_SDS, leave_out, limit_replays, prior_files
 from gpudvfs.evaluation.replay_table import ReplayTable, dcgm_replay_table, replay_table
 from gpudvfs.evaluation.train_replay import replay_run
 from gpudvfs.govern.daemon import MIN_DAEMON_INTERVAL_S, Daemon, advice_report
@@ -385,6 +387,45 @@ def _print_defaults_cv(data: Sequence[str], r: dict, seeds: int) -> None:
         console.print(f"{path}: {g['same_as_chosen_on_all']} of the {len(g['chosen'])} applications held out got "
                       "the set chosen on all", highlight=False)
 
+
+
+@govern.command("prior-cv")
+@click.argument("data", type=click.Path(file_okay=False))
+@click.option("--by", type=click.Choice(GROUPS), default="gpu", show_default=True,
+              help="What a file is held out with: its GPU's files, or itself alone.")
+@click.option("--replay", "replays", is_flag=True,
+              help="Also the governor's regret on Zeus's traces from the power-limit prior at each sd (minutes).")
+@click.option("--json", "as_json", is_flag=True)
+def prior_cv(data: str, by: str, replays: bool, as_json: bool) -> None:
+    """The cold-start prior's memory share and sd, each file of DATA (the public data folder) held out.
+
+    JSON keys: those of `PriorCV` (and replays: file -> sd -> regret per seed 0-2).
+    """
+    with user_errors():
+        r = leave_out(prior_files(Path(data)), by)
+        regret = limit_replays(Path(data), sorted({*SHOWN_SDS, r.sd}), TRACE_STEPS) if replays else None
+    if as_json:
+        print_json(r.to_dict() | ({"replays": regret} if regret else {}))
+        return
+    rows = [[n, v.gpu, str(v.workloads), f"{v.share:g}",
+             f"{100 * v.time_error.mean:.1f} ({100 * v.time_error.max:.0f})", f"{v.sd:g}",
+             f"{100 * v.coverage:.1f}", f"{100 * v.time_coverage:.1f}",
+             "" if v.power_coverage is None else f"{100 * v.power_coverage:.1f}",
+             " / ".join(f"{100 * c:.0f}" for c in r.over_sds[n].values())] for n, v in r.left_out.items()]
+    console.print(table(f"held out by {by}: mean |log time error| {100 * r.mean_time_error:.1f}% (clock files), "
+                        f"coverage {100 * r.mean_coverage:.1f}%; chosen on every file: memory share {r.share:g}, "
+                        f"sd {r.sd:g} (" + ", ".join(f"{k} files alone {v:g}" for k, v in r.sd_by_knob.items())
+                        + ")", ["file", "GPU", "workloads", "share", "|time error| % (max)", "sd",
+                                         "in 90% %", "time", "power", "at sd " + " / ".join(map(str, SHOWN_SDS))],
+                        rows))
+    mean = np.mean([list(v.values()) for v in r.over_shares.values()], axis=0)
+    console.print(table("mean |log time error| % by memory share (in-sample)", ["file", *map(str, SHARES)],
+                        [[n, *(f"{100 * e:.1f}" for e in v.values())] for n, v in r.over_shares.items()]
+                        + [["mean", *(f"{100 * e:.2f}" for e in mean)]]))
+    if regret:
+        console.print(table("regret % (cost, eta 0.5), seeds 0-2, by prior sd", ["trace", *next(iter(regret.values()))],
+                            [[n, *(" / ".join(f"{100 * x:.2f}" for x in v) for v in by_sd.values())]
+                             for n, by_sd in regret.items()]))
 
 @govern.command()
 @options.device_kind()

@@ -124,11 +124,11 @@ class GovernedTraining:
     ...             pass  # forward, backward, optimizer step
     gpudvfs: dry run, policy energy; advised pair per phase, its saving against the pair it ran at ...
     phase  steps  time_s  energy_j  mean_w    ran_mhz  advised_mhz          energy_saving  ...
-    train     40    6.43    3039.3   472.6  1980/3201    1230/2201  +15.9% [-12.4, +37.1]  ...
+    train     40    6.43    3039.3   472.6  1980/3201     930/2201  +21.8% [-25.9, +51.4]  ...
     gpudvfs: 40 steps (train 40) in 6.43 s, 3039 J; 10 decisions (dry run: no clock set)
     >>> advice = gov.summary_["advice"]["train"]
     >>> advice["core_mhz"], advice["mem_mhz"], round(advice["energy_saving"], 3)
-    (1230.0, 2201.0, 0.159)
+    (930.0, 2201.0, 0.218)
     """
 
     def __init__(self, device: Any = "nvml", policy: str = "energy", *, dry_run: bool = True,
