@@ -39,11 +39,11 @@ GENERIC_UTIL: Mapping[str, float] = {"SP": 0.5, "INT": 0.3, "DP": 0.0, "SFU": 0.
 #: want 0-0.1, the others' 0.7-0.9): with each GPU left out, 28.6%. `gpudvfs govern prior-cv DATA`.
 MEMORY_SHARE = 0.6
 #: The relative error of a prior whose level alone is measured and whose shape is generic (the
-#: governor's ``prior_sd`` for `step_prior`, `CatalogPrior` and `PowerLimitPrior`): the least sd
-#: whose 90% interval holds 90% of the public files' held-out errors, time's and power's, each
-#: file alike; with each GPU's files left out the interval holds 90.2% of a file's errors on
-#: average (71-100%), `gpudvfs govern prior-cv DATA`. The power-limit traces alone want 0.1 (and
-#: regret less there at 0.1-0.2). The fitted models' prior has the narrower
+#: governor's ``prior_sd`` for `step_prior` and the catalog, core-clock and power-limit priors):
+#: the least sd whose 90% interval holds 90% of the public files' held-out errors, time's and
+#: power's, each file alike; with each GPU's files left out the interval holds 90.2% of a file's
+#: errors on average (71-100%), `gpudvfs govern prior-cv DATA`. The power-limit traces alone want
+#: 0.1 (and regret less there at 0.1-0.2). The fitted models' prior has the narrower
 #: `gpudvfs.govern.governor.MODEL_PRIOR_SD`.
 STEP_PRIOR_SD = 0.24
 
