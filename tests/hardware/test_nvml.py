@@ -969,7 +969,7 @@ def test_a_power_limit_is_set_within_its_range_and_put_back_as_found(monkeypatch
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     fake = FakeNvml(power_limits_w=(250.0, 100.0, 300.0))
     with NvmlDevice(pynvml=fake) as dev:
-        assert dev.knobs() == {"clocks": True, "power-limit": True, "power_limit_w": (100.0, 300.0)}
+        assert dev.knobs() == {"clocks": True, "core-clock": True, "power-limit": True, "power_limit_w": (100.0, 300.0)}
         dev.set_power_limit(180.0)
         dev.set_power_limit(150.0)
         assert dev.power_limits()["enforced"] == 150.0
@@ -986,7 +986,7 @@ def test_a_power_limit_is_set_within_its_range_and_put_back_as_found(monkeypatch
     assert fake.calls == []
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     with NvmlDevice(pynvml=FakeNvml(), leave_clocks=True) as dev:
-        assert dev.knobs()["power-limit"] is False
+        assert dev.knobs()["power-limit"] is False and dev.knobs()["core-clock"] is False
         with pytest.raises(ClockControlError, match="leave_clocks"):
             dev.set_power_limit(200.0)
 

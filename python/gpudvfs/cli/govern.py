@@ -480,8 +480,8 @@ def _knobs_line(device: NvmlDevice) -> str:
     k = device.knobs()
     pl = "no power limit reported" if k["power_limit_w"] is None else "power limit {:g}-{:g} W".format(
         *k["power_limit_w"])
-    may = [name for name in ("clocks", "power-limit") if k[name]]
-    return f"knobs: locked clocks, {pl}; this process may set: {', '.join(may) or 'neither (dry run only)'}"
+    may = [name for name in KNOBS if k[name]]
+    return f"knobs: locked clocks, {pl}; this process may set: {', '.join(may) or 'none (dry run only)'}"
 
 
 def _started(daemon: Daemon) -> None:

@@ -128,15 +128,16 @@ class NvmlDevice(NvmlGpu):
     def knobs(self) -> dict[str, Any]:
         """What this process may set, read without setting anything.
 
-        ``clocks`` (root, or application clocks open to all), ``power-limit`` (root, where the board
-        reports its range) and ``power_limit_w``, that range (None where it does not say).
+        ``clocks`` (root, or application clocks open to all), ``core-clock`` (locked clocks: root),
+        ``power-limit`` (root, where the board reports its range) and ``power_limit_w``, that range
+        (None where it does not say).
         """
         perms = self.clock_permissions()
         limits = self.power_limits()
         low, high = limits["min"], limits["max"]
         span = None if low is None or high is None else (low, high)
         return {"clocks": perms["root"] or perms["application_clocks_root_only"] is False,
-                "power-limit": perms["root"] and span is not None, "power_limit_w": span}
+                "core-clock": perms["root"], "power-limit": perms["root"] and span is not None, "power_limit_w": span}
 
     def _refuse_if_left(self, what: str) -> None:
         if self.leave_clocks:
