@@ -562,16 +562,17 @@ def run(device_kind: str, index: int, registry: str | None, time_model: str | No
             registry=registry, time_model=time_model, progress_file=progress_file, catalog_prior=catalog_prior,
             sim_phases=sim_phases, sim_phase_s=sim_phase_s, workdir=workdir, log_path=log_path,
             metrics_port=metrics_port)
+        changes = "power-limit changes" if knob == "power-limit" else "clock changes"
         with progress_bars(disable=as_json) as update:
             out = serve(settings, started=None if as_json else _started,
                         progress=lambda s, total: update("govern", s.intervals, total,
-                                                         f"{len(s.phases)} phases, {s.clock_changes} clock changes"))
+                                                         f"{len(s.phases)} phases, {s.clock_changes} {changes}"))
     if as_json:
         print_json(out)
         return
     rows = [["intervals (governed / observed)", f"{out['intervals']} ({out['governed']} / {out['observed']})"],
             ["phases detected", ", ".join(f"{k}: {v}" for k, v in out["phases"].items()) or "none"],
-            ["clock changes" + (" (dry run: would make)" if dry_run else ""),
+            [changes + (" (dry run: would make)" if dry_run else ""),
              str(out["would_change"] if dry_run else out["clock_changes"])], ["energy", f"{out['joules']:.1f} J"]]
     if out["clocks_restored"] is not None:  # None: reset, but the clocks could not be read back
         rows.append(["clocks restored to the driver", "{:g}/{:g} MHz".format(*out["clocks_restored"])])
