@@ -28,7 +28,8 @@ from gpudvfs.evaluation.prior_cv import (
     limit_replays,
     prior_files,
 )
-from gpudvfs.govern.priors import MEMORY_SHARE, STEP_PRIOR_SD
+from gpudvfs.govern.advice import NORMAL_Z90
+from gpudvfs.govern.priors import LIMIT_PRIOR_SD, MEMORY_SHARE, STEP_PRIOR_SD
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 CORES, MEMS = (600.0, 800.0, 1000.0, 1126.0), (1752.0, 3505.0)
@@ -55,9 +56,9 @@ def zeus_trace(path: Path) -> Path:
     return path
 
 
-def bowl(name: str, gpu: str, best: float, knob: str = "clocks") -> FileErrors:
-    """A file whose time error is least at share ``best``: (share - best)^2 at every point."""
-    return FileErrors(name, gpu, knob, 1, {s: np.full(4, (s - best) ** 2) for s in SHARES}, None)
+def bowl(name: str, gpu: str, best: float, knob: str = "clocks", scale: float = 1.0) -> FileErrors:
+    """A file whose time error is least at share ``best``: ``scale`` (share - best)^2 at every point."""
+    return FileErrors(name, gpu, knob, 1, {s: np.full(4, scale * (s - best) ** 2) for s in SHARES}, None)
 
 
 @pytest.mark.parametrize("share", [0.0, 0.3, 0.6])
@@ -89,20 +90,38 @@ def test_the_sd_chosen_is_the_least_whose_interval_holds_90_percent(errors):
 
 
 def test_each_gpu_is_held_out_with_its_twin_file():
-    files = [bowl("a1", "A", 0.6), bowl("a2", "A", 0.6), bowl("b", "B", 0.2), bowl("z", "Z", 0.0, "power-limit")]
+    files = [bowl("a1", "A", 0.6), bowl("a2", "A", 0.6), bowl("b", "B", 0.2), bowl("z", "Z", 0.0, "power-limit"),
+             bowl("y", "Y", 0.0, "power-limit")]
     by_gpu, by_file = leave_out(files), leave_out(files, "file")
     # Left out by GPU, A's files get B's share, not their twin's; left out alone, the twin has a say.
-    assert {n: v.share for n, v in by_gpu.left_out.items()} == {"a1": 0.2, "a2": 0.2, "b": 0.6, "z": 0.5}
-    assert {n: v.share for n, v in by_file.left_out.items()} == {"a1": 0.4, "a2": 0.4, "b": 0.6, "z": 0.5}
+    assert {n: v.share for n, v in by_gpu.left_out.items()} == {"a1": 0.2, "a2": 0.2, "b": 0.6, "z": 0.5, "y": 0.5}
+    assert {n: v.share for n, v in by_file.left_out.items()} == {"a1": 0.4, "a2": 0.4, "b": 0.6, "z": 0.5, "y": 0.5}
     assert by_gpu.share == 0.5 and set(by_gpu.over_shares) == {"a1", "a2", "b"}
     assert set(by_gpu.over_sds["z"]) == {"0.1", "0.2", "0.3", "0.4"}
+
+
+def test_each_knob_s_sd_is_chosen_on_its_own_files_held_out():
+    """A file gets the sd chosen on the other files of its knob (the traces' errors ten times apart), and each
+    knob's constant is chosen on all of its files."""
+    files = [bowl("a", "A", 0.6), bowl("b", "B", 0.2), bowl("z", "Z", 0.0, "power-limit", 0.32),
+             bowl("y", "Y", 0.0, "power-limit", 3.2)]
+    cv = leave_out(files)
+    # Time errors 0.4^2 at the held-out shares (a: 0.2, b: 0.6, the traces: 0.4), the traces' scaled.
+    need = {n: e / NORMAL_Z90 for n, e in (("a", 0.16), ("b", 0.16), ("z", 0.32 * 0.16), ("y", 3.2 * 0.16))}
+    least = {n: min(sd for sd in SDS if sd >= x - 1e-12) for n, x in need.items()}
+    assert {n: v.sd for n, v in cv.left_out.items()} == {"a": least["b"], "b": least["a"], "z": least["y"],
+                                                          "y": least["z"]}
+    assert cv.sd == {"clocks": least["a"], "power-limit": least["y"]}
+    assert cv.mean_coverage == {"clocks": 1.0, "power-limit": 0.5}
 
 
 def test_bad_input_is_refused_with_what_was_expected(tmp_path):
     with pytest.raises(InputError, match="by: expected one of"):
         leave_out([bowl("a", "A", 0.0)], "app")
-    with pytest.raises(InputError, match="no clock file is left"):
+    with pytest.raises(InputError, match="a: no clocks file of another gpu is left to choose its memory share"):
         leave_out([bowl("a", "A", 0.0), bowl("z", "Z", 0.0, "power-limit")])
+    with pytest.raises(InputError, match="z: no power-limit file of another gpu is left to choose its sd"):
+        leave_out([bowl("a", "A", 0.0), bowl("b", "B", 0.0), bowl("z", "Z", 0.0, "power-limit")])
     with pytest.raises(InputError, match="not a folder"):
         prior_files(tmp_path / "none")
     with pytest.raises(InputError, match="at least two GPUs"):
@@ -127,17 +146,23 @@ def test_the_command_names_the_folder_it_cannot_read(tmp_path):
 
 def test_on_the_public_data_the_shipped_constants_are_the_choice_and_the_docs_its_figures(data):
     """`gpudvfs govern prior-cv ../shared/data`: the constants `govern.priors` ships are those chosen on
-    every file, and the held-out figures are those docs/methodology.md gives."""
+    every file of their knob, and the held-out figures are those docs/methodology.md gives."""
     r = CliRunner().invoke(cli, ["govern", "prior-cv", str(data), "--json"])
     assert r.exit_code == 0, r.output
     cv = json.loads(r.output)
-    assert cv["share"] == MEMORY_SHARE and cv["sd"] == STEP_PRIOR_SD and len(cv["left_out"]) == 9
+    assert cv["share"] == MEMORY_SHARE and len(cv["left_out"]) == 9
+    assert cv["sd"] == {"clocks": STEP_PRIOR_SD, "power-limit": LIMIT_PRIOR_SD}
+    # The two traces are held out from each other: each gets the sd chosen on the other alone.
+    traces = {n: v for n, v in cv["left_out"].items() if v["knob"] == "power-limit"}
+    assert len(traces) == 2 and len({v["sd"] for v in traces.values()}) == 2
     assert cv["mean_time_error"] == pytest.approx(0.286, abs=0.001)
-    assert cv["mean_coverage"] == pytest.approx(0.902, abs=0.001)
+    assert cv["mean_coverage"] == pytest.approx({"clocks": 0.900, "power-limit": 0.898}, abs=0.001)
     page = (DOCS / "methodology.md").read_text()
     section = page[page.index("## The cold-start prior's constants"):]
-    assert f"memory share {MEMORY_SHARE:g}" in section and f"sd {STEP_PRIOR_SD:g}" in section
-    assert f"{100 * cv['mean_time_error']:.1f}%" in section and f"{100 * cv['mean_coverage']:.1f}%" in section
+    assert f"memory share {MEMORY_SHARE:g}, sd {STEP_PRIOR_SD:g}\n(clocks) and {LIMIT_PRIOR_SD:g} (power limits)" \
+        in section
+    assert f"{100 * cv['mean_time_error']:.1f}%" in section
+    assert all(f"{100 * c:.1f}%" in section for c in cv["mean_coverage"].values())
     # Every file's held-out coverage the page gives, with its sd.
     for name, v in cv["left_out"].items():
         row = rf"\| {re.escape(Path(name).stem)} \|[^\n]*\| {v['sd']:g} \| {100 * v['coverage']:.0f}% \|"

@@ -509,8 +509,8 @@ def test_pairs_the_gpu_cannot_hold_are_left(sim):
 
 def test_the_catalog_prior_governs_the_simulated_gpu_near_the_models(sim):
     """No registry, no time model: the clocks the device lists and the catalog power prior's
-    shape (`govern run --device sim --catalog-prior`: 1.04% over the least energy at 600 s,
-    0.69% at 1200 s, against the models' 0.60 and 0.48%)."""
+    shape (`govern run --device sim --catalog-prior`: 1.06% over the least energy at 600 s,
+    0.70% at 1200 s, against the models' 0.60 and 0.48%)."""
     from gpudvfs.govern.integrations.devices import SIM_CATALOG_NAME
     from gpudvfs.govern.priors import STEP_PRIOR_SD, CatalogPrior
 
@@ -559,7 +559,7 @@ def test_the_power_limit_knob_sets_limits_and_puts_back_the_one_found():
     and the run ends with the limit it found."""
     import os
 
-    from gpudvfs.govern.priors import PowerLimitPrior
+    from gpudvfs.govern.priors import LIMIT_PRIOR_SD, PowerLimitPrior
 
     fake = FakeNvml()
     fake.pids = [os.getpid()]
@@ -568,6 +568,7 @@ def test_the_power_limit_knob_sets_limits_and_puts_back_the_one_found():
     prior = PowerLimitPrior(device)
     assert prior.configs[prior.default_index, 0] == 300.0 and prior.configs[:, 0].min() == 100.0
     daemon = Daemon(device, NvmlMonitor(device), prior, interval_s=0.02)
+    assert daemon.governor.prior_sd == LIMIT_PRIOR_SD  # the power-limit prior's own, not the clocks'
     stats = daemon.run(0.3)
     sets = [c for c in fake.calls if c != "nvmlDeviceSetPowerManagementLimit"]
     assert sets == [] and fake.calls.count("nvmlDeviceSetPowerManagementLimit") >= 2

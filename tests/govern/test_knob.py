@@ -13,7 +13,9 @@ from gpudvfs.govern import Governor
 from gpudvfs.govern.clockd import ClockService
 from gpudvfs.govern.integrations import GovernedTraining
 from gpudvfs.govern.integrations.callback import SessionCallback
+from gpudvfs.govern.integrations.settings import Governed
 from gpudvfs.govern.knob import FIXED, ClockPair, CoreClock, PowerLimit, knob_rows, make_knob
+from gpudvfs.govern.priors import LIMIT_PRIOR_SD, STEP_PRIOR_SD
 from gpudvfs.hardware.device import Device, missing_members
 from gpudvfs.hardware.nvml import NvmlDevice
 from gpudvfs.hardware.simulated import SimulatedDevice
@@ -144,6 +146,19 @@ def test_training_governs_the_power_limit_and_puts_the_original_back():
     assert s["phases"]["train"]["would_set"]["limit_w"] in limits
 
 
+@pytest.mark.parametrize("knob, sd", [("clocks", STEP_PRIOR_SD), ("core-clock", STEP_PRIOR_SD),
+                                      ("power-limit", LIMIT_PRIOR_SD)])
+def test_each_knob_s_governor_starts_from_its_prior_s_sd_unless_told(knob, sd):
+    assert LIMIT_PRIOR_SD != STEP_PRIOR_SD  # else this test could not tell them apart
+    gov = GovernedTraining(device="sim", knob=knob, distributed=None, quiet=True)
+    assert isinstance(gov.settings, Governed) and gov.settings.prior_sd == sd
+    assert gov.governor is not None and gov.governor.prior_sd == sd
+    gov.close()
+    gov = GovernedTraining(device="sim", knob=knob, prior_sd=0.5, distributed=None, quiet=True)
+    assert gov.governor is not None and gov.governor.prior_sd == 0.5
+    gov.close()
+
+
 def test_training_in_dry_run_leaves_the_power_limit_alone():
     gov = GovernedTraining(device="sim", knob="power-limit", observe_s=0.0, distributed=None)
     seen: list[float] = []
@@ -186,4 +201,5 @@ def test_a_knob_the_device_cannot_turn_and_bad_knobs_are_refused():
 
 def test_the_callbacks_take_the_knob():
     cb = SessionCallback("sim", knob="power-limit", observe_s=0.0, distributed=None)
+    assert cb.session.governor is not None and cb.session.governor.prior_sd == LIMIT_PRIOR_SD
     assert cb.session.knob_name == "power-limit" and cb.session.close()["knob"] == "power-limit"

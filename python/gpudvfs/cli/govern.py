@@ -397,13 +397,15 @@ def _print_defaults_cv(data: Sequence[str], r: dict, seeds: int) -> None:
               help="Also the governor's regret on Zeus's traces from the power-limit prior at each sd (minutes).")
 @click.option("--json", "as_json", is_flag=True)
 def prior_cv(data: str, by: str, replays: bool, as_json: bool) -> None:
-    """The cold-start prior's memory share and sd, each file of DATA (the public data folder) held out.
+    """The cold-start prior's memory share and each knob's sd, each file of DATA (the public data folder) held out.
 
     JSON keys: those of `PriorCV` (and replays: file -> sd -> regret per seed 0-2).
     """
     with user_errors():
         r = leave_out(prior_files(Path(data)), by)
-        regret = limit_replays(Path(data), sorted({*SHOWN_SDS, r.sd}), TRACE_STEPS) if replays else None
+        # The power-limit prior's sd against a few others: those shown, each trace's held out, the clock prior's.
+        sds = {*SHOWN_SDS, *(v.sd for v in r.left_out.values() if v.knob == "power-limit"), *r.sd.values()}
+        regret = limit_replays(Path(data), sorted(sds), TRACE_STEPS) if replays else None
     if as_json:
         print_json(r.to_dict() | ({"replays": regret} if regret else {}))
         return
@@ -413,11 +415,11 @@ def prior_cv(data: str, by: str, replays: bool, as_json: bool) -> None:
              "" if v.power_coverage is None else f"{100 * v.power_coverage:.1f}",
              " / ".join(f"{100 * c:.0f}" for c in r.over_sds[n].values())] for n, v in r.left_out.items()]
     console.print(table(f"held out by {by}: mean |log time error| {100 * r.mean_time_error:.1f}% (clock files), "
-                        f"coverage {100 * r.mean_coverage:.1f}%; chosen on every file: memory share {r.share:g}, "
-                        f"sd {r.sd:g} (" + ", ".join(f"{k} files alone {v:g}" for k, v in r.sd_by_knob.items())
-                        + ")", ["file", "GPU", "workloads", "share", "|time error| % (max)", "sd",
-                                         "in 90% %", "time", "power", "at sd " + " / ".join(map(str, SHOWN_SDS))],
-                        rows))
+                        "coverage " + ", ".join(f"{100 * c:.1f}% ({k})" for k, c in r.mean_coverage.items())
+                        + f"; chosen on every file: memory share {r.share:g}, sd "
+                        + ", ".join(f"{v:g} ({k})" for k, v in r.sd.items()),
+                        ["file", "GPU", "workloads", "share", "|time error| % (max)", "sd (its knob's)",
+                         "in 90% %", "time", "power", "at sd " + " / ".join(map(str, SHOWN_SDS))], rows))
     mean = np.mean([list(v.values()) for v in r.over_shares.values()], axis=0)
     console.print(table("mean |log time error| % by memory share (in-sample)", ["file", *map(str, SHARES)],
                         [[n, *(f"{100 * e:.1f}" for e in v.values())] for n, v in r.over_shares.items()]

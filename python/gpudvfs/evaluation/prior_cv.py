@@ -1,4 +1,4 @@
-"""The cold-start prior's constants chosen leaving out whole GPUs: `MEMORY_SHARE` and `STEP_PRIOR_SD`.
+"""The cold-start prior's constants chosen leaving out whole GPUs: `MEMORY_SHARE`, `STEP_PRIOR_SD`, `LIMIT_PRIOR_SD`.
 
 On every public file where a workload was measured at several settings (`PRIOR_FILES`), each
 workload's prior is made from its one measurement at the file's default setting (its highest
@@ -7,12 +7,12 @@ time and power at every other setting: the error is log(prior / measured). Clock
 power by the catalog's shape; power limits: `limit_prior`.
 
 The memory share is the one of `SHARES` with the least mean |time error| over the clock files.
-A file's held-out errors are those at the share chosen without it; the sd is the least of `SDS`
-whose 90% interval (+-1.645 sd) holds at least 90% of the held-out errors, time's and power's
-together: what a prior whose share was not chosen on the workload errs by. Each file counts
-alike. A file is scored with the share and sd chosen on the other GPUs' files: two files of one
-GPU share its clock response and, for the GTX 980's and the Titan X's, workloads, so leaving out
-one file would let its twin choose for it (``by="file"`` leaves out one file).
+A file's held-out errors are those at the share chosen without it. Each knob's prior has its own
+sd, chosen on that knob's files alone: the least of `SDS` whose 90% interval (+-1.645 sd) holds
+at least 90% of the held-out errors, time's and power's together, each file alike. A file is
+scored with the share and sd chosen on the other GPUs' files (the sd on those of its knob): two
+files of one GPU share its clock response and, for the GTX 980's and the Titan X's, workloads,
+so leaving out one file would let its twin choose for it (``by="file"`` leaves out one file).
 """
 
 from __future__ import annotations
@@ -189,35 +189,36 @@ class LeftOutFile(Record):
 class PriorCV(Record):
     """The prior's constants chosen on every file, and each file's figures with them chosen without it.
 
-    ``by``: what a file was left out with (`GROUPS`); ``mean_time_error`` over the clock files
-    and ``mean_coverage`` over every file, held out, each file alike; ``over_shares``: file ->
-    share -> mean |time error| (clock files, in-sample); ``over_sds``: file -> sd of `SHOWN_SDS`
-    -> coverage of its held-out errors; ``sd_by_knob``: the sd chosen on each knob's files alone.
+    ``by``: what a file was left out with (`GROUPS`); ``sd``: knob -> the sd chosen on its files;
+    ``mean_time_error`` over the clock files and ``mean_coverage`` (knob -> over its files), held
+    out, each file alike; ``over_shares``: file -> share -> mean |time error| (clock files,
+    in-sample); ``over_sds``: file -> sd of `SHOWN_SDS` -> coverage of its held-out errors.
     """
 
     by: str
     share: float
-    sd: float
+    sd: dict[str, float]
     left_out: dict[str, LeftOutFile]
     mean_time_error: float
-    mean_coverage: float
+    mean_coverage: dict[str, float]
     over_shares: dict[str, dict[str, float]]
     over_sds: dict[str, dict[str, float]]
-    sd_by_knob: dict[str, float]
 
 
 def leave_out(files: list[FileErrors], by: str = "gpu") -> PriorCV:
-    """Each file scored with the share and sd chosen on the files outside its group (`GROUPS`); the constants on all.
+    """Each file scored with the share and its knob's sd chosen on the files outside its group (`GROUPS`).
 
-    `InputError` for an unknown ``by``, or where some file's others hold no clock file.
+    `InputError` for an unknown ``by``, or where some file's others hold no clock file or no file
+    of its knob.
     """
     if by not in GROUPS:
         raise InputError(f"by: expected one of {GROUPS}, got {by!r}")
 
     def others(f: FileErrors) -> list[FileErrors]:
         out = [g for g in files if (g.gpu != f.gpu if by == "gpu" else g is not f)]
-        if not any(g.knob == "clocks" for g in out):
-            raise InputError(f"{f.name}: no clock file is left to choose its memory share on")
+        for knob, what in (("clocks", "its memory share"), (f.knob, "its sd")):
+            if not any(g.knob == knob for g in out):
+                raise InputError(f"{f.name}: no {knob} file of another {by} is left to choose {what} on")
         return out
 
     share = {f.name: choose_share(others(f)) for f in files}
@@ -225,19 +226,18 @@ def leave_out(files: list[FileErrors], by: str = "gpu") -> PriorCV:
     errors = {n: np.concatenate([t] + ([] if p is None else [p])) for n, (t, p) in held.items()}
     left_out = {}
     for f in files:
-        sd = choose_sd([errors[g.name] for g in others(f)])
+        sd = choose_sd([errors[g.name] for g in others(f) if g.knob == f.knob])
         t, p = held[f.name]
         left_out[f.name] = LeftOutFile(f.gpu, f.knob, f.workloads, share[f.name], sd, MeanMax.of(np.abs(t)),
                                        coverage(errors[f.name], sd), coverage(t, sd),
                                        None if p is None else coverage(p, sd))
-    clocks = [v for v in left_out.values() if v.knob == "clocks"]
-    return PriorCV(by, choose_share(files), choose_sd(list(errors.values())), left_out,
-                   float(np.mean([v.time_error.mean for v in clocks])),
-                   float(np.mean([v.coverage for v in left_out.values()])),
+    knobs = dict.fromkeys(f.knob for f in files)
+    return PriorCV(by, choose_share(files),
+                   {k: choose_sd([errors[f.name] for f in files if f.knob == k]) for k in knobs}, left_out,
+                   float(np.mean([v.time_error.mean for v in left_out.values() if v.knob == "clocks"])),
+                   {k: float(np.mean([v.coverage for v in left_out.values() if v.knob == k])) for k in knobs},
                    {f.name: {f"{s:g}": f.time_error(s) for s in SHARES} for f in files if f.knob == "clocks"},
-                   {n: {f"{sd:g}": coverage(e, sd) for sd in SHOWN_SDS} for n, e in errors.items()},
-                   {k: choose_sd([errors[f.name] for f in files if f.knob == k]) for k in dict.fromkeys(
-                       f.knob for f in files)})
+                   {n: {f"{sd:g}": coverage(e, sd) for sd in SHOWN_SDS} for n, e in errors.items()})
 
 
 def limit_replays(data: Path, sds: Sequence[float], phase_steps: int, seeds: Sequence[int] = (0, 1, 2),

@@ -48,13 +48,13 @@ from gpudvfs.govern.clock_grid import MAX_CORE_CLOCKS, ClockGrid, clock_grid
 from gpudvfs.govern.integrations.devices import open_device
 from gpudvfs.govern.integrations.meter import SIM_STEP, StepMeter, StepRecord
 from gpudvfs.govern.integrations.session import GovernedTraining
-from gpudvfs.govern.priors import GENERIC_UTIL, MEMORY_SHARE, STEP_PRIOR_SD, step_prior
+from gpudvfs.govern.priors import GENERIC_UTIL, LIMIT_PRIOR_SD, MEMORY_SHARE, STEP_PRIOR_SD, step_prior
 
 _LAZY = {"GpudvfsTrainerCallback": ".huggingface", "GpudvfsLightningCallback": ".lightning"}
 
-__all__ = ["GENERIC_UTIL", "MAX_CORE_CLOCKS", "MEMORY_SHARE", "SIM_STEP", "STEP_PRIOR_SD", "ClockGrid",
-           "GovernedTraining", "GpudvfsLightningCallback", "GpudvfsTrainerCallback", "StepMeter", "StepRecord",
-           "clock_grid", "open_device", "step_prior"]
+__all__ = ["GENERIC_UTIL", "LIMIT_PRIOR_SD", "MAX_CORE_CLOCKS", "MEMORY_SHARE", "SIM_STEP", "STEP_PRIOR_SD",
+           "ClockGrid", "GovernedTraining", "GpudvfsLightningCallback", "GpudvfsTrainerCallback", "StepMeter",
+           "StepRecord", "clock_grid", "open_device", "step_prior"]
 
 
 def __getattr__(name: str) -> Any:

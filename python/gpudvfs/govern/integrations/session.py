@@ -75,7 +75,7 @@ from gpudvfs.govern.integrations.summary import run_advice, steps_summary
 from gpudvfs.govern.integrations.window import Window
 from gpudvfs.govern.knob import FIXED, KNOBS, Knob, check_knob, make_knob
 from gpudvfs.govern.loop import GovernedLoop
-from gpudvfs.govern.priors import MEMORY_SHARE, STEP_PRIOR_SD, step_prior
+from gpudvfs.govern.priors import MEMORY_SHARE, step_prior
 from gpudvfs.hardware.cuda_sync import torch_sync
 from gpudvfs.hardware.device import ClockPermissionError, Workload
 from gpudvfs.hardware.kinds import DEVICE_KINDS
@@ -95,15 +95,15 @@ class GovernedTraining:
     beside it: `ranks`); ``summary_path`` defaults to ``<stem>.summary.json`` beside it, rank 0's
     alone. ``index``: the NVML GPU (None: the local rank's). ``catalog_name``: the catalog GPU
     whose power prior shapes the prior (None: the device's name). ``clock_service``: the socket of
-    `gpudvfs govern clockd`, to set clocks through. ``observe_s``: seconds of steps per
-    observation (0: each step); the first ``warmup_steps`` of each phase are metered, neither
-    observed nor used for the prior. ``prior_sd``: the governor's prior error (wide:
-    `STEP_PRIOR_SD`); ``memory_share``: the step prior's share of time that scales with the
-    memory clock; ``util``: the utilizations its power shape is taken at (None: `GENERIC_UTIL`).
-    ``max_core_clocks``: core clocks per memory clock governed (`clock_grid`). ``workload``: what
-    a plain `SimulatedDevice` runs per step (None: `SIM_STEP`). ``sync``: called at each step
-    boundary before the sensors are read (``"auto"``: ``torch.cuda.synchronize`` where the
-    process already uses CUDA through torch). ``distributed``: ``"auto"``, None (this process
+    `gpudvfs govern clockd`, to set clocks through. ``observe_s``: seconds of steps per observation
+    (0: each step); the first ``warmup_steps`` of each phase are metered, neither observed nor used
+    for the prior. ``prior_sd``: the governor's prior error (None: the knob's prior's,
+    `STEP_PRIOR_SD` or `LIMIT_PRIOR_SD`); ``memory_share``: the step prior's share of time that
+    scales with the memory clock; ``util``: the utilizations its power shape is taken at (None:
+    `GENERIC_UTIL`). ``max_core_clocks``: core clocks per memory clock governed (`clock_grid`).
+    ``workload``: what a plain `SimulatedDevice` runs per step (None: `SIM_STEP`). ``sync``: called
+    at each step boundary before the sensors are read (``"auto"``: ``torch.cuda.synchronize`` where
+    the process already uses CUDA through torch). ``distributed``: ``"auto"``, None (this process
     alone) or a `distributed.Collective`. ``quiet``: print nothing at close (else the per-phase
     advice table and one line, to stderr). ``profile_path`` and ``job``: keep what the governor
     learns of the job in this file, read at start (`between_runs`). ``knob``: one of `KNOBS`
@@ -124,7 +124,7 @@ class GovernedTraining:
     ...             pass  # forward, backward, optimizer step
     gpudvfs: dry run, policy energy; advised pair per phase, its saving against the pair it ran at ...
     phase  steps  time_s  energy_j  mean_w    ran_mhz  advised_mhz          energy_saving  ...
-    train     40    6.43    3039.3   472.6  1980/3201     930/2201  +21.8% [-25.9, +51.4]  ...
+    train     40    6.43    3039.3   472.6  1980/3201     930/2201  +21.8% [-33.4, +54.2]  ...
     gpudvfs: 40 steps (train 40) in 6.43 s, 3039 J; 10 decisions (dry run: no clock set)
     >>> advice = gov.summary_["advice"]["train"]
     >>> advice["core_mhz"], advice["mem_mhz"], round(advice["energy_saving"], 3)
@@ -134,7 +134,7 @@ class GovernedTraining:
     def __init__(self, device: Any = "nvml", policy: str = "energy", *, dry_run: bool = True,
                  log_path: str | Path | None = None, summary_path: str | Path | None = None, index: int | None = None,
                  catalog_name: str | None = None, clock_service: str | Path | None = None,
-                 observe_s: float = OBSERVE_S, warmup_steps: int = 0, prior_sd: float = STEP_PRIOR_SD,
+                 observe_s: float = OBSERVE_S, warmup_steps: int = 0, prior_sd: float | None = None,
                  memory_share: float = MEMORY_SHARE, util: Mapping[str, float] | None = None,
                  max_core_clocks: int = MAX_CORE_CLOCKS, workload: Workload | None = None,
                  sync: Callable[[], None] | str | None = "auto", governor_options: dict | None = None,
@@ -223,7 +223,7 @@ class GovernedTraining:
             self._warned.add(kind)
             warnings.warn(GpudvfsWarning(message), stacklevel=3)
 
-    def _make_governor(self, catalog_name: str | None, max_core_clocks: int, prior_sd: float, options: dict,
+    def _make_governor(self, catalog_name: str | None, max_core_clocks: int, prior_sd: float | None, options: dict,
                        clock_service: str | Path | None) -> None:
         g, warns, notes = governed(self.knob_name, self.device, catalog_name, max_core_clocks)
         for kind, message in warns:
@@ -232,8 +232,8 @@ class GovernedTraining:
         if g is None:
             return
         self.settings, self.power_prior = g, g.power_prior
-        self.governor = Governor(g.configs, g.default_index, policy=self.policy, prior_sd=prior_sd, knob=g.knob,
-                                 **options)
+        self.governor = Governor(g.configs, g.default_index, policy=self.policy, knob=g.knob,
+                                 prior_sd=g.prior_sd if prior_sd is None else prior_sd, **options)
         via = None if self.dry_run_requested or clock_service is None else self._connect(clock_service)
         self.knob = make_knob(self.knob_name, self.device, via)
         dry = self.dry_run_requested or (clock_service is not None and via is None)

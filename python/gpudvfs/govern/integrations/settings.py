@@ -18,7 +18,15 @@ from gpudvfs.govern.clock_grid import ClockGrid, clock_grid
 from gpudvfs.govern.integrations.devices import SIM_CATALOG_NAME
 from gpudvfs.govern.integrations.meter import is_simulated
 from gpudvfs.govern.knob import CoreClock, PowerLimit
-from gpudvfs.govern.priors import PowerShape, core_clock_pairs, limit_prior, shape_or_flat, step_prior
+from gpudvfs.govern.priors import (
+    LIMIT_PRIOR_SD,
+    STEP_PRIOR_SD,
+    PowerShape,
+    core_clock_pairs,
+    limit_prior,
+    shape_or_flat,
+    step_prior,
+)
 from gpudvfs.hardware.device import Device
 
 
@@ -38,6 +46,11 @@ class Governed:
     power_shape: PowerShape | None
     power_prior: str | None
     mem_mhz: float | None = None
+
+    @property
+    def prior_sd(self) -> float:
+        """The governor's ``prior_sd`` for `prior`: its prior function's calibrated error."""
+        return LIMIT_PRIOR_SD if self.knob == "power-limit" else STEP_PRIOR_SD
 
     def prior(self, at: tuple[float, float], time_ms: float, watts: float, **step: Any
               ) -> tuple[np.ndarray, np.ndarray]:
