@@ -41,12 +41,13 @@ class NumpyGovernor:
 
     def __init__(self, configs, default_index: int, *, policy="energy", slowdown=0.1, power_cap_w=None,
                  prior_sd=0.05, noise_sd=0.01, explore=4.0, hysteresis=0.005, residual_sd=0.03,
-                 residual_scale=0.4, default_runs=4, bound_z=0.5):
+                 residual_scale=0.4, default_runs=4, bound_z=0.5, recheck_z=0.0, recheck_runs=1):
         cfg = np.asarray(configs, dtype=np.float64)
         self.default_index, self.policy, self.slowdown, self.power_cap_w = default_index, policy, slowdown, power_cap_w
         self.prior_sd, self.noise_sd, self.explore, self.hysteresis = prior_sd, noise_sd, explore, hysteresis
         self.residual_sd, self.residual_scale = residual_sd, residual_scale
         self.default_runs, self.bound_z = default_runs, bound_z
+        self.recheck_z, self.recheck_runs = recheck_z, recheck_runs
         self._phi = np.column_stack([np.ones(len(cfg)), np.log(cfg / cfg[default_index])])
         self._phi2 = (self._phi[:, :, None] * self._phi[:, None, :]).reshape(len(cfg), 9) * noise_sd ** 2
         self._phases: dict = {}
@@ -102,7 +103,9 @@ class NumpyGovernor:
         masked = np.where(allowed, score, np.inf)
         best = int(np.argmin(masked))
         sd = np.sqrt(vt if self.policy == "power-cap" else 4 * vt + vp if self.policy == "edp" else vt + vp)
-        lcb = masked - self.explore * sd * (ph.p.n == 0)
+        n = ph.p.n
+        recheck = 0.0 if self.policy == "deadline" else self.recheck_z
+        lcb = masked - sd * np.where(n == 0, self.explore, np.where(n < self.recheck_runs, recheck, 0.0))
         candidate = int(np.argmin(lcb))
         exploring = lcb[candidate] < masked[best] - self.hysteresis
         d = self.default_index

@@ -100,6 +100,8 @@ class GovernorSettings:
         max_power_w: float | None,  # cost (needs it): the watts that price a second
         default_runs: int,  # deadline: runs of the default clocks before any other pair
         bound_z: float,  # deadline: standard deviations of margin under the bound
+        recheck_z: float,  # a measured mean's bound, in its standard deviations (0: none)
+        recheck_runs: int,  # runs under which a measured pair's bound counts
     ) -> GovernorSettings: ...
     @property
     def default_index(self) -> int: ...
@@ -129,6 +131,10 @@ class GovernorSettings:
     def default_runs(self) -> int: ...
     @property
     def bound_z(self) -> float: ...
+    @property
+    def recheck_z(self) -> float: ...
+    @property
+    def recheck_runs(self) -> int: ...
 
 @final
 class GovernorCore:

@@ -123,8 +123,10 @@ def test_phases_are_remembered_and_bad_input_refused():
 
 @settings(max_examples=80, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.sampled_from(["energy", "edp", "deadline", "power-cap"]),
-       st.sampled_from([0.0, 0.03]), st.floats(0.0, 6.0), st.integers(1, 5), st.sampled_from([0.0, 0.5, 2.0]))
-def test_the_rust_core_decides_as_the_numpy_governor_it_replaced(seed, policy, residual_sd, explore, runs, bound_z):
+       st.sampled_from([0.0, 0.03]), st.floats(0.0, 6.0), st.integers(1, 5), st.sampled_from([0.0, 0.5, 2.0]),
+       st.sampled_from([(0.0, 1), (2.0, 3), (1.0, 1000)]))
+def test_the_rust_core_decides_as_the_numpy_governor_it_replaced(seed, policy, residual_sd, explore, runs, bound_z,
+                                                                 recheck):
     """Random grids, phases and noisy observations (some without a time, some pairs
     excluded): every decision the same as `benches/governor_reference.py`'s, the numpy
     implementation the Rust core replaced, and the estimates equal to rounding."""
@@ -133,7 +135,8 @@ def test_the_rust_core_decides_as_the_numpy_governor_it_replaced(seed, policy, r
     cfg = np.column_stack([rng.uniform(300, 2000, k), rng.choice([800.0, 3500.0], k)])
     d = int(rng.integers(k))
     kw = {"policy": policy, "power_cap_w": 150.0 if policy == "power-cap" else None,
-          "residual_sd": residual_sd, "explore": explore, "default_runs": runs, "bound_z": bound_z}
+          "residual_sd": residual_sd, "explore": explore, "default_runs": runs, "bound_z": bound_z,
+          "recheck_z": recheck[0], "recheck_runs": recheck[1]}
     # The deadline's confirmation of a pair already run is the Python class's, not the core's.
     ours, ref = Governor(cfg, d, confirm_z=0.0, **kw), NumpyGovernor(cfg, d, **kw)
     for phase in range(3):

@@ -27,6 +27,7 @@ from gpudvfs.evaluation import govern_replay as rp
 from gpudvfs.evaluation.govern_replay import ReplaySetup, replay
 from gpudvfs.evaluation.replay_table import ReplayTable, Target, replay_table
 from gpudvfs.govern import Governor
+from gpudvfs.govern.governor import RECHECK_RUNS, RECHECK_Z
 from gpudvfs.time import TimeDevice
 
 CFG = np.array([[500, 500], [700, 500], [900, 500], [1100, 500.0]])
@@ -97,6 +98,8 @@ def test_indices_and_numbers_must_be_what_they_say():
                         (lambda: g.observe(1, 5.0, np.bool_(True)), "watts must be a number"),
                         (lambda: g.observe(1, 5.0, 10 ** 400), "must be positive and finite, got 5.0 and inf"),
                         (lambda: Governor(CFG, 1, slowdown="0.1"), "slowdown must be a number"),
+                        (lambda: Governor(CFG, 1, recheck_z=-0.5), "recheck_z must be finite and >= 0"),
+                        (lambda: Governor(CFG, 1, recheck_runs=0), r"recheck_runs must be an integer in \[1, 1000\]"),
                         (lambda: Governor(CFG, 1, slowdown=None), "slowdown must be a number"),
                         (lambda: Governor(CFG, 1, policy="power-cap", power_cap_w="60"),
                          "power_cap_w must be a number"),
@@ -122,7 +125,8 @@ def test_standard_deviations_are_refused_when_built_not_later(kw, match):
 # The keywords of a valid `GovernorSettings`, as `Governor`'s defaults make them.
 RECORD = {"default_index": 3, "policy": "energy", "slowdown": 0.1, "power_cap_w": None, "prior_sd": 0.05,
           "noise_sd": 0.01, "explore": 4.0, "hysteresis": 0.005, "residual_sd": 0.03, "residual_scale": 0.4,
-          "eta": 0.5, "max_power_w": None, "default_runs": 4, "bound_z": 0.5}
+          "eta": 0.5, "max_power_w": None, "default_runs": 4, "bound_z": 0.5, "recheck_z": RECHECK_Z,
+          "recheck_runs": RECHECK_RUNS}
 
 
 def test_the_governor_hands_the_core_one_settings_record():
@@ -143,6 +147,7 @@ def test_the_governor_hands_the_core_one_settings_record():
     (lambda: GovernorSettings(**RECORD | {"policy": "cost"}), ValueError, "the cost policy needs max_power_w"),
     (lambda: GovernorSettings(**RECORD | {"noise_sd": 0.0}), ValueError, "noise_sd must be > 0 and finite, got 0"),
     (lambda: GovernorSettings(**RECORD | {"eta": float("nan")}), ValueError, r"eta must be in \[0, 1\], got NaN"),
+    (lambda: GovernorSettings(**RECORD | {"recheck_z": -1.0}), ValueError, "recheck_z must be >= 0 and finite, got -1"),
     (lambda: GovernorCore(CFG, RECORD), TypeError, "'dict' object is not an instance of 'GovernorSettings'"),
     (lambda: GovernorCore(CFG, GovernorSettings(**RECORD | {"default_index": 4})), ValueError,
      "default_index 4 is not among the 4 pairs"),
@@ -165,7 +170,7 @@ def test_a_settings_record_is_read_only():
     "noise_sd": st.floats(1e-6, 1e3), "explore": st.floats(0, 1e3), "hysteresis": st.floats(0, 1),
     "residual_sd": st.floats(0, 10), "residual_scale": st.floats(1e-6, 10), "eta": st.floats(0, 1),
     "max_power_w": st.none() | st.floats(1e-3, 1e6), "default_runs": st.integers(1, 1000),
-    "bound_z": st.floats(0, 10)}))
+    "bound_z": st.floats(0, 10), "recheck_z": st.floats(0, 10), "recheck_runs": st.integers(1, 1000)}))
 def test_a_settings_record_reads_back_and_its_repr_rebuilds_it(kw):
     bound = {"cost": "max_power_w", "power-cap": "power_cap_w"}.get(kw["policy"])
     if bound is not None and kw[bound] is None:  # the policy's bound, which it needs

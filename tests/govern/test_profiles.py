@@ -290,6 +290,16 @@ def test_on_zeus_traces_a_jobs_second_run_explores_a_tenth_of_the_first(data):
     assert d["explored_ratio"] <= 0.1 and d["second"]["regret_mean"] <= d["first"]["regret_mean"]
 
 
+def test_a_recheck_runs_a_pair_again_in_the_first_run_and_the_second_keeps_its_means(data):
+    # `gpudvfs govern second-run ... --recheck-z 2 --recheck-runs 2`, on the first 12 V100 jobs for time: the
+    # first run runs some measured pairs again (explored), the second seeded from it still explores a tenth.
+    tab = subset(plain_table(gpudvfs.read(data / "zeus/power_limit_v100.csv")), list(range(12)))
+    off = profile_replay(tab, "v100", seed=0)
+    on = profile_replay(tab, "v100", seed=0, recheck_z=2.0, recheck_runs=2)
+    assert on.explored[:, 0].sum() > off.explored[:, 0].sum()
+    assert on.explored[:, 1].sum() <= 0.1 * on.explored[:, 0].sum()
+
+
 def test_the_second_run_command(data):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", GpudvfsWarning)
@@ -298,3 +308,6 @@ def test_the_second_run_command(data):
     assert res.exit_code == 0, res.output
     [out] = json.loads(res.output)
     assert out["jobs"] == 68 and set(out) >= {"first", "second", "explored_ratio"}
+    res = CliRunner().invoke(cli, ["govern", "second-run", str(data / "zeus/power_limit_v100.csv"), "--recheck-runs",
+                                   "0"])
+    assert res.exit_code == 2 and "--recheck-runs" in res.output

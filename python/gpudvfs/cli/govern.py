@@ -30,7 +30,7 @@ from gpudvfs.evaluation.prior_cv import GROUPS, SHARES, SHOWN_SDS, leave_out, li
 from gpudvfs.evaluation.replay_table import ReplayTable, dcgm_replay_table, replay_table
 from gpudvfs.evaluation.train_replay import replay_run
 from gpudvfs.govern.daemon import MIN_DAEMON_INTERVAL_S, Daemon, advice_report
-from gpudvfs.govern.governor import GOVERNOR_POLICIES
+from gpudvfs.govern.governor import GOVERNOR_POLICIES, RECHECK_RUNS, RECHECK_Z
 from gpudvfs.govern.knob import KNOBS
 from gpudvfs.hardware.kinds import make_device
 from gpudvfs.hardware.nvml import NvmlDevice
@@ -600,9 +600,13 @@ def run(device_kind: str, index: int, registry: str | None, time_model: str | No
 @click.option("--steps", default=TRACE_STEPS, show_default=True, type=click.IntRange(min=1), help="Steps per run.")
 @click.option("--noise", default=0.01, show_default=True, type=options.Finite(0, 0.5, max_open=True), help=NOISE_HELP)
 @click.option("--seeds", default=3, show_default=True, type=click.IntRange(min=1), help="Seeds 0..N-1.")
+@click.option("--recheck-z", default=RECHECK_Z, show_default=True, type=options.Finite(min=0),
+              help="A pair run fewer than --recheck-runs times is run again where its mean less this many of its "
+                   "standard deviations beats the best (0: never).")
+@click.option("--recheck-runs", default=RECHECK_RUNS, show_default=True, type=click.IntRange(1, 1000))
 @click.option("--json", "as_json", is_flag=True)
 def second_run(data: str, policy: str, power_cap: float | None, eta: float, slowdown: float, steps: int,
-               noise: float, seeds: int, as_json: bool) -> None:
+               noise: float, seeds: int, recheck_z: float, recheck_runs: int, as_json: bool) -> None:
     """Each job of a trace (or any time-and-power grid) twice: the second run from the profile the first saved.
 
     JSON keys per seed: first and second (regret_mean, regret_max, explored_steps; the second's
@@ -616,7 +620,8 @@ def second_run(data: str, policy: str, power_cap: float | None, eta: float, slow
     with user_errors():
         tab = plain_table(_grid(data, None, plain=True))
         out = [profile_replay(tab, Path(data).stem, policy=policy, eta=eta, slowdown=slowdown, power_cap_w=power_cap,
-                              steps=steps, seed=s, noise=noise).to_dict() for s in range(seeds)]
+                              steps=steps, seed=s, noise=noise, recheck_z=recheck_z,
+                              recheck_runs=recheck_runs).to_dict() for s in range(seeds)]
     if as_json:
         print_json(out)
         return

@@ -67,10 +67,11 @@ def _run(gov: Governor, table: ReplayTable, target: Target, a: int, noise: np.nd
 
 def profile_replay(table: ReplayTable, gpu: str, *, policy: str = "cost", eta: float = 0.5, slowdown: float = 0.1,
                    power_cap_w: float | None = None, steps: int = 2000, seed: int = 0,
-                   noise: float = 0.01) -> ProfileReplay:
+                   noise: float = 0.01, **governor: float) -> ProfileReplay:
     """Each job's first run, its profile saved and read back, and its second run from it (module notes).
 
-    ``gpu`` names the table's GPU in the profiles; the policy's arguments are `replay`'s.
+    ``gpu`` names the table's GPU in the profiles; the policy's arguments are `replay`'s; ``governor``:
+    constants other than the defaults (``recheck_z``, ...), the same in both runs.
 
     Raises
     ------
@@ -81,7 +82,7 @@ def profile_replay(table: ReplayTable, gpu: str, *, policy: str = "cost", eta: f
     first = ReplaySetup.draw(table, target, steps, steps, seed, noise, each_once=True)
     second = ReplaySetup.draw(table, target, steps, steps, seed + SECOND_RUN_SEED, noise, each_once=True)
     regret, explored = np.zeros((len(table.names), 2)), np.zeros((len(table.names), 2), dtype=int)
-    gov1, gov2 = (target.governor(table, noise_sd=max(noise, 1e-3)) for _ in range(2))
+    gov1, gov2 = (target.governor(table, noise_sd=max(noise, 1e-3), **governor) for _ in range(2))
     with tempfile.TemporaryDirectory() as folder:
         for i, (a, _) in enumerate(first.plan):
             name = table.names[a]

@@ -11,9 +11,12 @@ few pairs are measured. A pair measured itself is known by its own mean. Each de
 minimizes the policy's objective on these estimates, and explores an unmeasured pair
 instead only where its optimistic estimate (the lower confidence bound) beats the best
 estimate by more than the hysteresis: a flat energy surface is not explored, and the
-clocks change only for a predicted gain. The confidence bounds widen by how much
-more the pairs measured so far surprised the prediction than its variance said (the mean
-normalized squared innovation): a phase the models predict badly is explored more.
+clocks change only for a predicted gain. A pair run fewer than ``recheck_runs`` times is run
+again where its mean less ``recheck_z`` of its standard deviations beats the best by the
+hysteresis (not under a deadline, whose pairs already run are confirmed against its bound):
+one noisy run does not rule the best pair out for the phase. The confidence bounds widen by
+how much more the pairs measured so far surprised the prediction than its variance said (the
+mean normalized squared innovation): a phase the models predict badly is explored more.
 
 What a linear correction cannot follow (a prediction off in the middle of the range and
 right at its ends, a measured surface rough from pair to pair) is a residual of standard
@@ -78,6 +81,12 @@ CONFIRM_RUNS = 8
 #: Deadline: whether the confirmation also runs the pair itself again, where its mean is the less
 #: certain of the two (up to ``confirm_runs`` runs of it), rather than the default clocks alone.
 CONFIRM_PAIR = True
+#: A measured pair's bound, in standard deviations of its mean, and the runs under which it
+#: counts. Off: on Zeus's traces 2 and 2 lower the cost regret of a job's first and second run
+#: (`gpudvfs govern second-run ... --recheck-z 2 --recheck-runs 2`, docs/accuracy.md), but they
+#: move the grids' replays the other constants were chosen on (`govern defaults`), not rerun.
+RECHECK_Z = 0.0
+RECHECK_RUNS = 1
 #: What a standard deviation (or a ratio of two) may be: its square, a variance, must be a
 #: finite positive float.
 SD_RANGE = (1e-150, 1e150)
@@ -138,6 +147,10 @@ class Governor:
         The confidence bound's width in standard deviations.
     hysteresis : float
         The least predicted relative gain worth a clock change or an exploration.
+    recheck_z, recheck_runs : float, int
+        A pair run fewer than ``recheck_runs`` times is run again where its mean less
+        ``recheck_z`` standard deviations beats the best by the hysteresis (0: never; not
+        under a deadline).
     residual_sd : float
         The residual's relative standard deviation per pair (module notes; 0: none).
     residual_scale : float
@@ -158,6 +171,7 @@ class Governor:
         "default_index", "policy", "slowdown", "power_cap_w", "eta", "max_power_w"))
     prior_sd, noise_sd, explore, hysteresis, residual_sd, residual_scale, default_runs, bound_z = map(_setting, (
         "prior_sd", "noise_sd", "explore", "hysteresis", "residual_sd", "residual_scale", "default_runs", "bound_z"))
+    recheck_z, recheck_runs = map(_setting, ("recheck_z", "recheck_runs"))
     configs, confirm_z, confirm_runs, confirm_pair = map(_own, ("configs", "confirm_z", "confirm_runs", "confirm_pair"))
 
     def __init__(self, configs: ArrayLike, default_index: int, *, policy: str = "energy", slowdown: float = 0.1,
@@ -166,6 +180,7 @@ class Governor:
                  confirm_runs: int = CONFIRM_RUNS, confirm_pair: bool = CONFIRM_PAIR,
                  prior_sd: float = MODEL_PRIOR_SD, noise_sd: float = 0.01, explore: float = EXPLORE,
                  hysteresis: float = 0.005, residual_sd: float = RESIDUAL_SD, residual_scale: float = RESIDUAL_SCALE,
+                 recheck_z: float = RECHECK_Z, recheck_runs: int = RECHECK_RUNS,
                  log: Callable[[dict], None] | None = None, knob: str = "clocks") -> None:
         cfg = knob_rows(configs, knob)
         default_index = _index("default_index", default_index, len(cfg))
@@ -181,10 +196,11 @@ class Governor:
             raise InputError("the cost policy needs max_power_w > 0 (the watts that price a second), got None")
         if max_power_w is not None and not 0 < (max_power_w := _number("max_power_w", max_power_w)) < np.inf:
             raise InputError(f"max_power_w must be finite and > 0, got {max_power_w}")
-        slowdown, explore, hysteresis, bound_z, confirm_z = (_number(name, v, 0.0) for name, v in (
+        slowdown, explore, hysteresis, bound_z, confirm_z, recheck_z = (_number(name, v, 0.0) for name, v in (
             ("slowdown", slowdown), ("explore", explore), ("hysteresis", hysteresis), ("bound_z", bound_z),
-            ("confirm_z", confirm_z)))
-        for name, runs in (("default_runs", default_runs), ("confirm_runs", confirm_runs)):
+            ("confirm_z", confirm_z), ("recheck_z", recheck_z)))
+        for name, runs in (("default_runs", default_runs), ("confirm_runs", confirm_runs),
+                           ("recheck_runs", recheck_runs)):
             if not (is_integer(runs) and 1 <= runs <= 1000):
                 raise InputError(f"{name} must be an integer in [1, 1000], got {runs!r}")
         if not isinstance(confirm_pair, bool | np.bool_):
@@ -202,7 +218,7 @@ class Governor:
             default_index=default_index, policy=policy, slowdown=slowdown, power_cap_w=power_cap_w, prior_sd=prior_sd,
             noise_sd=noise_sd, explore=explore, hysteresis=hysteresis, residual_sd=residual_sd,
             residual_scale=residual_scale, eta=float(eta), max_power_w=max_power_w, default_runs=int(default_runs),
-            bound_z=bound_z)
+            bound_z=bound_z, recheck_z=recheck_z, recheck_runs=int(recheck_runs))
         self._core = GovernorCore(cfg, self._settings)
         self.knob = knob
         self._phases: dict[object, int] = {}  # key -> the core's phase id

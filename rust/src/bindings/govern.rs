@@ -27,7 +27,8 @@ impl GovernorSettings {
     #[new]
     #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (*, default_index, policy, slowdown, power_cap_w, prior_sd, noise_sd, explore,
-                        hysteresis, residual_sd, residual_scale, eta, max_power_w, default_runs, bound_z))]
+                        hysteresis, residual_sd, residual_scale, eta, max_power_w, default_runs, bound_z,
+                        recheck_z, recheck_runs))]
     fn new(
         default_index: usize,
         policy: &str,
@@ -43,6 +44,8 @@ impl GovernorSettings {
         max_power_w: Option<f64>,
         default_runs: u32,
         bound_z: f64,
+        recheck_z: f64,
+        recheck_runs: u32,
     ) -> PyResult<Self> {
         let inner = Settings {
             policy: Policy::parse(policy)?,
@@ -57,6 +60,8 @@ impl GovernorSettings {
             noise_sd,
             explore,
             hysteresis,
+            recheck_z,
+            recheck_runs,
             residual: Residual {
                 sd: residual_sd,
                 scale: residual_scale,
@@ -121,6 +126,14 @@ impl GovernorSettings {
     #[getter]
     fn bound_z(&self) -> f64 {
         self.inner.bound_z
+    }
+    #[getter]
+    fn recheck_z(&self) -> f64 {
+        self.inner.recheck_z
+    }
+    #[getter]
+    fn recheck_runs(&self) -> u32 {
+        self.inner.recheck_runs
     }
 
     fn __repr__(&self) -> String {

@@ -212,8 +212,17 @@ impl GovernorCore {
             .map(|i| if allowed[i] { score[i] } else { f64::INFINITY })
             .collect();
         let best = argmin(masked.iter().copied());
-        // Only pairs never run are explored: a measured pair's mean carries measurement noise
-        // alone, and measuring it again to shave that would flap between near-equal pairs.
+        // A pair never run is explored on its model's bound (`explore` wide); one run fewer than
+        // `recheck_runs` times on its mean's (`recheck_z` wide), so that one noisy run does not
+        // rule out the best pair for good (not under a deadline: its pairs already run are
+        // confirmed against the bound instead, by `gpudvfs.govern.Governor`); past that a
+        // measured mean is taken as it is, since measuring it again to shave its noise would
+        // flap between near-equal pairs.
+        let recheck = if s.policy == Policy::Deadline {
+            0.0
+        } else {
+            s.recheck_z
+        };
         let lcb: Vec<f64> = (0..k)
             .map(|i| {
                 let var = match s.policy {
@@ -222,8 +231,12 @@ impl GovernorCore {
                     Policy::Cost => e.var_time[i] + cost_weight(i).powi(2) * e.var_watts[i],
                     _ => e.var_time[i] + e.var_watts[i],
                 };
-                let unmeasured = if ph.p.n[i] == 0 { 1.0 } else { 0.0 };
-                masked[i] - s.explore * var.sqrt() * unmeasured
+                let width = match ph.p.n[i] {
+                    0 => s.explore,
+                    n if n < s.recheck_runs => recheck,
+                    _ => 0.0,
+                };
+                masked[i] - width * var.sqrt()
             })
             .collect();
         let mut candidate = argmin(lcb.iter().copied());
@@ -411,6 +424,42 @@ mod tests {
         let (mut g, id) = governor(s, &t, &w);
         g.observe(id, 2, Some(6f64.ln()), 60f64.ln()).unwrap();
         assert_eq!(g.decide(id, 2).unwrap().index, 2);
+    }
+
+    #[test]
+    fn a_pair_run_once_is_run_again_while_its_mean_may_beat_the_best() {
+        // Energies 300, 240, 360 J: pair 1 is the best, but its one run measured 1.5% over
+        // pair 0's 300 J, measured 50 times.
+        let runs = |g: &mut GovernorCore, id: usize| {
+            for (pair, t, w, times) in [(0, 10.0, 30.0, 50), (2, 6.0, 60.0, 1), (1, 10.15, 30.0, 1)]
+            {
+                for _ in 0..times {
+                    g.observe(id, pair, Some(f64::ln(t)), f64::ln(w)).unwrap();
+                }
+            }
+        };
+        let (t, w) = ([10.0, 8.0, 6.0], [30.0, 30.0, 60.0]);
+        let (mut g, id) = governor(settings(Policy::Energy), &t, &w);
+        runs(&mut g, id);
+        // Without a recheck its one run stands: pair 0 stays.
+        let d = g.decide(id, 0).unwrap();
+        assert_eq!((d.index, d.explored), (0, false));
+        let s = Settings {
+            recheck_z: 2.0,
+            recheck_runs: 3,
+            ..settings(Policy::Energy)
+        };
+        let (mut g, id) = governor(s, &t, &w);
+        runs(&mut g, id);
+        // Its mean less 2 standard deviations (2 x 1.4%) beats pair 0's by more than 0.5%.
+        let d = g.decide(id, 0).unwrap();
+        assert_eq!((d.index, d.explored), (1, true));
+        for _ in 0..2 {
+            g.observe(id, 1, Some(8f64.ln()), 30f64.ln()).unwrap();
+        }
+        // Run three times, its mean is taken as it is: now the best, chosen, not explored.
+        let d = g.decide(id, 0).unwrap();
+        assert_eq!((d.index, d.explored), (1, false));
     }
 
     #[test]

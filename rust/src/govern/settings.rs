@@ -72,6 +72,11 @@ pub struct Settings {
     pub noise_sd: f64,
     pub explore: f64,
     pub hysteresis: f64,
+    /// A pair measured fewer than `recheck_runs` times is explored again where its mean less
+    /// this many of its standard deviations beats the best by the hysteresis (0: never; not
+    /// under a deadline).
+    pub recheck_z: f64,
+    pub recheck_runs: u32,
     pub residual: Residual,
 }
 
@@ -99,6 +104,7 @@ impl Settings {
             ("bound_z", Some(self.bound_z), nonnegative),
             ("explore", Some(self.explore), nonnegative),
             ("hysteresis", Some(self.hysteresis), nonnegative),
+            ("recheck_z", Some(self.recheck_z), nonnegative),
             ("residual_sd", Some(r.sd), nonnegative),
             ("power_cap_w", self.power_cap_w, positive),
             ("max_power_w", self.max_power_w, positive),
@@ -125,7 +131,8 @@ impl fmt::Display for Settings {
             f,
             "default_index={}, policy='{}', slowdown={:?}, power_cap_w={}, prior_sd={:?}, \
              noise_sd={:?}, explore={:?}, hysteresis={:?}, residual_sd={:?}, residual_scale={:?}, \
-             eta={:?}, max_power_w={}, default_runs={}, bound_z={:?}",
+             eta={:?}, max_power_w={}, default_runs={}, bound_z={:?}, recheck_z={:?}, \
+             recheck_runs={}",
             self.default_index,
             self.policy.name(),
             self.slowdown,
@@ -139,7 +146,9 @@ impl fmt::Display for Settings {
             self.eta,
             opt(self.max_power_w),
             self.default_runs,
-            self.bound_z
+            self.bound_z,
+            self.recheck_z,
+            self.recheck_runs
         )
     }
 }
@@ -163,6 +172,8 @@ pub(super) mod tests {
             noise_sd: 0.01,
             explore: 4.0,
             hysteresis: 0.005,
+            recheck_z: 0.0,
+            recheck_runs: 1,
             residual: Residual {
                 sd: 0.03,
                 scale: 0.4,
@@ -213,6 +224,13 @@ pub(super) mod tests {
                 "explore must be >= 0",
             ),
             (Settings { eta: 1.5, ..base }, "eta must be in [0, 1]"),
+            (
+                Settings {
+                    recheck_z: -1.0,
+                    ..base
+                },
+                "recheck_z must be >= 0",
+            ),
             (
                 Settings {
                     power_cap_w: Some(0.0),
@@ -267,7 +285,8 @@ pub(super) mod tests {
             s.to_string(),
             "default_index=2, policy='power-cap', slowdown=0.1, power_cap_w=250.0, prior_sd=0.05, \
              noise_sd=0.01, explore=4.0, hysteresis=0.005, residual_sd=0.03, residual_scale=0.4, \
-             eta=0.5, max_power_w=None, default_runs=1, bound_z=0.0"
+             eta=0.5, max_power_w=None, default_runs=1, bound_z=0.0, recheck_z=0.0, \
+             recheck_runs=1"
         );
     }
 }
