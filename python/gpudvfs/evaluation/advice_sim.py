@@ -2,14 +2,14 @@
 
 Per synthetic training step (a compute and a memory part and utilizations, `STEPS`) and seed, a
 governor is set up as `GovernedTraining` sets it up on a `SimulatedDevice` (the simulator's clock
-grid, the step prior from a first window, the catalog power shape, `STEP_PRIOR_SD`), then observes
-``windows`` windows passively, with the simulator's 1% noise on time and power, at the pairs the
-driver's clocks ran: the default pair alone, or alternately the default and a pair the driver
-pulled the core clock down to (``second``). The advice (`gpudvfs.govern.advice`) against the
-default pair is scored on the simulator's noise-free time and power
-(`SimulatedDevice.true_time_ms`, `true_power_w`): the realized saving is 1 - E(advised) /
-E(default) there. Nothing is fitted here: the interval's 1.645 is fixed, `STEP_PRIOR_SD` and
-`MEMORY_SHARE` are the session's defaults.
+grid, the step prior from a first window, the catalog power shape, `STEP_PRIOR_SD`), then its
+dry-run `GovernedLoop` observes ``windows`` windows passively, with the simulator's 1% noise on
+time and power, at the pairs the driver's clocks ran: the default pair alone, or alternately the
+default and a pair the driver pulled the core clock down to (``second``). The advice
+(`gpudvfs.govern.advice`) against the default pair is scored on the simulator's noise-free time
+and power (`SimulatedDevice.true_time_ms`, `true_power_w`): the realized saving is
+1 - E(advised) / E(default) there. Nothing is fitted here: the interval's 1.645 is fixed,
+`STEP_PRIOR_SD` and `MEMORY_SHARE` are the session's defaults.
 
 ``python -m gpudvfs.evaluation.advice_sim`` prints the figures.
 """
@@ -24,7 +24,7 @@ from gpudvfs.govern.advice import Advice, phase_advice, setting_text
 from gpudvfs.govern.clock_grid import clock_grid
 from gpudvfs.govern.governor import Governor
 from gpudvfs.govern.integrations.devices import SIM_CATALOG_NAME
-from gpudvfs.govern.loop import nearest_config
+from gpudvfs.govern.loop import GovernedLoop, nearest_config
 from gpudvfs.govern.priors import STEP_PRIOR_SD, catalog_power_shape, step_prior
 from gpudvfs.hardware.device import Workload
 from gpudvfs.hardware.simulated import SimulatedDevice
@@ -67,6 +67,7 @@ def score(name: str, seed: int, *, windows: int = 20, second: float | None = Non
     shape, _ = catalog_power_shape(SIM_CATALOG_NAME, grid.default_mhz)
     w, rng = workload(name), np.random.default_rng(seed)
     gov = Governor(grid.configs, grid.default_index, prior_sd=prior_sd)
+    loop = GovernedLoop(gov, dry_run=True)
     d = grid.default_index
     pairs = [d] if second is None else [d, nearest_config(grid.configs, (second * grid.default_mhz[0],
                                                                          grid.default_mhz[1]))]
@@ -76,10 +77,11 @@ def score(name: str, seed: int, *, windows: int = 20, second: float | None = Non
         noise = 1.0 + dev.noise * rng.standard_normal(2)
         return dev.true_time_ms(w, core, mem) * noise[0], dev.true_power_w(w, core, mem) * noise[1]
 
-    gov.phase("train", *step_prior(grid.configs, grid.default_mhz, *measured(d), shape))
+    loop.phase("train", *step_prior(grid.configs, grid.default_mhz, *measured(d), shape), clocks=grid.configs[d])
     for i in range(windows):
         k = pairs[i % len(pairs)]
-        gov.observe(k, *measured(k))
+        t, p = measured(k)
+        loop.step_end(time_ms=t, watts=p, clocks=grid.configs[k])
     advice = phase_advice(gov, "train", d)
 
     e = np.array([dev.true_time_ms(w, c, m) * dev.true_power_w(w, c, m) for c, m in grid.configs])

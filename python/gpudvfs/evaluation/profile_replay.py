@@ -3,7 +3,8 @@
 Every job of the table runs once for ``steps`` steps, as `govern_replay` replays a trace (a new
 job predicted from the other jobs' curves, 1% noise by default); its governor's curves are then
 written to a profile file (`gpudvfs.govern.profile`) and read back, and the job runs again for
-``steps`` steps seeded from it, under noise drawn anew. Per run: regret (the run's mean cost
+``steps`` steps seeded from it, under noise drawn anew. Each run drives its governor through
+`GovernedLoop` (`phase`, then `step_end` per step). Per run: regret (the run's mean cost
 per step at the settings chosen, over the least cost on the measured grid, minus 1; exploration
 included) and the steps the governor explored.
 """
@@ -18,8 +19,9 @@ import numpy as np
 
 from gpudvfs.errors import InputError
 from gpudvfs.evaluation.govern_replay import ReplaySetup
+from gpudvfs.evaluation.replay_strategies import replay_knob
 from gpudvfs.evaluation.replay_table import ReplayTable, Target
-from gpudvfs.govern.governor import Governor
+from gpudvfs.govern.loop import GovernedLoop
 from gpudvfs.govern.profile import PhaseCurves, Profile, read_profile
 
 #: Added to the seed for the second run's noise, so that it is not the first run's.
@@ -50,19 +52,18 @@ class ProfileReplay:
         return out
 
 
-def _run(gov: Governor, table: ReplayTable, target: Target, a: int, noise: np.ndarray) -> tuple[float, int]:
-    """One run of job ``a`` (already its governor's phase), a step per row of ``noise``: regret, explored steps."""
-    explored: list[bool] = []
-    gov.log = lambda entry: explored.append(entry["explored"])
+def _run(loop: GovernedLoop, table: ReplayTable, target: Target, a: int, noise: np.ndarray) -> tuple[float, int]:
+    """Job ``a``'s run (its phase started on ``loop``), a step per row of ``noise``: regret, explored steps."""
     truth = target.objective(table, table.time_ms[a], table.watts[a])
-    spent = 0.0
+    spent, explored = 0.0, 0
     for dt, dp in noise:
-        k = gov.decide()
-        gov.observe(k, table.time_ms[a, k] * (1 + dt), table.watts[a, k] * (1 + dp))
+        k, decision = loop.held, loop.last_decision  # the decision the step runs by
+        assert k is not None and decision is not None  # the phase decided
+        explored += decision["explored"]
+        loop.step_end(time_ms=table.time_ms[a, k] * (1 + dt), watts=table.watts[a, k] * (1 + dp))
         spent += truth[k]
-    gov.log = None
     best = truth[target.select(table, table.time_ms[[a]], table.watts[[a]], table.configs, table.default_index)[0]]
-    return float(spent / len(noise) / best - 1.0), int(sum(explored))
+    return float(spent / len(noise) / best - 1.0), explored
 
 
 def profile_replay(table: ReplayTable, gpu: str, *, policy: str = "cost", eta: float = 0.5, slowdown: float = 0.1,
@@ -83,11 +84,12 @@ def profile_replay(table: ReplayTable, gpu: str, *, policy: str = "cost", eta: f
     second = ReplaySetup.draw(table, target, steps, steps, seed + SECOND_RUN_SEED, noise, each_once=True)
     regret, explored = np.zeros((len(table.names), 2)), np.zeros((len(table.names), 2), dtype=int)
     gov1, gov2 = (target.governor(table, noise_sd=max(noise, 1e-3), **governor) for _ in range(2))
+    loop1, loop2 = GovernedLoop(gov1, replay_knob), GovernedLoop(gov2, replay_knob)
     with tempfile.TemporaryDirectory() as folder:
         for i, (a, _) in enumerate(first.plan):
             name = table.names[a]
-            gov1.phase(name, table.time_pred[a], table.watts_pred[a])
-            regret[a, 0], explored[a, 0] = _run(gov1, table, target, a, first.draws[i * steps:(i + 1) * steps])
+            loop1.phase(name, table.time_pred[a], table.watts_pred[a])
+            regret[a, 0], explored[a, 0] = _run(loop1, table, target, a, first.draws[i * steps:(i + 1) * steps])
             path = Path(folder) / f"{i}.json"
             Profile(gpu, name, table.knob, table.configs,
                     {"train": PhaseCurves.of(gov1, table.time_pred[a], table.watts_pred[a])}).write(path)
@@ -96,6 +98,6 @@ def profile_replay(table: ReplayTable, gpu: str, *, policy: str = "cost", eta: f
                 raise InputError(f"{path}: {why}")
             profile.phases["train"].seed(gov2, name)
         for i, (a, _) in enumerate(second.plan):
-            gov2.phase(table.names[a], None, None)
-            regret[a, 1], explored[a, 1] = _run(gov2, table, target, a, second.draws[i * steps:(i + 1) * steps])
+            loop2.phase(table.names[a], None, None)
+            regret[a, 1], explored[a, 1] = _run(loop2, table, target, a, second.draws[i * steps:(i + 1) * steps])
     return ProfileReplay(table.names, steps, seed, regret, explored)

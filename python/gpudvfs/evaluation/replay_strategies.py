@@ -7,12 +7,12 @@ clocks, the models' choice, one pair for all) and measuring pairs before keeping
 `zeus_baseline`).
 
 A strategy is told each phase's application (``phase``), names the setting of each step
-(``decide``) and is told what the step measured there (``observe``).
+(``decide``) and is told what the step measured there (``observe``). The governor runs through
+its one control loop, `GovernedLoop`, as the daemon and the training integrations run it.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -20,6 +20,7 @@ import numpy as np
 
 from gpudvfs.evaluation.replay_table import ReplayTable, Target
 from gpudvfs.govern.governor import Governor
+from gpudvfs.govern.loop import GovernedLoop
 from gpudvfs.govern.priors import limit_curves
 
 #: Zeus's JIT profiling as its `GlobalPowerLimitOptimizer` documents it: each setting, from
@@ -125,14 +126,19 @@ def zeus_baseline(table: ReplayTable, target: Target) -> MeasureThenKeep:
 
 
 class GovernorStrategy:
-    """The governor, timed at each decision.
+    """The governor, driven through `GovernedLoop` as a training loop drives it.
 
-    A new phase starts from the table's prediction, or with ``learn`` from what the phases
-    before it taught (`SeenPrior`).
+    A phase is `GovernedLoop.phase` (it sets the phase's first setting), a step
+    `GovernedLoop.step_end` (it observes the step at the setting held, then decides and sets the
+    next); ``decision_s`` keeps each decision's time (`GovernedLoop.decision_s`). A new phase starts
+    from the table's prediction, or with ``learn`` from what the phases before it taught
+    (`SeenPrior`). ``log``: the loop's, a dict per decision.
     """
 
-    def __init__(self, gov: Governor, table: ReplayTable, learn: bool = False) -> None:
-        self.gov, self.table = gov, table
+    def __init__(self, gov: Governor, table: ReplayTable, learn: bool = False,
+                 log: Callable[[dict], None] | None = None) -> None:
+        self.loop = GovernedLoop(gov, replay_knob, log=log)
+        self.table = table
         self.decision_s: list[float] = []
         self.learnt = SeenPrior(table) if learn else None
         self.a: int | None = None
@@ -142,21 +148,30 @@ class GovernorStrategy:
         t, p = self.table.time_pred[a], self.table.watts_pred[a]
         if self.learnt is not None:
             if self.a is not None:
-                self.learnt.add(self.a, *self.gov.estimates()[:2])
+                self.learnt.add(self.a, *self.loop.governor.estimates()[:2])
             t, p = self.learnt.prior(a)
         self.a = a
-        self.gov.phase(a, t, p)
+        self.loop.phase(a, t, p)
+        self._timed()
 
     def decide(self) -> int:
-        """The governor's decision, its time kept in ``decision_s``."""
-        start = time.perf_counter()
-        k = self.gov.decide()
-        self.decision_s.append(time.perf_counter() - start)
+        """The setting the loop holds."""
+        k = self.loop.held
+        assert k is not None  # set by `phase`
         return k
 
     def observe(self, k: int, time_ms: float, watts: float) -> None:
-        """Tell the governor."""
-        self.gov.observe(k, time_ms, watts)
+        """End the step (at ``k``, the setting held): the loop observes it and sets the next."""
+        self.loop.step_end(time_ms=time_ms, watts=watts)
+        self._timed()
+
+    def _timed(self) -> None:
+        assert self.loop.decision_s is not None  # the loop has decided
+        self.decision_s.append(self.loop.decision_s)
+
+
+def replay_knob(core_mhz: float, mem_mhz: float) -> None:
+    """A replay's ``set_clocks``: its step runs at the setting the loop holds (`GovernedLoop.held`)."""
 
 
 class SeenPrior:

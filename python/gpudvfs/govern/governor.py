@@ -350,13 +350,13 @@ class Governor:
         The pair, why, what it is expected to save against the default clocks, and the last
         observation (with what it saved, measured).
         """
-        entry = {"phase": self._key, "index": k, "core_mhz": float(self.configs[k, 0]),
-                 "mem_mhz": float(self.configs[k, 1]), "explored": bool(explored), "changed": bool(changed),
-                 "predicted_saving": float(-np.expm1(log_e - log_e_default)), "observed": self._last}
+        core, mem = self._configs[k].tolist()
+        entry = {"phase": self._key, "index": k, "core_mhz": core, "mem_mhz": mem, "explored": bool(explored),
+                 "changed": bool(changed), "predicted_saving": _saving(log_e - log_e_default), "observed": self._last}
         if self._last is not None and self._last["time_ms"] is not None:
             # In log space, as the estimates are: a product of two large values may overflow.
-            measured = np.log(self._last["time_ms"]) + np.log(self._last["watts"])
-            entry["realized_saving"] = float(-np.expm1(measured - log_e_default))
+            measured = math.log(self._last["time_ms"]) + math.log(self._last["watts"])
+            entry["realized_saving"] = _saving(measured - log_e_default)
         return entry
 
     def exclude(self, index: int) -> None:
@@ -402,7 +402,7 @@ class Governor:
         index = _index("index", index, len(self.configs))
         watts = _number("watts", watts)
         time_ms = None if time_ms is None else _number("time_ms", time_ms)
-        if not (np.isfinite(watts) and watts > 0 and (time_ms is None or (np.isfinite(time_ms) and time_ms > 0))):
+        if not (math.isfinite(watts) and watts > 0 and (time_ms is None or (math.isfinite(time_ms) and time_ms > 0))):
             raise InputError(f"observed time and watts must be positive and finite, got {time_ms} and {watts}")
         self._last = {"index": int(index), "time_ms": None if time_ms is None else float(time_ms),
                       "watts": float(watts)}
@@ -424,6 +424,11 @@ class Governor:
         """
         ph = self._require()
         return self._runs[ph].copy(), sorted(self._left[ph])
+
+
+def _saving(log_ratio: float) -> float:
+    """1 - exp(``log_ratio``), -inf past a float's range (each decision: math, not numpy, for speed)."""
+    return -math.expm1(log_ratio) if log_ratio < 709.0 else -math.inf
 
 
 def _number(name: str, value: Any, low: float | None = None) -> float:

@@ -102,13 +102,12 @@ class GovernedLoop:
         self.held: int | None = None
         self.changes = 0
         self.would_changes = 0
-        #: The last decision's entry, as logged.
+        #: The last decision's entry, as logged, and its time in seconds (`apply_next`).
         self.last_decision: dict | None = None
+        self.decision_s: float | None = None
         self._mark: tuple[float, float | None] | None = None
-
-    def _pair(self, k: int) -> tuple[float, float]:
-        core, mem = self.governor.configs[k]
-        return float(core), float(mem)
+        # Each row as floats: read every step, where indexing the array would cost more than the decision.
+        self._pairs: list[tuple[float, float]] = [(c, m) for c, m in governor.configs.tolist()]
 
     def _row(self, clocks: Sequence[float] | None) -> int | None:
         """Dry run: the row the GPU ran at ``clocks`` (None: ``actual_clocks()``), None where none is near enough."""
@@ -137,36 +136,38 @@ class GovernedLoop:
         """Decide the next row, set it where it is not the one held (or ``force``) and log the decision.
 
         Dry run: the row it would set (`advice.advised_entry`), set nothing; the governor's current row
-        goes back to the one the GPU ran.
+        goes back to the one the GPU ran. ``decision_s``: the time of `Governor.decide` (its entry
+        included) and, in dry run, of the advice; not of setting or logging.
         """
         entries: list[dict] = []
-        user = self.governor.log
-        self.governor.log = entries.append
+        gov = self.governor
+        user, gov.log = gov.log, entries.append
+        start = time.perf_counter()
         try:
-            k = self.governor.decide()
+            k = gov.decide()
         finally:
-            self.governor.log = user
+            gov.log = user
         entry = entries[0]
-        if user is not None:
-            user(entry)
-        was_set = False
         if self.dry_run:
-            entry, k = advised_entry(self.governor, entry, k)
+            entry, k = advised_entry(gov, entry, k)
+        self.decision_s = time.perf_counter() - start
+        if user is not None:
+            user(entries[0])
+        was_set, a = False, None
+        if self.dry_run:
             self.would_changes += k != self.would_index
-            self.would_index = k
-            if self.actual_index is not None:
-                self.governor.current = self.actual_index
+            self.would_index, a = k, self.actual_index
+            if a is not None:
+                gov.current = a
         elif (force or k != self.held) and self.set_clocks is not None:
-            was_set = self.set_clocks(*self._pair(k)) is not False
+            was_set = self.set_clocks(*self._pairs[k]) is not False
             if was_set:
                 self.changes += k != self.held
                 self.held = k
-        core, mem = self._pair(k)
-        a = self.actual_index if self.dry_run else None
-        entry = dict(entry) | {"dry_run": self.dry_run, "would_index": k, "would_core_mhz": core,
-                               "would_mem_mhz": mem, "set": was_set, "actual_index": a,
-                               "actual_core_mhz": None if a is None else self._pair(a)[0],
-                               "actual_mem_mhz": None if a is None else self._pair(a)[1]}
+        core, mem = self._pairs[k]
+        actual = (None, None) if a is None else self._pairs[a]
+        entry = {**entry, "dry_run": self.dry_run, "would_index": k, "would_core_mhz": core, "would_mem_mhz": mem,
+                 "set": was_set, "actual_index": a, "actual_core_mhz": actual[0], "actual_mem_mhz": actual[1]}
         self.last_decision = entry
         if self.log is not None:
             self.log(entry)
@@ -192,7 +193,7 @@ class GovernedLoop:
         self.governor.phase(key, time_ms, watts)
         if self.dry_run:
             self.note_actual(clocks)
-        pair = self._pair(self.apply_next(force=True))
+        pair = self._pairs[self.apply_next(force=True)]
         self._mark = (self.clock(), self.energy_j() if self.energy_j else None)
         return pair
 
@@ -221,6 +222,6 @@ class GovernedLoop:
         if self.dry_run:
             self.note_actual(clocks)
         self.governor.observe(self.governor.current, time_ms / work, watts)
-        pair = self._pair(self.apply_next())
+        pair = self._pairs[self.apply_next()]
         self._mark = (self.clock(), self.energy_j() if self.energy_j else None)
         return pair
