@@ -23,8 +23,9 @@ regret and waste are of time: time spent over the time at the fastest pair under
 ``violations``: the fraction of steps whose pair's measured time exceeds (1 + slowdown) x the
 default clocks' (`deadline`), or whose measured power exceeds the cap (`power-cap`); None
 for the other policies (absent from the JSON). Per phase: ``per_phase`` (its regret) and,
-with a constraint, ``per_phase_over`` (its steps over it). The governor also reports
-``decision_us``, the median time of one decision. Baselines in the same run, on the same
+with a constraint, ``per_phase_over`` (its steps over it). The governor runs through
+`GovernedLoop` (`GovernorStrategy`) and also reports ``decision_us``, the median time of one of
+the loop's decisions (`GovernedLoop.decision_s`). Baselines in the same run, on the same
 phases and noise: the default clocks, the models' choice alone, one pair for all (for each
 application, of the settings that meet the constraint on every other application of the table,
 or on the most of them, the one of least mean regret over them, on their measurements; absent

@@ -130,9 +130,11 @@ class GovernorStrategy:
 
     A phase is `GovernedLoop.phase` (it sets the phase's first setting), a step
     `GovernedLoop.step_end` (it observes the step at the setting held, then decides and sets the
-    next); ``decision_s`` keeps each decision's time (`GovernedLoop.decision_s`). A new phase starts
-    from the table's prediction, or with ``learn`` from what the phases before it taught
-    (`SeenPrior`). ``log``: the loop's, a dict per decision.
+    next; after a phase's last step too, as in training, where a step's end does not know the
+    next phase: the next phase starts from that setting); ``decision_s`` keeps each decision's
+    time (`GovernedLoop.decision_s`). A new phase starts from the table's prediction, or with
+    ``learn`` from what the phases before it taught (`SeenPrior`). ``log``: the loop's, a dict
+    per decision.
     """
 
     def __init__(self, gov: Governor, table: ReplayTable, learn: bool = False,
