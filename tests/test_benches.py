@@ -23,6 +23,7 @@ TINY: dict[str, list[str] | None] = {
     "bench_budget.py": ["--gpus", "20", "--pairs", "10", "--repeat", "1", "--json"],
     "bench_callbacks.py": ["--steps", "5", "--repeat", "1", "--json"],
     "bench_govern.py": ["--repeat", "5", "--json"],
+    "bench_govern_loop.py": ["--steps", "20", "--repeat", "1", "--json"],
     "bench_online.py": ["--streams", "50", "--json"],
     "bench_power_fit.py": None,
     "bench_power_grid.py": ["--workloads", "20", "--configs", "10", "--repeat", "1", "--json"],
