@@ -15,7 +15,14 @@ from hypothesis import strategies as st
 from gpudvfs.data import read_measured_grid
 from gpudvfs.errors import InputError
 from gpudvfs.evaluation.govern_replay import ReplaySetup, StrategyScores, replay
-from gpudvfs.evaluation.governor_cv import RESIDUAL_SCALES, choose_defaults, constant_sets, cross_validate_governor
+from gpudvfs.evaluation.governor_cv import (
+    CONSTANTS,
+    RECHECKS,
+    RESIDUAL_SCALES,
+    choose_defaults,
+    constant_sets,
+    cross_validate_governor,
+)
 from gpudvfs.evaluation.replay_table import ReplayTable, Target, replay_table, subset
 from gpudvfs.govern import Governor
 from gpudvfs.time import TimeDevice
@@ -241,8 +248,8 @@ def test_replay_on_the_gtx980_grid_beats_every_baseline(gtx980: ReplayTable):
 
 def test_the_constants_chosen_leaving_each_application_out(gtx980: ReplayTable):
     """Leave-one-application-out over 2 x 2 x 3 sets of (prior_sd, explore, residual and its
-    correlation length; no residual has one length): the held-out regret stays at the
-    in-sample level."""
+    correlation length; no residual has one length; no recheck): the held-out regret stays at
+    the in-sample level."""
     calls = []
     [r] = cross_validate_governor([gtx980], steps=4000, phase_steps=200, prior_sds=(0.1, 0.2), explores=(2.0, 4.0),
                                   residual_sds=(0.0, 0.03), residual_scales=(0.1, 0.4),
@@ -252,7 +259,7 @@ def test_the_constants_chosen_leaving_each_application_out(gtx980: ReplayTable):
                      enumerate(["grid 1 whole", *(f"without {n}" for n in gtx980.names)])]
     assert r.cv_regret_mean <= 0.01 and r.cv_regret_max <= 0.04
     assert len(r.sensitivity) == 12 and r.phases == 20
-    assert set(r.chosen["gaussian/Fan2/input00"]) == {"prior_sd", "explore", "residual_sd", "residual_scale"}
+    assert set(r.chosen["gaussian/Fan2/input00"]) == set(CONSTANTS)
     assert set(r.per_application) <= set(gtx980.names) and max(r.per_application.values()) <= 0.04
     # Its interval resamples the applications, a phase with its application: every resample's
     # mean lies between the least and the largest application's.
@@ -267,16 +274,47 @@ def test_the_constants_chosen_leaving_each_application_out(gtx980: ReplayTable):
 
 def test_the_sets_of_constants_and_their_replays_in_worker_processes(gtx980: ReplayTable):
     """63 sets: a correlation length for each residual but none to spare where there is no
-    residual. The replays are seeded, so worker processes give what one process gives, to the
-    last bit; a count of workers below 1 is refused."""
+    residual, the recheck off; 441 with it chosen too, each of the 63 with the recheck off and
+    its 6 others. The replays are seeded, so worker processes give what one process gives, to
+    the last bit; a count of workers below 1 is refused."""
     sets = constant_sets()
     assert len(sets) == 63 == len({tuple(c.values()) for c in sets})
     assert {c["residual_scale"] for c in sets if c["residual_sd"] == 0} == {RESIDUAL_SCALES[0]}
+    assert {(c["recheck_z"], c["recheck_runs"]) for c in sets} == {(0.0, 1)} == {RECHECKS[0]}
+    rechecked = constant_sets(rechecks=RECHECKS)
+    assert len(rechecked) == 441 == len({tuple(c.values()) for c in rechecked})
+    assert [c for c in rechecked if (c["recheck_z"], c["recheck_runs"]) == (0.0, 1)] == sets
+    assert {(c["recheck_z"], c["recheck_runs"]) for c in rechecked} == set(RECHECKS)
     kw = {"policies": ("energy", "deadline"), "seeds": (0, 1), "steps": 300, "sets": sets[:4]}
     assert choose_defaults([gtx980], workers=1, **kw) == choose_defaults([gtx980], workers=2, **kw)
     for bad in (0, -1, 1.5, "2"):
         with pytest.raises(InputError, match="workers must be an integer >= 1"):
             choose_defaults([gtx980], workers=bad, **kw)
+
+
+def test_a_deadline_replays_sets_that_differ_in_the_recheck_alone_once(gtx980: ReplayTable, monkeypatch):
+    """The Rust core takes no recheck under a deadline: the 7 sets that differ in it alone are
+    replayed once there, and that one replay is what each of them gives replayed by itself.
+    Under the energy policy each is replayed."""
+    from gpudvfs.evaluation import governor_cv as replay_module
+
+    sets = constant_sets((0.05,), (4.0,), (0.03,), (0.4,), RECHECKS)
+    calls, replayed = [], replay_module.governor_scores
+
+    def counted(*args):
+        calls.append(args[-1])
+        return replayed(*args)
+
+    monkeypatch.setattr(replay_module, "governor_scores", counted)
+    for policy, replays in (("deadline", 1), ("energy", 7)):
+        target = Target(policy)
+        setup = ReplaySetup.draw(gtx980, target, 600, 100, 0, 0.01)
+        calls.clear()
+        got = replay_module._replays(replay_module._Job(gtx980, setup, target, 0.01, sets))
+        assert len(calls) == replays and len(got) == 7
+        alone = [replayed(gtx980, setup, target, 0.01, c) for c in sets]
+        assert [g.per_phase for g in got] == [a.per_phase for a in alone]
+        assert [g.per_phase_over for g in got] == [a.per_phase_over for a in alone]
 
 
 def test_the_readmes_cross_validated_governor_figures(data):
@@ -337,7 +375,8 @@ def test_the_defaults_are_the_least_regret_that_keeps_deadlines(data):
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert d["chosen"] == {"prior_sd": governor.MODEL_PRIOR_SD, "explore": governor.EXPLORE,
-                           "residual_sd": governor.RESIDUAL_SD, "residual_scale": governor.RESIDUAL_SCALE}
+                           "residual_sd": governor.RESIDUAL_SD, "residual_scale": governor.RESIDUAL_SCALE,
+                           "recheck_z": governor.RECHECK_Z, "recheck_runs": governor.RECHECK_RUNS}
     sets = d["sets"]
     assert len(sets) == 63 and all(s["feasible"] for s in sets)
     chosen = min(sets, key=lambda s: s["regret_mean"])
@@ -582,7 +621,13 @@ def test_govern_replay_command(data, tmp_path):
     # The table, on a short replay of one grid: a row per set, the choice in the title.
     r = run(cli, ["govern", "defaults", grid, "--device", "gtx980", "--seeds", "1", "--steps", "200"])
     assert r.exit_code == 0, r.output
-    assert "chosen: prior_sd" in r.output and r.output.count("│") >= 63 * 7
+    assert "chosen: prior_sd" in r.output and r.output.count("│") >= 63 * 9
+    # With the recheck chosen too: 7 times the sets, each with one of RECHECKS.
+    r = run(cli, ["govern", "defaults", grid, "--device", "gtx980", "--seeds", "1", "--steps", "200", "--recheck",
+                  "--json"])
+    assert r.exit_code == 0, r.output
+    sets = json.loads(r.stdout)["sets"]
+    assert len(sets) == 441 and {(s["recheck_z"], s["recheck_runs"]) for s in sets} == set(RECHECKS)
     # Held out too: each policy's figure with its interval over the applications, as the JSON has it.
     args = ["govern", "defaults", grid, "--device", "gtx980", "--seeds", "1", "--steps", "800", "--cv"]
     r, j = run(cli, args), run(cli, [*args, "--json"])

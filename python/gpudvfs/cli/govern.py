@@ -24,7 +24,15 @@ from gpudvfs.data.datasets import MeasurementGrid
 from gpudvfs.data.dcgm_fields import is_dcgm_grid
 from gpudvfs.evaluation.deadline_cv import ReplayFile, deadline_cv
 from gpudvfs.evaluation.govern_replay import StrategyScores, replay
-from gpudvfs.evaluation.governor_cv import DEFAULT_SEEDS, GovernorCV, choose_defaults, cross_validate_governor
+from gpudvfs.evaluation.governor_cv import (
+    CONSTANTS,
+    DEFAULT_SEEDS,
+    RECHECKS,
+    GovernorCV,
+    choose_defaults,
+    constant_sets,
+    cross_validate_governor,
+)
 from gpudvfs.evaluation.plain import plain_table
 from gpudvfs.evaluation.prior_cv import GROUPS, SHARES, SHOWN_SDS, leave_out, limit_replays, prior_files
 from gpudvfs.evaluation.replay_table import ReplayTable, dcgm_replay_table, replay_table
@@ -227,6 +235,11 @@ def _grids(f: Callable[..., Any]) -> Callable[..., Any]:
     ])
 
 
+_recheck = click.option("--recheck", is_flag=True,
+                        help="Also choose the recheck (recheck_z, recheck_runs) among off and z 1, 2, 3 x 2, 5 runs: "
+                             "7 times the sets and replays.")
+
+
 def _tables(data: Sequence[str], devices: Sequence[str], references: Sequence[str]) -> list[ReplayTable]:
     """The replay table of each DATA (inside `user_errors`)."""
     if len(devices) != len(data) or len(references) not in (0, len(data)):
@@ -243,6 +256,7 @@ def _tables(data: Sequence[str], devices: Sequence[str], references: Sequence[st
 @govern.command("cv")
 @_grids
 @_replay_settings
+@_recheck
 @options.workers()
 @options.skip_invalid
 @options.mem_clock_unit
@@ -250,7 +264,7 @@ def _tables(data: Sequence[str], devices: Sequence[str], references: Sequence[st
 @click.option("--json", "as_json", is_flag=True)
 def cv(data: tuple[str, ...], devices: tuple[str, ...], references: tuple[str, ...], policy: str, slowdown: float,
        power_cap: float | None, eta: float, steps: int | None, phase_steps: int | None, noise: float, seed: int,
-       workers: int | None, as_json: bool) -> None:
+       recheck: bool, workers: int | None, as_json: bool) -> None:
     """Choose the governor's constants by leave-one-application-out over every DATA.
 
     Each application of every DATA held out, the constants are those with the least regret on the
@@ -263,7 +277,8 @@ def cv(data: tuple[str, ...], devices: tuple[str, ...], references: tuple[str, .
         with progress_bars(disable=as_json) as update:
             grids = cross_validate_governor(
                 tables, policy=policy, slowdown=slowdown, power_cap_w=power_cap, eta=eta, steps=steps or STEPS,
-                phase_steps=phase_steps or PHASE_STEPS, seed=seed, noise=noise, workers=workers,
+                phase_steps=phase_steps or PHASE_STEPS, seed=seed, noise=noise,
+                rechecks=RECHECKS if recheck else RECHECKS[:1], workers=workers,
                 progress=lambda done, total, label: update("replays", done, total, label))
     out = [{"data": d} | r.to_dict() for d, r in zip(data, grids)]
     if as_json:
@@ -334,6 +349,7 @@ def deadline_cv_(data: tuple[str, ...], devices: tuple[str, ...], references: tu
 @click.option("--cv", "run_cv", is_flag=True,
               help="Also the choice cross-validated: each application held out, the same choice made on the "
                    "other applications' phases of the same replays, and its phases scored with the set it got.")
+@_recheck
 @options.workers()
 @options.skip_invalid
 @options.mem_clock_unit
@@ -341,7 +357,7 @@ def deadline_cv_(data: tuple[str, ...], devices: tuple[str, ...], references: tu
 @click.option("--json", "as_json", is_flag=True)
 def defaults(data: tuple[str, ...], devices: tuple[str, ...], references: tuple[str, ...], seeds: int,
              slowdown: float, steps: int | None, phase_steps: int | None, noise: float, run_cv: bool,
-             workers: int | None, as_json: bool) -> None:
+             recheck: bool, workers: int | None, as_json: bool) -> None:
     """Choose the governor's default constants over DATA.
 
     The set with the least mean regret over the grids, the energy, EDP and deadline policies and
@@ -352,19 +368,19 @@ def defaults(data: tuple[str, ...], devices: tuple[str, ...], references: tuple[
         tables = _tables(data, devices, references)
         with progress_bars(disable=as_json) as update:
             r = choose_defaults(tables, seeds=tuple(range(seeds)), slowdown=slowdown, steps=steps or STEPS,
-                                phase_steps=phase_steps or PHASE_STEPS, noise=noise, workers=workers, cv=run_cv,
+                                phase_steps=phase_steps or PHASE_STEPS, noise=noise,
+                                sets=constant_sets(rechecks=RECHECKS if recheck else RECHECKS[:1]), workers=workers,
+                                cv=run_cv,
                                 progress=lambda done, total, label: update("replays", done, total, label)).to_dict()
     if as_json:
         print_json(r)
         return
-    rows = [[f"{s['prior_sd']:g}", f"{s['explore']:g}", f"{s['residual_sd']:g}", f"{s['residual_scale']:g}",
-             f"{100 * s['regret_mean']:.3f}",
+    rows = [[f"{s[k]:g}" for k in CONSTANTS] + [f"{100 * s['regret_mean']:.3f}",
              f"{100 * s['violations_max']:.2f}" + ("" if s["feasible"] else " (over)")]
             for s in sorted(r["sets"], key=lambda s: s["regret_mean"])]
     console.print(table(f"the governor's constants over {len(tables)} grid(s), {', '.join(r['policies'])}, "
                         f"seeds 0-{seeds - 1}; chosen: " + ", ".join(f"{k} {v:g}" for k, v in r["chosen"].items()),
-                        ["prior_sd", "explore", "residual_sd", "residual_scale", "mean regret %",
-                         "deadline steps over %"], rows))
+                        [*CONSTANTS, "mean regret %", "deadline steps over %"], rows))
     if run_cv:
         _print_defaults_cv(data, r, seeds)
 

@@ -31,7 +31,13 @@ PRIOR_SDS = (0.05, 0.1, 0.2)
 EXPLORES = (2.0, 4.0, 6.0)
 RESIDUAL_SDS = (0.0, 0.03, 0.06)
 RESIDUAL_SCALES = (0.1, 0.2, 0.4)
-CONSTANTS = ("prior_sd", "explore", "residual_sd", "residual_scale")
+#: The recheck's (``recheck_z``, ``recheck_runs``): off, the sets' default; with the recheck
+#: chosen too (`govern defaults --recheck`), a one-sided bound of 1, 2 or 3 standard deviations
+#: of a pair's mean (84%, 98%, 99.9% if normal) until the pair has run 2 times (one run again)
+#: or 5 (its mean's sd about halved). Off by default: in-sample it wins, held out it loses
+#: (docs/accuracy.md).
+RECHECKS = ((0.0, 1), *itertools.product((1.0, 2.0, 3.0), (2, 5)))
+CONSTANTS = ("prior_sd", "explore", "residual_sd", "residual_scale", "recheck_z", "recheck_runs")
 #: The policies and seeds the default constants are chosen over (`choose_defaults`).
 DEFAULT_POLICIES = ("energy", "edp", "deadline")
 DEFAULT_SEEDS = (0, 1, 2, 3, 4)
@@ -44,15 +50,16 @@ Progress = Callable[[int, int, str], None]
 
 
 def constant_sets(prior_sds: Iterable[float] = PRIOR_SDS, explores: Iterable[float] = EXPLORES,
-                  residual_sds: Iterable[float] = RESIDUAL_SDS,
-                  residual_scales: Sequence[float] = RESIDUAL_SCALES) -> list[dict[str, float]]:
+                  residual_sds: Iterable[float] = RESIDUAL_SDS, residual_scales: Sequence[float] = RESIDUAL_SCALES,
+                  rechecks: Sequence[tuple[float, int]] = RECHECKS[:1]) -> list[dict[str, float]]:
     """Every combination of the constants cross-validation chooses among.
 
     Each set is keyed by CONSTANTS. Without a residual there is nothing to correlate, so those
     sets take the first correlation length only.
     """
-    return [dict(zip(CONSTANTS, (p, e, r, s))) for p, e, r in itertools.product(prior_sds, explores, residual_sds)
-            for s in (residual_scales if r > 0 else residual_scales[:1])]
+    return [dict(zip(CONSTANTS, (p, e, r, s, z, n)))
+            for p, e, r in itertools.product(prior_sds, explores, residual_sds)
+            for s in (residual_scales if r > 0 else residual_scales[:1]) for z, n in rechecks]
 
 
 @dataclass(frozen=True)
@@ -71,7 +78,16 @@ class _Job:
 
 
 def _replays(job: _Job) -> list[StrategyScores]:
-    return [governor_scores(job.table, job.setup, job.target, job.noise, c) for c in job.sets]
+    # A deadline takes no recheck (the Rust core's rule): sets that differ in it alone are replayed once.
+    def key(c: dict[str, float]) -> tuple:
+        return tuple(sorted((c | dict(zip(CONSTANTS[-2:], RECHECKS[0])) if job.target.policy == "deadline"
+                             else c).items()))
+
+    done: dict[tuple, StrategyScores] = {}
+    for c in job.sets:
+        if key(c) not in done:
+            done[key(c)] = governor_scores(job.table, job.setup, job.target, job.noise, c)
+    return [done[key(c)] for c in job.sets]
 
 
 def _run_jobs(jobs: list[_Job], workers: int | None, labels: list[str],
@@ -137,7 +153,8 @@ def cross_validate_governor(tables: list[ReplayTable], *, policy: str = "energy"
                             phase_steps: int = 200, seed: int = 0, noise: float = 0.01,
                             prior_sds: Iterable[float] = PRIOR_SDS, explores: Iterable[float] = EXPLORES,
                             residual_sds: Iterable[float] = RESIDUAL_SDS,
-                            residual_scales: Sequence[float] = RESIDUAL_SCALES, workers: int | None = None,
+                            residual_scales: Sequence[float] = RESIDUAL_SCALES,
+                            rechecks: Sequence[tuple[float, int]] = RECHECKS[:1], workers: int | None = None,
                             progress: Progress | None = None) -> list[GovernorCV]:
     """The governor's constants chosen by leave-one-application-out over the tables of one grid or several.
 
@@ -151,7 +168,7 @@ def cross_validate_governor(tables: list[ReplayTable], *, policy: str = "energy"
     ``workers``: processes (default: one per core; 1: this one). `InputError` as
     `ReplaySetup.draw` raises it.
     """
-    grid = constant_sets(prior_sds, explores, residual_sds, residual_scales)
+    grid = constant_sets(prior_sds, explores, residual_sds, residual_scales, rechecks)
     target = Target(policy, slowdown, power_cap_w, eta)
 
     def job(table: ReplayTable, warn: bool = False) -> _Job:  # a held-out table's warning is its grid's
