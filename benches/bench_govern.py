@@ -11,11 +11,10 @@ from __future__ import annotations
 import argparse
 import json
 
-import numpy as np
-
 from gpudvfs.govern import Governor
 from gpudvfs.policy import select
 
+from _phase import synthetic_phase
 from _timing import best_of, report
 from governor_reference import NumpyGovernor
 
@@ -25,11 +24,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2000)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
-    configs = np.array([[c, m] for m in np.linspace(800, 3500, 10) for c in np.linspace(600, 2000, 20)])
-    top = len(configs) - 1
-    f = configs / configs[top]
-    t = 5.0 * (0.6 / f[:, 0] + 0.4 / f[:, 1])
-    p = 60 + 180 * f[:, 0] ** 2.5 + 40 * f[:, 1]
+    configs, top, t, p = synthetic_phase()
     gov, ref = Governor(configs, top), NumpyGovernor(configs, top)
     for g in (gov, ref):
         g.phase("bench", t, p)

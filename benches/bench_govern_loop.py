@@ -16,6 +16,7 @@ import numpy as np
 from gpudvfs.govern import Governor
 from gpudvfs.govern.loop import GovernedLoop
 
+from _phase import synthetic_phase
 from _timing import best_of, report
 
 
@@ -25,11 +26,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
-    configs = np.array([[c, m] for m in np.linspace(800, 3500, 10) for c in np.linspace(600, 2000, 20)])
-    top = len(configs) - 1
-    f = configs / configs[top]
-    t = 5.0 * (0.6 / f[:, 0] + 0.4 / f[:, 1])
-    p = 60 + 180 * f[:, 0] ** 2.5 + 40 * f[:, 1]
+    configs, top, t, p = synthetic_phase()
     noise = 1 + 0.01 * np.random.default_rng(0).standard_normal((a.steps, 2))
     tt, pp = (t[:, None] * noise[:, 0]).tolist(), (p[:, None] * noise[:, 1]).tolist()  # [K][steps]
 

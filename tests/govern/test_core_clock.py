@@ -5,10 +5,10 @@ service, `GovernedTraining`, the callbacks and the daemon."""
 from __future__ import annotations
 
 import os
-import time
 
 import numpy as np
 import pytest
+from test_govern_services import _wait
 
 from gpudvfs.errors import InputError
 from gpudvfs.govern.clockd import ClockClient, ClockService
@@ -86,10 +86,8 @@ def test_the_clock_service_locks_the_core_clock_alone_and_resets_it_when_its_own
                 c.set_core(786.0)
             with pytest.raises(InputError, match="needs a number core_mhz"):
                 c._call(op="set_core", core_mhz="fast")
-        end = time.monotonic() + 10.0
-        while svc._owner is not None and time.monotonic() < end:  # the service resets as the connection closes
-            time.sleep(0.02)
-        assert svc._owner is None and dev.clocks == dev.default_clocks()
+        assert _wait(lambda: svc._owner is None)  # the service resets as the connection closes
+        assert dev.clocks == dev.default_clocks()
     finally:
         svc.stop()
 
