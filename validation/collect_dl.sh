@@ -100,10 +100,10 @@ if want chain; then
 fi
 if want train; then
     # Up to 90 s of set-up (model, batch calibration) and closing beyond --seconds, within the budget.
-    seconds=$(( $(left) - 100 < ${TRAIN_SECONDS:-150} ? $(left) - 100 : ${TRAIN_SECONDS:-150} ))
+    seconds=$(( $(left) - 100 < ${TRAIN_SECONDS:-180} ? $(left) - 100 : ${TRAIN_SECONDS:-180} ))
     stamp "4. a training job in dry run for $seconds s: Trainer and a plain loop, each knob; windows; overhead"
     if (( seconds >= 30 )); then
-        gpu timeout $(( seconds + 90 )) python3 validation/dl_train.py --out "$train" --seconds "$seconds" --knob clocks --knob power-limit --overhead
+        gpu timeout $(( seconds + 90 )) python3 validation/dl_train.py --out "$train" --seconds "$seconds" --knob clocks --knob core-clock --knob power-limit --overhead
         echo "train rc=$?"
     else
         echo "train: skipped, $(left) s left"

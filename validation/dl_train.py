@@ -8,8 +8,8 @@ Stages (each in try/except: a failure's traceback goes to DIR/errors.txt and the
 
 0. environment: versions, and what NVML reads (clocks, limits, energy counter) -> DIR/env.json;
    the batch size is calibrated so that a training step takes 50-200 ms;
-1. for each ``--knob`` (clocks, power-limit: a gpudvfs without ``knob=`` skips the latter, saying
-   why), a GPT-2-style Transformer (about 250M parameters; synthetic random tokens) trained through
+1. for each ``--knob`` (clocks, core-clock, power-limit: a gpudvfs without ``knob=`` skips the
+   latter two, saying why), a GPT-2-style Transformer (about 250M parameters; synthetic random tokens) trained through
    ``transformers.Trainer`` with `GpudvfsTrainerCallback`, evaluating every ``--eval-every`` steps
    (the "eval" phase) -> DIR/hf_steps[-KNOB].jsonl and .summary.json; then in a plain PyTorch
    loop with `GovernedTraining`, a "checkpoint" phase (a state_dict copy to CPU) every 50 steps
@@ -195,7 +195,8 @@ def summary_lines(title: str, s: dict | None) -> list[str]:
 
 def _summary_lines(title: str, s: dict) -> list[str]:
     e, grid = s["energy_j"], s["grid"] or {}
-    size = f"{grid['pairs']} pairs" if "pairs" in grid else f"limits {grid.get('limits_w')} W"
+    size = (f"{grid['pairs']} pairs" if "pairs" in grid else f"{len(grid['core_mhz'])} core clocks" if "core_mhz" in grid
+            else f"limits {grid.get('limits_w')} W")
     lines = [f"{title}: device {s['device']} ({s['device_kind']}), dry run {s['dry_run']}, policy {s['policy']}, "
              f"knob {s.get('knob', 'clocks')}, power prior {s['power_prior']}, grid {size} ({grid.get('source')})",
              f"   steps {s['steps']}; energy: steps' sum {_f(e['step_sum'])} J, counter {_f(e['counter_total'])} J, "
@@ -203,8 +204,8 @@ def _summary_lines(title: str, s: dict) -> list[str]:
     for name, p in s["phases"].items():
         w = p["would_set"]
         shown = {} if w is None else {k: v for k, v in w.items() if k not in ("predicted_saving", "explored")}
-        setting = None if w is None else (f"{w['core_mhz']:g}/{w['mem_mhz']:g} MHz" if "core_mhz" in w else
-                                          json.dumps(shown))
+        setting = None if w is None else (f"{w['core_mhz']:g}/{w['mem_mhz']:g} MHz" if "mem_mhz" in w else
+                                          f"core {w['core_mhz']:g} MHz" if "core_mhz" in w else json.dumps(shown))
         lines.append(f"   {name}: {p['steps']} steps, {_f(p['mean_time_ms'])} ms, {_f(p['mean_watts'])} W; "
                      + ("no decision" if w is None else
                         f"would set {setting}, predicted saving "
@@ -413,7 +414,7 @@ def advice_lines(s: dict | None) -> list[str]:
     if not s or "advice" not in s:
         return ["   advice: none in this summary"]
     try:
-        from gpudvfs.govern.integrations.summary import advice_table
+        from gpudvfs.govern.advice import advice_table
 
         return ["   " + line for line in advice_table(s).splitlines()]
     except Exception as e:  # noqa: BLE001 - another version's table: the raw advice
@@ -428,7 +429,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--device-kind", choices=("nvml", "sim"), default="nvml",
                     help="what the governor reads: the GPU through NVML, or the simulated GPU")
     ap.add_argument("--policy", default="energy")
-    ap.add_argument("--knob", action="append", choices=("clocks", "power-limit"),
+    ap.add_argument("--knob", action="append", choices=("clocks", "core-clock", "power-limit"),
                     help="the knob governed in dry run, repeatable (default: clocks)")
     ap.add_argument("--overhead", action="store_true",
                     help="also train without gpudvfs: the callbacks' overhead per step")

@@ -77,7 +77,7 @@ def test_the_dry_run_prints_every_step_and_writes_beside_a_recorded_run(dry_run)
         assert f"--log-file {kern}/{op}.ncu.csv" in text and f"dl_kernels.py profile {op}" in text
         assert f"predict {kern}/{op}.ncu.csv --json" in text
     assert f"observe_chain.py validation/nvidia-h200/observe{suffix.group(1)} {kern}" in text
-    assert "--knob clocks --knob power-limit --overhead" in text
+    assert "--knob clocks --knob core-clock --knob power-limit --overhead" in text
     assert not re.search(r"validation/nvidia-h200/(kernels|observe|train)/", text), "a recorded folder written"
     assert re.findall(r"\[(\d+) s\] done", log)
 
@@ -182,11 +182,15 @@ def test_the_training_job_runs_on_the_simulator(tmp_path):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     done = subprocess.run([sys.executable, str(VALIDATION / "dl_train.py"), "--out", str(tmp_path), "--seconds", "6",
-                           "--tiny", "--device-kind", "sim", "--knob", "clocks", "--knob", "power-limit", "--overhead"],
+                           "--tiny", "--device-kind", "sim", "--knob", "clocks", "--knob", "core-clock", "--knob", "power-limit",
+                           "--overhead"],
                           capture_output=True, text=True, timeout=600, cwd=REPO)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = (tmp_path / "report.txt").read_text()
     assert "FAILED" not in report and "plain loop without gpudvfs: ok" in report
+    # Each knob's summary and advice read as this gpudvfs writes them, not as raw JSON.
+    assert "read as JSON" not in report and "from advice_table" not in report
+    assert "advised core clock per phase" in report and "core clocks (device)" in report
     assert (tmp_path / "plain_steps.summary.json").exists() and (tmp_path / "windows.json").exists()
     assert set(json.loads((tmp_path / "overhead.json").read_text())) >= {
-        "plain clocks", "plain without gpudvfs", "hf clocks", "hf without gpudvfs"}
+        "plain clocks", "plain core-clock", "plain without gpudvfs", "hf clocks", "hf core-clock", "hf without gpudvfs"}
