@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpudvfs import OnlinePredictor
+from gpudvfs.govern.governor import RECHECK_RUNS, policy_recheck_z
 
 
 @dataclass
@@ -41,13 +42,14 @@ class NumpyGovernor:
 
     def __init__(self, configs, default_index: int, *, policy="energy", slowdown=0.1, power_cap_w=None,
                  prior_sd=0.05, noise_sd=0.01, explore=4.0, hysteresis=0.005, residual_sd=0.03,
-                 residual_scale=0.4, default_runs=4, bound_z=0.5, recheck_z=0.0, recheck_runs=1):
+                 residual_scale=0.4, default_runs=4, bound_z=0.5, recheck_z=None, recheck_runs=RECHECK_RUNS):
         cfg = np.asarray(configs, dtype=np.float64)
         self.default_index, self.policy, self.slowdown, self.power_cap_w = default_index, policy, slowdown, power_cap_w
         self.prior_sd, self.noise_sd, self.explore, self.hysteresis = prior_sd, noise_sd, explore, hysteresis
         self.residual_sd, self.residual_scale = residual_sd, residual_scale
         self.default_runs, self.bound_z = default_runs, bound_z
-        self.recheck_z, self.recheck_runs = recheck_z, recheck_runs
+        self.recheck_z = policy_recheck_z(policy) if recheck_z is None else recheck_z
+        self.recheck_runs = recheck_runs
         self._phi = np.column_stack([np.ones(len(cfg)), np.log(cfg / cfg[default_index])])
         self._phi2 = (self._phi[:, :, None] * self._phi[:, None, :]).reshape(len(cfg), 9) * noise_sd ** 2
         self._phases: dict = {}

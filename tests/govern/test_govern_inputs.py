@@ -125,7 +125,7 @@ def test_standard_deviations_are_refused_when_built_not_later(kw, match):
 # The keywords of a valid `GovernorSettings`, as `Governor`'s defaults make them.
 RECORD = {"default_index": 3, "policy": "energy", "slowdown": 0.1, "power_cap_w": None, "prior_sd": 0.05,
           "noise_sd": 0.01, "explore": 4.0, "hysteresis": 0.005, "residual_sd": 0.03, "residual_scale": 0.4,
-          "eta": 0.5, "max_power_w": None, "default_runs": 4, "bound_z": 0.5, "recheck_z": RECHECK_Z,
+          "eta": 0.5, "max_power_w": None, "default_runs": 4, "bound_z": 0.5, "recheck_z": RECHECK_Z["energy"],
           "recheck_runs": RECHECK_RUNS}
 
 
@@ -133,8 +133,19 @@ def test_the_governor_hands_the_core_one_settings_record():
     g = Governor(CFG, 3, policy="cost", max_power_w=300, eta=0.25)
     assert isinstance(g._settings, GovernorSettings)
     assert {k: getattr(g._settings, k) for k in RECORD} == RECORD | {"policy": "cost", "max_power_w": 300.0,
-                                                                     "eta": 0.25}
+                                                                     "eta": 0.25, "recheck_z": 0.0}
     assert (g.power_cap_w, g.max_power_w, g.default_runs) == (None, 300.0, 4)
+
+
+def test_each_policy_takes_its_own_recheck_unless_one_is_given():
+    """The energy policy rechecks by default (z 1, 5 runs), the others do not; a recheck given is
+    taken under any policy, 0 turns it off."""
+    assert RECHECK_Z == {"energy": 1.0} and RECHECK_RUNS == 5
+    for policy, z in (("energy", 1.0), ("edp", 0.0), ("deadline", 0.0), ("cost", 0.0)):
+        g = Governor(CFG, 3, policy=policy, max_power_w=300)
+        assert (g.recheck_z, g.recheck_runs) == (z, 5)
+        assert Governor(CFG, 3, policy=policy, max_power_w=300, recheck_z=2.0).recheck_z == 2.0
+    assert Governor(CFG, 3, recheck_z=0).recheck_z == 0.0
 
 
 @pytest.mark.parametrize("call, error, match", [

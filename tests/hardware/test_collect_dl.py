@@ -182,8 +182,8 @@ def test_the_training_job_runs_on_the_simulator(tmp_path):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     done = subprocess.run([sys.executable, str(VALIDATION / "dl_train.py"), "--out", str(tmp_path), "--seconds", "6",
-                           "--tiny", "--device-kind", "sim", "--knob", "clocks", "--knob", "core-clock", "--knob", "power-limit",
-                           "--overhead"],
+                           "--tiny", "--device-kind", "sim", "--knob", "clocks", "--knob", "core-clock", "--knob",
+                           "power-limit", "--overhead"],
                           capture_output=True, text=True, timeout=600, cwd=REPO)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = (tmp_path / "report.txt").read_text()

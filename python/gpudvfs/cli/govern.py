@@ -38,7 +38,7 @@ from gpudvfs.evaluation.prior_cv import GROUPS, SHARES, SHOWN_SDS, leave_out, li
 from gpudvfs.evaluation.replay_table import ReplayTable, dcgm_replay_table, replay_table
 from gpudvfs.evaluation.train_replay import replay_run
 from gpudvfs.govern.daemon import MIN_DAEMON_INTERVAL_S, Daemon, advice_report
-from gpudvfs.govern.governor import GOVERNOR_POLICIES, RECHECK_RUNS, RECHECK_Z
+from gpudvfs.govern.governor import GOVERNOR_POLICIES, RECHECK_RUNS
 from gpudvfs.govern.knob import KNOBS
 from gpudvfs.hardware.kinds import make_device
 from gpudvfs.hardware.nvml import NvmlDevice
@@ -278,7 +278,7 @@ def cv(data: tuple[str, ...], devices: tuple[str, ...], references: tuple[str, .
             grids = cross_validate_governor(
                 tables, policy=policy, slowdown=slowdown, power_cap_w=power_cap, eta=eta, steps=steps or STEPS,
                 phase_steps=phase_steps or PHASE_STEPS, seed=seed, noise=noise,
-                rechecks=RECHECKS if recheck else RECHECKS[:1], workers=workers,
+                rechecks=RECHECKS if recheck else (), workers=workers,
                 progress=lambda done, total, label: update("replays", done, total, label))
     out = [{"data": d} | r.to_dict() for d, r in zip(data, grids)]
     if as_json:
@@ -369,18 +369,19 @@ def defaults(data: tuple[str, ...], devices: tuple[str, ...], references: tuple[
         with progress_bars(disable=as_json) as update:
             r = choose_defaults(tables, seeds=tuple(range(seeds)), slowdown=slowdown, steps=steps or STEPS,
                                 phase_steps=phase_steps or PHASE_STEPS, noise=noise,
-                                sets=constant_sets(rechecks=RECHECKS if recheck else RECHECKS[:1]), workers=workers,
+                                sets=constant_sets(rechecks=RECHECKS if recheck else ()), workers=workers,
                                 cv=run_cv,
                                 progress=lambda done, total, label: update("replays", done, total, label)).to_dict()
     if as_json:
         print_json(r)
         return
-    rows = [[f"{s[k]:g}" for k in CONSTANTS] + [f"{100 * s['regret_mean']:.3f}",
+    named = [k for k in CONSTANTS if k in r["chosen"]]  # the recheck's only where it is chosen
+    rows = [[f"{s[k]:g}" for k in named] + [f"{100 * s['regret_mean']:.3f}",
              f"{100 * s['violations_max']:.2f}" + ("" if s["feasible"] else " (over)")]
             for s in sorted(r["sets"], key=lambda s: s["regret_mean"])]
     console.print(table(f"the governor's constants over {len(tables)} grid(s), {', '.join(r['policies'])}, "
                         f"seeds 0-{seeds - 1}; chosen: " + ", ".join(f"{k} {v:g}" for k, v in r["chosen"].items()),
-                        [*CONSTANTS, "mean regret %", "deadline steps over %"], rows))
+                        [*named, "mean regret %", "deadline steps over %"], rows))
     if run_cv:
         _print_defaults_cv(data, r, seeds)
 
@@ -616,13 +617,13 @@ def run(device_kind: str, index: int, registry: str | None, time_model: str | No
 @click.option("--steps", default=TRACE_STEPS, show_default=True, type=click.IntRange(min=1), help="Steps per run.")
 @click.option("--noise", default=0.01, show_default=True, type=options.Finite(0, 0.5, max_open=True), help=NOISE_HELP)
 @click.option("--seeds", default=3, show_default=True, type=click.IntRange(min=1), help="Seeds 0..N-1.")
-@click.option("--recheck-z", default=RECHECK_Z, show_default=True, type=options.Finite(min=0),
+@click.option("--recheck-z", type=options.Finite(min=0),
               help="A pair run fewer than --recheck-runs times is run again where its mean less this many of its "
-                   "standard deviations beats the best (0: never).")
+                   "standard deviations beats the best (0: never). Default: the policy's (energy 1, others 0).")
 @click.option("--recheck-runs", default=RECHECK_RUNS, show_default=True, type=click.IntRange(1, 1000))
 @click.option("--json", "as_json", is_flag=True)
 def second_run(data: str, policy: str, power_cap: float | None, eta: float, slowdown: float, steps: int,
-               noise: float, seeds: int, recheck_z: float, recheck_runs: int, as_json: bool) -> None:
+               noise: float, seeds: int, recheck_z: float | None, recheck_runs: int, as_json: bool) -> None:
     """Each job of a trace (or any time-and-power grid) twice: the second run from the profile the first saved.
 
     JSON keys per seed: first and second (regret_mean, regret_max, explored_steps; the second's

@@ -31,11 +31,11 @@ PRIOR_SDS = (0.05, 0.1, 0.2)
 EXPLORES = (2.0, 4.0, 6.0)
 RESIDUAL_SDS = (0.0, 0.03, 0.06)
 RESIDUAL_SCALES = (0.1, 0.2, 0.4)
-#: The recheck's (``recheck_z``, ``recheck_runs``): off, the sets' default; with the recheck
-#: chosen too (`govern defaults --recheck`), a one-sided bound of 1, 2 or 3 standard deviations
-#: of a pair's mean (84%, 98%, 99.9% if normal) until the pair has run 2 times (one run again)
-#: or 5 (its mean's sd about halved). Off by default: in-sample it wins, held out it loses
-#: (docs/accuracy.md).
+#: The recheck's (``recheck_z``, ``recheck_runs``) where it is chosen with the others (`govern
+#: defaults --recheck`): off, or a one-sided bound of 1, 2 or 3 standard deviations of a pair's
+#: mean (84%, 98%, 99.9% if normal) until the pair has run 2 times (one run again) or 5 (its
+#: mean's sd about halved). Chosen so, one for every policy, it wins in-sample and loses held out
+#: (docs/accuracy.md); a set that does not name it takes each policy's (`governor.RECHECK_Z`).
 RECHECKS = ((0.0, 1), *itertools.product((1.0, 2.0, 3.0), (2, 5)))
 CONSTANTS = ("prior_sd", "explore", "residual_sd", "residual_scale", "recheck_z", "recheck_runs")
 #: The policies and seeds the default constants are chosen over (`choose_defaults`).
@@ -51,15 +51,17 @@ Progress = Callable[[int, int, str], None]
 
 def constant_sets(prior_sds: Iterable[float] = PRIOR_SDS, explores: Iterable[float] = EXPLORES,
                   residual_sds: Iterable[float] = RESIDUAL_SDS, residual_scales: Sequence[float] = RESIDUAL_SCALES,
-                  rechecks: Sequence[tuple[float, int]] = RECHECKS[:1]) -> list[dict[str, float]]:
+                  rechecks: Sequence[tuple[float, int]] = ()) -> list[dict[str, float]]:
     """Every combination of the constants cross-validation chooses among.
 
-    Each set is keyed by CONSTANTS. Without a residual there is nothing to correlate, so those
+    Each set is keyed by CONSTANTS, the recheck's two only where ``rechecks`` names any (without
+    them each policy takes its own). Without a residual there is nothing to correlate, so those
     sets take the first correlation length only.
     """
-    return [dict(zip(CONSTANTS, (p, e, r, s, z, n)))
+    recheck: Sequence[tuple] = rechecks or [()]
+    return [dict(zip(CONSTANTS, (p, e, r, s, *zn)))
             for p, e, r in itertools.product(prior_sds, explores, residual_sds)
-            for s in (residual_scales if r > 0 else residual_scales[:1]) for z, n in rechecks]
+            for s in (residual_scales if r > 0 else residual_scales[:1]) for zn in recheck]
 
 
 @dataclass(frozen=True)
@@ -154,7 +156,7 @@ def cross_validate_governor(tables: list[ReplayTable], *, policy: str = "energy"
                             prior_sds: Iterable[float] = PRIOR_SDS, explores: Iterable[float] = EXPLORES,
                             residual_sds: Iterable[float] = RESIDUAL_SDS,
                             residual_scales: Sequence[float] = RESIDUAL_SCALES,
-                            rechecks: Sequence[tuple[float, int]] = RECHECKS[:1], workers: int | None = None,
+                            rechecks: Sequence[tuple[float, int]] = (), workers: int | None = None,
                             progress: Progress | None = None) -> list[GovernorCV]:
     """The governor's constants chosen by leave-one-application-out over the tables of one grid or several.
 

@@ -68,11 +68,11 @@ def _run(loop: GovernedLoop, table: ReplayTable, target: Target, a: int, noise: 
 
 def profile_replay(table: ReplayTable, gpu: str, *, policy: str = "cost", eta: float = 0.5, slowdown: float = 0.1,
                    power_cap_w: float | None = None, steps: int = 2000, seed: int = 0,
-                   noise: float = 0.01, **governor: float) -> ProfileReplay:
+                   noise: float = 0.01, **governor: float | None) -> ProfileReplay:
     """Each job's first run, its profile saved and read back, and its second run from it (module notes).
 
     ``gpu`` names the table's GPU in the profiles; the policy's arguments are `replay`'s; ``governor``:
-    constants other than the defaults (``recheck_z``, ...), the same in both runs.
+    constants other than the defaults (``recheck_z``, ...; None: the default), the same in both runs.
 
     Raises
     ------

@@ -81,13 +81,24 @@ CONFIRM_RUNS = 8
 #: Deadline: whether the confirmation also runs the pair itself again, where its mean is the less
 #: certain of the two (up to ``confirm_runs`` runs of it), rather than the default clocks alone.
 CONFIRM_PAIR = True
-#: A measured pair's bound, in standard deviations of its mean, and the runs under which it
-#: counts. Off: on Zeus's traces 2 and 2 lower the cost regret of a job's first and second run
-#: (`gpudvfs govern second-run ... --recheck-z 2 --recheck-runs 2`), but chosen with the other
-#: constants on the grids (`govern defaults --cv --recheck`) it loses held out, 1.457% against
-#: 1.386%, for 1.254% against 1.259% in-sample (docs/accuracy.md).
-RECHECK_Z = 0.0
-RECHECK_RUNS = 1
+#: The recheck: a measured pair is run again while its mean, less ``recheck_z`` standard
+#: deviations of it, beats the best, until it has run ``recheck_runs`` times (0: never). The
+#: energy policy takes z 1 and 5 runs; EDP and cost none, a deadline never (its confirmation
+#: re-runs pairs), and power-cap none (not replayed). Chosen per policy with the other
+#: constants at their defaults, each application of the GTX 980 and V100 grids held out (seeds
+#: 0-4; `evaluation.governor_cv.choose_defaults`): energy 0.976% regret against 1.041% off; EDP
+#: 1.575% and cost 0.884% with it, against 1.489% and 0.723% off. On the Zeus and Perseus traces,
+#: which had no part in the choice, energy regret falls from 0.072 / 0.262 / 0.218 / 0.422% to
+#: 0.048 / 0.150 / 0.143 / 0.194% (docs/accuracy.md).
+RECHECK_Z = {"energy": 1.0}
+RECHECK_RUNS = 5
+
+
+def policy_recheck_z(policy: str) -> float:
+    """The recheck's width a policy takes by default (`RECHECK_Z`; 0: none)."""
+    return RECHECK_Z.get(policy, 0.0)
+
+
 #: What a standard deviation (or a ratio of two) may be: its square, a variance, must be a
 #: finite positive float.
 SD_RANGE = (1e-150, 1e150)
@@ -148,10 +159,10 @@ class Governor:
         The confidence bound's width in standard deviations.
     hysteresis : float
         The least predicted relative gain worth a clock change or an exploration.
-    recheck_z, recheck_runs : float, int
+    recheck_z, recheck_runs : float or None, int
         A pair run fewer than ``recheck_runs`` times is run again where its mean less
         ``recheck_z`` standard deviations beats the best by the hysteresis (0: never; not
-        under a deadline).
+        under a deadline; None: the policy's, `RECHECK_Z`).
     residual_sd : float
         The residual's relative standard deviation per pair (module notes; 0: none).
     residual_scale : float
@@ -181,7 +192,7 @@ class Governor:
                  confirm_runs: int = CONFIRM_RUNS, confirm_pair: bool = CONFIRM_PAIR,
                  prior_sd: float = MODEL_PRIOR_SD, noise_sd: float = 0.01, explore: float = EXPLORE,
                  hysteresis: float = 0.005, residual_sd: float = RESIDUAL_SD, residual_scale: float = RESIDUAL_SCALE,
-                 recheck_z: float = RECHECK_Z, recheck_runs: int = RECHECK_RUNS,
+                 recheck_z: float | None = None, recheck_runs: int = RECHECK_RUNS,
                  log: Callable[[dict], None] | None = None, knob: str = "clocks") -> None:
         cfg = knob_rows(configs, knob)
         default_index = _index("default_index", default_index, len(cfg))
@@ -197,6 +208,8 @@ class Governor:
             raise InputError("the cost policy needs max_power_w > 0 (the watts that price a second), got None")
         if max_power_w is not None and not 0 < (max_power_w := _number("max_power_w", max_power_w)) < np.inf:
             raise InputError(f"max_power_w must be finite and > 0, got {max_power_w}")
+        if recheck_z is None:
+            recheck_z = policy_recheck_z(policy)
         slowdown, explore, hysteresis, bound_z, confirm_z, recheck_z = (_number(name, v, 0.0) for name, v in (
             ("slowdown", slowdown), ("explore", explore), ("hysteresis", hysteresis), ("bound_z", bound_z),
             ("confirm_z", confirm_z), ("recheck_z", recheck_z)))
