@@ -38,7 +38,7 @@ def main() -> None:
     numpy_s = best_of(lambda: [ref.decide(top) for _ in range(n)], 5) / n
     offline = best_of(lambda: [select(t, p, configs, "energy") for _ in range(n)], 5) / n
     r = report("governor decision, 200 pairs", ours, "the same decision in numpy", numpy_s)
-    print(f"one decision: {ours * 1e6:.1f} us (issue: 50 us); in numpy {numpy_s * 1e6:.1f} us; "
+    print(f"one decision: {ours * 1e6:.1f} us (target: 50 us); in numpy {numpy_s * 1e6:.1f} us; "
           f"select() on the same predictions {offline * 1e6:.1f} us")
     if a.json:
         print(json.dumps(r | {"decision_us": ours * 1e6, "select_us": offline * 1e6}))

@@ -92,16 +92,14 @@ CONFIRM_PAIR = True
 #: 0.048 / 0.150 / 0.143 / 0.194% (docs/accuracy.md).
 RECHECK_Z = {"energy": 1.0}
 RECHECK_RUNS = 5
+#: What a standard deviation (or a ratio of two) may be: its square, a variance, must be a
+#: finite positive float.
+SD_RANGE = (1e-150, 1e150)
 
 
 def policy_recheck_z(policy: str) -> float:
     """The recheck's width a policy takes by default (`RECHECK_Z`; 0: none)."""
     return RECHECK_Z.get(policy, 0.0)
-
-
-#: What a standard deviation (or a ratio of two) may be: its square, a variance, must be a
-#: finite positive float.
-SD_RANGE = (1e-150, 1e150)
 
 
 def _setting(name: str) -> property:
