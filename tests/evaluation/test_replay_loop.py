@@ -8,20 +8,14 @@ from gpudvfs.evaluation import advice_sim
 from gpudvfs.evaluation.govern_replay import ReplaySetup, _run
 from gpudvfs.evaluation.profile_replay import _run as run_job
 from gpudvfs.evaluation.replay_strategies import GovernorStrategy, replay_knob
-from gpudvfs.evaluation.replay_table import ReplayTable, Target
+from gpudvfs.evaluation.replay_table import Target
 from gpudvfs.govern.loop import GovernedLoop
 
-
-def _table() -> ReplayTable:
-    """Three jobs at four power limits, each predicted from another's curves (a prior to correct)."""
-    limits = np.array([[100.0, 1.0], [150.0, 1.0], [200.0, 1.0], [250.0, 1.0]])
-    t = np.array([[1.6, 1.25, 1.08, 1.0], [1.3, 1.1, 1.02, 1.0], [2.0, 1.4, 1.1, 1.0]]) * 100
-    p = np.array([[100, 145, 180, 190], [100, 150, 170, 175], [100, 148, 195, 240]], dtype=float)
-    return ReplayTable(["a", "b", "c"], limits, 3, t, p, t[[1, 2, 0]], p[[1, 2, 0]], "power-limit")
+from toy_replay import power_limit_table
 
 
 def test_the_governor_replay_decides_each_steps_setting_through_the_loop():
-    table, target = _table(), Target("energy")
+    table, target = power_limit_table(), Target("energy")
     setup = ReplaySetup.draw(table, target, 600, 100, 0, 0.01)
     entries: list[dict] = []
     gov = GovernorStrategy(target.governor(table, noise_sd=0.01), table, log=entries.append)
@@ -38,7 +32,7 @@ def test_the_governor_replay_decides_each_steps_setting_through_the_loop():
 
 
 def test_the_second_run_replay_counts_the_steps_set_by_an_exploring_decision():
-    table, target = _table(), Target("cost")
+    table, target = power_limit_table(), Target("cost")
     gov = target.governor(table, noise_sd=0.01)
     entries: list[dict] = []
     loop = GovernedLoop(gov, replay_knob, log=entries.append)

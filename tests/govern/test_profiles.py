@@ -22,13 +22,15 @@ from gpudvfs.cli.app import cli
 from gpudvfs.errors import GpudvfsWarning, InputError
 from gpudvfs.evaluation.plain import plain_table
 from gpudvfs.evaluation.profile_replay import profile_replay
-from gpudvfs.evaluation.replay_table import ReplayTable, subset
+from gpudvfs.evaluation.replay_table import subset
 from gpudvfs.govern import Governor, integrations
 from gpudvfs.govern.integrations import GovernedTraining
 from gpudvfs.govern.integrations.callback import SessionCallback
 from gpudvfs.govern.integrations.resume import read_history
 from gpudvfs.govern.profile import REPLAY_MAX, PhaseCurves, Profile, ProfileKeeper, read_profile
 from gpudvfs.hardware.simulated import SimulatedDevice
+
+from toy_replay import power_limit_table
 
 CONFIGS = np.array([[f, m] for f in (600.0, 900.0, 1200.0, 1500.0) for m in (800.0, 1600.0)])
 
@@ -269,15 +271,8 @@ def test_bad_input_of_profiles_and_resume(tmp_path):
         read_history(tmp_path / "s.jsonl")
 
 
-def _toy_table() -> ReplayTable:
-    limits = np.array([[100.0, 1.0], [150.0, 1.0], [200.0, 1.0], [250.0, 1.0]])
-    t = np.array([[1.6, 1.25, 1.08, 1.0], [1.3, 1.1, 1.02, 1.0], [2.0, 1.4, 1.1, 1.0]]) * 100
-    p = np.array([[100, 145, 180, 190], [100, 150, 170, 175], [100, 148, 195, 240]], dtype=float)
-    return ReplayTable(["a", "b", "c"], limits, 3, t, p, t[[1, 2, 0]], p[[1, 2, 0]], "power-limit")
-
-
 def test_the_second_run_replay_writes_reads_and_seeds_each_jobs_profile():
-    r = profile_replay(_toy_table(), "toy", steps=300, seed=1)
+    r = profile_replay(power_limit_table(), "toy", steps=300, seed=1)
     d = r.to_dict()
     assert d["jobs"] == 3 and d["second"]["explored_steps"] <= d["first"]["explored_steps"]
     assert d["second"]["regret_mean"] <= d["first"]["regret_mean"] and (r.regret >= -1e-12).all()
